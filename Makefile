@@ -1,0 +1,31 @@
+# The two set-up commands are `make run` and `make test`; see README.md.
+SHELL := bash
+CARGO ?= cargo
+
+.PHONY: all build test lint fmt unit testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig
+
+all: build
+
+build:
+	$(CARGO) build --workspace
+
+## Builds (once, cached outside the repository) etcd, kube-apiserver, kubectl and gardener-apiserver.
+testenv-bins:
+	@tests/bins/build.sh >/dev/null
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+## Everything CI runs: format, lint, all unit and end-to-end tests.
+test: lint unit
+
+## Regenerates crds/*.yaml from the Rust types.
+crds:
+	$(CARGO) run -q -p kim-tests --bin kim-crdgen -- crds

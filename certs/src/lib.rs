@@ -1,0 +1,2 @@
+//! `kim-certs`: certificates of the admission webhook.
+#![forbid(unsafe_code)]

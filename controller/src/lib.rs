@@ -1,0 +1,2 @@
+//! `kim-controller`.
+#![forbid(unsafe_code)]

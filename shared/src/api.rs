@@ -1,0 +1,1 @@
+//! The custom resources of the infrastructure manager (`infrastructuremanager.kyma-project.io`).

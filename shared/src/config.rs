@@ -1,0 +1,1 @@
+//! The KIM configuration: converter config, audit-log tenants, maintenance windows.

@@ -1,0 +1,1 @@
+//! The Gardener types the infrastructure manager writes and reads.

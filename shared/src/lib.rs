@@ -1,0 +1,8 @@
+//! `kim-shared`: the API types of the infrastructure manager, the KIM configuration and the
+//! pure core shared by the webhook and the controller. No I/O, no async, no clients.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod config;
+pub mod gardener;
+pub mod names;

@@ -1,0 +1,1 @@
+//! Every label, annotation, finalizer, condition type and reason, Secret name and field manager, with upstream's exact strings.

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries the tests and `make run` use, from Go modules, once, into a
+# cache outside the repository keyed by version. Prints the binary directory on stdout.
+#
+#   build.sh            build what is missing (etcd, kube-apiserver + kubectl, gardener-apiserver)
+#   build.sh update     regenerate the staging replace lines for $K8S_VERSION (then commit)
+#
+# KIM_TESTENV_BIN_DIR or KUBEBUILDER_ASSETS pointing at existing binaries skips the build of
+# the Kubernetes binaries (gardener-apiserver is still built into the cache when missing there).
+set -euo pipefail
+K8S_VERSION=${K8S_VERSION:-v1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+GARDENER_VERSION=${GARDENER_VERSION:-v1.149.0}
+STAGING="v0.${K8S_VERSION#v1.}"
+MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/kim-testenv
+BIN=$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-gardener-$GARDENER_VERSION
+export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+log() { echo "kim-testenv: $*" >&2; }
+
+update() {
+  local mod
+  mod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  cd "$HERE/apiserver"
+  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/.*#\1#p' "$mod"); do
+    go mod edit -replace="$m=$m@$STAGING"
+  done
+  go mod tidy
+  cd "$HERE/etcd" && go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy
+  cd "$HERE/gardener" && go mod edit -require="github.com/gardener/gardener@$GARDENER_VERSION" \
+    -replace="github.com/gardener/gardener/pkg/apis=github.com/gardener/gardener/pkg/apis@$GARDENER_VERSION" && go mod tidy
+}
+
+# build_one NAME MODULE_DIR [go build flags...]: builds $BIN/NAME unless it is there.
+build_one() {
+  local name=$1 dir=$2 start=$SECONDS; shift 2
+  if [ -x "$BIN/$name" ]; then return; fi
+  command -v go >/dev/null || { log "Go is needed to build $name (no 'go' on PATH)"; exit 1; }
+  log "building $name (cold build: minutes; cached afterwards in $BIN)"
+  (cd "$HERE/$dir" && go build -trimpath "$@" -o "$BIN/.$name.tmp" .)
+  mv "$BIN/.$name.tmp" "$BIN/$name"
+  log "built $name in $((SECONDS - start)) s"
+}
+
+build() {
+  mkdir -p "$BIN"
+  local ld="-s -w" d
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$MINOR -X $p.gitTreeState=clean"
+  done
+  for d in "${KIM_TESTENV_BIN_DIR:-}" "${KUBEBUILDER_ASSETS:-}"; do
+    if [ -n "$d" ]; then
+      for b in etcd kube-apiserver kubectl; do
+        [ -x "$d/$b" ] || { log "$d (KIM_TESTENV_BIN_DIR/KUBEBUILDER_ASSETS) has no executable $b"; exit 1; }
+        ln -sf "$d/$b" "$BIN/$b"
+      done
+      break
+    fi
+  done
+  build_one etcd etcd -ldflags "-s -w"
+  build_one kube-apiserver apiserver -tags=notest,grpcnotrace -ldflags "$ld"
+  [ -e "$BIN/kubectl" ] || ln -s kube-apiserver "$BIN/kubectl"
+  build_one gardener-apiserver gardener -tags=notest,grpcnotrace -ldflags "-s -w"
+  echo "$BIN"
+}
+
+"${1:-build}"

@@ -1,0 +1,2 @@
+//! `kim-tests`: the real control plane for tests and the local environment.
+#![forbid(unsafe_code)]

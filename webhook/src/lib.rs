@@ -1,0 +1,2 @@
+//! `kim-webhook`.
+#![forbid(unsafe_code)]
