@@ -1,0 +1,206 @@
+//! A rustls certificate resolver whose certificate can be swapped while the server runs.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// The serving certificate could not be loaded into rustls.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolverError {
+    /// The certificate PEM holds no certificate or is malformed.
+    #[error("serving certificate PEM is invalid: {0}")]
+    Certificate(String),
+    /// The private key PEM is missing, malformed or of an unsupported type.
+    #[error(
+        "serving private key is invalid or of an unsupported type (expected ECDSA, Ed25519 or RSA in PEM)"
+    )]
+    Key,
+}
+
+/// Hands rustls the current serving certificate. A handshake does one atomic load: no lock,
+/// no disk, no allocation beyond an `Arc` clone. [`CertResolver::set`] swaps the certificate
+/// for every following handshake; established connections keep theirs.
+#[derive(Debug, Default)]
+pub struct CertResolver {
+    current: ArcSwapOption<CertifiedKey>,
+}
+
+impl CertResolver {
+    /// A resolver with no certificate yet (handshakes fail until [`CertResolver::set`]).
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Builds a certified key from PEM. Parsing and key loading are CPU work: call it off the
+    /// async executor when it sits on a hot path (rotation runs it in `spawn_blocking`).
+    pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, ResolverError> {
+        let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ResolverError::Certificate(e.to_string()))?;
+        if chain.is_empty() {
+            return Err(ResolverError::Certificate("no CERTIFICATE block".into()));
+        }
+        let key =
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|_| ResolverError::Key)?;
+        let signing =
+            rustls::crypto::ring::sign::any_supported_type(&key).map_err(|_| ResolverError::Key)?;
+        Ok(CertifiedKey::new(chain, signing))
+    }
+
+    /// Replaces the certificate presented from the next handshake on.
+    pub fn set(&self, key: CertifiedKey) {
+        self.current.store(Some(Arc::new(key)));
+    }
+
+    /// True once a certificate is loaded (readiness).
+    pub fn is_loaded(&self) -> bool {
+        self.current.load().is_some()
+    }
+
+    /// The leaf certificate currently presented, DER (for tests and diagnostics).
+    pub fn current_leaf(&self) -> Option<CertificateDer<'static>> {
+        self.current
+            .load()
+            .as_ref()
+            .and_then(|k| k.cert.first().cloned())
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.load_full()
+    }
+}
+
+/// A rustls server configuration over `resolver`: TLS 1.2 and 1.3 (ring), ALPN `h2` and
+/// `http/1.1`.
+pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, rustls::Error> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+    .with_no_client_auth()
+    .with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::material::{ServingNames, generate_ca, issue_serving};
+    use std::time::{Duration, SystemTime};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn material() -> (String, String, String) {
+        let now = SystemTime::now();
+        let ca = generate_ca(now, Duration::from_secs(600)).expect("ca");
+        let names = ServingNames {
+            dns: vec!["localhost".into()],
+            ips: vec!["127.0.0.1".parse().expect("ip")],
+        };
+        let s = issue_serving(&ca, &names, now, Duration::from_secs(60)).expect("serving");
+        (ca.cert_pem, s.cert_pem, s.key_pem)
+    }
+
+    fn client(ca_pem: &str) -> tokio_rustls::TlsConnector {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(c.expect("ca pem")).expect("root");
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    }
+
+    #[test]
+    fn not_loaded_until_set() {
+        let r = CertResolver::new();
+        assert!(!r.is_loaded());
+        let (_, cert, key) = material();
+        r.set(CertResolver::certified_key(&cert, &key).expect("key"));
+        assert!(r.is_loaded());
+    }
+
+    #[test]
+    fn bad_key_error_carries_no_key_material() {
+        let (_, cert, _) = material();
+        let err = CertResolver::certified_key(
+            &cert,
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(!err.contains("c2VjcmV0"), "{err}");
+        assert!(err.contains("private key"), "{err}");
+    }
+
+    /// A connection opened before a swap keeps working; the next handshake sees the new leaf.
+    #[tokio::test]
+    async fn swap_applies_to_new_handshakes_without_dropping_open_connections() {
+        let (ca1, cert1, key1) = material();
+        let (ca2, cert2, key2) = material();
+        let resolver = CertResolver::new();
+        resolver.set(CertResolver::certified_key(&cert1, &key1).expect("k1"));
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(
+            server_config(resolver.clone()).expect("cfg"),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut buf = [0u8; 1];
+                    while tls.read_exact(&mut buf).await.is_ok() {
+                        if tls.write_all(&buf).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut old = client(&ca1)
+            .connect(name.clone(), tcp)
+            .await
+            .expect("handshake with first cert");
+        old.write_all(b"a").await.expect("write");
+        let mut b = [0u8; 1];
+        old.read_exact(&mut b).await.expect("echo");
+
+        resolver.set(CertResolver::certified_key(&cert2, &key2).expect("k2"));
+
+        // The open connection still works.
+        old.write_all(b"b").await.expect("write after swap");
+        old.read_exact(&mut b).await.expect("echo after swap");
+        assert_eq!(&b, b"b");
+        // A new handshake trusting only the first CA fails; trusting the second succeeds.
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        assert!(
+            client(&ca1).connect(name.clone(), tcp).await.is_err(),
+            "new handshake must present the new cert"
+        );
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        client(&ca2)
+            .connect(name, tcp)
+            .await
+            .expect("handshake with second cert");
+    }
+}
