@@ -1,0 +1,3 @@
+//! Command-line subcommands of `kim-controller`.
+
+pub mod run;

@@ -1,0 +1,191 @@
+//! `kim-controller run`: flags of the reconciling process. Names follow upstream
+//! `cmd/main.go` (reference 7.1) where a flag exists there.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of `kim-controller run` (the default subcommand).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Address of the Prometheus `/metrics` endpoint (`:8080` binds all interfaces).
+    #[arg(long, default_value = ":8080", value_parser = parse_bind_address)]
+    pub metrics_bind_address: SocketAddr,
+
+    /// Address of `/healthz` and `/readyz`.
+    #[arg(long, default_value = ":8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: SocketAddr,
+
+    /// Run the reconcilers only while this replica holds the Lease.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease (upstream's ID).
+    #[arg(long, default_value = "f1c68560.kyma-project.io")]
+    pub leader_election_id: String,
+
+    /// Namespace of the Lease; defaults to `--namespace`.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// KCP namespace holding Runtimes, GardenerClusters and kubeconfig Secrets.
+    #[arg(long, default_value = "kcp-system")]
+    pub namespace: String,
+
+    /// kubeconfig of the KCP cluster; in-cluster or `KUBECONFIG` when unset.
+    #[arg(long, env = "KCP_KUBECONFIG")]
+    pub kcp_kubeconfig_path: Option<PathBuf>,
+
+    /// kubeconfig of the Gardener project (service account of the project).
+    #[arg(long, default_value = "/gardener/kubeconfig/kubeconfig")]
+    pub gardener_kubeconfig_path: PathBuf,
+
+    /// Gardener project; Shoots live in namespace `garden-<name>`.
+    #[arg(long, default_value = "gardener-project")]
+    pub gardener_project_name: String,
+
+    /// Fraction of the kubeconfig validity after which it is rotated.
+    #[arg(long, default_value_t = 0.6)]
+    pub minimal_rotation_time: f64,
+
+    /// Validity requested for admin kubeconfigs.
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub kubeconfig_expiration_time: Duration,
+
+    /// Per-reconcile timeout of the GardenerCluster reconciler (typo kept from upstream).
+    #[arg(long = "gardener-ctrl-reconcilation-timeout", default_value = "60s", value_parser = parse_duration)]
+    pub gardener_ctrl_reconciliation_timeout: Duration,
+
+    /// Timeout of one request to Gardener (until the response headers).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub gardener_request_timeout: Duration,
+
+    /// Sustained requests per second to Gardener.
+    #[arg(long, default_value_t = 5)]
+    pub gardener_ratelimiter_qps: u32,
+
+    /// Requests to Gardener allowed at once above the sustained rate.
+    #[arg(long, default_value_t = 5)]
+    pub gardener_ratelimiter_burst: u32,
+
+    /// Runtime reconciles running at once.
+    #[arg(long, default_value_t = 25)]
+    pub runtime_ctrl_workers_cnt: u16,
+
+    /// GardenerCluster reconciles running at once.
+    #[arg(long, default_value_t = 25)]
+    pub gardener_cluster_ctrl_workers_cnt: u16,
+
+    /// The upstream-compatible converter configuration (JSON).
+    #[arg(long, default_value = "/converter-config/converter_config.json")]
+    pub converter_config_filepath: PathBuf,
+
+    /// Fail provisioning when no audit-log tenant exists for provider and region.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub audit_log_mandatory: bool,
+
+    /// Use structured authentication instead of the legacy `oidcConfig`.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub structured_auth_enabled: bool,
+
+    /// Safe deletion: hibernate a deleted Runtime's Shoot and delete it only after this period.
+    #[arg(long, value_parser = parse_duration)]
+    pub deletion_grace_period: Option<Duration>,
+
+    /// How often the Gardener health check runs.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub gardener_health_interval: Duration,
+
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `kim_controller=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    pub log_level: String,
+
+    /// `json` (default, for machines) or `text` (for people).
+    #[arg(long, default_value = "json")]
+    pub log_format: crate::logging::LogFormat,
+}
+
+impl RunArgs {
+    /// The Gardener project namespace, `garden-<project>`.
+    pub fn gardener_namespace(&self) -> String {
+        format!("garden-{}", self.gardener_project_name)
+    }
+
+    /// The namespace of the leader-election Lease.
+    pub fn lease_namespace(&self) -> &str {
+        self.leader_election_namespace
+            .as_deref()
+            .unwrap_or(&self.namespace)
+    }
+}
+
+/// Parses Go-style bind addresses: `:8080` means every interface.
+pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_owned()
+    };
+    full.parse()
+        .map_err(|e| format!("bind address {s:?} is not host:port or :port ({e})"))
+}
+
+/// Parses durations such as `3s`, `24h`, `100m` (Go duration style).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration like 3s, 90m or 24h ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn upstream_defaults() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let a = cli.run;
+        assert_eq!(a.metrics_bind_address.port(), 8080);
+        assert_eq!(a.health_probe_bind_address.port(), 8081);
+        assert!(!a.leader_elect);
+        assert!(a.audit_log_mandatory);
+        assert_eq!(a.gardener_request_timeout, Duration::from_secs(3));
+        assert_eq!(a.kubeconfig_expiration_time, Duration::from_secs(86400));
+        assert_eq!(a.gardener_namespace(), "garden-gardener-project");
+        assert_eq!(a.deletion_grace_period, None);
+    }
+
+    #[test]
+    fn go_style_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--leader-elect",
+            "--audit-log-mandatory=false",
+            "--gardener-ctrl-reconcilation-timeout=2m",
+            "--gardener-project-name=kyma-dev",
+            "--metrics-bind-address=127.0.0.1:9090",
+        ])
+        .unwrap();
+        let a = cli.run;
+        assert!(a.leader_elect);
+        assert!(!a.audit_log_mandatory);
+        assert_eq!(
+            a.gardener_ctrl_reconciliation_timeout,
+            Duration::from_secs(120)
+        );
+        assert_eq!(a.gardener_namespace(), "garden-kyma-dev");
+        assert_eq!(a.metrics_bind_address.to_string(), "127.0.0.1:9090");
+    }
+
+    #[test]
+    fn bad_duration_names_the_format() {
+        let err = parse_duration("soon").unwrap_err();
+        assert!(err.contains("like 3s"), "{err}");
+    }
+}

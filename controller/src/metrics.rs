@@ -1,0 +1,278 @@
+//! Metrics of the process: upstream's names where upstream has them (reference section 8),
+//! plus reconcile duration, queue depth and Gardener requests by code.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Prefix of upstream's metrics (`infrastructure_manager_im_runtime_state`).
+pub const PREFIX: &str = "infrastructure_manager_im";
+
+/// Labels of `infrastructure_manager_im_runtime_state` (upstream's camelCase names).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct RuntimeStateLabels {
+    /// The `kyma-project.io/runtime-id` label.
+    pub runtimeId: String,
+    /// The Runtime's name.
+    pub runtimeName: String,
+    /// `spec.shoot.name`.
+    pub shootName: String,
+    /// `spec.shoot.provider.type`.
+    pub provider: String,
+    /// `status.state`.
+    pub state: String,
+    /// The last condition's message, or `No value`.
+    pub message: String,
+}
+
+/// Labels naming a reconciler.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// `runtime`, `gardener_cluster`, ...
+    pub controller: String,
+}
+
+/// Labels of a reconcile outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// The reconciler.
+    pub controller: String,
+    /// `success` or an error kind.
+    pub result: String,
+}
+
+/// Labels of a Gardener request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GardenerRequestLabels {
+    /// HTTP method.
+    pub method: String,
+    /// HTTP status code, or `timeout`, `error`, `denied` when no response came.
+    pub code: String,
+}
+
+/// Labels of `infrastructure_manager_im_gardener_health`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HealthLabels {
+    /// The probed Gardener URL.
+    pub url: String,
+    /// `healthy`, `error` or `unknown`.
+    pub status: String,
+}
+
+/// The metrics the skeleton and the Runtime reconciler maintain.
+pub struct Metrics {
+    runtime_state: Family<RuntimeStateLabels, Gauge>,
+    /// Last series set per runtime id, so the old one is removed when the state changes.
+    runtime_series: Mutex<HashMap<String, RuntimeStateLabels>>,
+    /// Upstream `unexpected_stops_total`: reconciles that stopped on an error nobody retries.
+    pub unexpected_stops: Counter,
+    /// Reconcile durations by controller.
+    pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    /// Reconciles by controller and result.
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Objects waiting for a reconcile (scheduled requeues plus in-flight) by controller.
+    pub queue_depth: Family<ControllerLabels, Gauge>,
+    /// Requests to Gardener by method and response code.
+    pub gardener_requests: Family<GardenerRequestLabels, Counter>,
+    /// Latest Gardener health probe: 1 for the current status, 0 for the others.
+    pub gardener_health: Family<HealthLabels, Gauge>,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry` (the root registry).
+    pub fn register(registry: &mut Registry) -> std::sync::Arc<Self> {
+        let m = Metrics {
+            runtime_state: Family::default(),
+            runtime_series: Mutex::default(),
+            unexpected_stops: Counter::default(),
+            reconcile_duration: Family::new_with_constructor(duration_histogram),
+            reconciles: Family::default(),
+            queue_depth: Family::default(),
+            gardener_requests: Family::default(),
+            gardener_health: Family::default(),
+        };
+        // Upstream registers this counter without a prefix.
+        registry.register(
+            "unexpected_stops",
+            "Reconciles that stopped on an error that is not retried",
+            m.unexpected_stops.clone(),
+        );
+        let sub = registry.sub_registry_with_prefix(PREFIX);
+        sub.register(
+            "runtime_state",
+            "State of each Runtime (always 1; the labels carry the state)",
+            m.runtime_state.clone(),
+        );
+        sub.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile",
+            m.reconcile_duration.clone(),
+        );
+        sub.register("reconciles", "Reconciles by result", m.reconciles.clone());
+        sub.register(
+            "reconcile_queue_depth",
+            "Objects with a scheduled or running reconcile",
+            m.queue_depth.clone(),
+        );
+        sub.register(
+            "gardener_requests",
+            "Requests sent to Gardener by method and response code",
+            m.gardener_requests.clone(),
+        );
+        sub.register(
+            "gardener_health",
+            "Latest Gardener health probe (1 marks the current status)",
+            m.gardener_health.clone(),
+        );
+        std::sync::Arc::new(m)
+    }
+
+    /// Sets the state series of one runtime, removing its previous series.
+    pub fn set_runtime_state(&self, labels: RuntimeStateLabels) {
+        let mut series = lock(&self.runtime_series);
+        if let Some(old) = series.insert(labels.runtimeId.clone(), labels.clone())
+            && old != labels
+        {
+            self.runtime_state.remove(&old);
+        }
+        self.runtime_state.get_or_create(&labels).set(1);
+    }
+
+    /// Removes the state series of a runtime (after its finalizer is gone).
+    pub fn remove_runtime_state(&self, runtime_id: &str) {
+        if let Some(old) = lock(&self.runtime_series).remove(runtime_id) {
+            self.runtime_state.remove(&old);
+        }
+    }
+
+    /// Records one reconcile.
+    pub fn observe_reconcile(&self, controller: &str, result: &str, took: Duration) {
+        self.reconcile_duration
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: controller.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the queue depth of a controller.
+    pub fn set_queue_depth(&self, controller: &str, depth: usize) {
+        self.queue_depth
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one Gardener request.
+    pub fn count_gardener_request(&self, method: &str, code: &str) {
+        self.gardener_requests
+            .get_or_create(&GardenerRequestLabels {
+                method: method.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Publishes a health probe result: `status` gets 1, the other two 0.
+    pub fn set_gardener_health(&self, url: &str, status: &str) {
+        for s in ["healthy", "error", "unknown"] {
+            self.gardener_health
+                .get_or_create(&HealthLabels {
+                    url: url.to_owned(),
+                    status: s.to_owned(),
+                })
+                .set(i64::from(s == status));
+        }
+    }
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Renders the registry in the OpenMetrics text format.
+pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(state: &str) -> RuntimeStateLabels {
+        RuntimeStateLabels {
+            runtimeId: "rt-1".into(),
+            runtimeName: "rt-1".into(),
+            shootName: "s1".into(),
+            provider: "aws".into(),
+            state: state.into(),
+            message: "No value".into(),
+        }
+    }
+
+    #[test]
+    fn upstream_names_and_one_series_per_runtime() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.set_runtime_state(labels("Pending"));
+        m.set_runtime_state(labels("Ready"));
+        m.unexpected_stops.inc();
+        let text = encode(&registry).unwrap();
+        assert!(
+            text.contains("infrastructure_manager_im_runtime_state{runtimeId=\"rt-1\""),
+            "{text}"
+        );
+        assert!(text.contains("state=\"Ready\""), "{text}");
+        assert!(!text.contains("state=\"Pending\""), "{text}");
+        assert!(text.contains("\nunexpected_stops_total 1"), "{text}");
+        m.remove_runtime_state("rt-1");
+        let text = encode(&registry).unwrap();
+        assert!(!text.contains("runtimeId=\"rt-1\""), "{text}");
+    }
+
+    #[test]
+    fn health_marks_one_status() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.set_gardener_health("https://g", "unknown");
+        m.set_gardener_health("https://g", "healthy");
+        let text = encode(&registry).unwrap();
+        assert!(
+            text.contains(
+                "infrastructure_manager_im_gardener_health{url=\"https://g\",status=\"healthy\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "infrastructure_manager_im_gardener_health{url=\"https://g\",status=\"unknown\"} 0"
+            ),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! The process builder behind `kim-controller run`: clients, configuration, metrics and probe
+//! servers, Gardener health check, leader election, then every registered reconciler.
+//! `main` stays a few lines; tests start the same [`Process`] in-process.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::registry::Registry;
+
+use crate::cli::run::RunArgs;
+use crate::context::{Context, Shutdown};
+use crate::gardener::allow::AllowList;
+use crate::gardener::client::{
+    self as gclient, GardenerClientError, GardenerGuardLayer, GuardSettings,
+};
+use crate::leader::{LeaderError, Leadership};
+use crate::metrics::Metrics;
+
+/// Why the process could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Logging flags are wrong.
+    #[error("{0}")]
+    Logging(String),
+    /// The KCP client could not be built.
+    #[error("KCP connection (--kcp-kubeconfig-path, KUBECONFIG or in-cluster): {0}")]
+    Kcp(String),
+    /// The Gardener client could not be built.
+    #[error(transparent)]
+    Gardener(#[from] GardenerClientError),
+    /// A server port could not be bound.
+    #[error("cannot listen on {addr} ({flag}): {source}")]
+    Bind {
+        /// The flag naming the address.
+        flag: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Leader election failed.
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
+    /// Another replica took over; the process exits so it restarts as a follower.
+    #[error("lost leadership of the Lease; stopping so that only one replica reconciles")]
+    LostLeadership,
+}
+
+/// A started process: clients built, servers listening, reconcilers not yet running.
+pub struct Process {
+    /// The shared context handed to every reconciler.
+    pub ctx: Arc<Context>,
+    /// Bound `/metrics` address.
+    pub metrics_addr: SocketAddr,
+    /// Bound probes address.
+    pub probes_addr: SocketAddr,
+    shutdown: Shutdown,
+}
+
+impl Process {
+    /// Builds clients and starts the HTTP servers and the Gardener health check.
+    pub async fn start(args: RunArgs, shutdown: Shutdown) -> Result<Self, RunError> {
+        let kcp = kcp_client(&args).await?;
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let registry = Arc::new(Mutex::new(registry));
+
+        let gardener_config = gclient::load_config(&args.gardener_kubeconfig_path).await?;
+        let gardener_url = gardener_config.cluster_url.to_string();
+        let layer = GardenerGuardLayer::new(
+            GuardSettings {
+                allow: AllowList::new(args.gardener_namespace()),
+                qps: args.gardener_ratelimiter_qps,
+                burst: args.gardener_ratelimiter_burst,
+                timeout: args.gardener_request_timeout,
+            },
+            metrics.clone(),
+        )?;
+        let gardener = gclient::build(gardener_config, &layer, &args.gardener_kubeconfig_path)?;
+
+        let metrics_addr = crate::server::serve_metrics(
+            args.metrics_bind_address,
+            registry.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .map_err(|source| RunError::Bind {
+            flag: "--metrics-bind-address",
+            addr: args.metrics_bind_address,
+            source,
+        })?;
+        let probes_addr =
+            crate::server::serve_probes(args.health_probe_bind_address, shutdown.clone())
+                .await
+                .map_err(|source| RunError::Bind {
+                    flag: "--health-probe-bind-address",
+                    addr: args.health_probe_bind_address,
+                    source,
+                })?;
+        tokio::spawn(crate::gardener::health::run(
+            gardener.clone(),
+            gardener_url,
+            metrics.clone(),
+            args.gardener_health_interval,
+            shutdown.clone(),
+        ));
+
+        let ctx = Arc::new(Context::new(kcp, gardener, args, metrics, registry));
+        Ok(Self {
+            ctx,
+            metrics_addr,
+            probes_addr,
+            shutdown,
+        })
+    }
+
+    /// Waits for leadership (with `--leader-elect`), runs the reconcilers until shutdown.
+    pub async fn run(self) -> Result<(), RunError> {
+        let args = &self.ctx.args;
+        let mut leadership = if args.leader_elect {
+            let identity = identity();
+            let acquire = Leadership::acquire(
+                self.ctx.kcp.clone(),
+                args.lease_namespace(),
+                &args.leader_election_id,
+                &identity,
+            );
+            tokio::select! {
+                l = acquire => Some(l?),
+                _ = self.shutdown.cancelled() => return Ok(()),
+            }
+        } else {
+            None
+        };
+        let tasks = crate::spawn_reconcilers(&self.ctx, &self.shutdown);
+        let lost = async {
+            match leadership.as_mut() {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            _ = self.shutdown.cancelled() => Ok(()),
+            _ = lost => {
+                self.shutdown.cancel();
+                Err(RunError::LostLeadership)
+            }
+        };
+        for (name, task) in tasks {
+            if let Err(e) = task.await {
+                tracing::error!(reconciler = name, error = %e, "reconciler task panicked");
+            }
+        }
+        drop(leadership);
+        result
+    }
+}
+
+/// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].
+pub async fn run(args: RunArgs) -> Result<(), RunError> {
+    crate::logging::init(&args.log_level, args.log_format).map_err(RunError::Logging)?;
+    let shutdown = Shutdown::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let process = Process::start(args, shutdown).await?;
+    tracing::info!(
+        metrics = %process.metrics_addr,
+        probes = %process.probes_addr,
+        "kim-controller started"
+    );
+    process.run().await
+}
+
+async fn stop_on_signal(shutdown: Shutdown) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("stopping on signal");
+    shutdown.cancel();
+}
+
+async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
+    let config = match &args.kcp_kubeconfig_path {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| RunError::Kcp(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::Kcp(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| RunError::Kcp(e.to_string()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| RunError::Kcp(e.to_string()))
+}
+
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("kim-controller-{}", std::process::id()))
+}
