@@ -1,0 +1,352 @@
+//! `Runtime`: what KEB asks for (one Kyma runtime, i.e. one Gardener shoot), and the progress
+//! the infrastructure manager reports back.
+//!
+//! The shape follows upstream's CRD (`api/v1/runtime_types.go`) plus the fields KEB writes
+//! today (`auditLogAccessEnabled`, `enableNvidiaOpenshell`, `acl`, `dualStack`, `vpcNetwork`,
+//! `jwks`). Worker pools are Gardener's own [`Worker`] shape, embedded unchanged.
+
+use crate::gardener::common::{RawExtension, byte_string};
+use crate::gardener::{ControlPlane, LastError, LastOperation, OidcConfig, Worker};
+use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// RuntimeSpec defines the desired state of Runtime
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[kube(
+    group = "infrastructuremanager.kyma-project.io",
+    version = "v1",
+    kind = "Runtime",
+    namespaced,
+    status = "RuntimeStatus",
+    doc = "Runtime is the Schema for the runtimes API",
+    printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".spec.shoot.provider.type"}"#,
+    printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.shoot.region"}"#,
+    printcolumn = r#"{"name":"STATE","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSpec {
+    /// Whether the customer may read the runtime's audit logs (set by KEB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_log_access_enabled: Option<bool>,
+    /// Image registry cache opt-in (set by the registry cache controller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_registry_cache: Option<ImageRegistryCache>,
+    /// Administrators and network filtering.
+    pub security: Security,
+    /// The cluster to create.
+    pub shoot: RuntimeShoot,
+}
+
+/// `spec.imageRegistryCache`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct ImageRegistryCache {
+    /// Whether the `registry-cache` extension is configured on the shoot.
+    pub enabled: bool,
+}
+
+/// `spec.shoot`: the cluster to create.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeShoot {
+    /// ControlPlane holds information about the general settings for the control plane of a shoot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlane>,
+    /// Enables the `shoot-nvidia-openshell` extension (set by KEB for allow-listed accounts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_nvidia_openshell: Option<bool>,
+    /// Places the control plane in a seed of the same region (KEB's `colocateControlPlane`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enforce_seed_location: Option<bool>,
+    /// Kubernetes version and kube-apiserver settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<RuntimeKubernetes>,
+    /// Licence type; copied to the Shoot annotation
+    /// `infrastructuremanager.kyma-project.io/licence-type`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub licence_type: Option<String>,
+    /// Name of the Shoot.
+    pub name: String,
+    /// Node, pod and service networks.
+    pub networking: RuntimeNetworking,
+    /// SAP platform region, for example `cf-eu11`.
+    pub platform_region: String,
+    /// Provider type and worker pools.
+    pub provider: RuntimeProvider,
+    /// Gardener shoot purpose (`evaluation`, `testing`, `development`, `production`,
+    /// `infrastructure`).
+    pub purpose: String,
+    /// Provider region, for example `eu-central-1`.
+    pub region: String,
+    /// Name of the Gardener SecretBinding with the hyperscaler credentials.
+    pub secret_binding_name: String,
+}
+
+/// `spec.shoot.kubernetes`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeKubernetes {
+    /// kube-apiserver settings.
+    #[serde(rename = "kubeAPIServer", skip_serializing_if = "Option::is_none")]
+    pub kube_api_server: Option<RuntimeApiServer>,
+    /// Kubernetes version; the KIM configuration's default applies when it is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// `spec.shoot.kubernetes.kubeAPIServer`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeApiServer {
+    /// Allow-list of client networks for the kube-apiserver (`acl` extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Acl>,
+    /// OIDC providers created as `OpenIDConnect` resources (`kyma-oidc-<i>`) in the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additional_oidc_config: Option<Vec<AdditionalOidcConfig>>,
+    /// OIDCConfig contains configuration settings for the OIDC provider.
+    /// Note: Descriptions were taken from the Kubernetes documentation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc_config: Option<OidcConfig>,
+}
+
+/// `kubeAPIServer.acl`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Acl {
+    /// Client CIDRs allowed to reach the kube-apiserver (operator and KCP addresses are added).
+    #[serde(rename = "allowedCIDRs", skip_serializing_if = "Option::is_none")]
+    pub allowed_cidrs: Option<Vec<String>>,
+}
+
+/// An `additionalOidcConfig` entry: Gardener's OIDC settings plus the issuer's keys.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct AdditionalOidcConfig {
+    /// The Gardener OIDC settings (inlined).
+    #[serde(flatten)]
+    pub oidc: OidcConfig,
+    /// The issuer's JSON Web Key Set, for issuers the cluster cannot reach (base64 in JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "byte_string")]
+    pub jwks: Option<ByteString>,
+}
+
+/// `spec.shoot.provider`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeProvider {
+    /// Worker pools appended after the main pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additional_workers: Option<Vec<Worker>>,
+    /// Accepted for compatibility; the infrastructure manager generates this configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane_config: Option<RawExtension>,
+    /// Accepted for compatibility; the infrastructure manager generates this configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infrastructure_config: Option<RawExtension>,
+    /// The hyperscaler.
+    #[serde(rename = "type")]
+    pub type_: ProviderType,
+    /// The main worker pool (exactly one).
+    pub workers: Vec<Worker>,
+}
+
+/// `spec.shoot.provider.type`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderType {
+    /// Amazon Web Services.
+    #[default]
+    Aws,
+    /// Microsoft Azure.
+    Azure,
+    /// Google Cloud Platform.
+    Gcp,
+    /// SAP Cloud Infrastructure (OpenStack, "SAP Converged Cloud").
+    Openstack,
+    /// Alibaba Cloud.
+    Alicloud,
+}
+
+impl ProviderType {
+    /// Every provider type, in upstream's enum order.
+    pub const ALL: [ProviderType; 5] = [
+        Self::Aws,
+        Self::Azure,
+        Self::Gcp,
+        Self::Openstack,
+        Self::Alicloud,
+    ];
+
+    /// The JSON value, for example `aws`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aws => "aws",
+            Self::Azure => "azure",
+            Self::Gcp => "gcp",
+            Self::Openstack => "openstack",
+            Self::Alicloud => "alicloud",
+        }
+    }
+}
+
+impl fmt::Display for ProviderType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `spec.shoot.networking`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeNetworking {
+    /// IPv4 plus IPv6 networking, where the provider supports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dual_stack: Option<bool>,
+    /// Node CIDR, for example `10.250.0.0/16`; also the workers CIDR of the infrastructure.
+    pub nodes: String,
+    /// Pod CIDR.
+    pub pods: String,
+    /// Service CIDR.
+    pub services: String,
+    /// Networking extension, for example `calico`.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Existing VPC/VNet to create the cluster in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vpc_network: Option<String>,
+}
+
+/// `spec.security`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Security {
+    /// Users (names or e-mails) bound to `cluster-admin` in the cluster.
+    pub administrators: Vec<String>,
+    /// Network filtering.
+    pub networking: NetworkingSecurity,
+}
+
+/// `spec.security.networking`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct NetworkingSecurity {
+    /// The `shoot-networking-filter` settings.
+    pub filter: Filter,
+}
+
+/// `spec.security.networking.filter`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Filter {
+    /// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
+    pub egress: Egress,
+    /// Ingress filtering can be enabled for `shoot-networking-fitler` extension with
+    /// the blackholing feature, see https://github.com/gardener/gardener-extension-shoot-networking-filter/blob/master/docs/usage/shoot-networking-filter.md#ingress-filtering
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<Ingress>,
+}
+
+/// Ingress filtering can be enabled for `shoot-networking-fitler` extension with
+/// the blackholing feature, see https://github.com/gardener/gardener-extension-shoot-networking-filter/blob/master/docs/usage/shoot-networking-filter.md#ingress-filtering
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Ingress {
+    /// It means that the blackholing filtering is enabled on the per shoot level.
+    pub enabled: bool,
+}
+
+/// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Egress {
+    /// Whether egress filtering is on; the extension is disabled when false.
+    pub enabled: bool,
+}
+
+/// RuntimeStatus defines the observed state of Runtime
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeStatus {
+    /// List of status conditions, one per type (see [`crate::names::condition`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Vec<Condition>>,
+    /// The Runtime generation the status describes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Set once the first provisioning completed; never reset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning_completed: Option<bool>,
+    /// The Shoot's last errors, as Gardener reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shoot_last_errors: Option<Vec<LastError>>,
+    /// The Shoot's last operation, as Gardener reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shoot_last_operation: Option<LastOperation>,
+    /// State signifies current state of Runtime
+    pub state: RuntimeState,
+}
+
+/// `status.state` of a Runtime.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+pub enum RuntimeState {
+    /// Provisioning, updating or waiting.
+    #[default]
+    Pending,
+    /// The cluster exists and is configured.
+    Ready,
+    /// Deletion is in progress.
+    Terminating,
+    /// A step failed; see the conditions.
+    Failed,
+}
+
+impl RuntimeState {
+    /// The JSON value, for example `Ready`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => crate::names::STATE_PENDING,
+            Self::Ready => crate::names::STATE_READY,
+            Self::Terminating => crate::names::STATE_TERMINATING,
+            Self::Failed => crate::names::STATE_FAILED,
+        }
+    }
+}
+
+impl fmt::Display for RuntimeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Runtime {
+    /// The runtime ID, from the `kyma-project.io/runtime-id` label.
+    pub fn runtime_id(&self) -> Option<&str> {
+        super::gardener_cluster::label(&self.metadata, crate::names::LABEL_RUNTIME_ID)
+    }
+
+    /// The value of a label, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        super::gardener_cluster::label(&self.metadata, key)
+    }
+
+    /// The value of an annotation, if set.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// The status condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == type_)
+    }
+}
