@@ -1,0 +1,81 @@
+//! The GardenerCluster reconciler: keeps Secret `kubeconfig-<runtime-id>` filled with an admin
+//! kubeconfig from Gardener's `shoots/adminkubeconfig` and rotates it on time
+//! (`reference/kim-upstream.md` section 5), with upstream's bugs fixed:
+//!
+//! - Gardener is asked only when a rotation is due (upstream: on every reconcile);
+//! - a forced rotation replaces the kubeconfig in one update, so the key never disappears, and
+//!   leaves `KubeconfigSecretRotated` (status by server-side apply: no conflicts);
+//! - a finalizer and an owner reference delete the Secret with its GardenerCluster, even when
+//!   the controller was down at that moment.
+
+pub mod gardener;
+pub mod metrics;
+pub mod reconcile;
+pub mod rotation;
+pub mod secret;
+pub mod status;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kim_shared::api::GardenerCluster;
+use kube::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::watcher;
+
+use crate::{Context, Shutdown};
+use metrics::KubeconfigMetrics;
+use reconcile::Reconciler;
+use rotation::RotationPolicy;
+
+/// Name of this reconciler in metrics and logs.
+pub const CONTROLLER: &str = "gardener_cluster";
+
+/// Finalizer on a GardenerCluster: its Secret is deleted before the object goes, even when the
+/// controller was down at deletion time (upstream had none; see docs/upstream-differences.md).
+pub const FINALIZER: &str =
+    "gardenercluster-controller.infrastructure-manager.kyma-project.io/deletion-hook";
+
+/// Runs the GardenerCluster reconciler until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+    let policy = match RotationPolicy::new(
+        ctx.args.kubeconfig_expiration_time,
+        ctx.args.minimal_rotation_time,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            // Start-up validates the flags too; this guards a Context built elsewhere (tests).
+            tracing::error!(controller = CONTROLLER, error = %e, "kubeconfig rotation flags are invalid; reconciler not started");
+            return;
+        }
+    };
+    let metrics = Arc::new(KubeconfigMetrics::default());
+    ctx.register_metrics(|r| metrics.register(r));
+    let namespace = ctx.args.namespace.clone();
+    let workers = usize::from(ctx.args.gardener_cluster_ctrl_workers_cnt.max(1));
+    let clusters: Api<GardenerCluster> = Api::namespaced(ctx.kcp.clone(), &namespace);
+    let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
+    // Watch only our Secrets, and only their metadata: a deleted or emptied Secret is noticed
+    // at once, without caching kubeconfigs in memory.
+    let managed = format!(
+        "{}={}",
+        kim_shared::names::LABEL_MANAGED_BY,
+        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    let reconciler = Arc::new(Reconciler::new(ctx, policy, metrics));
+    Controller::new(clusters, watcher::Config::default())
+        .owns(secrets, watcher::Config::default().labels(&managed))
+        .with_config(controller::Config::default().concurrency(workers as u16))
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile::reconcile, reconcile::error_policy, reconciler)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                // Reconcile failures are logged (without secrets) by `error_policy`; what
+                // remains here are watch hiccups the controller retries by itself.
+                tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
+            }
+        })
+        .await;
+}

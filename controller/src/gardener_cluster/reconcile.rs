@@ -1,0 +1,474 @@
+//! One reconcile of a GardenerCluster: a thin async shell around the pure decisions in
+//! [`super::rotation`], [`super::secret`] and [`super::status`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kim_shared::api::GardenerCluster;
+use kim_shared::names;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{self, finalizer};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::CONTROLLER;
+use super::gardener::{IssueError, issue_admin_kubeconfig};
+use super::metrics::{ClusterStateLabels, ExpirationLabels, KubeconfigMetrics, go_g};
+use super::rotation::{self, RotationDecision, RotationPolicy};
+use super::secret::{self as kubeconfig_secret, SecretLocation};
+use super::status::{self, DesiredStatus, Reason};
+use crate::Context;
+
+/// Field manager of everything this reconciler applies.
+pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
+
+/// Backoff after a failed reconcile.
+const RETRY_AFTER: Duration = Duration::from_secs(15);
+
+/// State shared by all reconciles of this controller.
+pub struct Reconciler {
+    ctx: Arc<Context>,
+    policy: RotationPolicy,
+    metrics: Arc<KubeconfigMetrics>,
+}
+
+/// A reconcile that failed; messages name the object and never contain secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The KCP API failed while reading or writing `what`.
+    #[error("{what}: {source}")]
+    Kcp {
+        /// What was being done.
+        what: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Gardener did not issue a kubeconfig.
+    #[error(transparent)]
+    Gardener(#[from] IssueError),
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+    /// The reconcile took longer than `--gardener-ctrl-reconcilation-timeout`.
+    #[error("reconcile took longer than {0:?} (--gardener-ctrl-reconcilation-timeout)")]
+    Timeout(Duration),
+}
+
+fn kcp(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Kcp { what, source }
+}
+
+impl Reconciler {
+    /// A reconciler with the rotation policy from the flags.
+    pub fn new(ctx: Arc<Context>, policy: RotationPolicy, metrics: Arc<KubeconfigMetrics>) -> Self {
+        Self {
+            ctx,
+            policy,
+            metrics,
+        }
+    }
+}
+
+/// Entry point for the controller: the finalizer wraps apply and cleanup.
+pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let namespace = gc.namespace().unwrap_or_default();
+    let api: Api<GardenerCluster> = Api::namespaced(r.ctx.kcp.clone(), &namespace);
+    let timeout = r.ctx.args.gardener_ctrl_reconciliation_timeout;
+    let work = finalizer(&api, super::FINALIZER, gc, |event| async {
+        match event {
+            finalizer::Event::Apply(gc) => apply(&r, &gc, Timestamp::now()).await,
+            finalizer::Event::Cleanup(gc) => cleanup(&r, &gc).await,
+        }
+    });
+    let result = match tokio::time::timeout(timeout, work).await {
+        Err(_) => Err(Error::Timeout(timeout)),
+        Ok(Ok(action)) => Ok(action),
+        Ok(Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e))) => Err(e),
+        Ok(Err(other)) => Err(Error::Finalizer(other.to_string())),
+    };
+    let outcome = if result.is_ok() { "success" } else { "error" };
+    r.ctx
+        .metrics
+        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+    result
+}
+
+/// Retry policy: log (at warn: the failure is retried and already in the status) and back off.
+pub fn error_policy(gc: Arc<GardenerCluster>, error: &Error, _r: Arc<Reconciler>) -> Action {
+    tracing::warn!(
+        controller = CONTROLLER,
+        namespace = gc.namespace().unwrap_or_default(),
+        name = gc.name_any(),
+        error = %error,
+        "reconcile failed; retrying"
+    );
+    Action::requeue(RETRY_AFTER)
+}
+
+/// Ensures the Secret holds a valid kubeconfig; talks to Gardener only when a rotation is due.
+async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<Action, Error> {
+    let loc = SecretLocation::of(gc);
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
+    let existing = match secrets.get_opt(&loc.name).await {
+        Ok(s) => s,
+        Err(e) => {
+            let msg = e.to_string();
+            write_status(
+                r,
+                gc,
+                status::desired(
+                    conditions(gc),
+                    Reason::FailedToCheckSecret,
+                    Some(&msg),
+                    gc.metadata.generation,
+                    now,
+                ),
+            )
+            .await?;
+            return Err(kcp(format!(
+                "reading Secret {}/{}",
+                loc.namespace, loc.name
+            ))(e));
+        }
+    };
+    let forced = gc
+        .annotations()
+        .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION);
+    let state = kubeconfig_secret::state(existing.as_ref(), &loc.key);
+    match rotation::decide(&r.policy, state, forced, now) {
+        RotationDecision::Wait { requeue_after } => {
+            if let Some(secret) = &existing {
+                adopt(r, gc, secret, &secrets).await?;
+                record_expiration(r, gc, secret);
+            }
+            write_status(
+                r,
+                gc,
+                status::unchanged(conditions(gc), gc.metadata.generation, now),
+            )
+            .await?;
+            Ok(Action::requeue(requeue_after))
+        }
+        RotationDecision::Rotate(cause) => {
+            let shoot = gc.spec.shoot.name.clone();
+            let issued = match issue_admin_kubeconfig(
+                &r.ctx.gardener,
+                &r.ctx.gardener_namespace,
+                &shoot,
+                r.policy.expiration_seconds(),
+            )
+            .await
+            {
+                Ok(k) => k,
+                Err(e) => {
+                    let msg = e.to_string();
+                    write_status(
+                        r,
+                        gc,
+                        status::desired(
+                            conditions(gc),
+                            Reason::FailedToGetKubeconfig,
+                            Some(&msg),
+                            gc.metadata.generation,
+                            now,
+                        ),
+                    )
+                    .await?;
+                    if e.is_not_found() {
+                        // The Shoot is gone: nothing to retry until the GardenerCluster changes.
+                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, "shoot not found; waiting for a change");
+                        return Ok(Action::await_change());
+                    }
+                    return Err(e.into());
+                }
+            };
+            let desired = kubeconfig_secret::desired(gc, issued.kubeconfig, now);
+            // Server-side apply: creates the Secret or replaces key and last-sync in place, so
+            // the key is present at every moment (upstream blanked it on a forced rotation).
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let written = secrets
+                .patch(&loc.name, &params, &Patch::Apply(&desired))
+                .await;
+            let reason = if cause.replaces_existing() {
+                Reason::SecretRotated
+            } else {
+                Reason::SecretCreated
+            };
+            let written = match written {
+                Ok(s) => s,
+                Err(e) => {
+                    let failed = if existing.is_some() {
+                        Reason::FailedToUpdateSecret
+                    } else {
+                        Reason::FailedToCreateSecret
+                    };
+                    let msg = e.to_string();
+                    write_status(
+                        r,
+                        gc,
+                        status::desired(
+                            conditions(gc),
+                            failed,
+                            Some(&msg),
+                            gc.metadata.generation,
+                            now,
+                        ),
+                    )
+                    .await?;
+                    return Err(kcp(format!(
+                        "writing Secret {}/{}",
+                        loc.namespace, loc.name
+                    ))(e));
+                }
+            };
+            tracing::info!(
+                controller = CONTROLLER,
+                name = gc.name_any(),
+                shoot = %shoot,
+                secret = %loc.name,
+                cause = ?cause,
+                expires = ?issued.expires,
+                "kubeconfig written"
+            );
+            record_expiration(r, gc, &written);
+            if forced {
+                remove_force_annotation(r, gc).await?;
+            }
+            write_status(
+                r,
+                gc,
+                status::desired(conditions(gc), reason, None, gc.metadata.generation, now),
+            )
+            .await?;
+            Ok(Action::requeue(r.policy.rotate_after()))
+        }
+    }
+}
+
+/// Deletes the Secret (if it is ours) and the metric series; the finalizer goes after this.
+async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> {
+    let loc = SecretLocation::of(gc);
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
+    let existing = secrets.get_opt(&loc.name).await.map_err(kcp(format!(
+        "reading Secret {}/{}",
+        loc.namespace, loc.name
+    )))?;
+    match existing {
+        Some(secret) if kubeconfig_secret::belongs_to(&secret, gc) => {
+            if let Err(e) = secrets.delete(&loc.name, &DeleteParams::default()).await {
+                let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404);
+                if !not_found {
+                    let msg = e.to_string();
+                    write_status(
+                        r,
+                        gc,
+                        status::desired(
+                            conditions(gc),
+                            Reason::FailedToDeleteSecret,
+                            Some(&msg),
+                            gc.metadata.generation,
+                            Timestamp::now(),
+                        ),
+                    )
+                    .await?;
+                    return Err(kcp(format!(
+                        "deleting Secret {}/{}",
+                        loc.namespace, loc.name
+                    ))(e));
+                }
+            }
+            tracing::info!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "kubeconfig Secret deleted with its GardenerCluster");
+        }
+        Some(_) => {
+            tracing::warn!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "Secret not labelled for this GardenerCluster; left in place");
+        }
+        None => {}
+    }
+    r.metrics.remove(&key(gc));
+    Ok(Action::await_change())
+}
+
+/// Gives a Secret written by upstream KIM (or before a namespace change) our owner reference
+/// and labels, once. Cheap no-op when already in place.
+async fn adopt(
+    r: &Reconciler,
+    gc: &GardenerCluster,
+    secret: &Secret,
+    secrets: &Api<Secret>,
+) -> Result<(), Error> {
+    let loc = SecretLocation::of(gc);
+    let Some(owner) = kubeconfig_secret::owner_reference(gc, &loc.namespace) else {
+        return Ok(());
+    };
+    let has_owner = secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == owner.uid);
+    let has_label = secret
+        .labels()
+        .get(names::LABEL_MANAGED_BY)
+        .map(String::as_str)
+        == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+    if has_owner && has_label {
+        return Ok(());
+    }
+    let _ = r;
+    // A merge patch of metadata only: data and last-sync stay as they are.
+    let patch = json!({
+        "metadata": {
+            "ownerReferences": [owner],
+            "labels": {
+                names::LABEL_MANAGED_BY: names::MANAGED_BY_INFRASTRUCTURE_MANAGER,
+                names::LABEL_CLUSTER_NAME: gc.name_any(),
+            }
+        }
+    });
+    secrets
+        .patch(&loc.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kcp(format!(
+            "adopting Secret {}/{}",
+            loc.namespace, loc.name
+        )))?;
+    Ok(())
+}
+
+/// Removes the force-rotation annotation (a merge patch: no conflict with other writers).
+async fn remove_force_annotation(r: &Reconciler, gc: &GardenerCluster) -> Result<(), Error> {
+    let api: Api<GardenerCluster> =
+        Api::namespaced(r.ctx.kcp.clone(), &gc.namespace().unwrap_or_default());
+    let patch =
+        json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null}}});
+    api.patch(
+        &gc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(kcp(format!(
+        "removing {} from GardenerCluster {}",
+        names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
+        gc.name_any()
+    )))?;
+    Ok(())
+}
+
+/// Applies `want` to the status subresource unless it is already there, publishes one Event
+/// when the reason changes, and refreshes the state metric.
+async fn write_status(
+    r: &Reconciler,
+    gc: &GardenerCluster,
+    want: DesiredStatus,
+) -> Result<(), Error> {
+    let current = conditions(gc);
+    let state = gc.status.as_ref().and_then(|s| s.state.as_deref());
+    record_state(r, gc, &want);
+    if status::is_current(state, current, &want) {
+        return Ok(());
+    }
+    let previous_reason = current
+        .iter()
+        .find(|c| c.type_ == status::CONDITION_TYPE)
+        .map(|c| c.reason.clone());
+    let api: Api<GardenerCluster> =
+        Api::namespaced(r.ctx.kcp.clone(), &gc.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": GardenerCluster::api_version(&()),
+        "kind": GardenerCluster::kind(&()),
+        "status": { "state": want.state, "conditions": [want.condition] }
+    });
+    api.patch_status(
+        &gc.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(kcp(format!(
+        "writing status of GardenerCluster {}",
+        gc.name_any()
+    )))?;
+    if previous_reason.as_deref() != Some(want.condition.reason.as_str()) {
+        let event = Event {
+            type_: if want.condition.status == "True" {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: want.condition.reason.clone(),
+            note: Some(want.condition.message.clone()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        // An Event is informational: failing to publish it must not fail the reconcile.
+        if let Err(e) = r.ctx.recorder.publish(&event, &gc.object_ref(&())).await {
+            tracing::debug!(controller = CONTROLLER, name = gc.name_any(), error = %e, "event not published");
+        }
+    }
+    Ok(())
+}
+
+fn conditions(gc: &GardenerCluster) -> &[Condition] {
+    gc.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+}
+
+fn key(gc: &GardenerCluster) -> String {
+    format!("{}/{}", gc.namespace().unwrap_or_default(), gc.name_any())
+}
+
+fn record_state(r: &Reconciler, gc: &GardenerCluster, want: &DesiredStatus) {
+    // Upstream sets the series only for GardenerClusters with a runtime-id label.
+    let Some(runtime_id) = gc.labels().get(names::LABEL_RUNTIME_ID) else {
+        return;
+    };
+    r.metrics.set_state(
+        &key(gc),
+        ClusterStateLabels {
+            runtimeId: runtime_id.clone(),
+            shootName: gc
+                .labels()
+                .get(names::LABEL_SHOOT_NAME)
+                .cloned()
+                .unwrap_or_default(),
+            state: want.state.to_owned(),
+            reason: want.condition.reason.clone(),
+        },
+    );
+}
+
+fn record_expiration(r: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
+    let Some((runtime_id, shoot)) = kubeconfig_secret::metric_ids(secret.metadata.labels.as_ref())
+    else {
+        return;
+    };
+    let Some(last_sync) = secret
+        .annotations()
+        .get(names::ANNOTATION_LAST_SYNC)
+        .and_then(|raw| rotation::parse_last_sync(raw))
+    else {
+        return;
+    };
+    let expires = rotation::expires_at(&r.policy, last_sync).as_second();
+    r.metrics.set_expiration(
+        &key(gc),
+        ExpirationLabels {
+            runtimeId: runtime_id,
+            shootName: shoot,
+            expires: expires.to_string(),
+            rotationDuration: go_g(r.policy.rotation_period().as_secs()),
+            expirationDuration: go_g(r.policy.expiration().as_secs()),
+        },
+        expires,
+    );
+}

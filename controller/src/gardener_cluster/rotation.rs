@@ -1,0 +1,363 @@
+//! When an admin kubeconfig must be fetched again: upstream's rotation math
+//! (`reference/kim-upstream.md` 5.2), as pure functions of `now`.
+//!
+//! Upstream: `rotationPeriod = ratio x expiration` and a rotation is due once
+//! `now - lastSync >= 0.95 x rotationPeriod`. We compute in whole seconds instead of upstream's
+//! whole minutes, so a test can use a rotation period of seconds with a valid (>= 600 s) request.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+/// Upstream's constant `rotationPeriodRatio`: rotate at 95 % of the rotation period.
+pub const ROTATION_PERIOD_RATIO: f64 = 0.95;
+
+/// Gardener rejects an `AdminKubeconfigRequest` with `expirationSeconds` below 600.
+pub const MIN_EXPIRATION: Duration = Duration::from_secs(600);
+
+/// Largest `expirationSeconds` Gardener's validation accepts (2^32 - 1).
+pub const MAX_EXPIRATION: Duration = Duration::from_secs(u32::MAX as u64);
+
+/// A last-sync this far in the future is treated as corrupt (clock skew of a few seconds is not).
+const FUTURE_TOLERANCE: SignedDuration = SignedDuration::from_secs(60);
+
+/// A rotation policy that cannot work; the message names the flag and the valid range.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RotationPolicyError {
+    /// The expiration is outside what Gardener accepts.
+    #[error(
+        "--kubeconfig-expiration-time is {given:?}; Gardener accepts 10m to {max:?} (4294967295s)",
+        max = MAX_EXPIRATION
+    )]
+    Expiration {
+        /// The configured expiration.
+        given: Duration,
+    },
+    /// The ratio is not a number in (0, 1].
+    #[error("--minimal-rotation-time is {given}; it must be a ratio greater than 0 and at most 1")]
+    Ratio {
+        /// The configured ratio.
+        given: f64,
+    },
+}
+
+/// How long issued admin kubeconfigs live and when they are replaced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RotationPolicy {
+    expiration: Duration,
+    minimal_rotation_ratio: f64,
+}
+
+impl RotationPolicy {
+    /// Upstream's defaults: 24h validity, rotation period 0.6 x 24h.
+    pub fn upstream_default() -> Self {
+        Self {
+            expiration: Duration::from_secs(24 * 3600),
+            minimal_rotation_ratio: 0.6,
+        }
+    }
+
+    /// A policy from `--kubeconfig-expiration-time` and `--minimal-rotation-time`.
+    pub fn new(
+        expiration: Duration,
+        minimal_rotation_ratio: f64,
+    ) -> Result<Self, RotationPolicyError> {
+        if !(MIN_EXPIRATION..=MAX_EXPIRATION).contains(&expiration) {
+            return Err(RotationPolicyError::Expiration { given: expiration });
+        }
+        if !(minimal_rotation_ratio.is_finite()
+            && minimal_rotation_ratio > 0.0
+            && minimal_rotation_ratio <= 1.0)
+        {
+            return Err(RotationPolicyError::Ratio {
+                given: minimal_rotation_ratio,
+            });
+        }
+        Ok(Self {
+            expiration,
+            minimal_rotation_ratio,
+        })
+    }
+
+    /// The validity requested from Gardener.
+    pub fn expiration(&self) -> Duration {
+        self.expiration
+    }
+
+    /// `spec.expirationSeconds` of the `AdminKubeconfigRequest`.
+    pub fn expiration_seconds(&self) -> i64 {
+        // Bounded by MAX_EXPIRATION in `new`, so the cast cannot truncate.
+        self.expiration.as_secs() as i64
+    }
+
+    /// `ratio x expiration`, truncated to whole seconds (upstream truncates to whole minutes).
+    pub fn rotation_period(&self) -> Duration {
+        Duration::from_secs((self.minimal_rotation_ratio * self.expiration.as_secs_f64()) as u64)
+    }
+
+    /// `0.95 x rotation period`: how old a kubeconfig may get before it is replaced.
+    pub fn rotate_after(&self) -> Duration {
+        Duration::from_millis(
+            (ROTATION_PERIOD_RATIO * self.rotation_period().as_millis() as f64) as u64,
+        )
+    }
+}
+
+/// What the controller knows about the kubeconfig Secret, read from the KCP (never Gardener).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SecretState<'a> {
+    /// No Secret with the name from the spec.
+    Missing,
+    /// The Secret exists but lacks the data key from the spec.
+    KeyMissing,
+    /// The Secret has its key; `last_sync` is the raw `operator.kyma-project.io/last-sync` value.
+    Present {
+        /// The annotation value, if any.
+        last_sync: Option<&'a str>,
+    },
+}
+
+/// Why a kubeconfig is fetched from Gardener now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RotationCause {
+    /// There is no Secret yet.
+    SecretMissing,
+    /// The Secret exists without the kubeconfig key.
+    KeyMissing,
+    /// The Secret has no last-sync annotation.
+    LastSyncMissing,
+    /// The last-sync annotation is not an RFC 3339 timestamp, or lies in the future.
+    LastSyncInvalid,
+    /// `0.95 x rotation period` has passed since the last sync.
+    Due,
+    /// The force-rotation annotation is on the GardenerCluster.
+    Forced,
+}
+
+impl RotationCause {
+    /// True when the Secret already holds a kubeconfig that is being replaced (the condition
+    /// reason is then `KubeconfigSecretRotated`, otherwise `KubeconfigSecretCreated`).
+    pub fn replaces_existing(self) -> bool {
+        !matches!(
+            self,
+            RotationCause::SecretMissing | RotationCause::KeyMissing
+        )
+    }
+}
+
+/// The decision for one reconcile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RotationDecision {
+    /// Ask Gardener for a kubeconfig now.
+    Rotate(RotationCause),
+    /// Nothing to do; look again after this long (no Gardener call).
+    Wait {
+        /// Time until the rotation is due.
+        requeue_after: Duration,
+    },
+}
+
+/// Decides whether to ask Gardener for a new kubeconfig (upstream 5.2, plus the forced rotation).
+pub fn decide(
+    policy: &RotationPolicy,
+    secret: SecretState<'_>,
+    forced: bool,
+    now: Timestamp,
+) -> RotationDecision {
+    let last_sync = match secret {
+        SecretState::Missing => return RotationDecision::Rotate(RotationCause::SecretMissing),
+        SecretState::KeyMissing => return RotationDecision::Rotate(RotationCause::KeyMissing),
+        _ if forced => return RotationDecision::Rotate(RotationCause::Forced),
+        SecretState::Present { last_sync: None } => {
+            return RotationDecision::Rotate(RotationCause::LastSyncMissing);
+        }
+        SecretState::Present {
+            last_sync: Some(raw),
+        } => match parse_last_sync(raw) {
+            Some(ts) => ts,
+            None => return RotationDecision::Rotate(RotationCause::LastSyncInvalid),
+        },
+    };
+    let age = now.duration_since(last_sync);
+    if age < -FUTURE_TOLERANCE {
+        return RotationDecision::Rotate(RotationCause::LastSyncInvalid);
+    }
+    let rotate_after = policy.rotate_after();
+    // A small negative age (clock skew) counts as zero: wait the full period.
+    let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+    match rotate_after.checked_sub(age) {
+        Some(remaining) if !remaining.is_zero() => RotationDecision::Wait {
+            requeue_after: remaining,
+        },
+        _ => RotationDecision::Rotate(RotationCause::Due),
+    }
+}
+
+/// Reads the last-sync annotation (RFC 3339; upstream writes UTC with second precision).
+pub fn parse_last_sync(raw: &str) -> Option<Timestamp> {
+    raw.trim().parse::<Timestamp>().ok()
+}
+
+/// Writes the last-sync annotation the way upstream does: RFC 3339, UTC, whole seconds.
+pub fn format_last_sync(now: Timestamp) -> String {
+    Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
+}
+
+/// When a kubeconfig synced at `last_sync` expires (for the expiration metric): last sync plus
+/// the requested validity, as upstream computes it.
+pub fn expires_at(policy: &RotationPolicy, last_sync: Timestamp) -> Timestamp {
+    SignedDuration::try_from(policy.expiration())
+        .ok()
+        .and_then(|d| last_sync.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn present(raw: &str) -> SecretState<'_> {
+        SecretState::Present {
+            last_sync: Some(raw),
+        }
+    }
+
+    #[test]
+    fn upstream_defaults_give_upstream_periods() {
+        let p = RotationPolicy::upstream_default();
+        assert_eq!(p.expiration_seconds(), 86_400);
+        assert_eq!(p.rotation_period(), Duration::from_secs(864 * 60)); // 14.4h
+        assert_eq!(p.rotate_after(), Duration::from_secs(49_248)); // 820.8 min
+    }
+
+    #[test]
+    fn seconds_not_minutes_so_tests_can_rotate_fast() {
+        let p = RotationPolicy::new(Duration::from_secs(600), 0.01).unwrap();
+        assert_eq!(p.rotation_period(), Duration::from_secs(6));
+        assert_eq!(p.rotate_after(), Duration::from_millis(5_700));
+    }
+
+    #[test]
+    fn rejects_policies_gardener_or_the_math_cannot_use() {
+        assert!(matches!(
+            RotationPolicy::new(Duration::from_secs(599), 0.6),
+            Err(RotationPolicyError::Expiration { .. })
+        ));
+        for bad in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                RotationPolicy::new(Duration::from_secs(3600), bad),
+                Err(RotationPolicyError::Ratio { .. })
+            ));
+        }
+        assert!(RotationPolicy::new(Duration::from_secs(3600), 1.0).is_ok());
+        let msg = RotationPolicy::new(Duration::from_secs(10), 0.5)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("--kubeconfig-expiration-time"), "{msg}");
+    }
+
+    #[test]
+    fn waits_until_95_percent_of_the_rotation_period() {
+        let p = RotationPolicy::upstream_default();
+        let synced = "2026-01-01T00:00:00Z";
+        assert_eq!(
+            decide(&p, present(synced), false, ts("2026-01-01T10:00:00Z")),
+            RotationDecision::Wait {
+                requeue_after: Duration::from_secs(49_248 - 36_000)
+            }
+        );
+        // One second before the boundary still waits; at the boundary it rotates.
+        let just_before = ts(synced)
+            .checked_add(SignedDuration::from_secs(49_247))
+            .unwrap();
+        assert!(matches!(
+            decide(&p, present(synced), false, just_before),
+            RotationDecision::Wait { .. }
+        ));
+        let at = ts(synced)
+            .checked_add(SignedDuration::from_secs(49_248))
+            .unwrap();
+        assert_eq!(
+            decide(&p, present(synced), false, at),
+            RotationDecision::Rotate(RotationCause::Due)
+        );
+    }
+
+    #[test]
+    fn missing_secret_key_or_annotation_rotates_at_once() {
+        let p = RotationPolicy::upstream_default();
+        let now = ts("2026-01-01T00:00:00Z");
+        assert_eq!(
+            decide(&p, SecretState::Missing, false, now),
+            RotationDecision::Rotate(RotationCause::SecretMissing)
+        );
+        assert_eq!(
+            decide(&p, SecretState::KeyMissing, true, now),
+            RotationDecision::Rotate(RotationCause::KeyMissing)
+        );
+        assert_eq!(
+            decide(&p, SecretState::Present { last_sync: None }, false, now),
+            RotationDecision::Rotate(RotationCause::LastSyncMissing)
+        );
+        assert_eq!(
+            decide(&p, present("yesterday"), false, now),
+            RotationDecision::Rotate(RotationCause::LastSyncInvalid)
+        );
+    }
+
+    #[test]
+    fn force_rotates_a_fresh_secret_and_counts_as_a_replacement() {
+        let p = RotationPolicy::upstream_default();
+        let now = ts("2026-01-01T00:00:10Z");
+        let d = decide(&p, present("2026-01-01T00:00:00Z"), true, now);
+        assert_eq!(d, RotationDecision::Rotate(RotationCause::Forced));
+        assert!(RotationCause::Forced.replaces_existing());
+        assert!(RotationCause::Due.replaces_existing());
+        assert!(!RotationCause::SecretMissing.replaces_existing());
+    }
+
+    #[test]
+    fn clock_skew_waits_but_a_far_future_sync_rotates() {
+        let p = RotationPolicy::upstream_default();
+        let now = ts("2026-01-01T00:00:00Z");
+        assert_eq!(
+            decide(&p, present("2026-01-01T00:00:30Z"), false, now),
+            RotationDecision::Wait {
+                requeue_after: p.rotate_after()
+            }
+        );
+        assert_eq!(
+            decide(&p, present("2026-01-02T00:00:00Z"), false, now),
+            RotationDecision::Rotate(RotationCause::LastSyncInvalid)
+        );
+    }
+
+    #[test]
+    fn last_sync_round_trips_in_upstream_format() {
+        let now = ts("2026-03-04T05:06:07.891Z");
+        let raw = format_last_sync(now);
+        assert_eq!(raw, "2026-03-04T05:06:07Z");
+        assert_eq!(parse_last_sync(&raw), Some(ts("2026-03-04T05:06:07Z")));
+        // Upstream Secrets written with an offset still parse.
+        assert_eq!(
+            parse_last_sync("2026-03-04T07:06:07+02:00"),
+            Some(ts("2026-03-04T05:06:07Z"))
+        );
+        assert_eq!(parse_last_sync(""), None);
+    }
+
+    #[test]
+    fn expiry_is_last_sync_plus_validity() {
+        let p = RotationPolicy::upstream_default();
+        assert_eq!(
+            expires_at(&p, ts("2026-01-01T00:00:00Z")),
+            ts("2026-01-02T00:00:00Z")
+        );
+    }
+}
