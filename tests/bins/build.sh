@@ -8,12 +8,12 @@
 # KIM_TESTENV_BIN_DIR or KUBEBUILDER_ASSETS pointing at existing binaries skips the build of
 # the Kubernetes binaries (gardener-apiserver is still built into the cache when missing there).
 set -euo pipefail
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-GARDENER_VERSION=${GARDENER_VERSION:-v1.149.0}
+HERE=$(cd "$(dirname "$0")" && pwd)
+# Pinned versions, shared with the Rust harness (kim_tests::testenv::bins). Environment
+# variables override them.
+eval "$(sed -n 's/^\([A-Z0-9_]*_VERSION\)=\(.*\)$/\1=${\1:-\2}/p' "$HERE/versions.env")"
 STAGING="v0.${K8S_VERSION#v1.}"
 MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
-HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/kim-testenv
 BIN=$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-gardener-$GARDENER_VERSION
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -57,6 +57,8 @@ build() {
         [ -x "$d/$b" ] || { log "$d (KIM_TESTENV_BIN_DIR/KUBEBUILDER_ASSETS) has no executable $b"; exit 1; }
         ln -sf "$d/$b" "$BIN/$b"
       done
+      # envtest asset directories have no gardener-apiserver; it is built below then.
+      if [ -x "$d/gardener-apiserver" ]; then ln -sf "$d/gardener-apiserver" "$BIN/gardener-apiserver"; fi
       break
     fi
   done

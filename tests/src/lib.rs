@@ -1,2 +1,9 @@
-//! `kim-tests`: the real control plane for tests and the local environment.
+//! `kim-tests`: the real control plane for tests and the local environment (etcd,
+//! kube-apiserver, the real gardener-apiserver, a shoot cluster), Gardener fixtures, the
+//! Gardener simulator and helpers for end-to-end tests.
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod fixtures;
+pub mod simulator;
+pub mod testenv;
