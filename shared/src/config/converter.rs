@@ -1,0 +1,374 @@
+//! The upstream part of `converter_config.json`: the `converter` and `cluster` objects exactly
+//! as upstream KIM reads them (reference `kim-upstream.md` section 7.2).
+
+use super::error::Checker;
+use super::values::{
+    KubernetesVersion, is_dns_label, is_dns_subdomain, is_url, parse_image_version,
+};
+use serde::{Deserialize, Serialize};
+
+/// The signing algorithms Gardener and the kube-apiserver accept for OIDC tokens.
+pub const SIGNING_ALGORITHMS: [&str; 9] = [
+    "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512",
+];
+
+/// `converter`: the defaults the Runtime -> Shoot conversion uses.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverterConfig {
+    /// `converter.kubernetes` (required).
+    pub kubernetes: KubernetesConfig,
+    /// `converter.dns`: all three keys empty or absent means Gardener-internal DNS.
+    #[serde(default)]
+    pub dns: DnsConfig,
+    /// `converter.provider`: provider switches of the conversion.
+    #[serde(default)]
+    pub provider: ConverterProviderConfig,
+    /// `converter.machineImage` (required): the image for workers that name none.
+    pub machine_image: MachineImageDefaults,
+    /// `converter.gardener` (required).
+    pub gardener: GardenerConfig,
+    /// `converter.auditLogging` (required).
+    #[serde(rename = "auditLogging")]
+    pub audit_logging: AuditLoggingConfig,
+    /// `converter.maintenanceWindow`.
+    #[serde(default)]
+    pub maintenance_window: MaintenanceWindowConfig,
+}
+
+/// `converter.kubernetes`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "RawKubernetesConfig")]
+pub struct KubernetesConfig {
+    /// `defaultVersion` (required): the version for Runtimes that name none, e.g. `1.35`.
+    pub default_version: KubernetesVersion,
+    /// `enableKubernetesVersionAutoUpdate`: Shoot `maintenance.autoUpdate.kubernetesVersion`.
+    pub enable_kubernetes_version_auto_update: bool,
+    /// `enableMachineImageVersionVersionAutoUpdate` (upstream's spelling) or
+    /// `enableMachineImageVersionAutoUpdate` (the documented one): Shoot
+    /// `maintenance.autoUpdate.machineImageVersion`.
+    pub enable_machine_image_version_auto_update: bool,
+    /// `defaultOperatorOidc` (required): the OIDC provider of the shoot's kube-apiserver when
+    /// the Runtime names none (KEB never names one).
+    pub default_operator_oidc: OidcProvider,
+    /// `kubeApiServer` (later upstream): the ConfigMap with the operator ACL CIDRs.
+    pub kube_api_server: Option<KubeApiServerConfig>,
+}
+
+/// The JSON layout of `converter.kubernetes`, before the two spellings of the machine image
+/// auto-update key are merged.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawKubernetesConfig {
+    default_version: KubernetesVersion,
+    #[serde(default)]
+    enable_kubernetes_version_auto_update: bool,
+    // Upstream's Go struct tag really says "VersionVersion" (kim-upstream.md section 14.10).
+    #[serde(rename = "enableMachineImageVersionVersionAutoUpdate")]
+    upstream_spelling: Option<bool>,
+    #[serde(rename = "enableMachineImageVersionAutoUpdate")]
+    documented_spelling: Option<bool>,
+    default_operator_oidc: OidcProvider,
+    kube_api_server: Option<KubeApiServerConfig>,
+}
+
+impl TryFrom<RawKubernetesConfig> for KubernetesConfig {
+    type Error = String;
+
+    fn try_from(raw: RawKubernetesConfig) -> Result<Self, Self::Error> {
+        let auto_update = match (raw.upstream_spelling, raw.documented_spelling) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!(
+                    "enableMachineImageVersionVersionAutoUpdate is {a} but \
+                     enableMachineImageVersionAutoUpdate is {b}: they are two spellings of one \
+                     setting, keep one"
+                ));
+            }
+            (a, b) => a.or(b).unwrap_or(false),
+        };
+        Ok(Self {
+            default_version: raw.default_version,
+            enable_kubernetes_version_auto_update: raw.enable_kubernetes_version_auto_update,
+            enable_machine_image_version_auto_update: auto_update,
+            default_operator_oidc: raw.default_operator_oidc,
+            kube_api_server: raw.kube_api_server,
+        })
+    }
+}
+
+impl Serialize for KubernetesConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("KubernetesConfig", 5)?;
+        st.serialize_field("defaultVersion", &self.default_version)?;
+        st.serialize_field(
+            "enableKubernetesVersionAutoUpdate",
+            &self.enable_kubernetes_version_auto_update,
+        )?;
+        // Written with upstream's spelling so that upstream KIM reads it too.
+        st.serialize_field(
+            "enableMachineImageVersionVersionAutoUpdate",
+            &self.enable_machine_image_version_auto_update,
+        )?;
+        st.serialize_field("defaultOperatorOidc", &self.default_operator_oidc)?;
+        if let Some(k) = &self.kube_api_server {
+            st.serialize_field("kubeApiServer", k)?;
+        }
+        st.end()
+    }
+}
+
+/// `converter.kubernetes.kubeApiServer` (later upstream).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeApiServerConfig {
+    /// `acl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<AclConfig>,
+}
+
+/// `converter.kubernetes.kubeApiServer.acl` (later upstream).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AclConfig {
+    /// `configMapName`: ConfigMap with the keys `acl-list.json` and `kcp-external-nat-ip.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_name: Option<String>,
+}
+
+/// An OIDC provider (`defaultOperatorOidc`, `defaultSharedIASTenant`); every key is required.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub struct OidcProvider {
+    /// `clientID`.
+    #[serde(rename = "clientID", alias = "ClientID")]
+    pub client_id: String,
+    /// `groupsClaim`.
+    #[serde(rename = "groupsClaim", alias = "GroupsClaim")]
+    pub groups_claim: String,
+    /// `issuerURL`: an `https://` URL.
+    #[serde(rename = "issuerURL", alias = "IssuerURL")]
+    pub issuer_url: String,
+    /// `signingAlgs`: e.g. `["RS256"]`.
+    #[serde(rename = "signingAlgs", alias = "SigningAlgs")]
+    pub signing_algs: Vec<String>,
+    /// `usernameClaim`.
+    #[serde(rename = "usernameClaim", alias = "UsernameClaim")]
+    pub username_claim: String,
+    /// `usernamePrefix`, e.g. `-` for none.
+    #[serde(rename = "usernamePrefix", alias = "UsernamePrefix")]
+    pub username_prefix: String,
+}
+
+/// `converter.dns`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsConfig {
+    /// `secretName`: Secret with the DNS provider credentials in the Gardener project.
+    #[serde(default)]
+    pub secret_name: String,
+    /// `domainPrefix`: Shoot domains are `<shoot name>.<domainPrefix>`.
+    #[serde(default)]
+    pub domain_prefix: String,
+    /// `providerType`: e.g. `aws-route53`.
+    #[serde(default)]
+    pub provider_type: String,
+}
+
+impl DnsConfig {
+    /// True when all three keys are empty: Gardener's own DNS is used and `spec.dns` stays
+    /// unset (upstream PR #715).
+    pub fn is_gardener_internal(&self) -> bool {
+        self.secret_name.is_empty()
+            && self.domain_prefix.is_empty()
+            && self.provider_type.is_empty()
+    }
+}
+
+/// `converter.provider`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverterProviderConfig {
+    /// `aws`.
+    #[serde(default)]
+    pub aws: AwsConverterConfig,
+}
+
+/// `converter.provider.aws`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwsConverterConfig {
+    /// `enableIMDSv2`: every AWS worker gets a WorkerConfig that requires IMDSv2 tokens.
+    #[serde(default, rename = "enableIMDSv2")]
+    pub enable_imds_v2: bool,
+}
+
+/// `converter.machineImage`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineImageDefaults {
+    /// `defaultName`, e.g. `gardenlinux`.
+    pub default_name: String,
+    /// `defaultVersion`, e.g. `1877.8.0`.
+    pub default_version: String,
+}
+
+/// `converter.gardener`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GardenerConfig {
+    /// `projectName`: Shoots live in namespace `garden-<projectName>`.
+    pub project_name: String,
+}
+
+impl GardenerConfig {
+    /// The Gardener project namespace, `garden-<projectName>`.
+    pub fn namespace(&self) -> String {
+        format!("garden-{}", self.project_name)
+    }
+}
+
+/// `converter.auditLogging`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditLoggingConfig {
+    /// `policyConfigMapName`: ConfigMap with the audit policy, in the Gardener project.
+    pub policy_config_map_name: String,
+    /// `tenantConfigPath`: the audit-log tenant file; a relative path is relative to the
+    /// directory of `converter_config.json`.
+    pub tenant_config_path: String,
+}
+
+/// `converter.maintenanceWindow`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindowConfig {
+    /// `windowMapPath`: the maintenance window file; empty means no windows. A relative path
+    /// is relative to the directory of `converter_config.json`.
+    #[serde(default)]
+    pub window_map_path: String,
+}
+
+/// `cluster`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConfig {
+    /// `defaultSharedIASTenant` (required): the OIDC provider put into the Runtime's cluster
+    /// as `OpenIDConnect` `kyma-oidc-0` when the Runtime names none.
+    #[serde(rename = "defaultSharedIASTenant")]
+    pub default_shared_ias_tenant: OidcProvider,
+}
+
+/// Checks the rules serde cannot: non-empty strings, names Gardener accepts, URLs, versions.
+pub(crate) fn check(converter: &ConverterConfig, cluster: &ClusterConfig, c: &mut Checker) {
+    let k = &converter.kubernetes;
+    check_oidc(
+        &k.default_operator_oidc,
+        "converter.kubernetes.defaultOperatorOidc",
+        c,
+    );
+    if let Some(name) = k
+        .kube_api_server
+        .as_ref()
+        .and_then(|s| s.acl.as_ref())
+        .and_then(|a| a.config_map_name.as_deref())
+        && !is_dns_subdomain(name)
+    {
+        c.problem(
+            "converter.kubernetes.kubeApiServer.acl.configMapName",
+            format!("`{name}` is not a valid ConfigMap name (lower-case DNS subdomain)"),
+        );
+    }
+
+    let dns = &converter.dns;
+    if !dns.is_gardener_internal() {
+        for (key, value) in [
+            ("secretName", &dns.secret_name),
+            ("domainPrefix", &dns.domain_prefix),
+            ("providerType", &dns.provider_type),
+        ] {
+            if value.is_empty() {
+                c.problem(
+                    format!("converter.dns.{key}"),
+                    "must be set when any of secretName, domainPrefix, providerType is set \
+                     (leave all three empty for Gardener-internal DNS)",
+                );
+            }
+        }
+    }
+
+    let image = &converter.machine_image;
+    c.non_empty("converter.machineImage.defaultName", &image.default_name);
+    if parse_image_version(&image.default_version).is_none() {
+        c.problem(
+            "converter.machineImage.defaultVersion",
+            format!(
+                "expected a machine image version such as `1877.8.0`, found `{}`",
+                image.default_version
+            ),
+        );
+    }
+
+    let project = &converter.gardener.project_name;
+    if !is_dns_label(project, 10) || project.contains("--") {
+        c.problem(
+            "converter.gardener.projectName",
+            format!(
+                "`{project}` is not a Gardener project name: expected at most 10 lower-case \
+                 letters, digits and single dashes, e.g. `kyma-dev`"
+            ),
+        );
+    }
+
+    let audit = &converter.audit_logging;
+    if c.non_empty(
+        "converter.auditLogging.policyConfigMapName",
+        &audit.policy_config_map_name,
+    ) && !is_dns_subdomain(&audit.policy_config_map_name)
+    {
+        c.problem(
+            "converter.auditLogging.policyConfigMapName",
+            format!(
+                "`{}` is not a valid ConfigMap name (lower-case DNS subdomain)",
+                audit.policy_config_map_name
+            ),
+        );
+    }
+    c.non_empty(
+        "converter.auditLogging.tenantConfigPath",
+        &audit.tenant_config_path,
+    );
+
+    check_oidc(
+        &cluster.default_shared_ias_tenant,
+        "cluster.defaultSharedIASTenant",
+        c,
+    );
+}
+
+fn check_oidc(oidc: &OidcProvider, path: &str, c: &mut Checker) {
+    c.non_empty(format!("{path}.clientID"), &oidc.client_id);
+    c.non_empty(format!("{path}.groupsClaim"), &oidc.groups_claim);
+    if c.non_empty(format!("{path}.issuerURL"), &oidc.issuer_url) && !is_url(&oidc.issuer_url, true)
+    {
+        c.problem(
+            format!("{path}.issuerURL"),
+            format!(
+                "expected an https:// URL such as `https://kyma.accounts.ondemand.com`, found `{}`",
+                oidc.issuer_url
+            ),
+        );
+    }
+    for (i, alg) in oidc.signing_algs.iter().enumerate() {
+        if !SIGNING_ALGORITHMS.contains(&alg.as_str()) {
+            c.problem(
+                format!("{path}.signingAlgs[{i}]"),
+                format!(
+                    "`{alg}` is not a supported signing algorithm; expected one of {}",
+                    SIGNING_ALGORITHMS.join(", ")
+                ),
+            );
+        }
+    }
+    c.non_empty(format!("{path}.usernameClaim"), &oidc.username_claim);
+    c.non_empty(format!("{path}.usernamePrefix"), &oidc.username_prefix);
+}

@@ -1,0 +1,442 @@
+//! Loading good configurations: the shipped example in `deploy/config/` and upstream's files.
+#![allow(clippy::unwrap_used)]
+
+use kim_shared::config::{
+    AuditLogLookupError, ConfigPaths, FailureToleranceType, KimConfig, KubernetesVersionRejection,
+    ProviderKind,
+};
+use std::path::PathBuf;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn example_dir() -> PathBuf {
+    repo_root().join("deploy/config")
+}
+
+fn upstream(path: &str) -> PathBuf {
+    let p = repo_root().join("../shared/upstream").join(path);
+    assert!(
+        p.exists(),
+        "upstream fixture {} is missing: the shared/ folder must sit beside the repository",
+        p.display()
+    );
+    p
+}
+
+fn load_example() -> KimConfig {
+    KimConfig::load(&ConfigPaths::new(
+        example_dir().join("converter_config.json"),
+    ))
+    .unwrap_or_else(|e| panic!("the example config must load: {e}"))
+}
+
+/// A converter config with only upstream's keys, as upstream's docs describe it.
+const UPSTREAM_CONVERTER: &str = r#"{
+  "converter": {
+    "kubernetes": {
+      "defaultVersion": "1.29",
+      "enableKubernetesVersionAutoUpdate": true,
+      "enableMachineImageVersionVersionAutoUpdate": false,
+      "defaultOperatorOidc": {
+        "clientID": "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
+        "groupsClaim": "groups",
+        "issuerURL": "https://my.cool.tokens.com",
+        "signingAlgs": ["RS256"],
+        "usernameClaim": "sub",
+        "usernamePrefix": "-"
+      }
+    },
+    "dns": {"secretName": "dns-secret", "domainPrefix": "dev.kyma.ondemand.com", "providerType": "aws-route53"},
+    "provider": {"aws": {"enableIMDSv2": true}},
+    "machineImage": {"defaultName": "gardenlinux", "defaultVersion": "1592.1.0"},
+    "gardener": {"projectName": "kyma-dev"},
+    "auditLogging": {"policyConfigMapName": "audit-policy", "tenantConfigPath": "/auditlog/config.json"},
+    "maintenanceWindow": {"windowMapPath": "/maintenance-window-config/config"}
+  },
+  "cluster": {
+    "defaultSharedIASTenant": {
+      "clientID": "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy",
+      "groupsClaim": "groups",
+      "issuerURL": "https://some.others.tokens.com",
+      "signingAlgs": ["RS256"],
+      "usernameClaim": "sub",
+      "usernamePrefix": "-"
+    }
+  }
+}"#;
+
+#[test]
+fn the_example_config_loads_with_every_provider_and_no_warning() {
+    let config = load_example();
+    assert!(
+        config.warnings().is_empty(),
+        "warnings: {:?}",
+        config.warnings()
+    );
+    for kind in ProviderKind::ALL {
+        let p = config
+            .provider(kind)
+            .unwrap_or_else(|| panic!("example lacks provider {kind}"));
+        assert!(
+            p.regions.as_ref().is_some_and(|r| !r.is_empty()),
+            "{kind} has no regions"
+        );
+        assert!(
+            p.machine_types.as_ref().is_some_and(|m| !m.is_empty()),
+            "{kind} has no machine types"
+        );
+        assert!(p.kubernetes.is_some(), "{kind} has no Kubernetes versions");
+        assert!(
+            p.check_kubernetes_version(&config.default_kubernetes_version().to_string())
+                .is_ok()
+        );
+    }
+    assert_eq!(config.converter.gardener.namespace(), "garden-kyma-dev");
+    assert!(config.converter.dns.is_gardener_internal());
+}
+
+#[test]
+fn the_example_covers_what_kyma_offers_today() {
+    let config = load_example();
+    let offers: [(&str, &[(&str, &[&str])], &[&str], &[&str]); 5] = [
+        (
+            "aws",
+            &[
+                (
+                    "eu-central-1",
+                    &["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+                ),
+                ("eu-west-1", &["eu-west-1a", "eu-west-1b", "eu-west-1c"]),
+                ("us-east-1", &["us-east-1a", "us-east-1b", "us-east-1c"]),
+            ],
+            &["m6i.large", "m6i.xlarge", "m6i.2xlarge", "m5.large"],
+            &["gp2", "gp3"],
+        ),
+        (
+            "azure",
+            &[
+                ("westeurope", &["1", "2", "3"]),
+                ("eastus", &["1", "2", "3"]),
+                ("polandcentral", &["1", "2", "3"]),
+            ],
+            &["Standard_D2s_v5", "Standard_D4s_v5", "Standard_D8s_v5"],
+            &["StandardSSD_LRS"],
+        ),
+        (
+            "gcp",
+            &[
+                (
+                    "europe-west3",
+                    &["europe-west3-a", "europe-west3-b", "europe-west3-c"],
+                ),
+                (
+                    "us-central1",
+                    &["us-central1-a", "us-central1-b", "us-central1-c"],
+                ),
+            ],
+            &["n2-standard-2", "n2-standard-4", "n2-standard-8"],
+            &["pd-balanced", "pd-ssd"],
+        ),
+        (
+            "openstack",
+            &[("eu-de-1", &["eu-de-1a", "eu-de-1b", "eu-de-1d"])],
+            &["g_c2_m8", "g_c4_m16"],
+            &[],
+        ),
+        (
+            "alicloud",
+            &[("eu-central-1", &["eu-central-1a", "eu-central-1b"])],
+            &[],
+            &[],
+        ),
+    ];
+    for (provider, regions, machines, volumes) in offers {
+        let p = config
+            .provider(provider)
+            .unwrap_or_else(|| panic!("{provider} missing"));
+        for (region, zones) in regions {
+            assert!(p.allows_region(region), "{provider} lacks region {region}");
+            for zone in *zones {
+                assert!(
+                    p.allows_zone(region, zone),
+                    "{provider} {region} lacks zone {zone}"
+                );
+            }
+        }
+        for m in machines {
+            assert!(
+                p.allows_machine_type(m),
+                "{provider} lacks machine type {m}"
+            );
+        }
+        for v in volumes {
+            assert!(p.allows_volume_type(v), "{provider} lacks volume type {v}");
+        }
+    }
+    let aws = config.provider(ProviderKind::Aws).unwrap();
+    assert!(!aws.allows_region("mars-north-1"));
+    assert!(!aws.allows_zone("eu-central-1", "eu-central-1z"));
+    assert!(!aws.allows_machine_type("Standard_D2s_v5"));
+    assert!(!aws.allows_volume_type("pd-ssd"));
+    // The image of upstream's Runtime samples stays usable.
+    assert!(aws.allows_machine_image("gardenlinux", "1443.9.0"));
+    assert!(!aws.allows_machine_image("ubuntu", "1443.9.0"));
+}
+
+#[test]
+fn the_example_defaults_are_complete_for_the_webhook() {
+    let config = load_example();
+    for kind in ProviderKind::ALL {
+        let d = &config.provider(kind).unwrap().defaults;
+        let net = d
+            .networking
+            .as_ref()
+            .unwrap_or_else(|| panic!("{kind} has no networking defaults"));
+        assert_eq!(net.type_.as_deref(), Some("calico"));
+        assert_eq!(
+            net.nodes.map(|n| n.to_string()).as_deref(),
+            Some("10.250.0.0/16")
+        );
+        assert!(d.workers.is_some_and(|w| w.minimum <= w.maximum));
+        assert_eq!(config.default_machine_image(kind).name, "gardenlinux");
+    }
+    let aws = config.provider("aws").unwrap();
+    let volume = aws.defaults.volume.as_ref().unwrap();
+    assert_eq!(
+        (volume.type_.as_str(), volume.size.to_string().as_str()),
+        ("gp3", "80Gi")
+    );
+    assert_eq!(
+        aws.defaults
+            .control_plane
+            .as_ref()
+            .map(|c| c.high_availability.failure_tolerance.type_),
+        Some(FailureToleranceType::Zone)
+    );
+    assert_eq!(config.cloud_profile_name(ProviderKind::Azure), "az");
+    assert_eq!(
+        config.cloud_profile_name(ProviderKind::Openstack),
+        "converged-cloud-kyma"
+    );
+}
+
+#[test]
+fn kubernetes_versions_are_checked_against_minimum_list_and_preview() {
+    let config = load_example();
+    let aws = config.provider(ProviderKind::Aws).unwrap();
+    assert!(aws.check_kubernetes_version("1.35").is_ok());
+    assert!(aws.check_kubernetes_version("1.34.4").is_ok());
+    assert!(
+        aws.check_kubernetes_version("1.36.3").is_ok(),
+        "a preview version named exactly is allowed"
+    );
+    assert!(
+        matches!(
+            aws.check_kubernetes_version("1.36"),
+            Err(KubernetesVersionRejection::NotOffered { .. })
+        ),
+        "1.36 only has a preview version, which Gardener never picks for a minor-only version"
+    );
+    let err = aws.check_kubernetes_version("1.28.7").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1.28.7 is older than the minimum version 1.33"
+    );
+    let err = aws.check_kubernetes_version("1.34.1").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("1.34.1 is not offered; offered versions: 1.36.3, 1.35.4"),
+        "{err}"
+    );
+    assert!(matches!(
+        aws.check_kubernetes_version("latest"),
+        Err(KubernetesVersionRejection::Unparsable(_))
+    ));
+}
+
+#[test]
+fn the_example_audit_log_and_maintenance_files_are_read_relative_to_the_converter_config() {
+    let config = load_example();
+    let tenant = config.audit_log_tenant("aws", "eu-central-1").unwrap();
+    assert_eq!(tenant.secret_name, "auditlog-credentials-aws");
+    let window = config.maintenance_window("eu-central-1").unwrap();
+    assert_eq!(
+        (window.begin.as_str(), window.end.as_str()),
+        ("200000+0000", "000000+0000")
+    );
+    assert_eq!(window.duration_seconds(), 4 * 3600);
+}
+
+#[test]
+fn upstreams_test_files_load_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let converter = dir.path().join("converter_config.json");
+    std::fs::write(&converter, UPSTREAM_CONVERTER).unwrap();
+    let paths = ConfigPaths {
+        converter_config: converter,
+        audit_log_tenants: Some(upstream(
+            "internal/controller/runtime/testdata/auditConfig.json",
+        )),
+        maintenance_windows: Some(upstream(
+            "internal/controller/runtime/testdata/maintenanceWindow.yaml",
+        )),
+    };
+    let config = KimConfig::load(&paths).unwrap_or_else(|e| panic!("{e}"));
+
+    // Without `kim`, nothing is restricted.
+    assert!(config.kim.providers.is_empty());
+    assert!(config.provider(ProviderKind::Aws).is_none());
+    assert_eq!(config.cloud_profile_name(ProviderKind::Gcp), "gcp");
+    assert_eq!(
+        config.default_machine_image(ProviderKind::Aws).version,
+        "1592.1.0"
+    );
+    assert_eq!(config.default_kubernetes_version().to_string(), "1.29");
+    assert!(config.converter.provider.aws.enable_imds_v2);
+    assert!(!config.converter.dns.is_gardener_internal());
+
+    let tenant = config.audit_log_tenant("aws", "eu-central-1").unwrap();
+    assert_eq!(tenant.tenant_id, "79c64792-9c1e-4c1b-9941-ef7560dd3eae");
+    assert_eq!(tenant.service_url, "https://auditlog.example.com:3001");
+    assert_eq!(tenant.secret_name, "auditlog-secret");
+    assert_eq!(
+        config.audit_log_tenant("gcp", "europe-west3").unwrap_err(),
+        AuditLogLookupError::MissingProvider {
+            provider: "gcp".into()
+        }
+    );
+    assert_eq!(
+        config
+            .audit_log_tenant("aws", "us-east-1")
+            .unwrap_err()
+            .to_string(),
+        "audit logs configuration not found: missing region: 'us-east-1' for providerType: 'aws'"
+    );
+
+    // The maintenance file is upstream's ConfigMap manifest; the windows are under data.config.
+    let window = config.maintenance_window("eu-central-1").unwrap();
+    assert_eq!(
+        (window.begin.as_str(), window.end.as_str()),
+        ("200000+0000", "000000+0000")
+    );
+    assert!(config.maintenance_window("us-east-1").is_none());
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+}
+
+#[test]
+fn from_parts_needs_no_files() {
+    let audit = std::fs::read_to_string(upstream(
+        "internal/controller/runtime/testdata/auditConfig.json",
+    ))
+    .unwrap();
+    let config = KimConfig::from_parts(UPSTREAM_CONVERTER, Some(&audit), None).unwrap();
+    assert!(config.audit_log_tenant("aws", "eu-central-1").is_ok());
+    assert!(config.maintenance_windows.0.is_empty());
+
+    let config = KimConfig::from_parts(
+        UPSTREAM_CONVERTER,
+        None,
+        Some(r#"{"westeurope": {"begin": "220000+0100", "end": "020000+0100"}}"#),
+    )
+    .unwrap();
+    assert!(config.audit_log_tenants.is_empty());
+    assert_eq!(
+        config
+            .maintenance_window("westeurope")
+            .unwrap()
+            .duration_seconds(),
+        4 * 3600
+    );
+}
+
+#[test]
+fn both_spellings_of_the_machine_image_auto_update_key_work() {
+    let upstream_spelling = UPSTREAM_CONVERTER.replace(
+        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
+        r#""enableMachineImageVersionVersionAutoUpdate": true"#,
+    );
+    let documented_spelling = UPSTREAM_CONVERTER.replace(
+        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
+        r#""enableMachineImageVersionAutoUpdate": true"#,
+    );
+    let neither = UPSTREAM_CONVERTER.replace(
+        r#""enableMachineImageVersionVersionAutoUpdate": false,"#,
+        "",
+    );
+    let both_agreeing = UPSTREAM_CONVERTER.replace(
+        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
+        r#""enableMachineImageVersionVersionAutoUpdate": true, "enableMachineImageVersionAutoUpdate": true"#,
+    );
+    for (name, json, expected) in [
+        ("upstream spelling", &upstream_spelling, true),
+        ("documented spelling", &documented_spelling, true),
+        ("neither", &neither, false),
+        ("both, agreeing", &both_agreeing, true),
+        (
+            "upstream spelling false",
+            &UPSTREAM_CONVERTER.to_owned(),
+            false,
+        ),
+    ] {
+        let config =
+            KimConfig::from_parts(json, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            config
+                .converter
+                .kubernetes
+                .enable_machine_image_version_auto_update,
+            expected,
+            "{name}"
+        );
+        assert!(
+            config.warnings().is_empty(),
+            "{name}: {:?}",
+            config.warnings()
+        );
+    }
+}
+
+#[test]
+fn upstream_documentation_capitalisation_of_oidc_keys_loads() {
+    // Upstream's docs write `ClientID`, `IssuerURL`, ...; Go's JSON decoder accepts that.
+    let json = UPSTREAM_CONVERTER
+        .replace("\"clientID\"", "\"ClientID\"")
+        .replace("\"groupsClaim\"", "\"GroupsClaim\"")
+        .replace("\"issuerURL\"", "\"IssuerURL\"")
+        .replace("\"signingAlgs\"", "\"SigningAlgs\"")
+        .replace("\"usernameClaim\"", "\"UsernameClaim\"")
+        .replace("\"usernamePrefix\"", "\"UsernamePrefix\"");
+    let config = KimConfig::from_parts(&json, None, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.cluster.default_shared_ias_tenant.issuer_url,
+        "https://some.others.tokens.com"
+    );
+}
+
+#[test]
+fn keys_of_newer_upstream_versions_load_and_unknown_ones_are_reported() {
+    let json = UPSTREAM_CONVERTER.replace(
+        r#""defaultVersion": "1.29","#,
+        r#""defaultVersion": "1.29", "kubeApiServer": {"acl": {"configMapName": "kcp-acl"}}, "someFutureKey": 1,"#,
+    );
+    let config = KimConfig::from_parts(&json, None, None).unwrap_or_else(|e| panic!("{e}"));
+    let acl = config
+        .converter
+        .kubernetes
+        .kube_api_server
+        .as_ref()
+        .and_then(|k| k.acl.as_ref());
+    assert_eq!(
+        acl.and_then(|a| a.config_map_name.as_deref()),
+        Some("kcp-acl")
+    );
+    let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "converter_config.json: converter.kubernetes.someFutureKey: unknown key, ignored (check its spelling)"
+        ]
+    );
+}
