@@ -1,0 +1,516 @@
+//! `make bench-webhook`: load on the running webhook binary over TLS keep-alive.
+//!
+//! Starts `target/release/kim-webhook serve` (static TLS files, the repository's example KIM
+//! configuration), then, in one run: 16 connections closed-loop against the no-op endpoint,
+//! `/validate/runtime` and `/mutate/runtime` with real Runtime AdmissionReviews (upstream
+//! examples), a paced run at 5,000 requests/s for latency, idle and loaded RSS. Prints the
+//! figures and writes them into the webhook section of docs/benchmarks.md.
+//!
+//! Environment: `KIM_BENCH_SECS` (measured seconds per run, default 5), `KIM_WEBHOOK_BIN`
+//! (binary), `KIM_BENCH_NO_DOC=1` (do not touch docs/benchmarks.md).
+
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/client.rs"]
+#[allow(dead_code)]
+mod client;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+const CONNECTIONS: usize = 16;
+const PACED_RATE: u64 = 5_000;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Plain-HTTP GET on the admin port (no client library needed for two endpoints).
+fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+struct Server {
+    child: Child,
+    https: SocketAddr,
+    admin: SocketAddr,
+    ca_pem: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server() -> Result<Server> {
+    let bin = std::env::var_os("KIM_WEBHOOK_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/release/kim-webhook"));
+    if !bin.exists() {
+        bail!(
+            "{} is missing: run `cargo build --release -p kim-webhook` first (make bench-webhook does)",
+            bin.display()
+        );
+    }
+    let dir = tempfile::tempdir()?;
+    let now = SystemTime::now();
+    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(3600))?;
+    let names = kim_certs::ServingNames {
+        dns: vec!["localhost".into()],
+        ips: vec!["127.0.0.1".parse()?],
+    };
+    let serving = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(3600))?;
+    std::fs::write(dir.path().join("tls.crt"), &serving.cert_pem)?;
+    std::fs::write(dir.path().join("tls.key"), &serving.key_pem)?;
+    let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
+    let child = Command::new(&bin)
+        .arg("serve")
+        .arg("--converter-config-filepath")
+        .arg(repo_root().join("deploy/config/converter_config.json"))
+        .arg("--tls-cert-file")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-key-file")
+        .arg(dir.path().join("tls.key"))
+        .arg("--listen-addr")
+        .arg(https.to_string())
+        .arg("--admin-addr")
+        .arg(admin.to_string())
+        .env("RUST_LOG", "info")
+        // The audit records go to stdout as in production; /dev/null keeps the terminal quiet.
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let server = Server {
+        child,
+        https,
+        admin,
+        ca_pem: ca.cert_pem,
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((200, _)) = http_get(admin, "/readyz") {
+            return Ok(server);
+        }
+        if Instant::now() > deadline {
+            bail!("the webhook did not become ready within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Runtime AdmissionReview from an upstream example, with the placeholder a real Gardener
+/// refuses too (a Secret binding name with a space) replaced.
+fn runtime_review(example: &str, operation: &str) -> Result<Bytes> {
+    let path = repo_root()
+        .join("../shared/upstream/docs/adr/assets/runtime-examples")
+        .join(example);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut obj: Value = serde_yaml_ng::from_str(&text)?;
+    if let Some(s) = obj.pointer_mut("/spec/shoot/secretBindingName") {
+        *s = json!("hyperscaler-secret");
+    }
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "5c1a7f0e-3d0b-4a47-9d5e-0d6a3c9f1b11",
+            "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "requestKind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "requestResource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "name": obj.pointer("/metadata/name").cloned().unwrap_or(json!("")),
+            "namespace": "kcp-system",
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:kcp-system:kyma-environment-broker", "uid": "3f0c", "groups": ["system:serviceaccounts", "system:serviceaccounts:kcp-system", "system:authenticated"]},
+            "object": obj,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kyma-environment-broker"}
+        }
+    });
+    Ok(Bytes::from(serde_json::to_vec(&review)?))
+}
+
+#[derive(Default, Clone)]
+struct RunStats {
+    requests: u64,
+    errors: u64,
+    denied: u64,
+    latencies_us: Vec<u32>,
+    elapsed: Duration,
+}
+
+impl RunStats {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+    fn pct(&self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        let i = ((self.latencies_us.len() as f64 * p).ceil() as usize)
+            .clamp(1, self.latencies_us.len())
+            - 1;
+        f64::from(self.latencies_us[i]) / 1000.0
+    }
+}
+
+/// Closed loop (`rate == None`) or paced per connection (`Some(total rate)`).
+async fn run(
+    server_addr: SocketAddr,
+    ca: &str,
+    path: &'static str,
+    body: Bytes,
+    warmup: Duration,
+    measure: Duration,
+    rate: Option<u64>,
+) -> Result<RunStats> {
+    let tls = client::tls_config(ca, &[b"http/1.1"]);
+    let mut tasks = Vec::new();
+    let start = Instant::now() + Duration::from_millis(200);
+    let measure_from = start + warmup;
+    let end = measure_from + measure;
+    for _ in 0..CONNECTIONS {
+        let mut conn = client::Conn::connect(server_addr, "localhost", tls.clone()).await?;
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut st = RunStats::default();
+            let mut ticker = rate.map(|r| {
+                let mut t = tokio::time::interval_at(
+                    tokio::time::Instant::from_std(start),
+                    Duration::from_secs_f64(CONNECTIONS as f64 / r as f64),
+                );
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                t
+            });
+            tokio::time::sleep_until(tokio::time::Instant::from_std(start)).await;
+            loop {
+                if let Some(t) = ticker.as_mut() {
+                    t.tick().await;
+                }
+                let sent = Instant::now();
+                if sent >= end {
+                    break;
+                }
+                let reply = conn.post(path, body.clone()).await;
+                let done = Instant::now();
+                if sent < measure_from {
+                    continue;
+                }
+                st.requests += 1;
+                match reply {
+                    Ok(r) if r.status == 200 => {
+                        if memchr_allowed_false(&r.body) {
+                            st.denied += 1;
+                        }
+                    }
+                    _ => st.errors += 1,
+                }
+                st.latencies_us
+                    .push(u32::try_from(done.duration_since(sent).as_micros()).unwrap_or(u32::MAX));
+            }
+            st
+        }));
+    }
+    let mut total = RunStats {
+        elapsed: measure,
+        ..RunStats::default()
+    };
+    for t in tasks {
+        let st = t.await?;
+        total.requests += st.requests;
+        total.errors += st.errors;
+        total.denied += st.denied;
+        total.latencies_us.extend(st.latencies_us);
+    }
+    total.latencies_us.sort_unstable();
+    Ok(total)
+}
+
+fn memchr_allowed_false(body: &[u8]) -> bool {
+    body.windows(15).any(|w| w == b"\"allowed\":false")
+}
+
+/// Server-side latency histogram of one endpoint from /metrics: (upper bound, cumulative).
+fn server_histogram(admin: SocketAddr, webhook: &str) -> Vec<(f64, u64)> {
+    let Ok((_, text)) = http_get(admin, "/metrics") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if !line.starts_with("kim_webhook_admission_duration_seconds_bucket")
+            || !line.contains(&format!("webhook=\"{webhook}\""))
+        {
+            continue;
+        }
+        let le = line
+            .split("le=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("");
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::NAN)
+        };
+        let count = line
+            .rsplit(' ')
+            .next()
+            .and_then(|c| c.parse::<f64>().ok())
+            .unwrap_or(0.0) as u64;
+        out.push((le, count));
+    }
+    out
+}
+
+/// The smallest bucket bound below which at least `p` of the requests between two scrapes fell.
+fn server_pct(before: &[(f64, u64)], after: &[(f64, u64)], p: f64) -> Option<f64> {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(le, c)| {
+            (
+                *le,
+                c - before
+                    .iter()
+                    .find(|(l, _)| l == le)
+                    .map(|(_, c)| *c)
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    let total = delta.last()?.1;
+    delta
+        .iter()
+        .find(|(_, c)| *c as f64 >= total as f64 * p)
+        .map(|(le, _)| *le)
+}
+
+fn main() -> Result<()> {
+    let secs: u64 = std::env::var("KIM_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let measure = Duration::from_secs(secs);
+    let warmup = Duration::from_secs(1);
+    let server = start_server()?;
+    std::thread::sleep(Duration::from_secs(1));
+    let idle_rss = rss_kib(server.child.id());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let create = runtime_review("aws.yaml", "CREATE")?;
+    let noop = create.clone();
+    let body_size = create.len();
+
+    let mut rows = Vec::new();
+    for (label, path, body) in [
+        ("no-op (baseline)", "/noop", noop.clone()),
+        ("validate Runtime", "/validate/runtime", create.clone()),
+        ("mutate Runtime", "/mutate/runtime", create.clone()),
+    ] {
+        let st = rt.block_on(run(
+            server.https,
+            &server.ca_pem,
+            path,
+            body,
+            warmup,
+            measure,
+            None,
+        ))?;
+        println!(
+            "{label:<18} {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  errors {}  denied {}",
+            st.rps(),
+            st.pct(0.5),
+            st.pct(0.99),
+            st.pct(0.999),
+            st.errors,
+            st.denied
+        );
+        rows.push((label, st));
+    }
+    let before = server_histogram(server.admin, "validate");
+    let paced = rt.block_on(run(
+        server.https,
+        &server.ca_pem,
+        "/validate/runtime",
+        create.clone(),
+        warmup,
+        measure,
+        Some(PACED_RATE),
+    ))?;
+    let after = server_histogram(server.admin, "validate");
+    let server_p99 = server_pct(&before, &after, 0.99);
+    let server_p50 = server_pct(&before, &after, 0.5);
+    let loaded_rss = rss_kib(server.child.id());
+    println!(
+        "paced {PACED_RATE} req/s validate: achieved {:.0} req/s, client p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms, server p50 <= {} ms, server p99 <= {} ms, errors {}",
+        paced.rps(),
+        paced.pct(0.5),
+        paced.pct(0.99),
+        paced.pct(0.999),
+        server_p50
+            .map(|v| format!("{:.3}", v * 1000.0))
+            .unwrap_or("?".into()),
+        server_p99
+            .map(|v| format!("{:.3}", v * 1000.0))
+            .unwrap_or("?".into()),
+        paced.errors
+    );
+    println!(
+        "RSS idle {:.1} MiB, after load {:.1} MiB",
+        idle_rss as f64 / 1024.0,
+        loaded_rss as f64 / 1024.0
+    );
+
+    let noop_rps = rows[0].1.rps();
+    let ratio = |i: usize| rows[i].1.rps() / noop_rps * 100.0;
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let checks = [
+        format!(
+            "validating endpoint at {:.0}% of the no-op throughput (target >= 50%): {}",
+            ratio(1),
+            verdict(ratio(1) >= 50.0)
+        ),
+        format!(
+            "mutating endpoint at {:.0}% of the no-op throughput (target >= 35%): {}",
+            ratio(2),
+            verdict(ratio(2) >= 35.0)
+        ),
+        format!(
+            "server-side p99 at {PACED_RATE} req/s <= {} ms (target < 1 ms): {}",
+            server_p99
+                .map(|v| format!("{:.3}", v * 1000.0))
+                .unwrap_or("?".into()),
+            verdict(server_p99.is_some_and(|v| v <= 0.001))
+        ),
+        format!(
+            "idle RSS {:.1} MiB (target < 30 MiB): {}",
+            idle_rss as f64 / 1024.0,
+            verdict(idle_rss < 30 * 1024)
+        ),
+    ];
+    for c in &checks {
+        println!("{c}");
+    }
+
+    if std::env::var_os("KIM_BENCH_NO_DOC").is_none() {
+        let mut md = String::new();
+        md.push_str("<!-- webhook-bench:start (written by `make bench-webhook`; edit the bench, not this block) -->\n");
+        md.push_str(&format!(
+            "Run: {} UTC, {} connections, HTTP/1.1 keep-alive over TLS 1.3, {} s measured after 1 s warm-up per row, load generator on the same {}-core machine. Body: upstream `aws.yaml` Runtime example as a CREATE AdmissionReview ({} bytes). Audit records on (stdout to /dev/null).\n\n",
+            jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M"),
+            CONNECTIONS,
+            secs,
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            body_size
+        ));
+        md.push_str("| endpoint | req/s | % of no-op | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for (i, (label, st)) in rows.iter().enumerate() {
+            md.push_str(&format!(
+                "| {label} | {:.0} | {:.0}% | {:.3} | {:.3} | {:.3} | {} |\n",
+                st.rps(),
+                if i == 0 { 100.0 } else { ratio(i) },
+                st.pct(0.5),
+                st.pct(0.99),
+                st.pct(0.999),
+                st.errors
+            ));
+        }
+        md.push_str(&format!(
+            "\nPaced at {PACED_RATE} req/s on `/validate/runtime`: achieved {:.0} req/s; client-side p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms; server-side (handler histogram) p50 <= {} ms, p99 <= {} ms.\n\nRSS: idle {:.1} MiB, after the runs {:.1} MiB.\n\n",
+            paced.rps(),
+            paced.pct(0.5),
+            paced.pct(0.99),
+            paced.pct(0.999),
+            server_p50.map(|v| format!("{:.3}", v * 1000.0)).unwrap_or("?".into()),
+            server_p99.map(|v| format!("{:.3}", v * 1000.0)).unwrap_or("?".into()),
+            idle_rss as f64 / 1024.0,
+            loaded_rss as f64 / 1024.0
+        ));
+        for c in &checks {
+            md.push_str(&format!("- {c}\n"));
+        }
+        md.push_str("<!-- webhook-bench:end -->\n");
+        write_doc(&md)?;
+    }
+    Ok(())
+}
+
+/// Replaces the marked block in docs/benchmarks.md (creating the webhook section if absent).
+fn write_doc(block: &str) -> Result<()> {
+    let path = repo_root().join("docs/benchmarks.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".to_string());
+    let new = match (
+        text.find("<!-- webhook-bench:start"),
+        text.find("<!-- webhook-bench:end -->"),
+    ) {
+        (Some(a), Some(b)) if b > a => {
+            let end = b + "<!-- webhook-bench:end -->\n".len().min(text.len() - b);
+            format!("{}{}{}", &text[..a], block, &text[end..])
+        }
+        _ => format!(
+            "{}\n## Webhook (`make bench-webhook`)\n\nDirect load on `kim-webhook` over TLS (no apiserver in the path).\n\n{}",
+            text.trim_end(),
+            block
+        ),
+    };
+    std::fs::write(&path, new)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,689 @@
+//! One generic admission path for every admitted type: decode the `AdmissionReview`, dispatch
+//! on the operation to the type's [`Admitted`] implementation, answer with an
+//! `AdmissionReview` (allowed / denied with field causes / JSON patch / warnings / audit
+//! annotations) and produce the audit record. Synchronous and pure apart from the clock, so it
+//! is unit-tested and benchmarked without a server.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::{StatusCause, StatusDetails};
+use kube::core::{DynamicObject, Resource, Status};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::audit::AuditRecord;
+use crate::patch::mutation_patch;
+
+/// The `apiVersion` of the only AdmissionReview version we speak.
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// One violated rule: the field at fault and what would be valid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldViolation {
+    /// Field path, e.g. `spec.shoot.provider.workers[0].name`.
+    pub field: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+/// The result of validating one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Violations; any one denies.
+    pub violations: Vec<FieldViolation>,
+    /// Non-fatal findings, returned as admission warnings.
+    pub warnings: Vec<String>,
+    /// HTTP code and reason for a denial (default 422 Invalid; deletion protection uses 403).
+    pub denial: Option<(u16, &'static str)>,
+}
+
+impl Verdict {
+    /// A verdict with one violation.
+    pub fn deny(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            violations: vec![FieldViolation {
+                field: field.into(),
+                message: message.into(),
+            }],
+            ..Self::default()
+        }
+    }
+}
+
+/// Settings the admitted types need besides the object.
+#[derive(Debug, Clone)]
+pub struct AdmissionContext {
+    /// Deletion protection of Runtimes.
+    pub deletion_protection: bool,
+    /// How old a deletion confirmation may be.
+    pub deletion_window: Duration,
+}
+
+impl Default for AdmissionContext {
+    fn default() -> Self {
+        Self {
+            deletion_protection: true,
+            deletion_window: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a resource type contributes to admission. Adding a type is one impl of this trait
+/// and one route.
+pub trait Admitted:
+    Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+    /// Fills in defaults in place (mutating webhook). Never overrides a user value.
+    fn default(&mut self, _ctx: &AdmissionContext) {}
+    /// Validates a new object.
+    fn validate_create(&self, ctx: &AdmissionContext) -> Verdict;
+    /// Validates a change.
+    fn validate_update(&self, old: &Self, ctx: &AdmissionContext) -> Verdict;
+    /// Validates a deletion of `self` (the stored object).
+    fn validate_delete(&self, _ctx: &AdmissionContext, _now: SystemTime) -> Verdict {
+        Verdict::default()
+    }
+}
+
+/// Which webhook is answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Defaulting; answers with a JSON patch.
+    Mutate,
+    /// Validation; answers allowed or denied.
+    Validate,
+}
+
+impl Mode {
+    /// Name used in metrics and audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Mutate => "mutate",
+            Mode::Validate => "validate",
+        }
+    }
+}
+
+/// The serialized response and its audit record.
+pub struct Admission {
+    /// JSON body of the `AdmissionReview` response.
+    pub body: Vec<u8>,
+    /// One record for the audit trail.
+    pub audit: AuditRecord,
+}
+
+fn expected<T: Admitted>() -> String {
+    format!("{}/{} {}", T::group(&()), T::version(&()), T::kind(&()))
+}
+
+/// Answers one AdmissionReview body for type `T`. Never panics on input: malformed JSON, a
+/// wrong review version or an unexpected kind yield an error response naming the problem.
+pub fn admit<T: Admitted>(
+    mode: Mode,
+    body: &[u8],
+    ctx: &AdmissionContext,
+    now: SystemTime,
+) -> Admission {
+    let started = Instant::now();
+    let mut audit = AuditRecord::new(mode, now);
+    audit.kind = T::kind(&()).to_string();
+    let response = match serde_json::from_slice::<AdmissionReview<T>>(body) {
+        Ok(review) => decide(mode, review, ctx, now, body, &mut audit),
+        Err(e) => undecodable::<T>(body, &e, &mut audit),
+    };
+    finish(response, audit, started)
+}
+
+fn finish(response: AdmissionResponse, mut audit: AuditRecord, started: Instant) -> Admission {
+    audit.allowed = response.allowed;
+    if !response.allowed && audit.violations.is_empty() && !response.result.message.is_empty() {
+        audit.error = Some(response.result.message.clone());
+    }
+    audit.warnings = response.warnings.clone().unwrap_or_default();
+    let body = encode(&response);
+    audit.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    Admission { body, audit }
+}
+
+/// The wire form of a response. kube's `AdmissionResponse` is used to build the answer, but
+/// it serializes the patch as an array of numbers; the apiserver's `[]byte` is base64, which
+/// is also a third of the size.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: WireResponse<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireResponse<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    audit_annotations: &'a HashMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<&'a Vec<String>>,
+}
+
+/// Serializes `r` as an `admission.k8s.io/v1` AdmissionReview.
+pub fn encode(r: &AdmissionResponse) -> Vec<u8> {
+    use base64::Engine;
+    let status = (!r.allowed || !r.result.message.is_empty()).then_some(&r.result);
+    let patch = r
+        .patch
+        .as_ref()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let wire = WireReview {
+        api_version: REVIEW_API_VERSION,
+        kind: "AdmissionReview",
+        response: WireResponse {
+            uid: &r.uid,
+            allowed: r.allowed,
+            status,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            audit_annotations: &r.audit_annotations,
+            warnings: r.warnings.as_ref(),
+        },
+    };
+    serde_json::to_vec(&wire).unwrap_or_else(|e| {
+        // Serializing our own types cannot fail in practice; still answer something valid.
+        format!(
+            r#"{{"apiVersion":"{REVIEW_API_VERSION}","kind":"AdmissionReview","response":{{"uid":"","allowed":false,"status":{{"message":"internal error serializing the response: {e}"}}}}}}"#
+        )
+        .into_bytes()
+    })
+}
+
+fn invalid(uid: &str, message: String) -> AdmissionResponse {
+    let mut r = AdmissionResponse::invalid(message);
+    r.uid = uid.to_string();
+    r.result.code = 400;
+    r
+}
+
+fn decide<T: Admitted>(
+    mode: Mode,
+    review: AdmissionReview<T>,
+    ctx: &AdmissionContext,
+    now: SystemTime,
+    body: &[u8],
+    audit: &mut AuditRecord,
+) -> AdmissionResponse {
+    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
+        let uid = review
+            .request
+            .as_ref()
+            .map(|r| r.uid.as_str())
+            .unwrap_or_default();
+        return invalid(
+            uid,
+            format!(
+                "expected an AdmissionReview of apiVersion {REVIEW_API_VERSION}, got kind {:?} apiVersion {:?}; register the webhook with admissionReviewVersions [v1]",
+                review.types.kind, review.types.api_version
+            ),
+        );
+    }
+    let Ok(req): Result<AdmissionRequest<T>, _> = review.try_into() else {
+        return invalid("", "the AdmissionReview has no request".into());
+    };
+    audit.fill_from(&req);
+    let base = AdmissionResponse::from(&req);
+    if req.kind.group != T::group(&())
+        || req.kind.kind != T::kind(&())
+        || req.kind.version != T::version(&())
+    {
+        return base.deny(format!(
+            "this endpoint admits {}, got {}/{} {}; check the rules of the webhook configuration",
+            expected::<T>(),
+            req.kind.group,
+            req.kind.version,
+            req.kind.kind
+        ));
+    }
+    // Subresources (status) are not ours to judge.
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        return base;
+    }
+    match (mode, &req.operation) {
+        (Mode::Mutate, Operation::Create | Operation::Update) => {
+            let Some(obj) = req.object.as_ref() else {
+                return base.deny("the request has no object to default");
+            };
+            let mut defaulted = obj.clone();
+            defaulted.default(ctx);
+            match mutation_patch(obj, &defaulted, body) {
+                Ok(patch) if patch.0.is_empty() => base,
+                Ok(patch) => {
+                    audit.patch_paths = patch
+                        .0
+                        .iter()
+                        .map(|op| op.path().as_str().to_string())
+                        .collect();
+                    let mut r = match base.with_patch(patch) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            return AdmissionResponse::from(&req)
+                                .deny(format!("internal error: {e}"));
+                        }
+                    };
+                    r.audit_annotations
+                        .insert("patched-paths".into(), audit.patch_paths.join(","));
+                    r
+                }
+                Err(e) => base.deny(format!("internal error computing the defaults patch: {e}")),
+            }
+        }
+        (Mode::Validate, Operation::Create) => match req.object.as_ref() {
+            Some(obj) => respond(base, obj.validate_create(ctx), audit),
+            None => base.deny("the CREATE request has no object"),
+        },
+        (Mode::Validate, Operation::Update) => match (req.object.as_ref(), req.old_object.as_ref())
+        {
+            (Some(new), Some(old)) => respond(base, new.validate_update(old, ctx), audit),
+            _ => base.deny("the UPDATE request lacks object or oldObject"),
+        },
+        (Mode::Validate, Operation::Delete) => match req.old_object.as_ref() {
+            Some(old) => respond(base, old.validate_delete(ctx, now), audit),
+            // Without the stored object there is nothing to protect (e.g. a collection delete
+            // of objects we cannot see); the apiserver sends oldObject for single deletes.
+            None => base,
+        },
+        _ => base,
+    }
+}
+
+fn respond(
+    base: AdmissionResponse,
+    verdict: Verdict,
+    audit: &mut AuditRecord,
+) -> AdmissionResponse {
+    let mut r = base;
+    if !verdict.warnings.is_empty() {
+        r.warnings = Some(verdict.warnings);
+    }
+    if verdict.violations.is_empty() {
+        r.audit_annotations = HashMap::from([("decision".to_string(), "allowed".to_string())]);
+        return r;
+    }
+    let (code, reason) = verdict.denial.unwrap_or((422, "Invalid"));
+    let message = verdict
+        .violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fields = verdict
+        .violations
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    r.audit_annotations = HashMap::from([
+        ("decision".to_string(), "denied".to_string()),
+        ("violations".to_string(), truncate(&fields, 1000)),
+    ]);
+    let causes = verdict
+        .violations
+        .iter()
+        .map(|v| StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: v.message.clone(),
+            field: v.field.clone(),
+        })
+        .collect();
+    let mut r = r.deny(message);
+    r.result = Status {
+        code,
+        reason: reason.to_string(),
+        ..r.result
+    }
+    .with_details(StatusDetails {
+        name: audit.name.clone(),
+        group: String::new(),
+        kind: audit.kind.clone(),
+        uid: String::new(),
+        causes,
+        retry_after_seconds: 0,
+    });
+    audit.violations = verdict.violations;
+    r
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// The slow path for a body that does not decode as an AdmissionReview of `T`: find out why
+/// and say so, copying the uid when it can be read.
+fn undecodable<T: Admitted>(
+    body: &[u8],
+    err: &serde_json::Error,
+    audit: &mut AuditRecord,
+) -> AdmissionResponse {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(_) => return invalid("", format!("malformed AdmissionReview: {err}")),
+    };
+    let Some(req) = review.request else {
+        return invalid("", "the AdmissionReview has no request".into());
+    };
+    audit.fill_from(&req);
+    let base = AdmissionResponse::from(&req);
+    if req.kind.group != T::group(&()) || req.kind.kind != T::kind(&()) {
+        return base.deny(format!(
+            "this endpoint admits {}, got {}/{} {}; check the rules of the webhook configuration",
+            expected::<T>(),
+            req.kind.group,
+            req.kind.version,
+            req.kind.kind
+        ));
+    }
+    // Name the field that does not match the type.
+    for (label, obj) in [("object", req.object), ("oldObject", req.old_object)] {
+        let Some(obj) = obj else { continue };
+        let Ok(value) = serde_json::to_value(&obj) else {
+            continue;
+        };
+        if let Err(e) = serde_path_to_error::deserialize::<_, T>(value) {
+            let field = e.path().to_string();
+            let message = format!(
+                "{} does not match the {} schema: {}",
+                label,
+                T::kind(&()),
+                e.inner()
+            );
+            audit.violations = vec![FieldViolation {
+                field: field.clone(),
+                message: message.clone(),
+            }];
+            return base.deny(format!("{field}: {message}"));
+        }
+    }
+    base.deny(format!("the AdmissionReview does not decode: {err}"))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::{Value, json};
+
+    /// A stand-in admitted type: data key "bad" is a violation; defaults add data "defaulted".
+    impl Admitted for ConfigMap {
+        fn default(&mut self, _ctx: &AdmissionContext) {
+            self.data
+                .get_or_insert_with(Default::default)
+                .entry("defaulted".into())
+                .or_insert_with(|| "yes".into());
+        }
+        fn validate_create(&self, _ctx: &AdmissionContext) -> Verdict {
+            let mut v = Verdict::default();
+            if self.data.as_ref().is_some_and(|d| d.contains_key("bad")) {
+                v.violations.push(FieldViolation {
+                    field: "data.bad".into(),
+                    message: "must not be set".into(),
+                });
+            }
+            if self.data.as_ref().is_some_and(|d| d.contains_key("old")) {
+                v.warnings.push("data.old: deprecated, ignored".into());
+            }
+            v
+        }
+        fn validate_update(&self, old: &Self, ctx: &AdmissionContext) -> Verdict {
+            let mut v = self.validate_create(ctx);
+            if old.data != self.data && old.data.as_ref().is_some_and(|d| d.contains_key("frozen"))
+            {
+                v.violations.push(FieldViolation {
+                    field: "data".into(),
+                    message: "is immutable once frozen".into(),
+                });
+            }
+            v
+        }
+        fn validate_delete(&self, ctx: &AdmissionContext, _now: SystemTime) -> Verdict {
+            if ctx.deletion_protection {
+                let mut v = Verdict::deny("metadata.annotations[confirm]", "missing");
+                v.denial = Some((403, "Forbidden"));
+                v
+            } else {
+                Verdict::default()
+            }
+        }
+    }
+
+    pub(crate) fn review(op: &str, object: Value, old: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "uid-1",
+                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "name": "cm", "namespace": "ns",
+                "operation": op,
+                "userInfo": {"username": "alice", "groups": ["devs"]},
+                "object": object,
+                "oldObject": old,
+                "dryRun": true
+            }
+        }))
+        .expect("json")
+    }
+
+    fn cm(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}, "data": data})
+    }
+
+    fn response(a: &Admission) -> Value {
+        let v: Value = serde_json::from_slice(&a.body).expect("response is JSON");
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        v["response"].clone()
+    }
+
+    fn run(mode: Mode, body: &[u8]) -> (Value, AuditRecord) {
+        let a = admit::<ConfigMap>(mode, body, &AdmissionContext::default(), SystemTime::now());
+        (response(&a), a.audit)
+    }
+
+    #[test]
+    fn allows_valid_create_and_copies_uid() {
+        let (r, audit) = run(
+            Mode::Validate,
+            &review("CREATE", cm(json!({"a": "1"})), Value::Null),
+        );
+        assert_eq!(r["uid"], "uid-1");
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["auditAnnotations"]["decision"], "allowed");
+        assert!(audit.allowed && audit.dry_run);
+        assert_eq!(audit.user, "alice");
+        assert_eq!(audit.groups, vec!["devs".to_string()]);
+        assert_eq!(audit.operation, "CREATE");
+        assert_eq!(audit.name, "cm");
+    }
+
+    #[test]
+    fn denies_with_field_path_code_and_causes() {
+        let (r, audit) = run(
+            Mode::Validate,
+            &review("CREATE", cm(json!({"bad": "1", "old": "x"})), Value::Null),
+        );
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 422);
+        assert_eq!(r["status"]["reason"], "Invalid");
+        assert_eq!(r["status"]["message"], "data.bad: must not be set");
+        assert_eq!(r["status"]["details"]["causes"][0]["field"], "data.bad");
+        assert_eq!(r["warnings"][0], "data.old: deprecated, ignored");
+        assert_eq!(r["auditAnnotations"]["violations"], "data.bad");
+        assert_eq!(audit.violations.len(), 1);
+        assert_eq!(audit.warnings.len(), 1);
+        assert!(!audit.allowed);
+    }
+
+    #[test]
+    fn update_is_validated_against_old_object() {
+        let (r, _) = run(
+            Mode::Validate,
+            &review("UPDATE", cm(json!({"a": "2"})), cm(json!({"frozen": "1"}))),
+        );
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["details"]["causes"][0]["field"], "data");
+    }
+
+    #[test]
+    fn delete_protection_uses_old_object_and_403() {
+        let (r, audit) = run(
+            Mode::Validate,
+            &review("DELETE", Value::Null, cm(json!({}))),
+        );
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(audit.operation, "DELETE");
+        let ctx = AdmissionContext {
+            deletion_protection: false,
+            ..AdmissionContext::default()
+        };
+        let a = admit::<ConfigMap>(
+            Mode::Validate,
+            &review("DELETE", Value::Null, cm(json!({}))),
+            &ctx,
+            SystemTime::now(),
+        );
+        assert_eq!(response(&a)["allowed"], true);
+    }
+
+    #[test]
+    fn mutate_returns_patch_that_applies_to_the_request_object() {
+        let obj = cm(json!({"a": "1"}));
+        let (r, audit) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["patchType"], "JSONPatch");
+        let patch = r["patch"].as_str().expect("patch is base64");
+        let ops: json_patch::Patch = serde_json::from_slice(&b64(patch)).expect("patch json");
+        let mut doc = obj;
+        json_patch::patch(&mut doc, &ops).expect("patch applies");
+        assert_eq!(doc["data"]["defaulted"], "yes");
+        assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
+        assert_eq!(r["auditAnnotations"]["patched-paths"], "/data/defaulted");
+    }
+
+    #[test]
+    fn mutate_adds_missing_parent_objects() {
+        // No "data" at all in the request: the patch must add the whole map.
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}});
+        let (r, _) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        let ops: json_patch::Patch =
+            serde_json::from_slice(&b64(r["patch"].as_str().expect("patch"))).expect("json");
+        let mut doc = obj;
+        json_patch::patch(&mut doc, &ops).expect("patch applies to the raw object");
+        assert_eq!(doc["data"], json!({"defaulted": "yes"}));
+    }
+
+    #[test]
+    fn mutate_without_changes_has_no_patch() {
+        let (r, audit) = run(
+            Mode::Mutate,
+            &review("CREATE", cm(json!({"defaulted": "no"})), Value::Null),
+        );
+        assert_eq!(r["allowed"], true);
+        assert!(r.get("patch").is_none());
+        assert!(audit.patch_paths.is_empty());
+    }
+
+    #[test]
+    fn malformed_json_is_an_error_response_not_a_panic() {
+        for body in [
+            &b"{not json"[..],
+            b"",
+            b"[]",
+            b"null",
+            b"{\"apiVersion\":1}",
+        ] {
+            let (r, audit) = run(Mode::Validate, body);
+            assert_eq!(r["allowed"], false, "{}", String::from_utf8_lossy(body));
+            let msg = r["status"]["message"].as_str().unwrap_or_default();
+            assert!(msg.contains("AdmissionReview"), "{msg}");
+            assert!(audit.error.is_some());
+        }
+    }
+
+    #[test]
+    fn wrong_review_version_is_named() {
+        let mut v: Value =
+            serde_json::from_slice(&review("CREATE", cm(json!({})), Value::Null)).expect("json");
+        v["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(r["allowed"], false);
+        assert!(
+            r["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("admission.k8s.io/v1beta1")
+        );
+        assert_eq!(r["uid"], "uid-1");
+    }
+
+    #[test]
+    fn unexpected_kind_is_named() {
+        let mut v: Value =
+            serde_json::from_slice(&review("CREATE", cm(json!({})), Value::Null)).expect("json");
+        v["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(r["allowed"], false);
+        let msg = r["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("admits /v1 ConfigMap, got apps/v1 Deployment"),
+            "{msg}"
+        );
+        assert_eq!(r["uid"], "uid-1");
+    }
+
+    #[test]
+    fn object_not_matching_schema_names_the_field() {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": 5}});
+        let (r, audit) = run(Mode::Validate, &review("CREATE", obj, Value::Null));
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["uid"], "uid-1");
+        let msg = r["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.starts_with("data.a: object does not match the ConfigMap schema"),
+            "{msg}"
+        );
+        assert_eq!(audit.violations[0].field, "data.a");
+    }
+
+    #[test]
+    fn status_subresource_is_allowed() {
+        let mut v: Value =
+            serde_json::from_slice(&review("UPDATE", cm(json!({"bad": "1"})), cm(json!({}))))
+                .expect("json");
+        v["request"]["subResource"] = json!("status");
+        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(r["allowed"], true);
+    }
+
+    fn b64(s: &str) -> Vec<u8> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .expect("base64")
+    }
+}

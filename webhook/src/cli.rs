@@ -1,0 +1,319 @@
+//! Command-line flags and environment variables (clap).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Admission webhook of the Kyma Infrastructure Manager.
+#[derive(Debug, Parser)]
+#[command(name = "kim-webhook", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhook server.
+    Serve(Box<ServeArgs>),
+    /// Validate Runtime and GardenerCluster manifests offline with the webhook's rules
+    /// (after defaulting). Exit code 1 when any object is invalid, 2 on unreadable input.
+    Validate(ValidateArgs),
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90s, 10m, 2h, 90d)"))
+}
+
+/// Where the KIM configuration files are (the same files as the controller's).
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// `converter_config.json` (defaults and allowed values).
+    #[arg(
+        long = "converter-config-filepath",
+        env = "KIM_CONVERTER_CONFIG",
+        value_name = "FILE"
+    )]
+    pub converter_config: PathBuf,
+    /// Audit-log tenant file; default: `converter.auditLogging.tenantConfigPath`.
+    #[arg(
+        long = "audit-log-tenant-config-filepath",
+        env = "KIM_AUDIT_LOG_TENANT_CONFIG",
+        value_name = "FILE"
+    )]
+    pub audit_log_tenants: Option<PathBuf>,
+    /// Maintenance window file; default: `converter.maintenanceWindow.windowMapPath`.
+    #[arg(
+        long = "maintenance-window-config-filepath",
+        env = "KIM_MAINTENANCE_WINDOW_CONFIG",
+        value_name = "FILE"
+    )]
+    pub maintenance_windows: Option<PathBuf>,
+}
+
+/// Flags of `kim-webhook serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// KIM configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    /// HTTPS address of the admission endpoints.
+    #[arg(long, env = "KIM_WEBHOOK_LISTEN_ADDR", default_value = "0.0.0.0:9443")]
+    pub listen_addr: SocketAddr,
+    /// Plain-HTTP address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "KIM_WEBHOOK_ADMIN_ADDR", default_value = "0.0.0.0:8081")]
+    pub admin_addr: SocketAddr,
+    /// Largest accepted request body; larger ones get 413.
+    #[arg(long, env = "KIM_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+    /// How long open connections may finish after SIGTERM.
+    #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
+    pub shutdown_grace: Duration,
+
+    /// Deny DELETE of a Runtime without a recent `operator.kyma-project.io/deletion-confirmed`
+    /// annotation (`--deletion-protection=false` switches it off).
+    #[arg(long, env = "KIM_WEBHOOK_DELETION_PROTECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub deletion_protection: bool,
+    /// How old a deletion confirmation may be.
+    #[arg(long, env = "KIM_WEBHOOK_DELETION_WINDOW", default_value = "2m", value_parser = duration)]
+    pub deletion_window: Duration,
+
+    /// Also append audit records (JSON lines) to this file.
+    #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_PATH", value_name = "FILE")]
+    pub audit_log_path: Option<PathBuf>,
+    /// Rotate the audit file when it would exceed this many MiB.
+    #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_MAX_SIZE_MB", default_value_t = 100)]
+    pub audit_log_max_size_mb: u64,
+    /// Rotated audit files to keep.
+    #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_MAX_FILES", default_value_t = 5)]
+    pub audit_log_max_files: usize,
+
+    /// Certificates.
+    #[command(flatten)]
+    pub certs: CertArgs,
+
+    /// Log format.
+    #[arg(long, env = "KIM_WEBHOOK_LOG_FORMAT", default_value = "json", value_parser = ["json", "text"])]
+    pub log_format: String,
+}
+
+/// Certificate flags.
+#[derive(Debug, Clone, Args)]
+pub struct CertArgs {
+    /// Serve this certificate (PEM) instead of managing certificates in a Secret; re-read
+    /// when the file changes (e.g. from cert-manager). Needs --tls-key-file.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_TLS_CERT_FILE",
+        requires = "tls_key_file",
+        value_name = "FILE"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert-file.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_TLS_KEY_FILE",
+        requires = "tls_cert_file",
+        value_name = "FILE"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Namespace of the certificate Secret (and of the Service).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kcp-system")]
+    pub namespace: String,
+    /// Secret holding the CAs and the serving certificate.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_CERT_SECRET",
+        default_value = "infrastructure-manager-webhook-cert"
+    )]
+    pub cert_secret: String,
+    /// Service name; the serving certificate names `<svc>`, `<svc>.<ns>`, `<svc>.<ns>.svc`, ...
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_SERVICE_NAME",
+        default_value = "infrastructure-manager-webhook-service"
+    )]
+    pub service_name: String,
+    /// Extra DNS names for the serving certificate (comma separated).
+    #[arg(long, env = "KIM_WEBHOOK_CERT_DNS_NAMES", value_delimiter = ',')]
+    pub cert_dns_names: Vec<String>,
+    /// IP addresses for the serving certificate (comma separated), e.g. 127.0.0.1 in tests.
+    #[arg(long, env = "KIM_WEBHOOK_CERT_IP_ADDRESSES", value_delimiter = ',')]
+    pub cert_ip_addresses: Vec<IpAddr>,
+    /// MutatingWebhookConfigurations whose caBundle this webhook maintains.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_MUTATING_CONFIGS",
+        value_delimiter = ',',
+        default_value = "infrastructure-manager-mutating-webhook"
+    )]
+    pub mutating_configs: Vec<String>,
+    /// ValidatingWebhookConfigurations whose caBundle this webhook maintains.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_VALIDATING_CONFIGS",
+        value_delimiter = ',',
+        default_value = "infrastructure-manager-validating-webhook"
+    )]
+    pub validating_configs: Vec<String>,
+    /// Field manager of the caBundle (server-side apply) and of the Secret.
+    #[arg(long, env = "KIM_WEBHOOK_FIELD_MANAGER", default_value = "kim-webhook")]
+    pub field_manager: String,
+    /// Lifetime of a generated CA.
+    #[arg(long, env = "KIM_WEBHOOK_CA_LIFETIME", default_value = "5y", value_parser = duration)]
+    pub ca_lifetime: Duration,
+    /// Lifetime of a serving certificate.
+    #[arg(long, env = "KIM_WEBHOOK_SERVING_LIFETIME", default_value = "90d", value_parser = duration)]
+    pub serving_lifetime: Duration,
+    /// Renew the CA when less than this is left (default: a third of its lifetime, widened
+    /// when needed so the next CA is trusted before a serving certificate needs it).
+    #[arg(long, env = "KIM_WEBHOOK_CA_RENEW_BEFORE", value_parser = duration)]
+    pub ca_renew_before: Option<Duration>,
+    /// Renew the serving certificate when less than this is left (default: a third of its
+    /// lifetime).
+    #[arg(long, env = "KIM_WEBHOOK_SERVING_RENEW_BEFORE", value_parser = duration)]
+    pub serving_renew_before: Option<Duration>,
+    /// How long a new CA sits in the caBundle before it signs serving certificates.
+    #[arg(long, env = "KIM_WEBHOOK_BUNDLE_PROPAGATION", default_value = "10m", value_parser = duration)]
+    pub bundle_propagation: Duration,
+    /// How often the wall clock and the Secret are checked.
+    #[arg(long, env = "KIM_WEBHOOK_CERT_CHECK_INTERVAL", default_value = "30s", value_parser = duration)]
+    pub cert_check_interval: Duration,
+}
+
+/// Flags of `kim-webhook validate`.
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    /// Manifests to check (YAML, several documents per file allowed; `-` reads stdin).
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// KIM configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Check as an UPDATE is not possible offline; this checks CREATE after defaulting.
+    /// Print the defaulted objects too.
+    #[arg(long)]
+    pub show_defaulted: bool,
+}
+
+impl CertArgs {
+    /// The rotation policy these flags describe.
+    pub fn policy(&self) -> kim_certs::RotationPolicy {
+        let mut p = kim_certs::RotationPolicy::from_lifetimes(
+            self.ca_lifetime,
+            self.serving_lifetime,
+            self.bundle_propagation,
+            self.cert_check_interval,
+        );
+        if let Some(d) = self.ca_renew_before {
+            p.ca_renew_before = d;
+        }
+        if let Some(d) = self.serving_renew_before {
+            p.serving_renew_before = d;
+        }
+        p
+    }
+
+    /// The names the serving certificate must carry.
+    pub fn names(&self) -> kim_certs::ServingNames {
+        let mut n = kim_certs::ServingNames::for_service(&self.service_name, &self.namespace);
+        n.dns.extend(
+            self.cert_dns_names
+                .iter()
+                .filter(|d| !d.is_empty())
+                .cloned(),
+        );
+        n.ips.extend(self.cert_ip_addresses.iter().copied());
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+        ])
+        .expect("parse");
+        let Command::Serve(a) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(a.deletion_protection);
+        assert_eq!(a.deletion_window, Duration::from_secs(120));
+        assert_eq!(a.certs.policy().validate(), Ok(()));
+        assert!(
+            a.certs
+                .names()
+                .dns
+                .contains(&"infrastructure-manager-webhook-service.kcp-system.svc".to_string())
+        );
+    }
+
+    #[test]
+    fn deletion_protection_can_be_switched_off() {
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--deletion-protection=false",
+            "--deletion-window",
+            "5m",
+        ])
+        .expect("parse");
+        let Command::Serve(a) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(!a.deletion_protection);
+        assert_eq!(a.deletion_window, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn bad_duration_names_examples() {
+        let err = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--serving-lifetime",
+            "soon",
+        ])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains("--serving-lifetime") && err.contains("examples"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn validate_takes_several_files() {
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "validate",
+            "-f",
+            "a.yaml",
+            "b.yaml",
+            "--converter-config-filepath",
+            "c.json",
+        ])
+        .expect("parse");
+        let Command::Validate(v) = cli.command else {
+            panic!("validate expected")
+        };
+        assert_eq!(v.files.len(), 2);
+    }
+}

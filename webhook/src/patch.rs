@@ -1,0 +1,150 @@
+//! The JSON patch of the mutating webhook, computed by diff.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The patch that turns the request's object into `defaulted`.
+///
+/// The diff is taken between the typed original and the typed defaulted object, so only real
+/// changes appear (a typed round trip may spell absent fields differently from the raw
+/// request). Each operation is then made applicable to the raw object the apiserver holds: an
+/// addition below a parent that the raw object lacks becomes one addition of the highest
+/// missing ancestor.
+pub fn mutation_patch<T: Serialize>(
+    original: &T,
+    defaulted: &T,
+    review_body: &[u8],
+) -> Result<Patch, serde_json::Error> {
+    let before = serde_json::to_value(original)?;
+    let after = serde_json::to_value(defaulted)?;
+    let diff = json_patch::diff(&before, &after);
+    if diff.0.is_empty() {
+        return Ok(diff);
+    }
+    let raw = raw_object(review_body)?;
+    let mut out: Vec<PatchOperation> = Vec::with_capacity(diff.0.len());
+    let mut added_roots: Vec<String> = Vec::new();
+    for op in diff.0 {
+        let path = op.path().as_str().to_string();
+        if added_roots
+            .iter()
+            .any(|root| path.starts_with(&format!("{root}/")))
+        {
+            continue;
+        }
+        match &op {
+            PatchOperation::Add(_) | PatchOperation::Replace(_) => {
+                let ancestor = highest_missing(&raw, &path);
+                match ancestor {
+                    // Present in the raw object: keep the operation as it is.
+                    None => out.push(op),
+                    Some(root) => {
+                        let value = after.pointer(&root).cloned().unwrap_or(Value::Null);
+                        let Ok(ptr) = PointerBuf::parse(root.clone()) else {
+                            out.push(op);
+                            continue;
+                        };
+                        out.push(PatchOperation::Add(AddOperation { path: ptr, value }));
+                        added_roots.push(root);
+                    }
+                }
+            }
+            _ => out.push(op),
+        }
+    }
+    Ok(Patch(out))
+}
+
+/// The request's `object`, as the apiserver sees it.
+fn raw_object(review_body: &[u8]) -> Result<Value, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Review {
+        request: Request,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        #[serde(default)]
+        object: Value,
+    }
+    let r: Review = serde_json::from_slice(review_body)?;
+    Ok(r.request.object)
+}
+
+/// The shortest prefix of `path` (a JSON pointer) that does not exist in `doc`, when that is
+/// not `path` itself with an existing parent (then a plain add/replace works). `None` when
+/// `path` exists.
+fn highest_missing(doc: &Value, path: &str) -> Option<String> {
+    if doc.pointer(path).is_some() {
+        return None;
+    }
+    let mut prefix = String::new();
+    for token in path.split('/').skip(1) {
+        prefix.push('/');
+        prefix.push_str(token);
+        if doc.pointer(&prefix).is_none() {
+            return Some(prefix);
+        }
+    }
+    Some(path.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(object: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"request": {"object": object}})).expect("json")
+    }
+
+    #[test]
+    fn replace_of_typed_zero_value_becomes_add() {
+        // Typed original spells an absent map as {} ; the raw object has no such key.
+        let before = json!({"spec": {"a": 1, "m": {}}});
+        let after = json!({"spec": {"a": 1, "m": {"k": "v"}}});
+        let raw = json!({"spec": {"a": 1}});
+        let p = mutation_patch(&before, &after, &body(raw.clone())).expect("patch");
+        let mut doc = raw;
+        json_patch::patch(&mut doc, &p).expect("applies");
+        assert_eq!(doc, json!({"spec": {"a": 1, "m": {"k": "v"}}}));
+        assert_eq!(p.0.len(), 1);
+        assert_eq!(p.0[0].path().as_str(), "/spec/m");
+    }
+
+    #[test]
+    fn existing_paths_are_patched_in_place() {
+        let before = json!({"spec": {"a": 1, "b": null}});
+        let after = json!({"spec": {"a": 1, "b": 2}});
+        let raw = json!({"spec": {"a": 1, "b": null}});
+        let p = mutation_patch(&before, &after, &body(raw.clone())).expect("patch");
+        let mut doc = raw;
+        json_patch::patch(&mut doc, &p).expect("applies");
+        assert_eq!(doc, after);
+    }
+
+    #[test]
+    fn several_additions_below_one_missing_parent_become_one() {
+        let before = json!({"spec": {}});
+        let after = json!({"spec": {"n": {"x": 1, "y": 2}}});
+        let raw = json!({});
+        let p = mutation_patch(&before, &after, &body(raw.clone())).expect("patch");
+        let mut doc = raw;
+        json_patch::patch(&mut doc, &p).expect("applies");
+        assert_eq!(doc, after);
+        assert_eq!(p.0.len(), 1, "{p:?}");
+    }
+
+    #[test]
+    fn no_change_no_patch_and_no_second_parse() {
+        let v = json!({"a": 1});
+        // An unparsable body proves the raw object is not read when nothing changed.
+        assert!(
+            mutation_patch(&v, &v, b"garbage")
+                .expect("patch")
+                .0
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! Start-up of `kim-webhook serve`: certificates, servers, signals.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use axum::Router;
+use tokio::sync::watch;
+
+use kim_certs::{CertResolver, CertRotator, RotationConfig};
+
+use crate::admission::AdmissionContext;
+use crate::audit::AuditSink;
+use crate::cli::{CertArgs, ServeArgs};
+use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
+
+/// Sets up JSON (or text) logs; `RUST_LOG` filters, default `info`.
+pub fn init_logging(format: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout);
+    let _ = if format == "text" {
+        builder.try_init()
+    } else {
+        builder.json().flatten_event(true).try_init()
+    };
+}
+
+/// Resolves on SIGTERM or Ctrl-C and tells every watcher.
+pub fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen for SIGTERM");
+                        let _ = ctrl_c.await;
+                        let _ = tx.send(true);
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+async fn wait(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Loads a certificate from files into the resolver and re-loads it when the files change.
+async fn watch_files(
+    resolver: Arc<CertResolver>,
+    cert: PathBuf,
+    key: PathBuf,
+    every: Duration,
+    stop: watch::Receiver<bool>,
+) {
+    let mut last: Option<(SystemTime, SystemTime)> = None;
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = wait(stop.clone()) => return,
+            _ = tick.tick() => {}
+        }
+        let mtimes = (|| -> std::io::Result<(SystemTime, SystemTime)> {
+            Ok((
+                std::fs::metadata(&cert)?.modified()?,
+                std::fs::metadata(&key)?.modified()?,
+            ))
+        })();
+        let Ok(m) = mtimes else {
+            tracing::warn!(cert = %cert.display(), key = %key.display(), "cannot stat the TLS files");
+            continue;
+        };
+        if last == Some(m) {
+            continue;
+        }
+        let (c, k) = (cert.clone(), key.clone());
+        let loaded = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let cert_pem =
+                std::fs::read_to_string(&c).with_context(|| format!("reading {}", c.display()))?;
+            let key_pem =
+                std::fs::read_to_string(&k).with_context(|| format!("reading {}", k.display()))?;
+            Ok(CertResolver::certified_key(&cert_pem, &key_pem)?)
+        })
+        .await;
+        match loaded {
+            Ok(Ok(ck)) => {
+                resolver.set(ck);
+                last = Some(m);
+                tracing::info!(cert = %cert.display(), "loaded serving certificate from file");
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot load the TLS files; keeping the previous certificate")
+            }
+            Err(e) => tracing::error!(error = %e, "certificate loading task failed"),
+        }
+    }
+}
+
+/// Starts certificate management: from files, or in the Secret with rotation.
+async fn start_certs(
+    certs: &CertArgs,
+    state: Arc<AppState>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let resolver = state.resolver.clone();
+    if let (Some(cert), Some(key)) = (&certs.tls_cert_file, &certs.tls_key_file) {
+        tokio::spawn(watch_files(
+            resolver,
+            cert.clone(),
+            key.clone(),
+            certs.cert_check_interval,
+            stop,
+        ));
+        return Ok(());
+    }
+    let client = kube::Client::try_default()
+        .await
+        .context("no Kubernetes client configuration (in-cluster or KUBECONFIG) for the certificate Secret; or pass --tls-cert-file/--tls-key-file")?;
+    let cfg = RotationConfig {
+        namespace: certs.namespace.clone(),
+        secret_name: certs.cert_secret.clone(),
+        names: certs.names(),
+        policy: certs.policy(),
+        mutating_configs: certs
+            .mutating_configs
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+        validating_configs: certs
+            .validating_configs
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+        field_manager: certs.field_manager.clone(),
+    };
+    let rotator = Arc::new(CertRotator::new(client, cfg, resolver).context("certificate flags")?);
+    tokio::spawn(rotator.run(wait(stop), move |r| state.metrics.observe_cert_sync(r)));
+    Ok(())
+}
+
+/// Runs the server until SIGTERM. `routes` are the admission routes.
+pub async fn serve(
+    args: ServeArgs,
+    ctx: AdmissionContext,
+    routes: Router<Arc<AppState>>,
+) -> anyhow::Result<()> {
+    let audit = match &args.audit_log_path {
+        Some(p) => AuditSink::with_file(
+            p.clone(),
+            args.audit_log_max_size_mb.saturating_mul(1024 * 1024),
+            args.audit_log_max_files,
+        )
+        .with_context(|| format!("opening the audit log {} (--audit-log-path)", p.display()))?,
+        None => AuditSink::log_only(),
+    };
+    let state = Arc::new(AppState::new(
+        ctx,
+        audit,
+        CertResolver::new(),
+        args.max_request_bytes,
+    ));
+    let tls =
+        Arc::new(kim_certs::server_config(state.resolver.clone()).context("TLS configuration")?);
+
+    let https = bind(args.listen_addr, "--listen-addr").await?;
+    let admin = bind(args.admin_addr, "--admin-addr").await?;
+    let stop = shutdown_signal();
+    start_certs(&args.certs, state.clone(), stop.clone()).await?;
+
+    tracing::info!(listen = %args.listen_addr, admin = %args.admin_addr, "kim-webhook serving");
+    let admin_task = tokio::spawn(serve_plain(
+        admin,
+        admin_router(state.clone()),
+        wait(stop.clone()),
+    ));
+    serve_tls(
+        https,
+        tls,
+        admission_router(state, routes),
+        wait(stop),
+        args.shutdown_grace,
+    )
+    .await;
+    match admin_task.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(anyhow::anyhow!("admin server failed: {e}")),
+        Err(e) => Err(anyhow::anyhow!("admin server task failed: {e}")),
+    }
+}

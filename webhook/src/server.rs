@@ -1,0 +1,305 @@
+//! The HTTPS admission server (axum over rustls, HTTP/1.1 and HTTP/2 by ALPN) and the
+//! plain-HTTP admin server (`/healthz`, `/readyz`, `/metrics`).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use http::{HeaderValue, StatusCode, header};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use kim_certs::CertResolver;
+
+use crate::admission::{AdmissionContext, Admitted, Mode, admit};
+use crate::audit::AuditSink;
+use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics};
+
+/// Everything a request handler needs.
+pub struct AppState {
+    /// Settings of the admitted types.
+    pub ctx: AdmissionContext,
+    /// The audit trail.
+    pub audit: AuditSink,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The registry the metrics live in (encoded by `/metrics`).
+    pub registry: Registry,
+    /// The serving certificate.
+    pub resolver: Arc<CertResolver>,
+    /// Whether the configuration was loaded and checked.
+    pub config_valid: AtomicBool,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+impl AppState {
+    /// State with fresh metrics.
+    pub fn new(
+        ctx: AdmissionContext,
+        audit: AuditSink,
+        resolver: Arc<CertResolver>,
+        max_body_bytes: usize,
+    ) -> Self {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        Self {
+            ctx,
+            audit,
+            metrics,
+            registry,
+            resolver,
+            config_valid: AtomicBool::new(true),
+            max_body_bytes,
+        }
+    }
+
+    /// Ready: a certificate is loaded and the configuration is valid.
+    pub fn ready(&self) -> Result<(), &'static str> {
+        if !self.resolver.is_loaded() {
+            return Err("no serving certificate loaded yet");
+        }
+        if !self.config_valid.load(Ordering::Relaxed) {
+            return Err("the KIM configuration is not valid");
+        }
+        Ok(())
+    }
+}
+
+/// The constant answer of the no-op endpoint (benchmark baseline: TLS + HTTP + body read).
+const NOOP_RESPONSE: &[u8] =
+    br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#;
+
+fn json(body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn rejected(state: &AppState, rejection: BytesRejection) -> Response {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        state.metrics.rejected_too_large.inc();
+        let msg = format!(
+            "request body exceeds the limit of {} bytes (--max-request-bytes); the AdmissionReview was not read\n",
+            state.max_body_bytes
+        );
+        return (StatusCode::PAYLOAD_TOO_LARGE, msg).into_response();
+    }
+    (
+        rejection.status(),
+        format!(
+            "could not read the request body: {}\n",
+            rejection.body_text()
+        ),
+    )
+        .into_response()
+}
+
+fn operation_label(op: &str) -> &'static str {
+    match op {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "unknown",
+    }
+}
+
+/// The route answering AdmissionReviews of `T` in `mode`.
+pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRouter<Arc<AppState>> {
+    post(
+        move |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
+            let body = match body {
+                Ok(b) => b,
+                Err(r) => return rejected(&state, r),
+            };
+            let started = std::time::Instant::now();
+            // Inline on the executor: the work is tens of microseconds, less than a hop to the
+            // blocking pool would cost (measured in docs/benchmarks.md).
+            let a = admit::<T>(mode, &body, &state.ctx, SystemTime::now());
+            let m = &state.metrics;
+            m.admissions
+                .get_or_create(&AdmissionLabels {
+                    webhook: mode.as_str(),
+                    kind,
+                    operation: operation_label(&a.audit.operation),
+                    allowed: if a.audit.allowed { "true" } else { "false" },
+                })
+                .inc();
+            m.latency
+                .get_or_create(&EndpointLabels {
+                    webhook: mode.as_str(),
+                    kind,
+                })
+                .observe(started.elapsed().as_secs_f64());
+            state.audit.emit(&a.audit);
+            json(a.body)
+        },
+    )
+}
+
+/// The no-op route of the benchmark baseline: reads the body, answers a constant.
+pub fn noop_route() -> MethodRouter<Arc<AppState>> {
+    post(
+        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
+            match body {
+                Ok(_) => json(NOOP_RESPONSE.to_vec()),
+                Err(r) => rejected(&state, r),
+            }
+        },
+    )
+}
+
+/// The admission router: `routes` plus the body limit.
+pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> Router {
+    let limit = state.max_body_bytes;
+    routes.layer(DefaultBodyLimit::max(limit)).with_state(state)
+}
+
+/// The admin router: liveness, readiness, metrics.
+pub fn admin_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(|State(s): State<Arc<AppState>>| async move {
+                match s.ready() {
+                    Ok(()) => {
+                        s.metrics.ready.set(1);
+                        (StatusCode::OK, "ok\n".to_string())
+                    }
+                    Err(why) => {
+                        s.metrics.ready.set(0);
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {why}\n"),
+                        )
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|State(s): State<Arc<AppState>>| async move {
+                s.metrics
+                    .audit_dropped
+                    .set(i64::try_from(s.audit.dropped()).unwrap_or(i64::MAX));
+                let mut out = String::new();
+                match prometheus_client::encoding::text::encode(&mut out, &s.registry) {
+                    Ok(()) => {
+                        let mut r = Response::new(Body::from(out));
+                        r.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static(
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            ),
+                        );
+                        r
+                    }
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("encoding metrics: {e}\n"),
+                    )
+                        .into_response(),
+                }
+            }),
+        )
+        .with_state(state)
+}
+
+/// Serves `app` over TLS on `listener` until `shutdown` resolves, then drains open
+/// connections for up to `grace`. TLS 1.2 and 1.3; HTTP/1.1 and HTTP/2 chosen by ALPN.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Router,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let builder = builder.clone();
+        let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            // The handshake runs in the connection's task so a slow client never blocks accept.
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
+            let conn = builder
+                .serve_connection(TokioIo::new(tls), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the shutdown grace period; closing them"
+        );
+    }
+}
+
+/// Serves `app` over plain HTTP until `shutdown` resolves.
+pub async fn serve_plain(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Binds a TCP listener, naming the flag when it fails.
+pub async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ({flag}): {e}"))
+}
