@@ -22,6 +22,8 @@ pub struct Context {
     pub gardener_namespace: String,
     /// The flags the process was started with.
     pub args: RunArgs,
+    /// The KIM configuration (converter config, audit-log tenants, maintenance windows).
+    pub config: Arc<kim_shared::config::KimConfig>,
     /// Metrics of the skeleton and the Runtime reconciler.
     pub metrics: Arc<Metrics>,
     /// The process-wide Prometheus registry; reconcilers register their own metrics here
@@ -40,6 +42,7 @@ impl Context {
         kcp: kube::Client,
         gardener: kube::Client,
         args: RunArgs,
+        config: Arc<kim_shared::config::KimConfig>,
         metrics: Arc<Metrics>,
         registry: Arc<Mutex<Registry>>,
     ) -> Self {
@@ -49,6 +52,7 @@ impl Context {
             kcp,
             gardener,
             args,
+            config,
             metrics,
             registry,
             recorder,

@@ -28,6 +28,9 @@ pub enum RunError {
     /// The Gardener client could not be built.
     #[error(transparent)]
     Gardener(#[from] GardenerClientError),
+    /// The KIM configuration is missing or wrong.
+    #[error(transparent)]
+    Config(#[from] kim_shared::config::ConfigError),
     /// A server port could not be bound.
     #[error("cannot listen on {addr} ({flag}): {source}")]
     Bind {
@@ -60,6 +63,12 @@ pub struct Process {
 impl Process {
     /// Builds clients and starts the HTTP servers and the Gardener health check.
     pub async fn start(args: RunArgs, shutdown: Shutdown) -> Result<Self, RunError> {
+        let config = Arc::new(kim_shared::config::KimConfig::load(
+            &kim_shared::config::ConfigPaths::new(&args.converter_config_filepath),
+        )?);
+        for warning in config.warnings() {
+            tracing::warn!(%warning, "configuration");
+        }
         let kcp = kcp_client(&args).await?;
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
@@ -105,7 +114,7 @@ impl Process {
             shutdown.clone(),
         ));
 
-        let ctx = Arc::new(Context::new(kcp, gardener, args, metrics, registry));
+        let ctx = Arc::new(Context::new(kcp, gardener, args, config, metrics, registry));
         Ok(Self {
             ctx,
             metrics_addr,

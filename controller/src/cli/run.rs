@@ -92,6 +92,11 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     pub deletion_grace_period: Option<Duration>,
 
+    /// Set `confirmation.gardener.cloud/force-deletion` on a deleting Shoot when Gardener
+    /// reports an error code it accepts for force deletion.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub force_deletion: bool,
+
     /// How often the Gardener health check runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub gardener_health_interval: Duration,
