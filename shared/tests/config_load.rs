@@ -440,3 +440,20 @@ fn keys_of_newer_upstream_versions_load_and_unknown_ones_are_reported() {
         ]
     );
 }
+
+#[test]
+fn a_loaded_converter_config_serializes_back_to_the_same_configuration() {
+    let config = load_example();
+    let json = serde_json::json!({
+        "converter": config.converter,
+        "cluster": config.cluster,
+        "kim": config.kim,
+    })
+    .to_string();
+    let again = KimConfig::from_parts(&json, None, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.converter, config.converter);
+    assert_eq!(again.cluster, config.cluster);
+    assert_eq!(again.kim, config.kim);
+    // Written back with upstream's spelling, so upstream KIM reads the flag too.
+    assert!(json.contains("\"enableMachineImageVersionVersionAutoUpdate\":false"));
+}
