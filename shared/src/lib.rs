@@ -4,5 +4,6 @@
 
 pub mod api;
 pub mod config;
+pub mod convert;
 pub mod gardener;
 pub mod names;

@@ -1,0 +1,202 @@
+//! Runtime -> Gardener Shoot conversion: pure, no I/O.
+//!
+//! [`to_shoot`] builds the Shoot that provisions a Runtime (`live == None`, upstream's
+//! `ConverterCreate`) or the Shoot that updates an existing one (`live == Some`, upstream's
+//! `ConverterPatch`), running upstream's extenders in upstream's order (reference
+//! `kim-upstream.md` 4.2). The Shoot is written the way the Gardener of our test environment
+//! (v1.149) accepts it: `credentialsBindingName`, `cloudProfile{kind,name}`, structured
+//! authentication, `dns.providers[].credentialsRef`. Every step and every deliberate difference
+//! from upstream is listed in `docs/conversion.md`.
+//!
+//! Every error names the Runtime field at fault; the webhook's validation has a rule for each
+//! one, so an admitted Runtime always converts.
+
+mod dns;
+mod error;
+mod extensions;
+mod kubernetes;
+mod metadata;
+mod oidc;
+mod placement;
+mod provider;
+mod version;
+
+pub use error::ConvertError;
+pub use extensions::RegistryCache;
+pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
+pub use provider::zones;
+
+use crate::api::Runtime;
+use crate::config::{AuditLogTenant, KimConfig};
+use crate::gardener::Shoot;
+use k8s_openapi::api::core::v1::ConfigMap;
+
+/// The result of a conversion.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Converted {
+    /// The Shoot to create (create conversion) or to apply with server-side apply (patch).
+    pub shoot: Shoot,
+    /// The `structured-auth-config-<shoot>` ConfigMap the Shoot's
+    /// `kubeAPIServer.structuredAuthentication` points to; create or update it in the Gardener
+    /// project namespace before the Shoot.
+    pub structured_auth: Option<ConfigMap>,
+    /// True when the live Shoot has worker pools the converted Shoot no longer lists. Server-side
+    /// apply would keep them (upstream issue 640): the caller must replace the workers with a
+    /// full update.
+    pub workers_removed: bool,
+}
+
+/// Inputs the conversion cannot take from the Runtime or the KIM configuration because they
+/// live elsewhere (flags, the KCP, the runtime's cluster). [`Default`] is what [`to_shoot`]
+/// uses: audit logs mandatory (upstream's `--audit-log-mandatory` default), ACL and registry
+/// caches not managed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvertOptions {
+    /// Upstream's `--audit-log-mandatory`: a Runtime whose provider and region have no
+    /// audit-log tenant fails to convert ([`ConvertError::AuditLogTenant`]); when false it
+    /// converts without audit logging.
+    pub audit_log_mandatory: bool,
+    /// The operator CIDRs and the KCP NAT address upstream reads from the ConfigMap
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName`. `None`: the `acl` extension is
+    /// not managed (not written on create, a live one is kept as it is).
+    pub acl: Option<AclAddresses>,
+    /// The registry caches configured in the runtime's cluster (upstream reads its
+    /// `CustomConfig` objects). `None`: unknown, a live `registry-cache` extension is kept
+    /// while `spec.imageRegistryCache.enabled` is true.
+    pub registry_caches: Option<Vec<RegistryCache>>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        Self {
+            audit_log_mandatory: true,
+            acl: None,
+            registry_caches: None,
+        }
+    }
+}
+
+/// The addresses every kube-apiserver ACL must allow besides the Runtime's own CIDRs.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct AclAddresses {
+    /// Operator CIDRs (upstream ConfigMap key `acl-list.json`).
+    pub operator_cidrs: Vec<String>,
+    /// The KCP's external NAT address (upstream ConfigMap key `kcp-external-nat-ip.json`).
+    pub kcp_nat_ip: String,
+}
+
+/// Converts `rt` into the Shoot to create (`live == None`) or to apply over the live Shoot,
+/// with [`ConvertOptions::default`].
+pub fn to_shoot(
+    rt: &Runtime,
+    cfg: &KimConfig,
+    live: Option<&Shoot>,
+) -> Result<Converted, ConvertError> {
+    to_shoot_with(rt, cfg, live, &ConvertOptions::default())
+}
+
+/// [`to_shoot`] with explicit [`ConvertOptions`].
+pub fn to_shoot_with(
+    rt: &Runtime,
+    cfg: &KimConfig,
+    live: Option<&Shoot>,
+    opts: &ConvertOptions,
+) -> Result<Converted, ConvertError> {
+    let input = Input::new(rt, cfg, opts)?;
+    let mut shoot = metadata::base(&input);
+
+    // Upstream's extender order (reference 4.2); steps 1-7 are shared by create and patch.
+    metadata::annotations(&input, &mut shoot);
+    metadata::labels(&input, &mut shoot);
+    placement::seed_selector(&input, &mut shoot);
+    oidc::structured_authentication(&input, &mut shoot);
+    placement::cloud_profile(&input, &mut shoot);
+    placement::exposure_class(&input, &mut shoot);
+    placement::access_restrictions(&input, &mut shoot);
+    let workers_removed = match live {
+        None => {
+            provider::create(&input, &mut shoot)?;
+            placement::tolerations(&input, &mut shoot);
+            dns::create(&input, &mut shoot);
+            extensions::create(&input, &mut shoot);
+            kubernetes::version(&input, None, &mut shoot);
+            kubernetes::maintenance(&input, &mut shoot);
+            kubernetes::audit_log(&input, &mut shoot);
+            false
+        }
+        Some(live) => {
+            // DNS and tolerations are left out on purpose: server-side apply then leaves the
+            // values set at creation alone (upstream PR 491).
+            let removed = provider::patch(&input, live, &mut shoot)?;
+            extensions::patch(&input, live, &mut shoot);
+            kubernetes::resources(live, &mut shoot);
+            kubernetes::version(&input, Some(live), &mut shoot);
+            kubernetes::maintenance(&input, &mut shoot);
+            kubernetes::audit_log(&input, &mut shoot);
+            removed
+        }
+    };
+
+    Ok(Converted {
+        structured_auth: Some(oidc::config_map(&input)),
+        shoot,
+        workers_removed,
+    })
+}
+
+/// The Runtime with the values every step needs, looked up once.
+pub(crate) struct Input<'a> {
+    pub rt: &'a Runtime,
+    pub cfg: &'a KimConfig,
+    pub opts: &'a ConvertOptions,
+    /// `kyma-project.io/runtime-id`.
+    pub runtime_id: &'a str,
+    /// `kyma-project.io/global-account-id`.
+    pub global_account_id: &'a str,
+    /// `kyma-project.io/subaccount-id`.
+    pub subaccount_id: &'a str,
+    /// The audit-log tenant of the Runtime's provider and region, if there is one.
+    pub audit: Option<&'a AuditLogTenant>,
+}
+
+impl<'a> Input<'a> {
+    fn new(
+        rt: &'a Runtime,
+        cfg: &'a KimConfig,
+        opts: &'a ConvertOptions,
+    ) -> Result<Self, ConvertError> {
+        use crate::names::{LABEL_GLOBAL_ACCOUNT_ID, LABEL_RUNTIME_ID, LABEL_SUBACCOUNT_ID};
+        let label = |key: &'static str| match rt.label(key) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(ConvertError::MissingLabel { label: key }),
+        };
+        let runtime_id = label(LABEL_RUNTIME_ID)?;
+        let global_account_id = label(LABEL_GLOBAL_ACCOUNT_ID)?;
+        let subaccount_id = label(LABEL_SUBACCOUNT_ID)?;
+        let shoot = &rt.spec.shoot;
+        let audit = match cfg.audit_log_tenant(shoot.provider.type_.as_str(), &shoot.region) {
+            Ok(tenant) => Some(tenant),
+            Err(_) if opts.audit_log_mandatory => {
+                return Err(ConvertError::AuditLogTenant {
+                    provider: shoot.provider.type_.as_str(),
+                    region: shoot.region.clone(),
+                });
+            }
+            Err(_) => None,
+        };
+        Ok(Self {
+            rt,
+            cfg,
+            opts,
+            runtime_id,
+            global_account_id,
+            subaccount_id,
+            audit,
+        })
+    }
+
+    /// `spec.shoot` of the Runtime.
+    pub fn shoot(&self) -> &'a crate::api::runtime::RuntimeShoot {
+        &self.rt.spec.shoot
+    }
+}

@@ -1,0 +1,39 @@
+//! `spec.dns` (reference 4.3 "DNS", create only): the Shoot's external domain
+//! `<shoot>.<domainPrefix>` served by the configured provider. With Gardener-internal DNS (all
+//! of `converter.dns` empty, upstream PR 715) `spec.dns` stays unset and Gardener picks the
+//! domain.
+
+use super::Input;
+use crate::gardener::Shoot;
+use crate::gardener::shoot::{CrossVersionObjectReference, Dns, DnsIncludeExclude, DnsProvider};
+
+/// The external domain of the Shoot, `None` with Gardener-internal DNS.
+pub(super) fn domain(input: &Input<'_>) -> Option<String> {
+    let dns = &input.cfg.converter.dns;
+    (!dns.is_gardener_internal()).then(|| format!("{}.{}", input.shoot().name, dns.domain_prefix))
+}
+
+/// Sets `spec.dns` with one primary provider. Its credentials are a `credentialsRef` to the
+/// DNS Secret: `secretName` is forbidden from Kubernetes 1.35.
+pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
+    let Some(domain) = domain(input) else { return };
+    let dns = &input.cfg.converter.dns;
+    let provider = DnsProvider {
+        credentials_ref: Some(CrossVersionObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: "Secret".to_owned(),
+            name: dns.secret_name.clone(),
+        }),
+        domains: Some(DnsIncludeExclude {
+            include: Some(vec![domain.clone()]),
+            exclude: None,
+        }),
+        primary: Some(true),
+        type_: Some(dns.provider_type.clone()),
+        ..Default::default()
+    };
+    shoot.spec.dns = Some(Dns {
+        domain: Some(domain),
+        providers: Some(vec![provider]),
+    });
+}

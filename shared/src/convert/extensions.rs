@@ -1,0 +1,321 @@
+//! `spec.extensions` (reference 4.4 and 17.1).
+//!
+//! Create writes, in upstream's order: networking filter, cert, DNS, OIDC, audit log (with a
+//! tenant), ACL (when managed and requested), NVIDIA OpenShell (when enabled); the registry
+//! cache never on create. Patch starts from the live list and only replaces or appends the
+//! extensions it manages (audit log, networking filter, registry cache, ACL, NVIDIA); cert, DNS,
+//! OIDC and foreign extensions stay as they are.
+
+use super::Input;
+use crate::api::ProviderType;
+use crate::config::AuditLogTenant;
+use crate::gardener::shoot::Extension;
+use crate::gardener::{RawExtension, Shoot};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Extension types, as Gardener's ControllerRegistrations name them.
+pub(crate) mod types {
+    pub const NETWORKING_FILTER: &str = "shoot-networking-filter";
+    pub const CERT: &str = "shoot-cert-service";
+    pub const DNS: &str = "shoot-dns-service";
+    pub const OIDC: &str = "shoot-oidc-service";
+    pub const AUDITLOG: &str = "shoot-auditlog-service";
+    pub const REGISTRY_CACHE: &str = "registry-cache";
+    pub const ACL: &str = "acl";
+    pub const NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
+}
+
+/// Name of the `spec.resources` entry holding the audit-log credentials; the audit-log
+/// extension's `secretReferenceName`.
+pub(crate) const AUDITLOG_CREDENTIALS: &str = "auditlog-credentials";
+
+/// One registry cache of the `registry-cache` extension (`registry.extensions.gardener.cloud/
+/// v1alpha3` `RegistryConfig.caches[]`), as configured in the runtime's cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCache {
+    /// The registry to cache, e.g. `docker.io` (no scheme).
+    pub upstream: String,
+    /// URL of the registry, default `https://<upstream>`.
+    #[serde(rename = "remoteURL", default, skip_serializing_if = "Option::is_none")]
+    pub remote_url: Option<String>,
+    /// The cache volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<RegistryCacheVolume>,
+    /// Garbage collection of cached images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_collection: Option<RegistryCacheGarbageCollection>,
+    /// Name of the `spec.resources` entry with the upstream credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_reference_name: Option<String>,
+    /// Proxy for the connection to the upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<RegistryCacheProxy>,
+}
+
+/// `caches[].volume`.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheVolume {
+    /// Size, e.g. `10Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Storage class of the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// `caches[].garbageCollection`.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RegistryCacheGarbageCollection {
+    /// Time to live of cached images, e.g. `168h`; `0s` switches collection off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+}
+
+/// `caches[].proxy`.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheProxy {
+    /// HTTP proxy URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_proxy: Option<String>,
+    /// HTTPS proxy URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_proxy: Option<String>,
+}
+
+fn extension(type_: &str, disabled: Option<bool>, config: Option<Value>) -> Extension {
+    Extension {
+        type_: type_.to_owned(),
+        disabled,
+        provider_config: config.map(RawExtension),
+    }
+}
+
+/// `shoot-networking-filter`: disabled without egress filtering; ingress filtering is
+/// blackholing in the egress filter (there is no ingress block in the extension).
+fn networking_filter(input: &Input<'_>) -> Extension {
+    let filter = &input.rt.spec.security.networking.filter;
+    let enabled = filter.egress.enabled;
+    let blackholing = enabled && filter.ingress.as_ref().is_some_and(|i| i.enabled);
+    extension(
+        types::NETWORKING_FILTER,
+        Some(!enabled),
+        blackholing.then(|| json!({"egressFilter": {"blackholingEnabled": true}})),
+    )
+}
+
+/// `shoot-cert-service` with shoot issuers on.
+fn cert() -> Extension {
+    extension(
+        types::CERT,
+        None,
+        Some(json!({
+            "apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1",
+            "kind": "CertConfig",
+            "shootIssuers": {"enabled": true},
+        })),
+    )
+}
+
+/// `shoot-dns-service`. External DNS: the Shoot's domain with the provider credentials as the
+/// resource the DNS extension's admission creates from `spec.dns` (`shoot-dns-service-<secret>`,
+/// later upstream). Gardener-internal DNS: no providers.
+fn dns(input: &Input<'_>) -> Extension {
+    let mut config = json!({
+        "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
+        "dnsProviderReplication": {"enabled": true},
+        "kind": "DNSConfig",
+        "syncProvidersFromShootSpecDNS": true,
+    });
+    if let Some(domain) = super::dns::domain(input) {
+        let dns = &input.cfg.converter.dns;
+        config["providers"] = json!([{
+            "credentials": format!("{}-{}", types::DNS, dns.secret_name),
+            "domains": {"include": [domain]},
+            "type": dns.provider_type,
+        }]);
+    }
+    extension(types::DNS, None, Some(config))
+}
+
+/// `shoot-oidc-service`, enabled; its providers are created in the cluster, not configured here.
+fn oidc() -> Extension {
+    extension(types::OIDC, Some(false), None)
+}
+
+/// The provider config of `shoot-auditlog-service` for a tenant.
+fn auditlog_config(tenant: &AuditLogTenant) -> Value {
+    json!({
+        "apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
+        "kind": "AuditlogConfig",
+        "secretReferenceName": AUDITLOG_CREDENTIALS,
+        "serviceURL": tenant.service_url,
+        "tenantID": tenant.tenant_id,
+        "type": "standard",
+    })
+}
+
+/// `registry-cache`, enabled with the given caches.
+fn registry_cache(caches: &[RegistryCache]) -> Extension {
+    // Serializing plain strings cannot fail; an empty list would be rejected by the extension.
+    let caches = serde_json::to_value(caches).unwrap_or_else(|_| json!([]));
+    extension(
+        types::REGISTRY_CACHE,
+        Some(false),
+        Some(json!({
+            "apiVersion": "registry.extensions.gardener.cloud/v1alpha3",
+            "kind": "RegistryConfig",
+            "caches": caches,
+        })),
+    )
+}
+
+/// `acl` for the Runtime's allowed CIDRs, when managed and requested: only AWS and Azure
+/// support it. `None` when the Runtime asks for no ACL.
+fn acl(input: &Input<'_>) -> Option<Extension> {
+    let addresses = input.opts.acl.as_ref()?;
+    let allowed: &[String] = input
+        .shoot()
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.kube_api_server.as_ref())
+        .and_then(|a| a.acl.as_ref())
+        .and_then(|a| a.allowed_cidrs.as_deref())
+        .unwrap_or_default();
+    let supported = matches!(
+        input.shoot().provider.type_,
+        ProviderType::Aws | ProviderType::Azure
+    );
+    if !supported || allowed.is_empty() {
+        return None;
+    }
+    let cidrs: Vec<&str> = allowed
+        .iter()
+        .chain(&addresses.operator_cidrs)
+        .map(String::as_str)
+        .chain(std::iter::once(addresses.kcp_nat_ip.as_str()))
+        .collect();
+    Some(extension(
+        types::ACL,
+        Some(false),
+        Some(json!({"rule": {"action": "ALLOW", "cidrs": cidrs, "type": "remote_ip"}})),
+    ))
+}
+
+fn nvidia_enabled(input: &Input<'_>) -> bool {
+    input.shoot().enable_nvidia_openshell == Some(true)
+}
+
+fn image_registry_cache_enabled(input: &Input<'_>) -> bool {
+    input
+        .rt
+        .spec
+        .image_registry_cache
+        .as_ref()
+        .is_some_and(|c| c.enabled)
+}
+
+/// The extensions of a new Shoot.
+pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
+    let mut list = vec![networking_filter(input), cert(), dns(input), oidc()];
+    if let Some(tenant) = input.audit {
+        list.push(extension(
+            types::AUDITLOG,
+            None,
+            Some(auditlog_config(tenant)),
+        ));
+    }
+    list.extend(acl(input));
+    if nvidia_enabled(input) {
+        list.push(extension(types::NVIDIA_OPENSHELL, Some(false), None));
+    }
+    shoot.spec.extensions = Some(list);
+}
+
+/// Replaces the extension of the same type, or appends it.
+fn upsert(list: &mut Vec<Extension>, ext: Extension) {
+    match list.iter_mut().find(|e| e.type_ == ext.type_) {
+        Some(slot) => *slot = ext,
+        None => list.push(ext),
+    }
+}
+
+/// The live extension of a type, if any.
+fn find<'a>(list: &'a [Extension], type_: &str) -> Option<&'a Extension> {
+    list.iter().find(|e| e.type_ == type_)
+}
+
+/// Re-emits a live extension switched off, keeping its configuration.
+fn disabled(live: &Extension) -> Extension {
+    Extension {
+        disabled: Some(true),
+        ..live.clone()
+    }
+}
+
+/// The extensions of an update: the live list with the managed extensions replaced or added.
+pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
+    let mut list = live.spec.extensions.clone().unwrap_or_default();
+
+    if let Some(tenant) = input.audit {
+        let desired = auditlog_config(tenant);
+        // Replaced only when the tenant changed (upstream PR 489): other keys of the live
+        // config are not ours to reset.
+        let unchanged = find(&list, types::AUDITLOG)
+            .and_then(|e| e.provider_config.as_ref())
+            .and_then(|c| c.0.as_object())
+            .is_some_and(|live| {
+                desired
+                    .as_object()
+                    .is_some_and(|d| d.iter().all(|(k, v)| live.get(k) == Some(v)))
+            });
+        if !unchanged {
+            upsert(&mut list, extension(types::AUDITLOG, None, Some(desired)));
+        }
+    }
+
+    upsert(&mut list, networking_filter(input));
+
+    let live_cache = find(&list, types::REGISTRY_CACHE).cloned();
+    match (
+        image_registry_cache_enabled(input),
+        input.opts.registry_caches.as_deref(),
+    ) {
+        (true, Some(caches)) if !caches.is_empty() => upsert(&mut list, registry_cache(caches)),
+        // Caches unknown: whoever configured the live extension knows them; keep it.
+        (true, None) => {}
+        _ => {
+            if let Some(live) = &live_cache {
+                upsert(&mut list, disabled(live));
+            }
+        }
+    }
+
+    if input.opts.acl.is_some() {
+        match acl(input) {
+            Some(ext) => upsert(&mut list, ext),
+            None => {
+                if find(&list, types::ACL).is_some() {
+                    upsert(&mut list, extension(types::ACL, Some(true), None));
+                }
+            }
+        }
+    }
+
+    if nvidia_enabled(input) {
+        upsert(
+            &mut list,
+            extension(types::NVIDIA_OPENSHELL, Some(false), None),
+        );
+    } else if find(&list, types::NVIDIA_OPENSHELL).is_some() {
+        upsert(
+            &mut list,
+            extension(types::NVIDIA_OPENSHELL, Some(true), None),
+        );
+    }
+
+    shoot.spec.extensions = Some(list);
+}

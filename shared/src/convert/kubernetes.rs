@@ -1,0 +1,103 @@
+//! Kubernetes version, maintenance, audit log and (on patch) the live `spec.resources`
+//! (reference 4.3).
+
+use super::extensions::AUDITLOG_CREDENTIALS;
+use super::{Input, version};
+use crate::gardener::Shoot;
+use crate::gardener::kubernetes::{AuditConfig, AuditPolicy};
+use crate::gardener::shoot::{
+    CrossVersionObjectReference, Maintenance, MaintenanceAutoUpdate, MaintenanceTimeWindow,
+    NamedResourceReference,
+};
+use k8s_openapi::api::core::v1::ObjectReference;
+
+/// The purpose whose Shoots get the region's maintenance window.
+const PRODUCTION: &str = "production";
+
+/// The Runtime's version, else `converter.kubernetes.defaultVersion`; on patch never lower than
+/// the live version (Gardener's maintenance raises it, and downgrades are rejected).
+pub(super) fn version(input: &Input<'_>, live: Option<&Shoot>, shoot: &mut Shoot) {
+    let desired = input
+        .shoot()
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.version.clone())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| input.cfg.default_kubernetes_version().to_string());
+    let live_version = live.and_then(|l| l.spec.kubernetes.version.as_deref());
+    shoot.spec.kubernetes.version = Some(version::not_below(desired, live_version));
+}
+
+/// Auto-update switches from the configuration; production Shoots also get their region's
+/// maintenance window.
+pub(super) fn maintenance(input: &Input<'_>, shoot: &mut Shoot) {
+    let k = &input.cfg.converter.kubernetes;
+    let s = input.shoot();
+    let time_window = (s.purpose == PRODUCTION)
+        .then(|| input.cfg.maintenance_window(&s.region))
+        .flatten()
+        .map(|w| MaintenanceTimeWindow {
+            begin: w.begin.as_str().to_owned(),
+            end: w.end.as_str().to_owned(),
+        });
+    shoot.spec.maintenance = Some(Maintenance {
+        auto_update: Some(MaintenanceAutoUpdate {
+            kubernetes_version: k.enable_kubernetes_version_auto_update,
+            machine_image_version: Some(k.enable_machine_image_version_auto_update),
+        }),
+        time_window,
+        ..Default::default()
+    });
+}
+
+/// On patch the live `spec.resources` are kept: the list is atomic and other parties (the DNS
+/// extension's admission, registry caches) add to it.
+pub(super) fn resources(live: &Shoot, shoot: &mut Shoot) {
+    if let Some(resources) = &live.spec.resources {
+        shoot.spec.resources = Some(resources.clone());
+    }
+}
+
+/// With an audit-log tenant: the policy ConfigMap of the kube-apiserver and the
+/// `auditlog-credentials` resource pointing to the tenant's Secret. Upstream leaves the
+/// resource alone on patch; we update it too, so that it always matches the extension's tenant.
+pub(super) fn audit_log(input: &Input<'_>, shoot: &mut Shoot) {
+    let Some(tenant) = input.audit else { return };
+    let credentials = NamedResourceReference {
+        name: AUDITLOG_CREDENTIALS.to_owned(),
+        resource_ref: CrossVersionObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: "Secret".to_owned(),
+            name: tenant.secret_name.clone(),
+        },
+    };
+    let resources = shoot.spec.resources.get_or_insert_with(Vec::new);
+    match resources
+        .iter_mut()
+        .find(|r| r.name == AUDITLOG_CREDENTIALS)
+    {
+        Some(slot) => *slot = credentials,
+        None => resources.push(credentials),
+    }
+
+    let api_server = shoot
+        .spec
+        .kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default);
+    api_server.audit_config = Some(AuditConfig {
+        audit_policy: Some(AuditPolicy {
+            config_map_ref: Some(ObjectReference {
+                name: Some(
+                    input
+                        .cfg
+                        .converter
+                        .audit_logging
+                        .policy_config_map_name
+                        .clone(),
+                ),
+                ..Default::default()
+            }),
+        }),
+    });
+}

@@ -1,0 +1,102 @@
+//! Where the Shoot may run and which cloud profile it uses: seed selector, cloud profile,
+//! exposure class, access restrictions and tolerations (reference 4.3).
+
+use super::Input;
+use crate::api::ProviderType;
+use crate::config::ProviderKind;
+use crate::gardener::Shoot;
+use crate::gardener::shoot::{
+    AccessRestrictionWithOptions, CloudProfileReference, SeedSelector, Toleration,
+};
+use crate::names::SEED_LABEL_REGION;
+use std::collections::BTreeMap;
+
+/// Platform regions whose clusters must stay in the EU: upstream PR 758 (`cf-eu11`,
+/// `cf-ch20`) plus the regions later upstream added.
+const EU_ACCESS_PLATFORM_REGIONS: [&str; 5] =
+    ["cf-eu11", "cf-ch20", "cf-eu01", "cf-eu02", "cf-eu31"];
+/// Name of Gardener's EU access restriction.
+const EU_ACCESS_RESTRICTION: &str = "eu-access-only";
+/// Exposure class of every SAP Converged Cloud (openstack) Shoot.
+const OPENSTACK_EXPOSURE_CLASS: &str = "converged-cloud-internet";
+/// Region whose seeds are tainted for the KSA assured workload, and the toleration it needs.
+const KSA_REGION: &str = "me-central2";
+const KSA_TOLERATION: &str = "ksa-assured-workload";
+
+/// The provider kind of the KIM configuration for a Runtime provider type.
+pub(super) fn kind(t: ProviderType) -> ProviderKind {
+    match t {
+        ProviderType::Aws => ProviderKind::Aws,
+        ProviderType::Azure => ProviderKind::Azure,
+        ProviderType::Gcp => ProviderKind::Gcp,
+        ProviderType::Openstack => ProviderKind::Openstack,
+        ProviderType::Alicloud => ProviderKind::Alicloud,
+    }
+}
+
+/// With `enforceSeedLocation`, only seeds of the Shoot's own region may host its control plane.
+pub(super) fn seed_selector(input: &Input<'_>, shoot: &mut Shoot) {
+    let s = input.shoot();
+    if s.enforce_seed_location == Some(true) && !s.region.is_empty() {
+        shoot.spec.seed_selector = Some(SeedSelector {
+            match_labels: Some(BTreeMap::from([(
+                SEED_LABEL_REGION.to_owned(),
+                s.region.clone(),
+            )])),
+            ..Default::default()
+        });
+    }
+}
+
+/// `cloudProfile{kind: CloudProfile, name}`; upstream's `cloudProfileName` is forbidden from
+/// Kubernetes 1.34. The name is upstream's per provider unless the configuration names another.
+pub(super) fn cloud_profile(input: &Input<'_>, shoot: &mut Shoot) {
+    let name = input
+        .cfg
+        .cloud_profile_name(kind(input.shoot().provider.type_));
+    shoot.spec.cloud_profile = Some(CloudProfileReference {
+        kind: Some("CloudProfile".to_owned()),
+        name: name.to_owned(),
+    });
+}
+
+/// SAP Converged Cloud Shoots are exposed through the internet exposure class.
+pub(super) fn exposure_class(input: &Input<'_>, shoot: &mut Shoot) {
+    if input.shoot().provider.type_ == ProviderType::Openstack {
+        shoot.spec.exposure_class_name = Some(OPENSTACK_EXPOSURE_CLASS.to_owned());
+    }
+}
+
+/// EU platform regions get Gardener's `eu-access-only` restriction for nodes and add-ons.
+pub(super) fn access_restrictions(input: &Input<'_>, shoot: &mut Shoot) {
+    if EU_ACCESS_PLATFORM_REGIONS.contains(&input.shoot().platform_region.as_str()) {
+        let options = BTreeMap::from([
+            (
+                "support.gardener.cloud/eu-access-for-cluster-addons".to_owned(),
+                "true".to_owned(),
+            ),
+            (
+                "support.gardener.cloud/eu-access-for-cluster-nodes".to_owned(),
+                "true".to_owned(),
+            ),
+        ]);
+        shoot
+            .spec
+            .access_restrictions
+            .get_or_insert_with(Vec::new)
+            .push(AccessRestrictionWithOptions {
+                name: EU_ACCESS_RESTRICTION.to_owned(),
+                options: Some(options),
+            });
+    }
+}
+
+/// Seeds in `me-central2` are tainted for the KSA assured workload (create only).
+pub(super) fn tolerations(input: &Input<'_>, shoot: &mut Shoot) {
+    if input.shoot().region == KSA_REGION {
+        shoot.spec.tolerations = Some(vec![Toleration {
+            key: KSA_TOLERATION.to_owned(),
+            value: None,
+        }]);
+    }
+}
