@@ -15,6 +15,9 @@ mod apiserver;
 pub mod bins;
 pub mod crds;
 mod gardener;
+pub use gardener::{
+    DISABLED_ADMISSION_PLUGINS, GROUP_VERSIONS, shoot_resource as gardener_shoot_resource,
+};
 pub mod pki;
 pub mod process;
 mod shoot;
@@ -574,13 +577,18 @@ impl TestEnv {
     /// A KCP client authenticated as `user` with `groups`: a client certificate (CN = user,
     /// O = group) for at most one group, impersonation by the admin for more.
     pub async fn kcp_user_client(&self, user: &str, groups: &[&str]) -> Result<kube::Client> {
-        Ok(self.kcp.client_from_yaml(&self.kcp_user_kubeconfig(user, groups)?).await?)
+        Ok(self
+            .kcp
+            .client_from_yaml(&self.kcp_user_kubeconfig(user, groups)?)
+            .await?)
     }
 
     /// A KCP kubeconfig (YAML) for `user` with `groups` (see [`TestEnv::kcp_user_client`]).
     pub fn kcp_user_kubeconfig(&self, user: &str, groups: &[&str]) -> Result<String> {
         if groups.len() > 1 {
-            return Ok(self.kcp.kubeconfig(user, Credentials::Impersonate(user, groups)));
+            return Ok(self
+                .kcp
+                .kubeconfig(user, Credentials::Impersonate(user, groups)));
         }
         let pair = self.kcp_ca.client_cert(user, groups)?;
         Ok(self.kcp.kubeconfig(user, Credentials::Cert(&pair)))
