@@ -97,10 +97,18 @@ fn the_example_config_loads_with_every_provider_and_no_warning() {
     assert!(config.converter.dns.is_gardener_internal());
 }
 
+/// What a provider must offer: (provider, [(region, zones)], machine types, volume types).
+type Offer = (
+    &'static str,
+    &'static [(&'static str, &'static [&'static str])],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
 #[test]
 fn the_example_covers_what_kyma_offers_today() {
     let config = load_example();
-    let offers: [(&str, &[(&str, &[&str])], &[&str], &[&str]); 5] = [
+    let offers: [Offer; 5] = [
         (
             "aws",
             &[
