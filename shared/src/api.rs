@@ -10,3 +10,56 @@ pub use runtime::{ProviderType, Runtime, RuntimeSpec, RuntimeState, RuntimeStatu
 pub const GROUP: &str = "infrastructuremanager.kyma-project.io";
 /// API version of the infrastructure manager's resources.
 pub const VERSION: &str = "v1";
+
+/// Schema of a `[]metav1.Condition` status field, as controller-gen emits it (with the
+/// validations k8s-openapi's schema lacks), and a list keyed by `type` so that server-side
+/// apply merges conditions one by one.
+pub(crate) fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "List of status conditions to indicate the status of a ServiceInstance.",
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "description": "Condition contains details for one aspect of the current state of this API Resource.",
+            "type": "object",
+            "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+            "properties": {
+                "lastTransitionTime": {
+                    "description": "lastTransitionTime is the last time the condition transitioned from one status to another.",
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "message": {
+                    "description": "message is a human readable message indicating details about the transition. This may be an empty string.",
+                    "type": "string",
+                    "maxLength": 32768,
+                },
+                "observedGeneration": {
+                    "description": "observedGeneration represents the .metadata.generation that the condition was set based upon.",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                },
+                "reason": {
+                    "description": "reason contains a programmatic identifier indicating the reason for the condition's last transition.",
+                    "type": "string",
+                    "maxLength": 1024,
+                    "minLength": 1,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+                },
+                "status": {
+                    "description": "status of the condition, one of True, False, Unknown.",
+                    "type": "string",
+                    "enum": ["True", "False", "Unknown"],
+                },
+                "type": {
+                    "description": "type of condition in CamelCase or in foo.example.com/CamelCase.",
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                },
+            },
+        },
+    })
+}

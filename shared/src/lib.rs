@@ -5,5 +5,6 @@
 pub mod api;
 pub mod config;
 pub mod convert;
+pub mod crds;
 pub mod gardener;
 pub mod names;

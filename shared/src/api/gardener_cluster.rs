@@ -57,8 +57,8 @@ pub struct SecretKeyRef {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct GardenerClusterStatus {
     /// List of status conditions to indicate the status of a ServiceInstance.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::conditions_schema")]
     pub conditions: Option<Vec<Condition>>,
     /// State signifies current state of Gardener Cluster.
     /// Value can be one of ("Ready", "Processing", "Error", "Deleting").

@@ -131,7 +131,7 @@ pub struct AdditionalOidcConfig {
     #[serde(flatten)]
     pub oidc: OidcConfig,
     /// The issuer's JSON Web Key Set, for issuers the cluster cannot reach (base64 in JSON).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "byte_string")]
     pub jwks: Option<ByteString>,
 }
@@ -269,8 +269,8 @@ pub struct Egress {
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
     /// List of status conditions, one per type (see [`crate::names::condition`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::conditions_schema")]
     pub conditions: Option<Vec<Condition>>,
     /// The Runtime generation the status describes.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -83,12 +83,12 @@ pub struct Worker {
     pub machine_controller_manager: Option<MachineControllerManagerSettings>,
     /// Maximum number of machines created above `maximum` during a rolling update
     /// (number or percentage).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "int_or_string")]
     pub max_surge: Option<IntOrString>,
     /// Maximum number of machines that may be unavailable during a rolling update
     /// (number or percentage).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "int_or_string")]
     pub max_unavailable: Option<IntOrString>,
     /// Maximum number of machines, spread over the zones.
@@ -267,10 +267,10 @@ pub struct KubeletConfig {
     )]
     pub image_gc_low_threshold_percent: Option<i32>,
     /// Maximum age an unused image is kept (duration).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "imageMaximumGCAge", skip_serializing_if = "Option::is_none")]
     pub image_maximum_gc_age: Option<String>,
     /// Minimum age of an unused image before it is garbage collected (duration).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "imageMinimumGCAge", skip_serializing_if = "Option::is_none")]
     pub image_minimum_gc_age: Option<String>,
     /// Resources reserved for Kubernetes components.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,753 @@
+//! One focused test per conversion step (create form), in upstream's extender order
+//! (reference `kim-upstream.md` 4.2), plus the error cases of `docs/conversion.md`.
+#![allow(clippy::unwrap_used)]
+
+mod convert_fixture;
+
+use convert_fixture::{config, json, runtime, set_zones};
+use kim_shared::api::Runtime;
+use kim_shared::config::{DnsConfig, KimConfig};
+use kim_shared::convert::{
+    AclAddresses, ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with,
+};
+use serde_json::{Value, json};
+
+fn create(rt: &Runtime, cfg: &KimConfig) -> Converted {
+    to_shoot(rt, cfg, None).unwrap_or_else(|e| panic!("conversion failed: {e}"))
+}
+
+fn spec(rt: &Runtime) -> Value {
+    json(&create(rt, &config()).shoot)["spec"].clone()
+}
+
+fn extension(spec: &Value, type_: &str) -> Option<Value> {
+    spec["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == type_)
+        .cloned()
+}
+
+fn fails(rt: &Runtime, cfg: &KimConfig) -> ConvertError {
+    to_shoot(rt, cfg, None).expect_err("conversion must fail")
+}
+
+#[test]
+fn base_object_uses_credentials_binding_and_copies_the_networks() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.control_plane =
+        serde_json::from_value(json!({"highAvailability": {"failureTolerance": {"type": "zone"}}}))
+            .unwrap();
+    let shoot = json(&create(&rt, &config()).shoot);
+    assert_eq!(shoot["apiVersion"], "core.gardener.cloud/v1beta1");
+    assert_eq!(shoot["kind"], "Shoot");
+    assert_eq!(shoot["metadata"]["name"], "c-1234567");
+    assert_eq!(shoot["metadata"]["namespace"], "garden-kyma-dev");
+    let spec = &shoot["spec"];
+    assert_eq!(spec["purpose"], "evaluation");
+    assert_eq!(spec["region"], "eu-central-1");
+    assert_eq!(spec["credentialsBindingName"], "hyperscaler");
+    assert!(
+        spec.get("secretBindingName").is_none(),
+        "forbidden from Kubernetes 1.34"
+    );
+    assert_eq!(
+        spec["networking"],
+        json!({"type": "calico", "nodes": "10.250.0.0/16", "pods": "10.96.0.0/13", "services": "10.104.0.0/13"})
+    );
+    assert_eq!(
+        spec["controlPlane"]["highAvailability"]["failureTolerance"]["type"],
+        "zone"
+    );
+}
+
+#[test]
+fn annotations_carry_runtime_id_generation_and_licence() {
+    let mut rt = runtime("aws");
+    let annotations =
+        |rt: &Runtime| json(&create(rt, &config()).shoot)["metadata"]["annotations"].clone();
+    assert_eq!(
+        annotations(&rt),
+        json!({
+            "infrastructuremanager.kyma-project.io/runtime-id": "runtime-id-1",
+            "infrastructuremanager.kyma-project.io/runtime-generation": "3",
+        })
+    );
+    rt.spec.shoot.licence_type = Some(String::new());
+    assert!(
+        annotations(&rt)
+            .get("infrastructuremanager.kyma-project.io/licence-type")
+            .is_none()
+    );
+    rt.spec.shoot.licence_type = Some("TestDevelopmentAndDemo".into());
+    assert_eq!(
+        annotations(&rt)["infrastructuremanager.kyma-project.io/licence-type"],
+        "TestDevelopmentAndDemo"
+    );
+}
+
+#[test]
+fn labels_carry_the_accounts() {
+    let shoot = json(&create(&runtime("aws"), &config()).shoot);
+    assert_eq!(
+        shoot["metadata"]["labels"],
+        json!({"account": "ga-1", "subaccount": "sa-1"})
+    );
+}
+
+#[test]
+fn missing_account_label_is_an_error_naming_it() {
+    let mut rt = runtime("aws");
+    rt.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("kyma-project.io/subaccount-id");
+    let err = fails(&rt, &config());
+    assert_eq!(
+        err.runtime_field().as_deref(),
+        Some("metadata.labels[kyma-project.io/subaccount-id]")
+    );
+    assert!(
+        err.to_string()
+            .starts_with("metadata.labels[kyma-project.io/subaccount-id]:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn seed_selector_only_when_seed_location_is_enforced() {
+    let mut rt = runtime("aws");
+    assert!(spec(&rt).get("seedSelector").is_none());
+    rt.spec.shoot.enforce_seed_location = Some(false);
+    assert!(spec(&rt).get("seedSelector").is_none());
+    rt.spec.shoot.enforce_seed_location = Some(true);
+    assert_eq!(
+        spec(&rt)["seedSelector"],
+        json!({"matchLabels": {"seed.gardener.cloud/region": "eu-central-1"}})
+    );
+}
+
+#[test]
+fn oidc_is_structured_authentication_with_the_operator_default() {
+    let rt = runtime("aws");
+    let converted = create(&rt, &config());
+    let spec = &json(&converted.shoot)["spec"];
+    assert_eq!(
+        spec["kubernetes"]["kubeAPIServer"]["structuredAuthentication"],
+        json!({"configMapName": "structured-auth-config-c-1234567"})
+    );
+    assert!(
+        spec["kubernetes"]["kubeAPIServer"]
+            .get("oidcConfig")
+            .is_none(),
+        "removed in Gardener 1.142"
+    );
+    let cm = converted.structured_auth.expect("ConfigMap");
+    assert_eq!(
+        cm.metadata.name.as_deref(),
+        Some("structured-auth-config-c-1234567")
+    );
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("garden-kyma-dev"));
+    let config: Value = serde_yaml_ng::from_str(&cm.data.unwrap()["config.yaml"]).unwrap();
+    assert_eq!(
+        config,
+        json!({
+            "apiVersion": "apiserver.config.k8s.io/v1beta1",
+            "kind": "AuthenticationConfiguration",
+            "jwt": [{
+                "issuer": {"url": "https://kymatest.accounts400.ondemand.com", "audiences": ["12b13a26-d993-4d0c-aa08-5f5852bbdff6"]},
+                "claimMappings": {"username": {"claim": "sub", "prefix": "-"}, "groups": {"claim": "groups", "prefix": ""}},
+            }],
+        })
+    );
+}
+
+#[test]
+fn oidc_from_the_runtime_with_legacy_prefix_defaults() {
+    let auth = |oidc: Value| {
+        let mut rt = runtime("aws");
+        rt.spec.shoot.kubernetes =
+            serde_json::from_value(json!({"kubeAPIServer": {"oidcConfig": oidc}})).unwrap();
+        let cm = create(&rt, &config()).structured_auth.unwrap();
+        let config: Value = serde_yaml_ng::from_str(&cm.data.unwrap()["config.yaml"]).unwrap();
+        config["jwt"][0].clone()
+    };
+    let jwt = auth(
+        json!({"issuerURL": "https://issuer.example.com", "clientID": "c", "groupsClaim": "g", "groupsPrefix": "gp:"}),
+    );
+    assert_eq!(
+        jwt["issuer"],
+        json!({"url": "https://issuer.example.com", "audiences": ["c"]})
+    );
+    assert_eq!(
+        jwt["claimMappings"]["username"],
+        json!({"claim": "sub", "prefix": "https://issuer.example.com#"})
+    );
+    assert_eq!(
+        jwt["claimMappings"]["groups"],
+        json!({"claim": "g", "prefix": "gp:"})
+    );
+
+    let jwt = auth(json!({"issuerURL": "https://i", "clientID": "c", "usernameClaim": "email"}));
+    assert_eq!(
+        jwt["claimMappings"],
+        json!({"username": {"claim": "email", "prefix": ""}})
+    );
+
+    // Without a client the operator default applies (upstream: both must be set).
+    let jwt = auth(json!({"issuerURL": "https://i"}));
+    assert_eq!(
+        jwt["issuer"]["url"],
+        "https://kymatest.accounts400.ondemand.com"
+    );
+}
+
+#[test]
+fn cloud_profile_per_provider() {
+    for (provider, name) in [
+        ("aws", "aws"),
+        ("azure", "az"),
+        ("gcp", "gcp"),
+        ("openstack", "converged-cloud-kyma"),
+        ("alicloud", "alicloud"),
+    ] {
+        let spec = spec(&runtime(provider));
+        assert_eq!(
+            spec["cloudProfile"],
+            json!({"kind": "CloudProfile", "name": name}),
+            "{provider}"
+        );
+        assert!(
+            spec.get("cloudProfileName").is_none(),
+            "forbidden from Kubernetes 1.34"
+        );
+    }
+}
+
+#[test]
+fn exposure_class_only_for_openstack() {
+    assert_eq!(
+        spec(&runtime("openstack"))["exposureClassName"],
+        "converged-cloud-internet"
+    );
+    for provider in ["aws", "azure", "gcp", "alicloud"] {
+        assert!(
+            spec(&runtime(provider)).get("exposureClassName").is_none(),
+            "{provider}"
+        );
+    }
+}
+
+#[test]
+fn eu_access_restriction_for_eu_platform_regions() {
+    let mut rt = runtime("aws");
+    assert!(spec(&rt).get("accessRestrictions").is_none());
+    for region in ["cf-eu11", "cf-ch20"] {
+        rt.spec.shoot.platform_region = region.into();
+        assert_eq!(
+            spec(&rt)["accessRestrictions"],
+            json!([{
+                "name": "eu-access-only",
+                "options": {
+                    "support.gardener.cloud/eu-access-for-cluster-addons": "true",
+                    "support.gardener.cloud/eu-access-for-cluster-nodes": "true",
+                },
+            }])
+        );
+    }
+}
+
+#[test]
+fn aws_provider_reproduces_the_reference_zone_example() {
+    let mut rt = runtime("aws");
+    set_zones(
+        &mut rt,
+        &[
+            "eu-central-1a",
+            "eu-central-1b",
+            "eu-central-1c",
+            "eu-central-1d",
+        ],
+    );
+    let provider = &spec(&rt)["provider"];
+    assert_eq!(provider["type"], "aws");
+    assert_eq!(
+        provider["infrastructureConfig"],
+        json!({
+            "apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
+            "kind": "InfrastructureConfig",
+            "networks": {
+                "vpc": {"cidr": "10.250.0.0/16"},
+                "zones": [
+                    {"name": "eu-central-1a", "workers": "10.250.0.0/19", "public": "10.250.32.0/20", "internal": "10.250.48.0/20"},
+                    {"name": "eu-central-1b", "workers": "10.250.64.0/19", "public": "10.250.96.0/20", "internal": "10.250.112.0/20"},
+                    {"name": "eu-central-1c", "workers": "10.250.128.0/19", "public": "10.250.160.0/20", "internal": "10.250.176.0/20"},
+                    {"name": "eu-central-1d", "workers": "10.250.192.0/22", "public": "10.250.196.0/22", "internal": "10.250.200.0/22"},
+                ],
+            },
+        })
+    );
+    assert_eq!(
+        provider["controlPlaneConfig"],
+        json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "ControlPlaneConfig"})
+    );
+    assert_eq!(
+        provider["workersSettings"],
+        json!({"sshAccess": {"enabled": false}})
+    );
+}
+
+#[test]
+fn azure_provider_reproduces_the_reference_zone_example() {
+    let mut rt = runtime("azure");
+    set_zones(&mut rt, &["1", "2", "3"]);
+    let provider = &spec(&rt)["provider"];
+    let nat = json!({"enabled": true, "idleConnectionTimeoutMinutes": 4});
+    assert_eq!(
+        provider["infrastructureConfig"],
+        json!({
+            "apiVersion": "azure.provider.extensions.gardener.cloud/v1alpha1",
+            "kind": "InfrastructureConfig",
+            "networks": {
+                "vnet": {"cidr": "10.250.0.0/16"},
+                "zones": [
+                    {"name": 1, "cidr": "10.250.0.0/19", "natGateway": nat},
+                    {"name": 2, "cidr": "10.250.32.0/19", "natGateway": nat},
+                    {"name": 3, "cidr": "10.250.64.0/19", "natGateway": nat},
+                ],
+            },
+            "zoned": true,
+        })
+    );
+}
+
+#[test]
+fn gcp_openstack_and_alicloud_provider_configs() {
+    let mut gcp = runtime("gcp");
+    set_zones(&mut gcp, &["europe-west3-b", "europe-west3-a"]);
+    let p = &spec(&gcp)["provider"];
+    assert_eq!(
+        p["infrastructureConfig"]["networks"],
+        json!({"worker": "10.250.0.0/16", "workers": "10.250.0.0/16"})
+    );
+    assert_eq!(
+        p["controlPlaneConfig"]["zone"], "europe-west3-b",
+        "the first zone of the pools"
+    );
+
+    let p = &spec(&runtime("openstack"))["provider"];
+    assert_eq!(
+        p["infrastructureConfig"]["floatingPoolName"],
+        "FloatingIP-external-kyma-01"
+    );
+    assert_eq!(
+        p["infrastructureConfig"]["networks"],
+        json!({"workers": "10.250.0.0/16"})
+    );
+    assert_eq!(p["controlPlaneConfig"]["loadBalancerProvider"], "f5");
+
+    let mut ali = runtime("alicloud");
+    set_zones(&mut ali, &["ap-southeast-1a", "ap-southeast-1b"]);
+    let p = &spec(&ali)["provider"];
+    assert_eq!(
+        p["infrastructureConfig"]["networks"],
+        json!({
+            "vpc": {"cidr": "10.250.0.0/16"},
+            "zones": [{"name": "ap-southeast-1a", "workers": "10.250.0.0/19"}, {"name": "ap-southeast-1b", "workers": "10.250.32.0/19"}],
+        })
+    );
+    assert_eq!(
+        p["controlPlaneConfig"]["apiVersion"],
+        "alicloud.provider.extensions.gardener.cloud/v1alpha1"
+    );
+}
+
+#[test]
+fn zones_are_the_ordered_union_of_all_pools() {
+    let mut rt = runtime("azure");
+    set_zones(&mut rt, &["2"]);
+    let mut extra = rt.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    extra.zones = Some(vec!["3".into(), "2".into(), "1".into()]);
+    rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
+    let p = &spec(&rt)["provider"];
+    let names: Vec<&Value> = p["infrastructureConfig"]["networks"]["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| &z["name"])
+        .collect();
+    assert_eq!(names, [&json!(2), &json!(3), &json!(1)]);
+    let workers: Vec<&Value> = p["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["name"])
+        .collect();
+    assert_eq!(workers, [&json!("cpu-worker-0"), &json!("extra")]);
+}
+
+#[test]
+fn machine_image_defaults_fill_what_is_missing() {
+    let mut rt = runtime("gcp");
+    rt.spec.shoot.provider.workers[0].machine.image = None;
+    let mut extra = rt.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    extra.machine.image = serde_json::from_value(json!({"name": "gardenlinux"})).unwrap();
+    let mut named = extra.clone();
+    named.name = "named".into();
+    named.machine.image = serde_json::from_value(json!({"name": "", "version": "1.2.3"})).unwrap();
+    rt.spec.shoot.provider.additional_workers = Some(vec![extra, named]);
+    let workers = spec(&rt)["provider"]["workers"].clone();
+    assert_eq!(
+        workers[0]["machine"]["image"],
+        json!({"name": "gardenlinux", "version": "1877.8.0"})
+    );
+    assert_eq!(
+        workers[1]["machine"]["image"],
+        json!({"name": "gardenlinux", "version": "1877.8.0"})
+    );
+    assert_eq!(
+        workers[2]["machine"]["image"],
+        json!({"name": "gardenlinux", "version": "1.2.3"})
+    );
+}
+
+#[test]
+fn aws_imds_v2_worker_config_keeps_other_worker_settings() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.provider.workers[0].provider_config = Some(
+        json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "WorkerConfig", "cpuOptions": {"coreCount": 2}}).into(),
+    );
+    let mut cfg = config();
+    assert!(
+        cfg.converter.provider.aws.enable_imds_v2,
+        "the example config enables IMDSv2"
+    );
+    let imds = json!({"httpPutResponseHopLimit": 2, "httpTokens": "required"});
+    let worker = json(&create(&rt, &cfg).shoot)["spec"]["provider"]["workers"][0].clone();
+    assert_eq!(worker["providerConfig"]["instanceMetadataOptions"], imds);
+    assert_eq!(
+        worker["providerConfig"]["cpuOptions"],
+        json!({"coreCount": 2})
+    );
+
+    rt.spec.shoot.provider.workers[0].provider_config = None;
+    let worker = json(&create(&rt, &cfg).shoot)["spec"]["provider"]["workers"][0].clone();
+    assert_eq!(
+        worker["providerConfig"],
+        json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "WorkerConfig", "instanceMetadataOptions": imds})
+    );
+
+    cfg.converter.provider.aws.enable_imds_v2 = false;
+    let worker = json(&create(&rt, &cfg).shoot)["spec"]["provider"]["workers"][0].clone();
+    assert!(worker.get("providerConfig").is_none());
+    // Other providers never get it.
+    let gcp = spec(&runtime("gcp"));
+    assert!(
+        gcp["provider"]["workers"][0]
+            .get("providerConfig")
+            .is_none()
+    );
+}
+
+#[test]
+fn tolerations_only_for_the_ksa_region() {
+    assert!(spec(&runtime("gcp")).get("tolerations").is_none());
+    let mut rt = runtime("gcp");
+    rt.spec.shoot.region = "me-central2".into();
+    set_zones(&mut rt, &["me-central2-a"]);
+    assert_eq!(
+        spec(&rt)["tolerations"],
+        json!([{"key": "ksa-assured-workload"}])
+    );
+}
+
+fn external_dns() -> KimConfig {
+    let mut cfg = config();
+    cfg.converter.dns = DnsConfig {
+        secret_name: "dns-secret".into(),
+        domain_prefix: "dev.kyma.example.com".into(),
+        provider_type: "aws-route53".into(),
+    };
+    cfg
+}
+
+#[test]
+fn dns_external_uses_credentials_ref_and_internal_sets_nothing() {
+    let rt = runtime("aws");
+    assert!(
+        spec(&rt).get("dns").is_none(),
+        "Gardener-internal DNS in the example config"
+    );
+    let spec = json(&create(&rt, &external_dns()).shoot)["spec"].clone();
+    assert_eq!(
+        spec["dns"],
+        json!({
+            "domain": "c-1234567.dev.kyma.example.com",
+            "providers": [{
+                "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": "dns-secret"},
+                "domains": {"include": ["c-1234567.dev.kyma.example.com"]},
+                "primary": true,
+                "type": "aws-route53",
+            }],
+        })
+    );
+    assert!(
+        spec["dns"]["providers"][0].get("secretName").is_none(),
+        "forbidden from Kubernetes 1.35"
+    );
+}
+
+#[test]
+fn extensions_in_upstream_order_with_their_configs() {
+    let spec = json(&create(&runtime("aws"), &external_dns()).shoot)["spec"].clone();
+    let types: Vec<&str> = spec["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "shoot-networking-filter",
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service"
+        ]
+    );
+    assert_eq!(
+        extension(&spec, "shoot-networking-filter").unwrap(),
+        json!({"type": "shoot-networking-filter", "disabled": false})
+    );
+    assert_eq!(
+        extension(&spec, "shoot-cert-service").unwrap()["providerConfig"],
+        json!({"apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1", "kind": "CertConfig", "shootIssuers": {"enabled": true}})
+    );
+    assert_eq!(
+        extension(&spec, "shoot-dns-service").unwrap()["providerConfig"],
+        json!({
+            "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
+            "kind": "DNSConfig",
+            "dnsProviderReplication": {"enabled": true},
+            "syncProvidersFromShootSpecDNS": true,
+            "providers": [{
+                "credentials": "shoot-dns-service-dns-secret",
+                "domains": {"include": ["c-1234567.dev.kyma.example.com"]},
+                "type": "aws-route53",
+            }],
+        })
+    );
+    assert_eq!(
+        extension(&spec, "shoot-oidc-service").unwrap(),
+        json!({"type": "shoot-oidc-service", "disabled": false})
+    );
+    assert_eq!(
+        extension(&spec, "shoot-auditlog-service").unwrap()["providerConfig"],
+        json!({
+            "apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
+            "kind": "AuditlogConfig",
+            "type": "standard",
+            "tenantID": "068ab4af-5f68-5072-8962-1ced6f2de4b6",
+            "serviceURL": "https://auditlog.eu-central-1.example.com:3001",
+            "secretReferenceName": "auditlog-credentials",
+        })
+    );
+    assert!(
+        extension(&spec, "registry-cache").is_none(),
+        "never on create"
+    );
+}
+
+#[test]
+fn networking_filter_follows_egress_and_ingress() {
+    let mut rt = runtime("aws");
+    rt.spec.security.networking.filter =
+        serde_json::from_value(json!({"egress": {"enabled": false}, "ingress": {"enabled": true}}))
+            .unwrap();
+    assert_eq!(
+        extension(&spec(&rt), "shoot-networking-filter").unwrap(),
+        json!({"type": "shoot-networking-filter", "disabled": true})
+    );
+    rt.spec.security.networking.filter =
+        serde_json::from_value(json!({"egress": {"enabled": true}, "ingress": {"enabled": true}}))
+            .unwrap();
+    assert_eq!(
+        extension(&spec(&rt), "shoot-networking-filter").unwrap(),
+        json!({"type": "shoot-networking-filter", "disabled": false, "providerConfig": {"egressFilter": {"blackholingEnabled": true}}})
+    );
+}
+
+#[test]
+fn acl_and_nvidia_extensions() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.kubernetes =
+        serde_json::from_value(json!({"kubeAPIServer": {"acl": {"allowedCIDRs": ["1.2.3.0/24"]}}}))
+            .unwrap();
+    rt.spec.shoot.enable_nvidia_openshell = Some(true);
+    // Not managed: no ACL even though the Runtime asks for one.
+    assert!(extension(&spec(&rt), "acl").is_none());
+    let opts = ConvertOptions {
+        acl: Some(AclAddresses {
+            operator_cidrs: vec!["10.0.0.0/8".into()],
+            kcp_nat_ip: "5.6.7.8".into(),
+        }),
+        ..Default::default()
+    };
+    let spec = json(&to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert_eq!(
+        extension(&spec, "acl").unwrap(),
+        json!({
+            "type": "acl",
+            "disabled": false,
+            "providerConfig": {"rule": {"action": "ALLOW", "cidrs": ["1.2.3.0/24", "10.0.0.0/8", "5.6.7.8"], "type": "remote_ip"}},
+        })
+    );
+    assert_eq!(
+        extension(&spec, "shoot-nvidia-openshell").unwrap(),
+        json!({"type": "shoot-nvidia-openshell", "disabled": false})
+    );
+    // Only AWS and Azure support the ACL extension.
+    let mut gcp = runtime("gcp");
+    gcp.spec.shoot.kubernetes = rt.spec.shoot.kubernetes.clone();
+    let spec = json(&to_shoot_with(&gcp, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert!(extension(&spec, "acl").is_none());
+}
+
+#[test]
+fn kubernetes_version_from_the_runtime_or_the_default() {
+    let mut rt = runtime("aws");
+    assert_eq!(spec(&rt)["kubernetes"]["version"], "1.35.4");
+    rt.spec.shoot.kubernetes = None;
+    assert_eq!(spec(&rt)["kubernetes"]["version"], "1.35");
+    rt.spec.shoot.kubernetes = serde_json::from_value(json!({"version": ""})).unwrap();
+    assert_eq!(spec(&rt)["kubernetes"]["version"], "1.35");
+}
+
+#[test]
+fn maintenance_window_only_for_production() {
+    let mut rt = runtime("aws");
+    assert_eq!(
+        spec(&rt)["maintenance"],
+        json!({"autoUpdate": {"kubernetesVersion": true, "machineImageVersion": false}})
+    );
+    rt.spec.shoot.purpose = "production".into();
+    assert_eq!(
+        spec(&rt)["maintenance"]["timeWindow"],
+        json!({"begin": "200000+0000", "end": "000000+0000"})
+    );
+}
+
+#[test]
+fn audit_log_sets_policy_and_credentials_resource() {
+    let spec = spec(&runtime("aws"));
+    assert_eq!(
+        spec["kubernetes"]["kubeAPIServer"]["auditConfig"],
+        json!({"auditPolicy": {"configMapRef": {"name": "audit-policy"}}})
+    );
+    assert_eq!(
+        spec["resources"],
+        json!([{"name": "auditlog-credentials", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "auditlog-credentials-aws"}}])
+    );
+}
+
+#[test]
+fn audit_log_tenant_missing() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.region = "us-gov-1".into();
+    let err = fails(&rt, &config());
+    assert_eq!(err.runtime_field().as_deref(), Some("spec.shoot.region"));
+    assert!(err.to_string().contains("us-gov-1"), "{err}");
+    // Not mandatory: converted without audit logging.
+    let opts = ConvertOptions {
+        audit_log_mandatory: false,
+        ..Default::default()
+    };
+    let spec = json(&to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert!(spec.get("resources").is_none());
+    assert!(
+        spec["kubernetes"]["kubeAPIServer"]
+            .get("auditConfig")
+            .is_none()
+    );
+    assert!(extension(&spec, "shoot-auditlog-service").is_none());
+}
+
+#[test]
+fn errors_name_the_runtime_field() {
+    let cfg = config();
+    let field = |rt: &Runtime| fails(rt, &cfg).runtime_field().unwrap();
+
+    let mut rt = runtime("aws");
+    let extra = rt.spec.shoot.provider.workers[0].clone();
+    rt.spec.shoot.provider.workers.push(extra);
+    assert_eq!(field(&rt), "spec.shoot.provider.workers");
+    rt.spec.shoot.provider.workers.clear();
+    assert_eq!(fails(&rt, &cfg), ConvertError::MainWorkerCount { found: 0 });
+
+    let mut rt = runtime("gcp");
+    rt.spec.shoot.networking.nodes = "10.250.0.0".into();
+    assert_eq!(
+        fails(&rt, &cfg),
+        ConvertError::NodesCidr {
+            value: "10.250.0.0".into()
+        }
+    );
+
+    let mut rt = runtime("aws");
+    rt.spec.shoot.networking.nodes = "10.250.0.0/25".into();
+    assert_eq!(
+        fails(&rt, &cfg),
+        ConvertError::NodesPrefix {
+            provider: "aws",
+            prefix: 25
+        }
+    );
+    assert_eq!(field(&rt), "spec.shoot.networking.nodes");
+
+    let mut rt = runtime("aws");
+    set_zones(&mut rt, &[]);
+    assert_eq!(
+        fails(&rt, &cfg),
+        ConvertError::ZoneCount {
+            provider: "aws",
+            count: 0,
+            min: 1
+        }
+    );
+    let nine: Vec<String> = (0..9).map(|i| format!("z{i}")).collect();
+    set_zones(
+        &mut rt,
+        &nine.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        fails(&rt, &cfg),
+        ConvertError::ZoneCount {
+            provider: "aws",
+            count: 9,
+            min: 1
+        }
+    );
+    assert_eq!(field(&rt), "spec.shoot.provider.workers[0].zones");
+
+    let mut rt = runtime("azure");
+    let mut extra = rt.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    extra.zones = Some(vec!["1".into(), "westeurope-1".into()]);
+    rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
+    assert_eq!(
+        field(&rt),
+        "spec.shoot.provider.additionalWorkers[0].zones[1]"
+    );
+    set_zones(&mut rt, &["01"]);
+    assert_eq!(field(&rt), "spec.shoot.provider.workers[0].zones[0]");
+
+    // Openstack configures no zones: none is fine.
+    let mut rt = runtime("openstack");
+    set_zones(&mut rt, &[]);
+    assert!(to_shoot(&rt, &cfg, None).is_ok());
+}

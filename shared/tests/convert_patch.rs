@@ -1,0 +1,436 @@
+//! The patch form of the conversion (`live == Some`): what upstream keeps from the live Shoot
+//! (reference `kim-upstream.md` 3.6, 4.2-4.5) and the `workers_removed` flag.
+#![allow(clippy::unwrap_used)]
+
+mod convert_fixture;
+
+use convert_fixture::{config, json, runtime, set_zones};
+use kim_shared::api::Runtime;
+use kim_shared::convert::{
+    ConvertError, ConvertOptions, Converted, RegistryCache, to_shoot, to_shoot_with,
+};
+use kim_shared::gardener::Shoot;
+use kim_shared::gardener::shoot::Extension;
+use serde_json::{Value, json};
+
+/// The Shoot as Gardener returns it after creating `rt` (plus what Gardener adds).
+fn live(rt: &Runtime) -> Shoot {
+    let mut shoot = to_shoot(rt, &config(), None).unwrap().shoot;
+    // Gardener's defaulting and a foreign extension and resource.
+    let workers = shoot.spec.provider.workers.as_mut().unwrap();
+    workers[0].update_strategy = Some("AutoRollingUpdate".into());
+    shoot.spec.extensions.as_mut().unwrap().push(Extension {
+        type_: "foreign".into(),
+        ..Default::default()
+    });
+    shoot.spec.resources.as_mut().unwrap().push(serde_json::from_value(json!({
+        "name": "shoot-dns-service-dns", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "dns"}
+    })).unwrap());
+    shoot
+}
+
+fn patch(rt: &Runtime, live: &Shoot) -> Converted {
+    to_shoot(rt, &config(), Some(live)).unwrap_or_else(|e| panic!("patch conversion failed: {e}"))
+}
+
+fn spec(c: &Converted) -> Value {
+    json(&c.shoot)["spec"].clone()
+}
+
+fn types(spec: &Value) -> Vec<String> {
+    spec["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn unchanged_runtime_patches_to_the_created_shoot_without_dns_and_tolerations() {
+    let mut rt = runtime("gcp");
+    rt.spec.shoot.region = "me-central2".into();
+    set_zones(&mut rt, &["me-central2-a"]);
+    let mut cfg = config();
+    cfg.converter.dns.secret_name = "dns".into();
+    cfg.converter.dns.domain_prefix = "kyma.example.com".into();
+    cfg.converter.dns.provider_type = "aws-route53".into();
+    let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
+    assert!(created.spec.dns.is_some() && created.spec.tolerations.is_some());
+    let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap();
+    assert!(!patched.workers_removed);
+    assert_eq!(
+        patched.shoot.spec.dns, None,
+        "left to what was set at creation"
+    );
+    assert_eq!(patched.shoot.spec.tolerations, None);
+    // Everything else is the same.
+    let mut expected = created.clone();
+    expected.spec.dns = None;
+    expected.spec.tolerations = None;
+    assert_eq!(patched.shoot, expected);
+}
+
+#[test]
+fn kubernetes_and_image_versions_never_go_down() {
+    let rt = runtime("aws");
+    let mut live = live(&rt);
+    live.spec.kubernetes.version = Some("1.35.9".into());
+    live.spec.provider.workers.as_mut().unwrap()[0]
+        .machine
+        .image
+        .as_mut()
+        .unwrap()
+        .version = Some("1877.9.0".into());
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(s["kubernetes"]["version"], "1.35.9");
+    assert_eq!(
+        s["provider"]["workers"][0]["machine"]["image"]["version"],
+        "1877.9.0"
+    );
+
+    // Upgrades go through; another image name is not compared.
+    let mut up = rt.clone();
+    up.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.36.3".into());
+    up.spec.shoot.provider.workers[0].machine.image =
+        serde_json::from_value(json!({"name": "ubuntu", "version": "1.0.0"})).unwrap();
+    let s = spec(&patch(&up, &live));
+    assert_eq!(s["kubernetes"]["version"], "1.36.3");
+    assert_eq!(
+        s["provider"]["workers"][0]["machine"]["image"],
+        json!({"name": "ubuntu", "version": "1.0.0"})
+    );
+}
+
+#[test]
+fn zones_are_only_added_and_the_live_infrastructure_config_is_merged() {
+    let mut rt = runtime("aws");
+    set_zones(&mut rt, &["eu-central-1b", "eu-central-1a"]);
+    let mut live = live(&rt);
+    // Fields upstream keeps (and one it would drop) in the live config.
+    let infra = &mut live.spec.provider.infrastructure_config.as_mut().unwrap().0;
+    infra["enableECRAccess"] = json!(false);
+    infra["enableDedicatedTenancyForVPC"] = json!(true);
+    infra["networks"]["zones"][0]["elasticIPAllocationID"] = json!("eipalloc-1");
+    live.spec.provider.control_plane_config.as_mut().unwrap().0["loadBalancerController"] =
+        json!({"enabled": true});
+
+    // The Runtime drops 1b and adds 1c.
+    set_zones(&mut rt, &["eu-central-1a", "eu-central-1c"]);
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(
+        s["provider"]["workers"][0]["zones"],
+        json!(["eu-central-1b", "eu-central-1a", "eu-central-1c"])
+    );
+    let infra = &s["provider"]["infrastructureConfig"];
+    assert_eq!(infra["enableECRAccess"], false);
+    assert_eq!(infra["enableDedicatedTenancyForVPC"], true);
+    assert_eq!(
+        infra["networks"]["zones"],
+        json!([
+            {"name": "eu-central-1b", "workers": "10.250.0.0/19", "public": "10.250.32.0/20", "internal": "10.250.48.0/20", "elasticIPAllocationID": "eipalloc-1"},
+            {"name": "eu-central-1a", "workers": "10.250.64.0/19", "public": "10.250.96.0/20", "internal": "10.250.112.0/20"},
+            {"name": "eu-central-1c", "workers": "10.250.128.0/19", "public": "10.250.160.0/20", "internal": "10.250.176.0/20"},
+        ])
+    );
+    assert_eq!(infra["networks"]["vpc"], json!({"cidr": "10.250.0.0/16"}));
+    assert_eq!(
+        s["provider"]["controlPlaneConfig"]["loadBalancerController"],
+        json!({"enabled": true})
+    );
+}
+
+#[test]
+fn without_added_zones_the_live_configs_are_kept_verbatim() {
+    let rt = runtime("aws");
+    let mut live = live(&rt);
+    let marker = json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "InfrastructureConfig", "networks": {"vpc": {"id": "vpc-1"}}});
+    live.spec.provider.infrastructure_config = Some(marker.clone().into());
+    let mut changed = rt.clone();
+    changed.spec.shoot.networking.nodes = "10.251.0.0/16".into();
+    let s = spec(&patch(&changed, &live));
+    assert_eq!(s["provider"]["infrastructureConfig"], marker);
+}
+
+#[test]
+fn azure_zone_added_and_azure_lite_kept() {
+    let mut rt = runtime("azure");
+    set_zones(&mut rt, &["1"]);
+    let live = live(&rt);
+    set_zones(&mut rt, &["1", "2"]);
+    let s = spec(&patch(&rt, &live));
+    let nat = json!({"enabled": true, "idleConnectionTimeoutMinutes": 4});
+    assert_eq!(
+        s["provider"]["infrastructureConfig"]["networks"]["zones"],
+        json!([{"name": 1, "cidr": "10.250.0.0/19", "natGateway": nat}, {"name": 2, "cidr": "10.250.32.0/19", "natGateway": nat}])
+    );
+    assert_eq!(s["provider"]["infrastructureConfig"]["zoned"], true);
+
+    // An Azure Shoot created without zones keeps its configs whatever the pools say.
+    let mut lite = live.clone();
+    let lite_infra = json!({"apiVersion": "azure.provider.extensions.gardener.cloud/v1alpha1", "kind": "InfrastructureConfig", "networks": {"vnet": {"cidr": "10.250.0.0/16"}, "workers": "10.250.0.0/16"}});
+    lite.spec.provider.infrastructure_config = Some(lite_infra.clone().into());
+    assert_eq!(
+        spec(&patch(&rt, &lite))["provider"]["infrastructureConfig"],
+        lite_infra
+    );
+}
+
+#[test]
+fn gcp_keeps_its_control_plane_zone_when_zones_are_added() {
+    let mut rt = runtime("gcp");
+    set_zones(&mut rt, &["europe-west3-b"]);
+    let live = live(&rt);
+    set_zones(&mut rt, &["europe-west3-a", "europe-west3-b"]);
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(
+        s["provider"]["controlPlaneConfig"]["zone"],
+        "europe-west3-b"
+    );
+    assert_eq!(
+        s["provider"]["workers"][0]["zones"],
+        json!(["europe-west3-b", "europe-west3-a"])
+    );
+}
+
+#[test]
+fn worker_pools_keep_the_live_order_and_removal_is_flagged() {
+    let mut rt = runtime("aws");
+    let (a, b, c) = (
+        pool_named(&rt, "a"),
+        pool_named(&rt, "b"),
+        pool_named(&rt, "c"),
+    );
+    rt.spec.shoot.provider.additional_workers = Some(vec![b.clone(), a.clone()]);
+    let mut live = live(&rt);
+    // Gardener's order differs from the Runtime's.
+    live.spec.provider.workers.as_mut().unwrap().reverse();
+    rt.spec.shoot.provider.additional_workers = Some(vec![c, a, b]);
+    let patched = patch(&rt, &live);
+    assert!(!patched.workers_removed);
+    let names: Vec<String> = spec(&patched)["provider"]["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["a", "b", "cpu-worker-0", "c"]);
+
+    rt.spec.shoot.provider.additional_workers = Some(vec![pool_named(&rt, "a")]);
+    assert!(patch(&rt, &live).workers_removed, "pool b is gone");
+}
+
+fn pool_named(rt: &Runtime, name: &str) -> kim_shared::gardener::Worker {
+    let mut w = rt.spec.shoot.provider.workers[0].clone();
+    w.name = name.into();
+    w
+}
+
+#[test]
+fn live_update_strategy_is_kept_when_unset() {
+    let rt = runtime("aws");
+    let live = live(&rt);
+    assert_eq!(
+        spec(&patch(&rt, &live))["provider"]["workers"][0]["updateStrategy"],
+        "AutoRollingUpdate"
+    );
+    let mut set = rt.clone();
+    set.spec.shoot.provider.workers[0].update_strategy = Some("AutoInPlaceUpdate".into());
+    assert_eq!(
+        spec(&patch(&set, &live))["provider"]["workers"][0]["updateStrategy"],
+        "AutoInPlaceUpdate"
+    );
+}
+
+#[test]
+fn foreign_extensions_and_resources_are_preserved_managed_ones_replaced() {
+    let rt = runtime("aws");
+    let mut live = live(&rt);
+    // A live cert config with an issuer the user added, a disabled networking filter.
+    let exts = live.spec.extensions.as_mut().unwrap();
+    exts[0].disabled = Some(true);
+    exts[1].provider_config.as_mut().unwrap().0["issuers"] = json!([{"name": "custom"}]);
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(
+        types(&s),
+        [
+            "shoot-networking-filter",
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service",
+            "foreign"
+        ]
+    );
+    assert_eq!(
+        s["extensions"][0]["disabled"], false,
+        "networking filter follows the Runtime"
+    );
+    assert_eq!(
+        s["extensions"][1]["providerConfig"]["issuers"],
+        json!([{"name": "custom"}]),
+        "cert is not managed on patch"
+    );
+    assert_eq!(
+        s["resources"],
+        json!([
+            {"name": "auditlog-credentials", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "auditlog-credentials-aws"}},
+            {"name": "shoot-dns-service-dns", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "dns"}},
+        ])
+    );
+}
+
+#[test]
+fn audit_log_extension_replaced_only_when_the_tenant_changed() {
+    let rt = runtime("aws");
+    let mut live = live(&rt);
+    let audit = live
+        .spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e.type_ == "shoot-auditlog-service")
+        .unwrap();
+    audit.provider_config.as_mut().unwrap().0["extra"] = json!("kept");
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(s["extensions"][4]["providerConfig"]["extra"], "kept");
+
+    let mut cfg = config();
+    let tenant = cfg
+        .audit_log_tenants
+        .0
+        .get_mut("aws")
+        .unwrap()
+        .get_mut("eu-central-1")
+        .unwrap();
+    tenant.tenant_id = "new-tenant".into();
+    tenant.secret_name = "new-secret".into();
+    let s = json(&to_shoot(&rt, &cfg, Some(&live)).unwrap().shoot)["spec"].clone();
+    assert_eq!(
+        s["extensions"][4]["providerConfig"]["tenantID"],
+        "new-tenant"
+    );
+    assert!(s["extensions"][4]["providerConfig"].get("extra").is_none());
+    assert_eq!(
+        s["resources"][0]["resourceRef"]["name"], "new-secret",
+        "the credentials follow the tenant"
+    );
+}
+
+#[test]
+fn registry_cache_nvidia_and_acl_on_patch() {
+    let mut rt = runtime("aws");
+    let mut live = live(&rt);
+    live.spec.extensions.as_mut().unwrap().push(Extension {
+        type_: "registry-cache".into(),
+        disabled: Some(false),
+        provider_config: Some(json!({"caches": [{"upstream": "docker.io"}]}).into()),
+    });
+    live.spec.extensions.as_mut().unwrap().push(Extension {
+        type_: "shoot-nvidia-openshell".into(),
+        disabled: Some(false),
+        ..Default::default()
+    });
+
+    // Caching off: the live extension is switched off, its config kept; NVIDIA off: disabled.
+    let s = spec(&patch(&rt, &live));
+    let find = |s: &Value, t: &str| {
+        s["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == t)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        find(&s, "registry-cache"),
+        json!({"type": "registry-cache", "disabled": true, "providerConfig": {"caches": [{"upstream": "docker.io"}]}})
+    );
+    assert_eq!(
+        find(&s, "shoot-nvidia-openshell"),
+        json!({"type": "shoot-nvidia-openshell", "disabled": true})
+    );
+
+    // Caching on, caches unknown: kept as it is.
+    rt.spec.image_registry_cache = Some(serde_json::from_value(json!({"enabled": true})).unwrap());
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(find(&s, "registry-cache")["disabled"], false);
+
+    // Caching on with the caches of the cluster.
+    let opts = ConvertOptions {
+        registry_caches: Some(vec![RegistryCache {
+            upstream: "quay.io".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let s = json(
+        &to_shoot_with(&rt, &config(), Some(&live), &opts)
+            .unwrap()
+            .shoot,
+    )["spec"]
+        .clone();
+    assert_eq!(
+        find(&s, "registry-cache"),
+        json!({
+            "type": "registry-cache",
+            "disabled": false,
+            "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [{"upstream": "quay.io"}]},
+        })
+    );
+
+    // ACL managed but no longer requested: a live one is switched off.
+    live.spec.extensions.as_mut().unwrap().push(Extension {
+        type_: "acl".into(),
+        disabled: Some(false),
+        ..Default::default()
+    });
+    let opts = ConvertOptions {
+        acl: Some(Default::default()),
+        ..Default::default()
+    };
+    let s = json(
+        &to_shoot_with(&rt, &config(), Some(&live), &opts)
+            .unwrap()
+            .shoot,
+    )["spec"]
+        .clone();
+    assert_eq!(find(&s, "acl"), json!({"type": "acl", "disabled": true}));
+    // Not managed: kept.
+    assert_eq!(find(&spec(&patch(&rt, &live)), "acl")["disabled"], false);
+}
+
+#[test]
+fn broken_live_shoot_is_reported_as_such() {
+    let rt = runtime("aws");
+    let mut live = live(&rt);
+    live.spec.provider.infrastructure_config = None;
+    let err = to_shoot(&rt, &config(), Some(&live)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::LiveShoot {
+                field: "spec.provider.infrastructureConfig",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.runtime_field(), None);
+
+    let mut live = self::live(&rt);
+    live.spec.provider.workers = None;
+    let err = to_shoot(&rt, &config(), Some(&live)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::LiveShoot {
+                field: "spec.provider.workers",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
