@@ -2,6 +2,7 @@
 
 pub mod gardener_cluster;
 pub mod runtime;
+pub mod runtime_access;
 
 pub use gardener_cluster::{GardenerCluster, GardenerClusterSpec, GardenerClusterStatus};
 pub use runtime::{ProviderType, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus};

@@ -25,7 +25,7 @@ pub enum CrdError {
 
 /// Every CRD the infrastructure manager serves, normalised.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    [Runtime::crd(), GardenerCluster::crd()]
+    [Runtime::crd(), GardenerCluster::crd(), crate::api::runtime_access::RuntimeAccess::crd()]
         .into_iter()
         .map(normalise)
         .collect()
