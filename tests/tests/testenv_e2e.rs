@@ -61,7 +61,7 @@ async fn shoot_reaches_succeeded_and_its_admin_kubeconfig_works_in_the_shoot_clu
         fixtures::PROJECT_NAMESPACE,
     );
     let name = unique("e2e-ok-");
-    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "aws")).unwrap();
+    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "aws").unwrap()).unwrap();
     api.create(&PostParams::default(), &shoot).await.unwrap();
 
     let done = wait_for_state(&api, &name, "Succeeded").await;
@@ -167,7 +167,7 @@ async fn gardener_rejects_a_worker_pool_name_longer_than_15_characters() {
         fixtures::PROJECT_NAMESPACE,
     );
     let name = unique("e2e-bad-");
-    let mut shoot = fixtures::shoot(&name, "aws");
+    let mut shoot = fixtures::shoot(&name, "aws").unwrap();
     shoot["spec"]["provider"]["workers"][0]["name"] = serde_json::json!("a-very-long-pool");
     assert_eq!("a-very-long-pool".len(), 16);
     let shoot: Shoot = serde_json::from_value(shoot).unwrap();
@@ -198,7 +198,7 @@ async fn deletion_needs_confirmation_and_the_simulator_then_removes_the_shoot() 
         fixtures::PROJECT_NAMESPACE,
     );
     let name = unique("e2e-del-");
-    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "gcp")).unwrap();
+    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "gcp").unwrap()).unwrap();
     api.create(&PostParams::default(), &shoot).await.unwrap();
     wait_for_state(&api, &name, "Succeeded").await;
 
@@ -254,7 +254,7 @@ async fn a_fault_from_the_configmap_fails_the_create_with_error_codes() {
     .unwrap();
 
     let api: Api<Shoot> = Api::namespaced(client, fixtures::PROJECT_NAMESPACE);
-    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "azure")).unwrap();
+    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "azure").unwrap()).unwrap();
     api.create(&PostParams::default(), &shoot).await.unwrap();
     let failed = wait_for_state(&api, &name, "Failed").await;
     let errors = failed.status.unwrap().last_errors.unwrap();

@@ -8,6 +8,9 @@ use kube::api::{Api, ListParams};
 #[tokio::test]
 async fn shared_environment_starts_and_serves_kcp_gardener_and_shoot() {
     let env = TestEnv::shared().await.unwrap();
+    for (phase, at) in env.startup_phases() {
+        eprintln!("  {at:>10.2?}  {phase}");
+    }
     eprintln!(
         "start-up took {:?} ({})",
         env.startup_duration(),

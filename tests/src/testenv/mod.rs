@@ -193,6 +193,7 @@ pub struct TestEnv {
     binaries: bins::Binaries,
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     startup: Duration,
+    phases: Vec<(&'static str, Duration)>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -350,6 +351,7 @@ impl TestEnv {
         )?;
         let etcd_url = format!("http://127.0.0.1:{}", ports.etcd_client);
         starter.wait_etcd(&etcd_url).await?;
+        let mut phases = vec![("etcd ready", started.elapsed())];
 
         // KCP kube-apiserver
         let kcp_dir = state_dir.join("kcp");
@@ -431,6 +433,11 @@ impl TestEnv {
                 client_ca,
                 cluster_ca_pem: shoot_cluster_ca.pair.cert_pem.clone(),
             };
+            // What a separately started `kim-gardener-sim` needs (see its --help).
+            files.write("simulator/shoot-url", &info.url)?;
+            files.write("simulator/client-ca.crt", &info.client_ca.cert_pem)?;
+            files.write("simulator/client-ca.key", &info.client_ca.key_pem)?;
+            files.write("simulator/cluster-ca.crt", &info.cluster_ca_pem)?;
             (Some(access), Some(info))
         } else {
             (None, None)
@@ -447,7 +454,7 @@ impl TestEnv {
             if !opts.gardener {
                 return Ok(None);
             }
-            let g = gardener::start(
+            let mut g = gardener::start(
                 &starter,
                 &binaries,
                 &kcp,
@@ -457,6 +464,10 @@ impl TestEnv {
                 timeout,
             )
             .await?;
+            if opts.gardener_fixtures {
+                crate::fixtures::install(&kcp.admin_client().await?).await?;
+                g.project_namespace = crate::fixtures::PROJECT_NAMESPACE.to_string();
+            }
             Ok::<_, TestEnvError>(Some(g))
         };
         let shoot_fut = async {
@@ -472,17 +483,15 @@ impl TestEnv {
             }
             Ok::<_, TestEnvError>(())
         };
+        phases.push(("kcp-apiserver ready", started.elapsed()));
         let (g, s, c) = tokio::join!(gardener_fut, shoot_fut, crds_fut);
+        phases.push((
+            "gardener with fixtures, shoot cluster, CRDs ready",
+            started.elapsed(),
+        ));
         s?;
         c?;
-        let mut gardener = g?;
-        if let Some(g) = gardener.as_mut()
-            && opts.gardener_fixtures
-        {
-            crate::fixtures::install(&kcp.admin_client().await?).await?;
-            g.project_namespace = crate::fixtures::PROJECT_NAMESPACE.to_string();
-        }
-
+        let gardener = g?;
         let env = TestEnv {
             state_dir,
             _temp: temp,
@@ -496,6 +505,7 @@ impl TestEnv {
             binaries,
             background: Mutex::new(Vec::new()),
             startup: started.elapsed(),
+            phases,
         };
         if let Some(sim) = &opts.simulator
             && let Some(info) = &env.shoot_info
@@ -515,6 +525,11 @@ impl TestEnv {
     /// How long start-up took.
     pub fn startup_duration(&self) -> Duration {
         self.startup
+    }
+
+    /// Start-up milestones with the time since the start.
+    pub fn startup_phases(&self) -> &[(&'static str, Duration)] {
+        &self.phases
     }
 
     /// Directory with certificates, logs and kubeconfigs.
