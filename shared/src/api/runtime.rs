@@ -350,3 +350,83 @@ impl Runtime {
             .find(|c| c.type_ == type_)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn enum_names_match_their_json() {
+        for provider in ProviderType::ALL {
+            assert_eq!(
+                serde_json::to_value(provider).expect("serializes"),
+                json!(provider.as_str())
+            );
+        }
+        for state in [
+            RuntimeState::Pending,
+            RuntimeState::Ready,
+            RuntimeState::Terminating,
+            RuntimeState::Failed,
+        ] {
+            assert_eq!(
+                serde_json::to_value(state).expect("serializes"),
+                json!(state.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn runtime_id_comes_from_the_label() {
+        let mut runtime = Runtime::new("rt", RuntimeSpec::default());
+        assert_eq!(runtime.runtime_id(), None);
+        runtime.metadata.labels = Some(
+            [(
+                crate::names::LABEL_RUNTIME_ID.to_string(),
+                "abc".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(runtime.runtime_id(), Some("abc"));
+        assert_eq!(
+            crate::names::kubeconfig_secret_name("abc"),
+            "kubeconfig-abc"
+        );
+    }
+
+    #[test]
+    fn keb_fields_round_trip() {
+        let spec = json!({
+            "auditLogAccessEnabled": true,
+            "security": {"administrators": ["a@b.c"], "networking": {"filter": {"egress": {"enabled": true}}}},
+            "shoot": {
+                "name": "s", "purpose": "production", "platformRegion": "cf-eu11", "region": "eu-central-1",
+                "secretBindingName": "sb", "enableNvidiaOpenshell": false,
+                "kubernetes": {"kubeAPIServer": {
+                    "acl": {"allowedCIDRs": ["1.2.3.4/32"]},
+                    "additionalOidcConfig": [{"clientID": "c", "issuerURL": "https://i", "jwks": "e30=",
+                                              "requiredClaims": {"k": "v"}}]
+                }},
+                "networking": {"nodes": "10.250.0.0/16", "pods": "10.96.0.0/13", "services": "10.104.0.0/13",
+                               "type": "calico", "dualStack": true},
+                "provider": {"type": "alicloud", "workers": [{"name": "cpu-worker-0", "machine": {"type": "ecs.g8i.large"},
+                             "minimum": 1, "maximum": 3, "maxSurge": "25%", "maxUnavailable": 0,
+                             "kubernetes": {"kubelet": {"maxPods": 110, "kubeReserved": {"cpu": "80m", "memory": 1}}}}]}
+            }
+        });
+        let typed: RuntimeSpec = serde_json::from_value(spec.clone()).expect("deserializes");
+        let oidc = &typed
+            .shoot
+            .kubernetes
+            .as_ref()
+            .and_then(|k| k.kube_api_server.as_ref())
+            .expect("apiserver")
+            .additional_oidc_config
+            .as_ref()
+            .expect("additional OIDC")[0];
+        assert_eq!(oidc.jwks.as_ref().map(|j| j.0.as_slice()), Some(&b"{}"[..]));
+        assert_eq!(oidc.oidc.client_id.as_deref(), Some("c"));
+        pretty_assertions::assert_eq!(serde_json::to_value(&typed).expect("serializes"), spec);
+    }
+}

@@ -494,3 +494,122 @@ pub struct Toleration {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Shoot;
+    use serde_json::{Value, json};
+
+    fn round_trip(name: &str, shoot: &Value) {
+        let typed: Shoot = serde_json::from_value(shoot.clone())
+            .unwrap_or_else(|e| panic!("{name} does not deserialize: {e}"));
+        let back = serde_json::to_value(&typed).expect("Shoot serializes");
+        pretty_assertions::assert_eq!(shoot, &back, "{name} changed in a round trip");
+    }
+
+    /// Every Shoot the conversion writes (its golden files) survives a round trip unchanged.
+    #[test]
+    fn converted_shoots_round_trip() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/convert");
+        let mut count = 0;
+        for entry in std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("golden Shoots expected in {}: {e}", dir.display()))
+        {
+            let path = entry.expect("directory entry").path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("golden file readable");
+            let golden: Value = serde_json::from_str(&text).expect("golden file is JSON");
+            round_trip(&path.display().to_string(), &golden["shoot"]);
+            count += 1;
+        }
+        assert!(
+            count >= 10,
+            "only {count} golden Shoots in {}",
+            dir.display()
+        );
+    }
+
+    /// The fields the controller reads from a live Shoot, as Gardener reports them.
+    #[test]
+    fn a_shoot_as_gardener_reports_it_round_trips() {
+        let shoot = json!({
+            "apiVersion": "core.gardener.cloud/v1beta1",
+            "kind": "Shoot",
+            "metadata": {
+                "name": "rt-abc",
+                "namespace": "garden-kyma",
+                "annotations": {"confirmation.gardener.cloud/deletion": "true"},
+                "finalizers": ["gardener"],
+                "generation": 3
+            },
+            "spec": {
+                "cloudProfile": {"kind": "CloudProfile", "name": "aws"},
+                "credentialsBindingName": "secret",
+                "dns": {"domain": "rt-abc.kyma.example.com"},
+                "extensions": [{"type": "shoot-oidc-service", "disabled": false}],
+                "kubernetes": {
+                    "version": "1.33.2",
+                    "kubeAPIServer": {
+                        "structuredAuthentication": {"configMapName": "structured-auth-config-rt-abc"},
+                        "auditConfig": {"auditPolicy": {"configMapRef": {"name": "policy"}}},
+                        "requests": {"maxNonMutatingInflight": 400, "maxMutatingInflight": 200},
+                        "eventTTL": "1h0m0s"
+                    },
+                    "kubeControllerManager": {"nodeCIDRMaskSize": 24, "nodeMonitorGracePeriod": "40s"},
+                    "kubeProxy": {"mode": "IPTables", "enabled": true},
+                    "kubelet": {"failSwapOn": true, "imageMinimumGCAge": "2m0s", "imageMaximumGCAge": "0s"}
+                },
+                "maintenance": {
+                    "autoUpdate": {"kubernetesVersion": true, "machineImageVersion": false},
+                    "timeWindow": {"begin": "200000+0000", "end": "000000+0000"}
+                },
+                "networking": {"type": "calico", "nodes": "10.250.0.0/16", "pods": "10.96.0.0/13",
+                               "services": "10.104.0.0/13", "ipFamilies": ["IPv4"]},
+                "provider": {
+                    "type": "aws",
+                    "infrastructureConfig": {"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
+                                             "kind": "InfrastructureConfig", "networks": {"vpc": {"cidr": "10.250.0.0/16"}}},
+                    "workers": [{
+                        "name": "cpu-worker-0",
+                        "machine": {"type": "m6i.large", "image": {"name": "gardenlinux", "version": "1592.1.0"},
+                                    "architecture": "amd64"},
+                        "minimum": 3, "maximum": 20, "maxSurge": 3, "maxUnavailable": 0,
+                        "volume": {"type": "gp3", "size": "50Gi"},
+                        "zones": ["eu-central-1a", "eu-central-1b"],
+                        "cri": {"name": "containerd"},
+                        "systemComponents": {"allow": true},
+                        "updateStrategy": "AutoRollingUpdate"
+                    }],
+                    "workersSettings": {"sshAccess": {"enabled": false}}
+                },
+                "purpose": "production",
+                "region": "eu-central-1",
+                "schedulerName": "default-scheduler",
+                "seedName": "aws-eu1",
+                "seedSelector": {"matchLabels": {"seed.gardener.cloud/region": "eu-central-1"}},
+                "tolerations": [{"key": "ksa-assured-workload"}]
+            },
+            "status": {
+                "advertisedAddresses": [{"name": "external", "url": "https://api.rt-abc.kyma.example.com"}],
+                "conditions": [{"type": "APIServerAvailable", "status": "True",
+                                "lastTransitionTime": "2026-08-01T10:00:00Z",
+                                "lastUpdateTime": "2026-08-01T10:00:00Z",
+                                "reason": "HealthzRequestSucceeded", "message": "API server /healthz endpoint responded with success status code."}],
+                "gardener": {"id": "abc", "name": "gardenlet-1", "version": "v1.149.0"},
+                "hibernated": false,
+                "lastErrors": [{"description": "quota", "codes": ["ERR_INFRA_QUOTA_EXCEEDED"], "taskID": "t1",
+                                "lastUpdateTime": "2026-08-01T10:00:00Z"}],
+                "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
+                                  "description": "Shoot cluster has been successfully reconciled.",
+                                  "lastUpdateTime": "2026-08-01T10:00:00Z"},
+                "observedGeneration": 3,
+                "seedName": "aws-eu1",
+                "technicalID": "shoot--kyma--rt-abc",
+                "uid": "6b0e"
+            }
+        });
+        round_trip("live shoot", &shoot);
+    }
+}
