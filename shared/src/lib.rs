@@ -6,5 +6,7 @@ pub mod api;
 pub mod config;
 pub mod convert;
 pub mod crds;
+pub mod defaults;
 pub mod gardener;
 pub mod names;
+pub mod validation;

@@ -1,0 +1,140 @@
+//! Semantic validation of `Runtime` and `GardenerCluster` objects: the one rule set used by the
+//! admission webhook, the offline `validate` command and the controller before it converts.
+//!
+//! Every function is pure and reports *all* violations at once, each with the field path that is
+//! at fault and a message saying what would be valid. Findings that do not block admission
+//! (ignored fields, values Gardener will change) are returned as warnings. Field paths and
+//! messages are only built for findings, so a valid object costs no allocation beyond the checks.
+//! The full list of rules is in `docs/validation.md`.
+
+mod deletion;
+mod gardener_cluster;
+mod labels;
+mod networking;
+mod oidc;
+mod runtime;
+mod security;
+pub mod syntax;
+mod update;
+mod workers;
+
+use std::fmt;
+
+pub use deletion::validate_delete;
+pub use gardener_cluster::validate_gardener_cluster;
+pub use runtime::{PROJECT_AND_SHOOT_NAME_MAX, PURPOSES, validate_create, validate_create_with};
+pub use update::{validate_update, validate_update_with};
+
+/// One violated rule: the field at fault and what would be valid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Path of the field at fault, e.g. `spec.shoot.provider.workers[0].name` or
+    /// `metadata.labels[kyma-project.io/runtime-id]`.
+    pub field: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// The outcome of a validation: violations deny admission, warnings do not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Violated rules; any one of them denies admission.
+    pub violations: Vec<Violation>,
+    /// Non-fatal findings, returned as admission warnings.
+    pub warnings: Vec<String>,
+}
+
+impl Findings {
+    /// Whether the object may be admitted (no violations).
+    pub fn is_allowed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Records a violation of `field`.
+    pub fn violation(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.violations.push(Violation {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Records a warning about `field`, written as `<field>: <message>`.
+    pub fn warning(&mut self, field: impl fmt::Display, message: impl fmt::Display) {
+        self.warnings.push(format!("{field}: {message}"));
+    }
+
+    /// Appends all findings of `other`.
+    pub fn extend(&mut self, other: Findings) {
+        self.violations.extend(other.violations);
+        self.warnings.extend(other.warnings);
+    }
+}
+
+/// Settings of the validation that live outside the KIM configuration (controller flags).
+/// [`Default`] matches the defaults of `convert::ConvertOptions`, so that what validation
+/// admits, the conversion accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationOptions {
+    /// Upstream's `--audit-log-mandatory` (default true): a Runtime whose provider and region
+    /// have no audit-log tenant is rejected; when false it gets a warning instead.
+    pub audit_log_mandatory: bool,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        Self {
+            audit_log_mandatory: true,
+        }
+    }
+}
+
+/// Deletion protection of Runtimes (upstream's proposed ADR, `kim-upstream.md` 17.3): a DELETE
+/// is denied unless the Runtime carries a recent confirmation annotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletionPolicy {
+    /// Whether deletion protection is on (on by default).
+    pub enabled: bool,
+    /// How old the confirmation may be (default 2 minutes).
+    pub window: std::time::Duration,
+}
+
+impl DeletionPolicy {
+    /// The default acceptance window of a deletion confirmation.
+    pub const DEFAULT_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+}
+
+impl Default for DeletionPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window: Self::DEFAULT_WINDOW,
+        }
+    }
+}
+
+/// Field path of one element of a list, built only when a finding needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Item {
+    /// Path of the list, e.g. `spec.shoot.provider.workers`.
+    pub list: &'static str,
+    /// Index in the list.
+    pub index: usize,
+}
+
+impl Item {
+    /// `<list>[<index>]`.
+    pub fn path(self) -> String {
+        format!("{}[{}]", self.list, self.index)
+    }
+
+    /// `<list>[<index>].<suffix>`.
+    pub fn field(self, suffix: &str) -> String {
+        format!("{}[{}].{}", self.list, self.index, suffix)
+    }
+}

@@ -1,0 +1,43 @@
+//! The labels KEB must set on every Runtime (upstream's `ValidateRequiredLabels`).
+
+use super::Findings;
+use crate::api::Runtime;
+use crate::names;
+
+/// What each required label holds, for the message.
+fn meaning(key: &str) -> &'static str {
+    match key {
+        names::LABEL_INSTANCE_ID => "the KEB instance ID",
+        names::LABEL_RUNTIME_ID => "the runtime ID",
+        names::LABEL_REGION => "the provider region",
+        names::LABEL_KYMA_NAME => "the name of the Kyma resource",
+        names::LABEL_BROKER_PLAN_ID => "the KEB plan ID",
+        names::LABEL_BROKER_PLAN_NAME => "the KEB plan name",
+        names::LABEL_GLOBAL_ACCOUNT_ID => "the global account ID",
+        names::LABEL_SUBACCOUNT_ID => "the subaccount ID",
+        _ => "a non-empty value",
+    }
+}
+
+/// Every label of [`names::REQUIRED_RUNTIME_LABELS`] is present and not blank.
+pub(crate) fn check(rt: &Runtime, f: &mut Findings) {
+    for key in names::REQUIRED_RUNTIME_LABELS {
+        let problem = match rt.label(key) {
+            None => "is missing",
+            Some(v) if v.trim().is_empty() => "is empty",
+            Some(_) => continue,
+        };
+        f.violation(
+            format!("metadata.labels[{key}]"),
+            format!("required label {problem}; set it to {} (the infrastructure manager copies it to the Shoot and the GardenerCluster)", meaning(key)),
+        );
+    }
+    if let Some(label) = rt.label(names::LABEL_SHOOT_NAME)
+        && label != rt.spec.shoot.name
+    {
+        f.warning(
+            format_args!("metadata.labels[{}]", names::LABEL_SHOOT_NAME),
+            format_args!("is {label:?} but spec.shoot.name is {:?}; the GardenerCluster gets spec.shoot.name", rt.spec.shoot.name),
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! CIDR rules: parse, canonical form, IPv4, no overlap between pods, services and nodes, and
+//! clear of the ranges Gardener reserves.
+
+use super::runtime::Ctx;
+use super::{Findings, syntax};
+use crate::api::ProviderType;
+use crate::convert::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};
+use ipnet::{IpNet, Ipv4Net};
+
+/// Ranges Gardener reserves for the kube-apiserver and VPN mappings (`240.0.0.0/8` to
+/// `244.0.0.0/8`); shoot networks must not intersect them.
+const RESERVED: [Ipv4Net; 5] = [net4(240), net4(241), net4(242), net4(243), net4(244)];
+
+const fn net4(first: u8) -> Ipv4Net {
+    Ipv4Net::new_assert(std::net::Ipv4Addr::new(first, 0, 0, 0), 8)
+}
+
+/// Checks `spec.shoot.networking` and returns the nodes CIDR when it is valid (the zone layout
+/// needs it).
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) -> Option<Ipv4Net> {
+    let net = &ctx.rt.spec.shoot.networking;
+    let nodes = shoot_network(f, "spec.shoot.networking.nodes", &net.nodes);
+    let pods = shoot_network(f, "spec.shoot.networking.pods", &net.pods);
+    let services = shoot_network(f, "spec.shoot.networking.services", &net.services);
+    let named = [("nodes", nodes), ("pods", pods), ("services", services)];
+    for (i, (a_key, a)) in named.iter().enumerate() {
+        for (b_key, b) in &named[i + 1..] {
+            if let (Some(a), Some(b)) = (a, b)
+                && overlaps(*a, *b)
+            {
+                f.violation(
+                    format!("spec.shoot.networking.{b_key}"),
+                    format!("{b} overlaps the {a_key} network {a}; nodes, pods and services need disjoint ranges"),
+                );
+            }
+        }
+    }
+    if let Some(t) = &net.type_
+        && !syntax::is_dns_label(t)
+    {
+        f.violation(
+            "spec.shoot.networking.type",
+            format!(
+                "{t:?} is not a networking type; use a lower-case name such as calico or cilium"
+            ),
+        );
+    }
+    let provider = ctx.rt.spec.shoot.provider.type_;
+    let nodes = nodes?;
+    if needs_zone_layout(provider)
+        && !(MIN_NODES_PREFIX..=MAX_NODES_PREFIX).contains(&nodes.prefix_len())
+    {
+        f.violation(
+            "spec.shoot.networking.nodes",
+            format!(
+                "{nodes}: for {provider} the prefix length must be between {MIN_NODES_PREFIX} and {MAX_NODES_PREFIX} (the nodes network is split into zone subnets), e.g. 10.250.0.0/16"
+            ),
+        );
+        return None;
+    }
+    Some(nodes)
+}
+
+/// Providers whose infrastructure configuration splits the nodes CIDR into zone subnets.
+pub(crate) fn needs_zone_layout(p: ProviderType) -> bool {
+    matches!(
+        p,
+        ProviderType::Aws | ProviderType::Azure | ProviderType::Alicloud
+    )
+}
+
+/// Parses a CIDR of the shoot networks; records a violation at `field` and returns `None` when
+/// it does not parse, is not IPv4 or is not canonical.
+pub(crate) fn shoot_network(f: &mut Findings, field: &str, value: &str) -> Option<Ipv4Net> {
+    let net = match value.parse::<IpNet>() {
+        Ok(IpNet::V4(n)) => n,
+        Ok(IpNet::V6(_)) => {
+            f.violation(
+                field,
+                format!(
+                    "{value:?} is IPv6; the shoot networks must be IPv4 CIDRs such as 10.250.0.0/16"
+                ),
+            );
+            return None;
+        }
+        Err(_) => {
+            f.violation(
+                field,
+                format!("{value:?} is not a CIDR; use the form 10.250.0.0/16"),
+            );
+            return None;
+        }
+    };
+    if net.trunc() != net {
+        f.violation(
+            field,
+            format!("{value:?} is not in canonical form; use {}", net.trunc()),
+        );
+        return None;
+    }
+    if let Some(r) = RESERVED.iter().find(|r| overlaps(**r, net)) {
+        f.violation(field, format!("{value} overlaps {r}, which Gardener reserves; choose a range outside 240.0.0.0/8-244.0.0.0/8"));
+    }
+    Some(net)
+}
+
+/// Whether two IPv4 networks share an address.
+pub(crate) fn overlaps(a: Ipv4Net, b: Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// Parses an ACL CIDR (IPv4 or IPv6). Returns the parsed network, or a message for a violation.
+pub(crate) fn acl_cidr(value: &str) -> Result<IpNet, String> {
+    value.parse::<IpNet>().map_err(|_| {
+        format!("{value:?} is not a CIDR; use the form 203.0.113.0/24 or 2001:db8::/32")
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_ipv4_only() {
+        let mut f = Findings::default();
+        assert!(shoot_network(&mut f, "n", "10.250.0.0/16").is_some());
+        assert!(f.is_allowed());
+        assert!(shoot_network(&mut f, "n", "10.250.1.0/16").is_none());
+        assert!(
+            f.violations[0].message.contains("use 10.250.0.0/16"),
+            "{:?}",
+            f.violations
+        );
+        assert!(shoot_network(&mut f, "n", "fd00::/64").is_none());
+        assert!(shoot_network(&mut f, "n", "10.250.0.0").is_none());
+        assert_eq!(f.violations.len(), 3);
+        assert!(shoot_network(&mut f, "n", "240.0.0.0/4").is_some());
+        assert_eq!(f.violations.len(), 4);
+    }
+
+    #[test]
+    fn overlap() {
+        let n = |s: &str| s.parse::<Ipv4Net>().unwrap();
+        assert!(overlaps(n("10.0.0.0/8"), n("10.250.0.0/16")));
+        assert!(overlaps(n("10.250.0.0/16"), n("10.0.0.0/8")));
+        assert!(!overlaps(n("10.96.0.0/13"), n("10.104.0.0/13")));
+    }
+}

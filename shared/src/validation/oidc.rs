@@ -1,0 +1,194 @@
+//! OIDC rules: `kubeAPIServer.oidcConfig` and every `additionalOidcConfig` entry.
+
+use super::runtime::Ctx;
+use super::{Findings, Item, syntax};
+use crate::config::SIGNING_ALGORITHMS;
+use crate::gardener::OidcConfig;
+
+const MAIN: &str = "spec.shoot.kubernetes.kubeAPIServer.oidcConfig";
+const ADDITIONAL: &str = "spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig";
+
+/// Where an OIDC entry sits, for field paths.
+#[derive(Clone, Copy)]
+enum At {
+    Main,
+    Additional(Item),
+}
+
+impl At {
+    fn field(self, key: &str) -> String {
+        match self {
+            At::Main => format!("{MAIN}.{key}"),
+            At::Additional(item) => item.field(key),
+        }
+    }
+}
+
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
+    let Some(api) = ctx
+        .rt
+        .spec
+        .shoot
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.kube_api_server.as_ref())
+    else {
+        return;
+    };
+    if let Some(oidc) = &api.oidc_config {
+        // Neither clientID nor issuerURL: the configured operator OIDC applies (upstream).
+        let has_client = oidc.client_id.as_deref().is_some_and(|s| !s.is_empty());
+        let has_issuer = oidc.issuer_url.as_deref().is_some_and(|s| !s.is_empty());
+        if has_client != has_issuer {
+            let missing = if has_client { "issuerURL" } else { "clientID" };
+            f.violation(
+                At::Main.field(missing),
+                "must be set together with clientID and issuerURL; set both, or neither to use the configured operator OIDC provider",
+            );
+        }
+        entry(At::Main, oidc, f);
+    }
+    for (index, extra) in api.additional_oidc_config.iter().flatten().enumerate() {
+        let at = At::Additional(Item {
+            list: ADDITIONAL,
+            index,
+        });
+        let o = &extra.oidc;
+        if o.issuer_url.as_deref().is_none_or(str::is_empty) {
+            f.violation(
+                at.field("issuerURL"),
+                "must be set to the issuer's https URL, e.g. https://kyma.accounts.ondemand.com",
+            );
+        }
+        if o.client_id.as_deref().is_none_or(str::is_empty) {
+            f.violation(
+                at.field("clientID"),
+                "must be set to the client ID tokens are issued for (their audience)",
+            );
+        }
+        entry(at, o, f);
+        if let Some(jwks) = &extra.jwks
+            && let Err(why) = jwks_problem(&jwks.0)
+        {
+            f.violation(at.field("jwks"), why);
+        }
+    }
+}
+
+/// The rules every OIDC entry shares.
+fn entry(at: At, o: &OidcConfig, f: &mut Findings) {
+    if let Some(url) = o.issuer_url.as_deref().filter(|u| !u.is_empty())
+        && let Some(why) = syntax::issuer_url_problem(url)
+    {
+        f.violation(at.field("issuerURL"), format!("{url:?} {why}"));
+    }
+    if let Some(id) = o.client_id.as_deref().filter(|c| !c.is_empty())
+        && id.chars().any(char::is_whitespace)
+    {
+        f.violation(
+            at.field("clientID"),
+            format!("{id:?} contains whitespace; use the client ID exactly as the issuer knows it"),
+        );
+    }
+    for (i, alg) in o.signing_algs.iter().flatten().enumerate() {
+        if !SIGNING_ALGORITHMS.contains(&alg.as_str()) {
+            f.violation(
+                at.field(&format!("signingAlgs[{i}]")),
+                format!(
+                    "{alg:?} is not an allowed signing algorithm; use one of {}",
+                    SIGNING_ALGORITHMS.join(", ")
+                ),
+            );
+        }
+    }
+    for (key, value) in o.required_claims.iter().flatten() {
+        if key.is_empty() || key.contains(|c: char| c.is_whitespace() || c == '=') {
+            f.violation(
+                at.field(&format!("requiredClaims[{key}]")),
+                "is not a claim name; use a name without whitespace or '=', e.g. aud",
+            );
+        } else if value.is_empty() {
+            f.violation(
+                at.field(&format!("requiredClaims[{key}]")),
+                "must hold the value the claim must have",
+            );
+        }
+    }
+    for (key, claim) in [
+        ("usernameClaim", &o.username_claim),
+        ("groupsClaim", &o.groups_claim),
+    ] {
+        if let Some(c) = claim
+            && (c.is_empty() || c.contains(char::is_whitespace))
+        {
+            f.violation(
+                at.field(key),
+                format!(
+                    "{c:?} is not a claim name; use e.g. sub, email or groups, or leave it out"
+                ),
+            );
+        }
+    }
+    if let Some(ca) = &o.ca_bundle
+        && !ca.contains("-----BEGIN CERTIFICATE-----")
+    {
+        f.violation(
+            at.field("caBundle"),
+            "must hold PEM certificates (-----BEGIN CERTIFICATE-----), or be left out",
+        );
+    }
+    if o.client_authentication.is_some() {
+        f.warning(
+            at.field("clientAuthentication"),
+            "is ignored: it configures kubeconfig generation, which Gardener no longer offers",
+        );
+    }
+}
+
+/// What is wrong with a JSON Web Key Set, if anything: it must be a JSON object with a non-empty
+/// `keys` array whose entries each name a key type (`kty`).
+fn jwks_problem(bytes: &[u8]) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Jwks {
+        keys: Vec<Jwk>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Jwk {
+        kty: String,
+    }
+    let set: Jwks = serde_json::from_slice(bytes).map_err(|e| {
+        format!("is not a JSON Web Key Set ({e}); give the base64 of JSON such as {{\"keys\":[{{\"kty\":\"RSA\",...}}]}}")
+    })?;
+    if set.keys.is_empty() {
+        return Err("holds no keys; list the issuer's signing keys under \"keys\"".to_owned());
+    }
+    if let Some(i) = set.keys.iter().position(|k| k.kty.is_empty()) {
+        return Err(format!(
+            "key {i} has an empty \"kty\"; give the key type, e.g. RSA or EC"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::jwks_problem;
+
+    #[test]
+    fn jwks_shapes() {
+        assert!(jwks_problem(br#"{"keys":[{"kty":"RSA","n":"x","e":"AQAB"}]}"#).is_ok());
+        assert!(
+            jwks_problem(br#"{"keys":[]}"#)
+                .unwrap_err()
+                .contains("no keys")
+        );
+        assert!(jwks_problem(br#"{"keys":[{"kty":""}]}"#).is_err());
+        assert!(
+            jwks_problem(b"not json")
+                .unwrap_err()
+                .contains("not a JSON Web Key Set")
+        );
+        assert!(jwks_problem(br#"{"kty":"RSA"}"#).is_err());
+    }
+}

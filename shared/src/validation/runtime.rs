@@ -1,0 +1,257 @@
+//! The rules on a Runtime as a whole (CREATE, and the new object of an UPDATE), and the
+//! shoot-level fields: name, purpose, region, credentials, Kubernetes version, control plane.
+
+use super::{Findings, ValidationOptions, labels, networking, oidc, security, syntax, workers};
+use crate::api::Runtime;
+use crate::config::{KimConfig, KubernetesVersion, ProviderConfig};
+
+/// Gardener's limit on the project name plus the shoot name (`gardener-api.md` 1.8).
+pub const PROJECT_AND_SHOOT_NAME_MAX: usize = 21;
+
+/// Purposes a Shoot in a project namespace may have (`infrastructure` is only allowed in the
+/// `garden` namespace, which the infrastructure manager never uses).
+pub const PURPOSES: [&str; 4] = ["evaluation", "testing", "development", "production"];
+
+/// What the rules of one Runtime need to know.
+pub(crate) struct Ctx<'a> {
+    /// The Runtime under validation.
+    pub rt: &'a Runtime,
+    /// The KIM configuration.
+    pub cfg: &'a KimConfig,
+    /// `kim.providers.<type>`, when the configuration restricts this provider.
+    pub provider: Option<&'a ProviderConfig>,
+    /// On UPDATE, the stored object (relaxes rules for what it already had).
+    pub old: Option<&'a Runtime>,
+    /// Settings from outside the KIM configuration.
+    pub opts: &'a ValidationOptions,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        rt: &'a Runtime,
+        cfg: &'a KimConfig,
+        old: Option<&'a Runtime>,
+        opts: &'a ValidationOptions,
+    ) -> Self {
+        let provider = cfg.provider(rt.spec.shoot.provider.type_.as_str());
+        Self {
+            rt,
+            cfg,
+            provider,
+            old,
+            opts,
+        }
+    }
+}
+
+/// Validates a Runtime on CREATE with [`ValidationOptions::default`]: every rule of
+/// `docs/validation.md` except the UPDATE and DELETE rules.
+pub fn validate_create(rt: &Runtime, cfg: &KimConfig) -> Findings {
+    validate_create_with(rt, cfg, &ValidationOptions::default())
+}
+
+/// [`validate_create`] with explicit [`ValidationOptions`].
+pub fn validate_create_with(rt: &Runtime, cfg: &KimConfig, opts: &ValidationOptions) -> Findings {
+    let mut f = Findings::default();
+    labels::check(rt, &mut f);
+    spec(&Ctx::new(rt, cfg, None, opts), &mut f);
+    f
+}
+
+/// All rules on `spec`.
+pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut Findings) {
+    shoot_name(ctx, f);
+    shoot_fields(ctx, f);
+    let version = kubernetes_version(ctx, f);
+    let nodes = networking::check(ctx, f);
+    workers::check(ctx, nodes, version, f);
+    oidc::check(ctx, f);
+    security::check(ctx, f);
+}
+
+fn shoot_name(ctx: &Ctx<'_>, f: &mut Findings) {
+    const FIELD: &str = "spec.shoot.name";
+    let name = ctx.rt.spec.shoot.name.as_str();
+    let project = ctx.cfg.converter.gardener.project_name.as_str();
+    let max = PROJECT_AND_SHOOT_NAME_MAX.saturating_sub(project.len());
+    if !syntax::is_dns_label(name) || name.contains("--") {
+        f.violation(
+            FIELD,
+            format!("{name:?} is not a valid shoot name; use lower-case letters, digits and single '-', starting and ending with a letter or digit, at most {max} characters"),
+        );
+    } else if name.len() > max {
+        f.violation(
+            FIELD,
+            format!("{name:?} has {} characters; Gardener allows at most {PROJECT_AND_SHOOT_NAME_MAX} for project and shoot name together, so with project {project:?} use at most {max}", name.len()),
+        );
+    }
+}
+
+fn shoot_fields(ctx: &Ctx<'_>, f: &mut Findings) {
+    let shoot = &ctx.rt.spec.shoot;
+    if !PURPOSES.contains(&shoot.purpose.as_str()) {
+        f.violation(
+            "spec.shoot.purpose",
+            format!(
+                "{:?} is not a shoot purpose; use one of {}",
+                shoot.purpose,
+                PURPOSES.join(", ")
+            ),
+        );
+    }
+
+    let provider_type = shoot.provider.type_;
+    if shoot.region.is_empty() {
+        f.violation(
+            "spec.shoot.region",
+            format!(
+                "must name the {provider_type} region, e.g. {}",
+                example_region(provider_type)
+            ),
+        );
+    } else if let Some(p) = ctx.provider
+        && !p.allows_region(&shoot.region)
+    {
+        let allowed: Vec<&str> = p
+            .regions
+            .iter()
+            .flatten()
+            .map(|r| r.name.as_str())
+            .collect();
+        f.violation(
+            "spec.shoot.region",
+            format!(
+                "{:?} is not an allowed {provider_type} region; use one of {}",
+                shoot.region,
+                allowed.join(", ")
+            ),
+        );
+    }
+
+    if !shoot.region.is_empty()
+        && ctx
+            .cfg
+            .audit_log_tenant(provider_type.as_str(), &shoot.region)
+            .is_err()
+    {
+        if ctx.opts.audit_log_mandatory {
+            f.violation(
+                "spec.shoot.region",
+                format!("no audit-log tenant is configured for {provider_type} region {:?} and audit logs are mandatory; use a region of the audit-log tenant file", shoot.region),
+            );
+        } else {
+            f.warning("spec.shoot.region", format_args!("no audit-log tenant is configured for {provider_type} region {:?}; the cluster gets no audit logging", shoot.region));
+        }
+    }
+
+    if !syntax::is_dns_subdomain(&shoot.secret_binding_name) {
+        f.violation(
+            "spec.shoot.secretBindingName",
+            format!("{:?} is not a valid SecretBinding name; use lower-case letters, digits, '-' and '.', at most 253 characters", shoot.secret_binding_name),
+        );
+    }
+
+    if let Some(cp) = &shoot.control_plane {
+        if let Some(ha) = &cp.high_availability {
+            let t = ha.failure_tolerance.type_.as_str();
+            if !matches!(t, "node" | "zone") {
+                f.violation(
+                    "spec.shoot.controlPlane.highAvailability.failureTolerance.type",
+                    format!("{t:?} is not a failure tolerance; use node or zone"),
+                );
+            }
+        }
+        if let Some(zones) = &cp.zones {
+            let zone_ha = cp
+                .high_availability
+                .as_ref()
+                .is_some_and(|h| h.failure_tolerance.type_ == "zone");
+            let wanted = if zone_ha { 3 } else { 1 };
+            let unique = zones
+                .iter()
+                .enumerate()
+                .all(|(i, z)| !zones[..i].contains(z));
+            if zones.len() != wanted || !unique {
+                f.violation(
+                    "spec.shoot.controlPlane.zones",
+                    format!(
+                        "must list exactly {wanted} distinct zone(s) for failure tolerance {}",
+                        if zone_ha { "zone" } else { "node or none" }
+                    ),
+                );
+            }
+        }
+    }
+
+    let provider = &shoot.provider;
+    if provider.infrastructure_config.is_some() {
+        f.warning(
+            "spec.shoot.provider.infrastructureConfig",
+            "is ignored: the infrastructure manager generates the infrastructure configuration",
+        );
+    }
+    if provider.control_plane_config.is_some() {
+        f.warning(
+            "spec.shoot.provider.controlPlaneConfig",
+            "is ignored: the infrastructure manager generates the control plane configuration",
+        );
+    }
+}
+
+fn example_region(t: crate::api::ProviderType) -> &'static str {
+    use crate::api::ProviderType::*;
+    match t {
+        Aws => "eu-central-1",
+        Azure => "westeurope",
+        Gcp => "europe-west3",
+        Openstack => "eu-de-1",
+        Alicloud => "eu-central-1",
+    }
+}
+
+/// Checks `spec.shoot.kubernetes.version` and returns the version the cluster gets (the
+/// configured default when the Runtime names none), if it parses.
+fn kubernetes_version(ctx: &Ctx<'_>, f: &mut Findings) -> Option<KubernetesVersion> {
+    const FIELD: &str = "spec.shoot.kubernetes.version";
+    let Some(v) = explicit_version(ctx.rt) else {
+        return Some(*ctx.cfg.default_kubernetes_version());
+    };
+    let parsed = match v.parse::<KubernetesVersion>() {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            f.violation(FIELD, why);
+            return None;
+        }
+    };
+    if let Some(p) = ctx.provider
+        && let Err(why) = p.check_kubernetes_version(v)
+    {
+        f.violation(
+            FIELD,
+            format!(
+                "{why}; use a version the {} configuration offers",
+                ctx.rt.spec.shoot.provider.type_
+            ),
+        );
+    }
+    Some(parsed)
+}
+
+/// `spec.shoot.kubernetes.version` when set and not empty (empty means "use the default", as
+/// upstream treats it).
+pub(crate) fn explicit_version(rt: &Runtime) -> Option<&str> {
+    rt.spec
+        .shoot
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.version.as_deref())
+        .filter(|v| !v.is_empty())
+}
+
+/// The Kubernetes version the cluster gets: the Runtime's, or the configured default.
+pub(crate) fn effective_version(rt: &Runtime, cfg: &KimConfig) -> Option<KubernetesVersion> {
+    match explicit_version(rt) {
+        Some(v) => v.parse().ok(),
+        None => Some(*cfg.default_kubernetes_version()),
+    }
+}

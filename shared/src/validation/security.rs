@@ -1,0 +1,64 @@
+//! Rules on `spec.security` (administrators, network filter) and the kube-apiserver ACL.
+
+use super::Findings;
+use super::networking::acl_cidr;
+use super::runtime::Ctx;
+
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
+    let security = &ctx.rt.spec.security;
+    if security.administrators.is_empty() {
+        f.violation(
+            "spec.security.administrators",
+            "must name at least one administrator (user name or e-mail), who is bound to cluster-admin in the cluster",
+        );
+    }
+    for (i, admin) in security.administrators.iter().enumerate() {
+        if admin.trim().is_empty() {
+            f.violation(
+                format!("spec.security.administrators[{i}]"),
+                "is empty; give a user name or e-mail",
+            );
+        } else if admin.trim() != admin {
+            f.violation(
+                format!("spec.security.administrators[{i}]"),
+                format!("{admin:?} has leading or trailing whitespace; give the user name exactly, e.g. {:?}", admin.trim()),
+            );
+        } else if security.administrators[..i].contains(admin) {
+            f.warning(
+                format_args!("spec.security.administrators[{i}]"),
+                format_args!("{admin:?} is listed twice"),
+            );
+        }
+    }
+
+    let filter = &security.networking.filter;
+    if !filter.egress.enabled && filter.ingress.as_ref().is_some_and(|i| i.enabled) {
+        f.warning(
+            "spec.security.networking.filter.ingress.enabled",
+            "is ignored while egress filtering is off: ingress filtering (blackholing) needs the networking filter, which egress.enabled=false switches off",
+        );
+    }
+
+    let acl = ctx
+        .rt
+        .spec
+        .shoot
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.kube_api_server.as_ref())
+        .and_then(|a| a.acl.as_ref())
+        .and_then(|a| a.allowed_cidrs.as_ref());
+    for (i, cidr) in acl.into_iter().flatten().enumerate() {
+        let field = || format!("spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs[{i}]");
+        match acl_cidr(cidr) {
+            Err(why) => f.violation(field(), why),
+            Ok(net) if net.trunc() != net => {
+                f.warning(
+                    field(),
+                    format_args!("{cidr} is not in canonical form; it allows {}", net.trunc()),
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+}

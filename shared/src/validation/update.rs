@@ -1,0 +1,171 @@
+//! UPDATE rules: what may not change once the shoot exists, plus all CREATE rules on the new
+//! object where the update touches them.
+
+use super::runtime::{self, Ctx, effective_version};
+use super::workers::pools;
+use super::{Findings, ValidationOptions, labels};
+use crate::api::Runtime;
+use crate::config::KimConfig;
+use crate::convert::zones::MAX_ZONES;
+
+/// Validates an UPDATE from `old` (stored) to `new` with [`ValidationOptions::default`].
+pub fn validate_update(old: &Runtime, new: &Runtime, cfg: &KimConfig) -> Findings {
+    validate_update_with(old, new, cfg, &ValidationOptions::default())
+}
+
+/// Validates an UPDATE from `old` (stored) to `new`.
+///
+/// The CREATE rules run on `new` only for the parts the update changes (labels, spec), so that
+/// a Runtime stored before a rule existed still accepts metadata-only updates such as its
+/// finalizer being added or removed. While the Runtime is being deleted only the immutability
+/// rules apply.
+pub fn validate_update_with(
+    old: &Runtime,
+    new: &Runtime,
+    cfg: &KimConfig,
+    opts: &ValidationOptions,
+) -> Findings {
+    let mut f = Findings::default();
+    let deleting = new.metadata.deletion_timestamp.is_some();
+    if !deleting && old.metadata.labels != new.metadata.labels {
+        labels::check(new, &mut f);
+    }
+    if !deleting && old.spec != new.spec {
+        runtime::spec(&Ctx::new(new, cfg, Some(old), opts), &mut f);
+    }
+    immutable(old, new, cfg, &mut f);
+    f
+}
+
+fn immutable(old: &Runtime, new: &Runtime, cfg: &KimConfig, f: &mut Findings) {
+    let (o, n) = (&old.spec.shoot, &new.spec.shoot);
+    let mut fixed = |field: &str, before: &str, after: &str| {
+        if before != after {
+            f.violation(
+                field,
+                format!("is immutable: changing it would need a new cluster; keep {before:?}"),
+            );
+        }
+    };
+    fixed("spec.shoot.name", &o.name, &n.name);
+    fixed(
+        "spec.shoot.provider.type",
+        o.provider.type_.as_str(),
+        n.provider.type_.as_str(),
+    );
+    fixed("spec.shoot.region", &o.region, &n.region);
+    fixed(
+        "spec.shoot.platformRegion",
+        &o.platform_region,
+        &n.platform_region,
+    );
+    fixed(
+        "spec.shoot.secretBindingName",
+        &o.secret_binding_name,
+        &n.secret_binding_name,
+    );
+    fixed(
+        "spec.shoot.networking.nodes",
+        &o.networking.nodes,
+        &n.networking.nodes,
+    );
+    fixed(
+        "spec.shoot.networking.pods",
+        &o.networking.pods,
+        &n.networking.pods,
+    );
+    fixed(
+        "spec.shoot.networking.services",
+        &o.networking.services,
+        &n.networking.services,
+    );
+    // Unset -> set is allowed: the shoot already has a type, which the default names.
+    if let Some(before) = &o.networking.type_ {
+        fixed(
+            "spec.shoot.networking.type",
+            before,
+            n.networking.type_.as_deref().unwrap_or_default(),
+        );
+    }
+    if let Some(before) = failure_tolerance(old) {
+        fixed(
+            "spec.shoot.controlPlane.highAvailability.failureTolerance.type",
+            before,
+            failure_tolerance(new).unwrap_or_default(),
+        );
+    }
+
+    // Zones of a pool may be added, never removed: its machines and subnets live there.
+    for (at, w) in pools(new) {
+        let Some((_, before)) = pools(old).find(|(_, p)| p.name == w.name) else {
+            continue;
+        };
+        let now = w.zones.as_deref().unwrap_or_default();
+        let removed: Vec<&str> = before
+            .zones
+            .iter()
+            .flatten()
+            .filter(|z| !now.contains(z))
+            .map(String::as_str)
+            .collect();
+        if !removed.is_empty() {
+            f.violation(
+                at.field("zones"),
+                format!(
+                    "zones may be added, not removed; keep {} in pool {:?}",
+                    removed.join(", "),
+                    w.name
+                ),
+            );
+        }
+    }
+
+    // The cluster keeps every zone it ever had (pools may go, their zones stay in the
+    // infrastructure), so old and new zones together must stay within the limit.
+    let mut zones: Vec<&str> = Vec::new();
+    for z in pools(old)
+        .chain(pools(new))
+        .flat_map(|(_, w)| w.zones.iter().flatten())
+    {
+        if !zones.contains(&z.as_str()) {
+            zones.push(z);
+        }
+    }
+    if zones.len() > MAX_ZONES {
+        f.violation(
+            "spec.shoot.provider.workers",
+            format!("the cluster keeps its {} existing zones and may use at most {MAX_ZONES} in all; the new zones would make {}", distinct(old), zones.len()),
+        );
+    }
+
+    if let (Some(before), Some(after)) = (effective_version(old, cfg), effective_version(new, cfg))
+        && !after.is_at_least(&before)
+    {
+        f.violation(
+            "spec.shoot.kubernetes.version",
+            format!("{after} is lower than the current version {before}; Kubernetes cannot be downgraded, use {before} or newer"),
+        );
+    }
+}
+
+fn failure_tolerance(rt: &Runtime) -> Option<&str> {
+    let ha = rt
+        .spec
+        .shoot
+        .control_plane
+        .as_ref()?
+        .high_availability
+        .as_ref()?;
+    Some(ha.failure_tolerance.type_.as_str())
+}
+
+/// Number of distinct zones over all pools of `rt`.
+fn distinct(rt: &Runtime) -> usize {
+    let mut zones: Vec<&str> = Vec::new();
+    for z in pools(rt).flat_map(|(_, w)| w.zones.iter().flatten()) {
+        if !zones.contains(&z.as_str()) {
+            zones.push(z);
+        }
+    }
+    zones.len()
+}

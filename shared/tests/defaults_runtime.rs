@@ -1,0 +1,306 @@
+//! Defaulting: fills exactly the documented fields (`docs/defaults.md`), never overrides a value,
+//! is idempotent, and on UPDATE touches only what the update adds.
+#![allow(clippy::unwrap_used)]
+
+#[path = "validation_fixtures/mod.rs"]
+mod fixtures;
+
+use fixtures::*;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kim_shared::api::Runtime;
+use kim_shared::defaults::{apply_defaults, apply_update_defaults};
+use kim_shared::gardener::ShootMachineImage;
+use serde_json::Value;
+
+/// The sample with every defaultable field left out.
+fn bare() -> Runtime {
+    runtime(|rt| {
+        rt.spec.shoot.kubernetes.as_mut().unwrap().version = None;
+        rt.spec.shoot.networking.type_ = None;
+        rt.spec.shoot.networking.nodes = String::new();
+        rt.spec.shoot.networking.pods = String::new();
+        rt.spec.shoot.networking.services = String::new();
+        rt.spec.shoot.control_plane = None;
+        let mut extra = rt.spec.shoot.provider.workers[0].clone();
+        extra.name = "extra".into();
+        extra.zones = Some(vec!["eu-central-1a".into()]);
+        rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
+        for w in rt.spec.shoot.provider.workers.iter_mut().chain(
+            rt.spec
+                .shoot
+                .provider
+                .additional_workers
+                .iter_mut()
+                .flatten(),
+        ) {
+            w.machine.image = None;
+            w.volume = None;
+            w.max_surge = None;
+            w.max_unavailable = None;
+        }
+    })
+}
+
+fn defaulted(mut rt: Runtime) -> Runtime {
+    apply_defaults(&mut rt, config());
+    rt
+}
+
+/// Leaf paths (`a.b[*].c`) that differ between two JSON documents.
+fn changed_leaves(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                changed_leaves(a.get(k).unwrap_or(&Value::Null), v, &p, out);
+            }
+            for k in a.keys().filter(|k| !b.contains_key(*k)) {
+                out.push(format!("{path}.{k} (removed)"));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (x, y) in a.iter().zip(b) {
+                changed_leaves(x, y, &format!("{path}[*]"), out);
+            }
+        }
+        (Value::Null, Value::Object(b)) => {
+            for (k, v) in b {
+                changed_leaves(&Value::Null, v, &format!("{path}.{k}"), out);
+            }
+        }
+        (a, b) if a != b => out.push(path.to_owned()),
+        _ => {}
+    }
+}
+
+/// The fields the CREATE table of `docs/defaults.md` lists.
+fn documented_create_defaults() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/defaults.md"))
+        .unwrap();
+    let start = doc
+        .find("## On CREATE")
+        .expect("docs/defaults.md has a CREATE section");
+    let end = doc
+        .find("## On UPDATE")
+        .expect("docs/defaults.md has an UPDATE section");
+    let mut fields = Vec::new();
+    for line in doc[start..end].lines().filter(|l| l.starts_with("| `")) {
+        let field = line.split('`').nth(1).unwrap();
+        match field.strip_prefix("workers[*].") {
+            Some(rest) => {
+                fields.push(format!("spec.shoot.provider.workers[*].{rest}"));
+                fields.push(format!("spec.shoot.provider.additionalWorkers[*].{rest}"));
+            }
+            None => fields.push(field.to_owned()),
+        }
+    }
+    assert!(fields.len() >= 12, "{fields:?}");
+    fields
+}
+
+fn changes(before: &Runtime, after: &Runtime) -> Vec<String> {
+    let mut out = Vec::new();
+    changed_leaves(
+        &serde_json::to_value(before).unwrap(),
+        &serde_json::to_value(after).unwrap(),
+        "",
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn a_bare_runtime_gets_exactly_the_documented_defaults() {
+    let before = bare();
+    let after = defaulted(before.clone());
+    let mut changed = changes(&before, &after);
+    let mut documented = documented_create_defaults();
+    changed.sort();
+    documented.sort();
+    assert_eq!(changed, documented);
+    accepts(&after);
+}
+
+#[test]
+fn default_values_come_from_the_configuration() {
+    let rt = defaulted(bare());
+    let shoot = &rt.spec.shoot;
+    assert_eq!(
+        shoot.kubernetes.as_ref().unwrap().version.as_deref(),
+        Some("1.35")
+    );
+    assert_eq!(shoot.networking.type_.as_deref(), Some("calico"));
+    assert_eq!(
+        [
+            &shoot.networking.nodes,
+            &shoot.networking.pods,
+            &shoot.networking.services
+        ],
+        ["10.250.0.0/16", "10.96.0.0/13", "10.104.0.0/13"]
+    );
+    let cp = shoot
+        .control_plane
+        .as_ref()
+        .unwrap()
+        .high_availability
+        .as_ref()
+        .unwrap();
+    assert_eq!(cp.failure_tolerance.type_, "zone");
+    let main = &shoot.provider.workers[0];
+    let image = main.machine.image.as_ref().unwrap();
+    assert_eq!(
+        (image.name.as_str(), image.version.as_deref()),
+        ("gardenlinux", Some("1877.8.0"))
+    );
+    let volume = main.volume.as_ref().unwrap();
+    assert_eq!(
+        (volume.type_.as_deref(), volume.size.as_str()),
+        (Some("gp3"), "80Gi")
+    );
+    assert_eq!(main.max_surge, Some(IntOrString::Int(3)), "one per zone");
+    assert_eq!(main.max_unavailable, Some(IntOrString::Int(0)));
+    let extra = &shoot.provider.additional_workers.as_ref().unwrap()[0];
+    assert_eq!(extra.max_surge, Some(IntOrString::Int(1)));
+}
+
+#[test]
+fn a_complete_runtime_only_gets_the_networking_type() {
+    // The sample sets everything but the networking type.
+    let before = sample();
+    assert_eq!(
+        changes(&before, &defaulted(before.clone())),
+        ["spec.shoot.networking.type"]
+    );
+}
+
+#[test]
+fn user_values_are_never_overridden() {
+    let mut rt = sample();
+    rt.spec.shoot.networking.type_ = Some("cilium".into());
+    let w = main_pool(&mut rt);
+    w.max_surge = Some(IntOrString::String("50%".into()));
+    w.max_unavailable = Some(IntOrString::Int(1));
+    w.volume.as_mut().unwrap().type_ = Some("gp2".into());
+    assert_eq!(defaulted(rt.clone()), rt);
+}
+
+#[test]
+fn defaulting_is_idempotent() {
+    let once = defaulted(bare());
+    assert_eq!(defaulted(once.clone()), once);
+    let sample_once = defaulted(sample());
+    assert_eq!(defaulted(sample_once.clone()), sample_once);
+}
+
+#[test]
+fn partial_images_and_volumes_are_completed() {
+    let mut rt = sample();
+    let w = main_pool(&mut rt);
+    w.machine.image = Some(ShootMachineImage {
+        name: String::new(),
+        provider_config: None,
+        version: None,
+    });
+    w.volume.as_mut().unwrap().type_ = None;
+    let rt = defaulted(rt);
+    let w = &rt.spec.shoot.provider.workers[0];
+    let image = w.machine.image.as_ref().unwrap();
+    assert_eq!(
+        (image.name.as_str(), image.version.as_deref()),
+        ("gardenlinux", Some("1877.8.0"))
+    );
+    assert_eq!(w.volume.as_ref().unwrap().type_.as_deref(), Some("gp3"));
+    assert_eq!(
+        w.volume.as_ref().unwrap().size,
+        "50Gi",
+        "the sample's size stays"
+    );
+}
+
+#[test]
+fn another_image_without_version_is_left_to_gardener() {
+    let mut rt = sample();
+    main_pool(&mut rt).machine.image = Some(ShootMachineImage {
+        name: "ubuntu".into(),
+        provider_config: None,
+        version: None,
+    });
+    let rt = defaulted(rt);
+    assert_eq!(
+        rt.spec.shoot.provider.workers[0]
+            .machine
+            .image
+            .as_ref()
+            .unwrap()
+            .version,
+        None
+    );
+}
+
+#[test]
+fn a_provider_without_defaults_gets_only_the_global_ones() {
+    let mut cfg = config().clone();
+    cfg.kim.providers.clear();
+    let mut rt = bare();
+    apply_defaults(&mut rt, &cfg);
+    assert_eq!(rt.spec.shoot.networking.type_.as_deref(), Some("calico"));
+    assert_eq!(rt.spec.shoot.networking.nodes, "", "no provider default");
+    assert!(rt.spec.shoot.control_plane.is_none());
+    let w = &rt.spec.shoot.provider.workers[0];
+    assert!(w.volume.is_none());
+    assert_eq!(
+        w.machine.image.as_ref().unwrap().version.as_deref(),
+        Some("1877.8.0"),
+        "converter.machineImage"
+    );
+}
+
+#[test]
+fn on_update_only_new_pools_get_defaults_and_the_version_is_kept() {
+    let old = runtime(|rt| {
+        let w = main_pool(rt);
+        w.volume = None;
+        w.max_surge = None;
+    });
+    let mut new = old.clone();
+    new.spec.shoot.kubernetes.as_mut().unwrap().version = None;
+    new.spec.shoot.networking.type_ = None;
+    let mut pool = new.spec.shoot.provider.workers[0].clone();
+    pool.name = "new-pool".into();
+    pool.machine.image = None;
+    new.spec.shoot.provider.additional_workers = Some(vec![pool]);
+
+    apply_update_defaults(&old, &mut new, config());
+    assert_eq!(
+        new.spec
+            .shoot
+            .kubernetes
+            .as_ref()
+            .unwrap()
+            .version
+            .as_deref(),
+        Some("1.35.4"),
+        "the stored version"
+    );
+    assert_eq!(
+        new.spec.shoot.networking.type_, None,
+        "a legacy cluster keeps what it has"
+    );
+    let main = &new.spec.shoot.provider.workers[0];
+    assert!(
+        main.volume.is_none() && main.max_surge.is_none(),
+        "an existing pool is left as it is"
+    );
+    let added = &new.spec.shoot.provider.additional_workers.as_ref().unwrap()[0];
+    assert_eq!(added.volume.as_ref().unwrap().size, "80Gi");
+    assert_eq!(added.max_surge, Some(IntOrString::Int(3)));
+    assert_eq!(added.machine.image.as_ref().unwrap().name, "gardenlinux");
+
+    let again = new.clone();
+    apply_update_defaults(&old, &mut new, config());
+    assert_eq!(new, again, "idempotent");
+}

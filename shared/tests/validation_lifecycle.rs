@@ -1,0 +1,330 @@
+//! UPDATE rules (immutable fields, zones, version), DELETE rules (deletion protection) and the
+//! GardenerCluster rules.
+#![allow(clippy::unwrap_used)]
+
+#[path = "validation_fixtures/mod.rs"]
+mod fixtures;
+
+use fixtures::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kim_shared::api::ProviderType;
+use kim_shared::names;
+use kim_shared::validation::{DeletionPolicy, validate_delete, validate_gardener_cluster};
+
+const CONFIRMED: &str = "metadata.annotations[operator.kyma-project.io/deletion-confirmed]";
+
+#[test]
+fn an_unchanged_or_harmless_update_is_allowed() {
+    let old = sample();
+    accepts_update(&old, &old);
+    let new = runtime(|rt| {
+        rt.spec
+            .security
+            .administrators
+            .push("second@myorg.com".into());
+        rt.spec.shoot.provider.workers[0].maximum = 30;
+    });
+    accepts_update(&old, &new);
+}
+
+#[test]
+fn identity_of_the_cluster_is_immutable() {
+    let old = sample();
+    let cases: Vec<(&str, kim_shared::api::Runtime)> = vec![
+        (
+            "spec.shoot.name",
+            runtime(|rt| rt.spec.shoot.name = "other".into()),
+        ),
+        (
+            "spec.shoot.region",
+            runtime(|rt| {
+                rt.spec.shoot.region = "eu-west-1".into();
+                let zones = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+                    .map(String::from)
+                    .to_vec();
+                // A new pool, so that only the region is at fault (not removed zones).
+                rt.spec.shoot.provider.workers[0].zones = Some(zones);
+                rt.spec.shoot.provider.workers[0].name = "new-pool".into();
+            }),
+        ),
+        (
+            "spec.shoot.platformRegion",
+            runtime(|rt| rt.spec.shoot.platform_region = "cf-eu10".into()),
+        ),
+        (
+            "spec.shoot.secretBindingName",
+            runtime(|rt| rt.spec.shoot.secret_binding_name = "other".into()),
+        ),
+        (
+            "spec.shoot.networking.nodes",
+            runtime(|rt| rt.spec.shoot.networking.nodes = "10.251.0.0/16".into()),
+        ),
+        (
+            "spec.shoot.networking.pods",
+            runtime(|rt| rt.spec.shoot.networking.pods = "100.80.0.0/12".into()),
+        ),
+        (
+            "spec.shoot.networking.services",
+            runtime(|rt| rt.spec.shoot.networking.services = "100.112.0.0/13".into()),
+        ),
+    ];
+    for (field, new) in cases {
+        rejects_with(&old, &new, field, "immutable");
+    }
+}
+
+/// [`rejects_update`] plus a message check (the update helpers have no `_with` variant).
+fn rejects_with(
+    old: &kim_shared::api::Runtime,
+    new: &kim_shared::api::Runtime,
+    field: &str,
+    needle: &str,
+) {
+    let v = rejects_update(old, new, field);
+    assert!(v.message.contains(needle), "{field}: {v}");
+}
+
+#[test]
+fn provider_type_is_immutable() {
+    let old = sample();
+    let mut new = upstream_runtime("docs/adr/assets/runtime-examples/azure.yaml");
+    new.metadata.labels = old.metadata.labels.clone();
+    new.spec.shoot.name = old.spec.shoot.name.clone();
+    new.spec.shoot.region = old.spec.shoot.region.clone();
+    new.spec.shoot.networking = old.spec.shoot.networking.clone();
+    new.spec.shoot.platform_region = old.spec.shoot.platform_region.clone();
+    assert_eq!(new.spec.shoot.provider.type_, ProviderType::Azure);
+    let f = kim_shared::validation::validate_update(&old, &new, config());
+    assert!(
+        f.violations
+            .iter()
+            .any(|v| v.field == "spec.shoot.provider.type"),
+        "{:?}",
+        f.violations
+    );
+}
+
+#[test]
+fn networking_type_and_failure_tolerance_are_immutable_once_set() {
+    let old = runtime(|rt| rt.spec.shoot.networking.type_ = Some("calico".into()));
+    let new = runtime(|rt| rt.spec.shoot.networking.type_ = Some("cilium".into()));
+    rejects_update(&old, &new, "spec.shoot.networking.type");
+    // Unset -> set is allowed (the mutating webhook fills the default).
+    accepts_update(&sample(), &old);
+
+    let new = runtime(|rt| rt.spec.shoot.control_plane = None);
+    rejects_update(
+        &sample(),
+        &new,
+        "spec.shoot.controlPlane.highAvailability.failureTolerance.type",
+    );
+}
+
+#[test]
+fn zones_may_be_added_not_removed() {
+    let two = runtime(|rt| {
+        rt.spec.shoot.provider.workers[0].zones =
+            Some(vec!["eu-central-1a".into(), "eu-central-1b".into()])
+    });
+    let three = sample();
+    let fix = |rt: &mut kim_shared::api::Runtime| {
+        let w = &mut rt.spec.shoot.provider.workers[0];
+        w.max_surge = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
+    };
+    let mut two = two;
+    fix(&mut two);
+    let mut three = three;
+    fix(&mut three);
+    accepts_update(&two, &three);
+    rejects_with(
+        &three,
+        &two,
+        "spec.shoot.provider.workers[0].zones",
+        "eu-central-1c",
+    );
+}
+
+#[test]
+fn zones_of_old_and_new_pools_together_stay_within_eight() {
+    let mut cfg = config().clone();
+    cfg.kim
+        .providers
+        .values_mut()
+        .for_each(|p| p.regions = None);
+    let zones = |letters: &str| {
+        letters
+            .chars()
+            .map(|l| format!("eu-central-1{l}"))
+            .collect::<Vec<_>>()
+    };
+    let pool = |name: &str, letters: &str| {
+        let mut w = sample().spec.shoot.provider.workers[0].clone();
+        w.name = name.into();
+        w.zones = Some(zones(letters));
+        w
+    };
+    let old = runtime(|rt| {
+        rt.spec.shoot.provider.workers[0].zones = Some(zones("abc"));
+        rt.spec.shoot.provider.additional_workers = Some(vec![pool("gone", "defgh")]);
+    });
+    assert!(kim_shared::validation::validate_create(&old, &cfg).is_allowed());
+    // The pool with five zones goes, a pool with a ninth zone comes: the cluster keeps all nine.
+    let new = runtime(|rt| {
+        rt.spec.shoot.provider.workers[0].zones = Some(zones("abc"));
+        rt.spec.shoot.provider.additional_workers = Some(vec![pool("new", "i")]);
+    });
+    assert!(kim_shared::validation::validate_create(&new, &cfg).is_allowed());
+    denied(
+        kim_shared::validation::validate_update(&old, &new, &cfg),
+        "spec.shoot.provider.workers",
+    );
+}
+
+#[test]
+fn kubernetes_version_never_goes_down() {
+    let version = |v: Option<&str>| {
+        runtime(|rt| rt.spec.shoot.kubernetes.as_mut().unwrap().version = v.map(Into::into))
+    };
+    accepts_update(&version(Some("1.34.4")), &version(Some("1.35.4")));
+    accepts_update(&version(Some("1.35.4")), &version(Some("1.35")));
+    rejects_with(
+        &version(Some("1.35.4")),
+        &version(Some("1.34.4")),
+        "spec.shoot.kubernetes.version",
+        "1.35.4",
+    );
+    // Leaving it out means the configured default (1.35), which is below 1.36.3.
+    rejects_update(
+        &version(Some("1.36.3")),
+        &version(None),
+        "spec.shoot.kubernetes.version",
+    );
+}
+
+#[test]
+fn metadata_only_updates_of_a_legacy_runtime_are_allowed() {
+    // Stored before the webhook: invalid by today's rules.
+    let legacy = runtime(|rt| {
+        rt.spec.shoot.secret_binding_name = "hyperscaler secret".into();
+        set_label(rt, names::LABEL_BROKER_PLAN_ID, None);
+    });
+    let mut finalized = legacy.clone();
+    finalized.metadata.finalizers = Some(vec![names::RUNTIME_FINALIZER.into()]);
+    set_annotation(
+        &mut finalized,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        "true",
+    );
+    accepts_update(&legacy, &finalized);
+    // A spec change brings the spec rules back (the labels were not touched).
+    let mut changed = finalized.clone();
+    changed.spec.shoot.provider.workers[0].maximum = 25;
+    rejects_update(&finalized, &changed, "spec.shoot.secretBindingName");
+}
+
+#[test]
+fn legacy_azure_lite_pools_may_keep_no_zones() {
+    let mut old = upstream_runtime("docs/adr/assets/runtime-examples/azure-lite.yaml");
+    old.spec.shoot.provider.workers[0].zones = Some(vec![]);
+    let mut new = old.clone();
+    new.spec.shoot.provider.workers[0].maximum = 12;
+    accepts_update(&old, &new);
+    denied(
+        kim_shared::validation::validate_create(&new, config()),
+        "spec.shoot.provider.workers[0].zones",
+    );
+}
+
+#[test]
+fn a_runtime_being_deleted_only_keeps_its_immutable_fields() {
+    let legacy = runtime(|rt| rt.spec.shoot.secret_binding_name = "hyperscaler secret".into());
+    let mut deleting = legacy.clone();
+    deleting.metadata.deletion_timestamp = Some(Time("2026-04-22T10:00:00Z".parse().unwrap()));
+    let mut released = deleting.clone();
+    released.metadata.finalizers = None;
+    released.spec.shoot.provider.workers[0].maximum = 21;
+    accepts_update(&deleting, &released);
+}
+
+#[test]
+fn deletion_needs_a_fresh_confirmation() {
+    let confirmed =
+        |at: &str| runtime(|rt| set_annotation(rt, names::ANNOTATION_DELETION_CONFIRMED, at));
+    let now = "2026-04-22T10:00:00Z";
+    allowed(delete_at(&confirmed("2026-04-22T09:59:00Z"), now));
+    allowed(delete_at(&confirmed("2026-04-22T10:00:00Z"), now));
+    let cases = [
+        (sample(), "not confirmed"),
+        (confirmed("tomorrow"), "RFC3339"),
+        (confirmed("2026-04-22T11:59:00+02:00"), "RFC3339 UTC"),
+        (confirmed("2026-04-22T10:00:30Z"), "future"),
+        (confirmed("2026-04-22T09:57:59Z"), "older than 2m"),
+    ];
+    for (rt, needle) in cases {
+        let v = denied(delete_at(&rt, now), CONFIRMED);
+        assert!(v.message.contains(needle), "{v}");
+    }
+}
+
+#[test]
+fn deletion_protection_can_be_switched_off_and_its_window_set() {
+    let off = DeletionPolicy {
+        enabled: false,
+        ..DeletionPolicy::default()
+    };
+    allowed(validate_delete(
+        &sample(),
+        &off,
+        "2026-04-22T10:00:00Z".parse().unwrap(),
+    ));
+    let hour = DeletionPolicy {
+        enabled: true,
+        window: std::time::Duration::from_secs(3600),
+    };
+    let rt = runtime(|rt| {
+        set_annotation(
+            rt,
+            names::ANNOTATION_DELETION_CONFIRMED,
+            "2026-04-22T09:10:00Z",
+        )
+    });
+    allowed(validate_delete(
+        &rt,
+        &hour,
+        "2026-04-22T10:00:00Z".parse().unwrap(),
+    ));
+    assert_eq!(
+        DeletionPolicy::default().window,
+        std::time::Duration::from_secs(120)
+    );
+}
+
+#[test]
+fn gardener_cluster_sample_is_valid() {
+    allowed(validate_gardener_cluster(&gardener_cluster()));
+}
+
+#[test]
+fn gardener_cluster_names_must_be_valid() {
+    type Edit = fn(&mut kim_shared::api::GardenerCluster);
+    let cases: [(&str, Edit); 5] = [
+        ("spec.kubeconfig.secret.name", |gc| {
+            gc.spec.kubeconfig.secret.name = "Kubeconfig runtime".into()
+        }),
+        ("spec.kubeconfig.secret.name", |gc| {
+            gc.spec.kubeconfig.secret.name = String::new()
+        }),
+        ("spec.kubeconfig.secret.namespace", |gc| {
+            gc.spec.kubeconfig.secret.namespace = "kcp.system".into()
+        }),
+        ("spec.kubeconfig.secret.key", |gc| {
+            gc.spec.kubeconfig.secret.key = String::new()
+        }),
+        ("spec.shoot.name", |gc| gc.spec.shoot.name = "Shoot".into()),
+    ];
+    for (field, edit) in cases {
+        let mut gc = gardener_cluster();
+        edit(&mut gc);
+        denied(validate_gardener_cluster(&gc), field);
+    }
+}

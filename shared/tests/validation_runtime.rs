@@ -1,0 +1,326 @@
+//! CREATE rules on the Runtime as a whole: labels, shoot name, purpose, region, credentials,
+//! Kubernetes version, control plane, networking.
+#![allow(clippy::unwrap_used)]
+
+#[path = "validation_fixtures/mod.rs"]
+mod fixtures;
+
+use fixtures::*;
+use kim_shared::api::ProviderType;
+use kim_shared::gardener::shoot::{FailureTolerance, HighAvailability};
+use kim_shared::names;
+use kim_shared::validation::{ValidationOptions, validate_create, validate_create_with};
+
+#[test]
+fn the_corrected_upstream_sample_is_valid() {
+    let findings = accepts(&sample());
+    // The sample asks for ingress filtering with egress filtering off.
+    assert!(
+        findings
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("spec.security.networking.filter.ingress.enabled")),
+        "{:?}",
+        findings.warnings
+    );
+}
+
+#[test]
+fn every_required_label_must_be_present() {
+    for key in names::REQUIRED_RUNTIME_LABELS {
+        let rt = runtime(|rt| set_label(rt, key, None));
+        rejects_with(&rt, &format!("metadata.labels[{key}]"), "missing");
+    }
+}
+
+#[test]
+fn required_labels_must_not_be_empty() {
+    let rt = runtime(|rt| set_label(rt, names::LABEL_RUNTIME_ID, Some(" ")));
+    rejects_with(&rt, "metadata.labels[kyma-project.io/runtime-id]", "empty");
+}
+
+#[test]
+fn all_label_violations_are_reported_at_once() {
+    let rt = runtime(|rt| rt.metadata.labels = None);
+    let f = validate_create(&rt, config());
+    assert_eq!(
+        f.violations.len(),
+        names::REQUIRED_RUNTIME_LABELS.len(),
+        "{:?}",
+        f.violations
+    );
+}
+
+#[test]
+fn a_shoot_name_label_that_differs_is_a_warning() {
+    let rt = runtime(|rt| set_label(rt, names::LABEL_SHOOT_NAME, Some("other")));
+    let f = accepts(&rt);
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("kyma-project.io/shoot-name")),
+        "{:?}",
+        f.warnings
+    );
+}
+
+#[test]
+fn shoot_name_must_be_a_dns_label() {
+    for bad in [
+        "Shoot",
+        "shoot_1",
+        "-shoot",
+        "shoot-",
+        "",
+        "a--b",
+        "shoot.one",
+    ] {
+        let rt = runtime(|rt| rt.spec.shoot.name = bad.into());
+        rejects(&rt, "spec.shoot.name");
+    }
+}
+
+#[test]
+fn shoot_name_and_project_name_stay_within_gardeners_limit() {
+    // Project `kyma-dev` (8 characters) leaves 13 for the shoot name.
+    accepts(&runtime(|rt| rt.spec.shoot.name = "a".repeat(13)));
+    rejects_with(
+        &runtime(|rt| rt.spec.shoot.name = "a".repeat(14)),
+        "spec.shoot.name",
+        "at most 13",
+    );
+}
+
+#[test]
+fn purpose_must_be_a_shoot_purpose() {
+    for ok in ["evaluation", "testing", "development", "production"] {
+        accepts(&runtime(|rt| rt.spec.shoot.purpose = ok.into()));
+    }
+    for bad in ["", "infrastructure", "prod"] {
+        rejects_with(
+            &runtime(|rt| rt.spec.shoot.purpose = bad.into()),
+            "spec.shoot.purpose",
+            "production",
+        );
+    }
+}
+
+#[test]
+fn region_must_be_configured_for_the_provider() {
+    rejects_with(
+        &runtime(|rt| rt.spec.shoot.region = "eu-south-7".into()),
+        "spec.shoot.region",
+        "eu-central-1",
+    );
+    rejects(
+        &runtime(|rt| rt.spec.shoot.region = String::new()),
+        "spec.shoot.region",
+    );
+    // An Azure region is not an AWS region.
+    rejects(
+        &runtime(|rt| rt.spec.shoot.region = "westeurope".into()),
+        "spec.shoot.region",
+    );
+}
+
+#[test]
+fn region_needs_an_audit_log_tenant_when_audit_logs_are_mandatory() {
+    let mut cfg = config().clone();
+    cfg.audit_log_tenants = Default::default();
+    let rt = sample();
+    denied(validate_create(&rt, &cfg), "spec.shoot.region");
+    let relaxed = ValidationOptions {
+        audit_log_mandatory: false,
+    };
+    let f = allowed(validate_create_with(&rt, &cfg, &relaxed));
+    assert!(
+        f.warnings.iter().any(|w| w.contains("audit")),
+        "{:?}",
+        f.warnings
+    );
+}
+
+#[test]
+fn secret_binding_name_must_be_an_object_name() {
+    for bad in ["hyperscaler secret", "", "UPPER", "a/b"] {
+        rejects(
+            &runtime(|rt| rt.spec.shoot.secret_binding_name = bad.into()),
+            "spec.shoot.secretBindingName",
+        );
+    }
+    accepts(&runtime(|rt| {
+        rt.spec.shoot.secret_binding_name = "sb.aws-01".into()
+    }));
+}
+
+fn with_version(v: &str) -> kim_shared::api::Runtime {
+    runtime(|rt| rt.spec.shoot.kubernetes.as_mut().unwrap().version = Some(v.into()))
+}
+
+#[test]
+fn kubernetes_version_must_be_well_formed() {
+    for bad in ["v1.35", "1", "1.35.4.1", "latest", "1.35-rc1"] {
+        rejects(&with_version(bad), "spec.shoot.kubernetes.version");
+    }
+}
+
+#[test]
+fn kubernetes_version_must_be_offered_and_not_below_the_minimum() {
+    accepts(&with_version("1.35.4"));
+    accepts(&with_version("1.34"));
+    rejects_with(
+        &with_version("1.32.1"),
+        "spec.shoot.kubernetes.version",
+        "minimum",
+    );
+    rejects_with(
+        &with_version("1.35.9"),
+        "spec.shoot.kubernetes.version",
+        "not offered",
+    );
+    // Preview versions only when named exactly.
+    accepts(&with_version("1.36.3"));
+    rejects(&with_version("1.36"), "spec.shoot.kubernetes.version");
+}
+
+#[test]
+fn a_missing_or_empty_version_means_the_default() {
+    accepts(&runtime(|rt| {
+        rt.spec.shoot.kubernetes.as_mut().unwrap().version = None
+    }));
+    accepts(&with_version(""));
+}
+
+#[test]
+fn control_plane_failure_tolerance_is_node_or_zone() {
+    let rt = runtime(|rt| {
+        rt.spec
+            .shoot
+            .control_plane
+            .as_mut()
+            .unwrap()
+            .high_availability = Some(HighAvailability {
+            failure_tolerance: FailureTolerance {
+                type_: "rack".into(),
+            },
+        });
+    });
+    rejects(
+        &rt,
+        "spec.shoot.controlPlane.highAvailability.failureTolerance.type",
+    );
+}
+
+#[test]
+fn control_plane_zones_follow_the_failure_tolerance() {
+    let rt = runtime(|rt| {
+        rt.spec.shoot.control_plane.as_mut().unwrap().zones = Some(vec!["eu-central-1a".into()])
+    });
+    rejects_with(&rt, "spec.shoot.controlPlane.zones", "exactly 3");
+    let rt = runtime(|rt| {
+        let zones = ["eu-central-1a", "eu-central-1b", "eu-central-1c"]
+            .map(String::from)
+            .to_vec();
+        rt.spec.shoot.control_plane.as_mut().unwrap().zones = Some(zones);
+    });
+    accepts(&rt);
+}
+
+#[test]
+fn ignored_provider_configs_are_warnings() {
+    let rt = runtime(|rt| {
+        rt.spec.shoot.provider.infrastructure_config =
+            Some(serde_json::json!({"kind": "InfrastructureConfig"}).into());
+        rt.spec.shoot.provider.control_plane_config =
+            Some(serde_json::json!({"kind": "ControlPlaneConfig"}).into());
+    });
+    let f = accepts(&rt);
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.shoot.provider.infrastructureConfig"))
+    );
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.shoot.provider.controlPlaneConfig"))
+    );
+}
+
+#[test]
+fn networks_must_parse_as_canonical_ipv4_cidrs() {
+    for (field, value, needle) in [
+        ("nodes", "10.250.0.0", "not a CIDR"),
+        ("nodes", "10.250.1.0/16", "10.250.0.0/16"),
+        ("pods", "fd00::/48", "IPv6"),
+        ("services", "100.104.0.0/33", "not a CIDR"),
+    ] {
+        let rt = runtime(|rt| {
+            let n = &mut rt.spec.shoot.networking;
+            *match field {
+                "nodes" => &mut n.nodes,
+                "pods" => &mut n.pods,
+                _ => &mut n.services,
+            } = value.into();
+        });
+        rejects_with(&rt, &format!("spec.shoot.networking.{field}"), needle);
+    }
+}
+
+#[test]
+fn networks_must_not_overlap() {
+    let rt = runtime(|rt| rt.spec.shoot.networking.services = "10.250.128.0/17".into());
+    rejects_with(
+        &rt,
+        "spec.shoot.networking.services",
+        "overlaps the nodes network",
+    );
+    let rt = runtime(|rt| rt.spec.shoot.networking.services = "100.64.0.0/13".into());
+    rejects_with(
+        &rt,
+        "spec.shoot.networking.services",
+        "overlaps the pods network",
+    );
+}
+
+#[test]
+fn networks_must_avoid_gardeners_reserved_ranges() {
+    rejects_with(
+        &runtime(|rt| rt.spec.shoot.networking.pods = "240.0.0.0/8".into()),
+        "spec.shoot.networking.pods",
+        "reserves",
+    );
+}
+
+#[test]
+fn nodes_prefix_is_16_to_24_where_the_provider_splits_it_into_zones() {
+    rejects_with(
+        &runtime(|rt| rt.spec.shoot.networking.nodes = "10.0.0.0/15".into()),
+        "spec.shoot.networking.nodes",
+        "between 16 and 24",
+    );
+    rejects(
+        &runtime(|rt| rt.spec.shoot.networking.nodes = "10.250.0.0/25".into()),
+        "spec.shoot.networking.nodes",
+    );
+    accepts(&runtime(|rt| {
+        rt.spec.shoot.networking.nodes = "10.250.0.0/24".into()
+    }));
+    // GCP does not split the nodes network.
+    let gcp = upstream_runtime("docs/adr/assets/runtime-examples/gcp.yaml");
+    let mut wide = gcp.clone();
+    wide.spec.shoot.networking.nodes = "10.0.0.0/12".into();
+    assert_eq!(wide.spec.shoot.provider.type_, ProviderType::Gcp);
+    accepts(&wide);
+}
+
+#[test]
+fn networking_type_must_be_a_name() {
+    rejects(
+        &runtime(|rt| rt.spec.shoot.networking.type_ = Some("Calico CNI".into())),
+        "spec.shoot.networking.type",
+    );
+    accepts(&runtime(|rt| {
+        rt.spec.shoot.networking.type_ = Some("cilium".into())
+    }));
+}
