@@ -25,10 +25,14 @@ pub enum CrdError {
 
 /// Every CRD the infrastructure manager serves, normalised.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    [Runtime::crd(), GardenerCluster::crd(), crate::api::runtime_access::RuntimeAccess::crd()]
-        .into_iter()
-        .map(normalise)
-        .collect()
+    [
+        Runtime::crd(),
+        GardenerCluster::crd(),
+        crate::api::runtime_access::RuntimeAccess::crd(),
+    ]
+    .into_iter()
+    .map(normalise)
+    .collect()
 }
 
 /// File name of a CRD in `crds/`: `<group>_<plural>.yaml`, as upstream (controller-gen) names it.
@@ -140,12 +144,20 @@ mod tests {
     #[test]
     fn file_names_follow_upstream() {
         let names: Vec<String> = all().iter().map(file_name).collect();
+        for upstream in [
+            "infrastructuremanager.kyma-project.io_runtimes.yaml",
+            "infrastructuremanager.kyma-project.io_gardenerclusters.yaml",
+        ] {
+            assert!(
+                names.iter().any(|n| n == upstream),
+                "{upstream} missing from {names:?}"
+            );
+        }
+        let unique: std::collections::BTreeSet<&String> = names.iter().collect();
         assert_eq!(
-            names,
-            [
-                "infrastructuremanager.kyma-project.io_runtimes.yaml",
-                "infrastructuremanager.kyma-project.io_gardenerclusters.yaml"
-            ]
+            unique.len(),
+            names.len(),
+            "two CRDs share a file name: {names:?}"
         );
     }
 }
