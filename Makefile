@@ -13,6 +13,15 @@ build:
 testenv-bins:
 	@tests/bins/build.sh >/dev/null
 
+## Local environment: control plane, real Gardener API + simulator, our programs, sample Runtime.
+## Prints `kim-dev: ready`, runs until Ctrl-C. Flags: make run RUN_ARGS="--step-delay 5s".
+run: testenv-bins
+	$(CARGO) build --workspace --bins
+	$(CARGO) run -q -p kim-tests --bin kim-dev -- $(RUN_ARGS)
+
+# The end-to-end tests need the control-plane binaries (built once, cached).
+test unit: testenv-bins
+
 fmt:
 	$(CARGO) fmt --all
 
