@@ -38,4 +38,4 @@ macro_rules! reconcilers {
 }
 
 // One line: add a module name here to run its reconciler in this process.
-reconcilers!(runtime, gardener_cluster);
+reconcilers!(runtime, gardener_cluster, access);

@@ -2,6 +2,7 @@
 //! pure core shared by the webhook and the controller. No I/O, no async, no clients.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod api;
 pub mod config;
 pub mod convert;

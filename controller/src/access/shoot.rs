@@ -1,0 +1,430 @@
+//! The objects a RuntimeAccess needs in the shoot cluster: ServiceAccount, (Cluster)Role and
+//! binding. Building them is pure; applying and deleting them is a thin async layer.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::access::shoot_rbac_name;
+use kim_shared::api::runtime_access::{RoleKind, RuntimeAccess, ShootObjectRef};
+use kim_shared::names;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+
+/// Annotation on every object the controller creates in the shoot: `<kcp namespace>/<name>` of
+/// the RuntimeAccess, so an auditor (and the cleanup) knows where it comes from.
+pub const ANNOTATION_RUNTIME_ACCESS: &str = "infrastructuremanager.kyma-project.io/runtime-access";
+
+/// Field manager in the shoot cluster.
+pub const FIELD_MANAGER: &str = "kim-runtime-access";
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The RBAC objects (not the ServiceAccount) a RuntimeAccess wants.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RbacObject {
+    /// A ClusterRole with the spec's rules.
+    ClusterRole(ClusterRole),
+    /// A Role with the spec's rules.
+    Role(Role),
+    /// A ClusterRoleBinding to the ServiceAccount.
+    ClusterRoleBinding(ClusterRoleBinding),
+    /// A RoleBinding to the ServiceAccount.
+    RoleBinding(RoleBinding),
+}
+
+impl RbacObject {
+    /// Kind, name and namespace, as recorded in the status.
+    pub fn reference(&self) -> ShootObjectRef {
+        let (kind, meta) = match self {
+            RbacObject::ClusterRole(o) => ("ClusterRole", &o.metadata),
+            RbacObject::Role(o) => ("Role", &o.metadata),
+            RbacObject::ClusterRoleBinding(o) => ("ClusterRoleBinding", &o.metadata),
+            RbacObject::RoleBinding(o) => ("RoleBinding", &o.metadata),
+        };
+        ShootObjectRef {
+            kind: kind.to_owned(),
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone(),
+        }
+    }
+}
+
+/// `<kcp namespace>/<name>` of the request.
+pub fn origin(ra: &RuntimeAccess) -> String {
+    format!("{}/{}", ra.namespace().unwrap_or_default(), ra.name_any())
+}
+
+fn meta(ra: &RuntimeAccess, name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(BTreeMap::from([(
+            names::LABEL_MANAGED_BY.to_owned(),
+            names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+        )])),
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_RUNTIME_ACCESS.to_owned(),
+            origin(ra),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// The ServiceAccount to create when it does not exist.
+pub fn service_account(ra: &RuntimeAccess) -> ServiceAccount {
+    let sa = &ra.spec.service_account;
+    ServiceAccount {
+        metadata: meta(ra, &sa.name, Some(&sa.namespace)),
+        ..Default::default()
+    }
+}
+
+/// The role (when the spec has rules) and the binding, in apply order.
+pub fn rbac_objects(ra: &RuntimeAccess) -> Vec<RbacObject> {
+    let name = shoot_rbac_name(&ra.namespace().unwrap_or_default(), &ra.name_any());
+    let sa = &ra.spec.service_account;
+    let subjects = Some(vec![Subject {
+        kind: "ServiceAccount".to_owned(),
+        name: sa.name.clone(),
+        namespace: Some(sa.namespace.clone()),
+        api_group: None,
+    }]);
+    let role_ref = |kind: &str, role: &str| RoleRef {
+        api_group: Some(RBAC_GROUP.to_owned()),
+        kind: kind.to_owned(),
+        name: role.to_owned(),
+    };
+    let mut out = Vec::new();
+    if let Some(cr) = &ra.spec.cluster_role {
+        out.push(RbacObject::ClusterRole(ClusterRole {
+            metadata: meta(ra, &name, None),
+            rules: Some(cr.rules.clone()),
+            aggregation_rule: None,
+        }));
+        out.push(RbacObject::ClusterRoleBinding(ClusterRoleBinding {
+            metadata: meta(ra, &name, None),
+            role_ref: role_ref("ClusterRole", &name),
+            subjects,
+        }));
+    } else if let Some(role) = &ra.spec.role {
+        out.push(RbacObject::Role(Role {
+            metadata: meta(ra, &name, Some(&role.namespace)),
+            rules: Some(role.rules.clone()),
+        }));
+        out.push(RbacObject::RoleBinding(RoleBinding {
+            metadata: meta(ra, &name, Some(&role.namespace)),
+            role_ref: role_ref("Role", &name),
+            subjects,
+        }));
+    } else if let Some(r) = &ra.spec.role_ref {
+        let kind = match r.kind {
+            RoleKind::ClusterRole => "ClusterRole",
+            RoleKind::Role => "Role",
+        };
+        match &r.namespace {
+            Some(ns) => out.push(RbacObject::RoleBinding(RoleBinding {
+                metadata: meta(ra, &name, Some(ns)),
+                role_ref: role_ref(kind, &r.name),
+                subjects,
+            })),
+            None => out.push(RbacObject::ClusterRoleBinding(ClusterRoleBinding {
+                metadata: meta(ra, &name, None),
+                role_ref: role_ref(kind, &r.name),
+                subjects,
+            })),
+        }
+    }
+    out
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Ensures the ServiceAccount exists. Returns its reference when this request created it (or
+/// created it earlier); a ServiceAccount someone else made is used but never adopted or deleted.
+pub async fn ensure_service_account(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+) -> Result<Option<ShootObjectRef>, kube::Error> {
+    let sa = &ra.spec.service_account;
+    let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
+    let ours = ShootObjectRef {
+        kind: "ServiceAccount".to_owned(),
+        name: sa.name.clone(),
+        namespace: Some(sa.namespace.clone()),
+    };
+    match api.get_opt(&sa.name).await? {
+        Some(existing) => {
+            let mine = existing.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra));
+            Ok(mine.then_some(ours))
+        }
+        None => match api
+            .create(&PostParams::default(), &service_account(ra))
+            .await
+        {
+            Ok(_) => Ok(Some(ours)),
+            // Created concurrently by someone else: use it, do not own it.
+            Err(e) if is_status(&e, 409) => Ok(None),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
+/// because Kubernetes forbids changing a roleRef.
+pub async fn apply_rbac(shoot: &kube::Client, obj: &RbacObject) -> Result<(), kube::Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match obj {
+        RbacObject::ClusterRole(o) => {
+            apply_one(Api::<ClusterRole>::all(shoot.clone()), o, &params).await
+        }
+        RbacObject::Role(o) => {
+            apply_one(
+                Api::<Role>::namespaced(shoot.clone(), &ns(&o.metadata)),
+                o,
+                &params,
+            )
+            .await
+        }
+        RbacObject::ClusterRoleBinding(o) => {
+            apply_binding(Api::<ClusterRoleBinding>::all(shoot.clone()), o, &params).await
+        }
+        RbacObject::RoleBinding(o) => {
+            apply_binding(
+                Api::<RoleBinding>::namespaced(shoot.clone(), &ns(&o.metadata)),
+                o,
+                &params,
+            )
+            .await
+        }
+    }
+}
+
+fn ns(meta: &ObjectMeta) -> String {
+    meta.namespace.clone().unwrap_or_default()
+}
+
+async fn apply_one<K>(api: Api<K>, obj: &K, params: &PatchParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(&name, params, &Patch::Apply(obj))
+        .await
+        .map(|_| ())
+}
+
+async fn apply_binding<K>(api: Api<K>, obj: &K, params: &PatchParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    match api.patch(&name, params, &Patch::Apply(obj)).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 422) => {
+            api.delete(&name, &DeleteParams::default()).await?;
+            api.patch(&name, params, &Patch::Apply(obj))
+                .await
+                .map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes one object this controller created; a missing object counts as deleted.
+pub async fn delete(shoot: &kube::Client, obj: &ShootObjectRef) -> Result<(), kube::Error> {
+    let dp = DeleteParams::default();
+    let ns = obj.namespace.clone().unwrap_or_default();
+    let result = match obj.kind.as_str() {
+        "ServiceAccount" => Api::<ServiceAccount>::namespaced(shoot.clone(), &ns)
+            .delete(&obj.name, &dp)
+            .await
+            .map(|_| ()),
+        "ClusterRole" => Api::<ClusterRole>::all(shoot.clone())
+            .delete(&obj.name, &dp)
+            .await
+            .map(|_| ()),
+        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(shoot.clone())
+            .delete(&obj.name, &dp)
+            .await
+            .map(|_| ()),
+        "Role" => Api::<Role>::namespaced(shoot.clone(), &ns)
+            .delete(&obj.name, &dp)
+            .await
+            .map(|_| ()),
+        "RoleBinding" => Api::<RoleBinding>::namespaced(shoot.clone(), &ns)
+            .delete(&obj.name, &dp)
+            .await
+            .map(|_| ()),
+        _ => Ok(()),
+    };
+    match result {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other,
+    }
+}
+
+/// Order for deletion: bindings first (access ends at once), then roles, then the account.
+pub fn deletion_order(objs: &mut [ShootObjectRef]) {
+    let rank = |k: &str| match k {
+        "ClusterRoleBinding" | "RoleBinding" => 0,
+        "ClusterRole" | "Role" => 1,
+        _ => 2,
+    };
+    objs.sort_by_key(|o| rank(&o.kind));
+}
+
+/// A token for the ServiceAccount. Deliberately not `Debug`.
+pub struct IssuedToken {
+    /// The bearer token.
+    pub token: String,
+    /// When it expires, as the API server says.
+    pub expires: jiff::Timestamp,
+}
+
+/// Why no token was issued (never contains a token).
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The API server refused the TokenRequest.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The answer carried no token or no expiry.
+    #[error("the TokenRequest answer has no token or no expirationTimestamp")]
+    Empty,
+}
+
+/// Requests a token for the ServiceAccount through the TokenRequest API.
+pub async fn request_token(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+    expiration_seconds: i64,
+) -> Result<IssuedToken, TokenError> {
+    let sa = &ra.spec.service_account;
+    let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
+    let request = TokenRequest {
+        metadata: ObjectMeta::default(),
+        spec: Some(TokenRequestSpec {
+            audiences: None,
+            expiration_seconds: Some(expiration_seconds),
+            bound_object_ref: None,
+        }),
+        status: None,
+    };
+    let answer: TokenRequest = api
+        .create_subresource("token", &sa.name, &PostParams::default(), &request)
+        .await?;
+    let status = answer.status.unwrap_or_default();
+    match (status.token, status.expiration_timestamp) {
+        (Some(token), Some(expires)) if !token.is_empty() => Ok(IssuedToken {
+            token,
+            expires: expires.0,
+        }),
+        _ => Err(TokenError::Empty),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::rbac::v1::PolicyRule;
+    use kim_shared::api::runtime_access::{
+        ExistingRoleRef, RoleSpec, RuntimeAccessSpec, ServiceAccountRef,
+    };
+
+    fn request() -> RuntimeAccess {
+        let mut ra = RuntimeAccess::new(
+            "klm",
+            RuntimeAccessSpec {
+                runtime_id: "rt-1".into(),
+                service_account: ServiceAccountRef {
+                    name: "klm".into(),
+                    namespace: "kyma-system".into(),
+                },
+                cluster_role: None,
+                role: Some(RoleSpec {
+                    namespace: "apps".into(),
+                    rules: vec![PolicyRule {
+                        api_groups: Some(vec!["".into()]),
+                        resources: Some(vec!["pods".into()]),
+                        verbs: vec!["get".into()],
+                        ..Default::default()
+                    }],
+                }),
+                role_ref: None,
+                token_expiration_seconds: None,
+                secret: None,
+            },
+        );
+        ra.metadata.namespace = Some("kcp-system".into());
+        ra
+    }
+
+    #[test]
+    fn a_role_request_makes_a_role_and_a_binding_to_the_service_account() {
+        let objs = rbac_objects(&request());
+        let refs: Vec<_> = objs.iter().map(RbacObject::reference).collect();
+        assert_eq!(
+            refs.iter()
+                .map(|r| (r.kind.as_str(), r.name.as_str(), r.namespace.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![
+                ("Role", "kim-access:kcp-system:klm", Some("apps")),
+                ("RoleBinding", "kim-access:kcp-system:klm", Some("apps")),
+            ]
+        );
+        let RbacObject::RoleBinding(b) = &objs[1] else {
+            panic!("binding expected")
+        };
+        assert_eq!(b.role_ref.kind, "Role");
+        let s = &b.subjects.as_ref().unwrap()[0];
+        assert_eq!(
+            (s.kind.as_str(), s.name.as_str(), s.namespace.as_deref()),
+            ("ServiceAccount", "klm", Some("kyma-system"))
+        );
+        assert_eq!(
+            b.metadata.annotations.as_ref().unwrap()[ANNOTATION_RUNTIME_ACCESS],
+            "kcp-system/klm"
+        );
+    }
+
+    #[test]
+    fn a_cluster_role_ref_with_namespace_is_bound_only_there() {
+        let mut ra = request();
+        ra.spec.role = None;
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "view".into(),
+            namespace: Some("apps".into()),
+        });
+        let objs = rbac_objects(&ra);
+        assert_eq!(objs.len(), 1);
+        let RbacObject::RoleBinding(b) = &objs[0] else {
+            panic!("RoleBinding expected")
+        };
+        assert_eq!(
+            (b.role_ref.kind.as_str(), b.role_ref.name.as_str()),
+            ("ClusterRole", "view")
+        );
+    }
+
+    #[test]
+    fn bindings_are_deleted_before_roles_and_accounts() {
+        let r = |k: &str| ShootObjectRef {
+            kind: k.into(),
+            name: "n".into(),
+            namespace: None,
+        };
+        let mut objs = vec![r("ServiceAccount"), r("Role"), r("RoleBinding")];
+        deletion_order(&mut objs);
+        assert_eq!(
+            objs.iter().map(|o| o.kind.as_str()).collect::<Vec<_>>(),
+            vec!["RoleBinding", "Role", "ServiceAccount"]
+        );
+    }
+}

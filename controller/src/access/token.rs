@@ -1,0 +1,131 @@
+//! When the ServiceAccount token of a RuntimeAccess must be issued again. Pure: takes `now`.
+//!
+//! The Secret records when the token was issued (upstream's `operator.kyma-project.io/last-sync`)
+//! and when it expires (TokenRequest may shorten the requested lifetime, so the answer counts).
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::gardener_cluster::rotation::parse_last_sync;
+
+/// Annotation on the KCP Secret: when the token in it expires (RFC 3339, UTC).
+pub const ANNOTATION_TOKEN_EXPIRATION: &str =
+    "infrastructuremanager.kyma-project.io/token-expiration";
+
+/// Why a token is issued now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCause {
+    /// No Secret, or no kubeconfig in it.
+    Missing,
+    /// The issue or expiry annotation is missing or unreadable.
+    Unknown,
+    /// `rotation_ratio` of the token's lifetime has passed.
+    Due,
+}
+
+/// The decision for one reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenDecision {
+    /// Request a new token now.
+    Issue(TokenCause),
+    /// The token is fresh; look again after this long.
+    Keep {
+        /// Time until the rotation is due.
+        requeue_after: Duration,
+    },
+}
+
+/// What the KCP Secret says about the current token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenRecord<'a> {
+    /// The Secret exists and holds a kubeconfig under the key.
+    pub present: bool,
+    /// Raw issue-time annotation.
+    pub issued: Option<&'a str>,
+    /// Raw expiry annotation.
+    pub expires: Option<&'a str>,
+}
+
+/// Rotates once `rotation_ratio` (0 < r < 1) of the token's lifetime has passed, so a consumer
+/// always has the remaining fraction to pick up the new kubeconfig.
+pub fn decide(record: TokenRecord<'_>, rotation_ratio: f64, now: Timestamp) -> TokenDecision {
+    if !record.present {
+        return TokenDecision::Issue(TokenCause::Missing);
+    }
+    let (Some(issued), Some(expires)) = (
+        record.issued.and_then(parse_last_sync),
+        record.expires.and_then(parse_last_sync),
+    ) else {
+        return TokenDecision::Issue(TokenCause::Unknown);
+    };
+    let lifetime = expires.duration_since(issued).as_secs_f64();
+    if lifetime <= 0.0 || issued > now {
+        return TokenDecision::Issue(TokenCause::Unknown);
+    }
+    let age = now.duration_since(issued).as_secs_f64();
+    let rotate_at = lifetime * rotation_ratio.clamp(0.05, 0.95);
+    if age >= rotate_at {
+        TokenDecision::Issue(TokenCause::Due)
+    } else {
+        TokenDecision::Keep {
+            requeue_after: Duration::from_secs_f64(rotate_at - age),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record<'a>(issued: &'a str, expires: &'a str) -> TokenRecord<'a> {
+        TokenRecord {
+            present: true,
+            issued: Some(issued),
+            expires: Some(expires),
+        }
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn keeps_a_fresh_token_until_the_ratio_of_its_lifetime() {
+        let r = record("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z");
+        assert_eq!(
+            decide(r, 0.8, at("2026-01-01T00:30:00Z")),
+            TokenDecision::Keep {
+                requeue_after: Duration::from_secs(18 * 60)
+            }
+        );
+        assert_eq!(
+            decide(r, 0.8, at("2026-01-01T00:48:00Z")),
+            TokenDecision::Issue(TokenCause::Due)
+        );
+    }
+
+    #[test]
+    fn issues_when_missing_or_unreadable() {
+        let now = at("2026-01-01T00:00:00Z");
+        let missing = TokenRecord {
+            present: false,
+            issued: None,
+            expires: None,
+        };
+        assert_eq!(
+            decide(missing, 0.8, now),
+            TokenDecision::Issue(TokenCause::Missing)
+        );
+        let r = record("garbage", "2026-01-01T01:00:00Z");
+        assert_eq!(
+            decide(r, 0.8, now),
+            TokenDecision::Issue(TokenCause::Unknown)
+        );
+        let backwards = record("2026-01-01T01:00:00Z", "2026-01-01T00:00:00Z");
+        assert_eq!(
+            decide(backwards, 0.8, now),
+            TokenDecision::Issue(TokenCause::Unknown)
+        );
+    }
+}
