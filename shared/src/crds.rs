@@ -95,6 +95,13 @@ fn normalise(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
 const API_VERSION_DESCRIPTION: &str = "APIVersion defines the versioned schema of this representation of an object.\nServers should convert recognized schemas to the latest internal value, and\nmay reject unrecognized values.\nMore info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DESCRIPTION: &str = "Kind is a string value representing the REST resource this object represents.\nServers may infer this from the endpoint the client submits requests to.\nCannot be updated.\nIn CamelCase.\nMore info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
+fn typed(type_: &str) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some(type_.into()),
+        ..Default::default()
+    }
+}
+
 fn string_property(description: &str) -> JSONSchemaProps {
     JSONSchemaProps {
         description: Some(description.into()),
@@ -105,6 +112,11 @@ fn string_property(description: &str) -> JSONSchemaProps {
 
 fn strip_nullable(schema: &mut JSONSchemaProps) {
     schema.nullable = None;
+    // kube's rewriter empties the branches of an int-or-string `anyOf`; controller-gen (and the
+    // apiserver's structural schema rules) keep `integer` and `string` there.
+    if schema.x_kubernetes_int_or_string == Some(true) && schema.any_of.is_some() {
+        schema.any_of = Some(vec![typed("integer"), typed("string")]);
+    }
     for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
         strip_nullable(child);
     }
@@ -139,6 +151,24 @@ mod tests {
                 file_name(&crd)
             );
         }
+    }
+
+    #[test]
+    fn int_or_string_branches_keep_their_types() {
+        let runtime = all()
+            .into_iter()
+            .find(|c| c.spec.names.kind == "Runtime")
+            .expect("Runtime CRD");
+        let text = schema_of(&runtime).to_string();
+        assert!(
+            text.contains("\"x-kubernetes-int-or-string\":true"),
+            "no int-or-string field"
+        );
+        assert!(
+            !text.contains("\"anyOf\":[{},{}]"),
+            "empty anyOf branches remain"
+        );
+        assert!(text.contains("\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]"));
     }
 
     #[test]

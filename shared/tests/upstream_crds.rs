@@ -46,6 +46,7 @@ const SAME_IF_UPSTREAM_SETS: &[&str] = &[
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
     "x-kubernetes-map-type",
+    "anyOf",
 ];
 
 fn upstream_crd_dir() -> PathBuf {
