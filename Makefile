@@ -2,7 +2,7 @@
 SHELL := bash
 CARGO ?= cargo
 
-.PHONY: all build test lint fmt unit testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig
+.PHONY: all build test lint fmt unit testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
 
 all: build
 
@@ -38,3 +38,8 @@ test: lint unit
 ## Regenerates crds/*.yaml from the Rust types.
 crds:
 	$(CARGO) run -q -p kim-tests --bin kim-crdgen -- crds
+
+## Criterion benchmark of one Runtime -> Shoot conversion (create and patch); prints the time
+## per conversion (microseconds).
+bench-convert:
+	$(CARGO) bench -p kim-shared --bench convert
