@@ -464,11 +464,12 @@ impl TestEnv {
                 timeout,
             )
             .await?;
+            let apis_at = started.elapsed();
             if opts.gardener_fixtures {
                 crate::fixtures::install(&kcp.admin_client().await?).await?;
                 g.project_namespace = crate::fixtures::PROJECT_NAMESPACE.to_string();
             }
-            Ok::<_, TestEnvError>(Some(g))
+            Ok::<_, TestEnvError>(Some((g, apis_at, started.elapsed())))
         };
         let shoot_fut = async {
             if let Some(s) = &shoot {
@@ -491,7 +492,14 @@ impl TestEnv {
         ));
         s?;
         c?;
-        let gardener = g?;
+        let gardener = match g? {
+            Some((g, apis_at, fixtures_at)) => {
+                phases.push(("  gardener APIs available", apis_at));
+                phases.push(("  gardener fixtures applied", fixtures_at));
+                Some(g)
+            }
+            None => None,
+        };
         let env = TestEnv {
             state_dir,
             _temp: temp,
