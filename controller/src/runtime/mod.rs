@@ -1,12 +1,510 @@
 //! The Runtime reconciler: Runtime -> Gardener Shoot, GardenerCluster, administrators and
 //! OIDC in the new cluster, status; safe deletion.
+//!
+//! Watches Runtimes (KCP), Shoots in the Gardener project namespace (mapped back by the
+//! `infrastructuremanager.kyma-project.io/runtime-id` annotation) and GardenerClusters, so
+//! progress comes from events. Shoots and GardenerClusters are read from the watch caches:
+//! a Ready Runtime costs no Gardener request.
 
-use std::sync::Arc;
+pub mod admins;
+pub mod classify;
+pub mod cluster;
+pub mod delete;
+pub mod oidc;
+pub mod reconcile;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kim_shared::api::{GardenerCluster, Runtime};
+use kim_shared::config::KimConfig;
+use kim_shared::gardener::Shoot;
+use kim_shared::names;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tracing::Instrument;
 
 use crate::{Context, Shutdown};
+use status::StatusDraft;
+
+/// `controller` label value in metrics.
+pub const CONTROLLER: &str = "runtime";
+/// Field manager of the Runtime status.
+pub const STATUS_FIELD_MANAGER: &str = "kim-controller";
+
+/// A reconcile failed in a way only a retry can fix (status is not written this pass).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("cannot {action}: {source}")]
+    Api {
+        /// What we tried.
+        action: &'static str,
+        /// Why it failed.
+        source: kube::Error,
+    },
+    /// A Shoot or status could not be serialized (a bug).
+    #[error("cannot serialize: {0}")]
+    Serialize(serde_json::Error),
+}
+
+impl Error {
+    /// An API error while doing `action`.
+    pub fn api(action: &'static str, source: kube::Error) -> Self {
+        Self::Api { action, source }
+    }
+
+    fn kind(&self) -> classify::ApiErrorKind {
+        match self {
+            Self::Api { source, .. } => classify::classify(source),
+            Self::Serialize(_) => classify::ApiErrorKind::Permanent,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Runtime uid -> Runtime generation we last applied to its Shoot (the watch cache may lag).
+    applied: HashMap<String, i64>,
+    /// Runtime uid -> Shoot generation when the Runtime became Ready (drift detection).
+    ready_shoot_generation: HashMap<String, i64>,
+    /// Runtime name -> consecutive failures (per-object backoff).
+    failures: HashMap<String, u32>,
+    /// runtime ID -> Runtime name (to map Shoot and GardenerCluster events).
+    names: HashMap<String, String>,
+    /// Runtimes with a scheduled requeue (queue depth).
+    scheduled: HashMap<String, Instant>,
+    /// Runtime uid -> (generation, until): no Gardener write for this generation before then,
+    /// after a permanent error.
+    held: HashMap<String, (i64, Instant)>,
+}
+
+/// State of the Runtime reconciler.
+pub struct Reconciler {
+    /// The shared process context.
+    pub ctx: Arc<Context>,
+    /// The KIM configuration.
+    pub config: Arc<KimConfig>,
+    shoots: Store<Shoot>,
+    clusters: Store<GardenerCluster>,
+    memory: Arc<Mutex<Memory>>,
+    in_flight: AtomicUsize,
+}
+
+fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
 
 /// Runs the Runtime reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let _ = ctx;
-    shutdown.cancelled().await;
+    let ns = ctx.args.namespace.clone();
+    let memory = Arc::new(Mutex::new(Memory::default()));
+
+    // Watch caches without managedFields: they are most of an object's size.
+    let (rt_store, rt_writer) = reflector::store::<Runtime>();
+    let runtimes = watcher(
+        Api::<Runtime>::namespaced(ctx.kcp.clone(), &ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(rt_writer)
+    .applied_objects();
+    let (shoot_store, shoot_writer) = reflector::store::<Shoot>();
+    let shoots = watcher(
+        Api::<Shoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|s| {
+        s.managed_fields_mut().clear();
+        if let Some(st) = s.status.as_mut() {
+            st.conditions = None;
+            st.constraints = None;
+        }
+    })
+    .reflect(shoot_writer)
+    .touched_objects();
+    let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
+    let clusters = watcher(
+        Api::<GardenerCluster>::namespaced(ctx.kcp.clone(), &ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(gc_writer)
+    .touched_objects();
+
+    let reconciler = Arc::new(Reconciler {
+        config: ctx.config.clone(),
+        ctx: ctx.clone(),
+        shoots: shoot_store,
+        clusters: gc_store,
+        memory: memory.clone(),
+        in_flight: AtomicUsize::new(0),
+    });
+    let shoot_memory = memory.clone();
+    let gc_memory = memory;
+    let ns_shoot = ns.clone();
+    let ns_gc = ns;
+    let config = ControllerConfig::default()
+        .concurrency(ctx.args.runtime_ctrl_workers_cnt)
+        .debounce(Duration::from_millis(50));
+    Controller::for_stream(runtimes, rt_store)
+        .with_config(config)
+        .watches_stream(shoots, move |shoot: Shoot| {
+            let id = shoot
+                .annotations()
+                .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?
+                .clone();
+            Some(runtime_ref(&shoot_memory, &id, &ns_shoot))
+        })
+        .watches_stream(clusters, move |gc: GardenerCluster| {
+            Some(runtime_ref(&gc_memory, &gc.name_any(), &ns_gc))
+        })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, reconciler)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "runtime controller event");
+            }
+        })
+        .await;
+    tracing::info!("runtime reconciler stopped");
+}
+
+fn runtime_ref(memory: &Mutex<Memory>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
+    let name = lock(memory)
+        .names
+        .get(runtime_id)
+        .cloned()
+        .unwrap_or_else(|| runtime_id.to_owned());
+    ObjectRef::new(&name).within(ns)
+}
+
+async fn reconcile(rt: Arc<Runtime>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let runtime_id = r.runtime_id(&rt);
+    let span =
+        tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %rt.spec.shoot.name);
+    r.in_flight.fetch_add(1, Ordering::Relaxed);
+    let started = Instant::now();
+    let result = reconcile_inner(&rt, &r, &runtime_id).instrument(span).await;
+    r.in_flight.fetch_sub(1, Ordering::Relaxed);
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(e) => match e.kind() {
+            classify::ApiErrorKind::Conflict => "conflict",
+            classify::ApiErrorKind::Transient => "transient",
+            _ => "error",
+        },
+    };
+    r.ctx
+        .metrics
+        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+    if let Ok(action) = &result {
+        let mut m = lock(&r.memory);
+        m.failures.remove(&rt.name_any());
+        if *action == Action::await_change() {
+            m.scheduled.remove(&rt.name_any());
+        } else {
+            m.scheduled.insert(rt.name_any(), Instant::now());
+        }
+    }
+    r.publish_queue_depth();
+    result
+}
+
+async fn reconcile_inner(
+    rt: &Runtime,
+    r: &Arc<Reconciler>,
+    runtime_id: &str,
+) -> Result<Action, Error> {
+    // Never decide on an empty cache: "no Shoot" must mean no Shoot.
+    let _ = r.shoots.wait_until_ready().await;
+    let _ = r.clusters.wait_until_ready().await;
+    lock(&r.memory)
+        .names
+        .insert(runtime_id.to_owned(), rt.name_any());
+    let now = jiff::Timestamp::now();
+    let mut draft = StatusDraft::new(rt, now);
+    let shoot = r.shoot(&rt.spec.shoot.name);
+    let action = if rt.meta().deletion_timestamp.is_some() {
+        match delete::run(r, rt, shoot, &mut draft, now).await? {
+            delete::Deleted::Finalized => return Ok(Action::await_change()),
+            delete::Deleted::Pending(a) => a,
+        }
+    } else {
+        reconcile::apply(r, rt, shoot, &mut draft).await?
+    };
+    draft.observed();
+    r.write_status(rt, &draft).await?;
+    Ok(action)
+}
+
+fn error_policy(rt: Arc<Runtime>, err: &Error, r: Arc<Reconciler>) -> Action {
+    let failures = {
+        let mut m = lock(&r.memory);
+        let n = m.failures.entry(rt.name_any()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let runtime_id = r.runtime_id(&rt);
+    match err.kind() {
+        classify::ApiErrorKind::Conflict => {
+            tracing::info!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, "conflict; retrying with fresh data");
+            Action::requeue(Duration::from_millis(500))
+        }
+        kind => {
+            let delay = backoff(failures);
+            if kind == classify::ApiErrorKind::Permanent {
+                tracing::error!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
+            } else {
+                tracing::warn!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
+            }
+            Action::requeue(delay)
+        }
+    }
+}
+
+/// Per-object exponential backoff: 1 s, 2 s, 4 s ... capped at 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(9);
+    Duration::from_secs(secs.min(300))
+}
+
+impl Reconciler {
+    /// The runtime ID label, or the Runtime's name when the label is missing.
+    pub fn runtime_id(&self, rt: &Runtime) -> String {
+        rt.runtime_id()
+            .map(str::to_owned)
+            .unwrap_or_else(|| rt.name_any())
+    }
+
+    /// Runtimes in the Runtime's namespace.
+    pub fn runtimes(&self, rt: &Runtime) -> Api<Runtime> {
+        Api::namespaced(self.ctx.kcp.clone(), &rt.namespace().unwrap_or_default())
+    }
+
+    /// GardenerClusters in the Runtime's namespace.
+    pub fn gardener_clusters(&self, rt: &Runtime) -> Api<GardenerCluster> {
+        Api::namespaced(self.ctx.kcp.clone(), &rt.namespace().unwrap_or_default())
+    }
+
+    /// Shoots in the Gardener project namespace.
+    pub fn shoots_api(&self) -> Api<Shoot> {
+        Api::namespaced(self.ctx.gardener.clone(), &self.ctx.gardener_namespace)
+    }
+
+    /// ConfigMaps in the Gardener project namespace.
+    pub fn config_maps_api(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.ctx.gardener.clone(), &self.ctx.gardener_namespace)
+    }
+
+    /// The Shoot from the watch cache.
+    pub fn shoot(&self, name: &str) -> Option<Arc<Shoot>> {
+        self.shoots
+            .get(&ObjectRef::new(name).within(&self.ctx.gardener_namespace))
+    }
+
+    /// The Shoot read from Gardener (only to confirm absence before removing a finalizer).
+    pub async fn get_shoot_live(&self, name: &str) -> Result<Option<Shoot>, kube::Error> {
+        self.shoots_api().get_opt(name).await
+    }
+
+    /// The GardenerCluster from the watch cache.
+    pub fn gardener_cluster(&self, rt: &Runtime, runtime_id: &str) -> Option<Arc<GardenerCluster>> {
+        self.clusters
+            .get(&ObjectRef::new(runtime_id).within(&rt.namespace().unwrap_or_default()))
+    }
+
+    /// Creates or updates a ConfigMap in the Gardener project namespace by server-side apply.
+    pub async fn apply_config_map(&self, cm: &ConfigMap) -> Result<(), kube::Error> {
+        let name = cm.name_any();
+        let mut body = serde_json::to_value(cm).unwrap_or_default();
+        body["apiVersion"] = json!("v1");
+        body["kind"] = json!("ConfigMap");
+        self.config_maps_api()
+            .patch(
+                &name,
+                &PatchParams::apply(names::FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Remaining hold after a permanent error for the Runtime's current generation (a forced
+    /// patch ignores it).
+    fn held(&self, rt: &Runtime) -> Option<Duration> {
+        if rt
+            .annotations()
+            .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+        {
+            return None;
+        }
+        let m = lock(&self.memory);
+        let (generation, until) = m.held.get(&rt.uid().unwrap_or_default())?;
+        let now = Instant::now();
+        (Some(*generation) == rt.metadata.generation && *until > now).then(|| *until - now)
+    }
+
+    fn hold(&self, rt: &Runtime, period: Duration) {
+        if let Some(g) = rt.metadata.generation {
+            lock(&self.memory)
+                .held
+                .insert(rt.uid().unwrap_or_default(), (g, Instant::now() + period));
+        }
+    }
+
+    fn applied_generation(&self, rt: &Runtime) -> Option<i64> {
+        lock(&self.memory)
+            .applied
+            .get(&rt.uid().unwrap_or_default())
+            .copied()
+    }
+
+    fn record_applied(&self, rt: &Runtime, shoot: &Shoot) {
+        let mut m = lock(&self.memory);
+        let uid = rt.uid().unwrap_or_default();
+        if let Some(g) = rt.metadata.generation {
+            m.applied.insert(uid.clone(), g);
+        }
+        // Our own patch is not drift.
+        if let Some(g) = shoot.metadata.generation {
+            m.ready_shoot_generation.insert(uid, g);
+        }
+    }
+
+    fn record_ready(&self, rt: &Runtime, shoot: &Shoot) {
+        if let Some(g) = shoot.metadata.generation {
+            lock(&self.memory)
+                .ready_shoot_generation
+                .insert(rt.uid().unwrap_or_default(), g);
+        }
+    }
+
+    /// A Ready Runtime whose Shoot's generation moved since it became Ready: someone changed
+    /// the Shoot spec (upstream never corrects Ready runtimes; we re-apply).
+    fn shoot_drifted(&self, rt: &Runtime, shoot: &Shoot) -> bool {
+        let ready = rt
+            .status
+            .as_ref()
+            .is_some_and(|s| s.state == kim_shared::api::RuntimeState::Ready);
+        let Some(current) = shoot.metadata.generation else {
+            return false;
+        };
+        let mut m = lock(&self.memory);
+        let uid = rt.uid().unwrap_or_default();
+        match m.ready_shoot_generation.get(&uid) {
+            Some(seen) => ready && current > *seen,
+            None => {
+                // First sight after a start: take the current Shoot as the baseline.
+                if ready {
+                    m.ready_shoot_generation.insert(uid, current);
+                }
+                false
+            }
+        }
+    }
+
+    fn forget(&self, rt: &Runtime) {
+        let mut m = lock(&self.memory);
+        let uid = rt.uid().unwrap_or_default();
+        m.applied.remove(&uid);
+        m.ready_shoot_generation.remove(&uid);
+        m.scheduled.remove(&rt.name_any());
+        m.failures.remove(&rt.name_any());
+        m.held.remove(&uid);
+        if let Some(id) = rt.runtime_id() {
+            m.names.remove(id);
+            self.ctx.metrics.remove_runtime_state(id);
+        }
+    }
+
+    fn publish_queue_depth(&self) {
+        let scheduled = lock(&self.memory).scheduled.len();
+        self.ctx.metrics.set_queue_depth(
+            CONTROLLER,
+            scheduled + self.in_flight.load(Ordering::Relaxed),
+        );
+    }
+
+    /// Writes the status once (server-side apply on `/status`) if it changed, publishes one
+    /// Event per changed condition and refreshes the state metric.
+    async fn write_status(&self, rt: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
+        if draft.changed() {
+            let body = json!({
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "Runtime",
+                "status": draft.new,
+            });
+            self.runtimes(rt)
+                .patch_status(
+                    &rt.name_any(),
+                    &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .map_err(|e| Error::api("write the Runtime status", e))?;
+            let reference = rt.object_ref(&());
+            for change in draft.changes() {
+                let event = Event {
+                    type_: if change.status == "False" {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    },
+                    reason: change.reason.clone(),
+                    note: Some(format!(
+                        "{} is {}: {}",
+                        change.type_, change.status, change.message
+                    )),
+                    action: change.type_.clone(),
+                    secondary: None,
+                };
+                if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
+                    tracing::info!(error = %e, "could not publish an Event");
+                }
+            }
+        }
+        if let Some(id) = rt.runtime_id() {
+            self.ctx
+                .metrics
+                .set_runtime_state(crate::metrics::RuntimeStateLabels {
+                    runtimeId: id.to_owned(),
+                    runtimeName: rt.name_any(),
+                    shootName: rt.spec.shoot.name.clone(),
+                    provider: rt.spec.shoot.provider.type_.as_str().to_owned(),
+                    state: draft.new.state.as_str().to_owned(),
+                    message: draft.last_message(),
+                });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(50), Duration::from_secs(300));
+    }
 }

@@ -1,0 +1,300 @@
+//! After the Shoot is reconciled: the GardenerCluster (and so the admin kubeconfig Secret the
+//! GardenerCluster reconciler maintains), then OIDC and administrators in the new cluster
+//! through that kubeconfig (upstream `sFnHandleKubeconfig`, `sFnConfigureOidc`,
+//! `sFnApplyClusterRoleBindings`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::names::{self, condition, reason};
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::classify::{self, ApiErrorKind};
+use super::reconcile::{RETRY, SAFETY_REQUEUE, gardener_cluster_for};
+use super::status::{CondStatus, StatusDraft};
+use super::{Error, Reconciler, admins, oidc};
+
+/// Time allowed for all calls into the new cluster in one reconcile.
+const SKR_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Ensures the GardenerCluster, then configures the cluster; ends in `Ready`.
+pub async fn after_provisioned(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    shoot: &Shoot,
+    draft: &mut StatusDraft,
+) -> Result<Action, Error> {
+    let runtime_id = r.runtime_id(rt);
+    let gc = r.gardener_cluster(rt, &runtime_id);
+    let Some(gc) = gc else {
+        let api: Api<kim_shared::api::GardenerCluster> = r.gardener_clusters(rt);
+        match api
+            .create(
+                &PostParams::default(),
+                &gardener_cluster_for(rt, &runtime_id, shoot),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {}
+            Err(e) => {
+                draft.set(
+                    condition::KUBECONFIG_READY,
+                    CondStatus::False,
+                    reason::KUBERNETES_ERR,
+                    classify::message(&e),
+                );
+                return Ok(transient_or_failed(draft, &e));
+            }
+        }
+        draft.set(
+            condition::KUBECONFIG_READY,
+            CondStatus::Unknown,
+            reason::GARDENER_CLUSTER_CR_CREATED,
+            "Gardener Cluster CR created, waiting for readiness",
+        );
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(SAFETY_REQUEUE));
+    };
+    let gc_ready = gc
+        .status
+        .as_ref()
+        .and_then(|s| s.state.as_deref())
+        .is_some_and(|s| s == names::GARDENER_CLUSTER_STATE_READY);
+    if !gc_ready {
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(SAFETY_REQUEUE));
+    }
+    draft.set(
+        condition::KUBECONFIG_READY,
+        CondStatus::True,
+        reason::GARDENER_CLUSTER_CR_READY,
+        "Gardener Cluster CR is ready.",
+    );
+
+    let skr = match tokio::time::timeout(SKR_TIMEOUT, r.skr_client(rt, &runtime_id)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "cannot build a client for the runtime cluster yet");
+            draft.set(
+                condition::CONFIGURED,
+                CondStatus::False,
+                reason::CONFIGURATION_ERROR,
+                "failed to update kubeconfig admin access",
+            );
+            draft.state(RuntimeState::Pending);
+            return Ok(Action::requeue(RETRY));
+        }
+        Err(_) => {
+            draft.set(
+                condition::CONFIGURED,
+                CondStatus::False,
+                reason::CONFIGURATION_ERROR,
+                "failed to update kubeconfig admin access",
+            );
+            draft.state(RuntimeState::Pending);
+            return Ok(Action::requeue(RETRY));
+        }
+    };
+
+    if oidc::extension_enabled(shoot) {
+        let default = serde_json::to_value(&r.config.cluster.default_shared_ias_tenant)
+            .map(oidc_spec_from_provider)
+            .map_err(Error::Serialize)?;
+        let specs = oidc::wanted(rt, default);
+        match tokio::time::timeout(SKR_TIMEOUT, oidc::apply(&skr, &specs)).await {
+            Ok(Ok(())) => draft.set(
+                condition::OIDC_CONFIGURED,
+                CondStatus::True,
+                reason::OIDC_CONFIGURED,
+                "OIDC configuration completed",
+            ),
+            Ok(Err(e)) => {
+                tracing::info!(error = %e, "failed to configure OIDC");
+                draft.set(
+                    condition::OIDC_CONFIGURED,
+                    CondStatus::False,
+                    reason::OIDC_CONFIGURATION_ERR,
+                    format!("failed to configure OIDC: {e}"),
+                );
+                draft.state(RuntimeState::Pending);
+                return Ok(Action::requeue(RETRY));
+            }
+            Err(_) => {
+                draft.set(
+                    condition::OIDC_CONFIGURED,
+                    CondStatus::False,
+                    reason::OIDC_CONFIGURATION_ERR,
+                    "failed to configure OIDC: timed out",
+                );
+                draft.state(RuntimeState::Pending);
+                return Ok(Action::requeue(RETRY));
+            }
+        }
+    } else {
+        draft.set(
+            condition::OIDC_CONFIGURED,
+            CondStatus::True,
+            reason::OIDC_CONFIGURED,
+            "OIDC extension disabled",
+        );
+    }
+
+    match tokio::time::timeout(
+        SKR_TIMEOUT,
+        admins::apply(&skr, &rt.spec.security.administrators),
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "failed to configure administrators");
+            draft.set(
+                condition::CONFIGURED,
+                CondStatus::False,
+                reason::CONFIGURATION_ERROR,
+                format!("failed to update kubeconfig admin access: {e}"),
+            );
+            draft.state(RuntimeState::Pending);
+            return Ok(Action::requeue(RETRY));
+        }
+        Err(_) => {
+            draft.set(
+                condition::CONFIGURED,
+                CondStatus::False,
+                reason::CONFIGURATION_ERROR,
+                "failed to update kubeconfig admin access: timed out",
+            );
+            draft.state(RuntimeState::Pending);
+            return Ok(Action::requeue(RETRY));
+        }
+    }
+    draft.set(
+        condition::CONFIGURED,
+        CondStatus::True,
+        reason::ADMINISTRATORS_CONFIGURED,
+        "Cluster admin configuration complete",
+    );
+    draft.state(RuntimeState::Ready);
+    draft.provisioning_completed();
+    r.record_ready(rt, shoot);
+    tracing::info!("Runtime is Ready");
+    Ok(Action::await_change())
+}
+
+/// The config's OIDC provider (camelCase JSON) as an `OpenIDConnect` spec.
+fn oidc_spec_from_provider(v: serde_json::Value) -> serde_json::Value {
+    let get = |k: &str| v.get(k).cloned().unwrap_or(serde_json::Value::Null);
+    let mut spec = serde_json::json!({
+        "issuerURL": get("issuerURL"),
+        "clientID": get("clientID"),
+        "usernameClaim": get("usernameClaim"),
+        "usernamePrefix": get("usernamePrefix"),
+        "groupsClaim": get("groupsClaim"),
+        "supportedSigningAlgs": get("signingAlgs"),
+    });
+    if let Some(m) = spec.as_object_mut() {
+        m.retain(|_, v| !v.is_null());
+    }
+    spec
+}
+
+fn transient_or_failed(draft: &mut StatusDraft, e: &kube::Error) -> Action {
+    match classify::classify(e) {
+        ApiErrorKind::Permanent => {
+            draft.state(RuntimeState::Failed);
+            Action::requeue(super::reconcile::PERMANENT_RETRY)
+        }
+        _ => {
+            draft.state(RuntimeState::Pending);
+            Action::requeue(RETRY)
+        }
+    }
+}
+
+/// Builds a client for the runtime cluster from the admin kubeconfig Secret
+/// `kubeconfig-<runtime-id>` (key `config`) that the GardenerCluster reconciler maintains.
+pub async fn skr_client(
+    kcp: &kube::Client,
+    namespace: &str,
+    runtime_id: &str,
+) -> Result<kube::Client, SkrError> {
+    let name = names::kubeconfig_secret_name(runtime_id);
+    let secret = Api::<Secret>::namespaced(kcp.clone(), namespace)
+        .get(&name)
+        .await
+        .map_err(|e| SkrError::Secret {
+            name: name.clone(),
+            source: e,
+        })?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| SkrError::NoKey { name: name.clone() })?;
+    let text = String::from_utf8(bytes).map_err(|_| SkrError::Parse { name: name.clone() })?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)
+        .map_err(|_| SkrError::Parse { name: name.clone() })?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|_| SkrError::Parse { name: name.clone() })?;
+    kube::Client::try_from(config).map_err(|e| SkrError::Client { name, source: e })
+}
+
+/// The runtime cluster cannot be reached yet. Messages never contain the kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum SkrError {
+    /// The Secret cannot be read (not yet written, usually).
+    #[error("kubeconfig Secret {name}: {source}")]
+    Secret {
+        /// Secret name.
+        name: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// The Secret has no `config` key (for example during a forced rotation).
+    #[error("kubeconfig Secret {name} has no key `config` yet")]
+    NoKey {
+        /// Secret name.
+        name: String,
+    },
+    /// The kubeconfig does not parse.
+    #[error("kubeconfig Secret {name}: key `config` is not a usable kubeconfig")]
+    Parse {
+        /// Secret name.
+        name: String,
+    },
+    /// No client could be built.
+    #[error("kubeconfig Secret {name}: {source}")]
+    Client {
+        /// Secret name.
+        name: String,
+        /// Why.
+        source: kube::Error,
+    },
+}
+
+impl Reconciler {
+    /// A client for the Runtime's cluster.
+    pub async fn skr_client(
+        &self,
+        rt: &Runtime,
+        runtime_id: &str,
+    ) -> Result<kube::Client, SkrError> {
+        skr_client(
+            &self.ctx.kcp,
+            &rt.namespace().unwrap_or_default(),
+            runtime_id,
+        )
+        .await
+    }
+}

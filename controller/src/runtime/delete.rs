@@ -1,0 +1,301 @@
+//! Deletion without loss (upstream 3.10): the GardenerCluster first, then the Shoot (with
+//! `confirmation.gardener.cloud/deletion`), and the finalizer only once the Shoot is gone.
+//! Optional safe deletion (`--deletion-grace-period`): hibernate, delete after the period.
+//! Optional force deletion (`--force-deletion`): annotate when Gardener reports a code it
+//! accepts for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::names::{self, condition, reason};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::classify::{self, ApiErrorKind};
+use super::reconcile::{RETRY, SAFETY_REQUEUE};
+use super::status::{CondStatus, StatusDraft};
+use super::{Error, Reconciler};
+
+/// Outcome of a deletion pass.
+pub enum Deleted {
+    /// Still in progress; write the status.
+    Pending(Action),
+    /// The finalizer is gone; nothing more to write.
+    Finalized,
+}
+
+/// One deletion pass.
+pub async fn run(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    shoot: Option<Arc<Shoot>>,
+    draft: &mut StatusDraft,
+    now: jiff::Timestamp,
+) -> Result<Deleted, Error> {
+    if !rt
+        .finalizers()
+        .iter()
+        .any(|f| f == names::RUNTIME_FINALIZER)
+    {
+        return Ok(Deleted::Finalized);
+    }
+    draft.state(RuntimeState::Terminating);
+    draft.shoot(shoot.as_deref());
+    let runtime_id = r.runtime_id(rt);
+
+    // 1. GardenerCluster (its reconciler then deletes the kubeconfig Secret).
+    if let Some(action) = delete_gardener_cluster(r, rt, &runtime_id, draft).await? {
+        return Ok(Deleted::Pending(action));
+    }
+
+    // 2. Shoot. The watch cache may lag: confirm absence with a live read before the
+    // finalizer goes, so a restart can never orphan a Shoot.
+    let shoot = match shoot {
+        Some(s) => Some(s),
+        None => r
+            .get_shoot_live(&rt.spec.shoot.name)
+            .await
+            .map_err(|e| Error::api("read the Shoot", e))?
+            .map(Arc::new),
+    };
+    let Some(shoot) = shoot else {
+        return finalize(r, rt).await;
+    };
+    if shoot.meta().deletion_timestamp.is_some() {
+        force_deletion_if_allowed(r, &shoot).await;
+        draft.set(
+            condition::DEPROVISIONED,
+            CondStatus::Unknown,
+            reason::GARDENER_SHOOT_DELETED,
+            "Runtime shoot deletion started",
+        );
+        return Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)));
+    }
+
+    if let Some(grace) = r.ctx.args.deletion_grace_period
+        && let Some(action) = hibernate_during_grace(r, rt, &shoot, draft, grace, now).await
+    {
+        return Ok(Deleted::Pending(action));
+    }
+
+    let api = r.shoots_api();
+    let name = shoot.name_any();
+    if shoot
+        .annotations()
+        .get(names::GARDENER_ANNOTATION_CONFIRM_DELETION)
+        .map(String::as_str)
+        != Some("true")
+    {
+        // A merge patch of one annotation: an apply of the whole object as read (upstream)
+        // would take ownership of fields others manage.
+        let patch = json!({"metadata": {"annotations": {names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"}}});
+        if let Err(e) = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            return Ok(Deleted::Pending(delete_failure(
+                draft,
+                "Gardener API shoot annotate error",
+                &e,
+            )));
+        }
+    }
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!("Shoot deletion started");
+            draft.set(
+                condition::DEPROVISIONED,
+                CondStatus::Unknown,
+                reason::GARDENER_SHOOT_DELETED,
+                "Runtime shoot deletion started",
+            );
+            Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)))
+        }
+        Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => finalize(r, rt).await,
+        Err(e) => Ok(Deleted::Pending(delete_failure(
+            draft,
+            "Gardener API shoot delete error",
+            &e,
+        ))),
+    }
+}
+
+async fn delete_gardener_cluster(
+    r: &Reconciler,
+    rt: &Runtime,
+    runtime_id: &str,
+    draft: &mut StatusDraft,
+) -> Result<Option<Action>, Error> {
+    let api = r.gardener_clusters(rt);
+    let gc = match r.gardener_cluster(rt, runtime_id) {
+        Some(gc) => Some(gc),
+        None => api
+            .get_opt(runtime_id)
+            .await
+            .map_err(|e| Error::api("read the GardenerCluster", e))?
+            .map(Arc::new),
+    };
+    let Some(gc) = gc else {
+        draft.set(
+            condition::DEPROVISIONED,
+            CondStatus::True,
+            reason::GARDENER_CLUSTER_CR_DELETED,
+            "Gardener Cluster CR successfully deleted",
+        );
+        return Ok(None);
+    };
+    if gc.meta().deletion_timestamp.is_none() {
+        match api.delete(runtime_id, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::api("delete the GardenerCluster", e)),
+        }
+    }
+    draft.set(
+        condition::DEPROVISIONED,
+        CondStatus::Unknown,
+        reason::GARDENER_CLUSTER_CR_DELETED,
+        "Runtime shoot deletion started",
+    );
+    Ok(Some(Action::requeue(SAFETY_REQUEUE)))
+}
+
+async fn hibernate_during_grace(
+    r: &Reconciler,
+    rt: &Runtime,
+    shoot: &Shoot,
+    draft: &mut StatusDraft,
+    grace: Duration,
+    now: jiff::Timestamp,
+) -> Option<Action> {
+    let since = rt.meta().deletion_timestamp.as_ref()?.0;
+    let due = since
+        .checked_add(jiff::SignedDuration::try_from(grace).ok()?)
+        .ok()?;
+    if now >= due {
+        return None;
+    }
+    let hibernated = shoot.spec.hibernation.as_ref().and_then(|h| h.enabled) == Some(true);
+    if !hibernated {
+        let patch = json!({"spec": {"hibernation": {"enabled": true}}});
+        if let Err(e) = r
+            .shoots_api()
+            .patch(
+                &shoot.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            return Some(delete_failure(
+                draft,
+                "Gardener API shoot hibernate error",
+                &e,
+            ));
+        }
+        tracing::info!(%due, "Shoot hibernated for the deletion grace period");
+    }
+    draft.set(
+        condition::DEPROVISIONED,
+        CondStatus::Unknown,
+        reason::PROCESSING,
+        format!("Shoot hibernated; it will be deleted at {due} (--deletion-grace-period)"),
+    );
+    let wait = due.duration_since(now).unsigned_abs();
+    Some(Action::requeue(
+        wait.min(SAFETY_REQUEUE).max(Duration::from_secs(1)),
+    ))
+}
+
+async fn force_deletion_if_allowed(r: &Reconciler, shoot: &Shoot) {
+    if !r.ctx.args.force_deletion {
+        return;
+    }
+    let errors = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.last_errors.clone())
+        .unwrap_or_default();
+    let set = shoot
+        .annotations()
+        .contains_key(names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION);
+    if set || !classify::force_deletion_allowed(&errors) {
+        return;
+    }
+    let patch = json!({"metadata": {"annotations": {names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION: "true"}}});
+    match r
+        .shoots_api()
+        .patch(
+            &shoot.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(codes = %classify::joined_codes(&errors), "force deletion confirmed")
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "could not set the force-deletion annotation; retrying")
+        }
+    }
+}
+
+async fn finalize(r: &Reconciler, rt: &Runtime) -> Result<Deleted, Error> {
+    if r.ctx.args.structured_auth_enabled {
+        let name = names::structured_auth_config_map_name(&rt.spec.shoot.name);
+        match r
+            .config_maps_api()
+            .delete(&name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Error::api(
+                    "delete the structured authentication ConfigMap",
+                    e,
+                ));
+            }
+        }
+    }
+    let finalizers: Vec<String> = rt
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::RUNTIME_FINALIZER)
+        .cloned()
+        .collect();
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": rt.resource_version()}});
+    r.runtimes(rt)
+        .patch(
+            &rt.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(|e| Error::api("remove the finalizer from the Runtime", e))?;
+    r.forget(rt);
+    tracing::info!("Runtime deleted: Shoot gone, finalizer removed");
+    Ok(Deleted::Finalized)
+}
+
+fn delete_failure(draft: &mut StatusDraft, what: &str, e: &kube::Error) -> Action {
+    let kind = classify::classify(e);
+    if kind == ApiErrorKind::Permanent {
+        tracing::warn!(error = %e, "{what}");
+    } else {
+        tracing::info!(error = %e, "{what}; retrying");
+    }
+    draft.set(
+        condition::DEPROVISIONED,
+        CondStatus::False,
+        reason::GARDENER_SHOOT_DELETED,
+        format!("{what}: {}", classify::message(e)),
+    );
+    Action::requeue(RETRY)
+}

@@ -1,0 +1,600 @@
+//! One reconcile of a Runtime that is not being deleted: finalizer, validation, create or
+//! patch the Shoot, follow its `lastOperation`, GardenerCluster, administrators and OIDC,
+//! `Ready`. Each step records conditions in a [`StatusDraft`]; the caller writes it once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::gardener::last_operation::{kind, state};
+use kim_shared::names::{self, condition, reason};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::classify::{self, ApiErrorKind};
+use super::status::{CondStatus, StatusDraft};
+use super::{Error, Reconciler, cluster};
+
+/// Requeue while something progresses without an event we watch (safety net only: Shoot and
+/// GardenerCluster changes arrive as events).
+pub const SAFETY_REQUEUE: Duration = Duration::from_secs(300);
+/// Requeue after a transient API error (the per-object backoff grows from here).
+pub const RETRY: Duration = Duration::from_secs(5);
+/// Requeue after an error that needs a change of input (a spec change triggers earlier).
+pub const PERMANENT_RETRY: Duration = Duration::from_secs(60);
+
+/// Does the non-deletion part of a reconcile.
+pub async fn apply(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    shoot: Option<Arc<Shoot>>,
+    draft: &mut StatusDraft,
+) -> Result<Action, Error> {
+    ensure_finalizer(r, rt).await?;
+
+    // Validation first: a Runtime stored before the webhook existed must fail clearly.
+    let findings = kim_shared::validation::validate_create(rt, &r.config);
+    if !findings.is_allowed() {
+        let msg = findings
+            .violations
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::False,
+            reason::CONVERSION_ERR,
+            format!("Runtime conversion error {msg}"),
+        );
+        draft.state(RuntimeState::Failed);
+        return Ok(Action::await_change());
+    }
+
+    let Some(shoot) = shoot else {
+        return create_shoot(r, rt, draft).await;
+    };
+    draft.shoot(Some(&shoot));
+    if shoot.meta().deletion_timestamp.is_some() {
+        // Someone else deletes the Shoot; nothing to do until it is gone (then we create anew).
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::PROCESSING,
+            "Shoot is being deleted outside of the infrastructure manager",
+        );
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(SAFETY_REQUEUE));
+    }
+
+    match should_patch(r, rt, &shoot) {
+        PatchDecision::Patch(why) => return patch_shoot(r, rt, &shoot, draft, why).await,
+        PatchDecision::Suspended => {
+            tracing::info!(
+                "Reconciliation is suspended. Remove \"{}\" annotation to resume reconciliation",
+                names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION
+            );
+        }
+        PatchDecision::UpToDate => {}
+    }
+
+    let ready = rt
+        .status
+        .as_ref()
+        .is_some_and(|s| s.state == RuntimeState::Ready)
+        && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation;
+    if ready {
+        // Ready and handled: nothing to do until the spec or the Shoot changes.
+        return Ok(Action::await_change());
+    }
+
+    if let Some(action) = follow_last_operation(r, &shoot, draft) {
+        return Ok(action);
+    }
+    cluster::after_provisioned(r, rt, &shoot, draft).await
+}
+
+async fn ensure_finalizer(r: &Reconciler, rt: &Runtime) -> Result<(), Error> {
+    if rt
+        .finalizers()
+        .iter()
+        .any(|f| f == names::RUNTIME_FINALIZER)
+    {
+        return Ok(());
+    }
+    let mut finalizers = rt.finalizers().to_vec();
+    finalizers.push(names::RUNTIME_FINALIZER.to_owned());
+    // resourceVersion makes this a compare-and-swap: a concurrent finalizer change wins and
+    // we retry (Conflict), instead of overwriting it.
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": rt.resource_version()}});
+    r.runtimes(rt)
+        .patch(
+            &rt.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(|e| Error::api("add the finalizer to the Runtime", e))?;
+    Ok(())
+}
+
+async fn create_shoot(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    draft: &mut StatusDraft,
+) -> Result<Action, Error> {
+    if draft.condition(condition::PROVISIONED).is_none() {
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::INITIALISED,
+            "Runtime initialized",
+        );
+    }
+    if r.ctx.args.audit_log_mandatory
+        && r.config
+            .audit_log_tenant(rt.spec.shoot.provider.type_.as_str(), &rt.spec.shoot.region)
+            .is_err()
+    {
+        tracing::warn!(
+            provider = rt.spec.shoot.provider.type_.as_str(),
+            region = %rt.spec.shoot.region,
+            "no audit log tenant for provider and region"
+        );
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::False,
+            reason::AUDIT_LOG_ERR,
+            "Failed to configure audit logs",
+        );
+        draft.state(RuntimeState::Failed);
+        return Ok(Action::await_change());
+    }
+    let converted = match kim_shared::convert::to_shoot(rt, &r.config, None) {
+        Ok(c) => c,
+        Err(e) => {
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::False,
+                reason::CONVERSION_ERR,
+                format!("Runtime conversion error {e}"),
+            );
+            draft.state(RuntimeState::Failed);
+            return Ok(Action::await_change());
+        }
+    };
+    if let Some(cm) = &converted.structured_auth
+        && let Err(e) = r.apply_config_map(cm).await
+    {
+        return Ok(gardener_failure(
+            draft,
+            reason::OIDC_CONFIGURATION_ERR,
+            "Failed to create structured authentication config map",
+            &e,
+        ));
+    }
+    if let Some(wait) = r.held(rt) {
+        // A permanent error for this generation is recent: do not hammer Gardener on every
+        // status event; the stored conditions stay as they are.
+        return Ok(Action::requeue(wait));
+    }
+    let api: Api<Shoot> = r.shoots_api();
+    match api.create(&PostParams::default(), &converted.shoot).await {
+        Ok(_) => {
+            tracing::info!("Shoot created");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::Unknown,
+                reason::SHOOT_CREATION_PENDING,
+                "Shoot is pending",
+            );
+            draft.state(RuntimeState::Pending);
+            Ok(Action::requeue(SAFETY_REQUEUE))
+        }
+        Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {
+            // Our watch cache is behind (or a restart interrupted us after the create): the
+            // Shoot exists; its watch event brings it.
+            tracing::debug!("Shoot already exists; waiting for its watch event");
+            draft.state(RuntimeState::Pending);
+            Ok(Action::requeue(RETRY))
+        }
+        Err(e) => {
+            let action =
+                gardener_failure(draft, reason::GARDENER_ERR, "Gardener API create error", &e);
+            if classify::classify(&e) == ApiErrorKind::Permanent {
+                r.hold(rt, PERMANENT_RETRY);
+            }
+            Ok(action)
+        }
+    }
+}
+
+/// Sets a condition for a failed Gardener call and picks the requeue: transient errors keep
+/// the state `Pending` (upstream shows `Failed` for them, quirk 2), permanent ones `Failed`.
+pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube::Error) -> Action {
+    let kind = classify::classify(e);
+    let message = format!("{what}: {}", classify::message(e));
+    match kind {
+        ApiErrorKind::Conflict
+        | ApiErrorKind::Transient
+        | ApiErrorKind::AlreadyExists
+        | ApiErrorKind::NotFound => {
+            tracing::info!(error = %e, "{what}; retrying");
+            draft.set(condition::PROVISIONED, CondStatus::Unknown, why, message);
+            if draft.current_state() != RuntimeState::Ready {
+                draft.state(RuntimeState::Pending);
+            }
+            Action::requeue(RETRY)
+        }
+        ApiErrorKind::Permanent => {
+            tracing::warn!(error = %e, "{what}");
+            draft.set(condition::PROVISIONED, CondStatus::False, why, message);
+            draft.state(RuntimeState::Failed);
+            Action::requeue(PERMANENT_RETRY)
+        }
+    }
+}
+
+enum PatchDecision {
+    Patch(&'static str),
+    Suspended,
+    UpToDate,
+}
+
+fn should_patch(r: &Reconciler, rt: &Runtime, shoot: &Shoot) -> PatchDecision {
+    if rt
+        .annotations()
+        .get(names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+    {
+        return PatchDecision::Suspended;
+    }
+    if rt
+        .annotations()
+        .get(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+        .is_some_and(|v| v == "true")
+    {
+        return PatchDecision::Patch("force-patch annotation");
+    }
+    let generation = rt.metadata.generation.unwrap_or(0);
+    let applied = shoot
+        .annotations()
+        .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
+        .and_then(|v| v.parse::<i64>().ok());
+    let applied = applied.max(r.applied_generation(rt));
+    match applied {
+        None => return PatchDecision::Patch("runtime-generation annotation missing"),
+        Some(a) if a < generation => {
+            return PatchDecision::Patch("Runtime generation ahead of the Shoot");
+        }
+        Some(_) => {}
+    }
+    if r.shoot_drifted(rt, shoot) {
+        return PatchDecision::Patch("Shoot spec changed outside of the infrastructure manager");
+    }
+    PatchDecision::UpToDate
+}
+
+async fn patch_shoot(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    live: &Shoot,
+    draft: &mut StatusDraft,
+    why: &'static str,
+) -> Result<Action, Error> {
+    tracing::info!(why, "patching Shoot");
+    let converted = match kim_shared::convert::to_shoot(rt, &r.config, Some(live)) {
+        Ok(c) => c,
+        Err(e) => {
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::False,
+                reason::CONVERSION_ERR,
+                format!("Runtime conversion error {e}"),
+            );
+            draft.state(RuntimeState::Failed);
+            return Ok(Action::await_change());
+        }
+    };
+    if let Some(cm) = &converted.structured_auth
+        && let Err(e) = r.apply_config_map(cm).await
+    {
+        return Ok(gardener_failure(
+            draft,
+            reason::OIDC_CONFIGURATION_ERR,
+            "Failed to create structured authentication config map",
+            &e,
+        ));
+    }
+    if let Some(wait) = r.held(rt) {
+        return Ok(Action::requeue(wait));
+    }
+    let api = r.shoots_api();
+    let name = live.name_any();
+    if converted.workers_removed {
+        // SSA list merge keeps pools other managers co-own (upstream issue 640): replace the
+        // workers with a full update of the live object first.
+        let mut updated = live.clone();
+        updated.spec.provider.workers = converted.shoot.spec.provider.workers.clone();
+        updated.spec.provider.infrastructure_config =
+            converted.shoot.spec.provider.infrastructure_config.clone();
+        updated.spec.provider.control_plane_config =
+            converted.shoot.spec.provider.control_plane_config.clone();
+        updated.metadata.managed_fields = None;
+        let pp = PostParams {
+            field_manager: Some(names::FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        if let Err(e) = api.replace(&name, &pp, &updated).await {
+            return Ok(patch_failure(
+                r,
+                rt,
+                draft,
+                "Gardener API shoot update error",
+                &e,
+            ));
+        }
+    }
+    let mut body = serde_json::to_value(&converted.shoot).map_err(Error::Serialize)?;
+    body["apiVersion"] = json!("core.gardener.cloud/v1beta1");
+    body["kind"] = json!("Shoot");
+    if let Some(o) = body.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(m) = body["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    let pp = PatchParams::apply(names::FIELD_MANAGER).force();
+    let patched = match api.patch(&name, &pp, &Patch::Apply(body)).await {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(patch_failure(
+                r,
+                rt,
+                draft,
+                "Gardener API shoot patch error",
+                &e,
+            ));
+        }
+    };
+    r.record_applied(rt, &patched);
+    if rt
+        .annotations()
+        .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+    {
+        let patch = json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_PATCH_RECONCILIATION: null}}});
+        r.runtimes(rt)
+            .patch(
+                &rt.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| Error::api("remove the force-patch annotation from the Runtime", e))?;
+    }
+    draft.shoot(Some(&patched));
+    if patched.metadata.generation == live.metadata.generation {
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::True,
+            reason::PROCESSING,
+            "Shoot patched without changes",
+        );
+        return cluster::after_provisioned(r, rt, &patched, draft).await;
+    }
+    draft.set(
+        condition::PROVISIONED,
+        CondStatus::Unknown,
+        reason::PROCESSING,
+        "Shoot is pending for update after patch",
+    );
+    draft.state(RuntimeState::Pending);
+    Ok(Action::requeue(SAFETY_REQUEUE))
+}
+
+fn patch_failure(
+    r: &Reconciler,
+    rt: &Runtime,
+    draft: &mut StatusDraft,
+    what: &str,
+    e: &kube::Error,
+) -> Action {
+    match classify::classify(e) {
+        ApiErrorKind::Conflict => {
+            tracing::info!(error = %e, "conflict while writing the Shoot; retrying");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::Unknown,
+                reason::PROCESSING,
+                "Shoot is pending for update after conflict error",
+            );
+            draft.state(RuntimeState::Pending);
+            Action::requeue(Duration::from_secs(1))
+        }
+        ApiErrorKind::Transient => {
+            tracing::info!(error = %e, "{what}; retrying");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::Unknown,
+                reason::PROCESSING,
+                format!("{what}: {}", classify::message(e)),
+            );
+            draft.state(RuntimeState::Pending);
+            Action::requeue(RETRY)
+        }
+        _ => {
+            tracing::warn!(error = %e, "{what}");
+            r.hold(rt, PERMANENT_RETRY);
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::False,
+                reason::PROCESSING_ERR,
+                format!("{what}: {}", classify::message(e)),
+            );
+            draft.state(RuntimeState::Failed);
+            Action::requeue(PERMANENT_RETRY)
+        }
+    }
+}
+
+/// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
+/// Returns `None` when the Shoot is reconciled and the next steps may run.
+fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
+    let status = shoot.status.as_ref();
+    let Some(op) = status.and_then(|s| s.last_operation.as_ref()) else {
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::SHOOT_CREATION_PENDING,
+            "Shoot is pending",
+        );
+        draft.state(RuntimeState::Pending);
+        return Some(Action::requeue(SAFETY_REQUEUE));
+    };
+    let creating = op.type_ == kind::CREATE;
+    let errors = status
+        .and_then(|s| s.last_errors.clone())
+        .unwrap_or_default();
+    match op.state.as_str() {
+        state::SUCCEEDED => {
+            if creating {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::True,
+                    reason::SHOOT_CREATION_COMPLETED,
+                    "Shoot creation completed",
+                );
+            } else {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::True,
+                    reason::CONFIGURATION_COMPLETED,
+                    "Runtime processing completed successfully",
+                );
+            }
+            None
+        }
+        state::FAILED => {
+            if classify::is_retryable(&errors) {
+                let msg = if creating {
+                    "Retryable gardener errors during cluster provisioning"
+                } else {
+                    "Retryable gardener errors during cluster reconcile"
+                };
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::Unknown,
+                    reason::SHOOT_CREATION_PENDING,
+                    msg,
+                );
+                draft.state(RuntimeState::Pending);
+                Some(Action::requeue(Duration::from_secs(60)))
+            } else {
+                if creating {
+                    draft.set(
+                        condition::PROVISIONED,
+                        CondStatus::False,
+                        reason::CREATION_ERR,
+                        "Shoot creation failed",
+                    );
+                } else {
+                    draft.set(
+                        condition::PROVISIONED,
+                        CondStatus::False,
+                        reason::PROCESSING_ERR,
+                        classify::joined_codes(&errors),
+                    );
+                }
+                if draft.current_state() != RuntimeState::Failed {
+                    r.ctx.metrics.unexpected_stops.inc();
+                }
+                draft.state(RuntimeState::Failed);
+                Some(Action::await_change())
+            }
+        }
+        // Processing, Pending, Aborted, Error (Gardener retries Error itself)
+        _ => {
+            if creating
+                && op
+                    .description
+                    .starts_with("Failed to schedule Shoot: none out of the")
+            {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::False,
+                    reason::CREATION_ERR,
+                    "Shoot creation failed, no matching seeds",
+                );
+                draft.state(RuntimeState::Failed);
+                return Some(Action::await_change());
+            }
+            if creating {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::Unknown,
+                    reason::SHOOT_CREATION_PENDING,
+                    "Shoot creation in progress",
+                );
+            } else {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::Unknown,
+                    reason::PROCESSING,
+                    "Shoot update is in progress",
+                );
+            }
+            draft.state(RuntimeState::Pending);
+            Some(Action::requeue(SAFETY_REQUEUE))
+        }
+    }
+}
+
+/// The GardenerCluster a Runtime gets (reference 2.2: name = runtime ID, labels as upstream).
+pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
+    let mut labels = std::collections::BTreeMap::new();
+    for key in names::LABELS_COPIED_TO_GARDENER_CLUSTER {
+        if let Some(v) = rt.labels().get(key) {
+            labels.insert(key.to_owned(), v.clone());
+        }
+    }
+    labels.insert(
+        names::LABEL_PLATFORM_REGION.to_owned(),
+        rt.spec.shoot.platform_region.clone(),
+    );
+    labels.insert(names::LABEL_REGION.to_owned(), rt.spec.shoot.region.clone());
+    labels.insert(
+        names::LABEL_SHOOT_NAME.to_owned(),
+        rt.spec.shoot.name.clone(),
+    );
+    labels.insert(
+        names::LABEL_MANAGED_BY.to_owned(),
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+    );
+    labels.insert(names::LABEL_INTERNAL.to_owned(), "true".to_owned());
+    let mut gc = GardenerCluster::new(
+        runtime_id,
+        kim_shared::api::GardenerClusterSpec {
+            kubeconfig: kim_shared::api::gardener_cluster::Kubeconfig {
+                secret: kim_shared::api::gardener_cluster::SecretKeyRef {
+                    key: names::KUBECONFIG_SECRET_KEY.to_owned(),
+                    name: names::kubeconfig_secret_name(runtime_id),
+                    namespace: rt.namespace().unwrap_or_default(),
+                },
+            },
+            shoot: kim_shared::api::gardener_cluster::ShootReference {
+                name: rt.spec.shoot.name.clone(),
+            },
+        },
+    );
+    gc.metadata.namespace = rt.namespace();
+    gc.metadata.labels = Some(labels);
+    if let Some(domain) = shoot.spec.dns.as_ref().and_then(|d| d.domain.clone()) {
+        gc.metadata.annotations = Some([(names::ANNOTATION_SKR_DOMAIN.to_owned(), domain)].into());
+    }
+    gc
+}

@@ -1,0 +1,244 @@
+//! The Runtime status a reconcile computes: conditions keyed by type (upstream types and
+//! reasons), the state, `observedGeneration`, the Shoot's last operation and errors. Written
+//! once per reconcile by server-side apply on `/status`, with one Event per condition change.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kim_shared::api::{Runtime, RuntimeState, RuntimeStatus};
+use kim_shared::gardener::Shoot;
+
+/// `True`, `False` or `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CondStatus {
+    /// Done.
+    True,
+    /// Failed.
+    False,
+    /// In progress.
+    Unknown,
+}
+
+impl CondStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A condition that changed (status or reason) in this reconcile: one Event each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// Condition type.
+    pub type_: String,
+    /// New status.
+    pub status: String,
+    /// New reason.
+    pub reason: String,
+    /// New message.
+    pub message: String,
+}
+
+/// The status being built for one reconcile, starting from the stored one.
+#[derive(Debug, Clone)]
+pub struct StatusDraft {
+    old: RuntimeStatus,
+    /// The status to write.
+    pub new: RuntimeStatus,
+    generation: Option<i64>,
+    now: Time,
+}
+
+impl StatusDraft {
+    /// Starts from the Runtime's stored status; `now` stamps changed conditions.
+    pub fn new(rt: &Runtime, now: jiff::Timestamp) -> Self {
+        let old = rt.status.clone().unwrap_or_default();
+        Self {
+            new: old.clone(),
+            old,
+            generation: rt.metadata.generation,
+            now: Time(now),
+        }
+    }
+
+    /// Upserts a condition by type; keeps `lastTransitionTime` when the status is unchanged.
+    pub fn set(
+        &mut self,
+        type_: &str,
+        status: CondStatus,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        let message = message.into();
+        let conditions = self.new.conditions.get_or_insert_with(Vec::new);
+        let status_s = status.as_str().to_owned();
+        match conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status_s {
+                    c.last_transition_time = self.now.clone();
+                }
+                c.status = status_s;
+                c.reason = reason.to_owned();
+                c.message = message;
+                c.observed_generation = self.generation;
+            }
+            None => conditions.push(Condition {
+                type_: type_.to_owned(),
+                status: status_s,
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: self.now.clone(),
+                observed_generation: self.generation,
+            }),
+        }
+    }
+
+    /// Sets the state.
+    pub fn state(&mut self, state: RuntimeState) {
+        self.new.state = state;
+    }
+
+    /// The state being written.
+    pub fn current_state(&self) -> RuntimeState {
+        self.new.state
+    }
+
+    /// A condition as it will be written.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.new
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == type_)
+    }
+
+    /// Marks the spec generation as handled.
+    pub fn observed(&mut self) {
+        self.new.observed_generation = self.generation;
+    }
+
+    /// Sets `provisioningCompleted` (never reset, as upstream).
+    pub fn provisioning_completed(&mut self) {
+        self.new.provisioning_completed = Some(true);
+    }
+
+    /// Copies the Shoot's last operation and errors.
+    pub fn shoot(&mut self, shoot: Option<&Shoot>) {
+        let st = shoot.and_then(|s| s.status.as_ref());
+        self.new.shoot_last_operation = st.and_then(|s| s.last_operation.clone());
+        self.new.shoot_last_errors = st
+            .and_then(|s| s.last_errors.clone())
+            .filter(|e| !e.is_empty());
+    }
+
+    /// Whether anything differs from the stored status.
+    pub fn changed(&self) -> bool {
+        self.old != self.new
+    }
+
+    /// The conditions whose status or reason changed, for Events.
+    pub fn changes(&self) -> Vec<Change> {
+        let old = self.old.conditions.as_deref().unwrap_or_default();
+        self.new
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| {
+                !old.iter()
+                    .any(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason)
+            })
+            .map(|c| Change {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            })
+            .collect()
+    }
+
+    /// Message of the last condition (upstream's metric label), or `No value`.
+    pub fn last_message(&self) -> String {
+        self.new
+            .conditions
+            .as_ref()
+            .and_then(|c| c.last())
+            .map(|c| c.message.clone())
+            .unwrap_or_else(|| "No value".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kim_shared::names::{condition, reason};
+
+    fn rt() -> Runtime {
+        let mut r = Runtime::new("rt", Default::default());
+        r.metadata.generation = Some(3);
+        r
+    }
+
+    fn t(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn conditions_keyed_by_type_and_transition_time_kept() {
+        let mut d = StatusDraft::new(&rt(), t("2026-01-01T00:00:00Z"));
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::SHOOT_CREATION_PENDING,
+            "Shoot is pending",
+        );
+        let mut r = rt();
+        r.status = Some(d.new.clone());
+        let mut d = StatusDraft::new(&r, t("2026-01-01T00:05:00Z"));
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::SHOOT_CREATION_PENDING,
+            "Shoot creation in progress",
+        );
+        assert!(d.changes().is_empty(), "same status and reason: no event");
+        assert!(d.changed(), "message changed");
+        let c = d.condition(condition::PROVISIONED).unwrap();
+        assert_eq!(c.last_transition_time.0, t("2026-01-01T00:00:00Z"));
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::True,
+            reason::SHOOT_CREATION_COMPLETED,
+            "done",
+        );
+        assert_eq!(d.new.conditions.as_ref().unwrap().len(), 1);
+        let c = d.condition(condition::PROVISIONED).unwrap();
+        assert_eq!(c.last_transition_time.0, t("2026-01-01T00:05:00Z"));
+        assert_eq!(c.observed_generation, Some(3));
+        assert_eq!(d.changes().len(), 1);
+    }
+
+    #[test]
+    fn unchanged_status_is_not_written() {
+        let mut r = rt();
+        let mut d = StatusDraft::new(&r, t("2026-01-01T00:00:00Z"));
+        d.set(
+            condition::CONFIGURED,
+            CondStatus::True,
+            reason::ADMINISTRATORS_CONFIGURED,
+            "ok",
+        );
+        d.state(RuntimeState::Ready);
+        r.status = Some(d.new.clone());
+        let mut d = StatusDraft::new(&r, t("2026-01-02T00:00:00Z"));
+        d.set(
+            condition::CONFIGURED,
+            CondStatus::True,
+            reason::ADMINISTRATORS_CONFIGURED,
+            "ok",
+        );
+        d.state(RuntimeState::Ready);
+        assert!(!d.changed());
+        assert_eq!(d.last_message(), "ok");
+    }
+}

@@ -1,0 +1,256 @@
+//! Shared helpers of the controller end-to-end tests (included with `#[path]`).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Parser;
+use kim_controller::cli::run::RunArgs;
+use kim_controller::runner::Process;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_tests::testenv::TestEnv;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::Value;
+
+/// A controller running in this test process against the shared environment.
+pub struct RunningController {
+    /// Stops it.
+    pub shutdown: kim_controller::Shutdown,
+    /// The `run` task.
+    pub task: tokio::task::JoinHandle<()>,
+    /// `/metrics` address.
+    pub metrics: std::net::SocketAddr,
+    /// Where the kubeconfigs and config live.
+    pub dir: tempfile::TempDir,
+}
+
+impl RunningController {
+    /// Stops the controller and waits for it.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+    }
+
+    /// Kills the controller at once (no graceful shutdown): a crash.
+    pub fn kill(self) {
+        self.task.abort();
+        self.shutdown.cancel();
+    }
+
+    /// The text of `/metrics`.
+    pub async fn metrics_text(&self) -> Result<String> {
+        let mut stream = tokio::net::TcpStream::connect(self.metrics).await?;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .await?;
+        let mut out = String::new();
+        stream.read_to_string(&mut out).await?;
+        Ok(out)
+    }
+}
+
+/// The converter config of `deploy/config` pointed at the test Gardener project.
+fn write_config(dir: &std::path::Path) -> Result<PathBuf> {
+    let root = kim_tests::testenv::repo_root().join("deploy/config");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(
+        root.join("converter_config.json"),
+    )?)?;
+    cfg["converter"]["gardener"]["projectName"] = Value::from(kim_tests::fixtures::PROJECT_NAME);
+    for f in ["audit_log_tenants.json", "maintenance_windows.json"] {
+        std::fs::copy(root.join(f), dir.join(f)).with_context(|| format!("copy {f}"))?;
+    }
+    let path = dir.join("converter_config.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg)?)?;
+    Ok(path)
+}
+
+/// The audit-log credentials Secrets the Shoots reference (`spec.resources`), which Gardener's
+/// ResourceReferenceManager requires in the project namespace.
+async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let root = kim_tests::testenv::repo_root().join("deploy/config");
+    let tenants: Value = serde_json::from_str(&std::fs::read_to_string(
+        root.join("audit_log_tenants.json"),
+    )?)?;
+    let mut names: Vec<String> = tenants
+        .as_object()
+        .into_iter()
+        .flat_map(|p| p.values())
+        .filter_map(|regions| regions.as_object())
+        .flat_map(|r| r.values())
+        .filter_map(|t| t["secretName"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names.dedup();
+    let api: Api<Secret> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    for name in names {
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(name);
+        secret.string_data = Some([("auditlog-credentials".to_owned(), "test".to_owned())].into());
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // gardener-apiserver resolves references from its informer cache.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+/// Starts a controller for namespace `ns` with extra flags.
+pub async fn start_controller(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+) -> Result<RunningController> {
+    ensure_audit_secrets(env).await?;
+    let dir = tempfile::tempdir()?;
+    let paths = env.write_kubeconfigs(dir.path())?;
+    let config = write_config(dir.path())?;
+    let mut argv: Vec<String> = vec![
+        "kim-controller".into(),
+        format!("--kcp-kubeconfig-path={}", paths[0].display()),
+        format!("--gardener-kubeconfig-path={}", paths[1].display()),
+        format!(
+            "--gardener-project-name={}",
+            kim_tests::fixtures::PROJECT_NAME
+        ),
+        format!("--converter-config-filepath={}", config.display()),
+        format!("--namespace={ns}"),
+        "--metrics-bind-address=127.0.0.1:0".into(),
+        "--health-probe-bind-address=127.0.0.1:0".into(),
+        "--gardener-ratelimiter-qps=200".into(),
+        "--gardener-ratelimiter-burst=200".into(),
+        "--gardener-request-timeout=30s".into(),
+        "--kubeconfig-expiration-time=1h".into(),
+        "--log-format=text".into(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let args = Cli::try_parse_from(argv)?.run;
+    let _ =
+        kim_controller::logging::init("info,kube=warn", kim_controller::logging::LogFormat::Text);
+    let shutdown = kim_controller::Shutdown::new();
+    let process = Process::start(args, shutdown.clone()).await?;
+    let metrics = process.metrics_addr;
+    let task = tokio::spawn(async move {
+        if let Err(e) = process.run().await {
+            eprintln!("controller stopped: {e}");
+        }
+    });
+    Ok(RunningController {
+        shutdown,
+        task,
+        metrics,
+        dir,
+    })
+}
+
+/// The upstream sample Runtime, made to fit the test Gardener (credentials binding, project).
+pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
+    let path = kim_tests::testenv::repo_root()
+        .join("../shared/upstream/config/samples/infrastructuremanager_v1_runtime.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let mut rt: Runtime = serde_yaml_ng::from_str(&text)?;
+    rt.metadata.name = Some(id.to_owned());
+    rt.metadata.namespace = Some(ns.to_owned());
+    let labels = rt.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("kyma-project.io/runtime-id".into(), id.to_owned());
+    labels.insert("kyma-project.io/shoot-name".into(), shoot_name(id));
+    labels.insert(
+        "kyma-project.io/region".into(),
+        rt.spec.shoot.region.clone(),
+    );
+    rt.spec.shoot.name = shoot_name(id);
+    rt.spec.shoot.secret_binding_name = kim_tests::fixtures::credentials_name("aws");
+    rt.spec.shoot.enforce_seed_location = None;
+    rt.spec.shoot.platform_region = "cf-eu10".into();
+    if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
+        k.version = None;
+    }
+    // What the mutating webhook does before the Runtime is stored.
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+        kim_tests::testenv::repo_root().join("deploy/config/converter_config.json"),
+    ))?;
+    kim_shared::defaults::apply_defaults(&mut rt, &cfg);
+    Ok(rt)
+}
+
+/// A short Shoot name for a runtime id (Gardener limits project + shoot name length).
+pub fn shoot_name(id: &str) -> String {
+    let tail: String = id
+        .chars()
+        .rev()
+        .take(7)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("s{tail}")
+}
+
+/// Creates a Runtime.
+pub async fn create(env: &TestEnv, rt: &Runtime) -> Result<Runtime> {
+    let api: Api<Runtime> = Api::namespaced(
+        env.kcp_client().await?,
+        rt.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    Ok(api.create(&PostParams::default(), rt).await?)
+}
+
+/// Waits until the Runtime's state is `want`, failing with its status otherwise.
+pub async fn wait_state(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    want: RuntimeState,
+    timeout: Duration,
+) -> Result<Runtime> {
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let rt = api.get(name).await?;
+        if rt.status.as_ref().is_some_and(|s| s.state == want)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation
+        {
+            return Ok(rt);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "Runtime {ns}/{name} not {want:?} within {timeout:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until `f` returns true.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if f().await? {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("{what}: not within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,185 @@
+//! End to end: the upstream sample Runtime becomes a Shoot that Gardener accepts, the simulator
+//! finishes it, the GardenerCluster and the administrators' bindings appear, the Runtime is
+//! Ready with upstream's conditions; updates; deletion in order with the finalizer last.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use common::*;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::names;
+use kim_tests::testenv::TestEnv;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+async fn admins_bound(env: &TestEnv, admin: &str) -> Result<bool> {
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
+    let selector = format!(
+        "{}={}",
+        names::LABEL_RECONCILER_MANAGED_BY,
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    Ok(crbs
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .any(|b| {
+            b.role_ref.name == "cluster-admin"
+                && b.subjects.iter().flatten().any(|s| s.name == admin)
+        }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-life").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    create(env, &rt).await?;
+
+    // Create -> Ready
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    assert!(
+        ready
+            .finalizers()
+            .iter()
+            .any(|f| f == names::RUNTIME_FINALIZER)
+    );
+    for (t, reason) in [
+        (
+            names::condition::PROVISIONED,
+            names::reason::SHOOT_CREATION_COMPLETED,
+        ),
+        (
+            names::condition::KUBECONFIG_READY,
+            names::reason::GARDENER_CLUSTER_CR_READY,
+        ),
+        (
+            names::condition::CONFIGURED,
+            names::reason::ADMINISTRATORS_CONFIGURED,
+        ),
+    ] {
+        let c = ready
+            .condition(t)
+            .unwrap_or_else(|| panic!("condition {t} missing"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", reason),
+            "condition {t}"
+        );
+    }
+    assert_eq!(
+        ready.status.as_ref().and_then(|s| s.provisioning_completed),
+        Some(true)
+    );
+    let garden = env.garden_client().await?;
+    let shoots: Api<Shoot> = Api::namespaced(garden, kim_tests::fixtures::PROJECT_NAMESPACE);
+    let shoot = shoots.get(&rt.spec.shoot.name).await?;
+    assert_eq!(
+        shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID),
+        Some(&id)
+    );
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    let gc = gcs.get(&id).await?;
+    for key in [
+        names::LABEL_RUNTIME_ID,
+        names::LABEL_SHOOT_NAME,
+        names::LABEL_REGION,
+        names::LABEL_PLATFORM_REGION,
+    ] {
+        assert!(gc.labels().contains_key(key), "GardenerCluster label {key}");
+    }
+    assert_eq!(
+        gc.labels().get(names::LABEL_MANAGED_BY).map(String::as_str),
+        Some("infrastructure-manager")
+    );
+    assert!(
+        admins_bound(env, "admin@myorg.com").await?,
+        "admin binding in the shoot cluster"
+    );
+
+    // Update: change administrators, add a worker pool -> Shoot updated, Ready again.
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let mut extra = rt.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    let patch = serde_json::json!({"spec": {
+        "security": {"administrators": ["new-admin@myorg.com"]},
+        "shoot": {"provider": {"additionalWorkers": [extra]}}
+    }});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let shoot = shoots.get(&rt.spec.shoot.name).await?;
+    let pools: Vec<_> = shoot
+        .spec
+        .provider
+        .workers
+        .iter()
+        .flatten()
+        .map(|w| w.name.clone())
+        .collect();
+    assert!(
+        pools.contains(&"extra".to_string()),
+        "pool added: {pools:?}"
+    );
+    eventually(
+        "new admin bound, old removed",
+        Duration::from_secs(30),
+        || async {
+            Ok(admins_bound(env, "new-admin@myorg.com").await?
+                && !admins_bound(env, "admin@myorg.com").await?)
+        },
+    )
+    .await?;
+
+    // Remove the pool again: a full update drops it (SSA alone would keep it).
+    let patch = serde_json::json!({"spec": {"shoot": {"provider": {"additionalWorkers": null}}}});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let shoot = shoots.get(&rt.spec.shoot.name).await?;
+    assert!(
+        shoot
+            .spec
+            .provider
+            .workers
+            .iter()
+            .flatten()
+            .all(|w| w.name != "extra"),
+        "pool removed"
+    );
+
+    // Delete: GardenerCluster, then Shoot, then the finalizer.
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Runtime gone", READY_TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    assert!(
+        gcs.get_opt(&id).await?.is_none(),
+        "GardenerCluster deleted before the finalizer"
+    );
+    assert!(
+        shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
+        "Shoot deleted before the finalizer"
+    );
+
+    let metrics = ctl.metrics_text().await?;
+    assert!(
+        metrics.contains("infrastructure_manager_im_gardener_requests_total"),
+        "{metrics}"
+    );
+    ctl.stop().await;
+    Ok(())
+}
