@@ -223,6 +223,22 @@ fn metadata_only_updates_of_a_legacy_runtime_are_allowed() {
 }
 
 #[test]
+fn a_required_label_is_checked_when_an_update_changes_it() {
+    let legacy = runtime(|rt| set_label(rt, names::LABEL_BROKER_PLAN_ID, None));
+    let relabelled = runtime(|rt| {
+        set_label(rt, names::LABEL_BROKER_PLAN_ID, None);
+        set_label(rt, names::LABEL_BROKER_PLAN_NAME, Some("build-runtime-aws"));
+    });
+    accepts_update(&legacy, &relabelled);
+    let emptied = runtime(|rt| set_label(rt, names::LABEL_SUBACCOUNT_ID, Some("")));
+    rejects_update(
+        &sample(),
+        &emptied,
+        "metadata.labels[kyma-project.io/subaccount-id]",
+    );
+}
+
+#[test]
 fn legacy_azure_lite_pools_may_keep_no_zones() {
     let mut old = upstream_runtime("docs/adr/assets/runtime-examples/azure-lite.yaml");
     old.spec.shoot.provider.workers[0].zones = Some(vec![]);

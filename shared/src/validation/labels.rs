@@ -21,7 +21,17 @@ fn meaning(key: &str) -> &'static str {
 
 /// Every label of [`names::REQUIRED_RUNTIME_LABELS`] is present and not blank.
 pub(crate) fn check(rt: &Runtime, f: &mut Findings) {
+    check_changed(None, rt, f);
+}
+
+/// [`check`] for the labels an UPDATE changes: a label that was already missing (or the same)
+/// in `old` is not reported again, so a Runtime stored before the rule can still be updated.
+pub(crate) fn check_changed(old: Option<&Runtime>, rt: &Runtime, f: &mut Findings) {
+    let unchanged = |key: &str| old.is_some_and(|o| o.label(key) == rt.label(key));
     for key in names::REQUIRED_RUNTIME_LABELS {
+        if unchanged(key) {
+            continue;
+        }
         let problem = match rt.label(key) {
             None => "is missing",
             Some(v) if v.trim().is_empty() => "is empty",
@@ -34,6 +44,7 @@ pub(crate) fn check(rt: &Runtime, f: &mut Findings) {
     }
     if let Some(label) = rt.label(names::LABEL_SHOOT_NAME)
         && label != rt.spec.shoot.name
+        && !unchanged(names::LABEL_SHOOT_NAME)
     {
         f.warning(
             format_args!("metadata.labels[{}]", names::LABEL_SHOOT_NAME),

@@ -126,14 +126,12 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut Findings) {
                 allowed.join(", ")
             ),
         );
-    }
-
-    if !shoot.region.is_empty()
-        && ctx
-            .cfg
-            .audit_log_tenant(provider_type.as_str(), &shoot.region)
-            .is_err()
+    } else if ctx
+        .cfg
+        .audit_log_tenant(provider_type.as_str(), &shoot.region)
+        .is_err()
     {
+        // Checked only for an otherwise valid region, so that a wrong region gets one message.
         if ctx.opts.audit_log_mandatory {
             f.violation(
                 "spec.shoot.region",

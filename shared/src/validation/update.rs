@@ -28,7 +28,7 @@ pub fn validate_update_with(
     let mut f = Findings::default();
     let deleting = new.metadata.deletion_timestamp.is_some();
     if !deleting && old.metadata.labels != new.metadata.labels {
-        labels::check(new, &mut f);
+        labels::check_changed(Some(old), new, &mut f);
     }
     if !deleting && old.spec != new.spec {
         runtime::spec(&Ctx::new(new, cfg, Some(old), opts), &mut f);
