@@ -1,3 +1,40 @@
+//! `kim-controller`: one subcommand per mode. Each subcommand's flags and code live in
+//! `kim_controller::cli::<name>`; adding one is a variant here and one match arm.
 #![forbid(unsafe_code)]
 
-fn main() {}
+use clap::{Parser, Subcommand};
+use kim_controller::cli;
+use std::process::ExitCode;
+
+/// The infrastructure manager's reconcilers and tools.
+#[derive(Parser)]
+#[command(name = "kim-controller", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the Shoot (and its structured-auth ConfigMap) the controller would create for a
+    /// Runtime, or apply over a live Shoot with --shoot; talks to no cluster.
+    Convert(cli::convert::ConvertArgs),
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Convert(args) => cli::convert::execute(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr().lock(),
+        )
+        .map_err(|e| format!("kim-controller convert: {e}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,3 +1,4 @@
 //! Command-line subcommands of `kim-controller`.
 
+pub mod convert;
 pub mod run;
