@@ -218,7 +218,7 @@ async fn ready_shoot(env: &TestEnv) -> Result<String> {
     let name = unique("kc");
     let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "aws")?)?;
     api.create(&PostParams::default(), &shoot).await?;
-    eventually("shoot Succeeded", Duration::from_secs(60), || async {
+    eventually("shoot Succeeded", Duration::from_secs(120), || async {
         let s = api.get(&name).await?;
         let done = s
             .status
@@ -416,7 +416,10 @@ async fn gardener_cluster_gets_a_working_secret_that_is_rotated_in_time() -> Res
         "no state series for {id}"
     );
     ctl.stop().await;
-    assert!(log_text().contains("kubeconfig written"), "the log capture saw no controller lines");
+    assert!(
+        log_text().contains("kubeconfig written"),
+        "the log capture saw no controller lines"
+    );
     assert_not_logged(&first_kc);
     assert_not_logged(&rotated_kc);
     Ok(())
@@ -589,5 +592,185 @@ async fn secret_is_deleted_when_its_gardener_cluster_went_away_while_the_control
     .await?;
     ctl.stop().await;
     assert_not_logged(&kubeconfig_of(&secret).unwrap());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess (RBAC kubeconfigs)
+
+async fn whoami(client: kube::Client) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review: SelfSubjectReview = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}
+    }))?;
+    let answer = Api::<SelfSubjectReview>::all(client)
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .unwrap_or_default())
+}
+
+fn forbidden<T>(r: std::result::Result<T, kube::Error>) -> bool {
+    matches!(r, Err(kube::Error::Api(s)) if s.code == 403)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_else() -> Result<()> {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-rbac").await?;
+    let shoot = ready_shoot(env).await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let admin_secret = wait_for_secret(&secrets, &format!("kubeconfig-{id}")).await?;
+    let admin_kc = kubeconfig_of(&admin_secret).unwrap();
+    // Audit identity of the admin kubeconfig: Gardener's admin user.
+    let admin_user = whoami(access::client_from_yaml("admin", &admin_kc).await?).await?;
+    assert!(
+        admin_user.starts_with("gardener.cloud:admin:"),
+        "admin kubeconfig authenticates as {admin_user}"
+    );
+
+    // In the shoot: a namespace with a Pod and a Secret, and another namespace with a Pod.
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("apps").await?;
+    let other = env.shoot_namespace("other").await?;
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))?;
+    for n in [&apps, &other] {
+        Api::<Pod>::namespaced(shoot_admin.clone(), n)
+            .create(&PostParams::default(), &pod)
+            .await?;
+    }
+    let shoot_secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s1"}, "stringData": {"k": "v"}}))?;
+    Api::<Secret>::namespaced(shoot_admin.clone(), &apps)
+        .create(&PostParams::default(), &shoot_secret)
+        .await?;
+
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let ra: RuntimeAccess = serde_json::from_value(json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "RuntimeAccess",
+        "metadata": {"name": "pod-reader", "namespace": ns},
+        "spec": {
+            "runtimeId": id,
+            "serviceAccount": {"name": "pod-reader", "namespace": apps},
+            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            "tokenExpirationSeconds": 600
+        }
+    }))?;
+    requests.create(&PostParams::default(), &ra).await?;
+    let ready = eventually("RuntimeAccess Ready", Duration::from_secs(90), || async {
+        let ra = requests.get("pod-reader").await?;
+        Ok(ra
+            .status
+            .clone()
+            .filter(|s| s.state.as_deref() == Some("Ready")))
+    })
+    .await?;
+    let secret_ref = ready.secret_ref.clone().context("status.secretRef")?;
+    assert_eq!(
+        ready.identity.as_deref(),
+        Some(format!("system:serviceaccount:{apps}:pod-reader").as_str())
+    );
+    assert!(ready.token_expiration_timestamp.is_some());
+    let kc_secret = secrets.get(&secret_ref.name).await?;
+    let token_kc = String::from_utf8(
+        kc_secret.data.unwrap_or_default()[&secret_ref.key]
+            .0
+            .clone(),
+    )?;
+    assert!(
+        !token_kc.contains("client-key-data"),
+        "the RBAC kubeconfig must not carry the admin key"
+    );
+    let client = access::client_from_yaml("rbac", &token_kc).await?;
+    assert_eq!(
+        whoami(client.clone()).await?,
+        format!("system:serviceaccount:{apps}:pod-reader")
+    );
+
+    // Allowed: get pods in `apps` (the RBAC cache may take a moment).
+    let pods_apps: Api<Pod> = Api::namespaced(client.clone(), &apps);
+    eventually("get pod allowed", Duration::from_secs(15), || async {
+        Ok(pods_apps.get("p1").await.ok().map(|_| ()))
+    })
+    .await?;
+    // A real 403 for everything else.
+    assert!(
+        forbidden(
+            Api::<Secret>::namespaced(client.clone(), &apps)
+                .get("s1")
+                .await
+        ),
+        "secrets must be forbidden"
+    );
+    assert!(
+        forbidden(
+            Api::<Pod>::namespaced(client.clone(), &other)
+                .get("p1")
+                .await
+        ),
+        "other namespaces must be forbidden"
+    );
+    assert!(
+        forbidden(pods_apps.list(&ListParams::default()).await),
+        "list was not granted"
+    );
+
+    // Deleting the request removes ServiceAccount, Role, binding and Secret.
+    let rbac_name = format!("kim-access:{ns}:pod-reader");
+    let created = Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps)
+        .get_opt("pod-reader")
+        .await?
+        .is_some()
+        && Api::<Role>::namespaced(shoot_admin.clone(), &apps)
+            .get_opt(&rbac_name)
+            .await?
+            .is_some()
+        && Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps)
+            .get_opt(&rbac_name)
+            .await?
+            .is_some();
+    assert!(
+        created,
+        "ServiceAccount, Role and RoleBinding must exist before the deletion"
+    );
+    requests
+        .delete("pod-reader", &DeleteParams::default())
+        .await?;
+    eventually("everything removed", Duration::from_secs(30), || async {
+        let gone = requests.get_opt("pod-reader").await?.is_none()
+            && secrets.get_opt(&secret_ref.name).await?.is_none()
+            && Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps)
+                .get_opt("pod-reader")
+                .await?
+                .is_none()
+            && Api::<Role>::namespaced(shoot_admin.clone(), &apps)
+                .get_opt(&rbac_name)
+                .await?
+                .is_none()
+            && Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps)
+                .get_opt(&rbac_name)
+                .await?
+                .is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&token_kc);
+    assert_not_logged(&admin_kc);
     Ok(())
 }
