@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod faultproxy;
 pub mod fixtures;
 pub mod simulator;
 pub mod testenv;

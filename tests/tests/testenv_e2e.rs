@@ -263,3 +263,79 @@ async fn a_fault_from_the_configmap_fails_the_create_with_error_codes() {
         Some(&["ERR_INFRA_QUOTA_EXCEEDED".to_string()][..])
     );
 }
+
+#[tokio::test]
+async fn the_fault_proxy_injects_api_faults_and_forwards_everything_else_with_the_callers_identity()
+{
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+    let env = TestEnv::shared().await.unwrap();
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await.unwrap();
+    let via = proxy.access_via(env.kcp());
+    let client = via.admin_client().await.unwrap();
+    let api: Api<Shoot> = Api::namespaced(client, fixtures::PROJECT_NAMESPACE);
+    let name = unique("e2e-proxy-");
+    let shoot: Shoot = serde_json::from_value(fixtures::shoot(&name, "aws").unwrap()).unwrap();
+
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: "/shoots".into(),
+        fault: ApiFault::NotYetReady,
+        times: Some(1),
+    });
+    proxy.inject(Rule {
+        method: Some("GET".into()),
+        path_contains: format!("/shoots/{name}"),
+        fault: ApiFault::TooManyRequests(1),
+        times: Some(1),
+    });
+    let err = api
+        .create(&PostParams::default(), &shoot)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("not yet ready to handle request")),
+        "{err}"
+    );
+    api.create(&PostParams::default(), &shoot).await.unwrap();
+    // kube clients retry 429 (and 503/504) by themselves, honouring Retry-After: the GET
+    // succeeds after the injected 429.
+    assert_eq!(
+        api.get(&name).await.unwrap().metadata.name.as_deref(),
+        Some(name.as_str())
+    );
+    assert_eq!(proxy.faults_served(), 2);
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: format!("/shoots/{name}"),
+        fault: ApiFault::Conflict,
+        times: None,
+    });
+    let patch = serde_json::json!({"metadata": {"labels": {"x": "y"}}});
+    let err = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict"),
+        "{err}"
+    );
+    proxy.clear();
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+
+    // A user without rights gets the real server's 403 through the proxy.
+    let pair = env.ca().client_cert("nobody", &["some-group"]).unwrap();
+    let nobody = via
+        .client("nobody", Credentials::Cert(&pair))
+        .await
+        .unwrap();
+    let err = Api::<Shoot>::namespaced(nobody, fixtures::PROJECT_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("\"nobody\"")),
+        "{err}"
+    );
+}

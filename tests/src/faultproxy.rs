@@ -1,0 +1,343 @@
+//! A fault-injecting HTTPS front proxy for the KCP/Gardener API: clients (e.g. the controller
+//! under test) use its URL instead of the API server's; it forwards every request unless a
+//! rule says to answer with an API-level fault: 409 Conflict, 5xx, 429 with `Retry-After`, or
+//! Gardener's transient 403 "not yet ready to handle request" — the answers a real Gardener
+//! gives under load, conflicts and restarts (gardener-api.md sections 4 and 11).
+//!
+//! Identity: a client certificate (signed by the environment CA) is passed on by impersonating
+//! its user and group with the admin credentials; a bearer token is passed on as is.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::testenv::{Ca, ClusterAccess, Result, TestEnvError};
+
+/// The answer a rule gives instead of forwarding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiFault {
+    /// 409 Conflict, as for a stale resourceVersion.
+    Conflict,
+    /// A server error with this code (500, 502, 503, 504).
+    ServerError(u16),
+    /// 429 Too Many Requests with `Retry-After: <seconds>` (API Priority and Fairness).
+    TooManyRequests(u32),
+    /// 403 "not yet ready to handle request" (Gardener admission caches syncing).
+    NotYetReady,
+}
+
+/// When a fault applies.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// HTTP method (`GET`, `POST`, `PUT`, `PATCH`, `DELETE`); None = any.
+    pub method: Option<String>,
+    /// Substring of the request path, e.g. `/shoots/` or `/adminkubeconfig`.
+    pub path_contains: String,
+    /// The fault.
+    pub fault: ApiFault,
+    /// How many matching requests get it (None = all until cleared).
+    pub times: Option<u32>,
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    url: String,
+    rules: Arc<Mutex<Vec<Rule>>>,
+    hits: Arc<Mutex<u64>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Upstream {
+    addr: String,
+    host: ServerName<'static>,
+    /// Presents the admin certificate (for impersonation).
+    as_admin: Arc<rustls::ClientConfig>,
+    /// No client certificate (bearer tokens pass through).
+    anonymous: Arc<rustls::ClientConfig>,
+}
+
+fn other(e: impl std::fmt::Display) -> TestEnvError {
+    TestEnvError::Other(format!("fault proxy: {e}"))
+}
+
+fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>> {
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(other)
+}
+
+fn key(pem: &str) -> Result<PrivateKeyDer<'static>> {
+    rustls_pemfile::private_key(&mut pem.as_bytes())
+        .map_err(other)?
+        .ok_or_else(|| other("no private key"))
+}
+
+impl FaultProxy {
+    /// Starts a proxy in front of `upstream`, serving a certificate from `ca` (the CA that also
+    /// signed the upstream's certificate and client certificates, as in the test environment).
+    pub async fn start(upstream: &ClusterAccess, ca: &Ca) -> Result<FaultProxy> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in certs(&upstream.ca_pem)? {
+            roots.add(c).map_err(other)?;
+        }
+        let client_builder = || {
+            rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .map(|b| b.with_root_certificates(roots.clone()))
+                .map_err(other)
+        };
+        let as_admin = client_builder()?
+            .with_client_auth_cert(
+                certs(&upstream.admin.cert_pem)?,
+                key(&upstream.admin.key_pem)?,
+            )
+            .map_err(other)?;
+        let anonymous = client_builder()?.with_no_client_auth();
+        let hostport = upstream.server.trim_start_matches("https://").to_string();
+        let host = hostport
+            .rsplit_once(':')
+            .map(|(h, _)| h.to_string())
+            .unwrap_or_default();
+        let upstream = Arc::new(Upstream {
+            addr: hostport,
+            host: ServerName::try_from(host).map_err(other)?,
+            as_admin: Arc::new(as_admin),
+            anonymous: Arc::new(anonymous),
+        });
+
+        let serving = ca.serving_cert("kim-fault-proxy", &["127.0.0.1", "localhost"])?;
+        let mut client_roots = rustls::RootCertStore::empty();
+        for c in certs(&ca.pair.cert_pem)? {
+            client_roots.add(c).map_err(other)?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(client_roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(other)?;
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(other)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs(&serving.cert_pem)?, key(&serving.key_pem)?)
+            .map_err(other)?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(other)?;
+        let addr: SocketAddr = listener.local_addr().map_err(other)?;
+        let rules: Arc<Mutex<Vec<Rule>>> = Arc::default();
+        let hits: Arc<Mutex<u64>> = Arc::default();
+        let (r, h) = (rules.clone(), hits.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, upstream, rules, hits) =
+                    (acceptor.clone(), upstream.clone(), r.clone(), h.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let identity = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(identity);
+                    let service = hyper::service::service_fn(move |req| {
+                        handle(
+                            req,
+                            upstream.clone(),
+                            rules.clone(),
+                            hits.clone(),
+                            identity.clone(),
+                        )
+                    });
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        Ok(FaultProxy {
+            url: format!("https://{addr}"),
+            rules,
+            hits,
+            task,
+        })
+    }
+
+    /// The proxy URL (`https://127.0.0.1:<port>`); the upstream's CA verifies it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `access` with the server replaced by the proxy URL (for kubeconfigs and clients).
+    pub fn access_via(&self, access: &ClusterAccess) -> ClusterAccess {
+        ClusterAccess {
+            server: self.url.clone(),
+            ..access.clone()
+        }
+    }
+
+    /// Adds a rule (rules are checked in order; the first match applies).
+    pub fn inject(&self, rule: Rule) {
+        if let Ok(mut rules) = self.rules.lock() {
+            rules.push(rule);
+        }
+    }
+
+    /// Removes all rules.
+    pub fn clear(&self) {
+        if let Ok(mut rules) = self.rules.lock() {
+            rules.clear();
+        }
+    }
+
+    /// How many requests got a fault so far.
+    pub fn faults_served(&self) -> u64 {
+        self.hits.lock().map(|h| *h).unwrap_or(0)
+    }
+}
+
+/// (user, groups) from a client certificate, or None for the admin (forwarded as is).
+fn identity(cert: &CertificateDer<'_>) -> Option<(String, Vec<String>)> {
+    let (_, c) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let user = c
+        .subject()
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let groups: Vec<String> = c
+        .subject()
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
+    Some((user, groups))
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+fn status_response(fault: &ApiFault, path: &str) -> Response<Body> {
+    let (code, reason, message) = match fault {
+        ApiFault::Conflict => (409, "Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again".to_string()),
+        ApiFault::ServerError(c) => (*c, if *c == 503 { "ServiceUnavailable" } else { "InternalError" }, format!("Internal error occurred: injected fault for {path}")),
+        ApiFault::TooManyRequests(_) => (429, "TooManyRequests", "The server has received too many requests and has asked us to try again later".to_string()),
+        ApiFault::NotYetReady => (403, "Forbidden", format!("{path} is forbidden: not yet ready to handle request")),
+    };
+    let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    if let ApiFault::TooManyRequests(secs) = fault
+        && let Ok(v) = http::HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+async fn handle(
+    mut req: Request<Incoming>,
+    upstream: Arc<Upstream>,
+    rules: Arc<Mutex<Vec<Rule>>>,
+    hits: Arc<Mutex<u64>>,
+    identity: Option<(String, Vec<String>)>,
+) -> std::result::Result<Response<Body>, hyper::Error> {
+    let path = req.uri().path().to_string();
+    let fault = rules.lock().ok().and_then(|mut rules| {
+        let i = rules.iter().position(|r| {
+            path.contains(&r.path_contains)
+                && r.method
+                    .as_deref()
+                    .is_none_or(|m| m.eq_ignore_ascii_case(req.method().as_str()))
+        })?;
+        let fault = rules[i].fault.clone();
+        if let Some(t) = rules[i].times.as_mut() {
+            *t = t.saturating_sub(1);
+            if *t == 0 {
+                rules.remove(i);
+            }
+        }
+        Some(fault)
+    });
+    if let Some(f) = fault {
+        if let Ok(mut h) = hits.lock() {
+            *h += 1;
+        }
+        return Ok(status_response(&f, &path));
+    }
+    // Pass the caller's identity on.
+    let tls = if req.headers().contains_key(http::header::AUTHORIZATION) {
+        upstream.anonymous.clone()
+    } else {
+        if let Some((user, groups)) =
+            identity.filter(|(_, g)| !g.iter().any(|g| g == "system:masters"))
+        {
+            let h = req.headers_mut();
+            if let Ok(v) = http::HeaderValue::from_str(&user) {
+                h.insert("Impersonate-User", v);
+            }
+            for g in groups {
+                if let Ok(v) = http::HeaderValue::from_str(&g) {
+                    h.append("Impersonate-Group", v);
+                }
+            }
+        }
+        upstream.as_admin.clone()
+    };
+    match forward(req, &upstream, tls).await {
+        Ok(resp) => Ok(resp),
+        Err(e) => Ok(status_response(
+            &ApiFault::ServerError(502),
+            &format!("{path} (proxy: {e})"),
+        )),
+    }
+}
+
+async fn forward(
+    req: Request<Incoming>,
+    upstream: &Upstream,
+    tls: Arc<rustls::ClientConfig>,
+) -> std::result::Result<Response<Body>, String> {
+    let tcp = TcpStream::connect(&upstream.addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(upstream.host.clone(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+    // The connection lives until the (possibly streaming) response body is done.
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    Ok(resp.map(BodyExt::boxed))
+}
