@@ -40,9 +40,22 @@ pub fn region(provider: &str) -> (&'static str, [&'static str; 3]) {
     }
 }
 
+/// A machine type of each provider in the example configuration.
+pub fn machine_type(provider: &str) -> &'static str {
+    match provider {
+        "aws" => "m6i.large",
+        "azure" => "Standard_D4s_v5",
+        "gcp" => "n2-standard-4",
+        "openstack" => "g_c4_m16",
+        "alicloud" => "ecs.g8i.xlarge",
+        other => panic!("no fixture machine type for {other}"),
+    }
+}
+
 /// A minimal valid Runtime of `provider` with one pool in the first zone.
 pub fn runtime(provider: &str) -> Runtime {
     let (region, zones) = region(provider);
+    let machine = machine_type(provider);
     let value = json!({
         "apiVersion": "infrastructuremanager.kyma-project.io/v1",
         "kind": "Runtime",
@@ -74,7 +87,7 @@ pub fn runtime(provider: &str) -> Runtime {
                     "type": provider,
                     "workers": [{
                         "name": "cpu-worker-0",
-                        "machine": {"type": "m", "image": {"name": "gardenlinux", "version": "1877.7.0"}},
+                        "machine": {"type": machine, "image": {"name": "gardenlinux", "version": "1877.7.0"}},
                         "minimum": 1,
                         "maximum": 3,
                         "zones": [zones[0]],
