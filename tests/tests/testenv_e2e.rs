@@ -339,3 +339,38 @@ async fn the_fault_proxy_injects_api_faults_and_forwards_everything_else_with_th
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn hibernation_is_a_reconcile_that_ends_hibernated() {
+    let env = TestEnv::shared().await.unwrap();
+    let api: Api<Shoot> = Api::namespaced(
+        env.garden_client().await.unwrap(),
+        fixtures::PROJECT_NAMESPACE,
+    );
+    let name = unique("e2e-hib-");
+    let shoot: Shoot =
+        serde_json::from_value(fixtures::shoot(&name, "openstack").unwrap()).unwrap();
+    api.create(&PostParams::default(), &shoot).await.unwrap();
+    wait_for_state(&api, &name, "Succeeded").await;
+
+    let patch = serde_json::json!({"spec": {"hibernation": {"enabled": true}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let cond = |s: Option<&Shoot>| {
+        s.and_then(|s| s.status.as_ref()).is_some_and(|st| {
+            st.hibernated == Some(true)
+                && st
+                    .last_operation
+                    .as_ref()
+                    .is_some_and(|op| op.type_ == "Reconcile" && op.state == "Succeeded")
+        })
+    };
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api.clone(), &name, cond),
+    )
+    .await
+    .expect("hibernated within 30 s")
+    .unwrap();
+}
