@@ -43,3 +43,9 @@ crds:
 ## per conversion (microseconds).
 bench-convert:
 	$(CARGO) bench -p kim-shared --bench convert
+
+## Load on kim-webhook over TLS keep-alive (16 connections): no-op vs /validate/runtime vs
+## /mutate/runtime, a paced 5k req/s run, RSS. Prints the figures and writes docs/benchmarks.md.
+bench-webhook:
+	$(CARGO) build --release -p kim-webhook --bins
+	$(CARGO) bench -p kim-webhook --bench admission_load

@@ -151,9 +151,10 @@ fn start_server() -> Result<Server> {
     }
 }
 
-/// A Runtime AdmissionReview from an upstream example, with the placeholder a real Gardener
-/// refuses too (a Secret binding name with a space) replaced.
-fn runtime_review(example: &str, operation: &str) -> Result<Bytes> {
+/// A Runtime from an upstream example, with the placeholders a real Gardener refuses too
+/// replaced: the Secret binding name with a space, and Kubernetes 1.28 (below the configured
+/// minimum; removed, so the defaults choose the version).
+fn runtime_example(example: &str) -> Result<Value> {
     let path = repo_root()
         .join("../shared/upstream/docs/adr/assets/runtime-examples")
         .join(example);
@@ -163,6 +164,27 @@ fn runtime_review(example: &str, operation: &str) -> Result<Bytes> {
     if let Some(s) = obj.pointer_mut("/spec/shoot/secretBindingName") {
         *s = json!("hyperscaler-secret");
     }
+    if let Some(k) = obj
+        .pointer_mut("/spec/shoot/kubernetes")
+        .and_then(Value::as_object_mut)
+    {
+        k.remove("version");
+    }
+    Ok(obj)
+}
+
+/// The example after the mutating webhook, as the validating webhook receives it.
+fn defaulted(obj: &Value) -> Result<Value> {
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+        repo_root().join("deploy/config/converter_config.json"),
+    ))?;
+    let mut rt: kim_shared::api::Runtime = serde_json::from_value(obj.clone())?;
+    kim_shared::defaults::apply_defaults(&mut rt, &cfg);
+    Ok(serde_json::to_value(&rt)?)
+}
+
+/// A CREATE AdmissionReview as KEB's request produces it.
+fn runtime_review(obj: &Value, operation: &str) -> Result<Bytes> {
     let review = json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -354,14 +376,20 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let create = runtime_review("aws.yaml", "CREATE")?;
-    let noop = create.clone();
-    let body_size = create.len();
+    let example = runtime_example("aws.yaml")?;
+    let create = runtime_review(&example, "CREATE")?;
+    let create_defaulted = runtime_review(&defaulted(&example)?, "CREATE")?;
+    let noop = create_defaulted.clone();
+    let body_size = create_defaulted.len();
 
     let mut rows = Vec::new();
     for (label, path, body) in [
         ("no-op (baseline)", "/noop", noop.clone()),
-        ("validate Runtime", "/validate/runtime", create.clone()),
+        (
+            "validate Runtime",
+            "/validate/runtime",
+            create_defaulted.clone(),
+        ),
         ("mutate Runtime", "/mutate/runtime", create.clone()),
     ] {
         let st = rt.block_on(run(
@@ -453,7 +481,7 @@ fn main() -> Result<()> {
         let mut md = String::new();
         md.push_str("<!-- webhook-bench:start (written by `make bench-webhook`; edit the bench, not this block) -->\n");
         md.push_str(&format!(
-            "Run: {} UTC, {} connections, HTTP/1.1 keep-alive over TLS 1.3, {} s measured after 1 s warm-up per row, load generator on the same {}-core machine. Body: upstream `aws.yaml` Runtime example as a CREATE AdmissionReview ({} bytes). Audit records on (stdout to /dev/null).\n\n",
+            "Run: {} UTC, {} connections, HTTP/1.1 keep-alive over TLS 1.3, {} s measured after 1 s warm-up per row, load generator on the same {}-core machine. Body: upstream `aws.yaml` Runtime example (Secret binding name and Kubernetes version placeholders replaced) as a CREATE AdmissionReview, defaulted for `/validate` and `/noop` ({} bytes), as sent for `/mutate`. Audit records on (stdout to /dev/null).\n\n",
             jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M"),
             CONNECTIONS,
             secs,

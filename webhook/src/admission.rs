@@ -59,6 +59,8 @@ pub struct AdmissionContext {
     pub deletion_protection: bool,
     /// How old a deletion confirmation may be.
     pub deletion_window: Duration,
+    /// The KIM configuration (defaults and allowed values); `None` denies Runtimes.
+    pub config: Option<std::sync::Arc<kim_shared::config::KimConfig>>,
 }
 
 impl Default for AdmissionContext {
@@ -66,6 +68,7 @@ impl Default for AdmissionContext {
         Self {
             deletion_protection: true,
             deletion_window: Duration::from_secs(120),
+            config: None,
         }
     }
 }

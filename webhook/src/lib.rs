@@ -10,7 +10,36 @@
 pub mod admission;
 pub mod audit;
 pub mod cli;
+pub mod kinds;
 pub mod metrics;
+pub mod offline;
 pub mod patch;
 pub mod run;
 pub mod server;
+
+use std::sync::Arc;
+
+use axum::Router;
+use kim_shared::api::{GardenerCluster, Runtime};
+
+use crate::admission::Mode;
+use crate::server::{AppState, admission_route, noop_route};
+
+/// Every admission route of the webhook (plus the no-op benchmark baseline). Adding a type is
+/// one [`admission::Admitted`] impl and one line here.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            "/mutate/runtime",
+            admission_route::<Runtime>(Mode::Mutate, "Runtime"),
+        )
+        .route(
+            "/validate/runtime",
+            admission_route::<Runtime>(Mode::Validate, "Runtime"),
+        )
+        .route(
+            "/validate/gardenercluster",
+            admission_route::<GardenerCluster>(Mode::Validate, "GardenerCluster"),
+        )
+        .route("/noop", noop_route())
+}

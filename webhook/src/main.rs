@@ -1,43 +1,78 @@
 #![forbid(unsafe_code)]
 //! `kim-webhook serve | validate`.
 
+use std::process::ExitCode;
+use std::sync::Arc;
+
 use clap::Parser;
 
+use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_webhook::admission::AdmissionContext;
-use kim_webhook::cli::{Cli, Command};
+use kim_webhook::cli::{Cli, Command, ConfigArgs};
 
-fn main() -> std::process::ExitCode {
+fn load_config(args: &ConfigArgs) -> Result<KimConfig, String> {
+    let paths = ConfigPaths {
+        converter_config: args.converter_config.clone(),
+        audit_log_tenants: args.audit_log_tenants.clone(),
+        maintenance_windows: args.maintenance_windows.clone(),
+    };
+    KimConfig::load(&paths).map_err(|e| format!("invalid KIM configuration: {e}"))
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
             kim_webhook::run::init_logging(&args.log_format);
+            // A bad configuration stops the program with the key at fault (never serve with
+            // guessed defaults: every Runtime would be judged wrongly).
+            let config = match load_config(&args.config) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start");
+                    eprintln!("kim-webhook: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            for w in config.warnings() {
+                tracing::warn!(warning = %w, "KIM configuration");
+            }
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
             {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("cannot start the async runtime: {e}");
-                    return std::process::ExitCode::FAILURE;
+                    eprintln!("kim-webhook: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
                 }
             };
             let ctx = AdmissionContext {
                 deletion_protection: args.deletion_protection,
                 deletion_window: args.deletion_window,
+                config: Some(Arc::new(config)),
             };
-            let routes = axum::Router::new().route("/noop", kim_webhook::server::noop_route());
-            match runtime.block_on(kim_webhook::run::serve(*args, ctx, routes)) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
+            match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = format!("{e:#}"), "kim-webhook failed");
                     eprintln!("kim-webhook: {e:#}");
-                    std::process::ExitCode::FAILURE
+                    ExitCode::FAILURE
                 }
             }
         }
-        Command::Validate(_) => {
-            eprintln!("kim-webhook validate: not available yet");
-            std::process::ExitCode::from(2)
+        Command::Validate(args) => {
+            let config = match load_config(&args.config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("kim-webhook validate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let report =
+                kim_webhook::offline::validate_files(&args.files, &config, args.show_defaulted);
+            print!("{}", report.text);
+            ExitCode::from(report.exit_code())
         }
     }
 }

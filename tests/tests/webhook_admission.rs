@@ -1,0 +1,457 @@
+//! kim-webhook end-to-end through the real kube-apiserver: samples admitted with only the
+//! documented defaults, each rule's invalid example refused by `kubectl apply` and by
+//! `--dry-run=server` with the field path, UPDATE and DELETE rules, GardenerClusters, warnings,
+//! auditAnnotations in the apiserver's audit log, and the deploy manifests accepted.
+#![allow(clippy::unwrap_used)]
+
+mod webhook_support;
+
+use kim_shared::api::Runtime;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use webhook_support::{
+    Options, Webhook, admissible, env, kim_config, kubectl, runtime_resource, upstream,
+    valid_runtime,
+};
+
+const EXAMPLES: [&str; 9] = [
+    "aws-freemium.yaml",
+    "aws-minimal.yaml",
+    "aws-trial.yaml",
+    "aws.yaml",
+    "azure-fremium.yaml",
+    "azure-lite.yaml",
+    "azure.yaml",
+    "gcp.yaml",
+    "sap-converged-cloud.yaml",
+];
+
+fn yaml(v: &Value) -> String {
+    serde_yaml_ng::to_string(v).unwrap()
+}
+
+#[tokio::test]
+async fn every_upstream_sample_is_admitted_with_only_the_documented_defaults() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.kcp_client().await.unwrap(), &wh.ns, &runtime_resource());
+    let cfg = kim_config();
+    let mut samples: Vec<(String, Value)> = EXAMPLES
+        .iter()
+        .map(|f| {
+            (
+                f.to_string(),
+                upstream(&format!("docs/adr/assets/runtime-examples/{f}")),
+            )
+        })
+        .collect();
+    samples.push((
+        "config/samples runtime".into(),
+        upstream("config/samples/infrastructuremanager_v1_runtime.yaml"),
+    ));
+    for (i, (what, sample)) in samples.into_iter().enumerate() {
+        let input = admissible(sample, &format!("sample-{i}"), &wh.ns);
+        let obj: DynamicObject = serde_json::from_value(input.clone()).unwrap();
+        let stored = api
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("{what} (made admissible) must be admitted: {e}"));
+        // Expected: the input with kim_shared::defaults applied, nothing else.
+        let mut expected: Runtime = serde_json::from_value(input.clone()).unwrap();
+        kim_shared::defaults::apply_defaults(&mut expected, &cfg);
+        let expected = serde_json::to_value(&expected).unwrap();
+        let stored = serde_json::to_value(&stored).unwrap();
+        assert_eq!(
+            stored["spec"], expected["spec"],
+            "{what}: stored spec = input + documented defaults"
+        );
+        assert_eq!(
+            stored["metadata"]["labels"], input["metadata"]["labels"],
+            "{what}: labels untouched"
+        );
+        assert_ne!(
+            input["spec"], expected["spec"],
+            "{what}: the defaults must have had something to do"
+        );
+    }
+    let gc = upstream("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "-n", &wh.ns, "-f", "-"],
+        Some(&yaml(&json!({
+            "apiVersion": gc["apiVersion"], "kind": gc["kind"],
+            "metadata": {"name": "gc-sample", "namespace": wh.ns, "labels": gc["metadata"]["labels"]},
+            "spec": gc["spec"]
+        }))),
+    ).await;
+    assert!(ok, "GardenerCluster sample admitted: {out}");
+    wh.stop(env).await;
+}
+
+/// How an invalid example is made from the valid base.
+type Change = Box<dyn Fn(&mut Value)>;
+
+/// (rule, change, field path in the message)
+fn invalid_examples() -> Vec<(&'static str, Change, &'static str)> {
+    vec![
+        (
+            "worker pool name is a DNS label",
+            Box::new(|v| {
+                v["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Not_A_DNS_Label")
+            }),
+            "spec.shoot.provider.workers[0].name",
+        ),
+        (
+            "worker pool name at most 15 characters",
+            Box::new(|v| {
+                v["spec"]["shoot"]["provider"]["workers"][0]["name"] =
+                    json!("a-very-long-worker-pool")
+            }),
+            "spec.shoot.provider.workers[0].name",
+        ),
+        (
+            "minimum <= maximum",
+            Box::new(|v| {
+                v["spec"]["shoot"]["provider"]["workers"][0]["minimum"] = json!(5);
+                v["spec"]["shoot"]["provider"]["workers"][0]["maximum"] = json!(3);
+            }),
+            "spec.shoot.provider.workers[0].maximum",
+        ),
+        (
+            "zones belong to the region",
+            Box::new(|v| {
+                v["spec"]["shoot"]["provider"]["workers"][0]["zones"] = json!(["us-east-1a"])
+            }),
+            "spec.shoot.provider.workers[0].zones[0]",
+        ),
+        (
+            "region allowed for the provider",
+            Box::new(|v| v["spec"]["shoot"]["region"] = json!("mars-1")),
+            "spec.shoot.region",
+        ),
+        (
+            "required labels",
+            Box::new(|v| {
+                v["metadata"]["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("kyma-project.io/runtime-id");
+            }),
+            "metadata.labels[kyma-project.io/runtime-id]",
+        ),
+        (
+            "OIDC issuer is https",
+            Box::new(|v| {
+                v["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"]["issuerURL"] =
+                    json!("http://insecure.example.com")
+            }),
+            "spec.shoot.kubernetes.kubeAPIServer.oidcConfig.issuerURL",
+        ),
+        (
+            "networks do not overlap",
+            Box::new(|v| {
+                v["spec"]["shoot"]["networking"]["pods"] =
+                    v["spec"]["shoot"]["networking"]["nodes"].clone()
+            }),
+            "spec.shoot.networking.pods",
+        ),
+        (
+            "shoot name",
+            Box::new(|v| v["spec"]["shoot"]["name"] = json!("shoot-name-far-too-long")),
+            "spec.shoot.name",
+        ),
+        (
+            "administrators non-empty",
+            Box::new(|v| v["spec"]["security"]["administrators"] = json!([])),
+            "spec.security.administrators",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_field_path() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    for (i, (rule, change, field)) in invalid_examples().into_iter().enumerate() {
+        let mut rt = valid_runtime(&format!("invalid-{i}"), &wh.ns);
+        change(&mut rt);
+        let manifest = yaml(&rt);
+        for args in [
+            vec!["apply", "--dry-run=server", "-f", "-"],
+            vec!["apply", "-f", "-"],
+        ] {
+            let (ok, out) = kubectl(env, &args, Some(&manifest)).await;
+            assert!(
+                !ok,
+                "{rule}: `kubectl {}` must fail, got: {out}",
+                args.join(" ")
+            );
+            assert!(
+                out.contains(field),
+                "{rule}: `kubectl {}` must name {field}: {out}",
+                args.join(" ")
+            );
+            assert!(
+                (out.contains(&format!("The Runtime \"invalid-{i}\" is invalid"))
+                    || out.contains("denied the request")),
+                "{rule}: our webhook answered: {out}"
+            );
+        }
+        let (exists, _) = kubectl(
+            env,
+            &["get", "runtime", "-n", &wh.ns, &format!("invalid-{i}")],
+            None,
+        )
+        .await;
+        assert!(!exists, "{rule}: nothing stored");
+    }
+    // The valid base passes the same way, with our warning shown.
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&valid_runtime("valid", &wh.ns))),
+    )
+    .await;
+    assert!(ok, "{out}");
+    assert!(out.contains("Warning:"), "warnings reach kubectl: {out}");
+    wh.stop(env).await;
+}
+
+#[tokio::test]
+async fn update_rules_and_deletion_protection() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let rt = valid_runtime("lifecycle", &wh.ns);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&rt))).await;
+    assert!(ok, "{out}");
+
+    // Immutable field.
+    let mut moved = rt.clone();
+    moved["spec"]["shoot"]["region"] = json!("eu-west-1");
+    moved["spec"]["shoot"]["provider"]["workers"][0]["zones"] =
+        json!(["eu-west-1a", "eu-west-1b", "eu-west-1c"]);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&moved))).await;
+    assert!(
+        !ok && out.contains("spec.shoot.region"),
+        "region is immutable: {out}"
+    );
+
+    // A valid change passes (more nodes).
+    let mut bigger = rt.clone();
+    bigger["spec"]["shoot"]["provider"]["workers"][0]["maximum"] = json!(25);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&bigger))).await;
+    assert!(ok, "{out}");
+
+    // DELETE without confirmation is refused, also as a dry run.
+    for extra in [&["--dry-run=server"][..], &[]] {
+        let mut args = vec!["delete", "runtime", "-n", &wh.ns, "lifecycle"];
+        args.extend_from_slice(extra);
+        let (ok, out) = kubectl(env, &args, None).await;
+        assert!(!ok, "unconfirmed delete refused: {out}");
+        assert!(
+            out.contains("operator.kyma-project.io/deletion-confirmed"),
+            "{out}"
+        );
+    }
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "annotate",
+            "runtime",
+            "-n",
+            &wh.ns,
+            "lifecycle",
+            &format!("operator.kyma-project.io/deletion-confirmed={now}"),
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "delete",
+            "runtime",
+            "-n",
+            &wh.ns,
+            "lifecycle",
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "confirmed delete allowed: {out}");
+    wh.stop(env).await;
+
+    // With --deletion-protection=false the same delete needs no confirmation.
+    let wh = Webhook::start(
+        env,
+        Options {
+            deletion_protection: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "-f", "-"],
+        Some(&yaml(&valid_runtime("unprotected", &wh.ns))),
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "delete",
+            "runtime",
+            "-n",
+            &wh.ns,
+            "unprotected",
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}");
+    wh.stop(env).await;
+}
+
+#[tokio::test]
+async fn gardener_cluster_is_validated() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let gc = upstream("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
+    let mut bad = json!({
+        "apiVersion": gc["apiVersion"], "kind": gc["kind"],
+        "metadata": {"name": "gc-bad", "namespace": wh.ns, "labels": gc["metadata"]["labels"]},
+        "spec": gc["spec"]
+    });
+    bad["spec"]["kubeconfig"]["secret"]["name"] = json!("Not A Secret Name");
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&bad)),
+    )
+    .await;
+    assert!(!ok && out.contains("spec.kubeconfig.secret.name"), "{out}");
+    wh.stop(env).await;
+}
+
+#[tokio::test]
+async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_request() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let mut bad = valid_runtime("audited", &wh.ns);
+    bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Bad_Name");
+    let (ok, _) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&bad))).await;
+    assert!(!ok);
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "-f", "-"],
+        Some(&yaml(&valid_runtime("audited-ok", &wh.ns))),
+    )
+    .await;
+    assert!(ok, "{out}");
+    let mut found_denied = false;
+    let mut found_patch = false;
+    for _ in 0..50 {
+        let events = env.audit_events().unwrap();
+        for e in events
+            .iter()
+            .filter(|e| e["objectRef"]["namespace"] == json!(wh.ns))
+        {
+            let ann = &e["annotations"];
+            if ann["vruntime.infrastructuremanager.kyma-project.io/decision"] == "denied"
+                && ann["vruntime.infrastructuremanager.kyma-project.io/violations"]
+                    .as_str()
+                    .is_some_and(|v| v.contains("spec.shoot.provider.workers[0].name"))
+            {
+                found_denied = true;
+            }
+            if ann["mruntime.infrastructuremanager.kyma-project.io/patched-paths"]
+                .as_str()
+                .is_some_and(|p| p.contains("/spec"))
+            {
+                found_patch = true;
+            }
+        }
+        if found_denied && found_patch {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        found_denied,
+        "denial with violations in the apiserver audit log"
+    );
+    assert!(
+        found_patch,
+        "mutation with patched paths in the apiserver audit log"
+    );
+    // sideEffects None: the only objects the webhook writes are its Secret and the two
+    // configurations' caBundle; no per-request writes from the webhook's user.
+    let writes = env
+        .audit_events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e["objectRef"]["namespace"] == json!(wh.ns) && e["stage"] == "ResponseComplete")
+        .filter(|e| ["create", "update", "patch"].contains(&e["verb"].as_str().unwrap_or("")))
+        .filter(|e| {
+            e["objectRef"]["resource"] != "runtimes" && e["objectRef"]["resource"] != "namespaces"
+        })
+        .filter(|e| {
+            !(e["objectRef"]["resource"] == "secrets" && e["objectRef"]["name"] == json!(wh.secret))
+        })
+        .count();
+    assert_eq!(writes, 0, "no per-request objects written");
+    wh.stop(env).await;
+}
+
+#[tokio::test]
+async fn deploy_manifests_are_accepted_by_the_apiserver() {
+    let env = env().await;
+    let ns = env.namespace("deploy").await.unwrap();
+    let dir = webhook_support::repo_root().join("deploy/webhook");
+    for f in [
+        "serviceaccount.yaml",
+        "rbac.yaml",
+        "deployment.yaml",
+        "service.yaml",
+        "pdb.yaml",
+        "webhooks.yaml",
+    ] {
+        let path = dir.join(f);
+        let (ok, out) = kubectl(
+            env,
+            &[
+                "apply",
+                "--dry-run=server",
+                "-n",
+                &ns,
+                "-f",
+                path.to_str().unwrap(),
+            ],
+            None,
+        )
+        .await;
+        assert!(ok, "{f} rejected by the apiserver: {out}");
+    }
+    // The webhook configurations carry the settings the issue asks for.
+    let text = std::fs::read_to_string(dir.join("webhooks.yaml")).unwrap();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let mutating = v["kind"] == "MutatingWebhookConfiguration";
+        for wh in v["webhooks"].as_array().unwrap() {
+            assert_eq!(wh["failurePolicy"], "Fail");
+            assert_eq!(wh["sideEffects"], "None");
+            assert_eq!(wh["matchPolicy"], "Equivalent");
+            assert_eq!(wh["admissionReviewVersions"], json!(["v1"]));
+            assert_eq!(wh["timeoutSeconds"], json!(if mutating { 1 } else { 2 }));
+            assert!(wh["namespaceSelector"].is_object());
+        }
+    }
+}

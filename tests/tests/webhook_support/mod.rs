@@ -1,0 +1,448 @@
+//! Shared set-up of the webhook end-to-end tests: one KCP-only control plane per test binary,
+//! and per test a namespace, in-process webhook replica(s) with certificate rotation against
+//! the real apiserver, and the webhook configurations of `deploy/webhook/webhooks.yaml`
+//! pointed at them and scoped to that namespace.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kim_certs::{
+    CertResolver, CertRotator, RotationConfig, RotationPolicy, ServingNames, SyncOutcome,
+};
+use kim_shared::config::{ConfigPaths, KimConfig};
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use kim_webhook::admission::AdmissionContext;
+use kim_webhook::audit::AuditSink;
+use kim_webhook::server::{AppState, admission_router, serve_tls};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The KCP-only environment of this test binary, started once on its own runtime thread so
+/// it outlives the test that started it.
+pub async fn env() -> &'static TestEnv {
+    static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
+        tokio::sync::OnceCell::const_new();
+    let r = ENV
+        .get_or_init(|| async {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    match TestEnv::start(TestEnvOptions::kcp_only()).await {
+                        Ok(env) => {
+                            let _ = tx.send(Ok(&*Box::leak(Box::new(env))));
+                            std::future::pending::<()>().await;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                        }
+                    }
+                });
+            });
+            rx.await
+                .unwrap_or_else(|_| Err("environment thread died".into()))
+        })
+        .await;
+    match r {
+        Ok(env) => env,
+        Err(e) => panic!("the webhook end-to-end tests need the KCP test environment: {e}"),
+    }
+}
+
+pub fn kim_config() -> KimConfig {
+    KimConfig::load(&ConfigPaths::new(
+        repo_root().join("deploy/config/converter_config.json"),
+    ))
+    .expect("deploy/config/converter_config.json loads")
+}
+
+/// How to run the webhook under test.
+pub struct Options {
+    /// Certificate lifetimes.
+    pub policy: RotationPolicy,
+    /// Independent replicas (own server, resolver and rotator; one Secret). The mutating
+    /// configuration calls the first, the validating configuration the last.
+    pub replicas: usize,
+    /// Deletion protection flag.
+    pub deletion_protection: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            policy: RotationPolicy::from_lifetimes(
+                Duration::from_secs(3600),
+                Duration::from_secs(600),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            ),
+            replicas: 1,
+            deletion_protection: true,
+        }
+    }
+}
+
+/// One replica.
+pub struct Replica {
+    pub url: String,
+    pub state: Arc<AppState>,
+    pub outcomes: Arc<Mutex<Vec<SyncOutcome>>>,
+    pub sync_errors: Arc<Mutex<Vec<String>>>,
+}
+
+/// The webhook under test.
+pub struct Webhook {
+    pub ns: String,
+    pub mutating: String,
+    pub validating: String,
+    pub secret: String,
+    pub replicas: Vec<Replica>,
+    stop: watch::Sender<bool>,
+}
+
+fn webhook_resource(kind: &str) -> ApiResource {
+    ApiResource {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+/// The configurations of `deploy/webhook/webhooks.yaml`, renamed for `ns`, calling `urls`
+/// (mutating, validating), matching only `ns`, without caBundle (the rotator writes it).
+pub fn configurations(ns: &str, mutating_url: &str, validating_url: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo_root().join("deploy/webhook/webhooks.yaml")).unwrap();
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let mut v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let kind = v["kind"].as_str().unwrap().to_string();
+        let base = if kind.starts_with("Mutating") {
+            mutating_url
+        } else {
+            validating_url
+        };
+        let name = format!("{}-{ns}", v["metadata"]["name"].as_str().unwrap());
+        v["metadata"]["name"] = json!(name);
+        for wh in v["webhooks"].as_array_mut().unwrap() {
+            let path = wh["clientConfig"]["service"]["path"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            wh["clientConfig"] = json!({"url": format!("{base}{path}")});
+            wh["namespaceSelector"] = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns]}]});
+        }
+        out.push(v);
+    }
+    out
+}
+
+impl Webhook {
+    /// Starts the replicas, registers the configurations and waits until the apiserver
+    /// enforces both (a server-side dry run of an invalid Runtime is denied by our webhook).
+    pub async fn start(env: &TestEnv, opts: Options) -> Webhook {
+        let ns = env.namespace("webhook").await.unwrap();
+        let client = env.kcp_client().await.unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let secret = format!("kim-webhook-cert-{ns}");
+        let config = Arc::new(kim_config());
+        let mut listeners = Vec::new();
+        for _ in 0..opts.replicas.max(1) {
+            listeners.push(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let urls: Vec<String> = listeners
+            .iter()
+            .map(|l| format!("https://127.0.0.1:{}", l.local_addr().unwrap().port()))
+            .collect();
+        let cfgs = configurations(&ns, &urls[0], urls.last().unwrap());
+        let mutating = cfgs[0]["metadata"]["name"].as_str().unwrap().to_string();
+        let validating = cfgs[1]["metadata"]["name"].as_str().unwrap().to_string();
+        for cfg in &cfgs {
+            let ar = webhook_resource(cfg["kind"].as_str().unwrap());
+            let obj: DynamicObject = serde_json::from_value(cfg.clone()).unwrap();
+            Api::<DynamicObject>::all_with(client.clone(), &ar)
+                .patch(
+                    obj.metadata.name.as_deref().unwrap(),
+                    &PatchParams::apply("kim-e2e").force(),
+                    &Patch::Apply(&obj),
+                )
+                .await
+                .unwrap();
+        }
+
+        let mut replicas = Vec::new();
+        for (listener, url) in listeners.into_iter().zip(urls) {
+            let ctx = AdmissionContext {
+                deletion_protection: opts.deletion_protection,
+                deletion_window: Duration::from_secs(120),
+                config: Some(config.clone()),
+            };
+            let state = Arc::new(AppState::new(
+                ctx,
+                AuditSink::log_only(),
+                CertResolver::new(),
+                7 << 20,
+            ));
+            let rotator = Arc::new(
+                CertRotator::new(
+                    client.clone(),
+                    RotationConfig {
+                        namespace: ns.clone(),
+                        secret_name: secret.clone(),
+                        names: ServingNames {
+                            dns: vec!["localhost".into()],
+                            ips: vec!["127.0.0.1".parse().unwrap()],
+                        },
+                        policy: opts.policy.clone(),
+                        mutating_configs: vec![mutating.clone()],
+                        validating_configs: vec![validating.clone()],
+                        field_manager: "kim-webhook".into(),
+                    },
+                    state.resolver.clone(),
+                )
+                .unwrap(),
+            );
+            let outcomes = Arc::new(Mutex::new(Vec::new()));
+            let sync_errors = Arc::new(Mutex::new(Vec::new()));
+            let (o, e) = (outcomes.clone(), sync_errors.clone());
+            let mut rx = stop_rx.clone();
+            tokio::spawn(rotator.run(
+                async move {
+                    let _ = rx.wait_for(|v| *v).await;
+                },
+                move |r| match r {
+                    Ok(out) => o.lock().unwrap().push(out.clone()),
+                    Err(err) => e.lock().unwrap().push(err.to_string()),
+                },
+            ));
+            let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
+            let app = admission_router(state.clone(), kim_webhook::routes());
+            let mut rx = stop_rx.clone();
+            tokio::spawn(serve_tls(
+                listener,
+                tls,
+                app,
+                async move {
+                    let _ = rx.wait_for(|v| *v).await;
+                },
+                Duration::from_secs(1),
+            ));
+            replicas.push(Replica {
+                url,
+                state,
+                outcomes,
+                sync_errors,
+            });
+        }
+        let wh = Webhook {
+            ns,
+            mutating,
+            validating,
+            secret,
+            replicas,
+            stop,
+        };
+        wh.wait_enforced(env).await;
+        wh
+    }
+
+    async fn wait_enforced(&self, env: &TestEnv) {
+        let client = env.kcp_client().await.unwrap();
+        let api: Api<DynamicObject> = Api::namespaced_with(client, &self.ns, &runtime_resource());
+        let mut bad = valid_runtime("probe", &self.ns);
+        bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Bad_Name");
+        let obj: DynamicObject = serde_json::from_value(bad).unwrap();
+        let mut last = String::new();
+        for _ in 0..300 {
+            match api
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..PostParams::default()
+                    },
+                    &obj,
+                )
+                .await
+            {
+                Err(kube::Error::Api(s))
+                    if s.message
+                        .contains("vruntime.infrastructuremanager.kyma-project.io") =>
+                {
+                    // Also the mutating webhook must answer (it runs first): a valid probe passes.
+                    let good: DynamicObject =
+                        serde_json::from_value(valid_runtime("probe", &self.ns)).unwrap();
+                    match api
+                        .create(
+                            &PostParams {
+                                dry_run: true,
+                                ..PostParams::default()
+                            },
+                            &good,
+                        )
+                        .await
+                    {
+                        Ok(_) => return,
+                        Err(e) => last = format!("valid probe: {e}"),
+                    }
+                }
+                Err(e) => last = e.to_string(),
+                Ok(_) => last = "invalid probe admitted".into(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "webhooks in {} not enforced within 30 s; last: {last}",
+            self.ns
+        );
+    }
+
+    /// Stops the replicas and removes the configurations (a `failurePolicy: Fail` webhook
+    /// without a server would block its namespace).
+    pub async fn stop(self, env: &TestEnv) {
+        let client = env.kcp_client().await.unwrap();
+        for (kind, name) in [
+            ("MutatingWebhookConfiguration", &self.mutating),
+            ("ValidatingWebhookConfiguration", &self.validating),
+        ] {
+            let _ = Api::<DynamicObject>::all_with(client.clone(), &webhook_resource(kind))
+                .delete(name, &DeleteParams::default())
+                .await;
+        }
+        let _ = self.stop.send(true);
+    }
+
+    /// The caBundle currently in the validating configuration (PEM).
+    pub async fn ca_bundle(&self, env: &TestEnv) -> String {
+        let client = env.kcp_client().await.unwrap();
+        let obj = Api::<DynamicObject>::all_with(
+            client,
+            &webhook_resource("ValidatingWebhookConfiguration"),
+        )
+        .get(&self.validating)
+        .await
+        .unwrap();
+        let b64 = obj.data["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        use base64::Engine;
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap_or_default(),
+        )
+        .unwrap()
+    }
+}
+
+pub fn runtime_resource() -> ApiResource {
+    ApiResource {
+        group: "infrastructuremanager.kyma-project.io".into(),
+        version: "v1".into(),
+        api_version: "infrastructuremanager.kyma-project.io/v1".into(),
+        kind: "Runtime".into(),
+        plural: "runtimes".into(),
+    }
+}
+
+/// Reads an upstream sample (YAML) from `../shared/upstream`.
+pub fn upstream(path: &str) -> Value {
+    let p = repo_root().join("../shared/upstream").join(path);
+    let text = std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("upstream fixture {} missing: {e}", p.display()));
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+/// An upstream Runtime example made acceptable, each replacement justified:
+/// - `secretBindingName: "hyperscaler secret"`: a name with a space, which Gardener refuses
+///   too (not a DNS subdomain) -> `hyperscaler-secret`;
+/// - `kubernetes.version: 1.28.7`: below the minimum the example configuration allows and out
+///   of Gardener support -> removed, so the mutating webhook sets the configured default;
+/// - `enforceSeedLocation: "true"` (a string, in `sap-converged-cloud.yaml`): the CRD schema
+///   says boolean, so the apiserver itself refuses it -> `true`;
+/// - `metadata.namespace`, `metadata.name`: the test's namespace and a unique name.
+pub fn admissible(mut rt: Value, name: &str, ns: &str) -> Value {
+    rt["metadata"]["namespace"] = json!(ns);
+    rt["metadata"]["name"] = json!(name);
+    if rt.pointer("/spec/shoot/secretBindingName").is_some() {
+        rt["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-secret");
+    }
+    if let Some(k) = rt
+        .pointer_mut("/spec/shoot/kubernetes")
+        .and_then(Value::as_object_mut)
+    {
+        k.remove("version");
+    }
+    if rt
+        .pointer("/spec/shoot/enforceSeedLocation")
+        .is_some_and(Value::is_string)
+    {
+        rt["spec"]["shoot"]["enforceSeedLocation"] = json!(true);
+    }
+    rt
+}
+
+/// A valid Runtime: the upstream AWS example, made admissible.
+pub fn valid_runtime(name: &str, ns: &str) -> Value {
+    admissible(
+        upstream("docs/adr/assets/runtime-examples/aws.yaml"),
+        name,
+        ns,
+    )
+}
+
+/// Runs kubectl against the KCP; returns (success, stdout + stderr). Async: the webhook under
+/// test runs on the test's own runtime and must keep answering while kubectl waits.
+pub async fn kubectl(env: &TestEnv, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    use tokio::io::AsyncWriteExt;
+    let kubectl = env
+        .binaries()
+        .kubectl
+        .clone()
+        .expect("kubectl next to kube-apiserver (make testenv-bins builds it)");
+    let dir = env.state_dir().join("webhook-e2e");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = env
+        .kcp()
+        .write_admin_kubeconfig(&dir.join("admin.kubeconfig"))
+        .unwrap();
+    let mut child = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).await.unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -1,0 +1,385 @@
+//! The admission server in-process over real TLS: protocols, routes, limits, readiness,
+//! metrics, certificate swap on a live connection.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../benches/support/client.rs"]
+#[allow(dead_code)]
+mod client;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hyper::body::Bytes;
+use kim_certs::{CertResolver, ServingNames};
+use kim_shared::config::{ConfigPaths, KimConfig};
+use kim_webhook::admission::AdmissionContext;
+use kim_webhook::audit::AuditSink;
+use kim_webhook::server::{AppState, admin_router, admission_router, serve_plain, serve_tls};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn config() -> KimConfig {
+    KimConfig::load(&ConfigPaths::new(
+        repo().join("deploy/config/converter_config.json"),
+    ))
+    .expect("example config loads")
+}
+
+struct Pki {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn pki() -> Pki {
+    let now = SystemTime::now();
+    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(600)).unwrap();
+    let names = ServingNames {
+        dns: vec!["localhost".into()],
+        ips: vec!["127.0.0.1".parse().unwrap()],
+    };
+    let s = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(300)).unwrap();
+    Pki {
+        ca_pem: ca.cert_pem,
+        cert_pem: s.cert_pem,
+        key_pem: s.key_pem,
+    }
+}
+
+struct Running {
+    https: SocketAddr,
+    admin: SocketAddr,
+    state: Arc<AppState>,
+}
+
+async fn start(max_body: usize) -> Running {
+    let ctx = AdmissionContext {
+        config: Some(Arc::new(config())),
+        ..AdmissionContext::default()
+    };
+    let state = Arc::new(AppState::new(
+        ctx,
+        AuditSink::log_only(),
+        CertResolver::new(),
+        max_body,
+    ));
+    let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (https, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
+    let app = admission_router(state.clone(), kim_webhook::routes());
+    tokio::spawn(serve_tls(
+        l,
+        tls,
+        app,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    tokio::spawn(serve_plain(
+        a,
+        admin_router(state.clone()),
+        std::future::pending(),
+    ));
+    Running {
+        https,
+        admin,
+        state,
+    }
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        code,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+/// The upstream sample Runtime with its placeholder Secret binding name (a space, refused by
+/// Gardener too) replaced and the defaults applied, as the validating webhook sees it.
+fn sample_runtime() -> Value {
+    let text = std::fs::read_to_string(
+        repo().join("../shared/upstream/config/samples/infrastructuremanager_v1_runtime.yaml"),
+    )
+    .expect("upstream sample (../shared/upstream) is readable");
+    let mut v: Value = serde_yaml_ng::from_str(&text).unwrap();
+    v["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-secret");
+    // 1.28 is below the configured minimum; leave it to the defaults.
+    v["spec"]["shoot"]["kubernetes"]
+        .as_object_mut()
+        .unwrap()
+        .remove("version");
+    v
+}
+
+fn review(op: &str, object: Value) -> Bytes {
+    Bytes::from(
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+                "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+                "name": "runtime-id", "namespace": "kcp-system", "operation": op,
+                "userInfo": {"username": "keb"}, "object": object, "oldObject": null
+            }
+        }))
+        .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn readiness_waits_for_a_certificate_then_admits_over_http1_and_h2() {
+    let s = start(1 << 20).await;
+    let (code, body) = get(s.admin, "/readyz").await;
+    assert_eq!(code, 503);
+    assert!(body.contains("no serving certificate"), "{body}");
+    assert_eq!(get(s.admin, "/healthz").await.0, 200);
+
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    assert_eq!(get(s.admin, "/readyz").await.0, 200);
+
+    // Mutate, then validate the defaulted object.
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let mut c =
+            client::Conn::connect(s.https, "localhost", client::tls_config(&p.ca_pem, &[alpn]))
+                .await
+                .unwrap();
+        assert_eq!(c.is_h2(), alpn == b"h2");
+        let r = c
+            .post("/mutate/runtime", review("CREATE", sample_runtime()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["response"]["allowed"], true, "{v}");
+        assert_eq!(v["response"]["uid"], "u-1");
+        let patch = v["response"]["patch"]
+            .as_str()
+            .expect("defaults produce a patch");
+        use base64::Engine;
+        let ops: json_patch::Patch = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(patch)
+                .unwrap(),
+        )
+        .unwrap();
+        let mut obj = sample_runtime();
+        json_patch::patch(&mut obj, &ops).expect("the patch applies to the request object");
+        assert!(
+            obj["spec"]["shoot"]["kubernetes"]["version"].is_string(),
+            "version defaulted"
+        );
+
+        let r = c
+            .post("/validate/runtime", review("CREATE", obj))
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["response"]["allowed"], true, "{v}");
+    }
+
+    let (_, metrics) = get(s.admin, "/metrics").await;
+    assert!(metrics.contains("kim_webhook_admission_requests_total{webhook=\"mutate\",kind=\"Runtime\",operation=\"CREATE\",allowed=\"true\"} 2"), "{metrics}");
+    assert!(
+        metrics.contains("kim_webhook_admission_duration_seconds_bucket"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
+    let s = start(1 << 20).await;
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    let mut c = client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
+    )
+    .await
+    .unwrap();
+
+    let mut bad = sample_runtime();
+    bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Not_A_DNS_Label");
+    let r = c
+        .post("/validate/runtime", review("CREATE", bad))
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["status"]["code"], 422);
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("spec.shoot.provider.workers[0].name"), "{msg}");
+
+    let r = c
+        .post("/validate/runtime", Bytes::from_static(b"{\"kind\":"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    assert!(
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("malformed AdmissionReview")
+    );
+
+    // The connection survives both.
+    let r = c.post("/noop", Bytes::from_static(b"{}")).await.unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn oversized_body_gets_a_clear_413() {
+    let s = start(64 * 1024).await;
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    let mut c = client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
+    )
+    .await
+    .unwrap();
+    let r = c
+        .post("/validate/runtime", Bytes::from(vec![b' '; 65 * 1024]))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 413);
+    let text = String::from_utf8_lossy(&r.body);
+    assert!(
+        text.contains("65536") && text.contains("--max-request-bytes"),
+        "{text}"
+    );
+    let (_, metrics) = get(s.admin, "/metrics").await;
+    assert!(
+        metrics.contains("kim_webhook_requests_too_large_total 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn certificate_swap_keeps_open_connections_and_serves_new_handshakes() {
+    let s = start(1 << 20).await;
+    let (p1, p2) = (pki(), pki());
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p1.cert_pem, &p1.key_pem).unwrap());
+    let mut old = client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p1.ca_pem, &[b"h2"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        old.post("/noop", Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p2.cert_pem, &p2.key_pem).unwrap());
+    assert_eq!(
+        old.post("/noop", Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+            .status,
+        200,
+        "open connection survives"
+    );
+    assert!(
+        client::Conn::connect(
+            s.https,
+            "localhost",
+            client::tls_config(&p1.ca_pem, &[b"h2"])
+        )
+        .await
+        .is_err()
+    );
+    let mut new = client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p2.ca_pem, &[b"h2"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        new.post("/noop", Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn plain_http_is_refused_and_tls12_is_accepted() {
+    let s = start(1 << 20).await;
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let (code, _) = get(s.https, "/noop").await;
+    assert_eq!(code, 0);
+    // TLS 1.2 only works (the minimum we accept).
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(p.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    use rustls::pki_types::pem::PemObject;
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let mut c = client::Conn::connect(s.https, "localhost", Arc::new(cfg))
+        .await
+        .expect("TLS 1.2 accepted");
+    assert_eq!(
+        c.post("/noop", Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+}
