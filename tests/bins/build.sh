@@ -65,7 +65,12 @@ build() {
   build_one etcd etcd -ldflags "-s -w"
   build_one kube-apiserver apiserver -tags=notest,grpcnotrace -ldflags "$ld"
   [ -e "$BIN/kubectl" ] || ln -s kube-apiserver "$BIN/kubectl"
-  build_one gardener-apiserver gardener -tags=notest,grpcnotrace -ldflags "-s -w"
+  # Gardener reports its version through k8s.io/component-base/version, like Kubernetes.
+  local gminor gld="-s -w"
+  gminor=$(echo "$GARDENER_VERSION" | cut -d. -f2)
+  gld="$gld -X k8s.io/component-base/version.gitVersion=$GARDENER_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  gld="$gld -X k8s.io/component-base/version.gitMinor=$gminor -X k8s.io/component-base/version.gitTreeState=clean"
+  build_one gardener-apiserver gardener -tags=notest,grpcnotrace -ldflags "$gld"
   echo "$BIN"
 }
 
