@@ -49,3 +49,9 @@ bench-convert:
 bench-webhook:
 	$(CARGO) build --release -p kim-webhook --bins
 	$(CARGO) bench -p kim-webhook --bench admission_load
+
+## GardenerCluster reconciler at scale against the real gardener-apiserver: creation wave,
+## Gardener calls at steady state, forced rotation wave of KIM_BENCH_CLUSTERS (10000) vs a
+## baseline of writing as many Secrets directly. Prints the figures (docs/benchmarks.md).
+bench-kubeconfig: testenv-bins
+	$(CARGO) test --release -p kim-tests --test kubeconfig_bench -- --ignored --nocapture
