@@ -32,3 +32,40 @@ async fn shared_environment_starts_and_serves_kcp_gardener_and_shoot() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn every_configured_region_has_a_ready_seed_with_the_region_label() {
+    use kim_tests::fixtures;
+    use kube::api::DynamicObject;
+    let env = TestEnv::shared().await.unwrap();
+    let ar = fixtures::api_resource("core.gardener.cloud/v1beta1", "Seed").unwrap();
+    let seeds = Api::<DynamicObject>::all_with(env.garden_client().await.unwrap(), &ar)
+        .list(&ListParams::default().labels("seed.gardener.cloud/region=eu-central-1"))
+        .await
+        .unwrap();
+    let aws = seeds
+        .items
+        .iter()
+        .find(|s| s.data["spec"]["provider"]["type"] == "aws")
+        .expect("an aws Seed in eu-central-1");
+    let ready = aws.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "GardenletReady" && c["status"] == "True");
+    assert!(ready, "{:?}", aws.data["status"]);
+    assert_eq!(aws.data["status"]["lastOperation"]["state"], "Succeeded");
+    for p in fixtures::data::providers().unwrap() {
+        for (region, _) in &p.regions {
+            let name = fixtures::seed_name(&p.provider, region);
+            assert!(
+                Api::<DynamicObject>::all_with(env.garden_client().await.unwrap(), &ar)
+                    .get_opt(&name)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "Seed {name} missing"
+            );
+        }
+    }
+}
