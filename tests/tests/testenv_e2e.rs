@@ -374,3 +374,30 @@ async fn hibernation_is_a_reconcile_that_ends_hibernated() {
     .expect("hibernated within 30 s")
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_shoot_without_a_fitting_seed_stays_pending_with_the_schedulers_message() {
+    let env = TestEnv::shared().await.unwrap();
+    let api: Api<Shoot> = Api::namespaced(
+        env.garden_client().await.unwrap(),
+        fixtures::PROJECT_NAMESPACE,
+    );
+    let name = unique("e2e-noseed-");
+    let mut shoot = fixtures::shoot(&name, "alicloud").unwrap();
+    shoot["metadata"]["annotations"] =
+        serde_json::json!({kim_tests::simulator::FAULT_ANNOTATION: "noseed"});
+    let shoot: Shoot = serde_json::from_value(shoot).unwrap();
+    api.create(&PostParams::default(), &shoot).await.unwrap();
+    let pending = wait_for_state(&api, &name, "Pending").await;
+    let op = pending.status.unwrap().last_operation.unwrap();
+    assert!(
+        op.description
+            .starts_with("Failed to schedule Shoot: none out of the ")
+            && op
+                .description
+                .ends_with("seeds has a matching provider for \"alicloud\""),
+        "{}",
+        op.description
+    );
+    assert!(pending.spec.seed_name.is_none());
+}

@@ -9,7 +9,7 @@
 //! Faults, most specific first: the Shoot annotation [`FAULT_ANNOTATION`], the key
 //! `<namespace>.<shoot>` or `<shoot>` of ConfigMap `garden/kim-gardener-sim`, its key `*`, then
 //! [`SimulatorConfig::default_fault`]. Values: `none`, `error:CODE[,CODE]`, `failed:CODE[,CODE]`,
-//! `slow:<duration>` (e.g. `slow:5s`), `stuck`. Changes to the ConfigMap re-evaluate all Shoots.
+//! `slow:<duration>` (e.g. `slow:5s`), `stuck`, `noseed`. Changes to the ConfigMap re-evaluate all Shoots.
 //!
 //! Event-driven: a `kube::runtime::Controller` over Shoots; timers only where the simulated
 //! gardenlet itself would wait (step delays).
@@ -57,13 +57,17 @@ pub enum Fault {
     Slow(Duration),
     /// The operation stays at its progress forever.
     Stuck,
+    /// No Seed fits: the Shoot stays unscheduled with `lastOperation` Create/Pending and the
+    /// scheduler's "Failed to schedule Shoot: none out of the N seeds has a matching provider"
+    /// message (which KIM recognises).
+    NoSeed,
 }
 
 /// A fault string could not be parsed.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "invalid simulator fault {0:?}: expected none, stuck, error:CODE[,CODE], failed:CODE[,CODE] \
-     or slow:<duration> (e.g. slow:5s)"
+    "invalid simulator fault {0:?}: expected none, stuck, noseed, error:CODE[,CODE], \
+     failed:CODE[,CODE] or slow:<duration> (e.g. slow:5s)"
 )]
 pub struct InvalidFault(pub String);
 
@@ -81,6 +85,7 @@ impl std::str::FromStr for Fault {
         match s.split_once(':') {
             None if s.is_empty() || s == "none" => Ok(Fault::None),
             None if s == "stuck" => Ok(Fault::Stuck),
+            None if s == "noseed" => Ok(Fault::NoSeed),
             None if s == "error" => Ok(Fault::Error(vec!["ERR_INFRA_RATE_LIMITS_EXCEEDED".into()])),
             None if s == "failed" => Ok(Fault::Failed(vec!["ERR_INFRA_QUOTA_EXCEEDED".into()])),
             Some(("error", rest)) => Ok(Fault::Error(codes(rest))),
@@ -269,7 +274,11 @@ async fn reconcile(shoot: Arc<Shoot>, ctx: Arc<Ctx>) -> Result<Action, SimError>
             }
             return Ok(Action::await_change());
         }
-        Step::Bind => bind(&ctx.client, &shoot).await?,
+        Step::Bind => match bind(&ctx.client, &shoot).await {
+            Err(SimError::NoSeed(_)) => unschedulable(&ctx.client, &api, &shoot).await?,
+            other => other?,
+        },
+        Step::Unschedulable => unschedulable(&ctx.client, &api, &shoot).await?,
         Step::Start(op) => {
             if shoot.annotations().contains_key(step::OPERATION) {
                 let patch = json!({"metadata": {"annotations": {step::OPERATION: null}}});
@@ -450,6 +459,37 @@ async fn bind(client: &kube::Client, shoot: &Shoot) -> Result<(), SimError> {
     api.replace_subresource("binding", &name, &PostParams::default(), &raw)
         .await
         .map_err(kerr(format!("binding Shoot {ns}/{name} to Seed {seed}")))?;
+    Ok(())
+}
+
+/// The status gardener-scheduler writes when no Seed fits.
+async fn unschedulable(
+    client: &kube::Client,
+    api: &Api<Shoot>,
+    shoot: &Shoot,
+) -> Result<(), SimError> {
+    let seeds = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &fixtures::api_resource("core.gardener.cloud/v1beta1", "Seed")
+            .map_err(|_| SimError::NoSeed(String::new()))?,
+    )
+    .list(&ListParams::default())
+    .await
+    .map_err(kerr("listing Seeds"))?;
+    let description = format!(
+        "Failed to schedule Shoot: none out of the {} seeds has a matching provider for {:?}",
+        seeds.items.len(),
+        shoot.spec.provider.type_
+    );
+    let status = json!({"status": {"lastOperation": {"type": "Create", "state": "Pending", "progress": 0,
+        "description": description, "lastUpdateTime": now()}}});
+    api.patch_status(
+        &shoot.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .map_err(kerr("writing the unschedulable status"))?;
     Ok(())
 }
 

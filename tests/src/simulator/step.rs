@@ -27,6 +27,8 @@ pub enum Step {
     AddFinalizer,
     /// Schedule onto a Seed through `shoots/binding`.
     Bind,
+    /// Report that no Seed fits: `lastOperation` Create/Pending with the scheduler's message.
+    Unschedulable,
     /// Begin an operation of this type (`Create`, `Reconcile`, `Delete`) at progress 0.
     Start(&'static str),
     /// Move a Processing operation to this progress.
@@ -93,7 +95,12 @@ pub fn next(
         .unwrap_or_default()
         .is_empty()
     {
-        return Step::Bind;
+        let pending = last.as_ref().is_some_and(|op| op.state == "Pending");
+        return match fault {
+            Fault::NoSeed if pending => Step::Wait(None),
+            Fault::NoSeed => Step::Unschedulable,
+            _ => Step::Bind,
+        };
     }
     let generation = meta.generation.unwrap_or(0);
     let observed = status.observed_generation.unwrap_or(0);
@@ -227,6 +234,20 @@ mod tests {
         assert_eq!(next(&s, &Fault::None, None, D), Step::Start("Create"));
         let s = with_op(shoot(serde_json::json!({})), "Reconcile", "Succeeded", 100);
         assert_eq!(next(&s, &Fault::None, None, D), Step::Wait(None));
+    }
+
+    #[test]
+    fn without_a_seed_the_shoot_stays_pending() {
+        let s = shoot(serde_json::json!({"spec": {"seedName": ""}}));
+        assert_eq!(next(&s, &Fault::NoSeed, None, D), Step::Unschedulable);
+        let s = with_op(
+            shoot(serde_json::json!({"spec": {"seedName": ""}})),
+            "Create",
+            "Pending",
+            0,
+        );
+        assert_eq!(next(&s, &Fault::NoSeed, None, D), Step::Wait(None));
+        assert_eq!(next(&s, &Fault::None, None, D), Step::Bind);
     }
 
     #[test]
