@@ -20,6 +20,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use super::kubeconfig::{ClusterEndpoint, cluster_endpoint, token_kubeconfig};
 use super::shoot::{self, RbacObject};
@@ -90,12 +91,20 @@ pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Act
     let started = Instant::now();
     let requests: Api<RuntimeAccess> =
         Api::namespaced(r.ctx.kcp.clone(), &ra.namespace().unwrap_or_default());
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        namespace = %ra.namespace().unwrap_or_default(),
+        name = %ra.name_any(),
+        runtime_id = %ra.spec.runtime_id,
+    );
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
         match event {
             finalizer::Event::Apply(ra) => apply(&r, &ra).await,
             finalizer::Event::Cleanup(ra) => cleanup(&r, &ra).await,
         }
     })
+    .instrument(span)
     .await;
     let result = match result {
         Ok(a) => Ok(a),

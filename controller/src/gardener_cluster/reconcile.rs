@@ -15,6 +15,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use super::CONTROLLER;
 use super::gardener::{IssueError, issue_admin_kubeconfig};
@@ -81,13 +82,22 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     let namespace = gc.namespace().unwrap_or_default();
     let api: Api<GardenerCluster> = Api::namespaced(r.ctx.kcp.clone(), &namespace);
     let timeout = r.ctx.args.gardener_ctrl_reconciliation_timeout;
+    // Every line of this reconcile carries the cluster's identity (never its kubeconfig).
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        namespace = %namespace,
+        name = %gc.name_any(),
+        runtime_id = gc.labels().get(names::LABEL_RUNTIME_ID).map(String::as_str).unwrap_or_default(),
+        shoot = %gc.spec.shoot.name,
+    );
     let work = finalizer(&api, super::FINALIZER, gc, |event| async {
         match event {
             finalizer::Event::Apply(gc) => apply(&r, &gc, Timestamp::now()).await,
             finalizer::Event::Cleanup(gc) => cleanup(&r, &gc).await,
         }
     });
-    let result = match tokio::time::timeout(timeout, work).await {
+    let result = match tokio::time::timeout(timeout, work.instrument(span)).await {
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(Ok(action)) => Ok(action),
         Ok(Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e))) => Err(e),
