@@ -35,6 +35,14 @@ unit:
 ## Everything CI runs: format, lint, all unit and end-to-end tests.
 test: lint unit
 
+KUBECTL ?= kubectl
+
+## Installs the CRDs and the whole manager (namespace kcp-system) into the cluster of the current
+## KUBECONFIG. The images are built from deploy/Containerfile (see its header).
+deploy:
+	$(KUBECTL) apply --server-side -f crds/
+	$(KUBECTL) apply -k deploy/
+
 ## Regenerates crds/*.yaml from the Rust types.
 crds:
 	$(CARGO) run -q -p kim-tests --bin kim-crdgen -- crds
