@@ -132,6 +132,9 @@ pub enum SimError {
     /// No Seed fits.
     #[error("no Seed for provider {0:?}: create one (fixtures do: seed-<provider>-<region>)")]
     NoSeed(String),
+    /// An object could not be built (a bug in the simulator).
+    #[error("building {0}")]
+    Build(String),
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SimError {
@@ -429,7 +432,7 @@ async fn bind(client: &kube::Client, shoot: &Shoot) -> Result<(), SimError> {
     let seeds: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &fixtures::api_resource("core.gardener.cloud/v1beta1", "Seed")
-            .map_err(|_| SimError::NoSeed(String::new()))?,
+            .map_err(|e| SimError::Build(e.to_string()))?,
     );
     let list = seeds
         .list(&ListParams::default())
@@ -471,7 +474,7 @@ async fn unschedulable(
     let seeds = Api::<DynamicObject>::all_with(
         client.clone(),
         &fixtures::api_resource("core.gardener.cloud/v1beta1", "Seed")
-            .map_err(|_| SimError::NoSeed(String::new()))?,
+            .map_err(|e| SimError::Build(e.to_string()))?,
     )
     .list(&ListParams::default())
     .await
@@ -515,7 +518,7 @@ async fn ensure_ca_objects(
         .unwrap_or_default();
     let pp = PatchParams::apply("kim-gardener-sim").force();
     let isr = fixtures::api_resource("core.gardener.cloud/v1beta1", "InternalSecret")
-        .map_err(|_| SimError::NoSeed(String::new()))?;
+        .map_err(|e| SimError::Build(e.to_string()))?;
     let internal: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &isr);
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "core.gardener.cloud/v1beta1", "kind": "InternalSecret",
@@ -524,7 +527,7 @@ async fn ensure_ca_objects(
         "type": "Opaque",
         "data": {"ca.crt": B64.encode(&cluster.client_ca.cert_pem), "ca.key": B64.encode(&cluster.client_ca.key_pem)}
     }))
-    .map_err(|_| SimError::NoSeed(String::new()))?;
+    .map_err(|e| SimError::Build(e.to_string()))?;
     internal
         .patch(&ca_client_name(shoot), &pp, &Patch::Apply(&obj))
         .await
@@ -535,7 +538,7 @@ async fn ensure_ca_objects(
                      "labels": {"shoot.gardener.cloud/name": shoot.name_any()}},
         "data": {"ca.crt": cluster.cluster_ca_pem}
     }))
-    .map_err(|_| SimError::NoSeed(String::new()))?;
+    .map_err(|e| SimError::Build(e.to_string()))?;
     Api::<ConfigMap>::namespaced(client.clone(), &ns)
         .patch(&ca_cluster_name(shoot), &pp, &Patch::Apply(&cm))
         .await
@@ -546,7 +549,7 @@ async fn ensure_ca_objects(
 async fn delete_ca_objects(client: &kube::Client, shoot: &Shoot) -> Result<(), SimError> {
     let ns = shoot.namespace().unwrap_or_default();
     let isr = fixtures::api_resource("core.gardener.cloud/v1beta1", "InternalSecret")
-        .map_err(|_| SimError::NoSeed(String::new()))?;
+        .map_err(|e| SimError::Build(e.to_string()))?;
     let ignore_404 = |r: Result<_, kube::Error>| match r {
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e),
