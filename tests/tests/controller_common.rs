@@ -104,12 +104,12 @@ async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
     Ok(())
 }
 
-/// Starts a controller for namespace `ns` with extra flags.
-pub async fn start_controller(
+/// Flags for a controller of namespace `ns` against the shared environment.
+pub async fn controller_args(
     env: &TestEnv,
     ns: &str,
     extra: &[&str],
-) -> Result<RunningController> {
+) -> Result<(RunArgs, tempfile::TempDir)> {
     ensure_audit_secrets(env).await?;
     let dir = tempfile::tempdir()?;
     let paths = env.write_kubeconfigs(dir.path())?;
@@ -141,6 +141,16 @@ pub async fn start_controller(
     let args = Cli::try_parse_from(argv)?.run;
     let _ =
         kim_controller::logging::init("info,kube=warn", kim_controller::logging::LogFormat::Text);
+    Ok((args, dir))
+}
+
+/// Starts a controller for namespace `ns` with extra flags.
+pub async fn start_controller(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+) -> Result<RunningController> {
+    let (args, dir) = controller_args(env, ns, extra).await?;
     let shutdown = kim_controller::Shutdown::new();
     let process = Process::start(args, shutdown.clone()).await?;
     let metrics = process.metrics_addr;
@@ -155,6 +165,39 @@ pub async fn start_controller(
         metrics,
         dir,
     })
+}
+
+/// A controller on its own runtime, so that killing it stops every task at its next await
+/// point, mid-reconcile, as a crash would.
+pub struct KillableController {
+    runtime: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+impl KillableController {
+    /// Starts one.
+    pub async fn start(env: &TestEnv, ns: &str, extra: &[&str]) -> Result<Self> {
+        let (args, dir) = controller_args(env, ns, extra).await?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        runtime.spawn(async move {
+            let shutdown = kim_controller::Shutdown::new();
+            match Process::start(args, shutdown).await {
+                Ok(p) => {
+                    let _ = p.run().await;
+                }
+                Err(e) => eprintln!("controller did not start: {e}"),
+            }
+        });
+        Ok(Self { runtime, _dir: dir })
+    }
+
+    /// Kills it: no graceful shutdown, in-flight requests are dropped.
+    pub fn kill(self) {
+        self.runtime.shutdown_background();
+    }
 }
 
 /// The upstream sample Runtime, made to fit the test Gardener (credentials binding, project).
@@ -190,13 +233,10 @@ pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
 
 /// A short Shoot name for a runtime id (Gardener limits project + shoot name length).
 pub fn shoot_name(id: &str) -> String {
-    let tail: String = id
+    let compact: String = id.chars().filter(|c| *c != '-').collect();
+    let tail: String = compact
         .chars()
-        .rev()
-        .take(7)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
+        .skip(compact.chars().count().saturating_sub(14))
         .collect();
     format!("s{tail}")
 }

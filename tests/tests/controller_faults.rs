@@ -1,0 +1,149 @@
+//! Faults: Gardener operations that fail (retryable and not) end where upstream's
+//! classification says; a fault that clears lets the Runtime become Ready.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::names;
+use kim_tests::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
+use kim_tests::testenv::TestEnv;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+async fn set_fault(env: &TestEnv, shoot: &str, fault: Option<&str>) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(env.kcp_client().await?, FAULT_CONFIGMAP_NAMESPACE);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": FAULT_CONFIGMAP, "namespace": FAULT_CONFIGMAP_NAMESPACE},
+        "data": {shoot: fault.unwrap_or("none")}});
+    api.patch(
+        FAULT_CONFIGMAP,
+        &PatchParams::apply(&format!("controller-faults-{shoot}")).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn wait_condition(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    state: RuntimeState,
+    status: &str,
+    message_part: &str,
+) -> Result<Runtime> {
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
+    let mut last = None;
+    let found = eventually("Provisioned condition", TIMEOUT, || {
+        let api = api.clone();
+        let name = name.to_owned();
+        async move {
+            let rt = api.get(&name).await?;
+            let ok = rt.status.as_ref().is_some_and(|s| s.state == state)
+                && rt
+                    .condition(names::condition::PROVISIONED)
+                    .is_some_and(|c| c.status == status && c.message.contains(message_part));
+            Ok(ok)
+        }
+    })
+    .await;
+    if found.is_err() {
+        last = Some(api.get(name).await?);
+    }
+    match found {
+        Ok(()) => Ok(api.get(name).await?),
+        Err(e) => anyhow::bail!(
+            "{e}; {name} wanted {state:?}/{status}/{message_part:?}, status: {}",
+            serde_json::to_string_pretty(&last.and_then(|r| r.status))?
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-faults").await?;
+    let suffix = &ns[ns.len().saturating_sub(5)..];
+    let cases = [
+        // (id, fault, final state, condition status, message)
+        (
+            "fatal",
+            "failed:ERR_INFRA_UNAUTHORIZED",
+            RuntimeState::Failed,
+            "False",
+            "Shoot creation failed",
+        ),
+        (
+            "quota",
+            "failed:ERR_INFRA_QUOTA_EXCEEDED",
+            RuntimeState::Pending,
+            "Unknown",
+            "Retryable gardener errors during cluster provisioning",
+        ),
+        (
+            "infra",
+            "error:ERR_INFRA_DEPENDENCIES",
+            RuntimeState::Pending,
+            "Unknown",
+            "Shoot creation in progress",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (case, fault, ..) in &cases {
+        let id = format!("{case}-{suffix}");
+        set_fault(env, &shoot_name(&id), Some(fault)).await?;
+        ids.push(id);
+    }
+    let ctl = start_controller(env, &ns, &[]).await?;
+    for id in &ids {
+        create(env, &sample_runtime(&ns, id)?).await?;
+    }
+    for (id, (_, _, state, status, message)) in ids.iter().zip(&cases) {
+        let rt = wait_condition(env, &ns, id, *state, status, message).await?;
+        assert!(
+            rt.status
+                .as_ref()
+                .and_then(|s| s.shoot_last_errors.as_ref())
+                .is_some_and(|e| !e.is_empty()),
+            "{id}: Gardener's lastErrors are surfaced"
+        );
+    }
+    // The retryable Error clears: the Runtime becomes Ready without any change to it.
+    set_fault(env, &shoot_name(&ids[2]), None).await?;
+    wait_state(env, &ns, &ids[2], RuntimeState::Ready, TIMEOUT).await?;
+    // The fatal one stays Failed.
+    let rt = wait_condition(
+        env,
+        &ns,
+        &ids[0],
+        RuntimeState::Failed,
+        "False",
+        "Shoot creation failed",
+    )
+    .await?;
+    assert_eq!(
+        rt.condition(names::condition::PROVISIONED)
+            .map(|c| c.reason.as_str()),
+        Some(names::reason::CREATION_ERR)
+    );
+    let metrics = ctl.metrics_text().await?;
+    assert!(
+        metrics.contains("\nunexpected_stops_total 1")
+            || metrics.contains("unexpected_stops_total"),
+        "{metrics}"
+    );
+    for id in &ids {
+        set_fault(env, &shoot_name(id), None).await?;
+    }
+    ctl.stop().await;
+    Ok(())
+}
