@@ -1,0 +1,348 @@
+//! Every golden Shoot of `tests/golden/convert` (the conversion of each upstream sample Runtime,
+//! see `shared/tests/convert_golden.rs`) is accepted by the real gardener-apiserver v1.149 of the
+//! test environment: a server-side dry-run create passes Gardener's validation and its
+//! admission plugins (ShootValidator, ShootMutator, ResourceReferenceManager, ExtensionValidator,
+//! ShootExposureClass, ...). The structured-auth ConfigMap of each golden is created for real
+//! first, as the controller does, because Gardener checks that it exists.
+//!
+//! What the goldens name that only exists in upstream's landscape is mapped onto the test
+//! landscape, and what the upstream samples ask for that Gardener v1.149 no longer supports is
+//! replaced the way admission would; every substitution is listed in `EXPECTED_SUBSTITUTIONS`
+//! so that a changed golden shows up here:
+//! - always: the project namespace (`garden-kyma-dev` -> `garden-kyma`) and the credentials
+//!   binding (`hyperscaler secret`, not even a valid name, -> the fixture binding of the provider);
+//! - `version`: Kubernetes 1.28.7 (samples from 2024) -> the configuration's default `1.35`:
+//!   Gardener v1.149 supports 1.32 and newer, and our validation rejects versions below 1.33;
+//! - `networking`: no networking type (one sample) -> `calico`, what the mutating webhook's
+//!   defaults set.
+//!
+//! The test landscape gets what the goldens reference and a real landscape has: the audit policy
+//! ConfigMap, the audit-log credential Secrets, the `converged-cloud-internet` ExposureClass and
+//! the `eu-access-only` access restriction on the regions the EU samples use.
+//!
+//! Controls show the acceptance means something: Gardener rejects, on the same dry-run path, a
+//! too long pool name, a missing structured-auth ConfigMap, an access restriction the region does
+//! not offer, and every golden without each of its substitutions (for that very reason).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kim_shared::gardener::Shoot;
+use kim_tests::fixtures;
+use kim_tests::testenv::{TestEnv, repo_root};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+/// Substitutions each golden needs (besides namespace and credentials binding).
+const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 10] = [
+    ("aws-freemium", &[]),
+    ("aws-minimal", &[]),
+    ("aws-trial", &[]),
+    ("aws", &["version"]),
+    ("azure-fremium", &[]),
+    ("azure-lite", &[]),
+    ("azure", &["version"]),
+    ("gcp", &["version"]),
+    (
+        "infrastructuremanager_v1_runtime",
+        &["version", "networking"],
+    ),
+    ("sap-converged-cloud", &["version"]),
+];
+
+/// Regions of the goldens with the `eu-access-only` restriction (platform region cf-eu11).
+const EU_ACCESS_REGIONS: [(&str, &str); 3] = [
+    ("aws", "eu-central-1"),
+    ("gcp", "us-central1"),
+    ("openstack", "eu-de-1"),
+];
+
+fn goldens() -> Vec<(String, Value)> {
+    let dir = repo_root().join("tests/golden/convert");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            let value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            (name, value)
+        })
+        .collect()
+}
+
+/// Maps a golden Shoot onto the test landscape; returns the substitutions beyond the namespace
+/// and credentials binding.
+fn adapt(shoot: &mut Value) -> Vec<&'static str> {
+    let provider = shoot["spec"]["provider"]["type"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    shoot["metadata"]["namespace"] = json!(fixtures::PROJECT_NAMESPACE);
+    shoot["spec"]["credentialsBindingName"] = json!(fixtures::credentials_name(&provider));
+    let mut done = Vec::new();
+    if shoot["spec"]["kubernetes"]["version"] == "1.28.7" {
+        shoot["spec"]["kubernetes"]["version"] = json!("1.35");
+        done.push("version");
+    }
+    if shoot["spec"]["networking"].get("type").is_none() {
+        shoot["spec"]["networking"]["type"] = json!("calico");
+        done.push("networking");
+    }
+    done
+}
+
+/// Creates an object, or leaves the existing one alone.
+async fn ensure<K>(api: &Api<K>, obj: &K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating {:?}: {e}", obj.meta().name),
+    }
+}
+
+/// What the goldens reference, in the test landscape.
+async fn prepare(client: &kube::Client) {
+    let ns = fixtures::PROJECT_NAMESPACE;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let policy: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "audit-policy"},
+        "data": {"policy": "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"}
+    }))
+    .unwrap();
+    ensure(&cms, &policy).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    for provider in ["aws", "azure", "gcp", "openstack", "alicloud"] {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("auditlog-credentials-{provider}")},
+            "stringData": {"clientID": "fake", "clientSecret": "fake"}
+        }))
+        .unwrap();
+        ensure(&secrets, &secret).await;
+    }
+
+    let exposure = ApiResource {
+        group: "core.gardener.cloud".into(),
+        version: "v1beta1".into(),
+        api_version: "core.gardener.cloud/v1beta1".into(),
+        kind: "ExposureClass".into(),
+        plural: "exposureclasses".into(),
+    };
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "core.gardener.cloud/v1beta1", "kind": "ExposureClass",
+        "metadata": {"name": "converged-cloud-internet"}, "handler": "converged-cloud-internet"
+    }))
+    .unwrap();
+    ensure(
+        &Api::<DynamicObject>::all_with(client.clone(), &exposure),
+        &class,
+    )
+    .await;
+
+    // The EU regions offer Gardener's `eu-access-only` restriction, as in a real landscape.
+    // Untyped, so that the replace keeps every field of the profile.
+    let profile_resource =
+        fixtures::api_resource("core.gardener.cloud/v1beta1", "CloudProfile").unwrap();
+    let profiles: Api<DynamicObject> = Api::all_with(client.clone(), &profile_resource);
+    let data = fixtures::data::providers().unwrap();
+    for (provider, region) in EU_ACCESS_REGIONS {
+        let name = &data
+            .iter()
+            .find(|p| p.provider == provider)
+            .unwrap()
+            .cloud_profile;
+        for attempt in 0.. {
+            let mut profile = serde_json::to_value(profiles.get(name).await.unwrap()).unwrap();
+            let regions = profile["spec"]["regions"].as_array_mut().unwrap();
+            let r = regions
+                .iter_mut()
+                .find(|r| r["name"] == region)
+                .unwrap_or_else(|| panic!("{name} has no {region}"));
+            if r["accessRestrictions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["name"] == "eu-access-only"))
+            {
+                break;
+            }
+            r["accessRestrictions"] = json!([{"name": "eu-access-only"}]);
+            let profile: DynamicObject = serde_json::from_value(profile).unwrap();
+            match profiles
+                .replace(name, &PostParams::default(), &profile)
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 5 => continue,
+                Err(e) => panic!("adding eu-access-only to {name} {region}: {e}"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_golden_shoot_is_accepted_by_gardener() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.garden_client().await.unwrap();
+    prepare(&client).await;
+    let shoots: Api<Shoot> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: Some("kim".into()),
+    };
+
+    let mut goldens = goldens();
+    goldens.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected: BTreeMap<&str, &[&str]> = EXPECTED_SUBSTITUTIONS.into_iter().collect();
+    assert_eq!(
+        goldens.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        expected.keys().copied().collect::<Vec<_>>(),
+        "the goldens and EXPECTED_SUBSTITUTIONS disagree"
+    );
+    let mut rejected = Vec::new();
+    let mut adapted_goldens = Vec::new();
+    for (name, golden) in goldens {
+        let mut shoot_json = golden["shoot"].clone();
+        let substitutions = adapt(&mut shoot_json);
+        assert_eq!(
+            substitutions,
+            expected[name.as_str()],
+            "{name}: substitutions"
+        );
+
+        let mut cm: ConfigMap = serde_json::from_value(golden["structuredAuth"].clone()).unwrap();
+        cm.metadata.namespace = Some(fixtures::PROJECT_NAMESPACE.into());
+        ensure(&cms, &cm).await;
+
+        let shoot: Shoot = serde_json::from_value(shoot_json).unwrap();
+        match shoots.create(&dry_run, &shoot).await {
+            Ok(accepted) => {
+                // Gardener's mutator ran (it expands the version), so this went through admission.
+                let version = accepted.spec.kubernetes.version.unwrap_or_default();
+                assert_eq!(
+                    version.matches('.').count(),
+                    2,
+                    "{name}: version {version} not expanded by Gardener"
+                );
+            }
+            Err(e) => rejected.push(format!("{name}: {e}")),
+        }
+        adapted_goldens.push((name, shoot));
+    }
+    assert!(
+        rejected.is_empty(),
+        "Gardener rejected golden Shoots:\n{}",
+        rejected.join("\n")
+    );
+    // Nothing was stored: it was a dry run.
+    for (name, shoot) in &adapted_goldens {
+        let stored = shoots
+            .get_opt(shoot.metadata.name.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert!(stored.is_none(), "{name}: the dry run stored the Shoot");
+    }
+
+    // Controls: the same path rejects what Gardener forbids, so the acceptance above means
+    // something. A pool name longer than 15 characters:
+    let (_, mut bad) = adapted_goldens.into_iter().next().unwrap();
+    bad.spec.provider.workers.as_mut().unwrap()[0].name = "a-pool-name-too-long".into();
+    let err = shoots
+        .create(&dry_run, &bad)
+        .await
+        .expect_err("Gardener must reject a 20-character pool name");
+    assert!(err.to_string().contains("workers[0].name"), "{err}");
+    // The structured-auth ConfigMap must exist (which is why the ConfigMaps were created):
+    bad.spec.provider.workers.as_mut().unwrap()[0].name = "cpu-worker-0".into();
+    if let Some(auth) = bad
+        .spec
+        .kubernetes
+        .kube_api_server
+        .as_mut()
+        .and_then(|a| a.structured_authentication.as_mut())
+    {
+        auth.config_map_name = "structured-auth-config-missing".into();
+    }
+    let err = shoots
+        .create(&dry_run, &bad)
+        .await
+        .expect_err("Gardener must reject a missing structured-auth ConfigMap");
+    assert!(
+        err.to_string().contains("structured-auth-config-missing"),
+        "{err}"
+    );
+
+    // Each substitution is needed: without it Gardener refuses the golden, for that reason.
+    for (name, golden) in self::goldens() {
+        let mut raw = golden["shoot"].clone();
+        let provider = raw["spec"]["provider"]["type"].as_str().unwrap().to_owned();
+        raw["metadata"]["namespace"] = json!(fixtures::PROJECT_NAMESPACE);
+        let mut unbound = raw.clone();
+        adapt(&mut unbound);
+        unbound["spec"]["credentialsBindingName"] =
+            golden["shoot"]["spec"]["credentialsBindingName"].clone();
+        let unbound = serde_json::from_value::<Shoot>(unbound).unwrap();
+        let err = shoots
+            .create(&dry_run, &unbound)
+            .await
+            .expect_err("unknown credentials binding");
+        assert!(
+            err.to_string().contains("\"hyperscaler secret\" not found"),
+            "{name}: {err}"
+        );
+
+        raw["spec"]["credentialsBindingName"] = json!(fixtures::credentials_name(&provider));
+        let expected = expected[name.as_str()];
+        let message = match serde_json::from_value::<Shoot>(raw.clone()) {
+            Ok(s) => shoots
+                .create(&dry_run, &s)
+                .await
+                .err()
+                .map(|e| e.to_string()),
+            Err(e) => panic!("{name}: {e}"),
+        };
+        match expected.first() {
+            None => assert_eq!(message, None, "{name}"),
+            // Gardener reports the first failing stage only: networking before the version.
+            Some(_) if expected.contains(&"networking") => {
+                let m = message.unwrap_or_default();
+                assert!(
+                    m.contains("spec.networking.type: Required value"),
+                    "{name}: {m}"
+                );
+            }
+            Some(_) => {
+                let m = message.unwrap_or_default();
+                assert!(
+                    m.contains("spec.kubernetes.version: Unsupported value: \"1.28.7\""),
+                    "{name}: {m}"
+                );
+            }
+        }
+    }
+
+    // Access restrictions are checked against the region: the CloudProfile addition above is
+    // what a real landscape has, not a way around a check.
+    let (_, mut golden) = self::goldens()
+        .into_iter()
+        .find(|(n, _)| n == "aws-minimal")
+        .unwrap();
+    let shoot_json = &mut golden["shoot"];
+    adapt(shoot_json);
+    shoot_json["spec"]["accessRestrictions"][0]["name"] = json!("us-access-only");
+    let shoot: Shoot = serde_json::from_value(shoot_json.clone()).unwrap();
+    let err = shoots
+        .create(&dry_run, &shoot)
+        .await
+        .expect_err("unsupported access restriction");
+    assert!(err.to_string().contains("accessRestrictions"), "{err}");
+}
