@@ -358,6 +358,14 @@ fn zones_follow_the_provider_naming_rule_without_a_configured_region_list() {
         kim_shared::validation::validate_create(&azure, &cfg),
         "spec.shoot.provider.workers[0].zones[2]",
     );
+    // Only the plain digits the conversion's Azure layout understands.
+    for zone in ["+1", "01", " 1"] {
+        azure.spec.shoot.provider.workers[0].zones = Some(vec!["1".into(), zone.into()]);
+        denied(
+            kim_shared::validation::validate_create(&azure, &cfg),
+            "spec.shoot.provider.workers[0].zones[1]",
+        );
+    }
 }
 
 #[test]

@@ -668,7 +668,7 @@ fn check_regions(
         for (j, zone) in region.zones.iter().enumerate() {
             c.non_empty(format!("{zones}[{j}]"), zone);
             // Upstream's Azure network layout numbers zones 1 to 8.
-            if kind == ProviderKind::Azure && !matches!(zone.parse::<u8>(), Ok(1..=8)) {
+            if kind == ProviderKind::Azure && !matches!(zone.as_bytes(), [b'1'..=b'8']) {
                 c.problem(
                     format!("{zones}[{j}]"),
                     format!("Azure zone names are the numbers 1 to 8, found `{zone}`"),

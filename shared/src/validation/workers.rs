@@ -559,7 +559,8 @@ fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
         ));
     }
     let ok = match provider_type {
-        ProviderType::Azure => matches!(zone.parse::<u8>(), Ok(1..=8)) && !zone.starts_with('0'),
+        // Exactly one digit 1-8: `parse` alone would admit "+1", which the conversion refuses.
+        ProviderType::Azure => matches!(zone.as_bytes(), [b'1'..=b'8']),
         ProviderType::Aws | ProviderType::Openstack => {
             zone_suffix(zone, region).is_some_and(is_letter)
         }
