@@ -36,6 +36,10 @@ pub struct Reconciler {
     ctx: Arc<Context>,
     policy: RotationPolicy,
     metrics: Arc<KubeconfigMetrics>,
+    /// resourceVersion of each GardenerCluster whose force annotation was already served: a
+    /// reconcile that still sees that version (the watch cache lags behind our own removal of
+    /// the annotation) must not rotate a second time.
+    forced_served: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -69,6 +73,7 @@ impl Reconciler {
     /// A reconciler with the rotation policy from the flags.
     pub fn new(ctx: Arc<Context>, policy: RotationPolicy, metrics: Arc<KubeconfigMetrics>) -> Self {
         Self {
+            forced_served: Default::default(),
             ctx,
             policy,
             metrics,
@@ -148,12 +153,23 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
             ))(e));
         }
     };
-    let forced = gc
-        .annotations()
-        .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION);
+    let forced = rotation::force_pending(
+        gc.annotations()
+            .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION),
+        gc.resource_version().as_deref(),
+        served_force(r, gc).as_deref(),
+    );
     let state = kubeconfig_secret::state(existing.as_ref(), &loc.key);
     match rotation::decide(&r.policy, state, forced, now) {
         RotationDecision::Wait { requeue_after } => {
+            if gc
+                .annotations()
+                .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION)
+            {
+                // Served already, but the removal may have failed: remove it (again). A no-op
+                // when it is gone and this was only a stale read.
+                remove_force_annotation(r, gc).await?;
+            }
             if let Some(secret) = &existing {
                 adopt(r, gc, secret, &secrets).await?;
                 record_expiration(r, gc, secret);
@@ -249,6 +265,9 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
             );
             record_expiration(r, gc, &written);
             if forced {
+                if let Some(rv) = gc.resource_version() {
+                    lock(&r.forced_served).insert(key(gc), rv);
+                }
                 remove_force_annotation(r, gc).await?;
             }
             write_status(
@@ -302,6 +321,7 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
         None => {}
     }
     r.metrics.remove(&key(gc));
+    lock(&r.forced_served).remove(&key(gc));
     Ok(Action::await_change())
 }
 
@@ -424,6 +444,17 @@ async fn write_status(
         }
     }
     Ok(())
+}
+
+fn served_force(r: &Reconciler, gc: &GardenerCluster) -> Option<String> {
+    lock(&r.forced_served).get(&key(gc)).cloned()
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 fn conditions(gc: &GardenerCluster) -> &[Condition] {

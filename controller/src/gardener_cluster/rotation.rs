@@ -193,6 +193,17 @@ pub fn decide(
     }
 }
 
+/// True when the force-rotation annotation asks for a rotation that has not been served yet.
+/// `served` is the resourceVersion at which this controller last served one: seeing that
+/// version again means a stale read of an object whose annotation is already being removed.
+pub fn force_pending(
+    annotated: bool,
+    resource_version: Option<&str>,
+    served: Option<&str>,
+) -> bool {
+    annotated && (served.is_none() || resource_version != served)
+}
+
 /// Reads the last-sync annotation (RFC 3339; upstream writes UTC with second precision).
 pub fn parse_last_sync(raw: &str) -> Option<Timestamp> {
     raw.trim().parse::<Timestamp>().ok()
@@ -320,6 +331,20 @@ mod tests {
         assert!(RotationCause::Forced.replaces_existing());
         assert!(RotationCause::Due.replaces_existing());
         assert!(!RotationCause::SecretMissing.replaces_existing());
+    }
+
+    #[test]
+    fn a_force_is_served_once_per_object_version() {
+        assert!(force_pending(true, Some("10"), None));
+        assert!(
+            !force_pending(true, Some("10"), Some("10")),
+            "stale read of a served request"
+        );
+        assert!(
+            force_pending(true, Some("12"), Some("10")),
+            "annotated again later"
+        );
+        assert!(!force_pending(false, Some("12"), None));
     }
 
     #[test]
