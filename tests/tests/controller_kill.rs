@@ -1,0 +1,100 @@
+//! Crash safety: killing the controller at random points while 200 Runtimes are provisioned and
+//! deleted leaves no duplicate Shoot, no orphan GardenerCluster and no stuck finalizer.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use anyhow::Result;
+use common::*;
+use kim_shared::api::{GardenerCluster, Runtime};
+use kim_shared::gardener::Shoot;
+use kim_shared::names;
+use kim_tests::testenv::TestEnv;
+use kube::api::{DeleteParams, ListParams};
+use kube::{Api, ResourceExt};
+use rand::Rng;
+
+const RUNTIMES: usize = 200;
+
+// Known failure (issue 6, open): after the crash rounds the last controller makes no progress
+// (only the Runtimes finished during the rounds are gone after 600 s). Run with `--ignored`.
+#[ignore = "known failure under investigation: last controller stalls after kill rounds (issue 6)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-kill").await?;
+    let suffix = ns[ns.len().saturating_sub(4)..].to_owned();
+    let ids: Vec<String> = (0..RUNTIMES).map(|i| format!("k{suffix}{i:03}")).collect();
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    for id in &ids {
+        create(env, &sample_runtime(&ns, id)?).await?;
+    }
+    let extra = [
+        "--runtime-ctrl-workers-cnt=25",
+        "--gardener-cluster-ctrl-workers-cnt=25",
+    ];
+    // Provisioning with crashes.
+    for round in 0..4 {
+        let ctl = KillableController::start(env, &ns, &extra).await?;
+        let ms = rand::rng().random_range(500..4000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ctl.kill();
+        eprintln!("round {round}: killed after {ms} ms");
+    }
+    // Delete everything, and keep crashing.
+    for id in &ids {
+        runtimes.delete(id, &DeleteParams::default()).await?;
+    }
+    for round in 0..4 {
+        let ctl = KillableController::start(env, &ns, &extra).await?;
+        let ms = rand::rng().random_range(500..4000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ctl.kill();
+        eprintln!("delete round {round}: killed after {ms} ms");
+    }
+    // A last controller runs to the end.
+    let ctl = start_controller(env, &ns, &extra).await?;
+    eventually("all Runtimes gone", Duration::from_secs(600), || {
+        let runtimes = runtimes.clone();
+        async move {
+            Ok(runtimes
+                .list(&ListParams::default())
+                .await?
+                .items
+                .is_empty())
+        }
+    })
+    .await?;
+    ctl.stop().await;
+
+    let wanted: HashSet<String> = ids.iter().map(|id| shoot_name(id)).collect();
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let left: Vec<String> = shoots
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| {
+            wanted.contains(&s.name_any())
+                || ids
+                    .iter()
+                    .any(|id| s.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID) == Some(id))
+        })
+        .map(|s| s.name_any())
+        .collect();
+    assert!(left.is_empty(), "orphan Shoots: {left:?}");
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    let gcs_left = gcs.list(&ListParams::default()).await?.items;
+    assert!(
+        gcs_left.is_empty(),
+        "orphan GardenerClusters: {:?}",
+        gcs_left.iter().map(|g| g.name_any()).collect::<Vec<_>>()
+    );
+    Ok(())
+}
