@@ -10,12 +10,15 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "kim-controller", version, about)]
 struct Cli {
+    /// Without a subcommand, `run` with its defaults.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the reconcilers (Runtime, GardenerCluster, RBAC kubeconfigs); the default.
+    Run(Box<cli::run::RunArgs>),
     /// Print the Shoot (and its structured-auth ConfigMap) the controller would create for a
     /// Runtime, or apply over a live Shoot with --shoot; talks to no cluster.
     Convert(cli::convert::ConvertArgs),
@@ -23,7 +26,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Convert(args) => cli::convert::execute(
+        None => cli::run::default_args()
+            .map_err(|e| e.to_string())
+            .and_then(|args| {
+                cli::run::execute(args).map_err(|e| format!("kim-controller run: {e}"))
+            }),
+        Some(Command::Run(args)) => {
+            cli::run::execute(*args).map_err(|e| format!("kim-controller run: {e}"))
+        }
+        Some(Command::Convert(args)) => cli::convert::execute(
             &args,
             &mut std::io::stdout().lock(),
             &mut std::io::stderr().lock(),

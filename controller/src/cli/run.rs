@@ -124,6 +124,27 @@ impl RunArgs {
     }
 }
 
+/// The flags of `run` when no subcommand is given (defaults and environment only).
+pub fn default_args() -> Result<RunArgs, clap::Error> {
+    #[derive(clap::Parser)]
+    struct Only {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    <Only as clap::Parser>::try_parse_from(["kim-controller"]).map(|o| o.run)
+}
+
+/// Starts the async runtime and runs the process until a signal or lost leadership.
+pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            crate::runner::RunError::Logging(format!("cannot start the async runtime: {e}"))
+        })?;
+    runtime.block_on(crate::runner::run(args))
+}
+
 /// Parses Go-style bind addresses: `:8080` means every interface.
 pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
     let full = if s.starts_with(':') {
