@@ -538,7 +538,17 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
         "a version of the Secret lacked its key: {seen:?}"
     );
 
+    // A deleted Secret comes back at once (the controller watches its Secrets), not only at
+    // the next rotation an hour later.
+    secrets
+        .delete(&secret_name, &DeleteParams::default())
+        .await?;
+    let recreated = wait_for_secret(&secrets, &secret_name).await?;
+    let recreated_kc = kubeconfig_of(&recreated).unwrap();
+    assert!(lists_namespaces(&recreated_kc).await?);
+
     ctl.stop().await;
+    assert_not_logged(&recreated_kc);
     let errors = error_lines();
     assert!(
         errors.is_empty(),

@@ -17,6 +17,7 @@ use kim_shared::api::runtime_access::{
 use kim_shared::names;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
@@ -553,5 +554,35 @@ async fn write_status(
             "writing status of RuntimeAccess {}",
             ra.name_any()
         )))?;
+    publish_reason_change(r, ra, &status).await;
     Ok(())
+}
+
+/// One Event per change of the condition reason (messages hold names, never credentials).
+async fn publish_reason_change(r: &Reconciler, ra: &RuntimeAccess, status: &RuntimeAccessStatus) {
+    let reason_of = |s: Option<&RuntimeAccessStatus>| {
+        s.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_TYPE))
+            .map(|c| (c.reason.clone(), c.status.clone(), c.message.clone()))
+    };
+    let Some((reason, cond_status, message)) = reason_of(Some(status)) else {
+        return;
+    };
+    if reason_of(ra.status.as_ref()).map(|(r, _, _)| r) == Some(reason.clone()) {
+        return;
+    }
+    let event = Event {
+        type_: if cond_status == "True" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason,
+        note: Some(message),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    // Informational only: a failed publish must not fail the reconcile.
+    if let Err(e) = r.ctx.recorder.publish(&event, &ra.object_ref(&())).await {
+        tracing::debug!(controller = CONTROLLER, error = %e, "event not published");
+    }
 }
