@@ -254,6 +254,21 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                     ))(e));
                 }
             };
+            if let Some(expires) = issued.expires
+                && expires
+                    .checked_add(jiff::SignedDuration::from_secs(60))
+                    .unwrap_or(expires)
+                    < rotation::expires_at(&r.policy, now)
+            {
+                // Gardener caps the validity (--shoot-admin-kubeconfig-max-expiration, 24h by
+                // default); the rotation period assumes the requested one.
+                tracing::warn!(
+                    controller = CONTROLLER,
+                    name = gc.name_any(),
+                    expires = %expires,
+                    "Gardener issued a shorter validity than --kubeconfig-expiration-time; lower the flag to Gardener's maximum"
+                );
+            }
             tracing::info!(
                 controller = CONTROLLER,
                 name = gc.name_any(),
