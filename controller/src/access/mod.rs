@@ -71,7 +71,7 @@ impl AccessArgs {
 
 /// Runs the RuntimeAccess reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let args = AccessArgs::default();
+    let args = ctx.args.access.clone();
     let namespace = ctx.args.namespace.clone();
     let requests: Api<RuntimeAccess> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);

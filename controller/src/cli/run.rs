@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// `json` (default, for machines) or `text` (for people).
     #[arg(long, default_value = "json")]
     pub log_format: crate::logging::LogFormat,
+
+    /// Flags of the RuntimeAccess (RBAC kubeconfig) reconciler.
+    #[command(flatten)]
+    pub access: crate::access::AccessArgs,
 }
 
 impl RunArgs {
@@ -207,6 +211,21 @@ mod tests {
         );
         assert_eq!(a.gardener_namespace(), "garden-kyma-dev");
         assert_eq!(a.metrics_bind_address.to_string(), "127.0.0.1:9090");
+    }
+
+    #[test]
+    fn runtime_access_flags_reach_the_run_arguments() {
+        let a = Cli::try_parse_from(["x"]).unwrap().run;
+        assert_eq!(a.access, crate::access::AccessArgs::default());
+        let a = Cli::try_parse_from([
+            "x",
+            "--access-token-expiration=2h",
+            "--access-allow-wildcards",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(a.access.token_expiration, Duration::from_secs(7200));
+        assert!(a.access.policy().allow_wildcards);
     }
 
     #[test]
