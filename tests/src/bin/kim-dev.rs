@@ -89,9 +89,10 @@ const COMPONENTS: &[Component] = &[
     },
     Component {
         binary: "kim-controller",
-        help_marker: "--gardener-kubeconfig-path",
+        help_marker: "Run the reconcilers",
         args: |w| {
             vec![
+                "run".into(),
                 format!(
                     "--kcp-kubeconfig-path={}",
                     w.dir.join("kcp.kubeconfig").display()
