@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::config::KimConfig;
@@ -97,6 +98,8 @@ pub struct Reconciler {
     pub config: Arc<KimConfig>,
     shoots: Store<Shoot>,
     clusters: Store<GardenerCluster>,
+    /// Resolves once the Shoot and GardenerCluster caches hold their first full list.
+    caches_ready: Shared<BoxFuture<'static, ()>>,
     memory: Arc<Mutex<Memory>>,
     in_flight: AtomicUsize,
 }
@@ -151,6 +154,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
+        caches_ready: caches_ready(shoot_store.clone(), gc_store.clone()),
         shoots: shoot_store,
         clusters: gc_store,
         memory: memory.clone(),
@@ -184,6 +188,25 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         })
         .await;
     tracing::info!("runtime reconciler stopped");
+}
+
+/// One future that all reconciles await for the first full lists of both caches.
+///
+/// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
+/// on it at once only the last one is woken, the others stay parked for good (after a restart
+/// with a backlog, every worker but one hung there and the controller went silent). A
+/// [`Shared`] future polls the store with its own waker and wakes every waiter.
+fn caches_ready(
+    shoots: Store<Shoot>,
+    clusters: Store<GardenerCluster>,
+) -> Shared<BoxFuture<'static, ()>> {
+    async move {
+        // An error means the writer is gone (the controller is stopping); nothing to wait for.
+        let _ = shoots.wait_until_ready().await;
+        let _ = clusters.wait_until_ready().await;
+    }
+    .boxed()
+    .shared()
 }
 
 fn runtime_ref(memory: &Mutex<Memory>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
@@ -233,8 +256,7 @@ async fn reconcile_inner(
     runtime_id: &str,
 ) -> Result<Action, Error> {
     // Never decide on an empty cache: "no Shoot" must mean no Shoot.
-    let _ = r.shoots.wait_until_ready().await;
-    let _ = r.clusters.wait_until_ready().await;
+    r.caches_ready.clone().await;
     lock(&r.memory)
         .names
         .insert(runtime_id.to_owned(), rt.name_any());
@@ -499,6 +521,53 @@ impl Reconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parks 25 waiters (as many as `--runtime-ctrl-workers-cnt` in the crash test) on empty
+    /// caches, fills them, and counts the waiters that finish.
+    async fn parked_waiters_wake(through_shared: bool) -> usize {
+        let (shoots, mut shoot_writer) = reflector::store::<Shoot>();
+        let (clusters, mut gc_writer) = reflector::store::<GardenerCluster>();
+        let ready = caches_ready(shoots.clone(), clusters.clone());
+        let waiters: Vec<_> = (0..25)
+            .map(|_| {
+                let ready = ready.clone();
+                let shoots = shoots.clone();
+                let clusters = clusters.clone();
+                tokio::spawn(async move {
+                    if through_shared {
+                        ready.await;
+                    } else {
+                        let _ = shoots.wait_until_ready().await;
+                        let _ = clusters.wait_until_ready().await;
+                    }
+                })
+            })
+            .collect();
+        // Let every reconcile park on the caches before they fill, as after a restart.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            shoot_writer.apply_watcher_event(&event);
+        }
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            gc_writer.apply_watcher_event(&event);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let woken = waiters.iter().filter(|w| w.is_finished()).count();
+        waiters.iter().for_each(|w| w.abort());
+        woken
+    }
+
+    #[tokio::test]
+    async fn every_parked_reconcile_wakes_when_the_caches_fill() {
+        assert_eq!(parked_waiters_wake(true).await, 25);
+    }
+
+    /// Why [`caches_ready`] exists: kube's `Store::wait_until_ready` wakes only the last of
+    /// several parked waiters. If this fails after a kube upgrade, the wrapper can go.
+    #[tokio::test]
+    async fn kube_store_readiness_wakes_only_one_parked_waiter() {
+        assert_eq!(parked_waiters_wake(false).await, 1);
+    }
 
     #[test]
     fn backoff_grows_and_caps() {
