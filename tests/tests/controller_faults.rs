@@ -107,15 +107,28 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     for id in &ids {
         create(env, &sample_runtime(&ns, id)?).await?;
     }
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     for (id, (_, _, state, status, message)) in ids.iter().zip(&cases) {
-        let rt = wait_condition(env, &ns, id, *state, status, message).await?;
-        assert!(
-            rt.status
-                .as_ref()
-                .and_then(|s| s.shoot_last_errors.as_ref())
-                .is_some_and(|e| !e.is_empty()),
-            "{id}: Gardener's lastErrors are surfaced"
-        );
+        // Wait for lastErrors first: "Shoot creation in progress" is also the condition before
+        // the fault shows, so checking lastErrors as soon as the condition matched was racy.
+        eventually(
+            &format!("{id}: Gardener's lastErrors are surfaced"),
+            Duration::from_secs(60),
+            || {
+                let runtimes = runtimes.clone();
+                let id = id.clone();
+                async move {
+                    Ok(runtimes
+                        .get(&id)
+                        .await?
+                        .status
+                        .and_then(|s| s.shoot_last_errors)
+                        .is_some_and(|e| !e.is_empty()))
+                }
+            },
+        )
+        .await?;
+        wait_condition(env, &ns, id, *state, status, message).await?;
     }
     // The retryable Error clears: the Runtime becomes Ready without any change to it.
     set_fault(env, &shoot_name(&ids[2]), None).await?;
