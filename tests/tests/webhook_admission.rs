@@ -455,3 +455,39 @@ async fn deploy_manifests_are_accepted_by_the_apiserver() {
         }
     }
 }
+
+#[tokio::test]
+async fn runtime_access_is_held_to_least_privilege() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let ra = |name: &str, verbs: Value| {
+        json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": name, "namespace": wh.ns},
+            "spec": {
+                "runtimeId": "runtime-id",
+                "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
+                "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]}
+            }
+        })
+    };
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&ra("reader", json!(["get"])))),
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&ra("admin", json!(["*"])))),
+    )
+    .await;
+    assert!(
+        !ok && out.contains("spec.role.rules[0]"),
+        "wildcard verbs refused with the field path: {out}"
+    );
+    wh.stop(env).await;
+}

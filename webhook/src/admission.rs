@@ -7,9 +7,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Resource, Status};
+use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
+use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -61,6 +64,8 @@ pub struct AdmissionContext {
     pub deletion_window: Duration,
     /// The KIM configuration (defaults and allowed values); `None` denies Runtimes.
     pub config: Option<std::sync::Arc<kim_shared::config::KimConfig>>,
+    /// What RuntimeAccess objects may grant.
+    pub access_policy: kim_shared::access::AccessPolicy,
 }
 
 impl Default for AdmissionContext {
@@ -69,6 +74,7 @@ impl Default for AdmissionContext {
             deletion_protection: true,
             deletion_window: Duration::from_secs(120),
             config: None,
+            access_policy: kim_shared::access::AccessPolicy::default(),
         }
     }
 }
@@ -117,6 +123,87 @@ pub struct Admission {
     pub audit: AuditRecord,
 }
 
+/// The AdmissionReview envelope. kube's `AdmissionReview` flattens its `TypeMeta`, which makes
+/// serde buffer the whole body into an intermediate tree before typing it; spelling the two
+/// fields out decodes in one pass (measured: about half the decode time).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope<R> {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<R>,
+}
+
+/// An admission request whose objects are kept as JSON trees (mutating path).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRequest {
+    uid: String,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    request_kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    request_resource: Option<GroupVersionResource>,
+    #[serde(default)]
+    request_sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    user_info: UserInfo,
+    #[serde(default)]
+    object: Option<serde_json::Value>,
+    #[serde(default)]
+    old_object: Option<serde_json::Value>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+impl RawRequest {
+    /// The typed request plus the raw object.
+    fn typed<T: Admitted>(
+        self,
+    ) -> Result<(AdmissionRequest<T>, Option<serde_json::Value>), serde_json::Error> {
+        let object = self
+            .object
+            .as_ref()
+            .filter(|v| !v.is_null())
+            .map(T::deserialize)
+            .transpose()?;
+        let old_object = self
+            .old_object
+            .as_ref()
+            .filter(|v| !v.is_null())
+            .map(T::deserialize)
+            .transpose()?;
+        let req = AdmissionRequest {
+            types: TypeMeta::default(),
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            request_kind: self.request_kind,
+            request_resource: self.request_resource,
+            request_sub_resource: self.request_sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            object,
+            old_object,
+            dry_run: self.dry_run,
+            options: None,
+        };
+        Ok((req, self.object))
+    }
+}
+
 fn expected<T: Admitted>() -> String {
     format!("{}/{} {}", T::group(&()), T::version(&()), T::kind(&()))
 }
@@ -132,8 +219,27 @@ pub fn admit<T: Admitted>(
     let started = Instant::now();
     let mut audit = AuditRecord::new(mode, now);
     audit.kind = T::kind(&()).to_string();
-    let response = match serde_json::from_slice::<AdmissionReview<T>>(body) {
-        Ok(review) => decide(mode, review, ctx, now, body, &mut audit),
+    let decoded = match mode {
+        // Validation needs only the typed objects: decode them straight from the body.
+        Mode::Validate => {
+            serde_json::from_slice::<Envelope<AdmissionRequest<T>>>(body).map(|e| (e, None))
+        }
+        // Defaulting also needs the object exactly as sent (the patch must apply to it): parse
+        // the body once into a JSON tree and type the object from that tree.
+        Mode::Mutate => serde_json::from_slice::<Envelope<RawRequest>>(body).and_then(|e| {
+            let (req, raw) = e.request.map(RawRequest::typed::<T>).transpose()?.unzip();
+            Ok((
+                Envelope {
+                    api_version: e.api_version,
+                    kind: e.kind,
+                    request: req,
+                },
+                raw.flatten(),
+            ))
+        }),
+    };
+    let response = match decoded {
+        Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw.as_ref(), &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
     finish(response, audit, started)
@@ -217,13 +323,13 @@ fn invalid(uid: &str, message: String) -> AdmissionResponse {
 
 fn decide<T: Admitted>(
     mode: Mode,
-    review: AdmissionReview<T>,
+    review: Envelope<AdmissionRequest<T>>,
     ctx: &AdmissionContext,
     now: SystemTime,
-    body: &[u8],
+    raw_object: Option<&serde_json::Value>,
     audit: &mut AuditRecord,
 ) -> AdmissionResponse {
-    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
+    if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
         let uid = review
             .request
             .as_ref()
@@ -233,12 +339,16 @@ fn decide<T: Admitted>(
             uid,
             format!(
                 "expected an AdmissionReview of apiVersion {REVIEW_API_VERSION}, got kind {:?} apiVersion {:?}; register the webhook with admissionReviewVersions [v1]",
-                review.types.kind, review.types.api_version
+                review.kind, review.api_version
             ),
         );
     }
-    let Ok(req): Result<AdmissionRequest<T>, _> = review.try_into() else {
+    let Some(mut req) = review.request else {
         return invalid("", "the AdmissionReview has no request".into());
+    };
+    req.types = TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
     };
     audit.fill_from(&req);
     let base = AdmissionResponse::from(&req);
@@ -265,7 +375,7 @@ fn decide<T: Admitted>(
             };
             let mut defaulted = obj.clone();
             defaulted.default(ctx);
-            match mutation_patch(obj, &defaulted, body) {
+            match mutation_patch(obj, &defaulted, raw_object) {
                 Ok(patch) if patch.0.is_empty() => base,
                 Ok(patch) => {
                     audit.patch_paths = patch

@@ -83,6 +83,14 @@ pub struct ServeArgs {
     #[arg(long, env = "KIM_WEBHOOK_DELETION_WINDOW", default_value = "2m", value_parser = duration)]
     pub deletion_window: Duration,
 
+    /// Admit RuntimeAccess objects with `*` in rules, the verbs escalate/bind/impersonate, or
+    /// cluster-admin (off: least privilege is enforced).
+    #[arg(long, env = "KIM_WEBHOOK_RUNTIME_ACCESS_ALLOW_WILDCARDS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub runtime_access_allow_wildcards: bool,
+    /// Longest token lifetime a RuntimeAccess may ask for.
+    #[arg(long, env = "KIM_WEBHOOK_RUNTIME_ACCESS_MAX_TOKEN_EXPIRATION", default_value = "24h", value_parser = duration)]
+    pub runtime_access_max_token_expiration: Duration,
+
     /// Also append audit records (JSON lines) to this file.
     #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_PATH", value_name = "FILE")]
     pub audit_log_path: Option<PathBuf>,

@@ -1,9 +1,11 @@
-//! The admitted types: `Runtime` (defaults, validation, deletion protection) and
-//! `GardenerCluster` (validation). Each is one [`Admitted`] impl over the pure rules of
+//! The admitted types: `Runtime` (defaults, validation, deletion protection),
+//! `GardenerCluster` and `RuntimeAccess` (validation). Each is one [`Admitted`] impl over the pure rules of
 //! `kim_shared`.
 
 use std::time::SystemTime;
 
+use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
+use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::validation::{self, DeletionPolicy, Findings};
 
@@ -74,5 +76,15 @@ impl Admitted for GardenerCluster {
 
     fn validate_update(&self, _old: &Self, _ctx: &AdmissionContext) -> Verdict {
         validation::validate_gardener_cluster(self).into()
+    }
+}
+
+impl Admitted for RuntimeAccess {
+    fn validate_create(&self, ctx: &AdmissionContext) -> Verdict {
+        validate_runtime_access(self, &ctx.access_policy).into()
+    }
+
+    fn validate_update(&self, old: &Self, ctx: &AdmissionContext) -> Verdict {
+        validate_runtime_access_update(old, self, &ctx.access_policy).into()
     }
 }

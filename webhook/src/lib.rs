@@ -20,6 +20,7 @@ pub mod server;
 use std::sync::Arc;
 
 use axum::Router;
+use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
 
 use crate::admission::Mode;
@@ -40,6 +41,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route(
             "/validate/gardenercluster",
             admission_route::<GardenerCluster>(Mode::Validate, "GardenerCluster"),
+        )
+        .route(
+            "/validate/runtimeaccess",
+            admission_route::<RuntimeAccess>(Mode::Validate, "RuntimeAccess"),
         )
         .route("/noop", noop_route())
 }

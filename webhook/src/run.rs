@@ -15,18 +15,32 @@ use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
 use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
 
-/// Sets up JSON (or text) logs; `RUST_LOG` filters, default `info`.
+/// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
+/// (target `audit`) bypass the formatter and are written as their own JSON lines.
 pub fn init_logging(format: &str) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::filter_fn;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stdout);
-    let _ = if format == "text" {
-        builder.try_init()
+    let not_audit = filter_fn(|m| m.target() != crate::audit::AUDIT_TARGET);
+    let fmt = if format == "text" {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stdout)
+            .boxed()
     } else {
-        builder.json().flatten_event(true).try_init()
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stdout)
+            .boxed()
     };
+    let audit = crate::audit::AuditLogLayer::new(std::io::stdout()).ok();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt.with_filter(not_audit))
+        .with(audit)
+        .try_init();
 }
 
 /// Resolves on SIGTERM or Ctrl-C and tells every watcher.

@@ -193,6 +193,7 @@ impl Webhook {
                 deletion_protection: opts.deletion_protection,
                 deletion_window: Duration::from_secs(120),
                 config: Some(config.clone()),
+                ..AdmissionContext::default()
             };
             let state = Arc::new(AppState::new(
                 ctx,
