@@ -29,7 +29,10 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# kim-dev's end-to-end test starts the kim-webhook and kim-controller binaries: build them first
+# (cargo test builds a package's binaries only for that package's own integration tests).
 unit:
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace
 
 ## Everything CI runs: format, lint, all unit and end-to-end tests.
