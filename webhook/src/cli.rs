@@ -85,10 +85,10 @@ pub struct ServeArgs {
 
     /// Admit RuntimeAccess objects with `*` in rules, the verbs escalate/bind/impersonate, or
     /// cluster-admin (off: least privilege is enforced).
-    #[arg(long, env = "KIM_WEBHOOK_RUNTIME_ACCESS_ALLOW_WILDCARDS", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long = "access-allow-wildcards", env = "KIM_WEBHOOK_ACCESS_ALLOW_WILDCARDS", default_value_t = false, action = clap::ArgAction::Set)]
     pub runtime_access_allow_wildcards: bool,
     /// Longest token lifetime a RuntimeAccess may ask for.
-    #[arg(long, env = "KIM_WEBHOOK_RUNTIME_ACCESS_MAX_TOKEN_EXPIRATION", default_value = "24h", value_parser = duration)]
+    #[arg(long = "access-max-token-expiration", env = "KIM_WEBHOOK_ACCESS_MAX_TOKEN_EXPIRATION", default_value = "24h", value_parser = duration)]
     pub runtime_access_max_token_expiration: Duration,
 
     /// Also append audit records (JSON lines) to this file.
@@ -286,6 +286,28 @@ mod tests {
         };
         assert!(!a.deletion_protection);
         assert_eq!(a.deletion_window, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn access_flags_match_the_controllers_names() {
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--access-allow-wildcards=true",
+            "--access-max-token-expiration",
+            "2h",
+        ])
+        .expect("parse");
+        let Command::Serve(a) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(a.runtime_access_allow_wildcards);
+        assert_eq!(
+            a.runtime_access_max_token_expiration,
+            Duration::from_secs(7200)
+        );
     }
 
     #[test]
