@@ -84,8 +84,9 @@ impl Default for AdmissionContext {
 pub trait Admitted:
     Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
 {
-    /// Fills in defaults in place (mutating webhook). Never overrides a user value.
-    fn default(&mut self, _ctx: &AdmissionContext) {}
+    /// Fills in defaults in place (mutating webhook). Never overrides a user value. `old` is
+    /// the stored object on UPDATE, so that an update only defaults what it adds.
+    fn default(&mut self, _old: Option<&Self>, _ctx: &AdmissionContext) {}
     /// Validates a new object.
     fn validate_create(&self, ctx: &AdmissionContext) -> Verdict;
     /// Validates a change.
@@ -374,7 +375,7 @@ fn decide<T: Admitted>(
                 return base.deny("the request has no object to default");
             };
             let mut defaulted = obj.clone();
-            defaulted.default(ctx);
+            defaulted.default(req.old_object.as_ref(), ctx);
             match mutation_patch(obj, &defaulted, raw_object) {
                 Ok(patch) if patch.0.is_empty() => base,
                 Ok(patch) => {
@@ -541,7 +542,7 @@ pub(crate) mod tests {
 
     /// A stand-in admitted type: data key "bad" is a violation; defaults add data "defaulted".
     impl Admitted for ConfigMap {
-        fn default(&mut self, _ctx: &AdmissionContext) {
+        fn default(&mut self, _old: Option<&Self>, _ctx: &AdmissionContext) {
             self.data
                 .get_or_insert_with(Default::default)
                 .entry("defaulted".into())

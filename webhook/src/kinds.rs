@@ -36,9 +36,14 @@ fn no_config() -> Verdict {
 }
 
 impl Admitted for Runtime {
-    fn default(&mut self, ctx: &AdmissionContext) {
+    fn default(&mut self, old: Option<&Self>, ctx: &AdmissionContext) {
         if let Some(cfg) = &ctx.config {
-            kim_shared::defaults::apply_defaults(self, cfg);
+            // On UPDATE only what the update adds is defaulted: a Runtime stored before these
+            // defaults existed must not gain a new volume, networking type or HA on its next edit.
+            match old {
+                Some(old) => kim_shared::defaults::apply_update_defaults(old, self, cfg),
+                None => kim_shared::defaults::apply_defaults(self, cfg),
+            }
         }
     }
 
@@ -86,5 +91,63 @@ impl Admitted for RuntimeAccess {
 
     fn validate_update(&self, old: &Self, ctx: &AdmissionContext) -> Verdict {
         validate_runtime_access_update(old, self, &ctx.access_policy).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn ctx() -> AdmissionContext {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+            repo.join("deploy/config/converter_config.json"),
+        ))
+        .expect("example config");
+        AdmissionContext {
+            config: Some(std::sync::Arc::new(cfg)),
+            ..AdmissionContext::default()
+        }
+    }
+
+    fn stored_without_volume() -> Runtime {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(
+            repo.join("../../shared/upstream/docs/adr/assets/runtime-examples/aws.yaml"),
+        )
+        .expect("upstream example readable");
+        let mut rt: Runtime = serde_yaml_ng::from_str(&text).expect("sample is a Runtime");
+        for w in &mut rt.spec.shoot.provider.workers {
+            w.volume = None;
+        }
+        rt
+    }
+
+    #[test]
+    fn create_defaults_the_volume_but_an_update_leaves_stored_pools_alone() {
+        let ctx = ctx();
+        let mut created = stored_without_volume();
+        Admitted::default(&mut created, None, &ctx);
+        assert!(
+            created.spec.shoot.provider.workers[0].volume.is_some(),
+            "CREATE fills in the configured volume"
+        );
+
+        let old = stored_without_volume();
+        let mut updated = old.clone();
+        updated
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("edited".into(), "true".into());
+        Admitted::default(&mut updated, Some(&old), &ctx);
+        assert!(
+            updated.spec.shoot.provider.workers[0].volume.is_none(),
+            "UPDATE must not add create-time defaults to a pool that was stored without them"
+        );
     }
 }

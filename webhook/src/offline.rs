@@ -171,7 +171,7 @@ fn check<T: Admitted + DeserializeOwned>(
         meta.name.clone().unwrap_or_default()
     );
     if default {
-        obj.default(ctx);
+        obj.default(None, ctx);
     }
     let verdict: Verdict = obj.validate_create(ctx);
     if verdict.violations.is_empty() {
