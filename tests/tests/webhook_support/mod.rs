@@ -420,9 +420,15 @@ pub async fn kubectl(env: &TestEnv, args: &[&str], stdin: Option<&str>) -> (bool
         .expect("kubectl next to kube-apiserver (make testenv-bins builds it)");
     let dir = env.state_dir().join("webhook-e2e");
     std::fs::create_dir_all(&dir).unwrap();
+    // One file per call: concurrent tests rewriting a shared file let kubectl read a
+    // half-written kubeconfig (it then falls back to localhost:8080).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let kubeconfig = env
         .kcp()
-        .write_admin_kubeconfig(&dir.join("admin.kubeconfig"))
+        .write_admin_kubeconfig(
+            &dir.join(format!("admin-{}-{call}.kubeconfig", std::process::id())),
+        )
         .unwrap();
     let mut child = tokio::process::Command::new(kubectl)
         .arg("--kubeconfig")
