@@ -22,6 +22,29 @@ use super::{Error, Reconciler, admins, oidc};
 /// Time allowed for all calls into the new cluster in one reconcile.
 const SKR_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Runs one step in the new cluster within [`SKR_TIMEOUT`]. On an error or a timeout the
+/// condition `cond` turns False with `reason` and "`what`: <cause>", the Runtime stays Pending
+/// and the returned action retries; `None` means the step succeeded.
+async fn skr_step<E: std::fmt::Display>(
+    draft: &mut StatusDraft,
+    cond: &str,
+    reason: &str,
+    what: &str,
+    step: impl std::future::Future<Output = Result<(), E>>,
+) -> Option<Action> {
+    let cause = match tokio::time::timeout(SKR_TIMEOUT, step).await {
+        Ok(Ok(())) => return None,
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "{what}");
+            e.to_string()
+        }
+        Err(_) => "timed out".to_owned(),
+    };
+    draft.set(cond, CondStatus::False, reason, format!("{what}: {cause}"));
+    draft.state(RuntimeState::Pending);
+    Some(Action::requeue(RETRY))
+}
+
 /// Ensures the GardenerCluster, then configures the cluster; ends in `Ready`.
 pub async fn after_provisioned(
     r: &Arc<Reconciler>,
@@ -107,35 +130,23 @@ pub async fn after_provisioned(
             .map(oidc_spec_from_provider)
             .map_err(Error::Serialize)?;
         let specs = oidc::wanted(rt, default);
-        match tokio::time::timeout(SKR_TIMEOUT, oidc::apply(&skr, &specs)).await {
-            Ok(Ok(())) => draft.set(
-                condition::OIDC_CONFIGURED,
-                CondStatus::True,
-                reason::OIDC_CONFIGURED,
-                "OIDC configuration completed",
-            ),
-            Ok(Err(e)) => {
-                tracing::info!(error = %e, "failed to configure OIDC");
-                draft.set(
-                    condition::OIDC_CONFIGURED,
-                    CondStatus::False,
-                    reason::OIDC_CONFIGURATION_ERR,
-                    format!("failed to configure OIDC: {e}"),
-                );
-                draft.state(RuntimeState::Pending);
-                return Ok(Action::requeue(RETRY));
-            }
-            Err(_) => {
-                draft.set(
-                    condition::OIDC_CONFIGURED,
-                    CondStatus::False,
-                    reason::OIDC_CONFIGURATION_ERR,
-                    "failed to configure OIDC: timed out",
-                );
-                draft.state(RuntimeState::Pending);
-                return Ok(Action::requeue(RETRY));
-            }
+        if let Some(action) = skr_step(
+            draft,
+            condition::OIDC_CONFIGURED,
+            reason::OIDC_CONFIGURATION_ERR,
+            "failed to configure OIDC",
+            oidc::apply(&skr, &specs),
+        )
+        .await
+        {
+            return Ok(action);
         }
+        draft.set(
+            condition::OIDC_CONFIGURED,
+            CondStatus::True,
+            reason::OIDC_CONFIGURED,
+            "OIDC configuration completed",
+        );
     } else {
         draft.set(
             condition::OIDC_CONFIGURED,
@@ -145,34 +156,16 @@ pub async fn after_provisioned(
         );
     }
 
-    match tokio::time::timeout(
-        SKR_TIMEOUT,
+    if let Some(action) = skr_step(
+        draft,
+        condition::CONFIGURED,
+        reason::CONFIGURATION_ERROR,
+        "failed to update kubeconfig admin access",
         admins::apply(&skr, &rt.spec.security.administrators),
     )
     .await
     {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::info!(error = %e, "failed to configure administrators");
-            draft.set(
-                condition::CONFIGURED,
-                CondStatus::False,
-                reason::CONFIGURATION_ERROR,
-                format!("failed to update kubeconfig admin access: {e}"),
-            );
-            draft.state(RuntimeState::Pending);
-            return Ok(Action::requeue(RETRY));
-        }
-        Err(_) => {
-            draft.set(
-                condition::CONFIGURED,
-                CondStatus::False,
-                reason::CONFIGURATION_ERROR,
-                "failed to update kubeconfig admin access: timed out",
-            );
-            draft.state(RuntimeState::Pending);
-            return Ok(Action::requeue(RETRY));
-        }
+        return Ok(action);
     }
     draft.set(
         condition::CONFIGURED,
