@@ -29,6 +29,48 @@ pub enum ApiFault {
     TooManyRequests(u32),
     /// 403 "not yet ready to handle request" (Gardener admission caches syncing).
     NotYetReady,
+    /// An answer made by a callback instead of the upstream (a stand-in for one endpoint,
+    /// e.g. a fast signer for `shoots/adminkubeconfig`).
+    Respond(Responder),
+}
+
+/// What a [`Responder`] sees of a request.
+#[derive(Debug)]
+pub struct ProxyRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Request path (no query).
+    pub path: String,
+    /// The caller's client-certificate identity (user, groups), if it presented one.
+    pub identity: Option<(String, Vec<String>)>,
+    /// The request body.
+    pub body: Bytes,
+}
+
+/// A [`Responder`]'s answer: status code and JSON body.
+#[derive(Debug)]
+pub struct ProxyResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// JSON body.
+    pub body: Vec<u8>,
+}
+
+/// A callback answering requests in place of the upstream (compared by identity).
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct Responder(pub Arc<dyn Fn(&ProxyRequest) -> ProxyResponse + Send + Sync>);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder")
+    }
+}
+
+impl PartialEq for Responder {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// When a fault applies.
@@ -239,6 +281,8 @@ fn status_response(fault: &ApiFault, path: &str) -> Response<Body> {
         ApiFault::ServerError(c) => (*c, if *c == 503 { "ServiceUnavailable" } else { "InternalError" }, format!("Internal error occurred: injected fault for {path}")),
         ApiFault::TooManyRequests(_) => (429, "TooManyRequests", "The server has received too many requests and has asked us to try again later".to_string()),
         ApiFault::NotYetReady => (403, "Forbidden", format!("{path} is forbidden: not yet ready to handle request")),
+        // Answered by its callback in `handle`; never reaches here.
+        ApiFault::Respond(_) => (500, "InternalError", format!("responder for {path} not run")),
     };
     let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code});
@@ -287,6 +331,28 @@ async fn handle(
     if let Some(f) = fault {
         if let Ok(mut h) = hits.lock() {
             *h += 1;
+        }
+        if let ApiFault::Respond(responder) = &f {
+            let method = req.method().to_string();
+            let body = req.into_body().collect().await?.to_bytes();
+            let out = (responder.0)(&ProxyRequest {
+                method,
+                path,
+                identity,
+                body,
+            });
+            let mut resp = Response::new(
+                Full::new(Bytes::from(out.body))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            );
+            *resp.status_mut() =
+                StatusCode::from_u16(out.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            return Ok(resp);
         }
         return Ok(status_response(&f, &path));
     }
