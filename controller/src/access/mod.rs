@@ -36,8 +36,10 @@ pub struct AccessArgs {
     /// Token lifetime when a RuntimeAccess does not set `spec.tokenExpirationSeconds`.
     #[arg(long = "access-token-expiration", default_value = "1h", value_parser = crate::cli::run::parse_duration)]
     pub token_expiration: std::time::Duration,
-    /// Fraction of a token's lifetime after which it is replaced.
-    #[arg(long = "access-rotation-ratio", default_value_t = 0.8)]
+    /// Fraction of a token's lifetime after which it is replaced (0.01 to 0.95). Tokens live at
+    /// least 10 minutes (TokenRequest's minimum), so a small ratio is how a short rotation
+    /// period is configured: 0.01 of a 600 s token rotates every 6 s.
+    #[arg(long = "access-rotation-ratio", default_value_t = 0.8, value_parser = parse_rotation_ratio)]
     pub rotation_ratio: f64,
     /// Admit `*`, `escalate`/`bind`/`impersonate` and `cluster-admin` in RuntimeAccess rules.
     #[arg(long = "access-allow-wildcards", default_value_t = false)]
@@ -45,6 +47,29 @@ pub struct AccessArgs {
     /// Longest token lifetime a RuntimeAccess may request.
     #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = crate::cli::run::parse_duration)]
     pub max_token_expiration: std::time::Duration,
+}
+
+/// Smallest `--access-rotation-ratio`: below it a rotation would not leave the API server time
+/// to answer before the next one is due.
+pub const MIN_ROTATION_RATIO: f64 = 0.01;
+
+/// Largest `--access-rotation-ratio`: consumers get at least 5 % of the lifetime to pick up the
+/// new kubeconfig before the old token expires.
+pub const MAX_ROTATION_RATIO: f64 = 0.95;
+
+/// Parses `--access-rotation-ratio`; refuses values outside
+/// [`MIN_ROTATION_RATIO`]..=[`MAX_ROTATION_RATIO`] instead of silently changing them.
+pub fn parse_rotation_ratio(s: &str) -> Result<f64, String> {
+    let ratio: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number like 0.8"))?;
+    if (MIN_ROTATION_RATIO..=MAX_ROTATION_RATIO).contains(&ratio) {
+        Ok(ratio)
+    } else {
+        Err(format!(
+            "{s} is outside {MIN_ROTATION_RATIO}..={MAX_ROTATION_RATIO} (the fraction of a token's lifetime after which it is replaced)"
+        ))
+    }
 }
 
 impl Default for AccessArgs {
@@ -95,4 +120,19 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_ratio_is_refused_outside_its_range() {
+        assert_eq!(parse_rotation_ratio("0.01"), Ok(0.01));
+        assert_eq!(parse_rotation_ratio("0.95"), Ok(0.95));
+        for bad in ["0", "0.009", "0.96", "1", "-0.5", "NaN", "eighty"] {
+            let err = parse_rotation_ratio(bad).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
 }

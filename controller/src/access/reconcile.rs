@@ -110,6 +110,17 @@ pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Act
     let result = match result {
         Ok(a) => Ok(a),
         Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e)) => Err(e),
+        // A reconcile from a stale cache entry cleaned up again after the object had left.
+        Err(
+            finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
+            | finalizer::Error::AddFinalizer(kube::Error::Api(s)),
+        ) if s.is_not_found() => {
+            tracing::debug!(
+                controller = CONTROLLER,
+                "RuntimeAccess already gone when patching its finalizer"
+            );
+            Ok(Action::await_change())
+        }
         Err(other) => Err(Error::Finalizer(other.to_string())),
     };
     let outcome = if result.is_ok() { "success" } else { "error" };
@@ -356,7 +367,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             };
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue =
-                Duration::from_secs_f64(lifetime_left * r.args.rotation_ratio.clamp(0.05, 0.95));
+                Duration::from_secs_f64(lifetime_left * token::clamp_ratio(r.args.rotation_ratio));
             (reason.to_owned(), Some(issued.expires), requeue)
         }
     };

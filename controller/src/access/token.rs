@@ -47,6 +47,15 @@ pub struct TokenRecord<'a> {
     pub expires: Option<&'a str>,
 }
 
+/// The ratio within the bounds the flag parser enforces (defence for callers that build
+/// `AccessArgs` without clap).
+pub fn clamp_ratio(rotation_ratio: f64) -> f64 {
+    if rotation_ratio.is_nan() {
+        return super::MAX_ROTATION_RATIO;
+    }
+    rotation_ratio.clamp(super::MIN_ROTATION_RATIO, super::MAX_ROTATION_RATIO)
+}
+
 /// Rotates once `rotation_ratio` (0 < r < 1) of the token's lifetime has passed, so a consumer
 /// always has the remaining fraction to pick up the new kubeconfig.
 pub fn decide(record: TokenRecord<'_>, rotation_ratio: f64, now: Timestamp) -> TokenDecision {
@@ -64,7 +73,7 @@ pub fn decide(record: TokenRecord<'_>, rotation_ratio: f64, now: Timestamp) -> T
         return TokenDecision::Issue(TokenCause::Unknown);
     }
     let age = now.duration_since(issued).as_secs_f64();
-    let rotate_at = lifetime * rotation_ratio.clamp(0.05, 0.95);
+    let rotate_at = lifetime * clamp_ratio(rotation_ratio);
     if age >= rotate_at {
         TokenDecision::Issue(TokenCause::Due)
     } else {
@@ -102,6 +111,32 @@ mod tests {
         assert_eq!(
             decide(r, 0.8, at("2026-01-01T00:48:00Z")),
             TokenDecision::Issue(TokenCause::Due)
+        );
+    }
+
+    #[test]
+    fn a_600s_token_with_ratio_001_rotates_after_6s() {
+        let r = record("2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z");
+        assert_eq!(
+            decide(r, 0.01, at("2026-01-01T00:00:01Z")),
+            TokenDecision::Keep {
+                requeue_after: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(
+            decide(r, 0.01, at("2026-01-01T00:00:06Z")),
+            TokenDecision::Issue(TokenCause::Due)
+        );
+        // Out-of-range ratios are held to the flag's bounds.
+        assert_eq!(
+            decide(r, 0.0, at("2026-01-01T00:00:06Z")),
+            TokenDecision::Issue(TokenCause::Due)
+        );
+        assert_eq!(
+            decide(r, 2.0, at("2026-01-01T00:09:00Z")),
+            TokenDecision::Keep {
+                requeue_after: Duration::from_secs(30)
+            }
         );
     }
 

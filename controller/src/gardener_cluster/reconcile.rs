@@ -104,15 +104,34 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     });
     let result = match tokio::time::timeout(timeout, work.instrument(span)).await {
         Err(_) => Err(Error::Timeout(timeout)),
-        Ok(Ok(action)) => Ok(action),
-        Ok(Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e))) => Err(e),
-        Ok(Err(other)) => Err(Error::Finalizer(other.to_string())),
+        Ok(outcome) => settle(outcome),
     };
     let outcome = if result.is_ok() { "success" } else { "error" };
     r.ctx
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     result
+}
+
+/// The reconcile result from the finalizer helper's result. A finalizer patch that finds the
+/// GardenerCluster gone (404) is success: a reconcile queued from a stale cache entry ran the
+/// cleanup a second time after the object had already left, and there is nothing left to do.
+fn settle(outcome: Result<Action, finalizer::Error<Error>>) -> Result<Action, Error> {
+    match outcome {
+        Ok(action) => Ok(action),
+        Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e)) => Err(e),
+        Err(
+            finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
+            | finalizer::Error::AddFinalizer(kube::Error::Api(s)),
+        ) if s.is_not_found() => {
+            tracing::debug!(
+                controller = CONTROLLER,
+                "GardenerCluster already gone when patching its finalizer"
+            );
+            Ok(Action::await_change())
+        }
+        Err(other) => Err(Error::Finalizer(other.to_string())),
+    }
 }
 
 /// Retry policy: log (at warn: the failure is retried and already in the status) and back off.
@@ -527,4 +546,39 @@ fn record_expiration(r: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
         },
         expires,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("gone", if code == 404 { "NotFound" } else { "Conflict" })
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_finalizer_patch_on_an_object_already_gone_is_success() {
+        let settled = settle(Err(finalizer::Error::RemoveFinalizer(api_error(404))));
+        assert_eq!(settled.ok(), Some(Action::await_change()));
+        let settled = settle(Err(finalizer::Error::AddFinalizer(api_error(404))));
+        assert_eq!(settled.ok(), Some(Action::await_change()));
+    }
+
+    #[test]
+    fn other_finalizer_failures_are_still_errors() {
+        assert!(matches!(
+            settle(Err(finalizer::Error::RemoveFinalizer(api_error(409)))),
+            Err(Error::Finalizer(_))
+        ));
+        assert!(matches!(
+            settle(Err(finalizer::Error::CleanupFailed(Error::Timeout(
+                Duration::from_secs(1)
+            )))),
+            Err(Error::Timeout(_))
+        ));
+    }
 }
