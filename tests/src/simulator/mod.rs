@@ -14,6 +14,7 @@
 //! Event-driven: a `kube::runtime::Controller` over Shoots; timers only where the simulated
 //! gardenlet itself would wait (step delays).
 
+pub mod adminkubeconfig;
 pub mod step;
 
 use std::collections::HashMap;
