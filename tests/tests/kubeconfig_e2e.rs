@@ -93,6 +93,17 @@ fn assert_not_logged(kubeconfig: &str) {
     );
 }
 
+/// A finalizer patch that finds its object already gone is harmless (a stale cache entry ran
+/// the cleanup twice) and must not be logged as a failed reconcile.
+fn assert_no_finalizer_warnings() {
+    let noisy: Vec<String> = log_text()
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("failed to remove finalizer"))
+        .map(str::to_owned)
+        .collect();
+    assert!(noisy.is_empty(), "finalizer warnings: {noisy:#?}");
+}
+
 fn error_lines() -> Vec<String> {
     log_text()
         .lines()
@@ -602,6 +613,7 @@ async fn secret_is_deleted_when_its_gardener_cluster_went_away_while_the_control
     .await?;
     ctl.stop().await;
     assert_not_logged(&kubeconfig_of(&secret).unwrap());
+    assert_no_finalizer_warnings();
     Ok(())
 }
 
@@ -782,5 +794,784 @@ async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_els
     ctl.stop().await;
     assert_not_logged(&token_kc);
     assert_not_logged(&admin_kc);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: helpers shared by the variants below
+
+/// A runtime whose admin kubeconfig Secret exists: a ready Shoot and its GardenerCluster.
+async fn runtime_with_admin_kubeconfig(env: &TestEnv, ns: &str) -> Result<(String, String)> {
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let id = unique("rt-");
+    Api::<GardenerCluster>::namespaced(kcp.clone(), ns)
+        .create(&PostParams::default(), &gardener_cluster(ns, &id, &shoot))
+        .await?;
+    let secret = wait_for_secret(&Api::namespaced(kcp, ns), &format!("kubeconfig-{id}")).await?;
+    Ok((id, kubeconfig_of(&secret).context("admin kubeconfig")?))
+}
+
+fn runtime_access(
+    ns: &str,
+    name: &str,
+    runtime_id: &str,
+    spec: serde_json::Value,
+) -> Result<kim_shared::api::runtime_access::RuntimeAccess> {
+    let mut full = json!({"runtimeId": runtime_id});
+    for (k, v) in spec.as_object().context("spec must be an object")? {
+        full[k] = v.clone();
+    }
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "RuntimeAccess",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": full,
+    }))?)
+}
+
+/// Waits for `state: Ready` and returns the status.
+async fn access_ready(
+    requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
+    name: &str,
+) -> Result<kim_shared::api::runtime_access::RuntimeAccessStatus> {
+    eventually(
+        &format!("RuntimeAccess {name} Ready"),
+        Duration::from_secs(60),
+        || async {
+            Ok(requests
+                .get(name)
+                .await?
+                .status
+                .filter(|s| s.state.as_deref() == Some("Ready")))
+        },
+    )
+    .await
+}
+
+/// The token kubeconfig the status points at.
+async fn access_kubeconfig(
+    secrets: &Api<Secret>,
+    status: &kim_shared::api::runtime_access::RuntimeAccessStatus,
+) -> Result<String> {
+    let r = status.secret_ref.as_ref().context("status.secretRef")?;
+    let secret = secrets.get(&r.name).await?;
+    let bytes = secret
+        .data
+        .unwrap_or_default()
+        .remove(&r.key)
+        .context("the kubeconfig Secret lacks its key")?;
+    Ok(String::from_utf8(bytes.0)?)
+}
+
+fn token_of(kubeconfig: &str) -> Option<String> {
+    kubeconfig
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("token:"))
+        .map(|t| t.trim().to_owned())
+}
+
+/// Waits until `call` is allowed (RBAC caches in the API server may take a moment), then
+/// returns its value.
+async fn once_allowed<T, F, Fut>(what: &str, mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                bail!("{what}: still failing after 15 s: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Deletes the request and waits until it and its Secret are gone.
+async fn delete_access(
+    requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
+    secrets: &Api<Secret>,
+    name: &str,
+    secret: &str,
+) -> Result<()> {
+    requests.delete(name, &DeleteParams::default()).await?;
+    eventually(
+        &format!("RuntimeAccess {name} and Secret {secret} gone"),
+        Duration::from_secs(30),
+        || async {
+            let gone =
+                requests.get_opt(name).await?.is_none() && secrets.get_opt(secret).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+    // Late reconciles of the deleted object (stale cache) must stay quiet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_no_finalizer_warnings();
+    Ok(())
+}
+
+async fn exists<K>(api: &Api<K>, name: &str) -> Result<bool>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api.get_opt(name).await?.is_some())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: token rotation
+
+/// TokenRequest refuses lifetimes under 600 s, so the rotation period is shortened with the
+/// ratio flag: 0.01 of a 600 s token is 6 s. Nothing is faked: every token comes from the shoot
+/// API server's TokenRequest API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_works() -> Result<()>
+{
+    use k8s_openapi::api::core::v1::Pod;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-rot").await?;
+    let ctl = Controller::start(env, &ns, &["--access-rotation-ratio=0.01"]).await?;
+    let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("rot").await?;
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))?;
+    Api::<Pod>::namespaced(shoot_admin.clone(), &apps)
+        .create(&PostParams::default(), &pod)
+        .await?;
+
+    // Watch the Secret from before its creation: every version must carry the kubeconfig.
+    let secret_name = "rotating-kubeconfig";
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let watch = {
+        let seen = seen.clone();
+        let stream = watcher(
+            secrets.clone(),
+            watcher::Config::default().fields(&format!("metadata.name={secret_name}")),
+        )
+        .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(s)) = stream.next().await {
+                let kc = s
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("config"))
+                    .and_then(|b| String::from_utf8(b.0.clone()).ok());
+                seen.lock().unwrap().push(kc.as_deref().and_then(token_of));
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let user = format!("system:serviceaccount:{apps}:rotating");
+    let ra = runtime_access(
+        &ns,
+        "rotating",
+        &id,
+        json!({
+            "serviceAccount": {"name": "rotating", "namespace": apps},
+            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            "tokenExpirationSeconds": 600,
+            "secret": {"name": secret_name},
+        }),
+    )?;
+    requests.create(&PostParams::default(), &ra).await?;
+    let first = access_ready(&requests, "rotating").await?;
+    let first_kc = access_kubeconfig(&secrets, &first).await?;
+    let first_token = token_of(&first_kc).context("token in the first kubeconfig")?;
+    let first_expiry = first
+        .token_expiration_timestamp
+        .clone()
+        .context("status.tokenExpirationTimestamp")?
+        .0;
+    // The API server granted the requested 600 s (give or take the clock's second).
+    let granted = first_expiry
+        .duration_since(jiff::Timestamp::now())
+        .as_secs_f64();
+    assert!(
+        (560.0..=601.0).contains(&granted),
+        "first token expires in {granted} s, expected about 600"
+    );
+
+    // Two rotations: the first driven by the requeue after issuing, the second by the requeue
+    // of a reconcile that kept a fresh token. Each one a new token and a later expiry.
+    let mut tokens = vec![first_token.clone()];
+    let mut expiries = vec![first_expiry];
+    let mut kubeconfigs = vec![first_kc.clone()];
+    for round in 1..=2 {
+        let (status, kc) = eventually(
+            &format!("rotation {round}"),
+            Duration::from_secs(30),
+            || async {
+                let status = requests.get("rotating").await?.status.unwrap_or_default();
+                let kc = access_kubeconfig(&secrets, &status).await?;
+                let expiry = status.token_expiration_timestamp.as_ref().map(|t| t.0);
+                let rotated = token_of(&kc).is_some_and(|t| !tokens.contains(&t))
+                    && expiry.is_some_and(|e| e > *expiries.last().unwrap());
+                Ok(rotated.then_some((status, kc)))
+            },
+        )
+        .await?;
+        let reason = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "KubeconfigReady")
+            .map(|c| (c.status.clone(), c.reason.clone()));
+        assert_eq!(
+            reason,
+            Some(("True".to_owned(), "KubeconfigRotated".to_owned())),
+            "condition after rotation {round}"
+        );
+        assert_eq!(status.state.as_deref(), Some("Ready"));
+        // The Secret's annotations agree with the status.
+        let secret = secrets.get(secret_name).await?;
+        let annotations = secret.metadata.annotations.unwrap_or_default();
+        let annotated: jiff::Timestamp = annotations
+            .get("infrastructuremanager.kyma-project.io/token-expiration")
+            .context("token-expiration annotation")?
+            .parse()?;
+        let expiry = status.token_expiration_timestamp.clone().unwrap().0;
+        assert_eq!(annotated.as_second(), expiry.as_second());
+        assert!(annotations.contains_key(LAST_SYNC));
+
+        // The new kubeconfig works and is the ServiceAccount.
+        let client = access::client_from_yaml("rotated", &kc).await?;
+        assert_eq!(whoami(client.clone()).await?, user);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &apps);
+        once_allowed("get pod with the rotated kubeconfig", || pods.get("p1")).await?;
+        assert!(
+            forbidden(
+                Api::<Secret>::namespaced(client, &apps)
+                    .list(&ListParams::default())
+                    .await
+            ),
+            "the rotated kubeconfig must not gain permissions"
+        );
+        tokens.push(token_of(&kc).unwrap());
+        expiries.push(expiry);
+        kubeconfigs.push(kc);
+    }
+    // Tokens are not revoked by a rotation: the first stays valid until it expires, so a
+    // consumer that has not re-read the Secret yet keeps working.
+    let old = access::client_from_yaml("first", &first_kc).await?;
+    assert_eq!(whoami(old).await?, user);
+
+    // Every version of the Secret the watcher saw held a kubeconfig with a token, and it saw
+    // (at least) the three tokens above.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watch.abort();
+    let versions = seen.lock().unwrap().clone();
+    assert!(
+        versions.iter().all(Option::is_some),
+        "a version of the Secret lacked its kubeconfig token: {:?}",
+        versions.iter().map(Option::is_some).collect::<Vec<_>>()
+    );
+    for (i, t) in tokens.iter().enumerate() {
+        assert!(
+            versions.iter().any(|v| v.as_ref() == Some(t)),
+            "the watcher never saw token {i}"
+        );
+    }
+
+    delete_access(&requests, &secrets, "rotating", secret_name).await?;
+    ctl.stop().await;
+    for kc in &kubeconfigs {
+        assert_not_logged(kc);
+    }
+    assert_not_logged(&admin_kc);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: ClusterRole with rules
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_with_cluster_role_rules_grants_them_cluster_wide_and_nothing_more()
+-> Result<()> {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-cr").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let shoot_admin = env.shoot_client().await?;
+    let sa_ns = env.shoot_namespace("cr").await?;
+    let shoot_secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s1"}, "stringData": {"k": "v"}}))?;
+    Api::<Secret>::namespaced(shoot_admin.clone(), &sa_ns)
+        .create(&PostParams::default(), &shoot_secret)
+        .await?;
+
+    let rules = json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]);
+    let ra = runtime_access(
+        &ns,
+        "ns-lister",
+        &id,
+        json!({
+            "serviceAccount": {"name": "ns-lister", "namespace": sa_ns},
+            "clusterRole": {"rules": rules},
+            "tokenExpirationSeconds": 600,
+        }),
+    )?;
+    requests.create(&PostParams::default(), &ra).await?;
+    let status = access_ready(&requests, "ns-lister").await?;
+    let kc = access_kubeconfig(&secrets, &status).await?;
+    let client = access::client_from_yaml("cluster-role", &kc).await?;
+    assert_eq!(
+        whoami(client.clone()).await?,
+        format!("system:serviceaccount:{sa_ns}:ns-lister")
+    );
+
+    // In the shoot: a ClusterRole with exactly the requested rules, bound cluster-wide to the
+    // ServiceAccount, all marked as ours.
+    let rbac_name = format!("kim-access:{ns}:ns-lister");
+    let roles: Api<ClusterRole> = Api::all(shoot_admin.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &sa_ns);
+    let role = roles.get(&rbac_name).await?;
+    assert_eq!(serde_json::to_value(&role.rules)?, rules);
+    assert_eq!(
+        role.metadata.annotations.unwrap_or_default()["infrastructuremanager.kyma-project.io/runtime-access"],
+        format!("{ns}/ns-lister")
+    );
+    let binding = bindings.get(&rbac_name).await?;
+    assert_eq!(
+        (
+            binding.role_ref.kind.as_str(),
+            binding.role_ref.name.as_str()
+        ),
+        ("ClusterRole", rbac_name.as_str())
+    );
+    let subject = &binding.subjects.unwrap_or_default()[0];
+    assert_eq!(
+        (
+            subject.kind.as_str(),
+            subject.name.as_str(),
+            subject.namespace.as_deref()
+        ),
+        ("ServiceAccount", "ns-lister", Some(sa_ns.as_str()))
+    );
+    let mut recorded: Vec<_> = status
+        .shoot_objects
+        .iter()
+        .map(|o| o.kind.clone())
+        .collect();
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
+    );
+
+    // Allowed cluster-wide: list and get namespaces (also ones it has nothing to do with).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let lp = ListParams::default();
+    let listed = once_allowed("list namespaces", || namespaces.list(&lp)).await?;
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("kube-system")),
+        "kube-system missing from the namespace list"
+    );
+    namespaces.get("kube-system").await?;
+    // Nothing more: real 403s for secrets (in its own namespace too), pods and writes.
+    assert!(
+        forbidden(
+            Api::<Secret>::namespaced(client.clone(), &sa_ns)
+                .get("s1")
+                .await
+        ),
+        "get secret must be forbidden"
+    );
+    assert!(
+        forbidden(
+            Api::<Secret>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+        ),
+        "list secrets must be forbidden"
+    );
+    assert!(
+        forbidden(
+            Api::<Pod>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+        ),
+        "list pods must be forbidden"
+    );
+    let new_ns: Namespace = serde_json::from_value(json!({"metadata": {"name": unique("nope-")}}))?;
+    assert!(
+        forbidden(namespaces.create(&PostParams::default(), &new_ns).await),
+        "create namespace must be forbidden"
+    );
+    assert!(
+        forbidden(namespaces.delete(&sa_ns, &DeleteParams::default()).await),
+        "delete namespace must be forbidden"
+    );
+
+    // Deletion removes ClusterRole, ClusterRoleBinding, ServiceAccount and the Secret.
+    let secret_name = status.secret_ref.as_ref().unwrap().name.clone();
+    delete_access(&requests, &secrets, "ns-lister", &secret_name).await?;
+    eventually("shoot objects removed", Duration::from_secs(15), || async {
+        let gone = !exists(&roles, &rbac_name).await?
+            && !exists(&bindings, &rbac_name).await?
+            && !exists(&accounts, "ns-lister").await?;
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    assert!(
+        exists(
+            &Api::<Secret>::namespaced(shoot_admin.clone(), &sa_ns),
+            "s1"
+        )
+        .await?,
+        "the cleanup must not touch other objects in the namespace"
+    );
+    ctl.stop().await;
+    assert_not_logged(&kc);
+    assert_not_logged(&admin_kc);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: references to existing roles
+
+/// `view` itself is an aggregated ClusterRole whose rules the controller-manager fills in; the
+/// test shoot has no controller-manager, so the references use `system:aggregate-to-view` (the
+/// bootstrap ClusterRole `view` aggregates, with the same rules) and a Role made by the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() -> Result<()> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    const VIEW: &str = "system:aggregate-to-view";
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-ref").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let shoot_admin = env.shoot_client().await?;
+    let a = env.shoot_namespace("ref-a").await?;
+    let b = env.shoot_namespace("ref-b").await?;
+    let cluster_roles: Api<ClusterRole> = Api::all(shoot_admin.clone());
+    let view = cluster_roles.get(VIEW).await?;
+    assert!(
+        view.rules.as_ref().is_some_and(|r| !r.is_empty()),
+        "{VIEW} must have rules in the shoot"
+    );
+
+    // Existing objects in the shoot: pods in both namespaces, a Secret, a ConfigMap, a Role
+    // reading ConfigMaps and a ServiceAccount someone else made.
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))?;
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c1"}, "data": {"k": "v"}}))?;
+    for n in [&a, &b] {
+        Api::<Pod>::namespaced(shoot_admin.clone(), n)
+            .create(&PostParams::default(), &pod)
+            .await?;
+    }
+    Api::<ConfigMap>::namespaced(shoot_admin.clone(), &b)
+        .create(&PostParams::default(), &cm)
+        .await?;
+    let s1: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s1"}, "stringData": {"k": "v"}}))?;
+    Api::<Secret>::namespaced(shoot_admin.clone(), &a)
+        .create(&PostParams::default(), &s1)
+        .await?;
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "cm-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))?;
+    let roles_b: Api<Role> = Api::namespaced(shoot_admin.clone(), &b);
+    roles_b.create(&PostParams::default(), &role).await?;
+    let accounts_a: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &a);
+    let accounts_b: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &b);
+    let foreign: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "preexisting"}}))?;
+    accounts_b.create(&PostParams::default(), &foreign).await?;
+
+    let specs = [
+        (
+            "view-all",
+            json!({"serviceAccount": {"name": "view-all", "namespace": a},
+                   "roleRef": {"kind": "ClusterRole", "name": VIEW}, "tokenExpirationSeconds": 600}),
+        ),
+        (
+            "view-a",
+            json!({"serviceAccount": {"name": "view-a", "namespace": a},
+                   "roleRef": {"kind": "ClusterRole", "name": VIEW, "namespace": a}, "tokenExpirationSeconds": 600}),
+        ),
+        (
+            "cm-reader",
+            json!({"serviceAccount": {"name": "preexisting", "namespace": b},
+                   "roleRef": {"kind": "Role", "name": "cm-reader", "namespace": b}, "tokenExpirationSeconds": 600}),
+        ),
+    ];
+    for (name, spec) in &specs {
+        requests
+            .create(
+                &PostParams::default(),
+                &runtime_access(&ns, name, &id, spec.clone())?,
+            )
+            .await?;
+    }
+    let mut kubeconfigs = Vec::new();
+    let mut clients = std::collections::BTreeMap::new();
+    let mut secret_names = std::collections::BTreeMap::new();
+    for (name, _) in &specs {
+        let status = access_ready(&requests, name).await?;
+        let kc = access_kubeconfig(&secrets, &status).await?;
+        clients.insert(*name, access::client_from_yaml(name, &kc).await?);
+        kubeconfigs.push(kc);
+        secret_names.insert(*name, status.secret_ref.clone().unwrap().name);
+        // Only the binding (and a ServiceAccount it made) is recorded as created: never the role.
+        let kinds: Vec<_> = status
+            .shoot_objects
+            .iter()
+            .map(|o| o.kind.as_str())
+            .collect();
+        assert!(
+            !kinds.iter().any(|k| *k == "ClusterRole" || *k == "Role"),
+            "{name}: a referenced role was recorded as created: {kinds:?}"
+        );
+        let expected_sa = *name != "cm-reader";
+        assert_eq!(
+            kinds.contains(&"ServiceAccount"),
+            expected_sa,
+            "{name}: ServiceAccount ownership in {kinds:?}"
+        );
+    }
+    let rbac = |name: &str| format!("kim-access:{ns}:{name}");
+
+    // ClusterRole cluster-wide: pods readable in every namespace; secrets and writes refused.
+    let c = &clients["view-all"];
+    assert_eq!(
+        whoami(c.clone()).await?,
+        format!("system:serviceaccount:{a}:view-all")
+    );
+    let crb = Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+        .get(&rbac("view-all"))
+        .await?;
+    assert_eq!(
+        (crb.role_ref.kind.as_str(), crb.role_ref.name.as_str()),
+        ("ClusterRole", VIEW)
+    );
+    let lp = ListParams::default();
+    for n in [&a, &b] {
+        let pods: Api<Pod> = Api::namespaced(c.clone(), n);
+        once_allowed("view-all: list pods", || pods.list(&lp)).await?;
+    }
+    assert!(forbidden(
+        Api::<Secret>::namespaced(c.clone(), &a).get("s1").await
+    ));
+    assert!(forbidden(
+        Api::<ConfigMap>::namespaced(c.clone(), &a)
+            .create(&PostParams::default(), &cm)
+            .await
+    ));
+
+    // ClusterRole in one namespace: a RoleBinding there, nothing elsewhere.
+    let c = &clients["view-a"];
+    let rb = Api::<RoleBinding>::namespaced(shoot_admin.clone(), &a)
+        .get(&rbac("view-a"))
+        .await?;
+    assert_eq!(
+        (rb.role_ref.kind.as_str(), rb.role_ref.name.as_str()),
+        ("ClusterRole", VIEW)
+    );
+    assert!(
+        !exists(
+            &Api::<ClusterRoleBinding>::all(shoot_admin.clone()),
+            &rbac("view-a")
+        )
+        .await?
+    );
+    let pods_a: Api<Pod> = Api::namespaced(c.clone(), &a);
+    once_allowed("view-a: get pod in a", || pods_a.get("p1")).await?;
+    assert!(forbidden(
+        Api::<Pod>::namespaced(c.clone(), &b).get("p1").await
+    ));
+    assert!(forbidden(
+        Api::<Pod>::all(c.clone())
+            .list(&ListParams::default())
+            .await
+    ));
+    assert!(forbidden(
+        Api::<Secret>::namespaced(c.clone(), &a).get("s1").await
+    ));
+
+    // An existing Role, for an existing ServiceAccount.
+    let c = &clients["cm-reader"];
+    assert_eq!(
+        whoami(c.clone()).await?,
+        format!("system:serviceaccount:{b}:preexisting")
+    );
+    let cms_b: Api<ConfigMap> = Api::namespaced(c.clone(), &b);
+    once_allowed("cm-reader: get configmap", || cms_b.get("c1")).await?;
+    assert!(forbidden(
+        Api::<Pod>::namespaced(c.clone(), &b).get("p1").await
+    ));
+    assert!(forbidden(cms_b.list(&ListParams::default()).await));
+
+    // Deletion removes the bindings and the ServiceAccounts the controller made, nothing else.
+    for (name, _) in &specs {
+        delete_access(&requests, &secrets, name, &secret_names[name]).await?;
+    }
+    eventually("bindings removed", Duration::from_secs(15), || async {
+        let gone = !exists(
+            &Api::<ClusterRoleBinding>::all(shoot_admin.clone()),
+            &rbac("view-all"),
+        )
+        .await?
+            && !exists(
+                &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &a),
+                &rbac("view-a"),
+            )
+            .await?
+            && !exists(
+                &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &b),
+                &rbac("cm-reader"),
+            )
+            .await?
+            && !exists(&accounts_a, "view-all").await?
+            && !exists(&accounts_a, "view-a").await?;
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    assert!(
+        exists(&cluster_roles, VIEW).await?,
+        "the referenced ClusterRole must stay"
+    );
+    assert!(
+        exists(&roles_b, "cm-reader").await?,
+        "the referenced Role must stay"
+    );
+    assert!(
+        exists(&accounts_b, "preexisting").await?,
+        "a ServiceAccount the controller did not create must stay"
+    );
+    ctl.stop().await;
+    for kc in &kubeconfigs {
+        assert_not_logged(kc);
+    }
+    assert_not_logged(&admin_kc);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: the wildcard policy in the controller
+
+/// Objects that reach the KCP without the webhook (or were stored before a stricter policy)
+/// are held to the same policy by the controller; `--access-allow-wildcards` lifts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_with_wildcards_is_refused_by_the_controller_unless_allowed() -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let strict_ns = env.namespace("kc-ra-strict").await?;
+    let lax_ns = env.namespace("kc-ra-lax").await?;
+    let strict = Controller::start(env, &strict_ns, &[]).await?;
+    let lax = Controller::start(env, &lax_ns, &["--access-allow-wildcards"]).await?;
+    let (strict_id, strict_admin) = runtime_with_admin_kubeconfig(env, &strict_ns).await?;
+    let (lax_id, lax_admin) = runtime_with_admin_kubeconfig(env, &lax_ns).await?;
+    let kcp = env.kcp_client().await?;
+    let shoot_admin = env.shoot_client().await?;
+    let sa_ns = env.shoot_namespace("wild").await?;
+    let spec = |sa: &str| {
+        json!({
+            "serviceAccount": {"name": sa, "namespace": sa_ns},
+            "role": {"namespace": sa_ns, "rules": [{"apiGroups": [""], "resources": ["*"], "verbs": ["*"]}]},
+            "tokenExpirationSeconds": 600,
+        })
+    };
+
+    // Without the flag: InvalidSpec naming the field, nothing in the shoot, no Secret.
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &strict_ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&strict_ns, "wild", &strict_id, spec("wild-strict"))?,
+        )
+        .await?;
+    let condition = eventually("InvalidSpec", Duration::from_secs(30), || async {
+        Ok(requests
+            .get("wild")
+            .await?
+            .status
+            .and_then(|s| {
+                s.conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "KubeconfigReady")
+            })
+            .filter(|c| c.reason == "InvalidSpec"))
+    })
+    .await?;
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition.message.contains("spec.role.rules[0]"),
+        "message names the field: {}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &sa_ns),
+            "wild-strict"
+        )
+        .await?,
+        "a refused request must not create anything in the shoot"
+    );
+    assert!(
+        !exists(
+            &Api::<Secret>::namespaced(kcp.clone(), &strict_ns),
+            "wild-kubeconfig"
+        )
+        .await?
+    );
+
+    // With the flag: the same request is served and the wildcard grant is real.
+    let requests_lax: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &lax_ns);
+    requests_lax
+        .create(
+            &PostParams::default(),
+            &runtime_access(&lax_ns, "wild", &lax_id, spec("wild-lax"))?,
+        )
+        .await?;
+    let secrets_lax: Api<Secret> = Api::namespaced(kcp.clone(), &lax_ns);
+    let status = access_ready(&requests_lax, "wild").await?;
+    let kc = access_kubeconfig(&secrets_lax, &status).await?;
+    let client = access::client_from_yaml("wild", &kc).await?;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, &sa_ns);
+    let lp = ListParams::default();
+    once_allowed("list configmaps through the wildcard", || cms.list(&lp)).await?;
+
+    requests.delete("wild", &DeleteParams::default()).await?;
+    delete_access(&requests_lax, &secrets_lax, "wild", "wild-kubeconfig").await?;
+    eventually("strict request gone", Duration::from_secs(30), || async {
+        Ok(requests.get_opt("wild").await?.is_none().then_some(()))
+    })
+    .await?;
+    strict.stop().await;
+    lax.stop().await;
+    assert_not_logged(&kc);
+    assert_not_logged(&strict_admin);
+    assert_not_logged(&lax_admin);
     Ok(())
 }
