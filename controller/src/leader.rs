@@ -5,9 +5,9 @@
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
-/// Lease validity after the last renewal, seconds.
+/// Lease validity after the last renewal, seconds (default of `--leader-elect-lease-duration`).
 pub const LEASE_DURATION_SECONDS: u64 = 15;
-/// Renew this long before expiry, seconds.
+/// Renew this long before expiry, seconds (a third of the duration).
 pub const LEASE_GRACE_SECONDS: u64 = 5;
 
 /// Leader election failed.
@@ -39,18 +39,23 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// Joins the election and waits until this replica leads.
+    /// Joins the election and waits until this replica leads. `timing` is (Lease validity,
+    /// renewal grace) in seconds with `0 < grace < validity` (see `RunArgs::lease_timing`).
     pub async fn acquire(
         client: kube::Client,
         namespace: &str,
         name: &str,
         identity: &str,
+        timing: (u64, u64),
     ) -> Result<Self, LeaderError> {
+        // The Lease manager panics on other values; keep them in range whatever the caller says.
+        let duration = timing.0.max(2);
+        let grace = timing.1.clamp(1, duration - 1);
         let manager = LeaseManagerBuilder::new(client, name)
             .with_namespace(namespace)
             .with_identity(identity)
-            .with_duration(LEASE_DURATION_SECONDS)
-            .with_grace(LEASE_GRACE_SECONDS)
+            .with_duration(duration)
+            .with_grace(grace)
             .build()
             .await
             .map_err(|source| LeaderError::Lease {

@@ -57,6 +57,8 @@ pub struct Process {
     pub metrics_addr: SocketAddr,
     /// Bound probes address.
     pub probes_addr: SocketAddr,
+    /// This replica's identity in the leader-election Lease (`holderIdentity`).
+    pub identity: String,
     shutdown: Shutdown,
 }
 
@@ -119,6 +121,7 @@ impl Process {
             ctx,
             metrics_addr,
             probes_addr,
+            identity: identity(),
             shutdown,
         })
     }
@@ -127,12 +130,18 @@ impl Process {
     pub async fn run(self) -> Result<(), RunError> {
         let args = &self.ctx.args;
         let mut leadership = if args.leader_elect {
-            let identity = identity();
+            tracing::info!(
+                identity = %self.identity,
+                lease = %args.leader_election_id,
+                namespace = args.lease_namespace(),
+                "waiting for leadership"
+            );
             let acquire = Leadership::acquire(
                 self.ctx.kcp.clone(),
                 args.lease_namespace(),
                 &args.leader_election_id,
-                &identity,
+                &self.identity,
+                args.lease_timing(),
             );
             tokio::select! {
                 l = acquire => Some(l?),
@@ -167,7 +176,8 @@ impl Process {
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    crate::logging::init(&args.log_level, args.log_format).map_err(RunError::Logging)?;
+    crate::logging::init(&log_filter(&args.log_level), args.log_format)
+        .map_err(RunError::Logging)?;
     let shutdown = Shutdown::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     let process = Process::start(args, shutdown).await?;
@@ -177,6 +187,23 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         "kim-controller started"
     );
     process.run().await
+}
+
+/// kube's HTTP trace layer logs every 5xx answer and connection failure at `error`, with no
+/// context ("failed with status 503 Service Unavailable"). Those are transient, and the caller
+/// (reconciler, health check) logs them with context at the right level, so `error` lines stay
+/// things a human should look at. The default applies unless `--log-level` names `kube_client`.
+pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client::builder=off";
+
+/// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`.
+pub fn log_filter(user: &str) -> String {
+    if user.contains("kube_client") {
+        user.to_owned()
+    } else if user.trim().is_empty() {
+        format!("info,{KUBE_TRACE_DIRECTIVE}")
+    } else {
+        format!("{user},{KUBE_TRACE_DIRECTIVE}")
+    }
 }
 
 async fn stop_on_signal(shutdown: Shutdown) {
@@ -218,9 +245,43 @@ async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
     kube::Client::try_from(config).map_err(|e| RunError::Kcp(e.to_string()))
 }
 
+/// `<pod or host name>_<unique suffix>`, as controller-runtime does (`hostname_uuid`): two
+/// replicas never share an identity, not even two processes on one host or a restarted pod
+/// whose old Lease has not expired yet (it must wait, not resume the old leadership).
 fn identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("kim-controller-{}", std::process::id()))
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    let host = ["POD_NAME", "HOSTNAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "kim-controller".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default();
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    format!("{host}_{:x}-{nanos:x}-{n}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kube_trace_errors_are_off_unless_asked_for() {
+        assert_eq!(
+            super::log_filter("info"),
+            "info,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            super::log_filter("info,kube_client=debug"),
+            "info,kube_client=debug"
+        );
+    }
+
+    #[test]
+    fn identities_are_unique_within_a_process() {
+        let (a, b) = (super::identity(), super::identity());
+        assert_ne!(a, b);
+        assert!(a.contains('_'), "{a}");
+    }
 }

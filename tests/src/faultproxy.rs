@@ -86,11 +86,22 @@ pub struct Rule {
     pub times: Option<u32>,
 }
 
+/// One request that got a fault instead of being forwarded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    /// HTTP method of the request.
+    pub method: String,
+    /// Its path (without the query).
+    pub path: String,
+    /// The fault it got.
+    pub fault: ApiFault,
+}
+
 /// A running proxy; stops when dropped.
 pub struct FaultProxy {
     url: String,
     rules: Arc<Mutex<Vec<Rule>>>,
-    hits: Arc<Mutex<u64>>,
+    hits: Arc<Mutex<Vec<Served>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -181,7 +192,7 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(other)?;
         let addr: SocketAddr = listener.local_addr().map_err(other)?;
         let rules: Arc<Mutex<Vec<Rule>>> = Arc::default();
-        let hits: Arc<Mutex<u64>> = Arc::default();
+        let hits: Arc<Mutex<Vec<Served>>> = Arc::default();
         let (r, h) = (rules.clone(), hits.clone());
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
@@ -251,7 +262,24 @@ impl FaultProxy {
 
     /// How many requests got a fault so far.
     pub fn faults_served(&self) -> u64 {
-        self.hits.lock().map(|h| *h).unwrap_or(0)
+        self.hits.lock().map(|h| h.len() as u64).unwrap_or(0)
+    }
+
+    /// Every request that got a fault so far, in order.
+    pub fn served(&self) -> Vec<Served> {
+        self.hits.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+
+    /// How many requests with `method` and a path containing `path_contains` got `fault`.
+    pub fn served_count(&self, method: &str, path_contains: &str, fault: &ApiFault) -> usize {
+        self.served()
+            .iter()
+            .filter(|s| {
+                s.method.eq_ignore_ascii_case(method)
+                    && s.path.contains(path_contains)
+                    && &s.fault == fault
+            })
+            .count()
     }
 }
 
@@ -308,7 +336,7 @@ async fn handle(
     mut req: Request<Incoming>,
     upstream: Arc<Upstream>,
     rules: Arc<Mutex<Vec<Rule>>>,
-    hits: Arc<Mutex<u64>>,
+    hits: Arc<Mutex<Vec<Served>>>,
     identity: Option<(String, Vec<String>)>,
 ) -> std::result::Result<Response<Body>, hyper::Error> {
     let path = req.uri().path().to_string();
@@ -330,7 +358,11 @@ async fn handle(
     });
     if let Some(f) = fault {
         if let Ok(mut h) = hits.lock() {
-            *h += 1;
+            h.push(Served {
+                method: req.method().as_str().to_owned(),
+                path: path.clone(),
+                fault: f.clone(),
+            });
         }
         if let ApiFault::Respond(responder) = &f {
             let method = req.method().to_string();

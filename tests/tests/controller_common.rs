@@ -22,6 +22,8 @@ pub struct RunningController {
     pub task: tokio::task::JoinHandle<()>,
     /// `/metrics` address.
     pub metrics: std::net::SocketAddr,
+    /// Its identity in the leader-election Lease.
+    pub identity: String,
     /// Where the kubeconfigs and config live.
     pub dir: tempfile::TempDir,
 }
@@ -41,14 +43,7 @@ impl RunningController {
 
     /// The text of `/metrics`.
     pub async fn metrics_text(&self) -> Result<String> {
-        let mut stream = tokio::net::TcpStream::connect(self.metrics).await?;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-            .await?;
-        let mut out = String::new();
-        stream.read_to_string(&mut out).await?;
-        Ok(out)
+        metrics_text(self.metrics).await
     }
 }
 
@@ -104,20 +99,79 @@ async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
     Ok(())
 }
 
+/// How a test controller reaches the clusters; the default is the admin of the KCP for both
+/// the KCP and Gardener (which is aggregated into the KCP).
+#[derive(Default, Clone)]
+pub struct Wiring {
+    /// Authenticate to the KCP and Gardener as this user (a client certificate in
+    /// `system:masters`), so that the audit log tells replicas apart.
+    pub user: Option<String>,
+    /// Reach Gardener through this access instead, e.g. a fault proxy's
+    /// [`kim_tests::faultproxy::FaultProxy::access_via`] of the KCP.
+    pub gardener: Option<kim_tests::testenv::ClusterAccess>,
+}
+
+/// Writes the KCP and Gardener kubeconfigs `wiring` asks for into `dir`.
+fn write_wired_kubeconfigs(
+    env: &TestEnv,
+    dir: &std::path::Path,
+    wiring: &Wiring,
+) -> Result<(PathBuf, PathBuf)> {
+    use kim_tests::testenv::Credentials;
+    let paths = env.write_kubeconfigs(dir)?;
+    let (mut kcp, mut garden) = (paths[0].clone(), paths[1].clone());
+    let pair = match &wiring.user {
+        Some(user) => Some((
+            user.as_str(),
+            env.ca().client_cert(user, &["system:masters"])?,
+        )),
+        None => None,
+    };
+    if let Some((user, pair)) = &pair {
+        kcp = dir.join("kcp-user.kubeconfig");
+        kim_tests::testenv::access::write_private(
+            &kcp,
+            &env.kcp().kubeconfig(user, Credentials::Cert(pair)),
+        )?;
+    }
+    if wiring.gardener.is_some() || pair.is_some() {
+        let mut access = wiring.gardener.clone().unwrap_or_else(|| env.kcp().clone());
+        access.name = "garden".into();
+        access.namespace = Some(kim_tests::fixtures::PROJECT_NAMESPACE.to_owned());
+        let yaml = match &pair {
+            Some((user, pair)) => access.kubeconfig(user, Credentials::Cert(pair)),
+            None => access.admin_kubeconfig(),
+        };
+        garden = dir.join("garden-wired.kubeconfig");
+        kim_tests::testenv::access::write_private(&garden, &yaml)?;
+    }
+    Ok((kcp, garden))
+}
+
 /// Flags for a controller of namespace `ns` against the shared environment.
 pub async fn controller_args(
     env: &TestEnv,
     ns: &str,
     extra: &[&str],
 ) -> Result<(RunArgs, tempfile::TempDir)> {
+    controller_args_wired(env, ns, extra, &Wiring::default()).await
+}
+
+/// [`controller_args`] reaching the clusters as `wiring` says.
+pub async fn controller_args_wired(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+    wiring: &Wiring,
+) -> Result<(RunArgs, tempfile::TempDir)> {
     ensure_audit_secrets(env).await?;
     let dir = tempfile::tempdir()?;
-    let paths = env.write_kubeconfigs(dir.path())?;
+    let (kcp, garden) = write_wired_kubeconfigs(env, dir.path(), wiring)?;
     let config = write_config(dir.path())?;
     let mut argv: Vec<String> = vec![
         "kim-controller".into(),
-        format!("--kcp-kubeconfig-path={}", paths[0].display()),
-        format!("--gardener-kubeconfig-path={}", paths[1].display()),
+        format!("--kcp-kubeconfig-path={}", kcp.display()),
+        format!("--gardener-kubeconfig-path={}", garden.display()),
         format!(
             "--gardener-project-name={}",
             kim_tests::fixtures::PROJECT_NAME
@@ -150,10 +204,21 @@ pub async fn start_controller(
     ns: &str,
     extra: &[&str],
 ) -> Result<RunningController> {
-    let (args, dir) = controller_args(env, ns, extra).await?;
+    start_controller_wired(env, ns, extra, &Wiring::default()).await
+}
+
+/// [`start_controller`] reaching the clusters as `wiring` says.
+pub async fn start_controller_wired(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+    wiring: &Wiring,
+) -> Result<RunningController> {
+    let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
     let shutdown = kim_controller::Shutdown::new();
     let process = Process::start(args, shutdown.clone()).await?;
     let metrics = process.metrics_addr;
+    let identity = process.identity.clone();
     let task = tokio::spawn(async move {
         if let Err(e) = process.run().await {
             eprintln!("controller stopped: {e}");
@@ -163,40 +228,116 @@ pub async fn start_controller(
         shutdown,
         task,
         metrics,
+        identity,
         dir,
     })
+}
+
+/// The text of `/metrics` at `addr`.
+pub async fn metrics_text(addr: std::net::SocketAddr) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
+/// The sum of every sample of `metric` whose labels contain all of `labels` (`k="v"` strings).
+pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let name = series.split('{').next()?;
+            (name == metric && labels.iter().all(|want| series.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
 }
 
 /// A controller on its own runtime, so that killing it stops every task at its next await
 /// point, mid-reconcile, as a crash would.
 pub struct KillableController {
-    runtime: tokio::runtime::Runtime,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: kim_controller::Shutdown,
+    task: Option<tokio::task::JoinHandle<()>>,
     _dir: tempfile::TempDir,
+}
+
+impl Drop for KillableController {
+    // Dropping a runtime inside async code panics; a test that fails early still drops this.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl KillableController {
     /// Starts one.
     pub async fn start(env: &TestEnv, ns: &str, extra: &[&str]) -> Result<Self> {
-        let (args, dir) = controller_args(env, ns, extra).await?;
+        Ok(Self::start_wired(env, ns, extra, &Wiring::default())
+            .await?
+            .0)
+    }
+
+    /// Starts one reaching the clusters as `wiring` says; also returns its Lease identity and
+    /// `/metrics` address once its process has started.
+    pub async fn start_wired(
+        env: &TestEnv,
+        ns: &str,
+        extra: &[&str],
+        wiring: &Wiring,
+    ) -> Result<(Self, String, std::net::SocketAddr)> {
+        let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
-        runtime.spawn(async move {
-            let shutdown = kim_controller::Shutdown::new();
-            match Process::start(args, shutdown).await {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shutdown = kim_controller::Shutdown::new();
+        let stop = shutdown.clone();
+        let task = runtime.spawn(async move {
+            match Process::start(args, stop).await {
                 Ok(p) => {
+                    let _ = tx.send(Ok((p.identity.clone(), p.metrics_addr)));
                     let _ = p.run().await;
                 }
-                Err(e) => eprintln!("controller did not start: {e}"),
+                Err(e) => {
+                    let _ = tx.send(Err(format!("controller did not start: {e}")));
+                }
             }
         });
-        Ok(Self { runtime, _dir: dir })
+        let (identity, metrics) = rx
+            .await
+            .map_err(|_| anyhow::anyhow!("controller runtime ended before start-up"))?
+            .map_err(anyhow::Error::msg)?;
+        let controller = Self {
+            runtime: Some(runtime),
+            shutdown,
+            task: Some(task),
+            _dir: dir,
+        };
+        Ok((controller, identity, metrics))
     }
 
     /// Kills it: no graceful shutdown, in-flight requests are dropped.
-    pub fn kill(self) {
-        self.runtime.shutdown_background();
+    pub fn kill(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+
+    /// Stops it gracefully (as on SIGTERM) and waits up to 30 s for the process to end.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        }
     }
 }
 

@@ -28,6 +28,12 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
+    /// How long the Lease stays valid after the leader's last renewal (whole seconds, at
+    /// least 2s): a follower takes over at most this long after the leader stopped. The leader
+    /// renews after two thirds of it. controller-runtime's default.
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    pub leader_elect_lease_duration: Duration,
+
     /// KCP namespace holding Runtimes, GardenerClusters and kubeconfig Secrets.
     #[arg(long, default_value = "kcp-system")]
     pub namespace: String,
@@ -120,6 +126,13 @@ impl RunArgs {
         format!("garden-{}", self.gardener_project_name)
     }
 
+    /// Lease validity and renewal grace in whole seconds, as the Lease manager takes them:
+    /// the leader renews `grace` seconds before the Lease would expire (a third of it).
+    pub fn lease_timing(&self) -> (u64, u64) {
+        let duration = self.leader_elect_lease_duration.as_secs().max(2);
+        (duration, (duration / 3).max(1))
+    }
+
     /// The namespace of the leader-election Lease.
     pub fn lease_namespace(&self) -> &str {
         self.leader_election_namespace
@@ -158,6 +171,18 @@ pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
     };
     full.parse()
         .map_err(|e| format!("bind address {s:?} is not host:port or :port ({e})"))
+}
+
+/// Parses `--leader-elect-lease-duration`: a duration of whole seconds, at least 2s (the
+/// Lease records seconds; the leader needs one second to renew before it expires).
+pub fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d < Duration::from_secs(2) {
+        return Err(format!(
+            "--leader-elect-lease-duration {s:?} must be whole seconds and at least 2s, e.g. 15s"
+        ));
+    }
+    Ok(d)
 }
 
 /// Parses durations such as `3s`, `24h`, `100m` (Go duration style).
@@ -226,6 +251,20 @@ mod tests {
         .run;
         assert_eq!(a.access.token_expiration, Duration::from_secs(7200));
         assert!(a.access.policy().allow_wildcards);
+    }
+
+    #[test]
+    fn lease_duration_flag() {
+        let a = Cli::try_parse_from(["x"]).unwrap().run;
+        assert_eq!(a.lease_timing(), (15, 5));
+        let a = Cli::try_parse_from(["x", "--leader-elect-lease-duration=3s"])
+            .unwrap()
+            .run;
+        assert_eq!(a.lease_timing(), (3, 1));
+        for bad in ["1s", "2500ms", "soon"] {
+            let arg = format!("--leader-elect-lease-duration={bad}");
+            assert!(Cli::try_parse_from(["x", arg.as_str()]).is_err(), "{bad}");
+        }
     }
 
     #[test]

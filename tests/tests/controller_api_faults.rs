@@ -1,0 +1,447 @@
+//! API-level faults between the controller and Gardener: with a fault proxy answering 409s,
+//! 5xx, 429s and Gardener's "not yet ready" 403s on Shoot create, get (list and live read),
+//! patch, delete and `adminkubeconfig`, every Runtime shows the intermediate condition upstream
+//! defines (reference 3.4, 3.6, 3.8, 3.10), still ends Ready and is deleted in order, and the
+//! controller's JSON log holds no error-level line (in particular none for a conflict).
+//!
+//! The four fault classes run as four tests in parallel; each has its own proxy, controller
+//! and namespace. Every test of this binary injects transient faults only, so the shared log
+//! buffer must not hold a single `ERROR` line.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use common::*;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::names::{self, condition, reason};
+use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+use kim_tests::fixtures::PROJECT_NAMESPACE;
+use kim_tests::testenv::TestEnv;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The controller's log lines, JSON as in production (`--log-format=json`).
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut b) = self.0.lock() {
+            b.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
+    type Writer = LogBuffer;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl LogBuffer {
+    fn lines(&self) -> Vec<Value> {
+        let text = self
+            .0
+            .lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// Installs the capturing subscriber (same JSON layout as `kim_controller::logging` with
+/// `--log-format=json`) before any controller starts; later `logging::init` calls keep it.
+fn logs() -> &'static LogBuffer {
+    static LOGS: OnceLock<LogBuffer> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = LogBuffer::default();
+        let installed = tracing_subscriber::fmt()
+            // The filter `kim-controller run` derives from its default `--log-level`.
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                kim_controller::runner::log_filter("info"),
+            ))
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(buffer.clone())
+            .try_init();
+        assert!(installed.is_ok(), "another subscriber was installed first");
+        buffer
+    })
+}
+
+fn level(line: &Value) -> &str {
+    line["level"].as_str().unwrap_or_default()
+}
+
+/// Fails with the offending lines if any line is at error level.
+fn assert_no_error_lines(logs: &LogBuffer) {
+    let errors: Vec<String> = logs
+        .lines()
+        .iter()
+        .filter(|l| level(l) == "ERROR")
+        .map(Value::to_string)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "error-level log lines under transient faults:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// What the proxy answers in one test, per Gardener call.
+struct Faults {
+    /// Shoot create (POST .../shoots), until the condition shows.
+    create: ApiFault,
+    /// Shoot list (the watch cache's first lists) and live read during deletion.
+    get: ApiFault,
+    /// Shoot server-side apply (PATCH .../shoots/<name>), until the condition shows.
+    patch: ApiFault,
+    /// Shoot delete.
+    delete: ApiFault,
+    /// `shoots/<name>/adminkubeconfig` (the GardenerCluster reconciler).
+    admin: ApiFault,
+    /// HTTP codes the controller must have counted in `..._gardener_requests_total`.
+    codes: &'static [&'static str],
+    /// Message part of `Provisioned` while the patch fails (reason `Processing`).
+    patch_message: &'static str,
+}
+
+async fn wait_runtime(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Runtime) -> bool,
+) -> Result<Runtime> {
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let rt = api.get(name).await?;
+        if pred(&rt) {
+            return Ok(rt);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{name}: {what} not within {TIMEOUT:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn has_condition(rt: &Runtime, type_: &str, status: &str, why: &str, message: &str) -> bool {
+    rt.condition(type_)
+        .is_some_and(|c| c.status == status && c.reason == why && c.message.contains(message))
+}
+
+fn state(rt: &Runtime) -> Option<RuntimeState> {
+    rt.status.as_ref().map(|s| s.state)
+}
+
+async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
+    let selector = format!(
+        "{}={}",
+        names::LABEL_RECONCILER_MANAGED_BY,
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    Ok(crbs
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .any(|b| b.subjects.iter().flatten().any(|s| s.name == admin)))
+}
+
+async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
+    let logs = logs();
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace(label).await?;
+    let id = format!("{label}-{}", &ns[ns.len().saturating_sub(5)..]);
+    let shoot = shoot_name(&id);
+    let shoots_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots");
+    let shoot_path = format!("{shoots_path}/{shoot}");
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let rule = |method: &str, path: &str, fault: &ApiFault, times: Option<u32>| Rule {
+        method: Some(method.to_owned()),
+        path_contains: path.to_owned(),
+        fault: fault.clone(),
+        times,
+    };
+
+    // Get: the Shoot watch's first two lists fail; create: every create fails until cleared.
+    proxy.inject(rule("GET", &shoots_path, &faults.get, Some(2)));
+    proxy.inject(rule("POST", &shoots_path, &faults.create, None));
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let ctl = start_controller_wired(env, &ns, &[], &wiring).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    create(env, &sample_runtime(&ns, &id)?).await?;
+
+    // Create (reference 3.4): reason GardenerErr "Gardener API create error: ...", retried;
+    // transient, so Pending (upstream shows Failed until the next pass, quirk 2).
+    wait_runtime(env, &ns, &id, "create fault in Provisioned", |rt| {
+        has_condition(
+            rt,
+            condition::PROVISIONED,
+            "Unknown",
+            reason::GARDENER_ERR,
+            "Gardener API create error",
+        ) && state(rt) == Some(RuntimeState::Pending)
+    })
+    .await?;
+    assert_eq!(
+        proxy.served_count("GET", &shoots_path, &faults.get),
+        2,
+        "the Shoot watch's first lists got the fault: {:?}",
+        proxy.served()
+    );
+    assert!(proxy.served_count("POST", &shoots_path, &faults.create) >= 1);
+    proxy.clear();
+
+    // adminkubeconfig: the GardenerCluster reconciler's first request fails; meanwhile the
+    // Runtime waits with KubeconfigReady Unknown/GardenerClusterCRCreated (reference 3.3).
+    let admin_path = format!("{shoot_path}/adminkubeconfig");
+    proxy.inject(rule("POST", &admin_path, &faults.admin, Some(1)));
+    wait_runtime(
+        env,
+        &ns,
+        &id,
+        "GardenerCluster waiting after an adminkubeconfig fault",
+        |rt| {
+            has_condition(
+                rt,
+                condition::KUBECONFIG_READY,
+                "Unknown",
+                reason::GARDENER_CLUSTER_CR_CREATED,
+                "waiting for readiness",
+            ) && proxy.served_count("POST", &admin_path, &faults.admin) == 1
+        },
+    )
+    .await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    assert!(
+        has_condition(
+            &ready,
+            condition::PROVISIONED,
+            "True",
+            reason::SHOOT_CREATION_COMPLETED,
+            ""
+        ),
+        "{:?}",
+        ready.status
+    );
+
+    // Patch (reference 3.6): Processing while the server-side apply fails, Ready after.
+    proxy.inject(rule("PATCH", &shoot_path, &faults.patch, None));
+    let patch = serde_json::json!({"spec": {"security": {"administrators": ["second@myorg.com"]}}});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    wait_runtime(env, &ns, &id, "patch fault in Provisioned", |rt| {
+        has_condition(
+            rt,
+            condition::PROVISIONED,
+            "Unknown",
+            reason::PROCESSING,
+            faults.patch_message,
+        ) && state(rt) == Some(RuntimeState::Pending)
+    })
+    .await?;
+    assert!(proxy.served_count("PATCH", &shoot_path, &faults.patch) >= 1);
+    proxy.clear();
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    eventually(
+        "the new administrator is bound",
+        Duration::from_secs(30),
+        || admin_bound(env, "second@myorg.com"),
+    )
+    .await?;
+
+    // Delete (reference 3.10): two failed deletes (Deprovisioned False/GardenerShootDeleted
+    // "Gardener API shoot delete error"), then the live read confirming the Shoot is gone fails
+    // twice; the finalizer still goes last.
+    proxy.inject(rule("DELETE", &shoot_path, &faults.delete, Some(2)));
+    proxy.inject(rule("GET", &shoot_path, &faults.get, Some(2)));
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    let api = runtimes.clone();
+    let mut saw_delete_fault = false;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let Some(rt) = api.get_opt(&id).await? else {
+            break;
+        };
+        saw_delete_fault |= has_condition(
+            &rt,
+            condition::DEPROVISIONED,
+            "False",
+            reason::GARDENER_SHOOT_DELETED,
+            "Gardener API shoot delete error",
+        );
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{id} not deleted within {TIMEOUT:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        saw_delete_fault,
+        "Deprovisioned never showed the delete fault"
+    );
+    assert_eq!(
+        proxy.served_count("DELETE", &shoot_path, &faults.delete),
+        2,
+        "{:?}",
+        proxy.served()
+    );
+    assert_eq!(
+        proxy.served_count("GET", &shoot_path, &faults.get),
+        2,
+        "the live read before the finalizer goes got the fault: {:?}",
+        proxy.served()
+    );
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    assert!(
+        shoots.get_opt(&shoot).await?.is_none(),
+        "Shoot gone before the finalizer"
+    );
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    assert!(
+        gcs.get_opt(&id).await?.is_none(),
+        "GardenerCluster gone before the finalizer"
+    );
+
+    // The controller counted the faulty answers by code.
+    let metrics = ctl.metrics_text().await?;
+    for code in faults.codes {
+        let n = metric_sum(
+            &metrics,
+            "infrastructure_manager_im_gardener_requests_total",
+            &[&format!("code=\"{code}\"")],
+        );
+        assert!(n >= 1.0, "no Gardener request counted with code {code}");
+    }
+    ctl.stop().await;
+
+    // The log was captured (this Runtime's reconciles logged) and holds no error line.
+    let ours = logs
+        .lines()
+        .into_iter()
+        .filter(|l| l["span"]["runtime_id"].as_str() == Some(id.as_str()))
+        .count();
+    assert!(ours > 0, "no log line of runtime {id} was captured");
+    assert_no_error_lines(logs);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conflicts_are_retried_and_never_logged_as_errors() -> Result<()> {
+    ends_where_upstream_says(
+        "api-409",
+        Faults {
+            create: ApiFault::Conflict,
+            get: ApiFault::Conflict,
+            patch: ApiFault::Conflict,
+            delete: ApiFault::Conflict,
+            admin: ApiFault::Conflict,
+            codes: &["409"],
+            patch_message: "Shoot is pending for update after conflict error",
+        },
+    )
+    .await?;
+    // Conflicts are logged, below error level.
+    let conflict_lines = logs()
+        .lines()
+        .into_iter()
+        .filter(|l| {
+            let text = l.to_string();
+            text.contains("api-409") && (text.contains("409") || text.contains("onflict"))
+        })
+        .map(|l| level(&l).to_owned())
+        .collect::<Vec<_>>();
+    assert!(
+        !conflict_lines.is_empty(),
+        "no log line for the injected conflicts"
+    );
+    assert!(
+        conflict_lines.iter().all(|l| l != "ERROR"),
+        "{conflict_lines:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn server_errors_are_transient() -> Result<()> {
+    ends_where_upstream_says(
+        "api-5xx",
+        Faults {
+            create: ApiFault::ServerError(500),
+            get: ApiFault::ServerError(503),
+            patch: ApiFault::ServerError(502),
+            delete: ApiFault::ServerError(504),
+            admin: ApiFault::ServerError(500),
+            codes: &["500", "502", "503", "504"],
+            patch_message: "Gardener API shoot patch error",
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn too_many_requests_are_transient() -> Result<()> {
+    let fault = ApiFault::TooManyRequests(1);
+    ends_where_upstream_says(
+        "api-429",
+        Faults {
+            create: fault.clone(),
+            get: fault.clone(),
+            patch: fault.clone(),
+            delete: fault.clone(),
+            admin: fault,
+            codes: &["429"],
+            patch_message: "Gardener API shoot patch error",
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn not_yet_ready_forbidden_is_transient() -> Result<()> {
+    ends_where_upstream_says(
+        "api-403",
+        Faults {
+            create: ApiFault::NotYetReady,
+            get: ApiFault::NotYetReady,
+            patch: ApiFault::NotYetReady,
+            delete: ApiFault::NotYetReady,
+            admin: ApiFault::NotYetReady,
+            codes: &["403"],
+            patch_message: "not yet ready to handle request",
+        },
+    )
+    .await
+}

@@ -1,0 +1,237 @@
+//! Leader election end to end: two replicas with `--leader-elect` against one KCP. Exactly one
+//! holds the Lease and reconciles; the other writes nothing (the KCP audit log, which also
+//! records the Gardener API aggregated into it, shows no write by its user). Killing the
+//! leader (no graceful release) hands the Lease to the other within the lease duration, and a
+//! Runtime created after the failover becomes Ready through it; a graceful stop hands over too.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kim_shared::api::RuntimeState;
+use kim_tests::testenv::TestEnv;
+use kube::Api;
+use serde_json::Value;
+
+const LEASE: &str = "f1c68560.kyma-project.io";
+const LEASE_SECONDS: u64 = 4;
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+async fn holder(env: &TestEnv, ns: &str) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(env.kcp_client().await?, ns);
+    Ok(leases
+        .get_opt(LEASE)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty()))
+}
+
+/// Waits until the Lease names one of `candidates`; returns it and how long that took.
+async fn wait_holder(
+    env: &TestEnv,
+    ns: &str,
+    candidates: &[&str],
+    timeout: Duration,
+) -> Result<(String, Duration)> {
+    let started = Instant::now();
+    loop {
+        let h = holder(env, ns).await?;
+        if let Some(h) = h.as_deref().filter(|h| candidates.contains(h)) {
+            return Ok((h.to_owned(), started.elapsed()));
+        }
+        if started.elapsed() > timeout {
+            bail!("Lease holder {h:?}, wanted one of {candidates:?} within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// KCP audit events of `user` that change something (verbs other than get, list, watch).
+fn writes_by(env: &TestEnv, user: &str) -> Result<Vec<Value>> {
+    Ok(env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| e["user"]["username"].as_str() == Some(user))
+        .filter(|e| !matches!(e["verb"].as_str(), Some("get" | "list" | "watch")))
+        .collect())
+}
+
+/// Whether `user` wrote the status of Runtime `name` (audit log).
+fn wrote_status(env: &TestEnv, user: &str, name: &str) -> Result<bool> {
+    Ok(writes_by(env, user)?.iter().any(|e| {
+        e["objectRef"]["resource"] == "runtimes"
+            && e["objectRef"]["subresource"] == "status"
+            && e["objectRef"]["name"] == name
+    }))
+}
+
+fn describe(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}/{} {}",
+                e["verb"].as_str().unwrap_or_default(),
+                e["objectRef"]["resource"].as_str().unwrap_or_default(),
+                e["objectRef"]["subresource"].as_str().unwrap_or_default(),
+                e["objectRef"]["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+async fn reconciles(addr: std::net::SocketAddr) -> Result<f64> {
+    Ok(metric_sum(
+        &metrics_text(addr).await?,
+        "infrastructure_manager_im_reconciles_total",
+        &[],
+    ))
+}
+
+/// Gardener requests other than reads (the health check only reads).
+async fn gardener_writes(addr: std::net::SocketAddr) -> Result<f64> {
+    let text = metrics_text(addr).await?;
+    Ok(["POST", "PUT", "PATCH", "DELETE"]
+        .iter()
+        .map(|m| {
+            metric_sum(
+                &text,
+                "infrastructure_manager_im_gardener_requests_total",
+                &[&format!("method=\"{m}\"")],
+            )
+        })
+        .sum())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-leader").await?;
+    let suffix = ns[ns.len().saturating_sub(5)..].to_owned();
+    let lease_flag = format!("--leader-elect-lease-duration={LEASE_SECONDS}s");
+    let flags = ["--leader-elect", lease_flag.as_str()];
+    let users: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|r| format!("kim-replica-{r}-{suffix}"))
+        .collect();
+    let wiring = |i: usize| Wiring {
+        user: Some(users[i].clone()),
+        ..Default::default()
+    };
+
+    // Two replicas start at once; exactly one gets the Lease.
+    let (wa, wb) = (wiring(0), wiring(1));
+    let (a, b) = tokio::join!(
+        KillableController::start_wired(env, &ns, &flags, &wa),
+        KillableController::start_wired(env, &ns, &flags, &wb),
+    );
+    let mut replicas = vec![a?, b?];
+    let ids: Vec<String> = replicas.iter().map(|r| r.1.clone()).collect();
+    assert_ne!(ids[0], ids[1], "replicas need distinct Lease identities");
+    let (leader_id, _) = wait_holder(
+        env,
+        &ns,
+        &[&ids[0], &ids[1]],
+        Duration::from_secs(2 * LEASE_SECONDS + 10),
+    )
+    .await?;
+    let leader = ids.iter().position(|i| *i == leader_id).context("leader")?;
+    let follower = 1 - leader;
+
+    // The leader reconciles: a Runtime becomes Ready.
+    let first = format!("lead1-{suffix}");
+    create(env, &sample_runtime(&ns, &first)?).await?;
+    wait_state(env, &ns, &first, RuntimeState::Ready, READY_TIMEOUT).await?;
+    // Several renewals later the Lease has not moved.
+    tokio::time::sleep(Duration::from_secs(2 * LEASE_SECONDS)).await;
+    assert_eq!(
+        holder(env, &ns).await?.as_deref(),
+        Some(leader_id.as_str()),
+        "the Lease changed hands without a failure"
+    );
+    assert!(
+        wrote_status(env, &users[leader], &first)?,
+        "the leader wrote the Runtime status"
+    );
+    // The follower reconciled nothing and wrote nothing, to the KCP or to Gardener.
+    let follower_writes = writes_by(env, &users[follower])?;
+    assert!(
+        follower_writes.is_empty(),
+        "the follower wrote: {:?}",
+        describe(&follower_writes)
+    );
+    assert_eq!(reconciles(replicas[follower].2).await?, 0.0);
+    assert_eq!(gardener_writes(replicas[follower].2).await?, 0.0);
+    assert!(reconciles(replicas[leader].2).await? > 0.0);
+    assert!(gardener_writes(replicas[leader].2).await? > 0.0);
+
+    // Kill the leader: no release, the Lease must expire first.
+    let dead = replicas.remove(leader);
+    let killed = Instant::now();
+    dead.0.kill();
+    let survivor = replicas.remove(0);
+    let (new_id, _) = wait_holder(
+        env,
+        &ns,
+        &[&survivor.1],
+        Duration::from_secs(3 * LEASE_SECONDS),
+    )
+    .await?;
+    let took = killed.elapsed();
+    eprintln!("takeover after kill: {took:?} (lease {LEASE_SECONDS}s)");
+    // The Lease expires at most LEASE_SECONDS after the last renewal (before the kill); the
+    // follower wakes at expiry and waits up to 1 s against collisions.
+    assert!(
+        took <= Duration::from_secs(LEASE_SECONDS + 3),
+        "takeover took {took:?}"
+    );
+    assert_eq!(new_id, ids[follower]);
+
+    // A Runtime created after the failover becomes Ready through the new leader.
+    let second = format!("lead2-{suffix}");
+    create(env, &sample_runtime(&ns, &second)?).await?;
+    wait_state(env, &ns, &second, RuntimeState::Ready, READY_TIMEOUT).await?;
+    assert!(
+        wrote_status(env, &users[follower], &second)?,
+        "the new leader wrote the new Runtime's status"
+    );
+    assert!(reconciles(survivor.2).await? > 0.0);
+    wait_state(env, &ns, &first, RuntimeState::Ready, READY_TIMEOUT).await?;
+
+    // A graceful stop releases the Lease: a third replica, waiting, takes over.
+    let third = KillableController::start_wired(env, &ns, &flags, &wiring(2)).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        holder(env, &ns).await?.as_deref(),
+        Some(survivor.1.as_str()),
+        "a new replica must not take the Lease from a live leader"
+    );
+    let third_writes = writes_by(env, &users[2])?;
+    assert!(
+        third_writes.is_empty(),
+        "the waiting replica wrote: {:?}",
+        describe(&third_writes)
+    );
+    let stop = Instant::now();
+    survivor.0.stop().await;
+    let (_, _) = wait_holder(
+        env,
+        &ns,
+        &[&third.1],
+        Duration::from_secs(2 * LEASE_SECONDS),
+    )
+    .await?;
+    eprintln!("takeover after a graceful stop: {:?}", stop.elapsed());
+    assert!(stop.elapsed() <= Duration::from_secs(LEASE_SECONDS + 3));
+    let last = format!("lead3-{suffix}");
+    create(env, &sample_runtime(&ns, &last)?).await?;
+    wait_state(env, &ns, &last, RuntimeState::Ready, READY_TIMEOUT).await?;
+    assert!(wrote_status(env, &users[2], &last)?);
+    third.0.kill();
+    Ok(())
+}
