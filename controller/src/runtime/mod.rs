@@ -10,6 +10,7 @@ pub mod admins;
 pub mod classify;
 pub mod cluster;
 pub mod delete;
+pub mod full_update;
 pub mod oidc;
 pub mod reconcile;
 pub mod status;

@@ -15,6 +15,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
+use super::full_update::FullUpdate;
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, cluster};
 
@@ -35,8 +36,13 @@ pub async fn apply(
 ) -> Result<Action, Error> {
     ensure_finalizer(r, rt).await?;
 
-    // Validation first: a Runtime stored before the webhook existed must fail clearly.
-    let findings = kim_shared::validation::validate_create(rt, &r.config);
+    // Validation first: a Runtime stored before the webhook existed must fail clearly. A
+    // missing audit-log tenant is left to the step below, which fails with upstream's reason
+    // `AuditLogErr` when `--audit-log-mandatory` is set.
+    let opts = kim_shared::validation::ValidationOptions {
+        audit_log_mandatory: false,
+    };
+    let findings = kim_shared::validation::validate_create_with(rt, &r.config, &opts);
     if !findings.is_allowed() {
         let msg = findings
             .violations
@@ -154,19 +160,20 @@ async fn create_shoot(
         draft.state(RuntimeState::Failed);
         return Ok(Action::await_change());
     }
-    let converted = match kim_shared::convert::to_shoot(rt, &r.config, None) {
-        Ok(c) => c,
-        Err(e) => {
-            draft.set(
-                condition::PROVISIONED,
-                CondStatus::False,
-                reason::CONVERSION_ERR,
-                format!("Runtime conversion error {e}"),
-            );
-            draft.state(RuntimeState::Failed);
-            return Ok(Action::await_change());
-        }
-    };
+    let converted =
+        match kim_shared::convert::to_shoot_with(rt, &r.config, None, &convert_options(r)) {
+            Ok(c) => c,
+            Err(e) => {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::False,
+                    reason::CONVERSION_ERR,
+                    format!("Runtime conversion error {e}"),
+                );
+                draft.state(RuntimeState::Failed);
+                return Ok(Action::await_change());
+            }
+        };
     if let Some(cm) = &converted.structured_auth
         && let Err(e) = r.apply_config_map(cm).await
     {
@@ -239,6 +246,42 @@ pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube
     }
 }
 
+/// The conversion options the controller's flags set.
+fn convert_options(r: &Reconciler) -> kim_shared::convert::ConvertOptions {
+    kim_shared::convert::ConvertOptions {
+        audit_log_mandatory: r.ctx.args.audit_log_mandatory,
+        ..Default::default()
+    }
+}
+
+/// Reads the live Shoot as Gardener stores it (every field, with its resourceVersion), applies
+/// `update` to it and writes it back with one PUT; a concurrent change fails with 409 and the
+/// caller retries.
+async fn full_update(
+    r: &Reconciler,
+    name: &str,
+    update: FullUpdate,
+    converted: &Shoot,
+) -> Result<(), kube::Error> {
+    tracing::info!(why = update.why(), "full update of the Shoot");
+    let resource = kube::api::ApiResource::erase::<Shoot>(&());
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(r.ctx.gardener.clone(), &r.ctx.gardener_namespace, &resource);
+    let live = api.get(name).await?;
+    let mut raw = serde_json::to_value(&live).map_err(kube::Error::SerdeError)?;
+    update.apply(&mut raw, converted).map_err(|m| {
+        kube::Error::SerdeError(serde::de::Error::custom(format!("Shoot {name}: {m}")))
+    })?;
+    let updated: kube::api::DynamicObject =
+        serde_json::from_value(raw).map_err(kube::Error::SerdeError)?;
+    let pp = PostParams {
+        field_manager: Some(names::FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    api.replace(name, &pp, &updated).await?;
+    Ok(())
+}
+
 enum PatchDecision {
     Patch(&'static str),
     Suspended,
@@ -287,19 +330,20 @@ async fn patch_shoot(
     why: &'static str,
 ) -> Result<Action, Error> {
     tracing::info!(why, "patching Shoot");
-    let converted = match kim_shared::convert::to_shoot(rt, &r.config, Some(live)) {
-        Ok(c) => c,
-        Err(e) => {
-            draft.set(
-                condition::PROVISIONED,
-                CondStatus::False,
-                reason::CONVERSION_ERR,
-                format!("Runtime conversion error {e}"),
-            );
-            draft.state(RuntimeState::Failed);
-            return Ok(Action::await_change());
-        }
-    };
+    let converted =
+        match kim_shared::convert::to_shoot_with(rt, &r.config, Some(live), &convert_options(r)) {
+            Ok(c) => c,
+            Err(e) => {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::False,
+                    reason::CONVERSION_ERR,
+                    format!("Runtime conversion error {e}"),
+                );
+                draft.state(RuntimeState::Failed);
+                return Ok(Action::await_change());
+            }
+        };
     if let Some(cm) = &converted.structured_auth
         && let Err(e) = r.apply_config_map(cm).await
     {
@@ -315,29 +359,16 @@ async fn patch_shoot(
     }
     let api = r.shoots_api();
     let name = live.name_any();
-    if converted.workers_removed {
-        // SSA list merge keeps pools other managers co-own (upstream issue 640): replace the
-        // workers with a full update of the live object first.
-        let mut updated = live.clone();
-        updated.spec.provider.workers = converted.shoot.spec.provider.workers.clone();
-        updated.spec.provider.infrastructure_config =
-            converted.shoot.spec.provider.infrastructure_config.clone();
-        updated.spec.provider.control_plane_config =
-            converted.shoot.spec.provider.control_plane_config.clone();
-        updated.metadata.managed_fields = None;
-        let pp = PostParams {
-            field_manager: Some(names::FIELD_MANAGER.to_owned()),
-            ..Default::default()
-        };
-        if let Err(e) = api.replace(&name, &pp, &updated).await {
-            return Ok(patch_failure(
-                r,
-                rt,
-                draft,
-                "Gardener API shoot update error",
-                &e,
-            ));
-        }
+    if let Some(update) = FullUpdate::needed(live, &converted.shoot, converted.workers_removed)
+        && let Err(e) = full_update(r, &name, update, &converted.shoot).await
+    {
+        return Ok(patch_failure(
+            r,
+            rt,
+            draft,
+            "Gardener API shoot update error",
+            &e,
+        ));
     }
     let mut body = serde_json::to_value(&converted.shoot).map_err(Error::Serialize)?;
     body["apiVersion"] = json!("core.gardener.cloud/v1beta1");

@@ -1,0 +1,190 @@
+//! Adoption of a Shoot written the way upstream KIM wrote it: with the deprecated
+//! `spec.secretBindingName`. Applying our Shoot over it would leave both binding fields set,
+//! which Gardener refuses; the controller migrates it with one full update (Gardener allows
+//! removing `secretBindingName` only in the update that sets `credentialsBindingName` to a
+//! binding of the same Secret) and the Runtime becomes Ready. Fields the controller does not
+//! manage survive the full update.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use common::*;
+use kim_shared::api::RuntimeState;
+use kim_shared::gardener::Shoot;
+use kim_shared::names;
+use kim_tests::testenv::TestEnv;
+use kube::Api;
+use kube::api::PostParams;
+
+/// A version Gardener v1.149 still allows `secretBindingName` for (forbidden from 1.34) and
+/// that the test cloud profile offers.
+const OLD_VERSION: &str = "1.33.9";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shoot_with_secret_binding_name_is_migrated_and_becomes_ready() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-migrate").await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let mut rt = sample_runtime(&ns, &id)?;
+    if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
+        k.version = Some(OLD_VERSION.into());
+    }
+
+    // The Shoot as upstream KIM created it before this controller took over.
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+        ctl.dir.path().join("converter_config.json"),
+    ))?;
+    let converted = kim_shared::convert::to_shoot(&rt, &cfg, None)?;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    if let Some(cm) = &converted.structured_auth {
+        cms.create(&PostParams::default(), cm).await?;
+    }
+    let mut old = converted.shoot;
+    old.spec.secret_binding_name = old.spec.credentials_binding_name.take();
+    old.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("example.com/kept-by-full-update".into(), "yes".into());
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    shoots
+        .create(&PostParams::default(), &old)
+        .await
+        .map_err(|e| anyhow::anyhow!("create the upstream-style Shoot: {e:?}"))?;
+
+    create(env, &rt).await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(120)).await?;
+    let provisioned = ready
+        .condition(names::condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(provisioned.status, "True", "{provisioned:?}");
+
+    let shoot = shoots.get(&rt.spec.shoot.name).await?;
+    assert_eq!(
+        shoot.spec.secret_binding_name, None,
+        "secretBindingName must be gone after the migration"
+    );
+    assert_eq!(
+        shoot.spec.credentials_binding_name.as_deref(),
+        Some(rt.spec.shoot.secret_binding_name.as_str()),
+        "credentialsBindingName must name the Runtime's binding"
+    );
+    assert_eq!(
+        shoot
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(names::SHOOT_ANNOTATION_RUNTIME_ID))
+            .map(String::as_str),
+        Some(id.as_str()),
+        "the Shoot carries our annotations after the apply"
+    );
+    assert_eq!(shoot.spec.kubernetes.version.as_deref(), Some(OLD_VERSION));
+    assert_eq!(
+        shoot
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("example.com/kept-by-full-update"))
+            .map(String::as_str),
+        Some("yes"),
+        "an annotation the controller does not manage survives"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+/// Starts a controller whose audit-log tenant file has no tenant for the sample's provider and
+/// region (aws `eu-central-1`), with `extra` flags.
+async fn controller_without_tenant(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+) -> Result<(kim_controller::Shutdown, tempfile::TempDir)> {
+    let (args, dir) = controller_args(env, ns, extra).await?;
+    let path = dir.path().join("audit_log_tenants.json");
+    let mut tenants: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    tenants["aws"]
+        .as_object_mut()
+        .context("aws tenants")?
+        .remove("eu-central-1")
+        .context("the example config has a tenant for aws eu-central-1")?;
+    std::fs::write(&path, serde_json::to_string(&tenants)?)?;
+    let shutdown = kim_controller::Shutdown::new();
+    let process = kim_controller::runner::Process::start(args, shutdown.clone()).await?;
+    tokio::spawn(async move {
+        if let Err(e) = process.run().await {
+            eprintln!("controller stopped: {e}");
+        }
+    });
+    Ok((shutdown, dir))
+}
+
+/// `--audit-log-mandatory=false`: a Runtime whose region has no audit-log tenant is provisioned
+/// without audit logging (the flag reaches the conversion, not only the pre-check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn audit_log_optional_provisions_without_tenant() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-audit-opt").await?;
+    let (shutdown, _dir) =
+        controller_without_tenant(env, &ns, &["--audit-log-mandatory=false"]).await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(120)).await?;
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let shoot = shoots.get(&rt.spec.shoot.name).await?;
+    let audit = shoot
+        .spec
+        .kubernetes
+        .kube_api_server
+        .as_ref()
+        .and_then(|k| k.audit_config.as_ref());
+    assert!(
+        audit.is_none(),
+        "no audit config without a tenant: {audit:?}"
+    );
+    shutdown.cancel();
+    Ok(())
+}
+
+/// `--audit-log-mandatory` (the default): the same Runtime fails with upstream's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn audit_log_mandatory_fails_without_tenant() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-audit-req").await?;
+    let (shutdown, _dir) = controller_without_tenant(env, &ns, &[]).await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    create(env, &rt).await?;
+    let failed = wait_state(env, &ns, &id, RuntimeState::Failed, Duration::from_secs(60)).await?;
+    let c = failed
+        .condition(names::condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", names::reason::AUDIT_LOG_ERR)
+    );
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    assert!(
+        shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
+        "no Shoot is created"
+    );
+    shutdown.cancel();
+    Ok(())
+}
