@@ -984,6 +984,34 @@ async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_wo
             "secret": {"name": secret_name},
         }),
     )?;
+    // Watch the request too: the condition reasons in the order they were stored.
+    let reasons: Arc<Mutex<Vec<String>>> = Arc::default();
+    let reason_watch = {
+        let reasons = reasons.clone();
+        let stream = watcher(
+            requests.clone(),
+            watcher::Config::default().fields("metadata.name=rotating"),
+        )
+        .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(ra)) = stream.next().await {
+                let reason = ra.status.and_then(|s| {
+                    s.conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "KubeconfigReady")
+                        .map(|c| c.reason)
+                });
+                let mut seen = reasons.lock().unwrap();
+                if let Some(r) = reason
+                    && seen.last() != Some(&r)
+                {
+                    seen.push(r);
+                }
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
     requests.create(&PostParams::default(), &ra).await?;
     let first = access_ready(&requests, "rotating").await?;
     let first_kc = access_kubeconfig(&secrets, &first).await?;
@@ -1069,6 +1097,15 @@ async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_wo
     // (at least) the three tokens above.
     tokio::time::sleep(Duration::from_millis(500)).await;
     watch.abort();
+    reason_watch.abort();
+    // Issued once, then Rotated for good: a reconcile that kept a fresh token never put the
+    // reason back (upstream's GardenerCluster reverted to "created" after a rotation).
+    let reasons = reasons.lock().unwrap().clone();
+    assert_eq!(
+        reasons,
+        ["KubeconfigIssued", "KubeconfigRotated"],
+        "condition reasons in the order stored"
+    );
     let versions = seen.lock().unwrap().clone();
     assert!(
         versions.iter().all(Option::is_some),

@@ -34,7 +34,7 @@ pub const FINALIZER: &str =
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct AccessArgs {
     /// Token lifetime when a RuntimeAccess does not set `spec.tokenExpirationSeconds`.
-    #[arg(long = "access-token-expiration", default_value = "1h", value_parser = crate::cli::run::parse_duration)]
+    #[arg(long = "access-token-expiration", default_value = "1h", value_parser = parse_token_lifetime)]
     pub token_expiration: std::time::Duration,
     /// Fraction of a token's lifetime after which it is replaced (0.01 to 0.95). Tokens live at
     /// least 10 minutes (TokenRequest's minimum), so a small ratio is how a short rotation
@@ -45,7 +45,7 @@ pub struct AccessArgs {
     #[arg(long = "access-allow-wildcards", default_value_t = false)]
     pub allow_wildcards: bool,
     /// Longest token lifetime a RuntimeAccess may request.
-    #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = crate::cli::run::parse_duration)]
+    #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = parse_token_lifetime)]
     pub max_token_expiration: std::time::Duration,
 }
 
@@ -70,6 +70,19 @@ pub fn parse_rotation_ratio(s: &str) -> Result<f64, String> {
             "{s} is outside {MIN_ROTATION_RATIO}..={MAX_ROTATION_RATIO} (the fraction of a token's lifetime after which it is replaced)"
         ))
     }
+}
+
+/// Parses a token lifetime flag: a duration of at least 10 minutes, the least TokenRequest
+/// issues (a shorter default would fail every token request at run time instead of at start).
+pub fn parse_token_lifetime(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::cli::run::parse_duration(s)?;
+    let min = kim_shared::access::MIN_TOKEN_EXPIRATION_SECONDS.unsigned_abs();
+    if d.as_secs() < min {
+        return Err(format!(
+            "{s} is shorter than {min} s, the least token lifetime the TokenRequest API issues"
+        ));
+    }
+    Ok(d)
 }
 
 impl Default for AccessArgs {
@@ -125,6 +138,17 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_lifetimes_under_ten_minutes_are_refused_at_start() {
+        assert_eq!(
+            parse_token_lifetime("10m"),
+            Ok(std::time::Duration::from_secs(600))
+        );
+        let err = parse_token_lifetime("5m").unwrap_err();
+        assert!(err.contains("5m") && err.contains("600 s"), "{err}");
+        assert!(parse_token_lifetime("soon").is_err());
+    }
 
     #[test]
     fn rotation_ratio_is_refused_outside_its_range() {
