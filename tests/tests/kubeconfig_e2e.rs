@@ -1260,6 +1260,82 @@ async fn runtime_access_with_cluster_role_rules_grants_them_cluster_wide_and_not
         "delete namespace must be forbidden"
     );
 
+    // A spec that changes from rules to a roleRef: the ClusterRole the controller made goes,
+    // the binding is recreated for the referenced role (a roleRef cannot change in place), and
+    // the same kubeconfig now has the referenced role's rights.
+    let switcher = runtime_access(
+        &ns,
+        "switcher",
+        &id,
+        json!({
+            "serviceAccount": {"name": "switcher", "namespace": sa_ns},
+            "clusterRole": {"rules": rules},
+            "tokenExpirationSeconds": 600,
+        }),
+    )?;
+    requests.create(&PostParams::default(), &switcher).await?;
+    let before = access_ready(&requests, "switcher").await?;
+    let switcher_rbac = format!("kim-access:{ns}:switcher");
+    assert!(exists(&roles, &switcher_rbac).await?);
+    let switcher_kc = access_kubeconfig(&secrets, &before).await?;
+    let switcher_client = access::client_from_yaml("switcher", &switcher_kc).await?;
+    let pods_everywhere: Api<Pod> = Api::all(switcher_client);
+    assert!(forbidden(pods_everywhere.list(&lp).await));
+    requests
+        .patch(
+            "switcher",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {
+                "clusterRole": null,
+                "roleRef": {"kind": "ClusterRole", "name": "system:aggregate-to-view"}
+            }})),
+        )
+        .await?;
+    let after = eventually(
+        "switched to the roleRef",
+        Duration::from_secs(30),
+        || async {
+            let status = requests.get("switcher").await?.status.unwrap_or_default();
+            let done = status.observed_generation == Some(2)
+                && status.state.as_deref() == Some("Ready")
+                && !status.shoot_objects.iter().any(|o| o.kind == "ClusterRole");
+            Ok(done.then_some(status))
+        },
+    )
+    .await?;
+    assert!(
+        !exists(&roles, &switcher_rbac).await?,
+        "the ClusterRole of the earlier spec must be deleted"
+    );
+    let rebound = bindings.get(&switcher_rbac).await?;
+    assert_eq!(
+        (
+            rebound.role_ref.kind.as_str(),
+            rebound.role_ref.name.as_str()
+        ),
+        ("ClusterRole", "system:aggregate-to-view")
+    );
+    assert_eq!(
+        access_kubeconfig(&secrets, &after).await?,
+        switcher_kc,
+        "a spec change alone does not need a new token"
+    );
+    once_allowed("list pods through the new roleRef", || {
+        pods_everywhere.list(&lp)
+    })
+    .await?;
+    delete_access(
+        &requests,
+        &secrets,
+        "switcher",
+        &after.secret_ref.clone().unwrap().name,
+    )
+    .await?;
+    assert!(
+        exists(&roles, "system:aggregate-to-view").await?,
+        "the referenced ClusterRole must stay"
+    );
+
     // Deletion removes ClusterRole, ClusterRoleBinding, ServiceAccount and the Secret.
     let secret_name = status.secret_ref.as_ref().unwrap().name.clone();
     delete_access(&requests, &secrets, "ns-lister", &secret_name).await?;
