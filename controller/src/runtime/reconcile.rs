@@ -160,35 +160,10 @@ async fn create_shoot(
         draft.state(RuntimeState::Failed);
         return Ok(Action::await_change());
     }
-    let converted =
-        match kim_shared::convert::to_shoot_with(rt, &r.config, None, &convert_options(r)) {
-            Ok(c) => c,
-            Err(e) => {
-                draft.set(
-                    condition::PROVISIONED,
-                    CondStatus::False,
-                    reason::CONVERSION_ERR,
-                    format!("Runtime conversion error {e}"),
-                );
-                draft.state(RuntimeState::Failed);
-                return Ok(Action::await_change());
-            }
-        };
-    if let Some(cm) = &converted.structured_auth
-        && let Err(e) = r.apply_config_map(cm).await
-    {
-        return Ok(gardener_failure(
-            draft,
-            reason::OIDC_CONFIGURATION_ERR,
-            "Failed to create structured authentication config map",
-            &e,
-        ));
-    }
-    if let Some(wait) = r.held(rt) {
-        // A permanent error for this generation is recent: do not hammer Gardener on every
-        // status event; the stored conditions stay as they are.
-        return Ok(Action::requeue(wait));
-    }
+    let converted = match prepare(r, rt, None, draft).await {
+        Ok(c) => c,
+        Err(action) => return Ok(action),
+    };
     let api: Api<Shoot> = r.shoots_api();
     match api.create(&PostParams::default(), &converted.shoot).await {
         Ok(_) => {
@@ -244,6 +219,46 @@ pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube
             Action::requeue(PERMANENT_RETRY)
         }
     }
+}
+
+/// What creating and patching share before they write the Shoot: the conversion (an error
+/// fails the Runtime with `ConversionErr`), the structured-authentication ConfigMap the Shoot
+/// points to, and the hold after a recent permanent error for this generation (no hammering of
+/// Gardener on every status event; the stored conditions stay). `Err` is the action to return.
+async fn prepare(
+    r: &Arc<Reconciler>,
+    rt: &Runtime,
+    live: Option<&Shoot>,
+    draft: &mut StatusDraft,
+) -> Result<kim_shared::convert::Converted, Action> {
+    let converted =
+        match kim_shared::convert::to_shoot_with(rt, &r.config, live, &convert_options(r)) {
+            Ok(c) => c,
+            Err(e) => {
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::False,
+                    reason::CONVERSION_ERR,
+                    format!("Runtime conversion error {e}"),
+                );
+                draft.state(RuntimeState::Failed);
+                return Err(Action::await_change());
+            }
+        };
+    if let Some(cm) = &converted.structured_auth
+        && let Err(e) = r.apply_config_map(cm).await
+    {
+        return Err(gardener_failure(
+            draft,
+            reason::OIDC_CONFIGURATION_ERR,
+            "Failed to create structured authentication config map",
+            &e,
+        ));
+    }
+    if let Some(wait) = r.held(rt) {
+        return Err(Action::requeue(wait));
+    }
+    Ok(converted)
 }
 
 /// The conversion options the controller's flags set.
@@ -330,33 +345,10 @@ async fn patch_shoot(
     why: &'static str,
 ) -> Result<Action, Error> {
     tracing::info!(why, "patching Shoot");
-    let converted =
-        match kim_shared::convert::to_shoot_with(rt, &r.config, Some(live), &convert_options(r)) {
-            Ok(c) => c,
-            Err(e) => {
-                draft.set(
-                    condition::PROVISIONED,
-                    CondStatus::False,
-                    reason::CONVERSION_ERR,
-                    format!("Runtime conversion error {e}"),
-                );
-                draft.state(RuntimeState::Failed);
-                return Ok(Action::await_change());
-            }
-        };
-    if let Some(cm) = &converted.structured_auth
-        && let Err(e) = r.apply_config_map(cm).await
-    {
-        return Ok(gardener_failure(
-            draft,
-            reason::OIDC_CONFIGURATION_ERR,
-            "Failed to create structured authentication config map",
-            &e,
-        ));
-    }
-    if let Some(wait) = r.held(rt) {
-        return Ok(Action::requeue(wait));
-    }
+    let converted = match prepare(r, rt, Some(live), draft).await {
+        Ok(c) => c,
+        Err(action) => return Ok(action),
+    };
     let api = r.shoots_api();
     let name = live.name_any();
     if let Some(update) = FullUpdate::needed(live, &converted.shoot, converted.workers_removed)
