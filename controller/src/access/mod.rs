@@ -30,7 +30,7 @@ pub const CONTROLLER: &str = "access";
 pub const FINALIZER: &str =
     "runtimeaccess-controller.infrastructure-manager.kyma-project.io/cleanup";
 
-/// Flags of the RuntimeAccess reconciler (to be flattened into `kim-controller run`).
+/// Flags of the RuntimeAccess reconciler, flattened into `kim-controller run`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct AccessArgs {
     /// Token lifetime when a RuntimeAccess does not set `spec.tokenExpirationSeconds`.
@@ -42,7 +42,16 @@ pub struct AccessArgs {
     #[arg(long = "access-rotation-ratio", default_value_t = 0.8, value_parser = parse_rotation_ratio)]
     pub rotation_ratio: f64,
     /// Admit `*`, `escalate`/`bind`/`impersonate` and `cluster-admin` in RuntimeAccess rules.
-    #[arg(long = "access-allow-wildcards", default_value_t = false)]
+    /// Takes `--access-allow-wildcards`, `=true` or `=false`, so one manifest line fits both
+    /// the controller and the webhook (whose flag needs the value).
+    #[arg(
+        long = "access-allow-wildcards",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub allow_wildcards: bool,
     /// Longest token lifetime a RuntimeAccess may request.
     #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = parse_token_lifetime)]
@@ -148,6 +157,25 @@ mod tests {
         let err = parse_token_lifetime("5m").unwrap_err();
         assert!(err.contains("5m") && err.contains("600 s"), "{err}");
         assert!(parse_token_lifetime("soon").is_err());
+    }
+
+    #[test]
+    fn allow_wildcards_takes_the_bare_flag_and_an_explicit_value() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            access: AccessArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("kim-controller").chain(args.iter().copied()))
+                .map(|c| c.access.allow_wildcards)
+        };
+        assert_eq!(parse(&[]).ok(), Some(false));
+        assert_eq!(parse(&["--access-allow-wildcards"]).ok(), Some(true));
+        assert_eq!(parse(&["--access-allow-wildcards=true"]).ok(), Some(true));
+        assert_eq!(parse(&["--access-allow-wildcards=false"]).ok(), Some(false));
+        assert!(parse(&["--access-allow-wildcards=maybe"]).is_err());
     }
 
     #[test]
