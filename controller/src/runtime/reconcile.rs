@@ -479,6 +479,24 @@ fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft)
         draft.state(RuntimeState::Pending);
         return Some(Action::requeue(SAFETY_REQUEUE));
     };
+    // A finished operation that predates the Shoot's current generation (gardenlet sets
+    // observedGeneration when it starts the next one) says nothing about our latest patch:
+    // right after a patch the previous Create/Succeeded is still the last operation, and
+    // trusting it marked the Runtime Ready before Gardener even started the update.
+    let stale = matches!(
+        (status.and_then(|s| s.observed_generation), shoot.metadata.generation),
+        (Some(seen), Some(current)) if seen < current
+    );
+    if stale && matches!(op.state.as_str(), state::SUCCEEDED | state::FAILED) {
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::PROCESSING,
+            "Shoot is pending for update after patch",
+        );
+        draft.state(RuntimeState::Pending);
+        return Some(Action::requeue(SAFETY_REQUEUE));
+    }
     let creating = op.type_ == kind::CREATE;
     let errors = status
         .and_then(|s| s.last_errors.clone())

@@ -1,0 +1,297 @@
+//! Updates end to end (issue 6 "Must show" and deliverable 1): bumping the Kubernetes version
+//! updates the Shoot and the Runtime is Ready again only after Gardener reconciled the new
+//! generation (upstream's `ConfigurationCompleted`); deletion goes GardenerCluster, Shoot,
+//! finalizer, in that order (KCP audit log); a Ready Runtime whose Shoot drifts is corrected;
+//! the suspend and force-patch annotations work as upstream's.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use common::*;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::gardener::Shoot;
+use kim_shared::names::{self, condition, reason};
+use kim_tests::fixtures::PROJECT_NAMESPACE;
+use kim_tests::testenv::TestEnv;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn provisioned(rt: &Runtime) -> (String, String) {
+    rt.condition(condition::PROVISIONED)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+        .unwrap_or_default()
+}
+
+fn first_pool_maximum(shoot: &Shoot) -> Option<i64> {
+    serde_json::to_value(&shoot.spec.provider.workers)
+        .ok()?
+        .get(0)?
+        .get("maximum")?
+        .as_i64()
+}
+
+/// Audit events (any user) writing `resource` `name`, as (verb, subresource, time).
+fn writes(env: &TestEnv, resource: &str, name: &str) -> Result<Vec<(String, String, String)>> {
+    Ok(env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| e["objectRef"]["resource"] == resource && e["objectRef"]["name"] == name)
+        .filter(|e| !matches!(e["verb"].as_str(), Some("get" | "list" | "watch")))
+        .filter(|e| {
+            e["responseStatus"]["code"]
+                .as_i64()
+                .is_some_and(|c| c < 300)
+        })
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                s(&e["verb"]),
+                s(&e["objectRef"]["subresource"]),
+                s(&e["stageTimestamp"]),
+            )
+        })
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubernetes_version_bump_waits_for_gardener_and_deletion_goes_in_order() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-upd").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("upd-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let before = shoots.get(&shoot_name).await?;
+    let v0 = before.spec.kubernetes.version.clone().unwrap_or_default();
+    assert!(v0.starts_with("1.35"), "default version, got {v0}");
+
+    // Bump the Kubernetes version.
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let patch = json!({"spec": {"shoot": {"kubernetes": {"version": "1.36.3"}}}});
+    let bumped = runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoot = shoots.get(&shoot_name).await?;
+    assert_eq!(shoot.spec.kubernetes.version.as_deref(), Some("1.36.3"));
+    assert_eq!(
+        shoot
+            .annotations()
+            .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
+            .cloned(),
+        bumped.metadata.generation.map(|g| g.to_string()),
+        "the Shoot records the Runtime generation it was built from"
+    );
+    // Ready again only after Gardener reconciled the new Shoot generation: upstream's
+    // "Runtime processing completed successfully", not the stale "Shoot creation completed"
+    // of the Create operation that was still the last one right after the patch.
+    assert_eq!(
+        provisioned(&ready),
+        ("True".into(), reason::CONFIGURATION_COMPLETED.into()),
+        "{:?}",
+        ready.status
+    );
+    let op = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.last_operation.clone())
+        .context("lastOperation")?;
+    assert_eq!(
+        (op.type_.as_str(), op.state.as_str()),
+        ("Reconcile", "Succeeded")
+    );
+
+    // Delete: GardenerCluster, then Shoot, then the finalizer.
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    assert!(shoots.get_opt(&shoot_name).await?.is_none());
+    ctl.stop().await;
+    // The audit log is written asynchronously; give it a moment.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let gc_deleted = writes(env, "gardenerclusters", &id)?
+        .into_iter()
+        .filter(|(verb, ..)| verb == "delete")
+        .map(|(.., t)| t)
+        .min()
+        .context("no delete of the GardenerCluster in the audit log")?;
+    let shoot_writes = writes(env, "shoots", &shoot_name)?;
+    let shoot_deleted = shoot_writes
+        .iter()
+        .filter(|(verb, ..)| verb == "delete")
+        .map(|(.., t)| t.clone())
+        .min()
+        .context("no delete of the Shoot in the audit log")?;
+    // The Shoot is gone with the last write on it (Gardener's finalizer removal).
+    let shoot_gone = shoot_writes
+        .iter()
+        .map(|(.., t)| t.clone())
+        .max()
+        .context("Shoot writes")?;
+    let finalizer_removed = writes(env, "runtimes", &id)?
+        .into_iter()
+        .filter(|(verb, sub, _)| sub.is_empty() && (verb == "patch" || verb == "update"))
+        .map(|(.., t)| t)
+        .max()
+        .context("no finalizer removal in the audit log")?;
+    assert!(
+        gc_deleted < shoot_deleted,
+        "GardenerCluster deleted at {gc_deleted}, Shoot at {shoot_deleted}"
+    );
+    assert!(
+        shoot_gone < finalizer_removed,
+        "Shoot's last write at {shoot_gone}, finalizer removed at {finalizer_removed}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-drift").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("drift-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    assert_eq!(
+        first_pool_maximum(&shoots.get(&shoot_name).await?),
+        Some(20)
+    );
+
+    // Drift: someone edits the Shoot of a Ready Runtime; the controller puts it back.
+    let mut live_workers =
+        serde_json::to_value(&shoots.get(&shoot_name).await?.spec.provider.workers)?;
+    live_workers[0]["maximum"] = json!(7);
+    let drift = json!({"spec": {"provider": {"workers": live_workers}}});
+    shoots
+        .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(drift))
+        .await?;
+    assert_eq!(first_pool_maximum(&shoots.get(&shoot_name).await?), Some(7));
+    eventually("drift corrected", Duration::from_secs(60), || async {
+        Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(20))
+    })
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    // Suspend: a spec change is not applied to the Shoot while the annotation is set.
+    let annotate =
+        |key: &str, value: Option<&str>| json!({"metadata": {"annotations": {key: value}}});
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(
+                names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
+                Some("true"),
+            )),
+        )
+        .await?;
+    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
+    workers[0]["maximum"] = json!(12);
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        first_pool_maximum(&shoots.get(&shoot_name).await?),
+        Some(20),
+        "the Shoot changed while reconciliation was suspended"
+    );
+    // Resume: the pending change is applied.
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(
+                names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
+                None,
+            )),
+        )
+        .await?;
+    eventually(
+        "change applied after resume",
+        Duration::from_secs(60),
+        || async { Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(12)) },
+    )
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    // Force patch: the Shoot is patched although nothing changed, then the annotation goes.
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+                Some("true"),
+            )),
+        )
+        .await?;
+    eventually(
+        "force-patch annotation removed",
+        Duration::from_secs(60),
+        || async {
+            Ok(!runtimes
+                .get(&id)
+                .await?
+                .annotations()
+                .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION))
+        },
+    )
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let annotated = force_annotated_at(env, &id)?.context("force-patch annotation not audited")?;
+    let kim = format!("fieldManager={}", names::FIELD_MANAGER);
+    let patched_after = env.audit_events()?.iter().any(|e| {
+        e["objectRef"]["resource"] == "shoots"
+            && e["objectRef"]["name"] == shoot_name.as_str()
+            && e["verb"] == "patch"
+            && e["requestURI"].as_str().is_some_and(|u| u.contains(&kim))
+            && e["requestReceivedTimestamp"]
+                .as_str()
+                .is_some_and(|t| t > annotated.as_str())
+    });
+    assert!(
+        patched_after,
+        "no Shoot patch by {kim} after the force-patch annotation"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+/// When the force-patch annotation was last set on the Runtime (audit log).
+fn force_annotated_at(env: &TestEnv, id: &str) -> Result<Option<String>> {
+    Ok(env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "runtimes"
+                && e["objectRef"]["name"] == id
+                && e["verb"] == "patch"
+                && e["requestObject"]["metadata"]["annotations"]
+                    [names::ANNOTATION_FORCE_PATCH_RECONCILIATION]
+                    == "true"
+        })
+        .filter_map(|e| e["requestReceivedTimestamp"].as_str().map(str::to_owned))
+        .max())
+}
