@@ -1,0 +1,187 @@
+//! The controller's RBAC in `deploy/controller/rbac.yaml` is enough, and it is all the
+//! controller gets: the controller runs with a KCP identity bound only to that Role (as its
+//! ServiceAccount is in a deployment), provisions a Runtime to Ready with leader election on,
+//! issues an RBAC kubeconfig (RuntimeAccess) and deletes the Runtime; the KCP apiserver's own
+//! audit log shows no request of that identity refused with 403.
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use common::*;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
+use kim_shared::api::runtime_access::RuntimeAccess;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_tests::testenv::{Credentials, TestEnv};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+/// Reads the Role and RoleBinding of `deploy/controller/rbac.yaml` for namespace `ns`, with
+/// the binding's subject replaced by the user `user` (the tests authenticate by certificate,
+/// not as a ServiceAccount; the rules are what is under test).
+fn deploy_rbac(ns: &str, user: &str) -> Result<(Role, RoleBinding)> {
+    use serde::Deserialize as _;
+    let path = kim_tests::testenv::repo_root().join("deploy/controller/rbac.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let mut role = None;
+    let mut binding = None;
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(doc)?;
+        match value["kind"].as_str() {
+            Some("Role") => role = Some(serde_json::from_value::<Role>(value)?),
+            Some("RoleBinding") => binding = Some(serde_json::from_value::<RoleBinding>(value)?),
+            other => bail!("unexpected kind {other:?} in {}", path.display()),
+        }
+    }
+    let (Some(mut role), Some(mut binding)) = (role, binding) else {
+        bail!("{} must hold a Role and a RoleBinding", path.display());
+    };
+    role.metadata.namespace = Some(ns.to_owned());
+    binding.metadata.namespace = Some(ns.to_owned());
+    binding.subjects = Some(vec![Subject {
+        kind: "User".into(),
+        name: user.to_owned(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        namespace: None,
+    }]);
+    Ok((role, binding))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-rbac").await?;
+    let user = format!("kim-controller-{ns}");
+    let kcp = env.kcp_client().await?;
+
+    let (role, binding) = deploy_rbac(&ns, &user)?;
+    Api::<Role>::namespaced(kcp.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await?;
+    Api::<RoleBinding>::namespaced(kcp.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await?;
+
+    // The controller's KCP identity: that user, in no group. Gardener stays the project
+    // admin (a separate cluster and kubeconfig in a deployment).
+    let (mut args, dir) = controller_args(env, &ns, &["--leader-elect"]).await?;
+    let pair = env.ca().client_cert(&user, &[])?;
+    let kcp_path = dir.path().join("kcp-restricted.kubeconfig");
+    kim_tests::testenv::access::write_private(
+        &kcp_path,
+        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
+    )?;
+    args.kcp_kubeconfig_path = Some(kcp_path);
+    let shutdown = kim_controller::Shutdown::new();
+    let process = kim_controller::runner::Process::start(args, shutdown.clone()).await?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = process.run().await {
+            eprintln!("controller stopped: {e}");
+        }
+    });
+
+    // The flow; whatever its outcome, the audit log is checked for refusals first, so that a
+    // missing permission is named instead of showing up as a timeout.
+    let flow = async {
+        let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+        let rt = sample_runtime(&ns, &id)?;
+        create(env, &rt).await?;
+        wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(120)).await?;
+
+        // An RBAC kubeconfig through the same identity.
+        let shoot_ns = env.shoot_namespace("rbac").await?;
+        let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+        let ra: RuntimeAccess = serde_json::from_value(json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": "reader", "namespace": ns},
+            "spec": {
+                "runtimeId": id,
+                "serviceAccount": {"name": "reader", "namespace": shoot_ns},
+                "role": {"namespace": shoot_ns,
+                         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+                "tokenExpirationSeconds": 600
+            }
+        }))?;
+        requests.create(&PostParams::default(), &ra).await?;
+        eventually("RuntimeAccess Ready", Duration::from_secs(90), || {
+            let requests = requests.clone();
+            async move {
+                let ra = requests.get("reader").await?;
+                Ok(ra
+                    .status
+                    .is_some_and(|s| s.state.as_deref() == Some("Ready")))
+            }
+        })
+        .await?;
+        requests.delete("reader", &DeleteParams::default()).await?;
+        eventually("RuntimeAccess gone", Duration::from_secs(60), || {
+            let requests = requests.clone();
+            async move { Ok(requests.get_opt("reader").await?.is_none()) }
+        })
+        .await?;
+
+        // Deletion: GardenerCluster, Shoot, finalizer, all through the same identity.
+        let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+        runtimes.delete(&id, &DeleteParams::default()).await?;
+        eventually("Runtime gone", Duration::from_secs(120), || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move { Ok(runtimes.get_opt(&id).await?.is_none()) }
+        })
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+
+    // The apiserver's audit log: the identity made requests, none was refused.
+    let (count, used, refused) = audit_of(env, &user)?;
+    eprintln!("requests of the controller identity: {used:#?}");
+    assert!(
+        count > 10 || flow.is_err(),
+        "the audit log holds only {count} requests of {user}; is the audit policy logging it?"
+    );
+    assert!(
+        refused.is_empty(),
+        "deploy/controller/rbac.yaml lacks permissions; refused: {refused:#?}"
+    );
+    flow
+}
+
+/// The requests of `user` in the KCP apiserver's audit log: (distinct `resource verb` pairs,
+/// those refused with 403).
+fn audit_of(env: &TestEnv, user: &str) -> Result<(usize, Vec<String>, Vec<String>)> {
+    let events = env.audit_events()?;
+    let mine: Vec<_> = events
+        .iter()
+        .filter(|e| e["user"]["username"] == user)
+        .collect();
+    let describe = |e: &serde_json::Value| {
+        let r = &e["objectRef"];
+        let sub = r["subresource"]
+            .as_str()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        format!(
+            "{}{} {}",
+            r["resource"].as_str().unwrap_or(""),
+            sub,
+            e["verb"].as_str().unwrap_or("")
+        )
+    };
+    let mut used: Vec<String> = mine.iter().map(|e| describe(e)).collect();
+    used.sort();
+    used.dedup();
+    let refused = mine
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 403)
+        .map(|e| format!("{} {}", describe(e), e["requestURI"]))
+        .collect();
+    Ok((mine.len(), used, refused))
+}
