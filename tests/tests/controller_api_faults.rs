@@ -354,6 +354,18 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
         .filter(|l| l["span"]["runtime_id"].as_str() == Some(id.as_str()))
         .count();
     assert!(ours > 0, "no log line of runtime {id} was captured");
+    // Status writes never conflict (server-side apply): "object has been modified" appears
+    // only where the proxy injected it.
+    if faults.patch != ApiFault::Conflict {
+        let modified: Vec<String> = logs
+            .lines()
+            .into_iter()
+            .filter(|l| l["span"]["runtime_id"].as_str() == Some(id.as_str()))
+            .map(|l| l.to_string())
+            .filter(|l| l.contains("has been modified"))
+            .collect();
+        assert!(modified.is_empty(), "{modified:?}");
+    }
     assert_no_error_lines(logs);
     Ok(())
 }

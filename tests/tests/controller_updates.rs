@@ -110,6 +110,38 @@ async fn kubernetes_version_bump_waits_for_gardener_and_deletion_goes_in_order()
         ("Reconcile", "Succeeded")
     );
 
+    // One Event per condition change: each (reason, note) once, none repeated as a series.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    let ours: Vec<_> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id.as_str()))
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for e in &ours {
+        let key = (e.reason.clone(), e.note.clone());
+        assert!(seen.insert(key.clone()), "Event {key:?} published twice");
+        assert!(
+            e.series.as_ref().is_none_or(|s| s.count <= 1),
+            "Event {key:?} repeated: {:?}",
+            e.series
+        );
+    }
+    let reasons: std::collections::HashSet<_> =
+        ours.iter().filter_map(|e| e.reason.as_deref()).collect();
+    for want in [
+        reason::SHOOT_CREATION_COMPLETED,
+        reason::GARDENER_CLUSTER_CR_READY,
+        reason::ADMINISTRATORS_CONFIGURED,
+        reason::PROCESSING,
+        reason::CONFIGURATION_COMPLETED,
+    ] {
+        assert!(reasons.contains(want), "no {want} Event; got {reasons:?}");
+    }
+
     // Delete: GardenerCluster, then Shoot, then the finalizer.
     runtimes.delete(&id, &DeleteParams::default()).await?;
     eventually("Runtime gone", TIMEOUT, || async {
