@@ -1,0 +1,232 @@
+//! The manifests of `deploy/` as an operator applies them (`make deploy`): kustomize renders
+//! them, the real kube-apiserver accepts every object by server-side dry-run (schema, defaults,
+//! webhook configuration validation), the containers' arguments are flags the binaries accept,
+//! and every file a flag names is mounted from the ConfigMap that holds it.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use clap::Parser;
+use kim_tests::testenv::TestEnv;
+use serde::Deserialize as _;
+use serde_json::Value;
+
+/// `kubectl kustomize deploy/`, as documents.
+fn render(env: &TestEnv) -> Result<Vec<Value>> {
+    let kubectl = env
+        .binaries()
+        .kubectl
+        .clone()
+        .context("kubectl next to kube-apiserver (make testenv-bins builds it)")?;
+    let dir = kim_tests::testenv::repo_root().join("deploy");
+    let out = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let mut docs = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc)?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+fn kind_name(v: &Value) -> String {
+    format!(
+        "{}/{}",
+        v["kind"].as_str().unwrap_or("?"),
+        v["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
+
+fn deployment<'a>(docs: &'a [Value], name: &str) -> Result<&'a Value> {
+    docs.iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == name)
+        .with_context(|| format!("Deployment {name} in deploy/"))
+}
+
+/// The first container's args of a Deployment.
+fn args(d: &Value) -> Result<Vec<String>> {
+    d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .context("containers[0].args")?
+        .iter()
+        .map(|a| {
+            a.as_str()
+                .map(str::to_owned)
+                .context("an arg that is not a string")
+        })
+        .collect()
+}
+
+/// Checks that the file a `--flag=/path` names is mounted from a ConfigMap volume that holds
+/// a key of that file name.
+fn file_is_mounted(docs: &[Value], d: &Value, flag: &str) -> Result<()> {
+    let args = args(d)?;
+    let path = args
+        .iter()
+        .find_map(|a| a.strip_prefix(&format!("{flag}=")))
+        .with_context(|| format!("{} has no {flag}", kind_name(d)))?;
+    let (dir, file) = path.rsplit_once('/').context("an absolute path")?;
+    let pod = &d["spec"]["template"]["spec"];
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["mountPath"] == dir)
+        .with_context(|| format!("{}: no volume mounted at {dir}", kind_name(d)))?;
+    let volume = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == mount["name"])
+        .with_context(|| format!("volume {}", mount["name"]))?;
+    let cm_name = volume["configMap"]["name"]
+        .as_str()
+        .with_context(|| format!("volume {} is not a ConfigMap", mount["name"]))?;
+    let cm = docs
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == cm_name)
+        .with_context(|| format!("ConfigMap {cm_name} (kustomize renames generated ones)"))?;
+    ensure!(
+        cm["data"].get(file).is_some(),
+        "ConfigMap {cm_name} has no key {file}, which {flag} names"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let docs = render(env)?;
+    let kinds: BTreeMap<String, usize> = docs.iter().fold(BTreeMap::new(), |mut m, d| {
+        *m.entry(d["kind"].as_str().unwrap_or("?").to_owned())
+            .or_default() += 1;
+        m
+    });
+    for want in [
+        "Namespace",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PodDisruptionBudget",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        ensure!(
+            kinds.contains_key(want),
+            "deploy/ renders no {want}: {kinds:?}"
+        );
+    }
+
+    // The binaries' own parsers take the containers' arguments.
+    let controller = deployment(&docs, "infrastructure-manager-controller")?;
+    let mut argv = vec!["kim-controller".to_owned()];
+    let ctl_args = args(controller)?;
+    ensure!(
+        ctl_args.first().map(String::as_str) == Some("run"),
+        "controller runs `run`"
+    );
+    argv.extend(ctl_args.into_iter().skip(1));
+    #[derive(Parser)]
+    struct ControllerCli {
+        #[command(flatten)]
+        run: kim_controller::cli::run::RunArgs,
+    }
+    let parsed = ControllerCli::try_parse_from(&argv)
+        .map_err(|e| anyhow::anyhow!("controller Deployment args: {e}"))?;
+    ensure!(
+        parsed.run.leader_elect,
+        "2 replicas or rollouts need --leader-elect"
+    );
+    file_is_mounted(&docs, controller, "--converter-config-filepath")?;
+    file_is_mounted(&docs, controller, "--gardener-kubeconfig-path").or_else(|e| {
+        // The Gardener kubeconfig comes from a Secret operations create, not from deploy/.
+        if e.to_string().contains("is not a ConfigMap") {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+
+    let webhook = deployment(&docs, "infrastructure-manager-webhook")?;
+    let mut argv = vec!["kim-webhook".to_owned()];
+    argv.extend(args(webhook)?);
+    kim_webhook::cli::Cli::try_parse_from(&argv)
+        .map_err(|e| anyhow::anyhow!("webhook Deployment args: {e}"))?;
+    file_is_mounted(&docs, webhook, "--converter-config-filepath")?;
+
+    // Server-side dry run of everything the test apiserver has types for (the Prometheus
+    // Operator's ServiceMonitor and PrometheusRule are not installed there).
+    let (skipped, applied): (Vec<Value>, Vec<Value>) = docs.into_iter().partition(|d| {
+        d["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+    });
+    ensure!(
+        skipped.len() == 2,
+        "expected a ServiceMonitor and a PrometheusRule, got {:?}",
+        skipped.iter().map(kind_name).collect::<Vec<_>>()
+    );
+    let client = env.kcp_client().await?;
+    // Dry-run objects need their namespace to exist for real.
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let mut ns = k8s_openapi::api::core::v1::Namespace::default();
+    ns.metadata.name = Some("kcp-system".into());
+    match namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await?;
+    let mut refused = Vec::new();
+    for doc in &applied {
+        let gvk = kube::api::GroupVersionKind::try_from(&serde_json::from_value::<
+            kube::api::TypeMeta,
+        >(doc.clone())?)?;
+        let (ar, caps) = discovery
+            .resolve_gvk(&gvk)
+            .with_context(|| format!("the apiserver has no type for {}", kind_name(doc)))?;
+        let api: kube::Api<kube::api::DynamicObject> =
+            if caps.scope == kube::discovery::Scope::Namespaced {
+                let ns = doc["metadata"]["namespace"]
+                    .as_str()
+                    .with_context(|| format!("{} has no namespace", kind_name(doc)))?;
+                kube::Api::namespaced_with(client.clone(), ns, &ar)
+            } else {
+                kube::Api::all_with(client.clone(), &ar)
+            };
+        let name = doc["metadata"]["name"].as_str().context("metadata.name")?;
+        let pp = kube::api::PatchParams::apply("deploy-manifests-e2e").dry_run();
+        if let Err(e) = api.patch(name, &pp, &kube::api::Patch::Apply(doc)).await {
+            refused.push(format!("{}: {e}", kind_name(doc)));
+        }
+    }
+    if !refused.is_empty() {
+        bail!(
+            "the apiserver refuses deploy/ objects:\n{}",
+            refused.join("\n")
+        );
+    }
+    Ok(())
+}
