@@ -489,5 +489,28 @@ async fn runtime_access_is_held_to_least_privilege() {
         !ok && out.contains("spec.role.rules[0]"),
         "wildcard verbs refused with the field path: {out}"
     );
+    let mut admin = ra("admin", json!(["*"]));
+    wh.stop(env).await;
+
+    // `--access-allow-wildcards`: the same object is admitted.
+    let wh = Webhook::start(
+        env,
+        Options {
+            access_policy: kim_shared::access::AccessPolicy {
+                allow_wildcards: true,
+                ..Default::default()
+            },
+            ..Options::default()
+        },
+    )
+    .await;
+    admin["metadata"]["namespace"] = json!(wh.ns);
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&admin)),
+    )
+    .await;
+    assert!(ok, "wildcards admitted when the policy allows them: {out}");
     wh.stop(env).await;
 }

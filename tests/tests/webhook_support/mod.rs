@@ -81,6 +81,8 @@ pub struct Options {
     pub replicas: usize,
     /// Deletion protection flag.
     pub deletion_protection: bool,
+    /// What RuntimeAccess objects may grant (`--access-allow-wildcards`, ...).
+    pub access_policy: kim_shared::access::AccessPolicy,
 }
 
 impl Default for Options {
@@ -94,6 +96,7 @@ impl Default for Options {
             ),
             replicas: 1,
             deletion_protection: true,
+            access_policy: kim_shared::access::AccessPolicy::default(),
         }
     }
 }
@@ -191,6 +194,7 @@ impl Webhook {
         for (listener, url) in listeners.into_iter().zip(urls) {
             let ctx = AdmissionContext {
                 deletion_protection: opts.deletion_protection,
+                access_policy: opts.access_policy.clone(),
                 deletion_window: Duration::from_secs(120),
                 config: Some(config.clone()),
                 ..AdmissionContext::default()
