@@ -348,10 +348,14 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     ctl.stop().await;
 
     // The log was captured (this Runtime's reconciles logged) and holds no error line.
+    // JSON lines carry the reconcile span's `runtime_id` and `shoot`.
     let ours = logs
         .lines()
         .into_iter()
-        .filter(|l| l["span"]["runtime_id"].as_str() == Some(id.as_str()))
+        .filter(|l| {
+            l["span"]["runtime_id"].as_str() == Some(id.as_str())
+                && l["span"]["shoot"].as_str() == Some(shoot.as_str())
+        })
         .count();
     assert!(ours > 0, "no log line of runtime {id} was captured");
     // Status writes never conflict (server-side apply): "object has been modified" appears
@@ -456,4 +460,63 @@ async fn not_yet_ready_forbidden_is_transient() -> Result<()> {
         },
     )
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gardener_health_follows_an_outage() -> Result<()> {
+    let logs = logs();
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("api-health").await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let ctl = start_controller_wired(env, &ns, &["--gardener-health-interval=1s"], &wiring).await?;
+    let url = proxy.url().to_owned();
+    let health = |status: &'static str| {
+        let (addr, url) = (ctl.metrics, url.clone());
+        async move {
+            let text = metrics_text(addr).await?;
+            let labels = [format!("status=\"{status}\""), format!("url=\"{url}")];
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            Ok::<_, anyhow::Error>(
+                metric_sum(&text, "infrastructure_manager_im_gardener_health", &labels) == 1.0,
+            )
+        }
+    };
+    eventually("healthy", Duration::from_secs(30), || health("healthy")).await?;
+    // Gardener's API group answers 503 for a while.
+    proxy.inject(Rule {
+        method: None,
+        path_contains: "/apis/core.gardener.cloud".into(),
+        fault: ApiFault::ServerError(503),
+        times: None,
+    });
+    eventually("error during the outage", Duration::from_secs(30), || {
+        health("error")
+    })
+    .await?;
+    assert!(
+        proxy.served_count(
+            "GET",
+            "/apis/core.gardener.cloud/v1beta1",
+            &ApiFault::ServerError(503)
+        ) >= 1
+    );
+    proxy.clear();
+    eventually("healthy after the outage", Duration::from_secs(30), || {
+        health("healthy")
+    })
+    .await?;
+    ctl.stop().await;
+    // The failed probes are logged, below error level.
+    assert!(
+        logs.lines()
+            .iter()
+            .any(|l| l["message"] == "Gardener health probe failed" && level(l) == "WARN"),
+        "no warning for the failed probes"
+    );
+    assert_no_error_lines(logs);
+    Ok(())
 }
