@@ -27,6 +27,11 @@ use anyhow::{Context, Result, bail};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
+/// The server's allocator, so that the in-process profile (`KIM_BENCH_PROFILE=1`) costs what
+/// the server pays.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CONNECTIONS: usize = 16;
 const PACED_RATE: u64 = 5_000;
 

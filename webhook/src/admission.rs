@@ -222,12 +222,10 @@ pub fn admit<T: Admitted>(
     audit.kind = T::kind(&()).to_string();
     let decoded = match mode {
         // Validation needs only the typed objects: decode them straight from the body.
-        Mode::Validate => {
-            serde_json::from_slice::<Envelope<AdmissionRequest<T>>>(body).map(|e| (e, None))
-        }
+        Mode::Validate => decode::<Envelope<AdmissionRequest<T>>>(body).map(|e| (e, None)),
         // Defaulting also needs the object exactly as sent (the patch must apply to it): parse
         // the body once into a JSON tree and type the object from that tree.
-        Mode::Mutate => serde_json::from_slice::<Envelope<RawRequest>>(body).and_then(|e| {
+        Mode::Mutate => decode::<Envelope<RawRequest>>(body).and_then(|e| {
             let (req, raw) = e.request.map(RawRequest::typed::<T>).transpose()?.unzip();
             Ok((
                 Envelope {
@@ -244,6 +242,16 @@ pub fn admit<T: Admitted>(
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
     finish(response, audit, started)
+}
+
+/// Decodes a body: UTF-8 is checked once for the whole body instead of once per string
+/// (serde_json's slice reader does the latter). A body that is not UTF-8 takes the slice
+/// reader, for the same error message as before.
+fn decode<'de, D: Deserialize<'de>>(body: &'de [u8]) -> Result<D, serde_json::Error> {
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
 }
 
 fn finish(response: AdmissionResponse, mut audit: AuditRecord, started: Instant) -> Admission {

@@ -29,7 +29,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            kim_webhook::run::init_logging(&args.log_format);
+            // Held to the end of `main`: dropping it writes the audit records still queued.
+            let _audit_log = kim_webhook::run::init_logging(&args.log_format);
             // A bad configuration stops the program with the key at fault (never serve with
             // guessed defaults: every Runtime would be judged wrongly).
             let config = match load_config(&args.config) {

@@ -16,8 +16,10 @@ use crate::cli::{CertArgs, ServeArgs};
 use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
-/// (target `audit`) bypass the formatter and are written as their own JSON lines.
-pub fn init_logging(format: &str) {
+/// (target `audit`) bypass the formatter and are written as their own JSON lines; keep the
+/// returned guard until the program ends, so that the last records are written.
+#[must_use = "dropping the guard stops the audit log writer"]
+pub fn init_logging(format: &str) -> Option<crate::audit::FlushGuard> {
     use tracing_subscriber::filter::filter_fn;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -35,12 +37,15 @@ pub fn init_logging(format: &str) {
             .with_writer(std::io::stdout)
             .boxed()
     };
-    let audit = crate::audit::AuditLogLayer::new(std::io::stdout()).ok();
+    let (audit, guard) = crate::audit::AuditLogLayer::new(std::io::stdout())
+        .ok()
+        .unzip();
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(fmt.with_filter(not_audit))
         .with(audit)
         .try_init();
+    guard
 }
 
 /// Resolves on SIGTERM or Ctrl-C and tells every watcher.
