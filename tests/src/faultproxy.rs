@@ -32,6 +32,15 @@ pub enum ApiFault {
     /// An answer made by a callback instead of the upstream (a stand-in for one endpoint,
     /// e.g. a fast signer for `shoots/adminkubeconfig`).
     Respond(Responder),
+    /// Any other Status answer, e.g. a permanent 403 from an admission plugin or 422 Invalid.
+    Status {
+        /// HTTP code.
+        code: u16,
+        /// Status reason (`Forbidden`, `Invalid`, ...).
+        reason: String,
+        /// Status message.
+        message: String,
+    },
 }
 
 /// What a [`Responder`] sees of a request.
@@ -311,6 +320,11 @@ fn status_response(fault: &ApiFault, path: &str) -> Response<Body> {
         ApiFault::NotYetReady => (403, "Forbidden", format!("{path} is forbidden: not yet ready to handle request")),
         // Answered by its callback in `handle`; never reaches here.
         ApiFault::Respond(_) => (500, "InternalError", format!("responder for {path} not run")),
+        ApiFault::Status {
+            code,
+            reason,
+            message,
+        } => (*code, reason.as_str(), message.clone()),
     };
     let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code});

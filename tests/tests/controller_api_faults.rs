@@ -520,3 +520,125 @@ async fn gardener_health_follows_an_outage() -> Result<()> {
     assert_no_error_lines(logs);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Result<()> {
+    let logs = logs();
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("api-perm").await?;
+    let id = format!("api-perm-{}", &ns[ns.len().saturating_sub(5)..]);
+    let shoot = shoot_name(&id);
+    let shoots_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots");
+    let shoot_path = format!("{shoots_path}/{shoot}");
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    // An admission plugin refuses the Shoot: retrying the same spec cannot help.
+    let refused = ApiFault::Status {
+        code: 403,
+        reason: "Forbidden".into(),
+        message: format!(
+            "shoots.core.gardener.cloud \"{shoot}\" is forbidden: quota limits exceeded"
+        ),
+    };
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: shoots_path.clone(),
+        fault: refused.clone(),
+        times: None,
+    });
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let ctl = start_controller_wired(env, &ns, &[], &wiring).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    create(env, &sample_runtime(&ns, &id)?).await?;
+
+    // Create (reference 3.4): False/GardenerErr "Gardener API create error: ...", Failed.
+    wait_runtime(env, &ns, &id, "permanent create error", |rt| {
+        has_condition(
+            rt,
+            condition::PROVISIONED,
+            "False",
+            reason::GARDENER_ERR,
+            "quota limits exceeded",
+        ) && state(rt) == Some(RuntimeState::Failed)
+    })
+    .await?;
+    // No hammering: the same generation is not retried within the minute.
+    let tried = proxy.served_count("POST", &shoots_path, &refused);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        proxy.served_count("POST", &shoots_path, &refused),
+        tried,
+        "the refused create was retried for the same generation"
+    );
+    // A spec change (new generation) is tried at once; with the refusal gone it succeeds.
+    proxy.clear();
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json_admins("fixed@myorg.com")),
+        )
+        .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    // Patch (reference 3.6): an Invalid answer is ProcessingErr, Failed.
+    let invalid = ApiFault::Status {
+        code: 422,
+        reason: "Invalid".into(),
+        message: format!(
+            "Shoot.core.gardener.cloud \"{shoot}\" is invalid: spec.provider.workers[0].machine.type: Unsupported value"
+        ),
+    };
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: shoot_path.clone(),
+        fault: invalid.clone(),
+        times: None,
+    });
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json_admins("other@myorg.com")),
+        )
+        .await?;
+    wait_runtime(env, &ns, &id, "permanent patch error", |rt| {
+        has_condition(
+            rt,
+            condition::PROVISIONED,
+            "False",
+            reason::PROCESSING_ERR,
+            "Gardener API shoot patch error",
+        ) && state(rt) == Some(RuntimeState::Failed)
+    })
+    .await?;
+    assert!(proxy.served_count("PATCH", &shoot_path, &invalid) >= 1);
+    // Upstream's way out without a spec change: the force-patch annotation.
+    proxy.clear();
+    let force = serde_json::json!({"metadata": {"annotations": {
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(force))
+        .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    eventually("other@ bound", Duration::from_secs(30), || {
+        admin_bound(env, "other@myorg.com")
+    })
+    .await?;
+
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    ctl.stop().await;
+    // Permanent errors are warnings (they are in the status); still no error line.
+    assert_no_error_lines(logs);
+    Ok(())
+}
+
+fn json_admins(admin: &str) -> Value {
+    serde_json::json!({"spec": {"security": {"administrators": [admin]}}})
+}
