@@ -3,7 +3,10 @@
 //! webhook configuration validation), the containers' arguments are flags the binaries accept,
 //! and every file a flag names is mounted from the ConfigMap that holds it.
 
-use std::collections::BTreeMap;
+#[path = "controller_common.rs"]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
@@ -228,5 +231,120 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
             refused.join("\n")
         );
     }
+    Ok(())
+}
+
+/// GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The metric names of a PromQL expression: identifiers followed by a selector `{` or a range
+/// `[` (functions are followed by `(`, label names by `=`), without Prometheus' own `up`.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        if !(c.is_ascii_alphabetic() || c == '_') {
+            continue;
+        }
+        let mut end = start + c.len_utf8();
+        while let Some(&(i, c)) = chars.peek() {
+            if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+                end = i + c.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let next = expr[end..].trim_start().chars().next();
+        let word = &expr[start..end];
+        if matches!(next, Some('{') | Some('[')) && word != "up" {
+            out.push(word.to_owned());
+        }
+    }
+    out
+}
+
+/// Every alert of `deploy/controller/prometheusrule.yaml` links a runbook section that exists
+/// in `docs/operations.md` and uses only metrics a running controller exposes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
+    let root = kim_tests::testenv::repo_root();
+    let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(
+        root.join("deploy/controller/prometheusrule.yaml"),
+    )?)?;
+    let doc = std::fs::read_to_string(root.join("docs/operations.md"))?;
+    let anchors: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    let mut metrics = BTreeSet::new();
+    let mut alerts = 0;
+    for group in rules["spec"]["groups"].as_array().context("spec.groups")? {
+        for rule in group["rules"].as_array().context("rules")? {
+            alerts += 1;
+            let name = rule["alert"].as_str().context("alert name")?;
+            let runbook = rule["annotations"]["runbook"]
+                .as_str()
+                .with_context(|| format!("alert {name} has no runbook"))?;
+            let (file, section) = runbook
+                .split_once('#')
+                .with_context(|| format!("alert {name}: runbook {runbook} has no #section"))?;
+            ensure!(
+                file == "docs/operations.md",
+                "alert {name}: runbook in {file}"
+            );
+            ensure!(
+                anchors.contains(section),
+                "alert {name}: docs/operations.md has no heading for #{section}; headings: {anchors:?}"
+            );
+            let expr = rule["expr"].as_str().context("expr")?;
+            metrics.extend(metric_names(expr));
+        }
+    }
+    ensure!(
+        alerts >= 5 && metrics.len() >= 3,
+        "{alerts} alerts, metrics {metrics:?}"
+    );
+
+    // A controller that has provisioned one Runtime: every family is registered and the
+    // Runtime state gauge has a sample.
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("alerts").await?;
+    let ctl = common::start_controller(env, &ns, &[]).await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    common::create(env, &common::sample_runtime(&ns, &id)?).await?;
+    common::wait_state(
+        env,
+        &ns,
+        &id,
+        kim_shared::api::RuntimeState::Ready,
+        std::time::Duration::from_secs(120),
+    )
+    .await?;
+    let text = ctl.metrics_text().await?;
+    ctl.stop().await;
+    let exposed = |m: &str| {
+        let family = m.strip_suffix("_total").unwrap_or(m);
+        text.lines().any(|l| {
+            l.starts_with(&format!("{m}{{"))
+                || l.starts_with(&format!("{m} "))
+                || l.starts_with(&format!("# TYPE {m} "))
+                || l.starts_with(&format!("# TYPE {family} "))
+        })
+    };
+    let missing: Vec<&String> = metrics.iter().filter(|m| !exposed(m)).collect();
+    ensure!(
+        missing.is_empty(),
+        "alerts use metrics the controller does not expose: {missing:?}"
+    );
     Ok(())
 }
