@@ -181,8 +181,8 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
             .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
     });
     ensure!(
-        skipped.len() == 2,
-        "expected a ServiceMonitor and a PrometheusRule, got {:?}",
+        skipped.len() == 4,
+        "expected a ServiceMonitor and a PrometheusRule for each component, got {:?}",
         skipped.iter().map(kind_name).collect::<Vec<_>>()
     );
     let client = env.kcp_client().await?;
@@ -245,42 +245,84 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-/// The metric names of a PromQL expression: identifiers followed by a selector `{` or a range
-/// `[` (functions are followed by `(`, label names by `=`), without Prometheus' own `up`.
+/// The metric names of a PromQL expression: its identifiers outside label matchers `{..}`,
+/// ranges `[..]` and `by (..)`/`without (..)` label lists, other than functions (followed by
+/// `(`), keywords, number exponents (`1e-9`) and Prometheus' own `up`.
 fn metric_names(expr: &str) -> Vec<String> {
+    const KEYWORDS: &[&str] = &[
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "up",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
     let mut out = Vec::new();
-    let mut chars = expr.char_indices().peekable();
-    while let Some((start, c)) = chars.next() {
-        if !(c.is_ascii_alphabetic() || c == '_') {
+    let mut depth = 0usize;
+    let mut in_grouping = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            ')' if in_grouping => in_grouping = false,
+            _ => {}
+        }
+        let starts_word = (c.is_ascii_alphabetic() || c == '_')
+            && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '.'));
+        if !starts_word {
+            i += 1;
             continue;
         }
-        let mut end = start + c.len_utf8();
-        while let Some(&(i, c)) = chars.peek() {
-            if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
-                end = i + c.len_utf8();
-                chars.next();
-            } else {
-                break;
-            }
+        let mut j = i;
+        while j < chars.len()
+            && (chars[j].is_ascii_alphanumeric() || chars[j] == '_' || chars[j] == ':')
+        {
+            j += 1;
         }
-        let next = expr[end..].trim_start().chars().next();
-        let word = &expr[start..end];
-        if matches!(next, Some('{') | Some('[')) && word != "up" {
-            out.push(word.to_owned());
+        let word: String = chars[i..j].iter().collect();
+        let next = chars[j..].iter().find(|c| !c.is_whitespace());
+        i = j;
+        if depth > 0 || in_grouping {
+            continue;
         }
+        if word == "by" || word == "without" {
+            in_grouping = true;
+            continue;
+        }
+        if next == Some(&'(') || KEYWORDS.contains(&word.as_str()) {
+            continue;
+        }
+        out.push(word);
     }
     out
 }
 
-/// Every alert of `deploy/controller/prometheusrule.yaml` links a runbook section that exists
-/// in `docs/operations.md` and uses only metrics a running controller exposes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
+/// Checks the alerts of `rule_file`: each links a runbook section of `doc_file` that exists,
+/// and each metric its expression uses is in `metrics_text` (Prometheus text format). Returns
+/// the number of alerts.
+fn check_alerts(rule_file: &str, doc_file: &str, metrics_text: &str) -> Result<usize> {
     let root = kim_tests::testenv::repo_root();
-    let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(
-        root.join("deploy/controller/prometheusrule.yaml"),
-    )?)?;
-    let doc = std::fs::read_to_string(root.join("docs/operations.md"))?;
+    let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(root.join(rule_file))?)?;
+    let doc = std::fs::read_to_string(root.join(doc_file))?;
     let anchors: BTreeSet<String> = doc
         .lines()
         .filter_map(|l| l.strip_prefix('#'))
@@ -299,22 +341,44 @@ async fn alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
                 .split_once('#')
                 .with_context(|| format!("alert {name}: runbook {runbook} has no #section"))?;
             ensure!(
-                file == "docs/operations.md",
-                "alert {name}: runbook in {file}"
+                file == doc_file,
+                "alert {name}: runbook in {file}, not {doc_file}"
             );
             ensure!(
                 anchors.contains(section),
-                "alert {name}: docs/operations.md has no heading for #{section}; headings: {anchors:?}"
+                "alert {name}: {doc_file} has no heading for #{section}; headings: {anchors:?}"
             );
-            let expr = rule["expr"].as_str().context("expr")?;
-            metrics.extend(metric_names(expr));
+            metrics.extend(metric_names(rule["expr"].as_str().context("expr")?));
         }
     }
     ensure!(
         alerts >= 5 && metrics.len() >= 3,
-        "{alerts} alerts, metrics {metrics:?}"
+        "{rule_file}: {alerts} alerts, metrics {metrics:?}"
     );
+    let exposed = |m: &str| {
+        let family = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| m.strip_suffix(suffix))
+            .unwrap_or(m);
+        metrics_text.lines().any(|l| {
+            l.starts_with(&format!("{m}{{"))
+                || l.starts_with(&format!("{m} "))
+                || l.starts_with(&format!("# TYPE {m} "))
+                || l.starts_with(&format!("# TYPE {family} "))
+        })
+    };
+    let missing: Vec<&String> = metrics.iter().filter(|m| !exposed(m)).collect();
+    ensure!(
+        missing.is_empty(),
+        "{rule_file}: alerts use metrics that are not exposed: {missing:?}"
+    );
+    Ok(alerts)
+}
 
+/// The controller's alerts link existing runbook sections of `docs/operations.md` and use only
+/// metrics a running controller exposes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn controller_alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
     // A controller that has provisioned one Runtime: every family is registered and the
     // Runtime state gauge has a sample.
     let env = TestEnv::shared().await?;
@@ -332,19 +396,45 @@ async fn alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
     .await?;
     let text = ctl.metrics_text().await?;
     ctl.stop().await;
-    let exposed = |m: &str| {
-        let family = m.strip_suffix("_total").unwrap_or(m);
-        text.lines().any(|l| {
-            l.starts_with(&format!("{m}{{"))
-                || l.starts_with(&format!("{m} "))
-                || l.starts_with(&format!("# TYPE {m} "))
-                || l.starts_with(&format!("# TYPE {family} "))
-        })
-    };
-    let missing: Vec<&String> = metrics.iter().filter(|m| !exposed(m)).collect();
-    ensure!(
-        missing.is_empty(),
-        "alerts use metrics the controller does not expose: {missing:?}"
-    );
+    check_alerts(
+        "deploy/controller/prometheusrule.yaml",
+        "docs/operations.md",
+        &text,
+    )?;
     Ok(())
+}
+
+/// The webhook's alerts link existing runbook sections of `docs/webhook.md` and use only
+/// metrics the webhook registers.
+#[test]
+fn webhook_alerts_use_registered_metrics_and_link_existing_runbooks() -> Result<()> {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = kim_webhook::metrics::Metrics::new(&mut registry);
+    // One admission, as after the first request: label families print samples only then.
+    metrics
+        .latency
+        .get_or_create(&kim_webhook::metrics::EndpointLabels {
+            webhook: "validate",
+            kind: "Runtime",
+        })
+        .observe(0.0001);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)?;
+    check_alerts(
+        "deploy/webhook/prometheusrule.yaml",
+        "docs/webhook.md",
+        &text,
+    )?;
+    Ok(())
+}
+
+#[test]
+fn metric_names_finds_metrics_not_functions_labels_or_keywords() {
+    let expr = r#"histogram_quantile(0.99, sum by (le) (rate(a_seconds_bucket{x="y"}[10m]))) > 0.25
+        and min(b_ready) == 0 or sum(rate(c_total{code=~"5.."}[5m])) / clamp_min(d, 1e-9) > 0.2
+        unless absent(up{job="j"} == 1)"#;
+    assert_eq!(
+        metric_names(expr),
+        ["a_seconds_bucket", "b_ready", "c_total", "d"]
+    );
 }
