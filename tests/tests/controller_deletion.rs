@@ -2,8 +2,7 @@
 //! `--deletion-grace-period` (the Shoot is hibernated, the Runtime is `Terminating` with a
 //! condition saying when, the Shoot is deleted only after the period) and force deletion with
 //! `--force-deletion` (the annotation the real gardener-apiserver accepts is set when the
-//! Shoot's deletion reports an eligible error code, and only then; ignored until the simulator
-//! can fail a Delete).
+//! Shoot's deletion reports an eligible error code, and only then).
 
 #[path = "controller_common.rs"]
 mod common;
@@ -12,32 +11,16 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use common::*;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kim_tests::fixtures::PROJECT_NAMESPACE;
-use kim_tests::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
 use kim_tests::testenv::TestEnv;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn set_fault(env: &TestEnv, shoot: &str, fault: &str) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(env.kcp_client().await?, FAULT_CONFIGMAP_NAMESPACE);
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": FAULT_CONFIGMAP, "namespace": FAULT_CONFIGMAP_NAMESPACE},
-        "data": {shoot: fault}});
-    api.patch(
-        FAULT_CONFIGMAP,
-        &PatchParams::apply(&format!("controller-deletion-{shoot}")).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(())
-}
 
 fn hibernated(shoot: &Shoot) -> bool {
     shoot.spec.hibernation.as_ref().and_then(|h| h.enabled) == Some(true)
@@ -142,10 +125,10 @@ async fn safe_deletion_hibernates_and_deletes_after_the_grace_period() -> Result
     Ok(())
 }
 
-// The simulated gardenlet applies `error:`/`failed:` faults to Create and Reconcile only; a
-// Delete always succeeds, so the Shoot never reports a deletion error to confirm. Needs the
-// simulator to keep a Delete in `Error` with the fault's codes (tests/src/simulator/step.rs).
-#[ignore = "the Gardener simulator cannot fail a Delete operation yet (issue 6)"]
+/// A finalizer of this test that keeps a Shoot in deletion after the simulated gardenlet is
+/// done with it (the simulator leaves a Shoot without its own finalizer alone).
+const HOLD: &str = "controller-deletion.kim.test/hold";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn force_deletion_is_confirmed_only_for_eligible_codes() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -173,89 +156,85 @@ async fn force_deletion_is_confirmed_only_for_eligible_codes() -> Result<()> {
     }
     let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
-    // Watch every version of both Shoots: the eligible one vanishes soon after it is annotated.
-    let seen_forced = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let watch = {
-        use futures::StreamExt;
-        let seen = seen_forced.clone();
-        let stream = kube::runtime::watcher(shoots.clone(), Default::default());
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                if let Ok(kube::runtime::watcher::Event::Apply(s)) = event
-                    && s.annotations()
-                        .get(names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION)
-                        .is_some_and(|v| v == "true")
-                    && let Ok(mut seen) = seen.lock()
-                {
-                    seen.push(s.name_any());
-                }
+    let set_finalizers = |name: String, hold: bool| {
+        let shoots = shoots.clone();
+        async move {
+            let shoot = shoots.get(&name).await?;
+            let mut fins: Vec<String> = shoot
+                .finalizers()
+                .iter()
+                .filter(|f| *f != HOLD)
+                .cloned()
+                .collect();
+            if hold {
+                fins.push(HOLD.to_owned());
             }
-        })
+            let patch = json!({"metadata": {"finalizers": fins}});
+            shoots
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+            Ok::<_, anyhow::Error>(())
+        }
     };
-    // The Shoots' deletion will fail with the code (the simulated gardenlet keeps it in Error).
-    for (id, code, _) in &cases {
-        set_fault(env, &shoot_name(id), &format!("error:{code}")).await?;
+    for (id, ..) in &cases {
+        set_finalizers(shoot_name(id), true).await?;
         runtimes.delete(id, &DeleteParams::default()).await?;
+    }
+    // The simulated gardenlet finishes the Delete and drops its finalizer; ours holds the
+    // Shoot. Then Gardener reports the deletion error (as a real gardenlet would).
+    for (id, code, _) in &cases {
+        let name = shoot_name(id);
+        eventually(
+            &format!("{name} held in deletion"),
+            Duration::from_secs(60),
+            || async {
+                let s = shoots.get(&name).await?;
+                Ok(s.meta().deletion_timestamp.is_some() && s.finalizers() == [HOLD])
+            },
+        )
+        .await?;
+        let now = jiff::Timestamp::now().to_string();
+        let status = json!({"status": {
+            "lastOperation": {"type": "Delete", "state": "Error", "progress": 10,
+                "description": "Deletion of Shoot cluster failed (test).", "lastUpdateTime": now},
+            "lastErrors": [{"description": format!("simulated {code}"), "codes": [code],
+                "lastUpdateTime": now}]}});
+        shoots
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
     }
     let forced = |s: &Shoot| {
         s.annotations()
             .get(names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION)
             .is_some_and(|v| v == "true")
     };
-    // Eligible: the deletion finishes although the fault stays, because the controller
-    // confirmed force deletion (Gardener, here the simulated gardenlet, then skips cleanup).
+    // Eligible: the controller sets the annotation and gardener-apiserver (which checks the
+    // codes itself) accepts it.
     let (eligible, ..) = &cases[0];
     eventually(
-        &format!("{eligible} gone through force deletion"),
-        TIMEOUT,
-        || async { Ok(runtimes.get_opt(eligible).await?.is_none()) },
+        "force-deletion annotation on the eligible Shoot",
+        Duration::from_secs(30),
+        || async { Ok(forced(&shoots.get(&shoot_name(eligible)).await?)) },
     )
     .await?;
-    let name = shoot_name(eligible);
-    assert!(
-        seen_forced
-            .lock()
-            .map(|s| s.contains(&name))
-            .unwrap_or(false),
-        "the Shoot {name} was never seen with the force-deletion annotation"
-    );
-    // Not eligible: the Shoot stays in Error, unconfirmed, the Runtime Terminating.
-    let (other, code, _) = &cases[1];
-    let name = shoot_name(other);
-    eventually(
-        &format!("{name}: Delete in Error with {code}"),
-        Duration::from_secs(60),
-        || async {
-            let status = shoots.get(&name).await?.status.unwrap_or_default();
-            Ok(status
-                .last_operation
-                .is_some_and(|op| op.type_ == "Delete" && op.state == "Error")
-                && status
-                    .last_errors
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| e.codes.iter().flatten().any(|c| c == code)))
-        },
-    )
-    .await?;
+    // Not eligible: same events, same time, no annotation; the Runtime stays Terminating.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let (other, ..) = &cases[1];
     assert!(
-        !forced(&shoots.get(&name).await?)
-            && !seen_forced
-                .lock()
-                .map(|s| s.contains(&name))
-                .unwrap_or(true),
+        !forced(&shoots.get(&shoot_name(other)).await?),
         "force deletion set for a code Gardener does not accept for it"
     );
-    watch.abort();
-    assert_eq!(
-        runtimes.get(other).await?.status.map(|s| s.state),
-        Some(RuntimeState::Terminating)
-    );
-    // Faults gone: both deletions finish, finalizers last.
     for (id, ..) in &cases {
-        set_fault(env, &shoot_name(id), "none").await?;
+        let rt = runtimes.get(id).await?;
+        assert_eq!(
+            rt.status.as_ref().map(|s| s.state),
+            Some(RuntimeState::Terminating),
+            "{id} keeps its finalizer while the Shoot exists"
+        );
+    }
+    // Gardener finishes: the Shoots go, then the finalizers.
+    for (id, ..) in &cases {
+        set_finalizers(shoot_name(id), false).await?;
     }
     for (id, ..) in &cases {
         eventually(&format!("{id} gone"), TIMEOUT, || async {
