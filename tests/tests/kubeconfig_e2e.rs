@@ -184,6 +184,52 @@ impl Controller {
         Ok(out)
     }
 
+    /// Sum of the samples of one metric whose line contains every one of `labels`.
+    async fn metric_sum(&self, name: &str, labels: &[&str]) -> Result<u64> {
+        let text = self.metrics_text().await?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                    && labels.iter().all(|want| l.contains(want))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum())
+    }
+
+    /// Requests the RuntimeAccess reconciler sent to shoot API servers, by `method="..."`.
+    async fn shoot_requests(&self, labels: &[&str]) -> Result<u64> {
+        self.metric_sum(
+            "infrastructure_manager_im_runtime_access_shoot_requests_total",
+            labels,
+        )
+        .await
+    }
+
+    /// RuntimeAccess reconciles so far (any result).
+    async fn access_reconciles(&self) -> Result<u64> {
+        self.metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\""],
+        )
+        .await
+    }
+
+    /// Waits until no RuntimeAccess reconcile ran for 1.5 s; returns the reconcile count.
+    async fn access_settled(&self) -> Result<u64> {
+        let mut last = self.access_reconciles().await?;
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let now = self.access_reconciles().await?;
+            if now == last {
+                return Ok(now);
+            }
+            last = now;
+        }
+        bail!("RuntimeAccess reconciles did not settle within 30 s")
+    }
+
     /// Successful adminkubeconfig calls so far (`POST` answered 201).
     async fn adminkubeconfig_calls(&self) -> Result<u64> {
         let text = self.metrics_text().await?;
@@ -1124,6 +1170,170 @@ async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_wo
     for kc in &kubeconfigs {
         assert_not_logged(kc);
     }
+    assert_not_logged(&admin_kc);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess: shoot calls only when there is something to do
+
+/// Every reconcile used to build a shoot client and re-apply ServiceAccount, Role and binding.
+/// Now a reconcile whose objects were applied for the current spec (fingerprint recorded in the
+/// KCP Secret) and whose token is not due makes no shoot call at all. Counted by the
+/// controller's own shoot-request metric, which counts every request its shoot clients send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::Role;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-quiet").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("quiet").await?;
+    let roles: Api<Role> = Api::namespaced(shoot_admin.clone(), &apps);
+    let rbac_name = format!("kim-access:{ns}:quiet");
+
+    // 600 s tokens with the default ratio 0.8: no rotation is due during the test.
+    let ra = runtime_access(
+        &ns,
+        "quiet",
+        &id,
+        json!({
+            "serviceAccount": {"name": "quiet", "namespace": apps},
+            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            "tokenExpirationSeconds": 600,
+        }),
+    )?;
+    requests.create(&PostParams::default(), &ra).await?;
+    let status = access_ready(&requests, "quiet").await?;
+    let kc = access_kubeconfig(&secrets, &status).await?;
+    let reconciles = ctl.access_settled().await?;
+    // The status, Secret and finalizer writes each triggered another reconcile; only the one
+    // that did the work reached the shoot: ServiceAccount GET (404) and POST, Role and binding
+    // PATCH (server-side apply), TokenRequest POST.
+    assert!(
+        reconciles >= 3,
+        "expected follow-up reconciles after the first, saw {reconciles} in all"
+    );
+    let calls = (
+        ctl.shoot_requests(&["method=\"GET\""]).await?,
+        ctl.shoot_requests(&["method=\"POST\""]).await?,
+        ctl.shoot_requests(&["method=\"PATCH\""]).await?,
+        ctl.shoot_requests(&[]).await?,
+    );
+    assert_eq!(
+        calls,
+        (1, 2, 2, 5),
+        "shoot requests (GET, POST, PATCH, all) after {reconciles} reconciles"
+    );
+    let role_version = roles.get(&rbac_name).await?.metadata.resource_version;
+
+    // Reconciles with nothing to do: an unrelated label on the request, an unrelated
+    // annotation on its Secret (both watched), and the status write's own echo.
+    requests
+        .patch(
+            "quiet",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"unrelated": "1"}}})),
+        )
+        .await?;
+    let secret_name = status.secret_ref.clone().context("status.secretRef")?.name;
+    secrets
+        .patch(
+            &secret_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"unrelated": "1"}}})),
+        )
+        .await?;
+    requests
+        .patch(
+            "quiet",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"unrelated": "2"}}})),
+        )
+        .await?;
+    let after_noise = ctl.access_settled().await?;
+    assert!(
+        after_noise >= reconciles + 2,
+        "the label and annotation changes must trigger reconciles ({reconciles} -> {after_noise})"
+    );
+    assert_eq!(
+        ctl.shoot_requests(&[]).await?,
+        5,
+        "{} reconciles with nothing to do reached the shoot",
+        after_noise - reconciles
+    );
+    assert_eq!(
+        roles.get(&rbac_name).await?.metadata.resource_version,
+        role_version
+    );
+    let kept = requests.get("quiet").await?.status.unwrap_or_default();
+    assert_eq!(kept.state.as_deref(), Some("Ready"));
+    assert_eq!(kept.shoot_objects, status.shoot_objects, "recorded objects");
+    assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
+
+    // A spec change is applied (one reconcile: ServiceAccount GET, Role and binding PATCH),
+    // with the same token and the same shoot client.
+    requests
+        .patch(
+            "quiet",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"role": {"namespace": apps, "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}}})),
+        )
+        .await?;
+    let changed = eventually("spec change applied", Duration::from_secs(30), || async {
+        let status = requests.get("quiet").await?.status.unwrap_or_default();
+        Ok(
+            (status.observed_generation == Some(2) && status.state.as_deref() == Some("Ready"))
+                .then_some(status),
+        )
+    })
+    .await?;
+    let role = roles.get(&rbac_name).await?;
+    assert_eq!(
+        role.rules.unwrap_or_default()[0].verbs,
+        ["get", "list"],
+        "the changed rules are in the shoot"
+    );
+    ctl.access_settled().await?;
+    assert_eq!(
+        (
+            ctl.shoot_requests(&["method=\"GET\""]).await?,
+            ctl.shoot_requests(&["method=\"POST\""]).await?,
+            ctl.shoot_requests(&["method=\"PATCH\""]).await?,
+            ctl.shoot_requests(&[]).await?,
+        ),
+        (2, 2, 4, 8),
+        "shoot requests (GET, POST, PATCH, all) after the spec change"
+    );
+    assert_eq!(
+        access_kubeconfig(&secrets, &changed).await?,
+        kc,
+        "a spec change alone does not need a new token"
+    );
+    assert_eq!(
+        ctl.metric_sum(
+            "infrastructure_manager_im_runtime_access_shoot_clients_built_total",
+            &[]
+        )
+        .await?,
+        1,
+        "one shoot client for the runtime while its admin kubeconfig Secret is unchanged"
+    );
+
+    delete_access(&requests, &secrets, "quiet", &secret_name).await?;
+    eventually("Role removed", Duration::from_secs(15), || async {
+        Ok((!exists(&roles, &rbac_name).await?).then_some(()))
+    })
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&kc);
     assert_not_logged(&admin_kc);
     Ok(())
 }

@@ -7,7 +7,9 @@
 
 pub mod kubeconfig;
 pub mod reconcile;
+pub mod record;
 pub mod shoot;
+pub mod shoot_client;
 pub mod token;
 
 use std::sync::Arc;
@@ -127,7 +129,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         kim_shared::names::LABEL_MANAGED_BY,
         kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
-    let reconciler = Arc::new(reconcile::Reconciler::new(ctx.clone(), args));
+    let metrics = Arc::new(shoot_client::ShootMetrics::default());
+    ctx.register_metrics(|r| metrics.register(r));
+    let reconciler = Arc::new(reconcile::Reconciler::new(ctx.clone(), args, metrics));
     Controller::new(requests, watcher::Config::default())
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(

@@ -23,9 +23,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
-use super::kubeconfig::{ClusterEndpoint, cluster_endpoint, token_kubeconfig};
+use super::kubeconfig::token_kubeconfig;
+use super::record::{self, SecretFacts};
 use super::shoot::{self, RbacObject};
-use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision, TokenRecord};
+use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
+use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision};
 use super::{AccessArgs, CONTROLLER, FINALIZER};
 use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
@@ -46,12 +48,21 @@ const RETRY_AFTER: Duration = Duration::from_secs(15);
 pub struct Reconciler {
     ctx: Arc<Context>,
     args: AccessArgs,
+    clients: ShootClients,
 }
 
 impl Reconciler {
-    /// A reconciler with the given flags.
-    pub fn new(ctx: Arc<Context>, args: AccessArgs) -> Self {
-        Self { ctx, args }
+    /// A reconciler with the given flags; its shoot clients count requests in `metrics`.
+    pub fn new(
+        ctx: Arc<Context>,
+        args: AccessArgs,
+        metrics: Arc<super::shoot_client::ShootMetrics>,
+    ) -> Self {
+        Self {
+            ctx,
+            args,
+            clients: ShootClients::new(metrics),
+        }
     }
 }
 
@@ -142,14 +153,19 @@ pub fn error_policy(ra: Arc<RuntimeAccess>, error: &Error, _r: Arc<Reconciler>) 
     Action::requeue(RETRY_AFTER)
 }
 
-/// The shoot client and endpoint of a runtime, from its GardenerCluster's admin kubeconfig.
-struct ShootAccess {
-    client: kube::Client,
-    endpoint: ClusterEndpoint,
+/// The admin kubeconfig Secret of a runtime, read from the KCP (no shoot call).
+struct AdminKubeconfig {
+    namespace: String,
+    name: String,
+    resource_version: Option<String>,
+    kubeconfig: ByteString,
 }
 
-/// `Ok(None)`: the runtime has no usable admin kubeconfig (yet, or any more).
-async fn shoot_access(r: &Reconciler, ra: &RuntimeAccess) -> Result<Option<ShootAccess>, Error> {
+/// `Ok(None)`: the runtime has no admin kubeconfig (yet, or any more).
+async fn admin_kubeconfig(
+    r: &Reconciler,
+    ra: &RuntimeAccess,
+) -> Result<Option<AdminKubeconfig>, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let runtime = &ra.spec.runtime_id;
     let clusters: Api<GardenerCluster> = Api::namespaced(r.ctx.kcp.clone(), &ns);
@@ -162,31 +178,120 @@ async fn shoot_access(r: &Reconciler, ra: &RuntimeAccess) -> Result<Option<Shoot
     };
     let loc = &gc.spec.kubeconfig.secret;
     let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
-    let Some(secret) = secrets.get_opt(&loc.name).await.map_err(api(format!(
+    let Some(mut secret) = secrets.get_opt(&loc.name).await.map_err(api(format!(
         "reading Secret {}/{}",
         loc.namespace, loc.name
     )))?
     else {
+        r.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
     };
-    let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(&loc.key)) else {
+    let Some(kubeconfig) = secret.data.as_mut().and_then(|d| d.remove(&loc.key)) else {
+        r.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
     };
-    let bad = |reason: String| Error::AdminKubeconfig {
-        runtime: runtime.clone(),
-        reason,
+    Ok(Some(AdminKubeconfig {
+        namespace: loc.namespace.clone(),
+        name: loc.name.clone(),
+        resource_version: secret.metadata.resource_version.take(),
+        kubeconfig,
+    }))
+}
+
+/// The shoot client for an admin kubeconfig (reused while its Secret is unchanged).
+async fn shoot_access(
+    r: &Reconciler,
+    ra: &RuntimeAccess,
+    admin: &AdminKubeconfig,
+) -> Result<ShootAccess, Error> {
+    r.clients
+        .get(&AdminSecret {
+            namespace: &admin.namespace,
+            name: &admin.name,
+            resource_version: admin.resource_version.as_deref(),
+            kubeconfig: &admin.kubeconfig.0,
+        })
+        .await
+        .map_err(|e| Error::AdminKubeconfig {
+            runtime: ra.spec.runtime_id.clone(),
+            reason: e.to_string(),
+        })
+}
+
+/// A failed step in the shoot: what was being done and the error (no secret values).
+struct ShootStepFailed {
+    what: String,
+    error: String,
+}
+
+/// Ensures the ServiceAccount, the (Cluster)Role and binding, and removes the objects of an
+/// earlier spec (`previous`). Returns what this request created, sorted.
+async fn ensure_shoot_objects(
+    client: &kube::Client,
+    ra: &RuntimeAccess,
+    previous: Vec<ShootObjectRef>,
+) -> Result<Vec<ShootObjectRef>, ShootStepFailed> {
+    let failed = |what: String| {
+        move |e: kube::Error| ShootStepFailed {
+            what,
+            error: e.to_string(),
+        }
     };
-    let yaml = std::str::from_utf8(&bytes.0).map_err(|_| bad("not UTF-8".into()))?;
-    let endpoint = cluster_endpoint(yaml).map_err(|e| bad(e.to_string()))?;
-    let kc =
-        kube::config::Kubeconfig::from_yaml(yaml).map_err(|_| bad("not a kubeconfig".into()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|_| bad("cannot build a client configuration".into()))?;
-    let client =
-        kube::Client::try_from(config).map_err(|e| bad(format!("cannot build a client: {e}")))?;
-    Ok(Some(ShootAccess { client, endpoint }))
+    let mut created: Vec<ShootObjectRef> = Vec::new();
+    let sa = shoot::ensure_service_account(client, ra)
+        .await
+        .map_err(failed("creating the ServiceAccount".to_owned()))?;
+    created.extend(sa);
+    for obj in &shoot::rbac_objects(ra) {
+        let what = format!("applying {} {}", obj.reference().kind, obj.reference().name);
+        shoot::apply_rbac(client, obj).await.map_err(failed(what))?;
+        created.push(obj.reference());
+    }
+    // Objects of an earlier spec (for example a Role replaced by a roleRef) are removed.
+    let mut stale: Vec<ShootObjectRef> = previous
+        .into_iter()
+        .filter(|o| !created.contains(o))
+        .collect();
+    stale.sort();
+    stale.dedup();
+    shoot::deletion_order(&mut stale);
+    for obj in &stale {
+        let what = format!("deleting stale {} {}", obj.kind, obj.name);
+        shoot::delete(client, obj).await.map_err(failed(what))?;
+    }
+    created.sort();
+    created.dedup();
+    Ok(created)
+}
+
+/// Records in the KCP Secret which objects were applied for which fingerprint (its own field
+/// manager: the kubeconfig and token annotations stay untouched).
+async fn record_shoot_objects(
+    secrets: &Api<Secret>,
+    name: &str,
+    fingerprint: &str,
+    objects: &[ShootObjectRef],
+) -> Result<(), kube::Error> {
+    let list = serde_json::to_string(objects).unwrap_or_else(|_| "[]".to_owned());
+    let patch = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                record::ANNOTATION_SHOOT_OBJECTS_HASH: fingerprint,
+                record::ANNOTATION_SHOOT_OBJECTS: list,
+            }
+        }
+    });
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply(record::SHOOT_STATE_FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map(|_| ())
 }
 
 async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
@@ -207,7 +312,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .await?;
         return Ok(Action::await_change());
     }
-    let Some(access) = shoot_access(r, ra).await? else {
+    let Some(admin) = admin_kubeconfig(r, ra).await? else {
         let msg = format!(
             "waiting for the admin kubeconfig of GardenerCluster {}",
             ra.spec.runtime_id
@@ -220,56 +325,8 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .await?;
         return Ok(Action::requeue(WAIT_FOR_RUNTIME));
     };
-    let mut created: Vec<ShootObjectRef> = Vec::new();
-    let sa = shoot::ensure_service_account(&access.client, ra).await;
-    let sa = match sa {
-        Ok(sa) => sa,
-        Err(e) => {
-            return fail(
-                r,
-                ra,
-                "ShootAccessFailed",
-                "creating the ServiceAccount",
-                e,
-                now,
-            )
-            .await;
-        }
-    };
-    created.extend(sa);
-    let wanted = shoot::rbac_objects(ra);
-    for obj in &wanted {
-        if let Err(e) = shoot::apply_rbac(&access.client, obj).await {
-            let what = format!("applying {} {}", obj.reference().kind, obj.reference().name);
-            return fail(r, ra, "ShootAccessFailed", &what, e, now).await;
-        }
-        created.push(obj.reference());
-    }
-    // Objects of an earlier spec (for example a Role replaced by a roleRef) are removed.
-    let previous = ra
-        .status
-        .as_ref()
-        .map(|s| s.shoot_objects.clone())
-        .unwrap_or_default();
-    let mut stale: Vec<ShootObjectRef> = previous
-        .into_iter()
-        .filter(|o| !created.contains(o))
-        .collect();
-    shoot::deletion_order(&mut stale);
-    for obj in &stale {
-        if let Err(e) = shoot::delete(&access.client, obj).await {
-            return fail(
-                r,
-                ra,
-                "ShootAccessFailed",
-                &format!("deleting stale {} {}", obj.kind, obj.name),
-                e,
-                now,
-            )
-            .await;
-        }
-    }
 
+    // The KCP Secret, read fresh: the token and what was applied in the shoot, durably.
     let name = secret_name(ra);
     let key = secret_key(ra);
     let ns = ra.namespace().unwrap_or_default();
@@ -278,40 +335,54 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .get_opt(&name)
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?;
-    let annotation = |k: &str| {
-        existing
-            .as_ref()
-            .and_then(|s| s.metadata.annotations.as_ref())
-            .and_then(|a| a.get(k))
-            .map(String::as_str)
-    };
-    let record = TokenRecord {
-        present: existing
-            .as_ref()
-            .and_then(|s| s.data.as_ref())
-            .and_then(|d| d.get(&key))
-            .is_some_and(|v| !v.0.is_empty()),
-        issued: annotation(names::ANNOTATION_LAST_SYNC),
-        expires: annotation(ANNOTATION_TOKEN_EXPIRATION),
-    };
-    let (reason, expires, requeue) = match token::decide(record, r.args.rotation_ratio, now) {
-        TokenDecision::Keep { requeue_after } => {
-            let reason = ra
-                .status
+    let facts = SecretFacts::read(existing.as_ref(), &key);
+    let decision = token::decide(facts.token, r.args.rotation_ratio, now);
+    let fingerprint = shoot::fingerprint(ra);
+
+    // The shoot is reached only when something is to be done there: objects applied for
+    // another spec (or never), or a token to issue (which also re-applies the objects, the
+    // periodic drift correction). A reconcile with nothing to do makes no shoot call.
+    let mut access: Option<ShootAccess> = None;
+    let shoot_objects = if record::needs_shoot(&facts, &fingerprint, decision) {
+        let a = shoot_access(r, ra, &admin).await?;
+        // What this request created before: the durable record and the (maybe older) status.
+        let mut previous = facts.applied_objects.clone().unwrap_or_default();
+        previous.extend(
+            ra.status
                 .as_ref()
-                .and_then(|s| {
-                    s.conditions
-                        .iter()
-                        .find(|c| c.type_ == CONDITION_TYPE && c.status == "True")
-                })
-                .map(|c| c.reason.clone())
-                .unwrap_or_else(|| "KubeconfigIssued".to_owned());
-            let expires = record
+                .map(|s| s.shoot_objects.clone())
+                .unwrap_or_default(),
+        );
+        match ensure_shoot_objects(&a.client, ra, previous).await {
+            Ok(created) => {
+                access = Some(a);
+                created
+            }
+            Err(f) => return fail(r, ra, "ShootAccessFailed", &f.what, f.error, now).await,
+        }
+    } else {
+        facts
+            .applied_with(&fingerprint)
+            .map(<[ShootObjectRef]>::to_vec)
+            .unwrap_or_default()
+    };
+
+    let (reason, expires, requeue) = match decision {
+        TokenDecision::Keep { requeue_after } => {
+            // From the Secret, never from the cached status: a cache that has not seen the
+            // last rotation's status must not turn KubeconfigRotated back into Issued.
+            let reason = facts.kept_reason(ra.status.as_ref());
+            let expires = facts
+                .token
                 .expires
                 .and_then(crate::gardener_cluster::rotation::parse_last_sync);
             (reason, expires, requeue_after)
         }
         TokenDecision::Issue(cause) => {
+            let access = match access.take() {
+                Some(a) => a,
+                None => shoot_access(r, ra, &admin).await?,
+            };
             let lifetime = ra.spec.token_expiration_seconds.unwrap_or_else(|| {
                 i64::try_from(r.args.token_expiration.as_secs()).unwrap_or(3600)
             });
@@ -340,7 +411,18 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 runtime: ra.spec.runtime_id.clone(),
                 reason: e.to_string(),
             })?;
-            let desired = kubeconfig_secret(ra, &name, &key, kubeconfig, now, issued.expires);
+            let reason = record::issue_reason(cause);
+            let desired = kubeconfig_secret(
+                ra,
+                &name,
+                &key,
+                kubeconfig,
+                IssuedAt {
+                    now,
+                    expires: issued.expires,
+                    reason,
+                },
+            );
             if let Err(e) = secrets
                 .patch(
                     &name,
@@ -360,22 +442,30 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 .await;
             }
             tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, "ServiceAccount kubeconfig written");
-            let reason = if matches!(cause, token::TokenCause::Due) {
-                "KubeconfigRotated"
-            } else {
-                "KubeconfigIssued"
-            };
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue =
                 Duration::from_secs_f64(lifetime_left * token::clamp_ratio(r.args.rotation_ratio));
-            (reason.to_owned(), Some(issued.expires), requeue)
+            (reason, Some(issued.expires), requeue)
         }
     };
+    if facts.applied_with(&fingerprint) != Some(shoot_objects.as_slice())
+        && let Err(e) = record_shoot_objects(&secrets, &name, &fingerprint, &shoot_objects).await
+    {
+        return fail(
+            r,
+            ra,
+            "SecretWriteFailed",
+            &format!("recording the shoot objects in Secret {ns}/{name}"),
+            e,
+            now,
+        )
+        .await;
+    }
     let message = format!(
         "kubeconfig for {} in Secret {ns}/{name}",
         service_account_user(&ra.spec)
     );
-    let mut status = status_with(ra, "Ready", "True", &reason, &message, now);
+    let mut status = status_with(ra, "Ready", "True", reason, &message, now);
     status.secret_ref = Some(AccessSecretRef {
         name,
         namespace: ns,
@@ -383,9 +473,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     });
     status.identity = Some(service_account_user(&ra.spec));
     status.token_expiration_timestamp = expires.map(Time);
-    created.sort();
-    created.dedup();
-    status.shoot_objects = created;
+    status.shoot_objects = shoot_objects;
     write_status(r, ra, status).await?;
     Ok(Action::requeue(requeue))
 }
@@ -406,19 +494,33 @@ async fn fail(
 /// Removes what the request created in the shoot (when the shoot is still reachable) and its
 /// KCP Secret.
 async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
+    let ns = ra.namespace().unwrap_or_default();
+    let name = secret_name(ra);
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
     let mut objs: Vec<ShootObjectRef> = ra
         .status
         .as_ref()
         .map(|s| s.shoot_objects.clone())
         .unwrap_or_default();
+    // What the Secret recorded (durable even when the cached status is older).
+    let existing = secrets
+        .get_opt(&name)
+        .await
+        .map_err(api(format!("reading Secret {ns}/{name}")))?;
+    objs.extend(
+        SecretFacts::read(existing.as_ref(), &secret_key(ra))
+            .applied_objects
+            .unwrap_or_default(),
+    );
     // The role and binding carry names only this request uses: delete them even if a status
-    // write was lost. The ServiceAccount only when the status says we created it.
+    // write was lost. The ServiceAccount only when a record says we created it.
     objs.extend(shoot::rbac_objects(ra).iter().map(RbacObject::reference));
     objs.sort();
     objs.dedup();
     shoot::deletion_order(&mut objs);
-    match shoot_access(r, ra).await {
-        Ok(Some(access)) => {
+    match admin_kubeconfig(r, ra).await? {
+        Some(admin) => {
+            let access = shoot_access(r, ra, &admin).await?;
             for obj in &objs {
                 shoot::delete(&access.client, obj)
                     .await
@@ -429,14 +531,10 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             }
         }
         // The runtime (and with it the shoot) is gone or going: nothing left to clean there.
-        Ok(None) => {
+        None => {
             tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig; skipping shoot cleanup")
         }
-        Err(e) => return Err(e),
     }
-    let ns = ra.namespace().unwrap_or_default();
-    let name = secret_name(ra);
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
     match secrets.delete(&name, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -450,13 +548,19 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
+/// When and why a token was issued, as recorded on its Secret.
+struct IssuedAt {
+    now: Timestamp,
+    expires: Timestamp,
+    reason: &'static str,
+}
+
 fn kubeconfig_secret(
     ra: &RuntimeAccess,
     name: &str,
     key: &str,
     kubeconfig: Vec<u8>,
-    now: Timestamp,
-    expires: Timestamp,
+    issued: IssuedAt,
 ) -> Secret {
     let owner = ra.controller_owner_ref(&()).map(|mut o| {
         o.block_owner_deletion = None;
@@ -479,11 +583,15 @@ fn kubeconfig_secret(
             annotations: Some(BTreeMap::from([
                 (
                     names::ANNOTATION_LAST_SYNC.to_owned(),
-                    format_last_sync(now),
+                    format_last_sync(issued.now),
                 ),
                 (
                     ANNOTATION_TOKEN_EXPIRATION.to_owned(),
-                    format_last_sync(expires),
+                    format_last_sync(issued.expires),
+                ),
+                (
+                    record::ANNOTATION_TOKEN_REASON.to_owned(),
+                    issued.reason.to_owned(),
                 ),
             ])),
             owner_references: owner,

@@ -142,6 +142,33 @@ pub fn rbac_objects(ra: &RuntimeAccess) -> Vec<RbacObject> {
     out
 }
 
+/// A fingerprint of everything a RuntimeAccess wants in the shoot (ServiceAccount, roles and
+/// bindings, as built for the apply): equal fingerprints mean an apply would change nothing
+/// that this controller sets. Stable across processes and versions (FNV-1a over the JSON of the
+/// objects, not std's randomly keyed hasher); a change of the object-building code changes it
+/// too, so a new controller version re-applies once.
+pub fn fingerprint(ra: &RuntimeAccess) -> String {
+    let mut docs = vec![serde_json::to_value(service_account(ra)).unwrap_or_default()];
+    for obj in rbac_objects(ra) {
+        let (kind, value) = match &obj {
+            RbacObject::ClusterRole(o) => ("ClusterRole", serde_json::to_value(o)),
+            RbacObject::Role(o) => ("Role", serde_json::to_value(o)),
+            RbacObject::ClusterRoleBinding(o) => ("ClusterRoleBinding", serde_json::to_value(o)),
+            RbacObject::RoleBinding(o) => ("RoleBinding", serde_json::to_value(o)),
+        };
+        docs.push(serde_json::json!({ "kind": kind, "object": value.unwrap_or_default() }));
+    }
+    let bytes = serde_json::to_vec(&docs).unwrap_or_default();
+    // FNV-1a, 64 bit: 8 bytes are plenty to tell specs apart; a collision would only delay an
+    // apply until the next token rotation (which always re-applies).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("fnv1a64:{hash:016x}")
+}
+
 fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
@@ -411,6 +438,45 @@ mod tests {
             (b.role_ref.kind.as_str(), b.role_ref.name.as_str()),
             ("ClusterRole", "view")
         );
+    }
+
+    #[test]
+    fn the_fingerprint_changes_with_what_is_applied_and_only_with_that() {
+        let ra = request();
+        let fp = fingerprint(&ra);
+        assert_eq!(fp, fingerprint(&request()), "stable for the same spec");
+        assert!(fp.starts_with("fnv1a64:") && fp.len() == "fnv1a64:".len() + 16);
+        // Not applied in the shoot: no new fingerprint.
+        let mut longer = request();
+        longer.spec.token_expiration_seconds = Some(7200);
+        assert_eq!(fingerprint(&longer), fp);
+        // A rule, a namespace or the kind of grant: a new fingerprint.
+        let mut more_verbs = request();
+        if let Some(role) = more_verbs.spec.role.as_mut() {
+            role.rules[0].verbs.push("list".into());
+        }
+        let mut moved = request();
+        if let Some(role) = moved.spec.role.as_mut() {
+            role.namespace = "other".into();
+        }
+        let mut referenced = request();
+        referenced.spec.role = None;
+        referenced.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "view".into(),
+            namespace: None,
+        });
+        let all = [
+            fp.clone(),
+            fingerprint(&more_verbs),
+            fingerprint(&moved),
+            fingerprint(&referenced),
+        ];
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,295 @@
+//! Clients for the shoot clusters, built from the runtimes' admin kubeconfig Secrets and kept
+//! while a Secret is unchanged (same `resourceVersion`), so reconciles of several
+//! RuntimeAccesses of one runtime, and later reconciles of the same one, reuse one client and
+//! its connections. Every request through such a client is counted in
+//! `infrastructure_manager_im_runtime_access_shoot_requests_total{method,code}`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use kube::client::{Body, ClientBuilder};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tower::{Layer, Service};
+
+use super::kubeconfig::{ClusterEndpoint, cluster_endpoint};
+
+/// Labels of a shoot request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShootRequestLabels {
+    /// HTTP method.
+    pub method: String,
+    /// HTTP status code, or `error` when no response came.
+    pub code: String,
+}
+
+/// Metrics of the shoot clients.
+#[derive(Default)]
+pub struct ShootMetrics {
+    /// Requests sent to shoot API servers by method and response code.
+    pub requests: Family<ShootRequestLabels, Counter>,
+    /// Shoot clients built (a new runtime, or a changed admin kubeconfig Secret).
+    pub clients_built: Counter,
+}
+
+impl ShootMetrics {
+    /// Registers the metrics in the `infrastructure_manager_im` sub-registry.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "runtime_access_shoot_requests",
+            "Requests the RuntimeAccess reconciler sent to shoot API servers, by method and code",
+            self.requests.clone(),
+        );
+        registry.register(
+            "runtime_access_shoot_clients_built",
+            "Shoot clients the RuntimeAccess reconciler built from admin kubeconfigs",
+            self.clients_built.clone(),
+        );
+    }
+
+    fn count(&self, method: &str, code: &str) {
+        self.requests
+            .get_or_create(&ShootRequestLabels {
+                method: method.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Why no shoot client could be built. Messages never quote the kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum ShootClientError {
+    /// The Secret value is not text.
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// No cluster entry to take the server and CA from.
+    #[error(transparent)]
+    Endpoint(#[from] super::kubeconfig::KubeconfigError),
+    /// kube cannot read it as a kubeconfig.
+    #[error("not a kubeconfig")]
+    NotKubeconfig,
+    /// kube cannot turn it into a client configuration.
+    #[error("cannot build a client configuration")]
+    Config,
+    /// kube cannot build the client.
+    #[error("cannot build a client: {0}")]
+    Build(String),
+}
+
+/// A client for one shoot and the endpoint token kubeconfigs point at.
+#[derive(Clone)]
+pub struct ShootAccess {
+    /// Client authenticated with the admin kubeconfig.
+    pub client: kube::Client,
+    /// Server and CA of the shoot.
+    pub endpoint: ClusterEndpoint,
+}
+
+/// The admin kubeconfig Secret a client is built from.
+pub struct AdminSecret<'a> {
+    /// Secret namespace.
+    pub namespace: &'a str,
+    /// Secret name.
+    pub name: &'a str,
+    /// Its `resourceVersion`; without one the client is not cached.
+    pub resource_version: Option<&'a str>,
+    /// The kubeconfig bytes.
+    pub kubeconfig: &'a [u8],
+}
+
+struct Cached {
+    resource_version: String,
+    access: ShootAccess,
+}
+
+/// Shoot clients by admin kubeconfig Secret.
+pub struct ShootClients {
+    cache: Mutex<HashMap<(String, String), Cached>>,
+    metrics: Arc<ShootMetrics>,
+}
+
+impl ShootClients {
+    /// An empty cache whose clients count their requests in `metrics`.
+    pub fn new(metrics: Arc<ShootMetrics>) -> Self {
+        Self {
+            cache: Mutex::default(),
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Cached>> {
+        // A poisoned lock only means a panic elsewhere; the map itself is intact.
+        match self.cache.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The client for this Secret: the cached one while its `resourceVersion` is unchanged,
+    /// else a new one (which replaces the cached one).
+    pub async fn get(&self, secret: &AdminSecret<'_>) -> Result<ShootAccess, ShootClientError> {
+        let key = (secret.namespace.to_owned(), secret.name.to_owned());
+        if let Some(rv) = secret.resource_version
+            && let Some(hit) = self.lock().get(&key)
+            && hit.resource_version == rv
+        {
+            return Ok(hit.access.clone());
+        }
+        let access = self.build(secret.kubeconfig).await?;
+        self.metrics.clients_built.inc();
+        tracing::debug!(
+            secret = %format!("{}/{}", secret.namespace, secret.name),
+            "shoot client built"
+        );
+        if let Some(rv) = secret.resource_version {
+            self.lock().insert(
+                key,
+                Cached {
+                    resource_version: rv.to_owned(),
+                    access: access.clone(),
+                },
+            );
+        }
+        Ok(access)
+    }
+
+    /// Drops the client of a Secret that no longer exists.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    async fn build(&self, kubeconfig: &[u8]) -> Result<ShootAccess, ShootClientError> {
+        let yaml = std::str::from_utf8(kubeconfig).map_err(|_| ShootClientError::NotUtf8)?;
+        let endpoint = cluster_endpoint(yaml)?;
+        let kc = kube::config::Kubeconfig::from_yaml(yaml)
+            .map_err(|_| ShootClientError::NotKubeconfig)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|_| ShootClientError::Config)?;
+        let client = ClientBuilder::try_from(config)
+            .map_err(|e| ShootClientError::Build(e.to_string()))?
+            .with_layer(&CountLayer(self.metrics.clone()))
+            .build();
+        Ok(ShootAccess { client, endpoint })
+    }
+}
+
+/// Counts every request by method and response code.
+struct CountLayer(Arc<ShootMetrics>);
+
+impl<S> Layer<S> for CountLayer {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        Counted {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+/// The service [`CountLayer`] produces.
+pub struct Counted<S> {
+    inner: S,
+    metrics: Arc<ShootMetrics>,
+}
+
+impl<S, B> Service<Request<Body>> for Counted<S>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<B>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let method = req.method().as_str().to_owned();
+        let metrics = self.metrics.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let result = fut.await;
+            let code = match &result {
+                Ok(resp) => resp.status().as_str().to_owned(),
+                Err(_) => "error".to_owned(),
+            };
+            metrics.count(&method, &code);
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADMIN: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: s1
+clusters:
+- name: s1
+  cluster: {server: "https://127.0.0.1:1", certificate-authority-data: ""}
+contexts:
+- name: s1
+  context: {cluster: s1, user: s1}
+users:
+- name: s1
+  user: {token: abc}
+"#;
+
+    fn secret<'a>(rv: Option<&'a str>, kc: &'a str) -> AdminSecret<'a> {
+        AdminSecret {
+            namespace: "kcp-system",
+            name: "kubeconfig-rt-1",
+            resource_version: rv,
+            kubeconfig: kc.as_bytes(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_is_reused_until_the_secret_changes() {
+        let metrics = Arc::new(ShootMetrics::default());
+        let clients = ShootClients::new(metrics.clone());
+        clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
+        clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
+        assert_eq!(metrics.clients_built.get(), 1, "same resourceVersion");
+        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
+        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
+        assert_eq!(metrics.clients_built.get(), 2, "a new resourceVersion");
+        clients.forget("kcp-system", "kubeconfig-rt-1");
+        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
+        assert_eq!(metrics.clients_built.get(), 3, "forgotten");
+        clients.get(&secret(None, ADMIN)).await.unwrap();
+        clients.get(&secret(None, ADMIN)).await.unwrap();
+        assert_eq!(
+            metrics.clients_built.get(),
+            5,
+            "no resourceVersion: never cached"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_broken_kubeconfig_is_an_error_that_does_not_quote_it() {
+        let clients = ShootClients::new(Arc::default());
+        let Err(err) = clients
+            .get(&secret(Some("1"), "token: supersecret\n: :"))
+            .await
+        else {
+            panic!("a broken kubeconfig must fail");
+        };
+        assert!(!err.to_string().contains("supersecret"), "{err}");
+    }
+}
