@@ -129,6 +129,7 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
         "PodDisruptionBudget",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "NetworkPolicy",
     ] {
         ensure!(
             kinds.contains_key(want),
@@ -172,6 +173,39 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
     kim_webhook::cli::Cli::try_parse_from(&argv)
         .map_err(|e| anyhow::anyhow!("webhook Deployment args: {e}"))?;
     file_is_mounted(&docs, webhook, "--converter-config-filepath")?;
+
+    // NetworkPolicies select a Deployment's pods and name ports its container has.
+    for np in docs.iter().filter(|d| d["kind"] == "NetworkPolicy") {
+        let selector = &np["spec"]["podSelector"]["matchLabels"];
+        let d = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "Deployment"
+                    && selector.as_object().is_some_and(|m| {
+                        m.iter()
+                            .all(|(k, v)| d["spec"]["template"]["metadata"]["labels"][k] == *v)
+                    })
+            })
+            .with_context(|| format!("{} selects no Deployment's pods", kind_name(np)))?;
+        let ports: BTreeSet<&str> = d["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        for rule in np["spec"]["ingress"].as_array().into_iter().flatten() {
+            for port in rule["ports"].as_array().into_iter().flatten() {
+                if let Some(name) = port["port"].as_str() {
+                    ensure!(
+                        ports.contains(name),
+                        "{} names port {name}, which {} does not have ({ports:?})",
+                        kind_name(np),
+                        kind_name(d)
+                    );
+                }
+            }
+        }
+    }
 
     // Server-side dry run of everything the test apiserver has types for (the Prometheus
     // Operator's ServiceMonitor and PrometheusRule are not installed there).
