@@ -83,6 +83,12 @@ pub struct Options {
     pub deletion_protection: bool,
     /// What RuntimeAccess objects may grant (`--access-allow-wildcards`, ...).
     pub access_policy: kim_shared::access::AccessPolicy,
+    /// Namespace to run in, created by the caller (e.g. to grant RBAC on [`names`] first);
+    /// `None`: a new one.
+    pub namespace: Option<String>,
+    /// Client for the webhook's own KCP calls (certificate Secret, caBundle), e.g. one bound
+    /// only to the deployed RBAC; `None`: the admin client.
+    pub kcp_client: Option<kube::Client>,
 }
 
 impl Default for Options {
@@ -97,7 +103,29 @@ impl Default for Options {
             replicas: 1,
             deletion_protection: true,
             access_policy: kim_shared::access::AccessPolicy::default(),
+            namespace: None,
+            kcp_client: None,
         }
+    }
+}
+
+/// The per-test names of the objects the webhook in namespace `ns` writes.
+pub struct Names {
+    /// Certificate Secret (in `ns`).
+    pub secret: String,
+    /// MutatingWebhookConfiguration.
+    pub mutating: String,
+    /// ValidatingWebhookConfiguration.
+    pub validating: String,
+}
+
+/// The names [`Webhook::start`] uses in namespace `ns`.
+pub fn names(ns: &str) -> Names {
+    let cfgs = configurations(ns, "", "");
+    Names {
+        secret: format!("kim-webhook-cert-{ns}"),
+        mutating: cfgs[0]["metadata"]["name"].as_str().unwrap().to_string(),
+        validating: cfgs[1]["metadata"]["name"].as_str().unwrap().to_string(),
     }
 }
 
@@ -161,10 +189,14 @@ impl Webhook {
     /// Starts the replicas, registers the configurations and waits until the apiserver
     /// enforces both (a server-side dry run of an invalid Runtime is denied by our webhook).
     pub async fn start(env: &TestEnv, opts: Options) -> Webhook {
-        let ns = env.namespace("webhook").await.unwrap();
+        let ns = match &opts.namespace {
+            Some(ns) => ns.clone(),
+            None => env.namespace("webhook").await.unwrap(),
+        };
         let client = env.kcp_client().await.unwrap();
+        let webhook_client = opts.kcp_client.clone().unwrap_or_else(|| client.clone());
         let (stop, stop_rx) = watch::channel(false);
-        let secret = format!("kim-webhook-cert-{ns}");
+        let secret = names(&ns).secret;
         let config = Arc::new(kim_config());
         let mut listeners = Vec::new();
         for _ in 0..opts.replicas.max(1) {
@@ -192,6 +224,8 @@ impl Webhook {
 
         let mut replicas = Vec::new();
         for (listener, url) in listeners.into_iter().zip(urls) {
+            // Every field is set; the update keeps this compiling when one is added.
+            #[allow(clippy::needless_update)]
             let ctx = AdmissionContext {
                 deletion_protection: opts.deletion_protection,
                 access_policy: opts.access_policy.clone(),
@@ -207,7 +241,7 @@ impl Webhook {
             ));
             let rotator = Arc::new(
                 CertRotator::new(
-                    client.clone(),
+                    webhook_client.clone(),
                     RotationConfig {
                         namespace: ns.clone(),
                         secret_name: secret.clone(),
