@@ -18,7 +18,7 @@ use kube::Api;
 use serde_json::Value;
 
 const LEASE: &str = "f1c68560.kyma-project.io";
-const LEASE_SECONDS: u64 = 4;
+const LEASE_SECONDS: u64 = 6;
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
 async fn holder(env: &TestEnv, ns: &str) -> Result<Option<String>> {
