@@ -32,8 +32,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kim_shared::gardener::Shoot;
 use kim_tests::fixtures;
 use kim_tests::testenv::{TestEnv, repo_root};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::discovery::ApiResource;
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 /// Substitutions each golden needs (besides namespace and credentials binding).
@@ -51,13 +50,6 @@ const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 10] = [
         &["version", "networking"],
     ),
     ("sap-converged-cloud", &["version"]),
-];
-
-/// Regions of the goldens with the `eu-access-only` restriction (platform region cf-eu11).
-const EU_ACCESS_REGIONS: [(&str, &str); 3] = [
-    ("aws", "eu-central-1"),
-    ("gcp", "us-central1"),
-    ("openstack", "eu-de-1"),
 ];
 
 fn goldens() -> Vec<(String, Value)> {
@@ -130,62 +122,8 @@ async fn prepare(client: &kube::Client) {
         .unwrap();
         ensure(&secrets, &secret).await;
     }
-
-    let exposure = ApiResource {
-        group: "core.gardener.cloud".into(),
-        version: "v1beta1".into(),
-        api_version: "core.gardener.cloud/v1beta1".into(),
-        kind: "ExposureClass".into(),
-        plural: "exposureclasses".into(),
-    };
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "core.gardener.cloud/v1beta1", "kind": "ExposureClass",
-        "metadata": {"name": "converged-cloud-internet"}, "handler": "converged-cloud-internet"
-    }))
-    .unwrap();
-    ensure(
-        &Api::<DynamicObject>::all_with(client.clone(), &exposure),
-        &class,
-    )
-    .await;
-
-    // The EU regions offer Gardener's `eu-access-only` restriction, as in a real landscape.
-    // Untyped, so that the replace keeps every field of the profile.
-    let profile_resource =
-        fixtures::api_resource("core.gardener.cloud/v1beta1", "CloudProfile").unwrap();
-    let profiles: Api<DynamicObject> = Api::all_with(client.clone(), &profile_resource);
-    let data = fixtures::data::providers().unwrap();
-    for (provider, region) in EU_ACCESS_REGIONS {
-        let name = &data
-            .iter()
-            .find(|p| p.provider == provider)
-            .unwrap()
-            .cloud_profile;
-        for attempt in 0.. {
-            let mut profile = serde_json::to_value(profiles.get(name).await.unwrap()).unwrap();
-            let regions = profile["spec"]["regions"].as_array_mut().unwrap();
-            let r = regions
-                .iter_mut()
-                .find(|r| r["name"] == region)
-                .unwrap_or_else(|| panic!("{name} has no {region}"));
-            if r["accessRestrictions"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| x["name"] == "eu-access-only"))
-            {
-                break;
-            }
-            r["accessRestrictions"] = json!([{"name": "eu-access-only"}]);
-            let profile: DynamicObject = serde_json::from_value(profile).unwrap();
-            match profiles
-                .replace(name, &PostParams::default(), &profile)
-                .await
-            {
-                Ok(_) => break,
-                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 5 => continue,
-                Err(e) => panic!("adding eu-access-only to {name} {region}: {e}"),
-            }
-        }
-    }
+    // The ExposureClass and the `eu-access-only` regions the goldens name are fixtures of the
+    // test landscape (kim_tests::fixtures).
 }
 
 #[tokio::test]
