@@ -1,7 +1,7 @@
 //! The JSON patch of the mutating webhook, computed by diff.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -19,7 +19,7 @@ pub fn mutation_patch<T: Serialize>(
 ) -> Result<Patch, serde_json::Error> {
     let before = serde_json::to_value(original)?;
     let after = serde_json::to_value(defaulted)?;
-    let diff = json_patch::diff(&before, &after);
+    let diff = diff(&before, &after);
     if diff.0.is_empty() {
         return Ok(diff);
     }
@@ -56,6 +56,73 @@ pub fn mutation_patch<T: Serialize>(
         }
     }
     Ok(Patch(out))
+}
+
+/// The operations `json_patch::diff(before, after)` returns, in the same order, without
+/// walking the subtrees the two documents share (defaulting changes a few leaves of a large
+/// object; `json_patch::diff` builds and escapes a pointer for every key it visits).
+pub fn diff(before: &Value, after: &Value) -> Patch {
+    let mut ops = Vec::new();
+    diff_into(before, after, &mut PointerBuf::new(), &mut ops);
+    Patch(ops)
+}
+
+fn diff_into(left: &Value, right: &Value, path: &mut PointerBuf, ops: &mut Vec<PatchOperation>) {
+    // Equal subtrees yield no operation in `json_patch::diff` either.
+    if left == right {
+        return;
+    }
+    match (left, right) {
+        (Value::Object(l), Value::Object(r)) => {
+            for (key, rv) in r {
+                path.push_back(key);
+                match l.get(key) {
+                    Some(lv) => diff_into(lv, rv, path, ops),
+                    None => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: rv.clone(),
+                    })),
+                }
+                path.pop_back();
+            }
+            for key in l.keys() {
+                if !r.contains_key(key) {
+                    path.push_back(key);
+                    ops.push(PatchOperation::Remove(RemoveOperation {
+                        path: path.clone(),
+                    }));
+                    path.pop_back();
+                }
+            }
+        }
+        (Value::Array(l), Value::Array(r)) => {
+            // Same index arithmetic as `json_patch::diff`: removals from the end shift the
+            // index of the next removal.
+            let mut shift = 0usize;
+            for idx in 0..l.len().max(r.len()) {
+                path.push_back(idx - shift);
+                match (l.get(idx), r.get(idx)) {
+                    (Some(lv), Some(rv)) => diff_into(lv, rv, path, ops),
+                    (Some(_), None) => {
+                        shift += 1;
+                        ops.push(PatchOperation::Remove(RemoveOperation {
+                            path: path.clone(),
+                        }));
+                    }
+                    (None, Some(rv)) => ops.push(PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: rv.clone(),
+                    })),
+                    (None, None) => {}
+                }
+                path.pop_back();
+            }
+        }
+        _ => ops.push(PatchOperation::Replace(ReplaceOperation {
+            path: path.clone(),
+            value: right.clone(),
+        })),
+    }
 }
 
 /// The shortest prefix of `path` (a JSON pointer) that does not exist in `doc`, when that is
@@ -122,5 +189,32 @@ mod tests {
     fn no_change_no_patch() {
         let v = json!({"a": 1});
         assert!(mutation_patch(&v, &v, None).expect("patch").0.is_empty());
+    }
+
+    #[test]
+    fn diff_equals_json_patch_diff() {
+        let cases = [
+            (json!({"a": 1}), json!({"a": 1})),
+            (
+                json!({"a": 1, "b": {"c": [1, 2, 3]}}),
+                json!({"b": {"c": [1, 5]}, "d": null}),
+            ),
+            (json!([1, 2, 3, 4]), json!([1])),
+            (json!([1]), json!([0, 2, {"x": 1}])),
+            (json!({"k/~": {"x": 1}}), json!({"k/~": {"x": 2}})),
+            (json!({"a": 1.0}), json!({"a": 1})),
+            (
+                json!({"a": [{"b": 1}, {"b": 2}]}),
+                json!({"a": [{"b": 1}, {"b": 3, "c": 4}]}),
+            ),
+            (json!(null), json!({"a": 1})),
+        ];
+        for (before, after) in cases {
+            assert_eq!(
+                diff(&before, &after),
+                json_patch::diff(&before, &after),
+                "{before} -> {after}"
+            );
+        }
     }
 }
