@@ -66,6 +66,9 @@ pub struct AdmissionContext {
     pub config: Option<std::sync::Arc<kim_shared::config::KimConfig>>,
     /// What RuntimeAccess objects may grant.
     pub access_policy: kim_shared::access::AccessPolicy,
+    /// Settings of the Runtime validation that are flags (`--audit-log-mandatory`), the same
+    /// as the controller's so that what is admitted is provisioned.
+    pub validation: kim_shared::validation::ValidationOptions,
 }
 
 impl Default for AdmissionContext {
@@ -75,6 +78,7 @@ impl Default for AdmissionContext {
             deletion_window: Duration::from_secs(120),
             config: None,
             access_policy: kim_shared::access::AccessPolicy::default(),
+            validation: kim_shared::validation::ValidationOptions::default(),
         }
     }
 }

@@ -83,6 +83,12 @@ pub struct ServeArgs {
     #[arg(long, env = "KIM_WEBHOOK_DELETION_WINDOW", default_value = "2m", value_parser = duration)]
     pub deletion_window: Duration,
 
+    /// Refuse a Runtime whose provider and region have no audit-log tenant (upstream's
+    /// `--audit-log-mandatory`; set it as the controller's, `=false` turns the refusal into a
+    /// warning).
+    #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_MANDATORY", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub audit_log_mandatory: bool,
+
     /// Admit RuntimeAccess objects with `*` in rules, the verbs escalate/bind/impersonate, or
     /// cluster-admin (off: least privilege is enforced).
     #[arg(long = "access-allow-wildcards", env = "KIM_WEBHOOK_ACCESS_ALLOW_WILDCARDS", default_value_t = false, action = clap::ArgAction::Set)]

@@ -49,14 +49,14 @@ impl Admitted for Runtime {
 
     fn validate_create(&self, ctx: &AdmissionContext) -> Verdict {
         match &ctx.config {
-            Some(cfg) => validation::validate_create(self, cfg).into(),
+            Some(cfg) => validation::validate_create_with(self, cfg, &ctx.validation).into(),
             None => no_config(),
         }
     }
 
     fn validate_update(&self, old: &Self, ctx: &AdmissionContext) -> Verdict {
         match &ctx.config {
-            Some(cfg) => validation::validate_update(old, self, cfg).into(),
+            Some(cfg) => validation::validate_update_with(old, self, cfg, &ctx.validation).into(),
             None => no_config(),
         }
     }
@@ -148,6 +148,47 @@ mod tests {
         assert!(
             updated.spec.shoot.provider.workers[0].volume.is_none(),
             "UPDATE must not add create-time defaults to a pool that was stored without them"
+        );
+    }
+
+    #[test]
+    fn audit_log_mandatory_is_the_flag_of_the_context() {
+        let mut ctx = ctx();
+        let mut cfg = ctx.config.as_deref().cloned().expect("config");
+        let mut rt = stored_without_volume();
+        rt.spec.shoot.secret_binding_name = "hyperscaler-secret".into();
+        if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
+            k.version = None;
+        }
+        Admitted::default(&mut rt, None, &ctx);
+        let region = rt.spec.shoot.region.clone();
+        assert!(
+            Admitted::validate_create(&rt, &ctx).violations.is_empty(),
+            "the sample is admissible as it is"
+        );
+        cfg.audit_log_tenants
+            .0
+            .get_mut("aws")
+            .and_then(|regions| regions.remove(&region))
+            .expect("the example config has a tenant for the sample's region");
+        ctx.config = Some(std::sync::Arc::new(cfg));
+
+        let refused = Admitted::validate_create(&rt, &ctx);
+        assert!(
+            !refused.violations.is_empty(),
+            "mandatory by default: refused"
+        );
+        ctx.validation.audit_log_mandatory = false;
+        let warned = Admitted::validate_create(&rt, &ctx);
+        assert!(
+            warned.violations.is_empty(),
+            "--audit-log-mandatory=false: admitted: {:?}",
+            warned.violations
+        );
+        assert!(
+            warned.warnings.iter().any(|w| w.contains("audit")),
+            "with a warning: {:?}",
+            warned.warnings
         );
     }
 }

@@ -65,6 +65,9 @@ fn main() -> ExitCode {
                     )
                     .unwrap_or(i64::MAX),
                 },
+                validation: kim_shared::validation::ValidationOptions {
+                    audit_log_mandatory: args.audit_log_mandatory,
+                },
             };
             match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
                 Ok(()) => ExitCode::SUCCESS,
