@@ -66,3 +66,11 @@ bench-webhook:
 ## baseline of writing as many Secrets directly. Prints the figures (docs/benchmarks.md).
 bench-kubeconfig: testenv-bins
 	$(CARGO) test --release -p kim-tests --test kubeconfig_bench -- --ignored --nocapture
+
+## Runtime controller at scale: KIM_BENCH_SIZES (1000,10000) Runtimes until all are Ready, with
+## the release kim-controller as its own process, next to a baseline that writes the same objects
+## straight to the apiservers; peak RSS, Gardener requests per Runtime, a steady window.
+## Prints the figures and writes them into docs/benchmarks.md.
+bench-controller: testenv-bins
+	$(CARGO) build --release -p kim-controller
+	$(CARGO) test --release -p kim-tests --test controller_bench -- --ignored --nocapture

@@ -1,0 +1,944 @@
+//! `make bench-controller`: the Runtime controller at scale against the real apiservers, the real
+//! gardener-apiserver and the Gardener simulator at zero step delay.
+//!
+//! For each size N (`KIM_BENCH_SIZES`, default `1000,10000`), in this order:
+//!
+//! 1. **controller**: the release `kim-controller` binary runs as its own process (so its peak
+//!    RSS, VmHWM, is its own) for a fresh KCP namespace and a fresh Gardener project. N Runtimes
+//!    (the upstream sample with unique names, runtime IDs and Shoot names) are created with
+//!    `KIM_BENCH_CONCURRENCY` (32) requests in flight; the clock stops when a watch has seen all N
+//!    `Ready` with `observedGeneration == generation`. Gardener requests are read from the
+//!    controller's `/metrics` (`infrastructure_manager_im_gardener_requests_total{method,code}`)
+//!    before, at all-Ready and after a steady window (`KIM_BENCH_STEADY_SECS`, 60) in which all
+//!    N stay Ready and nothing changes (target: no request per Ready Runtime).
+//! 2. **baseline**: the same N objects written straight to the apiservers in another namespace
+//!    and project, with the same concurrency: Runtime (finalizer included), Shoot (the same
+//!    conversion) through the Gardener API, and as soon as the simulator reports the Shoot
+//!    `Succeeded` the GardenerCluster, its status and the Runtime status (copied from the
+//!    controller run's end state). The clock stops the same way (a watch sees all N Ready).
+//!
+//! Admin kubeconfigs: the GardenerCluster reconciler runs in the controller process, but every
+//! `kubeconfig-<runtime-id>` Secret is written by the bench before the clock starts, in both
+//! runs (labelled as managed, with a fresh `last-sync`, holding an admin kubeconfig of the shoot
+//! apiserver the simulator points every Shoot at). The reconciler adopts it (one metadata patch)
+//! and reports Ready without asking Gardener: the real gardener-apiserver signs an
+//! `adminkubeconfig` in about 370 ms on this machine, which `make bench-kubeconfig` measures.
+//!
+//! Knobs (environment): `KIM_BENCH_SIZES` (`1000,10000`), `KIM_BENCH_CONCURRENCY` (32: bench
+//! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`),
+//! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` next to this
+//! test's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
+//! Ignored in `make test`; run by `make bench-controller`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "controller_common.rs"]
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::config::{ConfigPaths, KimConfig};
+use kim_shared::gardener::Shoot;
+use kim_shared::names;
+use kim_tests::fixtures;
+use kim_tests::testenv::process::{ManagedProcess, free_port};
+use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn sizes() -> Result<Vec<u64>> {
+    let raw = std::env::var("KIM_BENCH_SIZES").unwrap_or_else(|_| "1000,10000".into());
+    raw.split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<u64>()
+                .with_context(|| format!("KIM_BENCH_SIZES={raw:?}: {s:?} is not a number"))
+        })
+        .collect()
+}
+
+/// Plain-HTTP GET on our programs' metrics/health ports: (status, body).
+async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await?;
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, out))
+}
+
+/// Counter values of one metric family by their label set (`method="GET",code="200"`).
+fn counters(metrics: &str, family: &str) -> BTreeMap<String, u64> {
+    let prefix = format!("{family}{{");
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ")?;
+            Some((labels.to_owned(), value.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect()
+}
+
+const GARDENER_REQUESTS: &str = "infrastructure_manager_im_gardener_requests_total";
+const RECONCILES: &str = "infrastructure_manager_im_reconciles_total";
+
+/// `after - before` per label set, without the zero entries.
+fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// `method="POST",code="201"` -> `POST 201`.
+fn short_labels(labels: &str) -> String {
+    let mut parts: Vec<(String, String)> = labels
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_owned(), v.trim_matches('"').to_owned()))
+        })
+        .collect();
+    parts.sort_by_key(|(k, _)| if k == "method" { 0 } else { 1 });
+    parts
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn per_runtime(d: &BTreeMap<String, u64>, n: u64) -> String {
+    if d.is_empty() {
+        return "none".into();
+    }
+    d.iter()
+        .map(|(k, v)| format!("{} {:.2}", short_labels(k), *v as f64 / n as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn total(d: &BTreeMap<String, u64>) -> u64 {
+    d.values().sum()
+}
+
+/// A `kB` field of /proc/<pid>/status, in MiB.
+fn proc_status_mib(pid: u32, key: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// User + system CPU time of a process (clock ticks of 10 ms, the Linux default).
+fn proc_cpu(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = text.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Counts objects of a watch that ever matched `pred` and remembers when the count last grew.
+struct Tracker {
+    state: Arc<TrackerState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct TrackerState {
+    seen: Mutex<HashSet<String>>,
+    last: Mutex<Option<Instant>>,
+}
+
+impl Tracker {
+    fn start<K>(api: Api<K>, pred: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+    {
+        let state = Arc::new(TrackerState::default());
+        let t = state.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(item) = stream.next().await {
+                let Ok(obj) = item else { continue };
+                if pred(&obj) && t.seen.lock().unwrap().insert(obj.name_any()) {
+                    *t.last.lock().unwrap() = Some(Instant::now());
+                }
+            }
+        });
+        Tracker { state, task }
+    }
+
+    fn count(&self) -> usize {
+        self.state.seen.lock().unwrap().len()
+    }
+
+    fn last(&self) -> Option<Instant> {
+        *self.state.last.lock().unwrap()
+    }
+
+    /// Waits until `n` objects matched; prints progress every 30 s.
+    async fn wait(&self, what: &str, n: usize, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut next_report = Duration::from_secs(30);
+        loop {
+            let c = self.count();
+            if c >= n {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                bail!("{what}: {c} of {n} within {timeout:?}");
+            }
+            if start.elapsed() > next_report {
+                eprintln!(
+                    "  {what}: {c}/{n} after {:.0} s (load {})",
+                    start.elapsed().as_secs_f64(),
+                    load_average()
+                );
+                next_report += Duration::from_secs(30);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn runtime_ready(rt: &Runtime) -> bool {
+    rt.status.as_ref().is_some_and(|s| {
+        s.state == RuntimeState::Ready && s.observed_generation == rt.metadata.generation
+    })
+}
+
+fn shoot_succeeded(s: &Shoot) -> bool {
+    s.status
+        .as_ref()
+        .and_then(|st| st.last_operation.as_ref())
+        .is_some_and(|op| op.type_ == "Create" && op.state == "Succeeded" && op.progress == 100)
+}
+
+/// A Gardener project of its own (namespace `garden-<project>` with the fixtures' bindings,
+/// Secrets and ConfigMaps), so each run's controller watches only its own Shoots.
+async fn create_project(env: &TestEnv, project: &str) -> Result<String> {
+    let client = env.garden_client().await?;
+    let namespace = format!("garden-{project}");
+    let mut ranked: Vec<(u8, Value)> = Vec::new();
+    for o in fixtures::objects()? {
+        let kind = o["kind"].as_str().unwrap_or_default().to_owned();
+        let own = match kind.as_str() {
+            "Namespace" => o["metadata"]["name"] == fixtures::PROJECT_NAMESPACE,
+            "Project" => true,
+            _ => o["metadata"]["namespace"] == fixtures::PROJECT_NAMESPACE,
+        };
+        if !own {
+            continue;
+        }
+        let text = serde_json::to_string(&o)?.replace(fixtures::PROJECT_NAMESPACE, &namespace);
+        let mut o: Value = serde_json::from_str(&text)?;
+        match kind.as_str() {
+            "Namespace" => {
+                o["metadata"]["labels"]["project.gardener.cloud/name"] = json!(project);
+            }
+            "Project" => o["metadata"]["name"] = json!(project),
+            _ => {}
+        }
+        let rank = match kind.as_str() {
+            "Namespace" => 0,
+            "Project" | "Secret" | "ConfigMap" => 1,
+            _ => 2,
+        };
+        ranked.push((rank, o));
+    }
+    // The audit-log Secrets named in deploy/config (the controller's configuration).
+    let tenants: Value = serde_json::from_str(&std::fs::read_to_string(
+        repo_root().join("deploy/config/audit_log_tenants.json"),
+    )?)?;
+    let mut secrets: Vec<String> = tenants
+        .as_object()
+        .into_iter()
+        .flat_map(|p| p.values())
+        .filter_map(|regions| regions.as_object())
+        .flat_map(|r| r.values())
+        .filter_map(|t| t["secretName"].as_str().map(str::to_owned))
+        .collect();
+    secrets.sort();
+    secrets.dedup();
+    for name in secrets {
+        ranked.push((
+            1,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": name, "namespace": namespace},
+                   "type": "Opaque", "stringData": {"auditlog-credentials": "test", "clientID": "fake", "clientSecret": "fake"}}),
+        ));
+    }
+    for rank in 0..3 {
+        for (_, o) in ranked.iter().filter(|(r, _)| *r == rank) {
+            fixtures::apply(&client, o)
+                .await
+                .with_context(|| format!("project {project}: {}", o["kind"]))?;
+        }
+    }
+    // gardener-apiserver resolves references from its informer caches.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Ok(namespace)
+}
+
+/// deploy/config with `projectName` set to `project`; returns the converter config path.
+fn write_config(dir: &Path, project: &str) -> Result<PathBuf> {
+    let src = repo_root().join("deploy/config");
+    for e in std::fs::read_dir(&src)? {
+        let p = e?.path();
+        if p.extension().and_then(|e| e.to_str()) == Some("json") {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap_or_default()))?;
+        }
+    }
+    let path = dir.join("converter_config.json");
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    cfg["converter"]["gardener"]["projectName"] = json!(project);
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg)?)?;
+    Ok(path)
+}
+
+/// N Runtimes from the upstream sample (as the webhook would store it), unique names.
+fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
+    let template = common::sample_runtime(ns, "template")?;
+    Ok((0..n)
+        .map(|i| {
+            let id = format!("{tag}-{i:06}");
+            let mut rt = template.clone();
+            rt.metadata.name = Some(id.clone());
+            let labels = rt.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(names::LABEL_RUNTIME_ID.into(), id.clone());
+            labels.insert(names::LABEL_SHOOT_NAME.into(), common::shoot_name(&id));
+            rt.spec.shoot.name = common::shoot_name(&id);
+            rt
+        })
+        .collect())
+}
+
+/// Writes `kubeconfig-<runtime-id>` for every Runtime as the GardenerCluster reconciler would
+/// (managed-by label, fresh last-sync), holding `kubeconfig`. Returns the time it took.
+async fn write_kubeconfig_secrets(
+    kcp: &kube::Client,
+    ns: &str,
+    rts: &[Runtime],
+    kubeconfig: &str,
+    concurrency: usize,
+) -> Result<Duration> {
+    let api: Api<Secret> = Api::namespaced(kcp.clone(), ns);
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let start = Instant::now();
+    futures::stream::iter(rts)
+        .map(|rt| {
+            let api = api.clone();
+            let now = now.clone();
+            async move {
+                let id = rt.name_any();
+                let secret = Secret {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(names::kubeconfig_secret_name(&id)),
+                        labels: Some(BTreeMap::from([
+                            (
+                                names::LABEL_MANAGED_BY.to_owned(),
+                                names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+                            ),
+                            (names::LABEL_RUNTIME_ID.to_owned(), id.clone()),
+                        ])),
+                        annotations: Some(BTreeMap::from([(
+                            names::ANNOTATION_LAST_SYNC.to_owned(),
+                            now,
+                        )])),
+                        ..Default::default()
+                    },
+                    data: Some(BTreeMap::from([(
+                        names::KUBECONFIG_SECRET_KEY.to_owned(),
+                        ByteString(kubeconfig.as_bytes().to_vec()),
+                    )])),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &secret).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(start.elapsed())
+}
+
+/// Creates the Runtimes with `concurrency` requests in flight.
+async fn create_runtimes(kcp: &kube::Client, ns: &str, rts: &[Runtime], c: usize) -> Result<()> {
+    let api: Api<Runtime> = Api::namespaced(kcp.clone(), ns);
+    futures::stream::iter(rts)
+        .map(|rt| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), rt)
+                    .await
+                    .with_context(|| format!("creating Runtime {}", rt.name_any()))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(c)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+struct Figures {
+    n: u64,
+    /// Time from the first create until all N are Ready.
+    ready: Duration,
+    /// Time until all N Shoots were Succeeded (from the same start).
+    shoots: Duration,
+    /// Time to pre-write the kubeconfig Secrets (outside `ready`).
+    secrets: Duration,
+    /// Gardener requests by label set, creation until all Ready.
+    gardener: BTreeMap<String, u64>,
+    /// Gardener requests during the steady window.
+    steady_gardener: BTreeMap<String, u64>,
+    /// Runtime reconciles during the steady window.
+    steady_reconciles: BTreeMap<String, u64>,
+    steady_window: Duration,
+    /// Peak RSS (VmHWM) and RSS at the end, MiB.
+    hwm_mib: f64,
+    rss_mib: f64,
+    /// Controller CPU time until all Ready.
+    cpu: Duration,
+    /// The end state, for the baseline to copy.
+    runtime_status: Value,
+    gc_status: Value,
+}
+
+struct Setup {
+    ns: String,
+    project: String,
+    dir: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+    config: PathBuf,
+    rts: Vec<Runtime>,
+    secrets: Duration,
+}
+
+async fn setup(env: &TestEnv, kind: &str, n: u64, kubeconfig: &str, c: usize) -> Result<Setup> {
+    // Project names stay short: Gardener limits project + Shoot name length.
+    let tag = format!("{}{}", &kind[..1], n);
+    let project = format!("b{tag}");
+    create_project(env, &project).await?;
+    let ns = env.namespace(&format!("cbench-{kind}-{n}")).await?;
+    let dir = tempfile::tempdir()?;
+    let paths = env.write_kubeconfigs(dir.path())?;
+    let config = write_config(dir.path(), &project)?;
+    let rts = runtimes(&ns, &tag, n)?;
+    let secrets =
+        write_kubeconfig_secrets(&env.kcp_client().await?, &ns, &rts, kubeconfig, c).await?;
+    Ok(Setup {
+        ns,
+        project,
+        dir,
+        paths,
+        config,
+        rts,
+        secrets,
+    })
+}
+
+fn controller_binary() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("KIM_CONTROLLER_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    // target/<profile>/deps/controller_bench-<hash> -> target/<profile>/kim-controller
+    let exe = std::env::current_exe()?;
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("kim-controller"))
+        .context("no directory above the test binary")?;
+    if !bin.exists() {
+        bail!(
+            "{} is missing: run `cargo build --release -p kim-controller` (make bench-controller does)",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+async fn controller_run(
+    env: &TestEnv,
+    n: u64,
+    kubeconfig: &str,
+    c: usize,
+    qps: u64,
+    steady: Duration,
+) -> Result<Figures> {
+    let s = setup(env, "ctl", n, kubeconfig, c).await?;
+    let kcp = env.kcp_client().await?;
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let health_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let logs = repo_root().join("target/controller-bench");
+    std::fs::create_dir_all(&logs)?;
+    let log = logs.join(format!("kim-controller-{n}.log"));
+    let _ = std::fs::remove_file(&log);
+    let args: Vec<String> = vec![
+        "run".into(),
+        format!("--kcp-kubeconfig-path={}", s.paths[0].display()),
+        format!("--gardener-kubeconfig-path={}", s.paths[1].display()),
+        format!("--gardener-project-name={}", s.project),
+        format!("--converter-config-filepath={}", s.config.display()),
+        format!("--namespace={}", s.ns),
+        format!("--metrics-bind-address={metrics_addr}"),
+        format!("--health-probe-bind-address={health_addr}"),
+        format!("--gardener-ratelimiter-qps={qps}"),
+        format!("--gardener-ratelimiter-burst={qps}"),
+        "--gardener-request-timeout=30s".into(),
+        format!("--runtime-ctrl-workers-cnt={c}"),
+        format!("--gardener-cluster-ctrl-workers-cnt={c}"),
+        "--log-format=json".into(),
+        "--log-level=info,kube=warn".into(),
+    ];
+    let mut proc =
+        ManagedProcess::spawn("kim-controller", &controller_binary()?, &args, &[], &log)?;
+    let pid = proc.pid().context("controller has no pid")?;
+    let started = Instant::now();
+    loop {
+        proc.check_running()?;
+        if matches!(http_get(health_addr, "/readyz").await, Ok((200, _))) {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "kim-controller not ready within 30 s (log: {})",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let scrape = || async {
+        let (_, body) = http_get(metrics_addr, "/metrics").await?;
+        anyhow::Ok(body)
+    };
+    let before = counters(&scrape().await?, GARDENER_REQUESTS);
+    let cpu_before = proc_cpu(pid).unwrap_or_default();
+
+    let ready = Tracker::start(
+        Api::<Runtime>::namespaced(kcp.clone(), &s.ns),
+        runtime_ready,
+    );
+    let shoots = Tracker::start(
+        Api::<Shoot>::namespaced(env.garden_client().await?, &format!("garden-{}", s.project)),
+        shoot_succeeded,
+    );
+    let t0 = Instant::now();
+    create_runtimes(&kcp, &s.ns, &s.rts, c).await?;
+    let timeout = Duration::from_secs(600 + n / 5);
+    if let Err(e) = ready
+        .wait("controller: Runtimes Ready", n as usize, timeout)
+        .await
+    {
+        bail!(
+            "{e}; Shoots Succeeded: {}; controller log: {}",
+            shoots.count(),
+            log.display()
+        );
+    }
+    let all_ready = ready.last().unwrap_or_else(Instant::now) - t0;
+    let shoots_done = shoots.last().unwrap_or_else(Instant::now) - t0;
+    let cpu = proc_cpu(pid).unwrap_or_default().saturating_sub(cpu_before);
+    let at_ready = scrape().await?;
+    let gardener = delta(&counters(&at_ready, GARDENER_REQUESTS), &before);
+
+    // Steady state: all N Ready, nothing changes.
+    let steady_start = Instant::now();
+    tokio::time::sleep(steady).await;
+    let after = scrape().await?;
+    let steady_window = steady_start.elapsed();
+    let steady_gardener = delta(
+        &counters(&after, GARDENER_REQUESTS),
+        &counters(&at_ready, GARDENER_REQUESTS),
+    );
+    let steady_reconciles = delta(
+        &counters(&after, RECONCILES),
+        &counters(&at_ready, RECONCILES),
+    );
+    proc.check_running()?;
+    let hwm_mib = proc_status_mib(pid, "VmHWM:").unwrap_or(0.0);
+    let rss_mib = proc_status_mib(pid, "VmRSS:").unwrap_or(0.0);
+    proc.stop();
+
+    let first = s.rts[0].name_any();
+    let rt = Api::<Runtime>::namespaced(kcp.clone(), &s.ns)
+        .get(&first)
+        .await?;
+    let gc = Api::<GardenerCluster>::namespaced(kcp.clone(), &s.ns)
+        .get(&first)
+        .await?;
+    drop(s.dir);
+    Ok(Figures {
+        n,
+        ready: all_ready,
+        shoots: shoots_done,
+        secrets: s.secrets,
+        gardener,
+        steady_gardener,
+        steady_reconciles,
+        steady_window,
+        hwm_mib,
+        rss_mib,
+        cpu,
+        runtime_status: serde_json::to_value(&rt.status)?,
+        gc_status: serde_json::to_value(&gc.status)?,
+    })
+}
+
+async fn baseline_run(
+    env: &TestEnv,
+    n: u64,
+    kubeconfig: &str,
+    c: usize,
+    template: &Figures,
+) -> Result<Figures> {
+    let s = setup(env, "base", n, kubeconfig, c).await?;
+    let kcp = env.kcp_client().await?;
+    let garden = env.garden_client().await?;
+    let gns = format!("garden-{}", s.project);
+    let cfg = KimConfig::load(&ConfigPaths::new(&s.config))?;
+    let by_shoot: HashMap<String, usize> = s
+        .rts
+        .iter()
+        .enumerate()
+        .map(|(i, rt)| (rt.spec.shoot.name.clone(), i))
+        .collect();
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &s.ns);
+    let clusters: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &s.ns);
+    let shoots_api: Api<Shoot> = Api::namespaced(garden.clone(), &gns);
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(garden.clone(), &gns);
+
+    let ready = Tracker::start(runtimes.clone(), runtime_ready);
+    // Succeeded Shoots go to the writers of the second half as the simulator finishes them.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Shoot>();
+    let watch_api = shoots_api.clone();
+    let succeeded = tokio::spawn(async move {
+        let mut sent = HashSet::new();
+        let mut stream = watcher(watch_api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(item) = stream.next().await {
+            let Ok(shoot) = item else { continue };
+            if shoot_succeeded(&shoot) && sent.insert(shoot.name_any()) {
+                let _ = tx.send(shoot);
+            }
+        }
+    });
+    let shoots_done: Arc<Mutex<Option<Instant>>> = Arc::default();
+
+    let t0 = Instant::now();
+    let first_half = futures::stream::iter(&s.rts)
+        .map(|rt| {
+            let (runtimes, shoots_api, cfg) = (runtimes.clone(), shoots_api.clone(), &cfg);
+            let config_maps = config_maps.clone();
+            async move {
+                let mut rt = rt.clone();
+                rt.metadata.finalizers = Some(vec![names::RUNTIME_FINALIZER.to_owned()]);
+                let stored = runtimes
+                    .create(&PostParams::default(), &rt)
+                    .await
+                    .with_context(|| format!("creating Runtime {}", rt.name_any()))?;
+                let converted = kim_shared::convert::to_shoot(&stored, cfg, None)?;
+                // As the controller: the structured-authentication ConfigMap the Shoot names.
+                if let Some(cm) = &converted.structured_auth {
+                    config_maps.create(&PostParams::default(), cm).await?;
+                }
+                shoots_api
+                    .create(&PostParams::default(), &converted.shoot)
+                    .await
+                    .with_context(|| format!("creating Shoot {}", rt.spec.shoot.name))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(c)
+        .try_collect::<Vec<_>>();
+    let rts = &s.rts;
+    let done_clock = shoots_done.clone();
+    let second_half = tokio_stream_from(rx)
+        .take(n as usize)
+        .enumerate()
+        .map(|(i, shoot)| {
+            if i + 1 == n as usize {
+                *done_clock.lock().unwrap() = Some(Instant::now());
+            }
+            let (runtimes, clusters) = (runtimes.clone(), clusters.clone());
+            let rt = by_shoot.get(&shoot.name_any()).map(|i| &rts[*i]);
+            async move {
+                let rt = rt.with_context(|| format!("Shoot {} is not ours", shoot.name_any()))?;
+                let id = rt.name_any();
+                let gc = kim_controller::runtime::reconcile::gardener_cluster_for(rt, &id, &shoot);
+                clusters.create(&PostParams::default(), &gc).await?;
+                let pp = PatchParams::apply("bench").force();
+                clusters
+                    .patch_status(
+                        &id,
+                        &pp,
+                        &Patch::Apply(json!({
+                            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                            "kind": "GardenerCluster",
+                            "status": template.gc_status,
+                        })),
+                    )
+                    .await?;
+                let mut status = template.runtime_status.clone();
+                status["observedGeneration"] = json!(1);
+                runtimes
+                    .patch_status(
+                        &id,
+                        &pp,
+                        &Patch::Apply(json!({
+                            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                            "kind": "Runtime",
+                            "status": status,
+                        })),
+                    )
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(c)
+        .try_collect::<Vec<_>>();
+    // Both halves run at once; an error in either ends the run (the second half would
+    // otherwise wait for Shoots that never come).
+    let timeout = Duration::from_secs(600 + n / 5);
+    tokio::time::timeout(timeout, async { tokio::try_join!(first_half, second_half) })
+        .await
+        .with_context(|| {
+            format!(
+                "baseline: not all written within {timeout:?}; Runtimes Ready: {}",
+                ready.count()
+            )
+        })??;
+    ready
+        .wait(
+            "baseline: Runtimes Ready",
+            n as usize,
+            Duration::from_secs(600 + n / 5),
+        )
+        .await?;
+    let all_ready = ready.last().unwrap_or_else(Instant::now) - t0;
+    let shoots = shoots_done.lock().unwrap().unwrap_or_else(Instant::now) - t0;
+    succeeded.abort();
+    Ok(Figures {
+        n,
+        ready: all_ready,
+        shoots,
+        secrets: s.secrets,
+        // The bench's own Gardener requests: the structured-authentication ConfigMap and the
+        // Shoot created per Runtime (plus one watch).
+        gardener: BTreeMap::from([("method=\"POST\",code=\"201\"".to_owned(), 2 * n)]),
+        steady_gardener: BTreeMap::new(),
+        steady_reconciles: BTreeMap::new(),
+        steady_window: Duration::ZERO,
+        hwm_mib: 0.0,
+        rss_mib: 0.0,
+        cpu: Duration::ZERO,
+        runtime_status: Value::Null,
+        gc_status: Value::Null,
+    })
+}
+
+/// An unbounded receiver as a stream.
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The figures as Markdown (also printed).
+fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
+    let mut md = String::new();
+    md.push_str(&format!(
+        "Simulator step delay 0; {c} writers in the bench and `--runtime-ctrl-workers-cnt={c}`, \
+         `--gardener-cluster-ctrl-workers-cnt={c}`, `--gardener-ratelimiter-qps/-burst={qps}`; \
+         {} cores; load average at the end {}.\n\n",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        load_average()
+    ));
+    md.push_str("| Runtimes | controller: all Ready | baseline: all Ready | controller / baseline | Shoots Succeeded (ctl / base) | controller peak RSS (VmHWM) | controller CPU | kubeconfig Secrets pre-written (ctl / base, not timed) |\n");
+    md.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (ctl, base) in results {
+        md.push_str(&format!(
+            "| {} | {:.1} s ({:.0}/s) | {:.1} s ({:.0}/s) | {:.2}x | {:.1} s / {:.1} s | {:.0} MiB (RSS at end {:.0} MiB) | {:.1} s | {:.1} s / {:.1} s |\n",
+            ctl.n,
+            secs(ctl.ready),
+            ctl.n as f64 / secs(ctl.ready),
+            secs(base.ready),
+            base.n as f64 / secs(base.ready),
+            secs(ctl.ready) / secs(base.ready),
+            secs(ctl.shoots),
+            secs(base.shoots),
+            ctl.hwm_mib,
+            ctl.rss_mib,
+            secs(ctl.cpu),
+            secs(ctl.secrets),
+            secs(base.secrets),
+        ));
+    }
+    md.push('\n');
+    if let (Some((small_c, small_b)), Some((big_c, big_b))) = (results.first(), results.last())
+        && big_c.n > small_c.n
+    {
+        md.push_str(&format!(
+            "Scaling {} -> {} Runtimes ({:.0}x): controller {:.1}x the time, baseline {:.1}x.\n\n",
+            small_c.n,
+            big_c.n,
+            big_c.n as f64 / small_c.n as f64,
+            secs(big_c.ready) / secs(small_c.ready),
+            secs(big_b.ready) / secs(small_b.ready),
+        ));
+    }
+    md.push_str("Gardener requests per Runtime (`infrastructure_manager_im_gardener_requests_total`, method and code; watches count as GET):\n\n");
+    md.push_str("| Runtimes | creation until all Ready | steady window, all Ready | Runtime reconciles in the window |\n");
+    md.push_str("| ---: | --- | --- | --- |\n");
+    for (ctl, _) in results {
+        md.push_str(&format!(
+            "| {} | {} (total {}) | {} requests in {:.0} s ({}) | {} |\n",
+            ctl.n,
+            per_runtime(&ctl.gardener, ctl.n),
+            total(&ctl.gardener),
+            total(&ctl.steady_gardener),
+            secs(ctl.steady_window),
+            per_runtime(&ctl.steady_gardener, ctl.n),
+            if ctl.steady_reconciles.is_empty() {
+                "none".to_owned()
+            } else {
+                ctl.steady_reconciles
+                    .iter()
+                    .map(|(k, v)| format!("{} {v}", short_labels(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        ));
+    }
+    md
+}
+
+/// Replaces the marked block in docs/benchmarks.md (creating the section if absent).
+fn write_doc(block: &str) -> Result<()> {
+    const START: &str = "<!-- controller-bench:start";
+    const END: &str = "<!-- controller-bench:end -->";
+    const HEADING: &str = "## Controller (`make bench-controller`)";
+    let path = repo_root().join("docs/benchmarks.md");
+    let text = std::fs::read_to_string(&path)?;
+    let marked = format!(
+        "{START} (written by `make bench-controller`; edit the bench, not this block) -->\n{block}{END}\n"
+    );
+    let new = match (text.find(START), text.find(END)) {
+        (Some(a), Some(b)) if b > a => {
+            let mut end = b + END.len();
+            if text[end..].starts_with('\n') {
+                end += 1;
+            }
+            format!("{}{marked}{}", &text[..a], &text[end..])
+        }
+        _ => match text.find(HEADING) {
+            // The section exists (prose written by hand): the figures go right below the heading.
+            Some(h) => {
+                let at = h + HEADING.len();
+                format!("{}\n\n{marked}{}", &text[..at], &text[at..])
+            }
+            None => format!("{}\n\n{HEADING}\n\n{marked}", text.trim_end()),
+        },
+    };
+    std::fs::write(&path, new)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run with `make bench-controller`"]
+async fn bench_controller() -> Result<()> {
+    let sizes = sizes()?;
+    let c = knob("KIM_BENCH_CONCURRENCY", 32).max(1) as usize;
+    let qps = knob("KIM_BENCH_QPS", 500).max(1);
+    let steady = Duration::from_secs(knob("KIM_BENCH_STEADY_SECS", 60));
+    controller_binary()?;
+    let opts = TestEnvOptions::default();
+    let step_delay = opts.simulator.as_ref().map(|s| s.step_delay);
+    if step_delay != Some(Duration::ZERO) {
+        bail!("the simulator must run at zero step delay, is {step_delay:?}");
+    }
+    let env = TestEnv::start(opts).await?;
+    // One admin credential for the shoot apiserver, used by every kubeconfig Secret.
+    let kubeconfig = env.shoot()?.admin_kubeconfig();
+
+    let mut results = Vec::new();
+    for n in sizes {
+        eprintln!("== controller run, {n} Runtimes (load {})", load_average());
+        let ctl = controller_run(&env, n, &kubeconfig, c, qps, steady).await?;
+        eprintln!(
+            "   all Ready in {:.1} s, peak RSS {:.0} MiB",
+            secs(ctl.ready),
+            ctl.hwm_mib
+        );
+        eprintln!("== baseline run, {n} Runtimes (load {})", load_average());
+        let base = baseline_run(&env, n, &kubeconfig, c, &ctl).await?;
+        eprintln!("   all Ready in {:.1} s", secs(base.ready));
+        results.push((ctl, base));
+    }
+    let md = report(&results, c, qps);
+    println!("== make bench-controller ==\n{md}");
+    if std::env::var("KIM_BENCH_NO_DOC").is_err() {
+        write_doc(&md)?;
+        println!("(written to docs/benchmarks.md)");
+    }
+    Ok(())
+}
