@@ -11,8 +11,9 @@
 //! NotAfter); a fresh client key per call (ECDSA P-256 instead of RSA: the cheap part of the
 //! difference) signed by the shoot's client CA (Gardener's own CA key, RSA PKCS#1), CN
 //! `gardener.cloud:admin:<user>`, O `gardener.cloud:system:admins` for a `system:masters` caller
-//! (else `gardener.cloud:project:admins`), validity = `expirationSeconds`. So the kubeconfigs
-//! really authenticate against the shoot API server. 422 below 600 s; capped at the maximum
+//! (else `gardener.cloud:project:admins`), NotAfter = now + `expirationSeconds` (NotBefore a
+//! minute back, as Gardener). So the kubeconfigs really authenticate against the shoot API
+//! server. 422 below 600 s; capped at the maximum
 //! (Gardener's default 24 h). Not simulated: the Shoot lookup (404, 422 without advertised
 //! addresses), which the callers of this stand-in do not exercise.
 
@@ -209,10 +210,11 @@ impl AdminKubeconfigSigner {
             return status(500, "InternalError", "clock out of range".into());
         };
         let not_after = now + time::Duration::seconds(secs as i64);
+        // Gardener backdates NotBefore by a minute (clock skew); NotAfter = now + validity.
         let (cert_pem, key_pem) = match self.sign(
             &format!("gardener.cloud:admin:{user}"),
             group,
-            now,
+            now - time::Duration::seconds(60),
             not_after,
         ) {
             Ok(p) => p,
@@ -227,22 +229,39 @@ impl AdminKubeconfigSigner {
         let name = format!("{ns}--{shoot}-external");
         // The layout of Go's clientcmd serialization, as Gardener returns it.
         let kubeconfig = format!(
-            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: {name}\n  name: {name}\ncurrent-context: {name}\nkind: Config\npreferences: {{}}\nusers:\n- name: {name}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n",
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: {name}\n  name: {name}\ncurrent-context: {name}\nkind: Config\nusers:\n- name: {name}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n",
             ca = self.cluster_ca_b64,
             server = self.server,
             cert = B64.encode(cert_pem),
             key = B64.encode(key_pem),
         );
+        let now_str = jiff::Timestamp::from_second(now.unix_timestamp())
+            .map(|t| t.to_string())
+            .unwrap_or_default();
         let expiration = jiff::Timestamp::from_second(not_after.unix_timestamp())
             .map(|t| t.to_string())
             .unwrap_or_default();
+        // As gardener-apiserver: the request's metadata (name only when given) plus the managed
+        // fields of this "update" (the manager is the client's user agent, unknown here).
+        let mut metadata = json!({"namespace": ns, "managedFields": [{
+            "manager": "unknown", "operation": "Update",
+            "apiVersion": "authentication.gardener.cloud/v1alpha1", "time": now_str,
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:expirationSeconds": {}}},
+            "subresource": "adminkubeconfig"}]});
+        if let Some(name) = body
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            metadata["name"] = name.into();
+        }
         self.served.fetch_add(1, Ordering::Relaxed);
         ProxyResponse {
             status: 201,
             body: json!({
                 "kind": "AdminKubeconfigRequest",
                 "apiVersion": "authentication.gardener.cloud/v1alpha1",
-                "metadata": {"name": shoot, "namespace": ns, "creationTimestamp": null},
+                "metadata": metadata,
                 "spec": {"expirationSeconds": secs},
                 "status": {"kubeconfig": B64.encode(kubeconfig), "expirationTimestamp": expiration}
             })
@@ -346,7 +365,7 @@ mod tests {
         let validity = cert.validity();
         assert_eq!(
             validity.not_after.timestamp() - validity.not_before.timestamp(),
-            7200
+            7200 + 60
         );
         let subject = cert.subject().to_string();
         assert!(
