@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use common::*;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
@@ -25,7 +24,7 @@ use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -156,21 +155,6 @@ fn has_condition(rt: &Runtime, type_: &str, status: &str, why: &str, message: &s
 
 fn state(rt: &Runtime) -> Option<RuntimeState> {
     rt.status.as_ref().map(|s| s.state)
-}
-
-async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
-    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
-    let selector = format!(
-        "{}={}",
-        names::LABEL_RECONCILER_MANAGED_BY,
-        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-    );
-    Ok(crbs
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .iter()
-        .any(|b| b.subjects.iter().flatten().any(|s| s.name == admin)))
 }
 
 async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {

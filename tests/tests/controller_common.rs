@@ -435,3 +435,25 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Whether the shoot cluster has a ClusterRoleBinding managed by the infrastructure manager
+/// that binds `cluster-admin` to `admin`.
+pub async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use kim_shared::names;
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
+    let selector = format!(
+        "{}={}",
+        names::LABEL_RECONCILER_MANAGED_BY,
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    Ok(crbs
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .any(|b| {
+            b.role_ref.name == "cluster-admin"
+                && b.subjects.iter().flatten().any(|s| s.name == admin)
+        }))
+}

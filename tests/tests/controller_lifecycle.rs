@@ -9,33 +9,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 use common::*;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
 use kim_tests::testenv::TestEnv;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn admins_bound(env: &TestEnv, admin: &str) -> Result<bool> {
-    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
-    let selector = format!(
-        "{}={}",
-        names::LABEL_RECONCILER_MANAGED_BY,
-        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-    );
-    Ok(crbs
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .iter()
-        .any(|b| {
-            b.role_ref.name == "cluster-admin"
-                && b.subjects.iter().flatten().any(|s| s.name == admin)
-        }))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
@@ -103,7 +84,7 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         Some("infrastructure-manager")
     );
     assert!(
-        admins_bound(env, "admin@myorg.com").await?,
+        admin_bound(env, "admin@myorg.com").await?,
         "admin binding in the shoot cluster"
     );
 
@@ -136,8 +117,8 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         "new admin bound, old removed",
         Duration::from_secs(30),
         || async {
-            Ok(admins_bound(env, "new-admin@myorg.com").await?
-                && !admins_bound(env, "admin@myorg.com").await?)
+            Ok(admin_bound(env, "new-admin@myorg.com").await?
+                && !admin_bound(env, "admin@myorg.com").await?)
         },
     )
     .await?;
