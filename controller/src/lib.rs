@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod context;
+pub mod finalizing;
 pub mod gardener;
 pub mod leader;
 pub mod logging;

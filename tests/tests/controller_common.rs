@@ -215,6 +215,12 @@ pub async fn start_controller_wired(
     wiring: &Wiring,
 ) -> Result<RunningController> {
     let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
+    start_with_args(args, dir).await
+}
+
+/// Starts a controller with `args` as built by [`controller_args`] (and changed by the
+/// test); `dir` holds its files and lives as long as it runs.
+pub async fn start_with_args(args: RunArgs, dir: tempfile::TempDir) -> Result<RunningController> {
     let shutdown = kim_controller::Shutdown::new();
     let process = Process::start(args, shutdown.clone()).await?;
     let metrics = process.metrics_addr;
@@ -456,4 +462,30 @@ pub async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
             b.role_ref.name == "cluster-admin"
                 && b.subjects.iter().flatten().any(|s| s.name == admin)
         }))
+}
+
+/// Checks upstream's conditions of a `Ready` Runtime: Provisioned, KubeconfigReady and
+/// Configured all True with the reasons of a finished provisioning.
+pub fn check_ready_conditions(rt: &Runtime) -> Result<()> {
+    use kim_shared::names::{condition, reason};
+    for (t, want) in [
+        (condition::PROVISIONED, reason::SHOOT_CREATION_COMPLETED),
+        (
+            condition::KUBECONFIG_READY,
+            reason::GARDENER_CLUSTER_CR_READY,
+        ),
+        (condition::CONFIGURED, reason::ADMINISTRATORS_CONFIGURED),
+    ] {
+        let c = rt
+            .condition(t)
+            .with_context(|| format!("condition {t} missing"))?;
+        if (c.status.as_str(), c.reason.as_str()) != ("True", want) {
+            bail!(
+                "condition {t} is {}/{}, want True/{want}",
+                c.status,
+                c.reason
+            );
+        }
+    }
+    Ok(())
 }

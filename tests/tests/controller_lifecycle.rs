@@ -35,29 +35,7 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
             .iter()
             .any(|f| f == names::RUNTIME_FINALIZER)
     );
-    for (t, reason) in [
-        (
-            names::condition::PROVISIONED,
-            names::reason::SHOOT_CREATION_COMPLETED,
-        ),
-        (
-            names::condition::KUBECONFIG_READY,
-            names::reason::GARDENER_CLUSTER_CR_READY,
-        ),
-        (
-            names::condition::CONFIGURED,
-            names::reason::ADMINISTRATORS_CONFIGURED,
-        ),
-    ] {
-        let c = ready
-            .condition(t)
-            .unwrap_or_else(|| panic!("condition {t} missing"));
-        assert_eq!(
-            (c.status.as_str(), c.reason.as_str()),
-            ("True", reason),
-            "condition {t}"
-        );
-    }
+    check_ready_conditions(&ready)?;
     assert_eq!(
         ready.status.as_ref().and_then(|s| s.provisioning_completed),
         Some(true)

@@ -136,30 +136,7 @@ async fn every_upstream_sample_is_provisioned_and_deleted() -> Result<()> {
     let bindings = crbs.list(&ListParams::default().labels(&selector)).await?;
     for ((stem, rt), ready) in runtimes.iter().zip(ready) {
         let ready = ready?;
-        for (t, reason) in [
-            (
-                names::condition::PROVISIONED,
-                names::reason::SHOOT_CREATION_COMPLETED,
-            ),
-            (
-                names::condition::KUBECONFIG_READY,
-                names::reason::GARDENER_CLUSTER_CR_READY,
-            ),
-            (
-                names::condition::CONFIGURED,
-                names::reason::ADMINISTRATORS_CONFIGURED,
-            ),
-        ] {
-            let c = ready
-                .condition(t)
-                .with_context(|| format!("{stem}: condition {t}"))?;
-            ensure!(
-                (c.status.as_str(), c.reason.as_str()) == ("True", reason),
-                "{stem}: condition {t} is {}/{}",
-                c.status,
-                c.reason
-            );
-        }
+        check_ready_conditions(&ready).with_context(|| format!("sample {stem}"))?;
         let admins = &rt.spec.security.administrators;
         ensure!(!admins.is_empty(), "{stem} names administrators");
         for admin in admins {

@@ -76,13 +76,7 @@ async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
         &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
     )?;
     args.kcp_kubeconfig_path = Some(kcp_path);
-    let shutdown = kim_controller::Shutdown::new();
-    let process = kim_controller::runner::Process::start(args, shutdown.clone()).await?;
-    let task = tokio::spawn(async move {
-        if let Err(e) = process.run().await {
-            eprintln!("controller stopped: {e}");
-        }
-    });
+    let ctl = start_with_args(args, dir).await?;
 
     // The flow; whatever its outcome, the audit log is checked for refusals first, so that a
     // missing permission is named instead of showing up as a timeout.
@@ -137,8 +131,7 @@ async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
         anyhow::Ok(())
     }
     .await;
-    shutdown.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    ctl.stop().await;
 
     // The apiserver's audit log: the identity made requests, none was refused.
     let (count, used, refused) = audit_of(env, &user)?;

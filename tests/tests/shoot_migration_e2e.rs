@@ -109,7 +109,7 @@ async fn controller_without_tenant(
     env: &TestEnv,
     ns: &str,
     extra: &[&str],
-) -> Result<(kim_controller::Shutdown, tempfile::TempDir)> {
+) -> Result<RunningController> {
     let (args, dir) = controller_args(env, ns, extra).await?;
     let path = dir.path().join("audit_log_tenants.json");
     let mut tenants: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
@@ -119,14 +119,7 @@ async fn controller_without_tenant(
         .remove("eu-central-1")
         .context("the example config has a tenant for aws eu-central-1")?;
     std::fs::write(&path, serde_json::to_string(&tenants)?)?;
-    let shutdown = kim_controller::Shutdown::new();
-    let process = kim_controller::runner::Process::start(args, shutdown.clone()).await?;
-    tokio::spawn(async move {
-        if let Err(e) = process.run().await {
-            eprintln!("controller stopped: {e}");
-        }
-    });
-    Ok((shutdown, dir))
+    start_with_args(args, dir).await
 }
 
 /// `--audit-log-mandatory=false`: a Runtime whose region has no audit-log tenant is provisioned
@@ -135,8 +128,7 @@ async fn controller_without_tenant(
 async fn audit_log_optional_provisions_without_tenant() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-audit-opt").await?;
-    let (shutdown, _dir) =
-        controller_without_tenant(env, &ns, &["--audit-log-mandatory=false"]).await?;
+    let ctl = controller_without_tenant(env, &ns, &["--audit-log-mandatory=false"]).await?;
     let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
     let rt = sample_runtime(&ns, &id)?;
     create(env, &rt).await?;
@@ -156,7 +148,7 @@ async fn audit_log_optional_provisions_without_tenant() -> Result<()> {
         audit.is_none(),
         "no audit config without a tenant: {audit:?}"
     );
-    shutdown.cancel();
+    ctl.stop().await;
     Ok(())
 }
 
@@ -165,7 +157,7 @@ async fn audit_log_optional_provisions_without_tenant() -> Result<()> {
 async fn audit_log_mandatory_fails_without_tenant() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-audit-req").await?;
-    let (shutdown, _dir) = controller_without_tenant(env, &ns, &[]).await?;
+    let ctl = controller_without_tenant(env, &ns, &[]).await?;
     let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
     let rt = sample_runtime(&ns, &id)?;
     create(env, &rt).await?;
@@ -185,6 +177,6 @@ async fn audit_log_mandatory_fails_without_tenant() -> Result<()> {
         shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
         "no Shoot is created"
     );
-    shutdown.cancel();
+    ctl.stop().await;
     Ok(())
 }

@@ -118,22 +118,7 @@ pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Act
     })
     .instrument(span)
     .await;
-    let result = match result {
-        Ok(a) => Ok(a),
-        Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e)) => Err(e),
-        // A reconcile from a stale cache entry cleaned up again after the object had left.
-        Err(
-            finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
-            | finalizer::Error::AddFinalizer(kube::Error::Api(s)),
-        ) if s.is_not_found() => {
-            tracing::debug!(
-                controller = CONTROLLER,
-                "RuntimeAccess already gone when patching its finalizer"
-            );
-            Ok(Action::await_change())
-        }
-        Err(other) => Err(Error::Finalizer(other.to_string())),
-    };
+    let result = crate::finalizing::settle(result, CONTROLLER, Error::Finalizer);
     let outcome = if result.is_ok() { "success" } else { "error" };
     r.ctx
         .metrics

@@ -113,25 +113,9 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     result
 }
 
-/// The reconcile result from the finalizer helper's result. A finalizer patch that finds the
-/// GardenerCluster gone (404) is success: a reconcile queued from a stale cache entry ran the
-/// cleanup a second time after the object had already left, and there is nothing left to do.
+/// [`crate::finalizing::settle`] for GardenerClusters.
 fn settle(outcome: Result<Action, finalizer::Error<Error>>) -> Result<Action, Error> {
-    match outcome {
-        Ok(action) => Ok(action),
-        Err(finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e)) => Err(e),
-        Err(
-            finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
-            | finalizer::Error::AddFinalizer(kube::Error::Api(s)),
-        ) if s.is_not_found() => {
-            tracing::debug!(
-                controller = CONTROLLER,
-                "GardenerCluster already gone when patching its finalizer"
-            );
-            Ok(Action::await_change())
-        }
-        Err(other) => Err(Error::Finalizer(other.to_string())),
-    }
+    crate::finalizing::settle(outcome, CONTROLLER, Error::Finalizer)
 }
 
 /// Retry policy: log (at warn: the failure is retried and already in the status) and back off.

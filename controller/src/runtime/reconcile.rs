@@ -50,14 +50,7 @@ pub async fn apply(
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
-        draft.set(
-            condition::PROVISIONED,
-            CondStatus::False,
-            reason::CONVERSION_ERR,
-            format!("Runtime conversion error {msg}"),
-        );
-        draft.state(RuntimeState::Failed);
-        return Ok(Action::await_change());
+        return Ok(conversion_failed(draft, &msg));
     }
 
     let Some(shoot) = shoot else {
@@ -235,14 +228,7 @@ async fn prepare(
         match kim_shared::convert::to_shoot_with(rt, &r.config, live, &convert_options(r)) {
             Ok(c) => c,
             Err(e) => {
-                draft.set(
-                    condition::PROVISIONED,
-                    CondStatus::False,
-                    reason::CONVERSION_ERR,
-                    format!("Runtime conversion error {e}"),
-                );
-                draft.state(RuntimeState::Failed);
-                return Err(Action::await_change());
+                return Err(conversion_failed(draft, &e));
             }
         };
     if let Some(cm) = &converted.structured_auth
@@ -259,6 +245,19 @@ async fn prepare(
         return Err(Action::requeue(wait));
     }
     Ok(converted)
+}
+
+/// A Runtime that cannot become a Shoot (invalid, or the conversion refused it): `Failed` with
+/// upstream's `ConversionErr` until its spec changes.
+fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> Action {
+    draft.set(
+        condition::PROVISIONED,
+        CondStatus::False,
+        reason::CONVERSION_ERR,
+        format!("Runtime conversion error {cause}"),
+    );
+    draft.state(RuntimeState::Failed);
+    Action::await_change()
 }
 
 /// The conversion options the controller's flags set.
