@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
 use kim_tests::testenv::TestEnv;
-use serde::Deserialize as _;
 use serde_json::Value;
 
 /// `kubectl kustomize deploy/`, as documents.
@@ -32,15 +31,9 @@ fn render(env: &TestEnv) -> Result<Vec<Value>> {
         dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout)?;
-    let mut docs = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
+    Ok(kim_tests::fixtures::yaml_documents(&String::from_utf8(
+        out.stdout,
+    )?)?)
 }
 
 fn kind_name(v: &Value) -> String {

@@ -23,14 +23,12 @@ use serde_json::json;
 /// the binding's subject replaced by the user `user` (the tests authenticate by certificate,
 /// not as a ServiceAccount; the rules are what is under test).
 fn deploy_rbac(ns: &str, user: &str) -> Result<(Role, RoleBinding)> {
-    use serde::Deserialize as _;
     let path = kim_tests::testenv::repo_root().join("deploy/controller/rbac.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
     let mut role = None;
     let mut binding = None;
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(doc)?;
+    for value in kim_tests::fixtures::yaml_documents(&text)? {
         match value["kind"].as_str() {
             Some("Role") => role = Some(serde_json::from_value::<Role>(value)?),
             Some("RoleBinding") => binding = Some(serde_json::from_value::<RoleBinding>(value)?),
@@ -150,11 +148,7 @@ async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
 /// The requests of `user` in the KCP apiserver's audit log: (distinct `resource verb` pairs,
 /// those refused with 403).
 fn audit_of(env: &TestEnv, user: &str) -> Result<(usize, Vec<String>, Vec<String>)> {
-    let events = env.audit_events()?;
-    let mine: Vec<_> = events
-        .iter()
-        .filter(|e| e["user"]["username"] == user)
-        .collect();
+    let mine = env.audit_events_of(user)?;
     let describe = |e: &serde_json::Value| {
         let r = &e["objectRef"];
         let sub = r["subresource"]
@@ -168,7 +162,7 @@ fn audit_of(env: &TestEnv, user: &str) -> Result<(usize, Vec<String>, Vec<String
             e["verb"].as_str().unwrap_or("")
         )
     };
-    let mut used: Vec<String> = mine.iter().map(|e| describe(e)).collect();
+    let mut used: Vec<String> = mine.iter().map(describe).collect();
     used.sort();
     used.dedup();
     let refused = mine

@@ -40,15 +40,10 @@ struct Deployed {
 }
 
 fn read_docs(rel: &str) -> Result<Vec<Value>> {
-    use serde::Deserialize as _;
     let path = kim_tests::testenv::repo_root().join(rel);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-    let mut out = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        out.push(Value::deserialize(doc)?);
-    }
-    Ok(out)
+    Ok(kim_tests::fixtures::yaml_documents(&text)?)
 }
 
 /// The Deployment's arguments through the webhook's flag parser (defaults included), checked
@@ -303,11 +298,7 @@ type Used = BTreeSet<(String, String)>;
 /// The requests of `user` in the KCP audit log: (count, `resource verb` pairs answered below
 /// 400, requests refused with 403).
 fn audit_of(env: &TestEnv, user: &str) -> Result<(usize, Used, Vec<String>)> {
-    let events = env.audit_events()?;
-    let mine: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["user"]["username"] == user)
-        .collect();
+    let mine = env.audit_events_of(user)?;
     let pair = |e: &Value| {
         (
             e["objectRef"]["resource"]
@@ -324,7 +315,7 @@ fn audit_of(env: &TestEnv, user: &str) -> Result<(usize, Used, Vec<String>)> {
                 .as_u64()
                 .is_some_and(|c| c < 400)
         })
-        .map(|e| pair(e))
+        .map(pair)
         .collect();
     let refused = mine
         .iter()

@@ -651,6 +651,13 @@ impl TestEnv {
         &self.audit_log
     }
 
+    /// The KCP audit events so far of the requests `user` made.
+    pub fn audit_events_of(&self, user: &str) -> Result<Vec<serde_json::Value>> {
+        let mut events = self.audit_events()?;
+        events.retain(|e| e["user"]["username"] == user);
+        Ok(events)
+    }
+
     /// All KCP audit events so far.
     pub fn audit_events(&self) -> Result<Vec<serde_json::Value>> {
         let text =
