@@ -148,8 +148,21 @@ struct Ctx {
     config: SimulatorConfig,
     shoot: ShootClusterInfo,
     faults: reflector::Store<ConfigMap>,
-    last_step: Mutex<HashMap<String, Instant>>,
+    /// Per Shoot uid: when the simulator last acted, and on which version with which step.
+    last_step: Mutex<HashMap<String, LastStep>>,
 }
+
+/// The simulator's last action on one Shoot.
+struct LastStep {
+    at: Instant,
+    resource_version: String,
+    step: Step,
+}
+
+/// How long the simulator trusts that a write it made will show up in its watch cache: the same
+/// step on the same version within this time is not repeated (a real gardenlet does not act
+/// twice on one version either). Also the safety requeue after a write.
+const STALE_GRACE: Duration = Duration::from_secs(5);
 
 /// The simulator; [`Simulator::spawn`] runs it.
 pub struct Simulator {
@@ -240,13 +253,28 @@ fn fault_for(shoot: &Shoot, ctx: &Ctx) -> Fault {
 async fn reconcile(shoot: Arc<Shoot>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let uid = shoot.uid().unwrap_or_default();
     let fault = fault_for(&shoot, &ctx);
-    let since = ctx
+    let rv = shoot.resource_version().unwrap_or_default();
+    let (since, acted) = ctx
         .last_step
         .lock()
         .ok()
-        .and_then(|m| m.get(&uid).map(Instant::elapsed));
+        .and_then(|m| {
+            m.get(&uid).map(|l| {
+                let elapsed = l.at.elapsed();
+                let acted =
+                    (l.resource_version == rv && elapsed < STALE_GRACE).then(|| l.step.clone());
+                (Some(elapsed), acted)
+            })
+        })
+        .unwrap_or((None, None));
     let step = step::next(&shoot, &fault, since, ctx.config.step_delay);
     tracing::debug!(shoot = %shoot.name_any(), ?step, "simulator");
+    // The watch cache still holds the version this very step was already taken on: the write's
+    // event is on its way. Repeating the step on stale data (every requeue, under load) is what
+    // made the simulator write the same Shoots over and over and fall behind at 1,000 Shoots.
+    if acted.as_ref() == Some(&step) && !matches!(step, Step::Wait(_)) {
+        return Ok(Action::requeue(STALE_GRACE));
+    }
     let api: Api<Shoot> =
         Api::namespaced(ctx.client.clone(), &shoot.namespace().unwrap_or_default());
     let name = shoot.name_any();
@@ -320,12 +348,18 @@ async fn reconcile(shoot: Arc<Shoot>, ctx: Arc<Ctx>) -> Result<Action, SimError>
         }
     }
     if let Ok(mut m) = ctx.last_step.lock() {
-        m.insert(uid, Instant::now());
+        m.insert(
+            uid,
+            LastStep {
+                at: Instant::now(),
+                resource_version: rv,
+                step,
+            },
+        );
     }
-    // The write triggers a watch event; the requeue covers steps that wait for the delay.
-    Ok(Action::requeue(
-        ctx.config.step_delay.max(Duration::from_millis(100)),
-    ))
+    // The write triggers a watch event, which runs the next step (or a Wait for the step delay);
+    // the requeue is only a safety net for a write that changed nothing (no event).
+    Ok(Action::requeue(ctx.config.step_delay.max(STALE_GRACE)))
 }
 
 fn last_op_type(shoot: &Shoot) -> String {
