@@ -525,6 +525,37 @@ fn main() -> Result<()> {
         ),
         ("mutate Runtime", "/mutate/runtime", create.clone()),
     ];
+    // `KIM_BENCH_ONLY=/validate/runtime` (or another path): load on that endpoint alone for the
+    // measured time and print its figures, e.g. to profile the server (`perf record -p`).
+    if let Ok(only) = std::env::var("KIM_BENCH_ONLY") {
+        let Some((label, path, body)) = endpoints.iter().find(|(_, p, _)| *p == only) else {
+            bail!("KIM_BENCH_ONLY={only}: not one of /noop, /validate/runtime, /mutate/runtime");
+        };
+        let server_pid = server.child.id().to_string();
+        println!("server pid {server_pid}");
+        let (s0, c0) = (cpu_secs(&server_pid), cpu_secs("self"));
+        let t0 = Instant::now();
+        let mut st = rt.block_on(run(
+            server.https,
+            &server.ca_pem,
+            path,
+            body.clone(),
+            warmup,
+            measure,
+            None,
+        ))?;
+        let share = measure.as_secs_f64() / t0.elapsed().as_secs_f64();
+        st.server_cpu = (cpu_secs(&server_pid) - s0) * share;
+        st.client_cpu = (cpu_secs("self") - c0) * share;
+        println!(
+            "{label:<18} {:>9.0} req/s  server CPU {:.1} us/req  server+client CPU {:.1} us/req  errors {}",
+            st.rps(),
+            st.server_us(),
+            st.total_us(),
+            st.errors
+        );
+        return Ok(());
+    }
     let rounds: u32 = 4;
     let slice = measure / rounds;
     let server_pid = server.child.id().to_string();

@@ -15,9 +15,10 @@ use kube::core::{GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
 use crate::audit::AuditRecord;
-use crate::patch::mutation_patch;
+use crate::patch::{ChangedPart, mutation_patch_for_text, mutation_patch_of_parts};
 
 /// The `apiVersion` of the only AdmissionReview version we speak.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -91,6 +92,18 @@ pub trait Admitted:
     /// Fills in defaults in place (mutating webhook). Never overrides a user value. `old` is
     /// the stored object on UPDATE, so that an update only defaults what it adds.
     fn default(&mut self, _old: Option<&Self>, _ctx: &AdmissionContext) {}
+    /// Where [`Admitted::default`] changed `self` into `defaulted`: every change lies below
+    /// one of the returned parts, and the defaults patch is computed over them only
+    /// (serializing and comparing the whole object twice was most of a mutating request).
+    /// The default is the whole object, which is always right; a type whose defaults touch a
+    /// known part of the object can narrow it.
+    fn changed_parts(&self, defaulted: &Self) -> Result<Vec<ChangedPart>, serde_json::Error> {
+        Ok(vec![ChangedPart {
+            pointer: "",
+            before: serde_json::to_value(self)?,
+            after: serde_json::to_value(defaulted)?,
+        }])
+    }
     /// Validates a new object.
     fn validate_create(&self, ctx: &AdmissionContext) -> Verdict;
     /// Validates a change.
@@ -141,61 +154,46 @@ struct Envelope<R> {
     request: Option<R>,
 }
 
-/// An admission request whose objects are kept as JSON trees (mutating path).
+/// The request of an AdmissionReview as the webhook reads it. `O` is the object type: the typed
+/// `T` when validating, the raw JSON text when defaulting. Only what the webhook uses is
+/// decoded: `requestKind`, `requestResource`, `requestSubResource` and `options` are skipped
+/// by the parser instead of being built (`options` alone went through an intermediate tree).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawRequest {
+struct Request<O> {
     uid: String,
     kind: GroupVersionKind,
     resource: GroupVersionResource,
     #[serde(default)]
     sub_resource: Option<String>,
     #[serde(default)]
-    request_kind: Option<GroupVersionKind>,
-    #[serde(default)]
-    request_resource: Option<GroupVersionResource>,
-    #[serde(default)]
-    request_sub_resource: Option<String>,
-    #[serde(default)]
     name: String,
     #[serde(default)]
     namespace: Option<String>,
     operation: Operation,
     user_info: UserInfo,
-    #[serde(default)]
-    object: Option<serde_json::Value>,
-    #[serde(default)]
-    old_object: Option<serde_json::Value>,
+    object: Option<O>,
+    old_object: Option<O>,
     #[serde(default)]
     dry_run: bool,
 }
 
-impl RawRequest {
-    /// The typed request plus the raw object.
-    fn typed<T: Admitted>(
+impl<O> Request<O> {
+    /// kube's request, with `object` and `oldObject` given.
+    fn into_kube<T: Resource>(
         self,
-    ) -> Result<(AdmissionRequest<T>, Option<serde_json::Value>), serde_json::Error> {
-        let object = self
-            .object
-            .as_ref()
-            .filter(|v| !v.is_null())
-            .map(T::deserialize)
-            .transpose()?;
-        let old_object = self
-            .old_object
-            .as_ref()
-            .filter(|v| !v.is_null())
-            .map(T::deserialize)
-            .transpose()?;
-        let req = AdmissionRequest {
+        object: Option<T>,
+        old_object: Option<T>,
+    ) -> AdmissionRequest<T> {
+        AdmissionRequest {
             types: TypeMeta::default(),
             uid: self.uid,
             kind: self.kind,
             resource: self.resource,
             sub_resource: self.sub_resource,
-            request_kind: self.request_kind,
-            request_resource: self.request_resource,
-            request_sub_resource: self.request_sub_resource,
+            request_kind: None,
+            request_resource: None,
+            request_sub_resource: None,
             name: self.name,
             namespace: self.namespace,
             operation: self.operation,
@@ -204,8 +202,26 @@ impl RawRequest {
             old_object,
             dry_run: self.dry_run,
             options: None,
-        };
-        Ok((req, self.object))
+        }
+    }
+}
+
+impl<'a> Request<&'a RawValue> {
+    /// The typed request plus the object's JSON text exactly as sent (the defaults patch must
+    /// apply to it). Each object is typed straight from its text: one pass, no JSON tree.
+    fn typed<T: Admitted>(
+        mut self,
+    ) -> Result<(AdmissionRequest<T>, Option<&'a RawValue>), serde_json::Error> {
+        let raw = self.object.take();
+        let object = raw
+            .map(|r| serde_json::from_str::<T>(r.get()))
+            .transpose()?;
+        let old_object = self
+            .old_object
+            .take()
+            .map(|r| serde_json::from_str::<T>(r.get()))
+            .transpose()?;
+        Ok((self.into_kube(object, old_object), raw))
     }
 }
 
@@ -226,11 +242,24 @@ pub fn admit<T: Admitted>(
     audit.kind = T::kind(&()).to_string();
     let decoded = match mode {
         // Validation needs only the typed objects: decode them straight from the body.
-        Mode::Validate => decode::<Envelope<AdmissionRequest<T>>>(body).map(|e| (e, None)),
-        // Defaulting also needs the object exactly as sent (the patch must apply to it): parse
-        // the body once into a JSON tree and type the object from that tree.
-        Mode::Mutate => decode::<Envelope<RawRequest>>(body).and_then(|e| {
-            let (req, raw) = e.request.map(RawRequest::typed::<T>).transpose()?.unzip();
+        Mode::Validate => decode::<Envelope<Request<T>>>(body).map(|e| {
+            let request = e.request.map(|mut r| {
+                let (object, old_object) = (r.object.take(), r.old_object.take());
+                r.into_kube(object, old_object)
+            });
+            (
+                Envelope {
+                    api_version: e.api_version,
+                    kind: e.kind,
+                    request,
+                },
+                None,
+            )
+        }),
+        // Defaulting also needs the object exactly as sent (the patch must apply to it): keep
+        // its JSON text and type it from there.
+        Mode::Mutate => decode::<Envelope<Request<&RawValue>>>(body).and_then(|e| {
+            let (req, raw) = e.request.map(Request::typed::<T>).transpose()?.unzip();
             Ok((
                 Envelope {
                     api_version: e.api_version,
@@ -242,7 +271,7 @@ pub fn admit<T: Admitted>(
         }),
     };
     let response = match decoded {
-        Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw.as_ref(), &mut audit),
+        Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw, &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
     finish(response, audit, started)
@@ -339,7 +368,7 @@ fn decide<T: Admitted>(
     review: Envelope<AdmissionRequest<T>>,
     ctx: &AdmissionContext,
     now: SystemTime,
-    raw_object: Option<&serde_json::Value>,
+    raw_object: Option<&RawValue>,
     audit: &mut AuditRecord,
 ) -> AdmissionResponse {
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
@@ -388,7 +417,7 @@ fn decide<T: Admitted>(
             };
             let mut defaulted = obj.clone();
             defaulted.default(req.old_object.as_ref(), ctx);
-            match mutation_patch(obj, &defaulted, raw_object) {
+            match defaults_patch(obj, &defaulted, raw_object) {
                 Ok(patch) if patch.0.is_empty() => base,
                 Ok(patch) => {
                     audit.patch_paths = patch
@@ -427,6 +456,21 @@ fn decide<T: Admitted>(
         },
         _ => base,
     }
+}
+
+/// The JSON patch from `obj` (sent as `raw`) to `defaulted`: over the parts the type says
+/// changed, or over the whole objects when that cannot be done.
+fn defaults_patch<T: Admitted>(
+    obj: &T,
+    defaulted: &T,
+    raw: Option<&RawValue>,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    if let Some(raw) = raw
+        && let Some(patch) = mutation_patch_of_parts(&obj.changed_parts(defaulted)?, raw)?
+    {
+        return Ok(patch);
+    }
+    mutation_patch_for_text(obj, defaulted, raw)
 }
 
 fn respond(

@@ -5,11 +5,13 @@
 use std::time::SystemTime;
 
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
+use kim_shared::api::runtime::RuntimeShoot;
 use kim_shared::api::runtime_access::RuntimeAccess;
-use kim_shared::api::{GardenerCluster, Runtime};
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeSpec};
 use kim_shared::validation::{self, DeletionPolicy, Findings};
 
 use crate::admission::{AdmissionContext, Admitted, FieldViolation, Verdict};
+use crate::patch::ChangedPart;
 
 impl From<Findings> for Verdict {
     fn from(f: Findings) -> Self {
@@ -47,6 +49,76 @@ impl Admitted for Runtime {
         }
     }
 
+    /// The defaults touch only `spec.shoot` (kim_shared::defaults): the parts are the fields
+    /// of `spec.shoot` that differ, or the whole Runtime when anything else differs.
+    fn changed_parts(&self, defaulted: &Self) -> Result<Vec<ChangedPart>, serde_json::Error> {
+        let d = defaulted;
+        // Destructured so that a new field of the spec cannot be forgotten here.
+        let RuntimeSpec {
+            audit_log_access_enabled,
+            image_registry_cache,
+            security,
+            shoot: _,
+        } = &self.spec;
+        let outside_shoot_unchanged = self.metadata == d.metadata
+            && self.status == d.status
+            && *audit_log_access_enabled == d.spec.audit_log_access_enabled
+            && *image_registry_cache == d.spec.image_registry_cache
+            && *security == d.spec.security;
+        if !outside_shoot_unchanged {
+            return Ok(vec![ChangedPart {
+                pointer: "",
+                before: serde_json::to_value(self)?,
+                after: serde_json::to_value(defaulted)?,
+            }]);
+        }
+        let RuntimeShoot {
+            control_plane,
+            enable_nvidia_openshell,
+            enforce_seed_location,
+            kubernetes,
+            licence_type,
+            name,
+            networking,
+            platform_region,
+            provider,
+            purpose,
+            region,
+            secret_binding_name,
+        } = &self.spec.shoot;
+        let n = &d.spec.shoot;
+        let mut parts = Vec::new();
+        let p = SHOOT_FIELD_POINTERS;
+        part(&mut parts, p[0], control_plane, &n.control_plane)?;
+        part(
+            &mut parts,
+            p[1],
+            enable_nvidia_openshell,
+            &n.enable_nvidia_openshell,
+        )?;
+        part(
+            &mut parts,
+            p[2],
+            enforce_seed_location,
+            &n.enforce_seed_location,
+        )?;
+        part(&mut parts, p[3], kubernetes, &n.kubernetes)?;
+        part(&mut parts, p[4], licence_type, &n.licence_type)?;
+        part(&mut parts, p[5], name, &n.name)?;
+        part(&mut parts, p[6], networking, &n.networking)?;
+        part(&mut parts, p[7], platform_region, &n.platform_region)?;
+        part(&mut parts, p[8], provider, &n.provider)?;
+        part(&mut parts, p[9], purpose, &n.purpose)?;
+        part(&mut parts, p[10], region, &n.region)?;
+        part(
+            &mut parts,
+            p[11],
+            secret_binding_name,
+            &n.secret_binding_name,
+        )?;
+        Ok(parts)
+    }
+
     fn validate_create(&self, ctx: &AdmissionContext) -> Verdict {
         match &ctx.config {
             Some(cfg) => validation::validate_create_with(self, cfg, &ctx.validation).into(),
@@ -74,6 +146,40 @@ impl Admitted for Runtime {
     }
 }
 
+/// The JSON pointers of the fields of `spec.shoot`, in the order of [`RuntimeShoot`]'s fields
+/// (the order their keys are serialized in).
+const SHOOT_FIELD_POINTERS: [&str; 12] = [
+    "/spec/shoot/controlPlane",
+    "/spec/shoot/enableNvidiaOpenshell",
+    "/spec/shoot/enforceSeedLocation",
+    "/spec/shoot/kubernetes",
+    "/spec/shoot/licenceType",
+    "/spec/shoot/name",
+    "/spec/shoot/networking",
+    "/spec/shoot/platformRegion",
+    "/spec/shoot/provider",
+    "/spec/shoot/purpose",
+    "/spec/shoot/region",
+    "/spec/shoot/secretBindingName",
+];
+
+/// Adds the part at `pointer` when `before` and `after` differ.
+fn part<V: serde::Serialize + PartialEq>(
+    parts: &mut Vec<ChangedPart>,
+    pointer: &'static str,
+    before: &V,
+    after: &V,
+) -> Result<(), serde_json::Error> {
+    if before != after {
+        parts.push(ChangedPart {
+            pointer,
+            before: serde_json::to_value(before)?,
+            after: serde_json::to_value(after)?,
+        });
+    }
+    Ok(())
+}
+
 impl Admitted for GardenerCluster {
     fn validate_create(&self, _ctx: &AdmissionContext) -> Verdict {
         validation::validate_gardener_cluster(self).into()
@@ -98,6 +204,43 @@ impl Admitted for RuntimeAccess {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn shoot_field_pointers_are_the_serialized_keys_in_order() {
+        let shoot = RuntimeShoot {
+            control_plane: Some(Default::default()),
+            enable_nvidia_openshell: Some(true),
+            enforce_seed_location: Some(true),
+            kubernetes: Some(Default::default()),
+            licence_type: Some("x".into()),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&shoot).expect("json");
+        let keys: Vec<String> = v
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(|k| format!("/spec/shoot/{k}"))
+            .collect();
+        assert_eq!(keys, SHOOT_FIELD_POINTERS.to_vec());
+    }
+
+    #[test]
+    fn changed_parts_are_the_changed_shoot_fields_or_the_whole_runtime() {
+        let mut rt = Runtime::new("rt", RuntimeSpec::default());
+        rt.spec.shoot.name = "a".into();
+        let mut d = rt.clone();
+        d.spec.shoot.region = "eu".into();
+        let parts = rt.changed_parts(&d).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].pointer, "/spec/shoot/region");
+        assert_eq!(parts[0].after, serde_json::json!("eu"));
+        d.spec.security.administrators.push("x".into());
+        let parts = rt.changed_parts(&d).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].pointer, "");
+        assert_eq!(parts[0].after, serde_json::to_value(&d).expect("json"));
+    }
 
     fn ctx() -> AdmissionContext {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -2,8 +2,12 @@
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The patch that turns the request's object into `defaulted`.
 ///
@@ -25,24 +29,98 @@ pub fn mutation_patch<T: Serialize>(
     }
     // Without the raw object (not sent), the typed original is the best description of it.
     let raw = raw.unwrap_or(&before);
+    let after_at = |p: &str| Some(after.pointer(p).cloned().unwrap_or(Value::Null));
+    Ok(applicable(diff, after_at, |p| raw.pointer(p).is_some()).unwrap_or_default())
+}
+
+/// [`mutation_patch`] for a raw object given as its JSON text (as in the AdmissionReview).
+/// Only the shape of the text (keys and array lengths) is read, and only when there is a
+/// change: building a JSON tree of the whole object cost more than the diff itself.
+pub fn mutation_patch_for_text<T: Serialize>(
+    original: &T,
+    defaulted: &T,
+    raw: Option<&RawValue>,
+) -> Result<Patch, serde_json::Error> {
+    let Some(raw) = raw else {
+        return mutation_patch(original, defaulted, None);
+    };
+    let before = serde_json::to_value(original)?;
+    let after = serde_json::to_value(defaulted)?;
+    let diff = diff(&before, &after);
+    if diff.0.is_empty() {
+        return Ok(diff);
+    }
+    drop(before);
+    let shape: Shape<'_> = serde_json::from_str(raw.get())?;
+    let after_at = |p: &str| Some(after.pointer(p).cloned().unwrap_or(Value::Null));
+    Ok(applicable(diff, after_at, |p| shape.has(p)).unwrap_or_default())
+}
+
+/// A part of an object that defaulting changed: where it is (an escaped JSON pointer) and its
+/// serialized value before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangedPart {
+    /// JSON pointer of the part (`""` for the whole object).
+    pub pointer: &'static str,
+    /// The part before defaulting (`null` when absent).
+    pub before: Value,
+    /// The part after defaulting (`null` when absent).
+    pub after: Value,
+}
+
+/// [`mutation_patch_for_text`] over the parts that defaulting changed (every change lies below
+/// one of them), so that what stayed the same is neither serialized nor compared. `None` when
+/// an operation would have to add a parent of a part that the raw object lacks (then take the
+/// patch over the whole objects).
+pub fn mutation_patch_of_parts(
+    parts: &[ChangedPart],
+    raw: &RawValue,
+) -> Result<Option<Patch>, serde_json::Error> {
+    let mut ops = Vec::new();
+    for part in parts {
+        let mut path = PointerBuf::parse(part.pointer)
+            .map_err(|e| <serde_json::Error as de::Error>::custom(e.to_string()))?;
+        diff_into(&part.before, &part.after, &mut path, &mut ops);
+    }
+    if ops.is_empty() {
+        return Ok(Some(Patch(ops)));
+    }
+    let shape: Shape<'_> = serde_json::from_str(raw.get())?;
+    let after_at = |p: &str| {
+        parts.iter().find_map(|part| {
+            let rest = p.strip_prefix(part.pointer)?;
+            (rest.is_empty() || rest.starts_with('/'))
+                .then(|| part.after.pointer(rest).cloned().unwrap_or(Value::Null))
+        })
+    };
+    Ok(applicable(Patch(ops), after_at, |p| shape.has(p)))
+}
+
+/// Makes each operation of `diff` applicable to a document in which `exists` tells which JSON
+/// pointers exist; `after_at` gives the defaulted value at a pointer (`None`: not known, then
+/// the answer is `None`).
+fn applicable(
+    diff: Patch,
+    after_at: impl Fn(&str) -> Option<Value>,
+    exists: impl Fn(&str) -> bool,
+) -> Option<Patch> {
     let mut out: Vec<PatchOperation> = Vec::with_capacity(diff.0.len());
     let mut added_roots: Vec<String> = Vec::new();
     for op in diff.0 {
-        let path = op.path().as_str().to_string();
-        if added_roots
-            .iter()
-            .any(|root| path.starts_with(&format!("{root}/")))
-        {
+        let path = op.path().as_str();
+        if added_roots.iter().any(|root| {
+            path.strip_prefix(root.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+        }) {
             continue;
         }
         match &op {
             PatchOperation::Add(_) | PatchOperation::Replace(_) => {
-                let ancestor = highest_missing(raw, &path);
-                match ancestor {
+                match highest_missing(&exists, path) {
                     // Present in the raw object: keep the operation as it is.
                     None => out.push(op),
                     Some(root) => {
-                        let value = after.pointer(&root).cloned().unwrap_or(Value::Null);
+                        let value = after_at(&root)?;
                         let Ok(ptr) = PointerBuf::parse(root.clone()) else {
                             out.push(op);
                             continue;
@@ -55,7 +133,134 @@ pub fn mutation_patch<T: Serialize>(
             _ => out.push(op),
         }
     }
-    Ok(Patch(out))
+    Some(Patch(out))
+}
+
+/// The shape of a JSON document: its keys and array lengths, borrowing the keys from the text
+/// where they have no escapes. Scalars are skipped.
+enum Shape<'a> {
+    Leaf,
+    Object(Vec<(Cow<'a, str>, Shape<'a>)>),
+    Array(Vec<Shape<'a>>),
+}
+
+impl Shape<'_> {
+    /// Whether the JSON pointer `pointer` exists, by the rules of `serde_json::Value::pointer`.
+    fn has(&self, pointer: &str) -> bool {
+        if pointer.is_empty() {
+            return true;
+        }
+        let Some(rest) = pointer.strip_prefix('/') else {
+            return false;
+        };
+        let mut node = self;
+        for token in rest.split('/') {
+            let token = if token.contains('~') {
+                Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+            } else {
+                Cow::Borrowed(token)
+            };
+            node = match node {
+                Shape::Object(entries) => match entries.iter().rev().find(|(k, _)| *k == token) {
+                    Some((_, v)) => v,
+                    None => return false,
+                },
+                Shape::Array(items) => match array_index(&token).and_then(|i| items.get(i)) {
+                    Some(v) => v,
+                    None => return false,
+                },
+                Shape::Leaf => return false,
+            };
+        }
+        true
+    }
+}
+
+/// An array index token as `serde_json::Value::pointer` reads it (no sign, no leading zero).
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() > 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+impl<'de> Deserialize<'de> for Shape<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ShapeVisitor)
+    }
+}
+
+struct ShapeVisitor;
+
+impl<'de> Visitor<'de> for ShapeVisitor {
+    type Value = Shape<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Leaf)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        Shape::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Shape<'de>>()? {
+            items.push(item);
+        }
+        Ok(Shape::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            entries.push((key, map.next_value::<Shape<'de>>()?));
+        }
+        Ok(Shape::Object(entries))
+    }
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
 }
 
 /// The operations `json_patch::diff(before, after)` returns, in the same order, without
@@ -125,19 +330,18 @@ fn diff_into(left: &Value, right: &Value, path: &mut PointerBuf, ops: &mut Vec<P
     }
 }
 
-/// The shortest prefix of `path` (a JSON pointer) that does not exist in `doc`, when that is
-/// not `path` itself with an existing parent (then a plain add/replace works). `None` when
-/// `path` exists.
-fn highest_missing(doc: &Value, path: &str) -> Option<String> {
-    if doc.pointer(path).is_some() {
+/// The shortest prefix of `path` (a JSON pointer) that does not exist in the document
+/// (`exists` tells), when that is not `path` itself with an existing parent (then a plain
+/// add/replace works). `None` when `path` exists.
+fn highest_missing(exists: &impl Fn(&str) -> bool, path: &str) -> Option<String> {
+    if exists(path) {
         return None;
     }
-    let mut prefix = String::new();
+    let mut end = 0;
     for token in path.split('/').skip(1) {
-        prefix.push('/');
-        prefix.push_str(token);
-        if doc.pointer(&prefix).is_none() {
-            return Some(prefix);
+        end += 1 + token.len();
+        if !exists(&path[..end]) {
+            return Some(path[..end].to_string());
         }
     }
     Some(path.to_string())
@@ -189,6 +393,75 @@ mod tests {
     fn no_change_no_patch() {
         let v = json!({"a": 1});
         assert!(mutation_patch(&v, &v, None).expect("patch").0.is_empty());
+    }
+
+    #[test]
+    fn shape_of_the_text_answers_pointers_as_the_json_tree() {
+        let doc = json!({
+            "a": {"b/c": [1, {"d~e": null}], "": 2},
+            "l": [],
+            "s": "x",
+            "n": null,
+            "esc\"aped": {"k": true}
+        });
+        let text = serde_json::to_string(&doc).expect("json");
+        let shape: Shape<'_> = serde_json::from_str(&text).expect("shape");
+        for p in [
+            "",
+            "/",
+            "/a",
+            "/a/b~1c",
+            "/a/b~1c/0",
+            "/a/b~1c/1",
+            "/a/b~1c/1/d~0e",
+            "/a/b~1c/2",
+            "/a/b~1c/01",
+            "/a/b~1c/+1",
+            "/a/",
+            "/l",
+            "/l/0",
+            "/s",
+            "/s/0",
+            "/n",
+            "/n/x",
+            "/x",
+            "a",
+            "/esc\"aped/k",
+            "/esc\"aped/j",
+            "/a/b/c",
+        ] {
+            assert_eq!(shape.has(p), doc.pointer(p).is_some(), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn patch_from_text_equals_patch_from_tree() {
+        let cases = [
+            (
+                json!({"spec": {"a": 1, "m": {}}}),
+                json!({"spec": {"a": 1, "m": {"k": "v"}}}),
+                json!({"spec": {"a": 1}}),
+            ),
+            (
+                json!({"spec": {}}),
+                json!({"spec": {"n": {"x": 1, "y": 2}}}),
+                json!({}),
+            ),
+            (
+                json!({"spec": {"a": [1]}}),
+                json!({"spec": {"a": [1, 2], "b": 3}}),
+                json!({"spec": {"a": [1]}}),
+            ),
+            (json!({"a": 1}), json!({"a": 1}), json!({"a": 1})),
+        ];
+        for (before, after, raw) in cases {
+            let text = serde_json::value::to_raw_value(&raw).expect("raw");
+            assert_eq!(
+                mutation_patch_for_text(&before, &after, Some(&text)).expect("patch"),
+                mutation_patch(&before, &after, Some(&raw)).expect("patch"),
+                "{before} -> {after} on {raw}"
+            );
+        }
     }
 
     #[test]
