@@ -99,7 +99,7 @@ pub trait Admitted:
     /// known part of the object can narrow it.
     fn changed_parts(&self, defaulted: &Self) -> Result<Vec<ChangedPart>, serde_json::Error> {
         Ok(vec![ChangedPart {
-            pointer: "",
+            pointer: "".into(),
             before: serde_json::to_value(self)?,
             after: serde_json::to_value(defaulted)?,
         }])

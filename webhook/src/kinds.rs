@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
-use kim_shared::api::runtime::RuntimeShoot;
+use kim_shared::api::runtime::{RuntimeKubernetes, RuntimeProvider, RuntimeShoot};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeSpec};
 use kim_shared::validation::{self, DeletionPolicy, Findings};
@@ -67,7 +67,7 @@ impl Admitted for Runtime {
             && *security == d.spec.security;
         if !outside_shoot_unchanged {
             return Ok(vec![ChangedPart {
-                pointer: "",
+                pointer: "".into(),
                 before: serde_json::to_value(self)?,
                 after: serde_json::to_value(defaulted)?,
             }]);
@@ -102,12 +102,29 @@ impl Admitted for Runtime {
             enforce_seed_location,
             &n.enforce_seed_location,
         )?;
-        part(&mut parts, p[3], kubernetes, &n.kubernetes)?;
+        match (kubernetes, &n.kubernetes) {
+            // One level deeper: the version is the usual change, the kube-apiserver settings
+            // (OIDC) are the larger part.
+            (Some(k), Some(nk)) => {
+                let RuntimeKubernetes {
+                    kube_api_server,
+                    version,
+                } = k;
+                part(
+                    &mut parts,
+                    KUBE_API_SERVER,
+                    kube_api_server,
+                    &nk.kube_api_server,
+                )?;
+                part(&mut parts, KUBERNETES_VERSION, version, &nk.version)?;
+            }
+            _ => part(&mut parts, p[3], kubernetes, &n.kubernetes)?,
+        }
         part(&mut parts, p[4], licence_type, &n.licence_type)?;
         part(&mut parts, p[5], name, &n.name)?;
         part(&mut parts, p[6], networking, &n.networking)?;
         part(&mut parts, p[7], platform_region, &n.platform_region)?;
-        part(&mut parts, p[8], provider, &n.provider)?;
+        provider_parts(&mut parts, provider, &n.provider)?;
         part(&mut parts, p[9], purpose, &n.purpose)?;
         part(&mut parts, p[10], region, &n.region)?;
         part(
@@ -163,16 +180,72 @@ const SHOOT_FIELD_POINTERS: [&str; 12] = [
     "/spec/shoot/secretBindingName",
 ];
 
+const KUBE_API_SERVER: &str = "/spec/shoot/kubernetes/kubeAPIServer";
+const KUBERNETES_VERSION: &str = "/spec/shoot/kubernetes/version";
+
+/// The parts of `spec.shoot.provider`: the worker pools that changed, one by one, when nothing
+/// else of the provider changed and the pools are the same in number (defaulting never adds or
+/// removes one); otherwise the whole provider.
+fn provider_parts(
+    parts: &mut Vec<ChangedPart>,
+    before: &RuntimeProvider,
+    after: &RuntimeProvider,
+) -> Result<(), serde_json::Error> {
+    let RuntimeProvider {
+        additional_workers,
+        control_plane_config,
+        infrastructure_config,
+        type_,
+        workers,
+    } = before;
+    let additional_same_shape = match (additional_workers, &after.additional_workers) {
+        (Some(b), Some(a)) => b.len() == a.len(),
+        (None, None) => true,
+        _ => false,
+    };
+    if *control_plane_config != after.control_plane_config
+        || *infrastructure_config != after.infrastructure_config
+        || *type_ != after.type_
+        || workers.len() != after.workers.len()
+        || !additional_same_shape
+    {
+        return part(parts, SHOOT_FIELD_POINTERS[8], before, after);
+    }
+    let pools = [
+        (
+            "/spec/shoot/provider/additionalWorkers",
+            additional_workers.as_deref(),
+            after.additional_workers.as_deref(),
+        ),
+        (
+            "/spec/shoot/provider/workers",
+            Some(workers.as_slice()),
+            Some(after.workers.as_slice()),
+        ),
+    ];
+    for (at, b, a) in pools {
+        for (i, (bw, aw)) in b
+            .unwrap_or_default()
+            .iter()
+            .zip(a.unwrap_or_default())
+            .enumerate()
+        {
+            part(parts, format!("{at}/{i}"), bw, aw)?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds the part at `pointer` when `before` and `after` differ.
 fn part<V: serde::Serialize + PartialEq>(
     parts: &mut Vec<ChangedPart>,
-    pointer: &'static str,
+    pointer: impl Into<std::borrow::Cow<'static, str>>,
     before: &V,
     after: &V,
 ) -> Result<(), serde_json::Error> {
     if before != after {
         parts.push(ChangedPart {
-            pointer,
+            pointer: pointer.into(),
             before: serde_json::to_value(before)?,
             after: serde_json::to_value(after)?,
         });
@@ -235,6 +308,25 @@ mod tests {
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].pointer, "/spec/shoot/region");
         assert_eq!(parts[0].after, serde_json::json!("eu"));
+        let mut k = rt.clone();
+        k.spec.shoot.kubernetes = Some(Default::default());
+        let mut kd = k.clone();
+        if let Some(kk) = kd.spec.shoot.kubernetes.as_mut() {
+            kk.version = Some("1.33".into());
+        }
+        let parts = k.changed_parts(&kd).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].pointer, "/spec/shoot/kubernetes/version");
+        let mut w = rt.clone();
+        w.spec.shoot.provider.workers = vec![Default::default(), Default::default()];
+        let mut wd = w.clone();
+        wd.spec.shoot.provider.workers[1].minimum = 3;
+        let parts = w.changed_parts(&wd).expect("parts");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].pointer, "/spec/shoot/provider/workers/1");
+        wd.spec.shoot.provider.workers.pop();
+        let parts = w.changed_parts(&wd).expect("parts");
+        assert_eq!(parts[0].pointer, "/spec/shoot/provider");
         d.spec.security.administrators.push("x".into());
         let parts = rt.changed_parts(&d).expect("parts");
         assert_eq!(parts.len(), 1);

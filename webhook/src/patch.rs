@@ -4,7 +4,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use std::borrow::Cow;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -30,11 +30,12 @@ pub fn mutation_patch<T: Serialize>(
     // Without the raw object (not sent), the typed original is the best description of it.
     let raw = raw.unwrap_or(&before);
     let after_at = |p: &str| Some(after.pointer(p).cloned().unwrap_or(Value::Null));
-    Ok(applicable(diff, after_at, |p| raw.pointer(p).is_some()).unwrap_or_default())
+    let exists = |p: &str| raw.pointer(p).is_some();
+    Ok(applicable(diff, after_at, |_, p| highest_missing(&exists, p)).unwrap_or_default())
 }
 
 /// [`mutation_patch`] for a raw object given as its JSON text (as in the AdmissionReview).
-/// Only the shape of the text (keys and array lengths) is read, and only when there is a
+/// The text is only scanned for the paths the operations touch, and only when there is a
 /// change: building a JSON tree of the whole object cost more than the diff itself.
 pub fn mutation_patch_for_text<T: Serialize>(
     original: &T,
@@ -51,9 +52,9 @@ pub fn mutation_patch_for_text<T: Serialize>(
         return Ok(diff);
     }
     drop(before);
-    let shape: Shape<'_> = serde_json::from_str(raw.get())?;
+    let missing = missing_in_text(raw.get(), &diff)?;
     let after_at = |p: &str| Some(after.pointer(p).cloned().unwrap_or(Value::Null));
-    Ok(applicable(diff, after_at, |p| shape.has(p)).unwrap_or_default())
+    Ok(applicable(diff, after_at, |i, _| missing[i].clone()).unwrap_or_default())
 }
 
 /// A part of an object that defaulting changed: where it is (an escaped JSON pointer) and its
@@ -61,7 +62,7 @@ pub fn mutation_patch_for_text<T: Serialize>(
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChangedPart {
     /// JSON pointer of the part (`""` for the whole object).
-    pub pointer: &'static str,
+    pub pointer: Cow<'static, str>,
     /// The part before defaulting (`null` when absent).
     pub before: Value,
     /// The part after defaulting (`null` when absent).
@@ -78,35 +79,37 @@ pub fn mutation_patch_of_parts(
 ) -> Result<Option<Patch>, serde_json::Error> {
     let mut ops = Vec::new();
     for part in parts {
-        let mut path = PointerBuf::parse(part.pointer)
+        let mut path = PointerBuf::parse(part.pointer.as_ref())
             .map_err(|e| <serde_json::Error as de::Error>::custom(e.to_string()))?;
         diff_into(&part.before, &part.after, &mut path, &mut ops);
     }
-    if ops.is_empty() {
-        return Ok(Some(Patch(ops)));
+    let diff = Patch(ops);
+    if diff.0.is_empty() {
+        return Ok(Some(diff));
     }
-    let shape: Shape<'_> = serde_json::from_str(raw.get())?;
+    let missing = missing_in_text(raw.get(), &diff)?;
     let after_at = |p: &str| {
         parts.iter().find_map(|part| {
-            let rest = p.strip_prefix(part.pointer)?;
+            let rest = p.strip_prefix(part.pointer.as_ref())?;
             (rest.is_empty() || rest.starts_with('/'))
                 .then(|| part.after.pointer(rest).cloned().unwrap_or(Value::Null))
         })
     };
-    Ok(applicable(Patch(ops), after_at, |p| shape.has(p)))
+    Ok(applicable(diff, after_at, |i, _| missing[i].clone()))
 }
 
-/// Makes each operation of `diff` applicable to a document in which `exists` tells which JSON
-/// pointers exist; `after_at` gives the defaulted value at a pointer (`None`: not known, then
-/// the answer is `None`).
+/// Makes each operation of `diff` applicable to the raw document: `missing(i, path)` gives the
+/// highest prefix of operation `i`'s path that the document lacks ([`highest_missing`]);
+/// `after_at` gives the defaulted value at a pointer (`None`: not known, then the answer is
+/// `None`).
 fn applicable(
     diff: Patch,
     after_at: impl Fn(&str) -> Option<Value>,
-    exists: impl Fn(&str) -> bool,
+    missing: impl Fn(usize, &str) -> Option<String>,
 ) -> Option<Patch> {
     let mut out: Vec<PatchOperation> = Vec::with_capacity(diff.0.len());
     let mut added_roots: Vec<String> = Vec::new();
-    for op in diff.0 {
+    for (i, op) in diff.0.into_iter().enumerate() {
         let path = op.path().as_str();
         if added_roots.iter().any(|root| {
             path.strip_prefix(root.as_str())
@@ -116,7 +119,7 @@ fn applicable(
         }
         match &op {
             PatchOperation::Add(_) | PatchOperation::Replace(_) => {
-                match highest_missing(&exists, path) {
+                match missing(i, path) {
                     // Present in the raw object: keep the operation as it is.
                     None => out.push(op),
                     Some(root) => {
@@ -136,43 +139,161 @@ fn applicable(
     Some(Patch(out))
 }
 
-/// The shape of a JSON document: its keys and array lengths, borrowing the keys from the text
-/// where they have no escapes. Scalars are skipped.
-enum Shape<'a> {
-    Leaf,
-    Object(Vec<(Cow<'a, str>, Shape<'a>)>),
-    Array(Vec<Shape<'a>>),
+/// [`highest_missing`] of every operation's path in the JSON `text`, found in one pass over the
+/// text that descends only along those paths (everything else is skipped unparsed).
+fn missing_in_text(text: &str, diff: &Patch) -> Result<Vec<Option<String>>, serde_json::Error> {
+    let tokens: Vec<Vec<String>> = diff
+        .0
+        .iter()
+        .map(|op| {
+            op.path()
+                .tokens()
+                .map(|t| t.decoded().into_owned())
+                .collect()
+        })
+        .collect();
+    let mut depths = vec![0usize; tokens.len()];
+    let candidates: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !tokens[i].is_empty())
+        .collect();
+    let mut de = serde_json::Deserializer::from_str(text);
+    Probe {
+        paths: &tokens,
+        depth: 0,
+        candidates: &candidates,
+        depths: &mut depths,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(diff
+        .0
+        .iter()
+        .zip(tokens.iter().zip(depths))
+        .map(|(op, (t, existing))| {
+            let path = op.path().as_str();
+            if existing >= t.len() {
+                return None;
+            }
+            // The first `existing + 1` tokens of the (escaped) pointer.
+            let end = path
+                .match_indices('/')
+                .nth(existing + 1)
+                .map_or(path.len(), |(at, _)| at);
+            Some(path[..end].to_string())
+        })
+        .collect())
 }
 
-impl Shape<'_> {
-    /// Whether the JSON pointer `pointer` exists, by the rules of `serde_json::Value::pointer`.
-    fn has(&self, pointer: &str) -> bool {
-        if pointer.is_empty() {
-            return true;
+/// One level of the scan of [`missing_in_text`]: `candidates` are the paths whose first
+/// `depth` tokens exist here; `depths[i]` becomes the number of leading tokens of path `i`
+/// that exist.
+struct Probe<'p, 'q> {
+    paths: &'p [Vec<String>],
+    depth: usize,
+    candidates: &'q [usize],
+    depths: &'q mut [usize],
+}
+
+impl<'de> DeserializeSeed<'de> for Probe<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.candidates.is_empty() {
+            IgnoredAny::deserialize(d)?;
+            return Ok(());
         }
-        let Some(rest) = pointer.strip_prefix('/') else {
-            return false;
-        };
-        let mut node = self;
-        for token in rest.split('/') {
-            let token = if token.contains('~') {
-                Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
-            } else {
-                Cow::Borrowed(token)
-            };
-            node = match node {
-                Shape::Object(entries) => match entries.iter().rev().find(|(k, _)| *k == token) {
-                    Some((_, v)) => v,
-                    None => return false,
-                },
-                Shape::Array(items) => match array_index(&token).and_then(|i| items.get(i)) {
-                    Some(v) => v,
-                    None => return false,
-                },
-                Shape::Leaf => return false,
-            };
+        d.deserialize_any(self)
+    }
+}
+
+impl Probe<'_, '_> {
+    /// The candidates whose next token is matched by `is`, and which of them go deeper.
+    fn step(&mut self, is: impl Fn(&str) -> bool) -> Vec<usize> {
+        let mut deeper = Vec::new();
+        for &i in self.candidates {
+            if is(&self.paths[i][self.depth]) {
+                self.depths[i] = self.depths[i].max(self.depth + 1);
+                if self.paths[i].len() > self.depth + 1 {
+                    deeper.push(i);
+                }
+            }
         }
-        true
+        deeper
+    }
+}
+
+impl<'de> Visitor<'de> for Probe<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut idx = 0usize;
+        loop {
+            // Which candidates this element would match is known before it is read; they are
+            // marked only once it turns out to exist.
+            let matching: Vec<usize> = self
+                .candidates
+                .iter()
+                .copied()
+                .filter(|&i| array_index(&self.paths[i][self.depth]) == Some(idx))
+                .collect();
+            let deeper: Vec<usize> = matching
+                .iter()
+                .copied()
+                .filter(|&i| self.paths[i].len() > self.depth + 1)
+                .collect();
+            let next = Probe {
+                paths: self.paths,
+                depth: self.depth + 1,
+                candidates: &deeper,
+                depths: &mut *self.depths,
+            };
+            if seq.next_element_seed(next)?.is_none() {
+                return Ok(());
+            }
+            for i in matching {
+                self.depths[i] = self.depths[i].max(self.depth + 1);
+            }
+            idx += 1;
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let deeper = self.step(|t| t == key);
+            map.next_value_seed(Probe {
+                paths: self.paths,
+                depth: self.depth + 1,
+                candidates: &deeper,
+                depths: &mut *self.depths,
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -182,60 +303,6 @@ fn array_index(token: &str) -> Option<usize> {
         return None;
     }
     token.parse().ok()
-}
-
-impl<'de> Deserialize<'de> for Shape<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShapeVisitor)
-    }
-}
-
-struct ShapeVisitor;
-
-impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Shape<'de>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Shape::Leaf)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        Shape::deserialize(d)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Shape<'de>>()? {
-            items.push(item);
-        }
-        Ok(Shape::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            entries.push((key, map.next_value::<Shape<'de>>()?));
-        }
-        Ok(Shape::Object(entries))
-    }
 }
 
 /// An object key, borrowed from the text when it has no escapes.
@@ -396,7 +463,7 @@ mod tests {
     }
 
     #[test]
-    fn shape_of_the_text_answers_pointers_as_the_json_tree() {
+    fn scan_of_the_text_finds_what_the_json_tree_finds() {
         let doc = json!({
             "a": {"b/c": [1, {"d~e": null}], "": 2},
             "l": [],
@@ -405,8 +472,7 @@ mod tests {
             "esc\"aped": {"k": true}
         });
         let text = serde_json::to_string(&doc).expect("json");
-        let shape: Shape<'_> = serde_json::from_str(&text).expect("shape");
-        for p in [
+        let pointers = [
             "",
             "/",
             "/a",
@@ -420,17 +486,32 @@ mod tests {
             "/a/",
             "/l",
             "/l/0",
+            "/l/0/x",
             "/s",
             "/s/0",
             "/n",
             "/n/x",
             "/x",
-            "a",
+            "/x/y/z",
             "/esc\"aped/k",
             "/esc\"aped/j",
             "/a/b/c",
-        ] {
-            assert_eq!(shape.has(p), doc.pointer(p).is_some(), "{p:?}");
+        ];
+        let patch = Patch(
+            pointers
+                .iter()
+                .map(|p| {
+                    PatchOperation::Add(AddOperation {
+                        path: PointerBuf::parse(*p).expect("pointer"),
+                        value: Value::Null,
+                    })
+                })
+                .collect(),
+        );
+        let missing = missing_in_text(&text, &patch).expect("scan");
+        let exists = |p: &str| doc.pointer(p).is_some();
+        for (p, m) in pointers.iter().zip(missing) {
+            assert_eq!(m, highest_missing(&exists, p), "{p:?}");
         }
     }
 
