@@ -21,9 +21,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::GardenerCluster;
 use kube::Api;
+use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::{Context, Shutdown};
 use metrics::KubeconfigMetrics;
@@ -65,7 +66,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
     let reconciler = Arc::new(Reconciler::new(ctx, policy, metrics));
-    Controller::new(clusters, watcher::Config::default())
+    // The cache without managedFields: a heap profile at 1,000 Runtimes put them at about
+    // 10 KiB of each cached GardenerCluster, and no reconciler reads them.
+    let (store, writer) = reflector::store::<GardenerCluster>();
+    let stream = watcher(clusters, watcher::Config::default())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers as u16))
         .graceful_shutdown_on(shutdown.cancelled_owned())

@@ -133,13 +133,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(|s| {
-        s.managed_fields_mut().clear();
-        if let Some(st) = s.status.as_mut() {
-            st.conditions = None;
-            st.constraints = None;
-        }
-    })
+    .modify(slim_for_cache)
     .reflect(shoot_writer)
     .touched_objects();
     let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
@@ -148,7 +142,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
+    // This reconciler only asks whether a GardenerCluster exists and whether it is Ready (the
+    // GardenerCluster reconciler keeps its own full copy).
+    .modify(|o| {
+        o.managed_fields_mut().clear();
+        o.metadata.labels = None;
+        o.metadata.annotations = None;
+        if let Some(st) = o.status.as_mut() {
+            st.conditions = None;
+        }
+    })
     .reflect(gc_writer)
     .touched_objects();
 
@@ -189,6 +192,39 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         })
         .await;
     tracing::info!("runtime reconciler stopped");
+}
+
+/// What the Shoot watch cache keeps of a Shoot: metadata without managedFields, the status
+/// without conditions and constraints, and of the spec only what the reconciler reads from the
+/// cache (DNS domain, hibernation, the binding names, seed, region, purpose, and which
+/// extensions are enabled). The rest of the spec is most of a Shoot's memory (the provider,
+/// worker and extension configs); at 10,000 Runtimes a full cache alone would be over 150 MiB.
+/// Patching reads the whole Shoot from Gardener first ([`Reconciler::get_shoot_live`]).
+pub fn slim_for_cache(s: &mut Shoot) {
+    s.managed_fields_mut().clear();
+    if let Some(st) = s.status.as_mut() {
+        st.conditions = None;
+        st.constraints = None;
+    }
+    let spec = std::mem::take(&mut s.spec);
+    s.spec = kim_shared::gardener::ShootSpec {
+        credentials_binding_name: spec.credentials_binding_name,
+        dns: spec.dns,
+        extensions: spec.extensions.map(|list| {
+            list.into_iter()
+                .map(|mut e| {
+                    e.provider_config = None;
+                    e
+                })
+                .collect()
+        }),
+        hibernation: spec.hibernation,
+        purpose: spec.purpose,
+        region: spec.region,
+        secret_binding_name: spec.secret_binding_name,
+        seed_name: spec.seed_name,
+        ..Default::default()
+    };
 }
 
 /// One future that all reconciles await for the first full lists of both caches.
@@ -342,7 +378,9 @@ impl Reconciler {
             .get(&ObjectRef::new(name).within(&self.ctx.gardener_namespace))
     }
 
-    /// The Shoot read from Gardener (only to confirm absence before removing a finalizer).
+    /// The whole Shoot read from Gardener (the watch cache keeps a slim copy, see
+    /// [`slim_for_cache`]): before patching it, and to confirm absence before removing a
+    /// finalizer.
     pub async fn get_shoot_live(&self, name: &str) -> Result<Option<Shoot>, kube::Error> {
         self.shoots_api().get_opt(name).await
     }
@@ -522,6 +560,68 @@ impl Reconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slim cache copy keeps every field the reconciler reads from the cache (status,
+    /// DNS domain, hibernation, binding names, enabled extensions, seed) and drops the rest.
+    #[test]
+    fn slim_cache_copy_keeps_what_the_reconciler_reads() {
+        let mut shoot: Shoot = serde_json::from_value(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "s", "namespace": "garden-p", "generation": 3,
+                "annotations": {"infrastructuremanager.kyma-project.io/runtime-id": "rt"},
+                "managedFields": [{"manager": "kim", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"region": "eu-central-1", "purpose": "production", "seedName": "seed-aws",
+                "secretBindingName": "sb", "credentialsBindingName": "cb",
+                "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
+                "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}}],
+                "kubernetes": {"version": "1.35.4"},
+                "provider": {"type": "aws", "workers": [{"name": "w", "machine": {"type": "m5.large"}, "minimum": 1, "maximum": 3}],
+                             "infrastructureConfig": {"big": "y"}}},
+            "status": {"observedGeneration": 3, "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
+                "description": "done", "lastUpdateTime": "2026-01-01T00:00:00Z"},
+                "conditions": [{"type": "APIServerAvailable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}]}
+        }))
+        .unwrap();
+        let full = shoot.clone();
+        slim_for_cache(&mut shoot);
+        assert!(
+            shoot
+                .metadata
+                .managed_fields
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty()
+        );
+        assert_eq!(shoot.metadata.annotations, full.metadata.annotations);
+        assert_eq!(shoot.metadata.generation, Some(3));
+        let st = shoot.status.as_ref().unwrap();
+        assert_eq!(
+            st.last_operation,
+            full.status.as_ref().unwrap().last_operation
+        );
+        assert_eq!(st.conditions, None);
+        assert_eq!(shoot.spec.dns, full.spec.dns);
+        assert_eq!(shoot.spec.hibernation, full.spec.hibernation);
+        assert_eq!(shoot.spec.secret_binding_name.as_deref(), Some("sb"));
+        assert_eq!(shoot.spec.credentials_binding_name.as_deref(), Some("cb"));
+        assert_eq!(shoot.spec.seed_name.as_deref(), Some("seed-aws"));
+        assert!(oidc::extension_enabled(&shoot));
+        assert_eq!(
+            shoot.spec.extensions.as_ref().unwrap()[0].provider_config,
+            None
+        );
+        assert!(
+            shoot
+                .spec
+                .provider
+                .workers
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty()
+        );
+        assert_eq!(shoot.spec.provider.infrastructure_config, None);
+        assert_eq!(shoot.spec.kubernetes.version, None);
+    }
 
     /// Parks 25 waiters (as many as `--runtime-ctrl-workers-cnt` in the crash test) on empty
     /// caches, fills them, and counts the waiters that finish.

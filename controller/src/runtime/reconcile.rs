@@ -339,11 +339,28 @@ fn should_patch(r: &Reconciler, rt: &Runtime, shoot: &Shoot) -> PatchDecision {
 async fn patch_shoot(
     r: &Arc<Reconciler>,
     rt: &Runtime,
-    live: &Shoot,
+    cached: &Shoot,
     draft: &mut StatusDraft,
     why: &'static str,
 ) -> Result<Action, Error> {
     tracing::info!(why, "patching Shoot");
+    // The watch cache holds a slim Shoot; the conversion and the full-update decision need
+    // the whole live object (and a fresh one is the better base for a patch anyway).
+    let live = match r.get_shoot_live(&cached.name_any()).await {
+        Ok(Some(s)) => s,
+        // Gone since the cache saw it: the next event (deletion) decides what to do.
+        Ok(None) => return Ok(Action::requeue(RETRY)),
+        Err(e) => {
+            return Ok(patch_failure(
+                r,
+                rt,
+                draft,
+                "Gardener API shoot get error",
+                &e,
+            ));
+        }
+    };
+    let live = &live;
     let converted = match prepare(r, rt, Some(live), draft).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
