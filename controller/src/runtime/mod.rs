@@ -13,6 +13,7 @@ pub mod delete;
 pub mod full_update;
 pub mod oidc;
 pub mod reconcile;
+pub mod shoot_cache;
 pub mod status;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
+use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
 use crate::{Context, Shutdown};
@@ -97,7 +99,7 @@ pub struct Reconciler {
     pub ctx: Arc<Context>,
     /// The KIM configuration.
     pub config: Arc<KimConfig>,
-    shoots: Store<Shoot>,
+    shoots: Store<CachedShoot>,
     clusters: Store<GardenerCluster>,
     /// Resolves once the Shoot and GardenerCluster caches hold their first full list.
     caches_ready: Shared<BoxFuture<'static, ()>>,
@@ -127,13 +129,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(rt_writer)
     .applied_objects();
-    let (shoot_store, shoot_writer) = reflector::store::<Shoot>();
+    let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
     let shoots = watcher(
-        Api::<Shoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
+        Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(slim_for_cache)
+    .modify(CachedShoot::trim)
     .reflect(shoot_writer)
     .touched_objects();
     let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
@@ -173,7 +175,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         .debounce(Duration::from_millis(50));
     Controller::for_stream(runtimes, rt_store)
         .with_config(config)
-        .watches_stream(shoots, move |shoot: Shoot| {
+        .watches_stream(shoots, move |shoot: CachedShoot| {
             let id = shoot
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?
@@ -194,39 +196,6 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     tracing::info!("runtime reconciler stopped");
 }
 
-/// What the Shoot watch cache keeps of a Shoot: metadata without managedFields, the status
-/// without conditions and constraints, and of the spec only what the reconciler reads from the
-/// cache (DNS domain, hibernation, the binding names, seed, region, purpose, and which
-/// extensions are enabled). The rest of the spec is most of a Shoot's memory (the provider,
-/// worker and extension configs); at 10,000 Runtimes a full cache alone would be over 150 MiB.
-/// Patching reads the whole Shoot from Gardener first ([`Reconciler::get_shoot_live`]).
-pub fn slim_for_cache(s: &mut Shoot) {
-    s.managed_fields_mut().clear();
-    if let Some(st) = s.status.as_mut() {
-        st.conditions = None;
-        st.constraints = None;
-    }
-    let spec = std::mem::take(&mut s.spec);
-    s.spec = kim_shared::gardener::ShootSpec {
-        credentials_binding_name: spec.credentials_binding_name,
-        dns: spec.dns,
-        extensions: spec.extensions.map(|list| {
-            list.into_iter()
-                .map(|mut e| {
-                    e.provider_config = None;
-                    e
-                })
-                .collect()
-        }),
-        hibernation: spec.hibernation,
-        purpose: spec.purpose,
-        region: spec.region,
-        secret_binding_name: spec.secret_binding_name,
-        seed_name: spec.seed_name,
-        ..Default::default()
-    };
-}
-
 /// One future that all reconciles await for the first full lists of both caches.
 ///
 /// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
@@ -234,7 +203,7 @@ pub fn slim_for_cache(s: &mut Shoot) {
 /// with a backlog, every worker but one hung there and the controller went silent). A
 /// [`Shared`] future polls the store with its own waker and wakes every waiter.
 fn caches_ready(
-    shoots: Store<Shoot>,
+    shoots: Store<CachedShoot>,
     clusters: Store<GardenerCluster>,
 ) -> Shared<BoxFuture<'static, ()>> {
     async move {
@@ -372,14 +341,15 @@ impl Reconciler {
         Api::namespaced(self.ctx.gardener.clone(), &self.ctx.gardener_namespace)
     }
 
-    /// The Shoot from the watch cache.
+    /// The Shoot from the watch cache (only the fields [`CachedShoot`] keeps).
     pub fn shoot(&self, name: &str) -> Option<Arc<Shoot>> {
         self.shoots
             .get(&ObjectRef::new(name).within(&self.ctx.gardener_namespace))
+            .map(|c| Arc::new(c.to_shoot()))
     }
 
     /// The whole Shoot read from Gardener (the watch cache keeps a slim copy, see
-    /// [`slim_for_cache`]): before patching it, and to confirm absence before removing a
+    /// [`CachedShoot`]): before patching it, and to confirm absence before removing a
     /// finalizer.
     pub async fn get_shoot_live(&self, name: &str) -> Result<Option<Shoot>, kube::Error> {
         self.shoots_api().get_opt(name).await
@@ -561,72 +531,10 @@ impl Reconciler {
 mod tests {
     use super::*;
 
-    /// The slim cache copy keeps every field the reconciler reads from the cache (status,
-    /// DNS domain, hibernation, binding names, enabled extensions, seed) and drops the rest.
-    #[test]
-    fn slim_cache_copy_keeps_what_the_reconciler_reads() {
-        let mut shoot: Shoot = serde_json::from_value(serde_json::json!({
-            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
-            "metadata": {"name": "s", "namespace": "garden-p", "generation": 3,
-                "annotations": {"infrastructuremanager.kyma-project.io/runtime-id": "rt"},
-                "managedFields": [{"manager": "kim", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
-            "spec": {"region": "eu-central-1", "purpose": "production", "seedName": "seed-aws",
-                "secretBindingName": "sb", "credentialsBindingName": "cb",
-                "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
-                "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}}],
-                "kubernetes": {"version": "1.35.4"},
-                "provider": {"type": "aws", "workers": [{"name": "w", "machine": {"type": "m5.large"}, "minimum": 1, "maximum": 3}],
-                             "infrastructureConfig": {"big": "y"}}},
-            "status": {"observedGeneration": 3, "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
-                "description": "done", "lastUpdateTime": "2026-01-01T00:00:00Z"},
-                "conditions": [{"type": "APIServerAvailable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}]}
-        }))
-        .unwrap();
-        let full = shoot.clone();
-        slim_for_cache(&mut shoot);
-        assert!(
-            shoot
-                .metadata
-                .managed_fields
-                .as_deref()
-                .unwrap_or_default()
-                .is_empty()
-        );
-        assert_eq!(shoot.metadata.annotations, full.metadata.annotations);
-        assert_eq!(shoot.metadata.generation, Some(3));
-        let st = shoot.status.as_ref().unwrap();
-        assert_eq!(
-            st.last_operation,
-            full.status.as_ref().unwrap().last_operation
-        );
-        assert_eq!(st.conditions, None);
-        assert_eq!(shoot.spec.dns, full.spec.dns);
-        assert_eq!(shoot.spec.hibernation, full.spec.hibernation);
-        assert_eq!(shoot.spec.secret_binding_name.as_deref(), Some("sb"));
-        assert_eq!(shoot.spec.credentials_binding_name.as_deref(), Some("cb"));
-        assert_eq!(shoot.spec.seed_name.as_deref(), Some("seed-aws"));
-        assert!(oidc::extension_enabled(&shoot));
-        assert_eq!(
-            shoot.spec.extensions.as_ref().unwrap()[0].provider_config,
-            None
-        );
-        assert!(
-            shoot
-                .spec
-                .provider
-                .workers
-                .as_deref()
-                .unwrap_or_default()
-                .is_empty()
-        );
-        assert_eq!(shoot.spec.provider.infrastructure_config, None);
-        assert_eq!(shoot.spec.kubernetes.version, None);
-    }
-
     /// Parks 25 waiters (as many as `--runtime-ctrl-workers-cnt` in the crash test) on empty
     /// caches, fills them, and counts the waiters that finish.
     async fn parked_waiters_wake(through_shared: bool) -> usize {
-        let (shoots, mut shoot_writer) = reflector::store::<Shoot>();
+        let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<GardenerCluster>();
         let ready = caches_ready(shoots.clone(), clusters.clone());
         let waiters: Vec<_> = (0..25)

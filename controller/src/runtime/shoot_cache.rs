@@ -1,0 +1,189 @@
+//! The Shoot as the Runtime reconciler keeps it in its watch cache.
+//!
+//! The reconciler reads few fields of a cached Shoot: its metadata (runtime-id annotation,
+//! generation, deletion), its status (last operation and errors) and of the spec only the DNS
+//! domain, hibernation, the binding names, the seed and which extensions are enabled. The full
+//! typed [`Shoot`] is 4.4 KiB before any of its strings (its many optional sub-structs are
+//! inline), and at 10,000 Runtimes the cache is one Shoot per Runtime. [`CachedShoot`] decodes
+//! only those fields from the watch (serde skips the rest) and boxes the large parts; a reconcile
+//! turns it into a [`Shoot`] with [`CachedShoot::to_shoot`]. Patching reads the whole Shoot from
+//! Gardener first ([`super::Reconciler::get_shoot_live`]).
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::gardener::shoot::{Dns, Hibernation};
+use kim_shared::gardener::{Extension, Shoot, ShootSpec, ShootStatus};
+use kube::Resource;
+use serde::Deserialize;
+
+/// What the watch cache keeps of a Shoot.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CachedShoot {
+    /// The Shoot's metadata (managedFields are dropped when cached).
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    spec: CachedSpec,
+    #[serde(default)]
+    status: Option<Box<ShootStatus>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedSpec {
+    credentials_binding_name: Option<String>,
+    dns: Option<Box<Dns>>,
+    extensions: Option<Vec<CachedExtension>>,
+    hibernation: Option<Box<Hibernation>>,
+    purpose: Option<String>,
+    region: Option<String>,
+    secret_binding_name: Option<String>,
+    seed_name: Option<String>,
+}
+
+/// An extension without its `providerConfig`.
+#[derive(Clone, Debug, Deserialize)]
+struct CachedExtension {
+    #[serde(rename = "type")]
+    type_: String,
+    disabled: Option<bool>,
+}
+
+impl CachedShoot {
+    /// Drops what no reconcile reads but the watch delivers: managedFields, the status
+    /// conditions and constraints.
+    pub fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Some(st) = self.status.as_mut() {
+            st.conditions = None;
+            st.constraints = None;
+        }
+    }
+
+    /// The cached fields as a [`Shoot`]; every other spec field is at its default.
+    pub fn to_shoot(&self) -> Shoot {
+        let spec = &self.spec;
+        Shoot {
+            metadata: self.metadata.clone(),
+            spec: ShootSpec {
+                credentials_binding_name: spec.credentials_binding_name.clone(),
+                dns: spec.dns.as_deref().cloned(),
+                extensions: spec.extensions.as_ref().map(|list| {
+                    list.iter()
+                        .map(|e| Extension {
+                            disabled: e.disabled,
+                            provider_config: None,
+                            type_: e.type_.clone(),
+                        })
+                        .collect()
+                }),
+                hibernation: spec.hibernation.as_deref().cloned(),
+                purpose: spec.purpose.clone(),
+                region: spec.region.clone().unwrap_or_default(),
+                secret_binding_name: spec.secret_binding_name.clone(),
+                seed_name: spec.seed_name.clone(),
+                ..Default::default()
+            },
+            status: self.status.as_deref().cloned(),
+        }
+    }
+}
+
+impl Resource for CachedShoot {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Shoot::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        Shoot::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        Shoot::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Shoot::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cached copy keeps every field the reconciler reads (status, DNS domain, hibernation,
+    /// binding names, enabled extensions, seed) and drops the rest.
+    #[test]
+    fn cached_copy_keeps_what_the_reconciler_reads() {
+        let json = serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "s", "namespace": "garden-p", "generation": 3,
+                "annotations": {"infrastructuremanager.kyma-project.io/runtime-id": "rt"},
+                "managedFields": [{"manager": "kim", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"region": "eu-central-1", "purpose": "production", "seedName": "seed-aws",
+                "secretBindingName": "sb", "credentialsBindingName": "cb",
+                "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
+                "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}}],
+                "kubernetes": {"version": "1.35.4"},
+                "provider": {"type": "aws", "workers": [{"name": "w", "machine": {"type": "m5.large"}, "minimum": 1, "maximum": 3}],
+                             "infrastructureConfig": {"big": "y"}}},
+            "status": {"observedGeneration": 3, "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
+                "description": "done", "lastUpdateTime": "2026-01-01T00:00:00Z"},
+                "lastErrors": [{"description": "d", "codes": ["ERR_INFRA_QUOTA_EXCEEDED"], "lastUpdateTime": "2026-01-01T00:00:00Z"}],
+                "conditions": [{"type": "APIServerAvailable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                                "lastUpdateTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}]}
+        });
+        let full: Shoot = serde_json::from_value(json.clone()).unwrap();
+        let mut cached: CachedShoot = serde_json::from_value(json).unwrap();
+        cached.trim();
+        let shoot = cached.to_shoot();
+        assert_eq!(shoot.metadata.managed_fields, None);
+        assert_eq!(shoot.metadata.annotations, full.metadata.annotations);
+        assert_eq!(shoot.metadata.generation, Some(3));
+        let (st, full_st) = (
+            shoot.status.as_ref().unwrap(),
+            full.status.as_ref().unwrap(),
+        );
+        assert_eq!(st.last_operation, full_st.last_operation);
+        assert_eq!(st.last_errors, full_st.last_errors);
+        assert_eq!(st.observed_generation, Some(3));
+        assert_eq!(st.conditions, None);
+        assert_eq!(shoot.spec.dns, full.spec.dns);
+        assert_eq!(shoot.spec.hibernation, full.spec.hibernation);
+        assert_eq!(shoot.spec.secret_binding_name.as_deref(), Some("sb"));
+        assert_eq!(shoot.spec.credentials_binding_name.as_deref(), Some("cb"));
+        assert_eq!(shoot.spec.seed_name.as_deref(), Some("seed-aws"));
+        assert_eq!(shoot.spec.region, "eu-central-1");
+        assert!(super::super::oidc::extension_enabled(&shoot));
+        assert_eq!(
+            shoot.spec.extensions.as_ref().unwrap()[0].provider_config,
+            None
+        );
+        assert!(shoot.spec.provider.workers.is_none());
+        assert_eq!(shoot.spec.kubernetes.version, None);
+        // The whole point: the cached form is a fraction of the typed Shoot.
+        assert!(std::mem::size_of::<CachedShoot>() * 3 < std::mem::size_of::<Shoot>());
+    }
+
+    /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.
+    #[test]
+    fn a_bare_shoot_decodes() {
+        let cached: CachedShoot = serde_json::from_value(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "s", "namespace": "garden-p"}
+        }))
+        .unwrap();
+        assert!(cached.to_shoot().status.is_none());
+    }
+}
