@@ -308,20 +308,7 @@ async fn create_project(env: &TestEnv, project: &str) -> Result<String> {
         ranked.push((rank, o));
     }
     // The audit-log Secrets named in deploy/config (the controller's configuration).
-    let tenants: Value = serde_json::from_str(&std::fs::read_to_string(
-        repo_root().join("deploy/config/audit_log_tenants.json"),
-    )?)?;
-    let mut secrets: Vec<String> = tenants
-        .as_object()
-        .into_iter()
-        .flat_map(|p| p.values())
-        .filter_map(|regions| regions.as_object())
-        .flat_map(|r| r.values())
-        .filter_map(|t| t["secretName"].as_str().map(str::to_owned))
-        .collect();
-    secrets.sort();
-    secrets.dedup();
-    for name in secrets {
+    for name in common::audit_secret_names()? {
         ranked.push((
             1,
             json!({"apiVersion": "v1", "kind": "Secret",

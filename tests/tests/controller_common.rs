@@ -62,13 +62,11 @@ fn write_config(dir: &std::path::Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The audit-log credentials Secrets the Shoots reference (`spec.resources`), which Gardener's
-/// ResourceReferenceManager requires in the project namespace.
-async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
-    use k8s_openapi::api::core::v1::Secret;
-    let root = kim_tests::testenv::repo_root().join("deploy/config");
+/// The names of the audit-log credentials Secrets that deploy/config's tenants name, sorted and
+/// without duplicates.
+pub fn audit_secret_names() -> Result<Vec<String>> {
     let tenants: Value = serde_json::from_str(&std::fs::read_to_string(
-        root.join("audit_log_tenants.json"),
+        kim_tests::testenv::repo_root().join("deploy/config/audit_log_tenants.json"),
     )?)?;
     let mut names: Vec<String> = tenants
         .as_object()
@@ -80,6 +78,14 @@ async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
         .collect();
     names.sort();
     names.dedup();
+    Ok(names)
+}
+
+/// The audit-log credentials Secrets the Shoots reference (`spec.resources`), which Gardener's
+/// ResourceReferenceManager requires in the project namespace.
+async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let names = audit_secret_names()?;
     let api: Api<Secret> = Api::namespaced(
         env.garden_client().await?,
         kim_tests::fixtures::PROJECT_NAMESPACE,
