@@ -164,9 +164,24 @@ impl Process {
                 Err(RunError::LostLeadership)
             }
         };
-        for (name, task) in tasks {
-            if let Err(e) = task.await {
-                tracing::error!(reconciler = name, error = %e, "reconciler task panicked");
+        // A reconcile that hangs (a request without timeout, a bug) must not keep the process
+        // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
+        // process keeps its Lease until it expires.
+        let deadline = tokio::time::Instant::now() + args.graceful_shutdown_timeout;
+        for (name, mut task) in tasks {
+            match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(reconciler = name, error = %e, "reconciler task panicked")
+                }
+                Err(_) => {
+                    task.abort();
+                    tracing::error!(
+                        reconciler = name,
+                        timeout = ?args.graceful_shutdown_timeout,
+                        "reconciler did not stop within --graceful-shutdown-timeout; exiting without it"
+                    );
+                }
             }
         }
         drop(leadership);

@@ -103,6 +103,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub force_deletion: bool,
 
+    /// At shutdown, how long to wait for in-flight reconciles before exiting anyway (as
+    /// controller-runtime's `GracefulShutdownTimeout`); below the Pod's 30 s
+    /// terminationGracePeriodSeconds, so the process exits on its own, not by SIGKILL.
+    #[arg(long, default_value = "25s", value_parser = parse_duration)]
+    pub graceful_shutdown_timeout: Duration,
+
     /// How often the Gardener health check runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub gardener_health_interval: Duration,

@@ -69,11 +69,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     // The cache without managedFields: a heap profile at 1,000 Runtimes put them at about
     // 10 KiB of each cached GardenerCluster, and no reconciler reads them.
     let (store, writer) = reflector::store::<GardenerCluster>();
-    let stream = watcher(clusters, watcher::Config::default())
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(writer)
-        .applied_objects();
+    let stream = watcher(
+        clusters,
+        watcher::Config::default().page_size(crate::runtime::LIST_PAGE_SIZE),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects();
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers as u16))

@@ -1,7 +1,7 @@
 //! The Shoot as the Runtime reconciler keeps it in its watch cache.
 //!
-//! The reconciler reads few fields of a cached Shoot: its metadata (runtime-id annotation,
-//! generation, deletion), its status (last operation and errors) and of the spec only the DNS
+//! The reconciler reads few fields of a cached Shoot: its metadata (annotations, generation,
+//! deletion), its status (last operation and errors) and of the spec only the DNS
 //! domain, hibernation, the binding names, the seed and which extensions are enabled. The full
 //! typed [`Shoot`] is 4.4 KiB before any of its strings (its many optional sub-structs are
 //! inline), and at 10,000 Runtimes the cache is one Shoot per Runtime. [`CachedShoot`] decodes
@@ -50,13 +50,19 @@ struct CachedExtension {
 }
 
 impl CachedShoot {
-    /// Drops what no reconcile reads but the watch delivers: managedFields, the status
-    /// conditions and constraints.
+    /// Drops what no reconcile reads but the watch delivers: managedFields, the labels (the
+    /// Runtime's, copied onto its Shoot), and of the status all but the last operation, the last
+    /// errors and the observed generation.
     pub fn trim(&mut self) {
         self.metadata.managed_fields = None;
+        self.metadata.labels = None;
         if let Some(st) = self.status.as_mut() {
-            st.conditions = None;
-            st.constraints = None;
+            **st = ShootStatus {
+                last_operation: st.last_operation.take(),
+                last_errors: st.last_errors.take(),
+                observed_generation: st.observed_generation,
+                ..Default::default()
+            };
         }
     }
 
@@ -149,6 +155,7 @@ mod tests {
         cached.trim();
         let shoot = cached.to_shoot();
         assert_eq!(shoot.metadata.managed_fields, None);
+        assert_eq!(shoot.metadata.labels, None);
         assert_eq!(shoot.metadata.annotations, full.metadata.annotations);
         assert_eq!(shoot.metadata.generation, Some(3));
         let (st, full_st) = (
