@@ -164,6 +164,31 @@ pub fn noop_route() -> MethodRouter<Arc<AppState>> {
     )
 }
 
+/// The benchmark's reference route: decodes the body into a generic JSON value and answers
+/// the no-op constant, i.e. the least any admission endpoint must do. `make bench-webhook`
+/// reports it next to the no-op, as the scale the throughput targets are set against.
+pub fn noop_decode_route() -> MethodRouter<Arc<AppState>> {
+    post(
+        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
+            let body = match body {
+                Ok(b) => b,
+                Err(r) => return rejected(&state, r),
+            };
+            match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(v) => {
+                    std::hint::black_box(&v);
+                    json(NOOP_RESPONSE.to_vec())
+                }
+                Err(e) => (
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not JSON: {e}\n"),
+                )
+                    .into_response(),
+            }
+        },
+    )
+}
+
 /// The admission router: `routes` plus the body limit.
 pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> Router {
     let limit = state.max_body_bytes;

@@ -258,6 +258,26 @@ async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
     // The connection survives both.
     let r = c.post("/noop", Bytes::from_static(b"{}")).await.unwrap();
     assert_eq!(r.status, 200);
+
+    // The benchmark's decode reference answers JSON like the no-op and refuses what is not.
+    let r = c
+        .post(
+            "/noop/decode",
+            Bytes::from_static(b"{\"kind\":\"AdmissionReview\"}"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let r = c
+        .post("/noop/decode", Bytes::from_static(b"{not json"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("the body is not JSON"),
+        "{:?}",
+        String::from_utf8_lossy(&r.body)
+    );
 }
 
 #[tokio::test]
