@@ -245,10 +245,10 @@ fn max_surge_and_max_unavailable_are_non_negative_and_not_both_zero() {
 fn pool_kubernetes_version_is_at_most_the_cluster_version_and_three_minors_behind() {
     let pool_version = |v: &str| {
         runtime(|rt| {
-            main_pool(rt).kubernetes = Some(WorkerKubernetes {
+            main_pool(rt).kubernetes = Some(Box::new(WorkerKubernetes {
                 kubelet: None,
                 version: Some(v.into()),
-            })
+            }))
         })
     };
     accepts(&pool_version("1.34.4"));

@@ -72,7 +72,9 @@ pub struct Worker {
     pub kubelet_data_volume_name: Option<String>,
     /// Kubernetes settings of this pool (kubelet configuration, version).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kubernetes: Option<WorkerKubernetes>,
+    // Boxed: inline, the kubelet settings are half of the Worker's 1,872 bytes, and every
+    // Worker is moved while a Runtime is decoded (admission, docs/benchmarks.md).
+    pub kubernetes: Option<Box<WorkerKubernetes>>,
     /// Labels for every Node of this pool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
