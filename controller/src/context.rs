@@ -12,6 +12,11 @@ use crate::metrics::Metrics;
 /// Cancelled when the process stops or loses leadership; reconcilers return soon after.
 pub type Shutdown = tokio_util::sync::CancellationToken;
 
+/// Objects per page of a reconciler watch's initial list. A page is decoded whole and held
+/// until the reflector has taken its last object; at 10,000 Runtimes kube's default of 500
+/// held about 14 MiB of pages at the peak of a restart (heap profile).
+pub const LIST_PAGE_SIZE: u32 = 100;
+
 /// Shared by all reconcilers of the process (wrapped in an `Arc`).
 pub struct Context {
     /// Client of the KCP cluster (Runtimes, GardenerClusters, Secrets, Events, Lease).

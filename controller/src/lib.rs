@@ -17,7 +17,7 @@ pub mod metrics;
 pub mod runner;
 pub mod server;
 
-pub use context::{Context, Shutdown};
+pub use context::{Context, LIST_PAGE_SIZE, Shutdown};
 
 /// Declares the reconciler modules and [`spawn_reconcilers`], which starts each module's
 /// `run(ctx, shutdown)` on its own task once this replica leads.

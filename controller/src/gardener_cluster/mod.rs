@@ -71,7 +71,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (store, writer) = reflector::store::<GardenerCluster>();
     let stream = watcher(
         clusters,
-        watcher::Config::default().page_size(crate::runtime::LIST_PAGE_SIZE),
+        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())

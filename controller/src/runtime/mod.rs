@@ -38,7 +38,7 @@ use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
-use crate::{Context, Shutdown};
+use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
 
 /// `controller` label value in metrics.
@@ -114,11 +114,6 @@ fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
         Err(p) => p.into_inner(),
     }
 }
-
-/// Objects per page of a watch's initial list. A page is decoded whole and held until the
-/// reflector has taken its last object; at 10,000 Runtimes kube's default of 500 held about
-/// 14 MiB of pages at the peak of a restart (heap profile).
-pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// Runs the Runtime reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::gardener::shoot::{Dns, Hibernation};
-use kim_shared::gardener::{Extension, Shoot, ShootSpec, ShootStatus};
+use kim_shared::gardener::{Extension, LastError, LastOperation, Shoot, ShootSpec, ShootStatus};
 use kube::Resource;
 use serde::Deserialize;
 
@@ -25,7 +25,17 @@ pub struct CachedShoot {
     #[serde(default)]
     spec: CachedSpec,
     #[serde(default)]
-    status: Option<Box<ShootStatus>>,
+    status: Option<CachedStatus>,
+}
+
+/// Of the status, what the reconciler reads; serde skips the rest (conditions, constraints,
+/// ...) while decoding.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedStatus {
+    last_errors: Option<Vec<LastError>>,
+    last_operation: Option<Box<LastOperation>>,
+    observed_generation: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -50,20 +60,11 @@ struct CachedExtension {
 }
 
 impl CachedShoot {
-    /// Drops what no reconcile reads but the watch delivers: managedFields, the labels (the
-    /// Runtime's, copied onto its Shoot), and of the status all but the last operation, the last
-    /// errors and the observed generation.
+    /// Drops what no reconcile reads but the metadata delivers: managedFields and the labels
+    /// (the Runtime's, copied onto its Shoot).
     pub fn trim(&mut self) {
         self.metadata.managed_fields = None;
         self.metadata.labels = None;
-        if let Some(st) = self.status.as_mut() {
-            **st = ShootStatus {
-                last_operation: st.last_operation.take(),
-                last_errors: st.last_errors.take(),
-                observed_generation: st.observed_generation,
-                ..Default::default()
-            };
-        }
     }
 
     /// The cached fields as a [`Shoot`]; every other spec field is at its default.
@@ -90,7 +91,12 @@ impl CachedShoot {
                 seed_name: spec.seed_name.clone(),
                 ..Default::default()
             },
-            status: self.status.as_deref().cloned(),
+            status: self.status.as_ref().map(|st| ShootStatus {
+                last_errors: st.last_errors.clone(),
+                last_operation: st.last_operation.as_deref().cloned(),
+                observed_generation: st.observed_generation,
+                ..Default::default()
+            }),
         }
     }
 }
