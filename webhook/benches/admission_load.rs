@@ -241,6 +241,9 @@ struct RunStats {
     server_cpu: f64,
     /// CPU seconds this load generator used during the measured windows.
     client_cpu: f64,
+    /// Seconds the server's admission handler spent (its latency histogram's sum) and the
+    /// requests it counted, over the whole call including warm-up; admission endpoints only.
+    handler: Option<(f64, u64)>,
 }
 
 impl RunStats {
@@ -252,6 +255,16 @@ impl RunStats {
         self.elapsed += o.elapsed;
         self.server_cpu += o.server_cpu;
         self.client_cpu += o.client_cpu;
+        self.handler = match (self.handler, o.handler) {
+            (Some((s, n)), Some((s2, n2))) => Some((s + s2, n + n2)),
+            (a, b) => a.or(b),
+        };
+    }
+    /// Mean server-side handler time in microseconds (admission endpoints only).
+    fn handler_us(&self) -> Option<f64> {
+        self.handler
+            .filter(|(_, n)| *n > 0)
+            .map(|(s, n)| s * 1e6 / n as f64)
     }
     /// Server CPU microseconds per request.
     fn server_us(&self) -> f64 {
@@ -383,6 +396,35 @@ fn server_histogram(admin: SocketAddr, webhook: &str) -> Vec<(f64, u64)> {
     out
 }
 
+/// Sum (seconds) and count of the server-side latency histogram of one webhook, from /metrics:
+/// the wall time spent in the admission handler (decode, rules, response; not the audit record
+/// or the metrics), including any time its thread was preempted.
+fn server_handler_total(admin: SocketAddr, webhook: &str) -> Option<(f64, u64)> {
+    let (_, text) = http_get(admin, "/metrics").ok()?;
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains(&format!("webhook=\"{webhook}\"")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    // Before the first request of a webhook its histogram is not exported yet: zero.
+    Some((
+        value("kim_webhook_admission_duration_seconds_sum").unwrap_or(0.0),
+        value("kim_webhook_admission_duration_seconds_count").unwrap_or(0.0) as u64,
+    ))
+}
+
+/// The webhook whose handler histogram an endpoint feeds.
+fn webhook_of(path: &str) -> Option<&'static str> {
+    if path.starts_with("/validate/") {
+        Some("validate")
+    } else if path.starts_with("/mutate/") {
+        Some("mutate")
+    } else {
+        None
+    }
+}
+
 /// The smallest bucket bound below which at least `p` of the requests between two scrapes fell.
 fn server_pct(before: &[(f64, u64)], after: &[(f64, u64)], p: f64) -> Option<f64> {
     let delta: Vec<(f64, u64)> = after
@@ -469,6 +511,49 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
             SystemTime::now(),
         ));
     });
+    // The same calls from a cold start: the thread sleeps 50 us before each (as a server thread
+    // waits for its next request), so caches and branch predictors have lost part of their
+    // state. Only the call is timed.
+    let cold = |label: &str, f: &mut dyn FnMut()| {
+        let n = 5_000u32;
+        let mut spent = Duration::ZERO;
+        for _ in 0..n {
+            std::thread::sleep(Duration::from_micros(50));
+            let t = Instant::now();
+            f();
+            spent += t.elapsed();
+        }
+        println!(
+            "  {label:<44} {:>7.2} us",
+            spent.as_secs_f64() * 1e6 / f64::from(n)
+        );
+    };
+    println!("cold (50 us sleep before each call):");
+    cold("decode AdmissionReview<Runtime> (defaulted)", &mut || {
+        let r: kube::core::admission::AdmissionReview<kim_shared::api::Runtime> =
+            serde_json::from_slice(create_defaulted).unwrap();
+        std::hint::black_box(r);
+    });
+    cold("decode into serde_json::Value", &mut || {
+        let r: Value = serde_json::from_slice(create_defaulted).unwrap();
+        std::hint::black_box(r);
+    });
+    cold("admit validate (full, audit to tracing off)", &mut || {
+        std::hint::black_box(admit::<kim_shared::api::Runtime>(
+            Mode::Validate,
+            create_defaulted,
+            &ctx,
+            SystemTime::now(),
+        ));
+    });
+    cold("admit mutate (full)", &mut || {
+        std::hint::black_box(admit::<kim_shared::api::Runtime>(
+            Mode::Mutate,
+            create,
+            &ctx,
+            SystemTime::now(),
+        ));
+    });
     let sink = kim_webhook::audit::AuditSink::log_only();
     let a = admit::<kim_shared::api::Runtime>(
         Mode::Validate,
@@ -532,17 +617,25 @@ fn main() -> Result<()> {
             "/noop/decode",
             create_defaulted.clone(),
         ),
+        // Calibration: a handler that does nothing but keep the CPU busy for a known time.
+        (
+            "no-op + 10 us CPU (calibration)",
+            "/noop/spin",
+            create_defaulted.clone(),
+        ),
     ];
     // `KIM_BENCH_ONLY=/validate/runtime` (or another path): load on that endpoint alone for the
     // measured time and print its figures, e.g. to profile the server (`perf record -p`).
     if let Ok(only) = std::env::var("KIM_BENCH_ONLY") {
         let Some((label, path, body)) = endpoints.iter().find(|(_, p, _)| *p == only) else {
             bail!(
-                "KIM_BENCH_ONLY={only}: not one of /noop, /noop/decode, /validate/runtime, /mutate/runtime"
+                "KIM_BENCH_ONLY={only}: not one of /noop, /noop/decode, /noop/spin, /validate/runtime, /mutate/runtime"
             );
         };
         let server_pid = server.child.id().to_string();
-        println!("server pid {server_pid}");
+        println!("server pid {server_pid} admin {}", server.admin);
+        let webhook = webhook_of(path);
+        let h0 = webhook.and_then(|w| server_handler_total(server.admin, w));
         let (s0, c0) = (cpu_secs(&server_pid), cpu_secs("self"));
         let t0 = Instant::now();
         let mut st = rt.block_on(run(
@@ -557,11 +650,16 @@ fn main() -> Result<()> {
         let share = measure.as_secs_f64() / t0.elapsed().as_secs_f64();
         st.server_cpu = (cpu_secs(&server_pid) - s0) * share;
         st.client_cpu = (cpu_secs("self") - c0) * share;
+        let h1 = webhook.and_then(|w| server_handler_total(server.admin, w));
+        st.handler = h0.zip(h1).map(|((s0, n0), (s1, n1))| (s1 - s0, n1 - n0));
         println!(
-            "{label:<18} {:>9.0} req/s  server CPU {:.1} us/req  server+client CPU {:.1} us/req  errors {}",
+            "{label:<18} {:>9.0} req/s  server CPU {:.1} us/req  server+client CPU {:.1} us/req  handler {} us/req  errors {}",
             st.rps(),
             st.server_us(),
             st.total_us(),
+            st.handler_us()
+                .map(|h| format!("{h:.1}"))
+                .unwrap_or("-".into()),
             st.errors
         );
         return Ok(());
@@ -575,6 +673,8 @@ fn main() -> Result<()> {
         .collect();
     for _ in 0..rounds {
         for (i, (_, path, body)) in endpoints.iter().enumerate() {
+            let webhook = webhook_of(path);
+            let h0 = webhook.and_then(|w| server_handler_total(server.admin, w));
             let (s0, c0) = (cpu_secs(&server_pid), cpu_secs("self"));
             let t0 = Instant::now();
             let mut st = rt.block_on(run(
@@ -586,6 +686,8 @@ fn main() -> Result<()> {
                 slice,
                 None,
             ))?;
+            let h1 = webhook.and_then(|w| server_handler_total(server.admin, w));
+            st.handler = h0.zip(h1).map(|((s0, n0), (s1, n1))| (s1 - s0, n1 - n0));
             // CPU over the whole call includes warm-up; scale it to the measured window.
             let share = slice.as_secs_f64() / t0.elapsed().as_secs_f64();
             st.server_cpu = (cpu_secs(&server_pid) - s0) * share;
@@ -596,18 +698,22 @@ fn main() -> Result<()> {
     for (label, st) in &mut rows {
         st.latencies_us.sort_unstable();
         println!(
-            "{label:<18} {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  server CPU {:.1} us/req  server+client CPU {:.1} us/req  errors {}  denied {}",
+            "{label:<18} {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  server CPU {:.1} us/req  server+client CPU {:.1} us/req  handler {} us/req  errors {}  denied {}",
             st.rps(),
             st.pct(0.5),
             st.pct(0.99),
             st.pct(0.999),
             st.server_us(),
             st.total_us(),
+            st.handler_us()
+                .map(|h| format!("{h:.1}"))
+                .unwrap_or("-".into()),
             st.errors,
             st.denied
         );
     }
     let before = server_histogram(server.admin, "validate");
+    let handler_before = server_handler_total(server.admin, "validate");
     let paced = rt.block_on(run(
         server.https,
         &server.ca_pem,
@@ -618,11 +724,15 @@ fn main() -> Result<()> {
         Some(PACED_RATE),
     ))?;
     let after = server_histogram(server.admin, "validate");
+    let paced_handler_us = handler_before
+        .zip(server_handler_total(server.admin, "validate"))
+        .filter(|((_, n0), (_, n1))| n1 > n0)
+        .map(|((s0, n0), (s1, n1))| (s1 - s0) * 1e6 / (n1 - n0) as f64);
     let server_p99 = server_pct(&before, &after, 0.99);
     let server_p50 = server_pct(&before, &after, 0.5);
     let loaded_rss = rss_kib(server.child.id());
     println!(
-        "paced {PACED_RATE} req/s validate: achieved {:.0} req/s, client p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms, server p50 <= {} ms, server p99 <= {} ms, errors {}",
+        "paced {PACED_RATE} req/s validate: achieved {:.0} req/s, client p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms, server p50 <= {} ms, server p99 <= {} ms, handler mean {} us, errors {}",
         paced.rps(),
         paced.pct(0.5),
         paced.pct(0.99),
@@ -632,6 +742,9 @@ fn main() -> Result<()> {
             .unwrap_or("?".into()),
         server_p99
             .map(|v| format!("{:.3}", v * 1000.0))
+            .unwrap_or("?".into()),
+        paced_handler_us
+            .map(|h| format!("{h:.1}"))
             .unwrap_or("?".into()),
         paced.errors
     );
@@ -661,12 +774,12 @@ fn main() -> Result<()> {
             rows[2].1.server_us()
         ),
         format!(
-            "validating endpoint at {:.0}% of the no-op throughput (target >= 50%): {}",
+            "validating endpoint at {:.1}% of the no-op throughput (target >= 50%): {}",
             ratio(1),
             verdict(ratio(1) >= 50.0)
         ),
         format!(
-            "mutating endpoint at {:.0}% of the no-op throughput (target >= 35%): {}",
+            "mutating endpoint at {:.1}% of the no-op throughput (target >= 35%): {}",
             ratio(2),
             verdict(ratio(2) >= 35.0)
         ),
@@ -676,6 +789,21 @@ fn main() -> Result<()> {
             rows[3].1.server_us(),
             rows[1].1.server_us() - rows[3].1.server_us(),
             rows[2].1.server_us() - rows[3].1.server_us()
+        ),
+        format!(
+            "calibration: a handler that only keeps the CPU busy for {} us reaches {:.0}% of the no-op throughput; the admission handlers take {} us (validate) and {} us (mutate) of wall time on average under this load (their latency histograms, preemption included)",
+            kim_webhook::server::NOOP_SPIN.as_micros(),
+            ratio(4),
+            rows[1]
+                .1
+                .handler_us()
+                .map(|h| format!("{h:.1}"))
+                .unwrap_or("?".into()),
+            rows[2]
+                .1
+                .handler_us()
+                .map(|h| format!("{h:.1}"))
+                .unwrap_or("?".into())
         ),
         format!(
             "server-side p99 at {PACED_RATE} req/s <= {} ms (target < 1 ms): {}",
@@ -705,10 +833,10 @@ fn main() -> Result<()> {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             body_size
         ));
-        md.push_str("| endpoint | req/s | % of no-op | p50 ms | p99 ms | p99.9 ms | server CPU us/req | server+client CPU us/req | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        md.push_str("| endpoint | req/s | % of no-op | p50 ms | p99 ms | p99.9 ms | server CPU us/req | server+client CPU us/req | handler wall us/req (server-side mean) | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (i, (label, st)) in rows.iter().enumerate() {
             md.push_str(&format!(
-                "| {label} | {:.0} | {:.0}% | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} | {} |\n",
+                "| {label} | {:.0} | {:.0}% | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} | {} | {} |\n",
                 st.rps(),
                 if i == 0 { 100.0 } else { ratio(i) },
                 st.pct(0.5),
@@ -716,17 +844,21 @@ fn main() -> Result<()> {
                 st.pct(0.999),
                 st.server_us(),
                 st.total_us(),
+                st.handler_us()
+                    .map(|h| format!("{h:.1}"))
+                    .unwrap_or("-".into()),
                 st.errors
             ));
         }
         md.push_str(&format!(
-            "\nPaced at {PACED_RATE} req/s on `/validate/runtime`: achieved {:.0} req/s; client-side p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms; server-side (handler histogram) p50 <= {} ms, p99 <= {} ms.\n\nRSS: idle {:.1} MiB, after the runs {:.1} MiB.\n\n",
+            "\nPaced at {PACED_RATE} req/s on `/validate/runtime`: achieved {:.0} req/s; client-side p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms; server-side (handler histogram) p50 <= {} ms, p99 <= {} ms, mean {} us.\n\nRSS: idle {:.1} MiB, after the runs {:.1} MiB.\n\n",
             paced.rps(),
             paced.pct(0.5),
             paced.pct(0.99),
             paced.pct(0.999),
             server_p50.map(|v| format!("{:.3}", v * 1000.0)).unwrap_or("?".into()),
             server_p99.map(|v| format!("{:.3}", v * 1000.0)).unwrap_or("?".into()),
+            paced_handler_us.map(|h| format!("{h:.1}")).unwrap_or("?".into()),
             idle_rss as f64 / 1024.0,
             loaded_rss as f64 / 1024.0
         ));

@@ -385,15 +385,25 @@ fn decide<T: Admitted>(
             ),
         );
     }
-    let Some(mut req) = review.request else {
+    let Some(req) = review.request else {
         return invalid("", "the AdmissionReview has no request".into());
     };
-    req.types = TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    };
-    audit.fill_from(&req);
-    let base = AdmissionResponse::from(&req);
+    let response = judge(mode, &req, ctx, now, raw_object, audit);
+    audit.take_from(req);
+    response
+}
+
+/// The answer to a well-formed request. The response's `types` stay empty: [`encode`] writes
+/// the review's apiVersion and kind.
+fn judge<T: Admitted>(
+    mode: Mode,
+    req: &AdmissionRequest<T>,
+    ctx: &AdmissionContext,
+    now: SystemTime,
+    raw_object: Option<&RawValue>,
+    audit: &mut AuditRecord,
+) -> AdmissionResponse {
+    let base = AdmissionResponse::from(req);
     if req.kind.group != T::group(&())
         || req.kind.kind != T::kind(&())
         || req.kind.version != T::version(&())
@@ -428,7 +438,7 @@ fn decide<T: Admitted>(
                     let mut r = match base.with_patch(patch) {
                         Ok(r) => r,
                         Err(e) => {
-                            return AdmissionResponse::from(&req)
+                            return AdmissionResponse::from(req)
                                 .deny(format!("internal error: {e}"));
                         }
                     };
@@ -440,16 +450,18 @@ fn decide<T: Admitted>(
             }
         }
         (Mode::Validate, Operation::Create) => match req.object.as_ref() {
-            Some(obj) => respond(base, obj.validate_create(ctx), audit),
+            Some(obj) => respond(base, obj.validate_create(ctx), &req.name, audit),
             None => base.deny("the CREATE request has no object"),
         },
         (Mode::Validate, Operation::Update) => match (req.object.as_ref(), req.old_object.as_ref())
         {
-            (Some(new), Some(old)) => respond(base, new.validate_update(old, ctx), audit),
+            (Some(new), Some(old)) => {
+                respond(base, new.validate_update(old, ctx), &req.name, audit)
+            }
             _ => base.deny("the UPDATE request lacks object or oldObject"),
         },
         (Mode::Validate, Operation::Delete) => match req.old_object.as_ref() {
-            Some(old) => respond(base, old.validate_delete(ctx, now), audit),
+            Some(old) => respond(base, old.validate_delete(ctx, now), &req.name, audit),
             // Without the stored object there is nothing to protect (e.g. a collection delete
             // of objects we cannot see); the apiserver sends oldObject for single deletes.
             None => base,
@@ -476,6 +488,7 @@ fn defaults_patch<T: Admitted>(
 fn respond(
     base: AdmissionResponse,
     verdict: Verdict,
+    name: &str,
     audit: &mut AuditRecord,
 ) -> AdmissionResponse {
     let mut r = base;
@@ -519,7 +532,7 @@ fn respond(
         ..r.result
     }
     .with_details(StatusDetails {
-        name: audit.name.clone(),
+        name: name.to_string(),
         group: String::new(),
         kind: audit.kind.clone(),
         uid: String::new(),

@@ -24,7 +24,7 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
 
 use crate::admission::Mode;
-use crate::server::{AppState, admission_route, noop_decode_route, noop_route};
+use crate::server::{AppState, admission_route, noop_decode_route, noop_route, noop_spin_route};
 
 /// Every admission route of the webhook (plus the no-op benchmark baseline). Adding a type is
 /// one [`admission::Admitted`] impl and one line here.
@@ -48,4 +48,5 @@ pub fn routes() -> Router<Arc<AppState>> {
         )
         .route("/noop", noop_route())
         .route("/noop/decode", noop_decode_route())
+        .route("/noop/spin", noop_spin_route())
 }

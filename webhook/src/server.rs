@@ -136,7 +136,7 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
                 .get_or_create(&AdmissionLabels {
                     webhook: mode.as_str(),
                     kind,
-                    operation: operation_label(&a.audit.operation),
+                    operation: operation_label(a.audit.operation),
                     allowed: if a.audit.allowed { "true" } else { "false" },
                 })
                 .inc();
@@ -185,6 +185,29 @@ pub fn noop_decode_route() -> MethodRouter<Arc<AppState>> {
                 )
                     .into_response(),
             }
+        },
+    )
+}
+
+/// How long the benchmark's calibration route keeps the CPU busy per request.
+pub const NOOP_SPIN: Duration = Duration::from_micros(10);
+
+/// The benchmark's calibration route: reads the body, keeps the CPU busy for [`NOOP_SPIN`]
+/// and answers the no-op constant. It shows in the same run what a handler of a known cost
+/// does to the throughput (on a 2-core machine with the load generator on it, far more than
+/// its share of the CPU), so that the admission endpoints' figures can be read against it.
+/// Bounded like any request: one fixed, short burst per request.
+pub fn noop_spin_route() -> MethodRouter<Arc<AppState>> {
+    post(
+        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
+            if let Err(r) = body {
+                return rejected(&state, r);
+            }
+            let started = std::time::Instant::now();
+            while started.elapsed() < NOOP_SPIN {
+                std::hint::spin_loop();
+            }
+            json(NOOP_RESPONSE.to_vec())
         },
     )
 }

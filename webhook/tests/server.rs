@@ -278,6 +278,17 @@ async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
         "{:?}",
         String::from_utf8_lossy(&r.body)
     );
+
+    // The calibration route answers the no-op constant after its fixed burst of CPU.
+    let t = std::time::Instant::now();
+    let r = c
+        .post("/noop/spin", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert!(t.elapsed() >= kim_webhook::server::NOOP_SPIN);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["response"]["allowed"], true);
 }
 
 #[tokio::test]

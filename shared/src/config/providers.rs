@@ -498,13 +498,18 @@ impl ProviderConfig {
         let Some(images) = &self.machine_images else {
             return true;
         };
-        let wanted = parse_image_version(version);
-        images.iter().filter(|i| i.name == name).any(|i| {
-            i.versions.iter().any(|v| {
-                v.version == version
-                    || (wanted.is_some() && parse_image_version(&v.version) == wanted)
-            })
-        })
+        let mut listed = images
+            .iter()
+            .filter(|i| i.name == name)
+            .flat_map(|i| i.versions.iter());
+        // The exact spelling is the common case; only a different spelling is parsed.
+        if listed.clone().any(|v| v.version == version) {
+            return true;
+        }
+        let Some(wanted) = parse_image_version(version) else {
+            return false;
+        };
+        listed.any(|v| parse_image_version(&v.version).as_ref() == Some(&wanted))
     }
 
     /// Checks `version` (`1.35` or `1.35.4`) against `minimumVersion` and the listed versions.
@@ -921,5 +926,39 @@ fn unique_names<'a>(
         if !seen.insert(name) {
             c.problem(format!("{path}[{i}]"), format!("`{name}` is listed twice"));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn images(versions: &[&str]) -> ProviderConfig {
+        serde_json::from_value(serde_json::json!({
+            "machineImages": [
+                {"name": "gardenlinux", "versions": versions.iter().map(|v| serde_json::json!({"version": v})).collect::<Vec<_>>()},
+                {"name": "ubuntu", "versions": [{"version": "22.4.0"}]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn machine_images_match_exactly_or_as_semantic_versions() {
+        let p = images(&["1877.8.0", "1443.9"]);
+        // As listed.
+        assert!(p.allows_machine_image("gardenlinux", "1877.8.0"));
+        assert!(p.allows_machine_image("gardenlinux", "1443.9"));
+        // Another spelling of a listed version, either way round.
+        assert!(p.allows_machine_image("gardenlinux", "1877.8"));
+        assert!(p.allows_machine_image("gardenlinux", "1443.9.0"));
+        // Not listed, listed for another image, unparsable.
+        assert!(!p.allows_machine_image("gardenlinux", "1877.9.0"));
+        assert!(!p.allows_machine_image("gardenlinux", "22.4.0"));
+        assert!(!p.allows_machine_image("gardenlinux", "latest"));
+        assert!(!p.allows_machine_image("suse", "1877.8.0"));
+        // No images configured: anything goes.
+        assert!(ProviderConfig::default().allows_machine_image("any", "1"));
     }
 }

@@ -132,7 +132,7 @@ pub fn parse_image_version(s: &str) -> Option<semver::Version> {
     let padded = match dots {
         0 => format!("{}.0.0{}", &s[..core_end], &s[core_end..]),
         1 => format!("{}.0{}", &s[..core_end], &s[core_end..]),
-        _ => s.to_owned(),
+        _ => return semver::Version::parse(s).ok(),
     };
     semver::Version::parse(&padded).ok()
 }
