@@ -167,26 +167,38 @@ impl Process {
         // A reconcile that hangs (a request without timeout, a bug) must not keep the process
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
         // process keeps its Lease until it expires.
-        let deadline = tokio::time::Instant::now() + args.graceful_shutdown_timeout;
-        for (name, mut task) in tasks {
-            match tokio::time::timeout_at(deadline, &mut task).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::error!(reconciler = name, error = %e, "reconciler task panicked")
-                }
-                Err(_) => {
-                    task.abort();
-                    tracing::error!(
-                        reconciler = name,
-                        timeout = ?args.graceful_shutdown_timeout,
-                        "reconciler did not stop within --graceful-shutdown-timeout; exiting without it"
-                    );
-                }
-            }
-        }
+        join_within(tasks, args.graceful_shutdown_timeout).await;
         drop(leadership);
         result
     }
+}
+
+/// Waits for the reconciler tasks until `timeout` has passed (for all of them together) and
+/// aborts the ones still running, logging each. Returns the names of the aborted ones.
+async fn join_within(
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+    timeout: std::time::Duration,
+) -> Vec<&'static str> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut aborted = Vec::new();
+    for (name, mut task) in tasks {
+        match tokio::time::timeout_at(deadline, &mut task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(reconciler = name, error = %e, "reconciler task panicked")
+            }
+            Err(_) => {
+                task.abort();
+                aborted.push(name);
+                tracing::error!(
+                    reconciler = name,
+                    ?timeout,
+                    "reconciler did not stop within --graceful-shutdown-timeout; exiting without it"
+                );
+            }
+        }
+    }
+    aborted
 }
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].
@@ -290,6 +302,66 @@ mod tests {
         assert_eq!(
             super::log_filter("info,kube_client=debug"),
             "info,kube_client=debug"
+        );
+    }
+
+    /// A reconciler that does not return after shutdown (a request without timeout, a bug)
+    /// is aborted once --graceful-shutdown-timeout has passed; the others are waited for.
+    #[tokio::test]
+    async fn shutdown_waits_for_reconcilers_up_to_the_timeout_then_aborts_the_hung_one() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::{Duration, Instant};
+
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let hung_dropped = Arc::new(AtomicBool::new(false));
+        let slow_done = Arc::new(AtomicBool::new(false));
+        let guard = SetOnDrop(hung_dropped.clone());
+        let done = slow_done.clone();
+        let tasks = vec![
+            ("quick", tokio::spawn(async {})),
+            (
+                "hung",
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    std::future::pending::<()>().await
+                }),
+            ),
+            (
+                "slow",
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    done.store(true, Ordering::SeqCst);
+                }),
+            ),
+        ];
+        let started = Instant::now();
+        let aborted = super::join_within(tasks, Duration::from_millis(500)).await;
+        let took = started.elapsed();
+        assert_eq!(aborted, vec!["hung"]);
+        assert!(
+            slow_done.load(Ordering::SeqCst),
+            "the slow reconciler was not waited for"
+        );
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+            "took {took:?}"
+        );
+        // The aborted task is dropped by the runtime soon after the abort.
+        for _ in 0..100 {
+            if hung_dropped.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            hung_dropped.load(Ordering::SeqCst),
+            "the hung reconciler was not aborted"
         );
     }
 
