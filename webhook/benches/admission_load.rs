@@ -262,9 +262,7 @@ impl RunStats {
     }
     /// Mean server-side handler time in microseconds (admission endpoints only).
     fn handler_us(&self) -> Option<f64> {
-        self.handler
-            .filter(|(_, n)| *n > 0)
-            .map(|(s, n)| s * 1e6 / n as f64)
+        mean_us(self.handler)
     }
     /// Server CPU microseconds per request.
     fn server_us(&self) -> f64 {
@@ -414,6 +412,20 @@ fn server_handler_total(admin: SocketAddr, webhook: &str) -> Option<(f64, u64)> 
     ))
 }
 
+/// What the handler histogram counted between two scrapes.
+fn handler_delta(before: Option<(f64, u64)>, after: Option<(f64, u64)>) -> Option<(f64, u64)> {
+    before
+        .zip(after)
+        .map(|((s0, n0), (s1, n1))| (s1 - s0, n1.saturating_sub(n0)))
+}
+
+/// Mean microseconds per request of a (seconds, requests) total.
+fn mean_us(total: Option<(f64, u64)>) -> Option<f64> {
+    total
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| s * 1e6 / n as f64)
+}
+
 /// The webhook whose handler histogram an endpoint feeds.
 fn webhook_of(path: &str) -> Option<&'static str> {
     if path.starts_with("/validate/") {
@@ -472,15 +484,37 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
         );
     };
     println!("in-process cost per admission:");
-    time("decode AdmissionReview<Runtime> (defaulted)", &mut || {
+    // The steps timed both hot and cold (below).
+    let mut decode_review = || {
         let r: kube::core::admission::AdmissionReview<kim_shared::api::Runtime> =
             serde_json::from_slice(create_defaulted).unwrap();
         std::hint::black_box(r);
-    });
-    time("decode into serde_json::Value", &mut || {
+    };
+    let mut decode_value = || {
         let r: Value = serde_json::from_slice(create_defaulted).unwrap();
         std::hint::black_box(r);
-    });
+    };
+    let mut admit_validate = || {
+        std::hint::black_box(admit::<kim_shared::api::Runtime>(
+            Mode::Validate,
+            create_defaulted,
+            &ctx,
+            SystemTime::now(),
+        ));
+    };
+    let mut admit_mutate = || {
+        std::hint::black_box(admit::<kim_shared::api::Runtime>(
+            Mode::Mutate,
+            create,
+            &ctx,
+            SystemTime::now(),
+        ));
+    };
+    time(
+        "decode AdmissionReview<Runtime> (defaulted)",
+        &mut decode_review,
+    );
+    time("decode into serde_json::Value", &mut decode_value);
     let review: kube::core::admission::AdmissionReview<kim_shared::api::Runtime> =
         serde_json::from_slice(create_defaulted)?;
     let rt = review.request.unwrap().object.unwrap();
@@ -495,22 +529,11 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
     time("to_value(Runtime)", &mut || {
         std::hint::black_box(serde_json::to_value(&rt).unwrap());
     });
-    time("admit validate (full, audit to tracing off)", &mut || {
-        std::hint::black_box(admit::<kim_shared::api::Runtime>(
-            Mode::Validate,
-            create_defaulted,
-            &ctx,
-            SystemTime::now(),
-        ));
-    });
-    time("admit mutate (full)", &mut || {
-        std::hint::black_box(admit::<kim_shared::api::Runtime>(
-            Mode::Mutate,
-            create,
-            &ctx,
-            SystemTime::now(),
-        ));
-    });
+    time(
+        "admit validate (full, audit to tracing off)",
+        &mut admit_validate,
+    );
+    time("admit mutate (full)", &mut admit_mutate);
     // The same calls from a cold start: the thread sleeps 50 us before each (as a server thread
     // waits for its next request), so caches and branch predictors have lost part of their
     // state. Only the call is timed.
@@ -529,31 +552,16 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
         );
     };
     println!("cold (50 us sleep before each call):");
-    cold("decode AdmissionReview<Runtime> (defaulted)", &mut || {
-        let r: kube::core::admission::AdmissionReview<kim_shared::api::Runtime> =
-            serde_json::from_slice(create_defaulted).unwrap();
-        std::hint::black_box(r);
-    });
-    cold("decode into serde_json::Value", &mut || {
-        let r: Value = serde_json::from_slice(create_defaulted).unwrap();
-        std::hint::black_box(r);
-    });
-    cold("admit validate (full, audit to tracing off)", &mut || {
-        std::hint::black_box(admit::<kim_shared::api::Runtime>(
-            Mode::Validate,
-            create_defaulted,
-            &ctx,
-            SystemTime::now(),
-        ));
-    });
-    cold("admit mutate (full)", &mut || {
-        std::hint::black_box(admit::<kim_shared::api::Runtime>(
-            Mode::Mutate,
-            create,
-            &ctx,
-            SystemTime::now(),
-        ));
-    });
+    cold(
+        "decode AdmissionReview<Runtime> (defaulted)",
+        &mut decode_review,
+    );
+    cold("decode into serde_json::Value", &mut decode_value);
+    cold(
+        "admit validate (full, audit to tracing off)",
+        &mut admit_validate,
+    );
+    cold("admit mutate (full)", &mut admit_mutate);
     let sink = kim_webhook::audit::AuditSink::log_only();
     let a = admit::<kim_shared::api::Runtime>(
         Mode::Validate,
@@ -651,7 +659,7 @@ fn main() -> Result<()> {
         st.server_cpu = (cpu_secs(&server_pid) - s0) * share;
         st.client_cpu = (cpu_secs("self") - c0) * share;
         let h1 = webhook.and_then(|w| server_handler_total(server.admin, w));
-        st.handler = h0.zip(h1).map(|((s0, n0), (s1, n1))| (s1 - s0, n1 - n0));
+        st.handler = handler_delta(h0, h1);
         println!(
             "{label:<18} {:>9.0} req/s  server CPU {:.1} us/req  server+client CPU {:.1} us/req  handler {} us/req  errors {}",
             st.rps(),
@@ -687,7 +695,7 @@ fn main() -> Result<()> {
                 None,
             ))?;
             let h1 = webhook.and_then(|w| server_handler_total(server.admin, w));
-            st.handler = h0.zip(h1).map(|((s0, n0), (s1, n1))| (s1 - s0, n1 - n0));
+            st.handler = handler_delta(h0, h1);
             // CPU over the whole call includes warm-up; scale it to the measured window.
             let share = slice.as_secs_f64() / t0.elapsed().as_secs_f64();
             st.server_cpu = (cpu_secs(&server_pid) - s0) * share;
@@ -724,10 +732,10 @@ fn main() -> Result<()> {
         Some(PACED_RATE),
     ))?;
     let after = server_histogram(server.admin, "validate");
-    let paced_handler_us = handler_before
-        .zip(server_handler_total(server.admin, "validate"))
-        .filter(|((_, n0), (_, n1))| n1 > n0)
-        .map(|((s0, n0), (s1, n1))| (s1 - s0) * 1e6 / (n1 - n0) as f64);
+    let paced_handler_us = mean_us(handler_delta(
+        handler_before,
+        server_handler_total(server.admin, "validate"),
+    ));
     let server_p99 = server_pct(&before, &after, 0.99);
     let server_p50 = server_pct(&before, &after, 0.5);
     let loaded_rss = rss_kib(server.child.id());

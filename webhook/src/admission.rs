@@ -565,22 +565,27 @@ fn undecodable<T: Admitted>(
         Ok(r) => r,
         Err(_) => return invalid("", format!("malformed AdmissionReview: {err}")),
     };
-    let Some(req) = review.request else {
+    let Some(mut req) = review.request else {
         return invalid("", "the AdmissionReview has no request".into());
     };
-    audit.fill_from(&req);
+    let objects = [
+        ("object", req.object.take()),
+        ("oldObject", req.old_object.take()),
+    ];
     let base = AdmissionResponse::from(&req);
-    if req.kind.group != T::group(&()) || req.kind.kind != T::kind(&()) {
+    let kind = req.kind.clone();
+    audit.take_from(req);
+    if kind.group != T::group(&()) || kind.kind != T::kind(&()) {
         return base.deny(format!(
             "this endpoint admits {}, got {}/{} {}; check the rules of the webhook configuration",
             expected::<T>(),
-            req.kind.group,
-            req.kind.version,
-            req.kind.kind
+            kind.group,
+            kind.version,
+            kind.kind
         ));
     }
     // Name the field that does not match the type.
-    for (label, obj) in [("object", req.object), ("oldObject", req.old_object)] {
+    for (label, obj) in objects {
         let Some(obj) = obj else { continue };
         let Ok(value) = serde_json::to_value(&obj) else {
             continue;

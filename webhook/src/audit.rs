@@ -84,18 +84,6 @@ impl AuditRecord {
         }
     }
 
-    /// Copies the request's identity fields.
-    pub fn fill_from<T: Resource>(&mut self, req: &AdmissionRequest<T>) {
-        self.uid = req.uid.clone();
-        self.user = req.user_info.username.clone().unwrap_or_default();
-        self.groups = req.user_info.groups.clone().unwrap_or_default();
-        self.operation = operation_name(&req.operation);
-        self.kind = req.kind.kind.clone();
-        self.namespace = req.namespace.clone().unwrap_or_default();
-        self.name = req.name.clone();
-        self.dry_run = req.dry_run;
-    }
-
     /// Takes the request's identity fields (the request is no longer needed: moving them
     /// instead of copying saves an allocation per field on every admission).
     pub fn take_from<T: Resource>(&mut self, req: AdmissionRequest<T>) {

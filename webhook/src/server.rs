@@ -109,16 +109,6 @@ fn rejected(state: &AppState, rejection: BytesRejection) -> Response {
         .into_response()
 }
 
-fn operation_label(op: &str) -> &'static str {
-    match op {
-        "CREATE" => "CREATE",
-        "UPDATE" => "UPDATE",
-        "DELETE" => "DELETE",
-        "CONNECT" => "CONNECT",
-        _ => "unknown",
-    }
-}
-
 /// The route answering AdmissionReviews of `T` in `mode`.
 pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRouter<Arc<AppState>> {
     post(
@@ -136,7 +126,11 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
                 .get_or_create(&AdmissionLabels {
                     webhook: mode.as_str(),
                     kind,
-                    operation: operation_label(a.audit.operation),
+                    // Empty when the request could not be read.
+                    operation: match a.audit.operation {
+                        "" => "unknown",
+                        op => op,
+                    },
                     allowed: if a.audit.allowed { "true" } else { "false" },
                 })
                 .inc();
