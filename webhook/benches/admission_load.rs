@@ -494,6 +494,17 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
         let r: Value = serde_json::from_slice(create_defaulted).unwrap();
         std::hint::black_box(r);
     };
+    // The object alone, typed by the small-footprint decoder the server uses for Runtimes.
+    let object_text =
+        serde_json::from_slice::<Value>(create_defaulted)?["request"]["object"].to_string();
+    let mut decode_fast = || {
+        let r: kim_shared::api::Runtime = kim_shared::json::fast_from_str(&object_text).unwrap();
+        std::hint::black_box(r);
+    };
+    let mut decode_serde = || {
+        let r: kim_shared::api::Runtime = serde_json::from_str(&object_text).unwrap();
+        std::hint::black_box(r);
+    };
     let mut admit_validate = || {
         std::hint::black_box(admit::<kim_shared::api::Runtime>(
             Mode::Validate,
@@ -515,6 +526,8 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
         &mut decode_review,
     );
     time("decode into serde_json::Value", &mut decode_value);
+    time("decode the Runtime, serde", &mut decode_serde);
+    time("decode the Runtime, kim_shared::json", &mut decode_fast);
     let review: kube::core::admission::AdmissionReview<kim_shared::api::Runtime> =
         serde_json::from_slice(create_defaulted)?;
     let rt = review.request.unwrap().object.unwrap();
@@ -557,6 +570,8 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
         &mut decode_review,
     );
     cold("decode into serde_json::Value", &mut decode_value);
+    cold("decode the Runtime, serde", &mut decode_serde);
+    cold("decode the Runtime, kim_shared::json", &mut decode_fast);
     cold(
         "admit validate (full, audit to tracing off)",
         &mut admit_validate,

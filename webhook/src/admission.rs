@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::authentication::v1::UserInfo;
+use kim_shared::json::{DecodeError, Reader, once};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Resource, Status};
@@ -89,6 +90,18 @@ impl Default for AdmissionContext {
 pub trait Admitted:
     Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
 {
+    /// Decodes the object from its JSON text. The default is serde; a type on the hot path
+    /// can use `kim_shared::json`, whose result always equals serde's.
+    fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+    /// Whether [`Admitted::decode_fast`] decodes this type (then the whole review is read in
+    /// one pass by `kim_shared::json`'s reader, with serde as the fallback).
+    const DECODES_FAST: bool = false;
+    /// Decodes the object with `kim_shared::json`'s reader; `Err` leaves the review to serde.
+    fn decode_fast(_r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Err(DecodeError)
+    }
     /// Fills in defaults in place (mutating webhook). Never overrides a user value. `old` is
     /// the stored object on UPDATE, so that an update only defaults what it adds.
     fn default(&mut self, _old: Option<&Self>, _ctx: &AdmissionContext) {}
@@ -146,12 +159,12 @@ pub struct Admission {
 /// fields out decodes in one pass (measured: about half the decode time).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope<R> {
+pub(crate) struct Envelope<R> {
     #[serde(default)]
-    api_version: String,
+    pub(crate) api_version: String,
     #[serde(default)]
-    kind: String,
-    request: Option<R>,
+    pub(crate) kind: String,
+    pub(crate) request: Option<R>,
 }
 
 /// The request of an AdmissionReview as the webhook reads it. `O` is the object type: the typed
@@ -211,17 +224,15 @@ impl<'a> Request<&'a RawValue> {
     /// apply to it). Each object is typed straight from its text: one pass, no JSON tree.
     fn typed<T: Admitted>(
         mut self,
-    ) -> Result<(AdmissionRequest<T>, Option<&'a RawValue>), serde_json::Error> {
+    ) -> Result<(AdmissionRequest<T>, Option<&'a str>), serde_json::Error> {
         let raw = self.object.take();
-        let object = raw
-            .map(|r| serde_json::from_str::<T>(r.get()))
-            .transpose()?;
+        let object = raw.map(|r| T::from_json(r.get())).transpose()?;
         let old_object = self
             .old_object
             .take()
-            .map(|r| serde_json::from_str::<T>(r.get()))
+            .map(|r| T::from_json(r.get()))
             .transpose()?;
-        Ok((self.into_kube(object, old_object), raw))
+        Ok((self.into_kube(object, old_object), raw.map(RawValue::get)))
     }
 }
 
@@ -240,41 +251,189 @@ pub fn admit<T: Admitted>(
     let started = Instant::now();
     let mut audit = AuditRecord::new(mode, now);
     audit.kind = T::kind(&()).to_string();
-    let decoded = match mode {
-        // Validation needs only the typed objects: decode them straight from the body.
-        Mode::Validate => decode::<Envelope<Request<T>>>(body).map(|e| {
-            let request = e.request.map(|mut r| {
-                let (object, old_object) = (r.object.take(), r.old_object.take());
-                r.into_kube(object, old_object)
-            });
-            (
-                Envelope {
-                    api_version: e.api_version,
-                    kind: e.kind,
-                    request,
-                },
-                None,
-            )
-        }),
-        // Defaulting also needs the object exactly as sent (the patch must apply to it): keep
-        // its JSON text and type it from there.
-        Mode::Mutate => decode::<Envelope<Request<&RawValue>>>(body).and_then(|e| {
-            let (req, raw) = e.request.map(Request::typed::<T>).transpose()?.unzip();
-            Ok((
-                Envelope {
-                    api_version: e.api_version,
-                    kind: e.kind,
-                    request: req,
-                },
-                raw.flatten(),
-            ))
-        }),
+    // For a type with a fast decoder (the Runtime) the review is read in one pass by
+    // `kim_shared::json`'s reader, the object typed as it is read. Otherwise, or when that
+    // reader meets anything it does not read exactly as serde (then serde answers, with its
+    // own messages), the envelope is decoded with the objects kept as JSON text and each
+    // object is typed from its text. Defaulting keeps the object's text: the patch must apply
+    // to the object exactly as sent.
+    let fast = match std::str::from_utf8(body) {
+        Ok(text) if T::DECODES_FAST => fast_review::<T>(text).ok(),
+        _ => None,
     };
+    let decoded = match fast {
+        Some(d) => Ok(d),
+        None => serde_review::<T>(body),
+    }
+    .map(|(envelope, raw)| match mode {
+        Mode::Mutate => (envelope, raw),
+        Mode::Validate => (envelope, None),
+    });
     let response = match decoded {
         Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw, &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
     finish(response, audit, started)
+}
+
+/// The review read by serde: the envelope with the objects kept as text, then each object
+/// typed from its text.
+pub(crate) fn serde_review<T: Admitted>(
+    body: &[u8],
+) -> Result<FastReview<'_, T>, serde_json::Error> {
+    decode::<Envelope<Request<&RawValue>>>(body).and_then(|e| {
+        let (req, raw) = e.request.map(Request::typed::<T>).transpose()?.unzip();
+        Ok((
+            Envelope {
+                api_version: e.api_version,
+                kind: e.kind,
+                request: req,
+            },
+            raw.flatten(),
+        ))
+    })
+}
+
+/// The review read in one pass by `kim_shared::json`'s reader: the object typed as it is read,
+/// its text kept. `Err` when anything is not exactly as the serde path reads it (a duplicate
+/// key, a `null` where serde wants a value, an unknown operation, ...).
+pub(crate) type FastReview<'a, T> = (Envelope<AdmissionRequest<T>>, Option<&'a str>);
+
+pub(crate) fn fast_review<T: Admitted>(text: &str) -> Result<FastReview<'_, T>, DecodeError> {
+    let mut r = Reader::new(text);
+    let (mut api_version, mut kind, mut request) = (None, None, None);
+    r.object(&mut |r, key| match key {
+        "apiVersion" => once(&mut api_version, r),
+        "kind" => once(&mut kind, r),
+        "request" if request.is_none() => {
+            request = Some(if r.null()? {
+                None
+            } else {
+                Some(fast_request::<T>(r)?)
+            });
+            Ok(())
+        }
+        "request" => Err(DecodeError),
+        _ => r.skip(),
+    })?;
+    r.end()?;
+    let (request, raw) = request.flatten().unzip();
+    Ok((
+        Envelope {
+            api_version: api_version.unwrap_or_default(),
+            kind: kind.unwrap_or_default(),
+            request,
+        },
+        raw.flatten(),
+    ))
+}
+
+/// `request` of the review, as [`Request`]'s serde attributes read it.
+fn fast_request<'a, T: Admitted>(
+    r: &mut Reader<'a>,
+) -> Result<(AdmissionRequest<T>, Option<&'a str>), DecodeError> {
+    let mut uid = None;
+    let mut kind = None;
+    let mut resource = None;
+    let mut sub_resource = None;
+    let mut name = None;
+    let mut namespace = None;
+    let mut operation = None;
+    let mut user_info = None;
+    let mut object = None;
+    let mut old_object = None;
+    let mut dry_run = None;
+    fn first<T>(slot: &mut Option<T>, v: Result<T, DecodeError>) -> Result<(), DecodeError> {
+        if slot.is_some() {
+            return Err(DecodeError);
+        }
+        *slot = Some(v?);
+        Ok(())
+    }
+    r.object(&mut |r, key| match key {
+        "uid" => once(&mut uid, r),
+        "kind" => first(&mut kind, fast_gvk(r)),
+        "resource" => first(&mut resource, r.serde::<GroupVersionResource>()),
+        "subResource" => once(&mut sub_resource, r),
+        "name" => once(&mut name, r),
+        "namespace" => once(&mut namespace, r),
+        "operation" => first(
+            &mut operation,
+            match &*r.string()? {
+                "CREATE" => Ok(Operation::Create),
+                "UPDATE" => Ok(Operation::Update),
+                "DELETE" => Ok(Operation::Delete),
+                "CONNECT" => Ok(Operation::Connect),
+                _ => Err(DecodeError),
+            },
+        ),
+        "userInfo" => first(&mut user_info, fast_user_info(r)),
+        "object" => {
+            let v = if r.null()? {
+                Ok(None)
+            } else {
+                r.with_text(T::decode_fast).map(Some)
+            };
+            first(&mut object, v)
+        }
+        "oldObject" => {
+            let v = if r.null()? {
+                Ok(None)
+            } else {
+                T::decode_fast(r).map(Some)
+            };
+            first(&mut old_object, v)
+        }
+        "dryRun" => once(&mut dry_run, r),
+        _ => r.skip(),
+    })?;
+    let (object, raw) = object.flatten().unzip();
+    let request = Request::<()> {
+        uid: uid.ok_or(DecodeError)?,
+        kind: kind.ok_or(DecodeError)?,
+        resource: resource.ok_or(DecodeError)?,
+        sub_resource: sub_resource.flatten(),
+        name: name.unwrap_or_default(),
+        namespace: namespace.flatten(),
+        operation: operation.ok_or(DecodeError)?,
+        user_info: user_info.ok_or(DecodeError)?,
+        object: None,
+        old_object: None,
+        dry_run: dry_run.unwrap_or(false),
+    };
+    Ok((request.into_kube(object, old_object.flatten()), raw))
+}
+
+fn fast_gvk(r: &mut Reader<'_>) -> Result<GroupVersionKind, DecodeError> {
+    let (mut group, mut version, mut kind) = (None, None, None);
+    r.object(&mut |r, key| match key {
+        "group" => once(&mut group, r),
+        "version" => once(&mut version, r),
+        "kind" => once(&mut kind, r),
+        _ => r.skip(),
+    })?;
+    Ok(GroupVersionKind {
+        group: group.ok_or(DecodeError)?,
+        version: version.ok_or(DecodeError)?,
+        kind: kind.ok_or(DecodeError)?,
+    })
+}
+
+fn fast_user_info(r: &mut Reader<'_>) -> Result<UserInfo, DecodeError> {
+    let mut u = (None, None, None, None);
+    r.object(&mut |r, key| match key {
+        "extra" => once(&mut u.0, r),
+        "groups" => once(&mut u.1, r),
+        "uid" => once(&mut u.2, r),
+        "username" => once(&mut u.3, r),
+        _ => r.skip(),
+    })?;
+    Ok(UserInfo {
+        extra: u.0.flatten(),
+        groups: u.1.flatten(),
+        uid: u.2.flatten(),
+        username: u.3.flatten(),
+    })
 }
 
 /// Decodes a body: UTF-8 is checked once for the whole body instead of once per string
@@ -368,7 +527,7 @@ fn decide<T: Admitted>(
     review: Envelope<AdmissionRequest<T>>,
     ctx: &AdmissionContext,
     now: SystemTime,
-    raw_object: Option<&RawValue>,
+    raw_object: Option<&str>,
     audit: &mut AuditRecord,
 ) -> AdmissionResponse {
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
@@ -400,7 +559,7 @@ fn judge<T: Admitted>(
     req: &AdmissionRequest<T>,
     ctx: &AdmissionContext,
     now: SystemTime,
-    raw_object: Option<&RawValue>,
+    raw_object: Option<&str>,
     audit: &mut AuditRecord,
 ) -> AdmissionResponse {
     let base = AdmissionResponse::from(req);
@@ -475,7 +634,7 @@ fn judge<T: Admitted>(
 fn defaults_patch<T: Admitted>(
     obj: &T,
     defaulted: &T,
-    raw: Option<&RawValue>,
+    raw: Option<&str>,
 ) -> Result<json_patch::Patch, serde_json::Error> {
     if let Some(raw) = raw
         && let Some(patch) = mutation_patch_of_parts(&obj.changed_parts(defaulted)?, raw)?

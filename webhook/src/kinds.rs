@@ -38,6 +38,18 @@ fn no_config() -> Verdict {
 }
 
 impl Admitted for Runtime {
+    fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        kim_shared::json::from_str(text)
+    }
+
+    const DECODES_FAST: bool = true;
+
+    fn decode_fast(
+        r: &mut kim_shared::json::Reader<'_>,
+    ) -> Result<Self, kim_shared::json::DecodeError> {
+        kim_shared::json::Decode::decode(r)
+    }
+
     fn default(&mut self, old: Option<&Self>, ctx: &AdmissionContext) {
         if let Some(cfg) = &ctx.config {
             // On UPDATE only what the update adds is defaulted: a Runtime stored before these
@@ -424,6 +436,107 @@ mod tests {
             warned.warnings.iter().any(|w| w.contains("audit")),
             "with a warning: {:?}",
             warned.warnings
+        );
+    }
+
+    /// The one-pass review reader (`kim_shared::json`) reads every review exactly as the serde
+    /// path does, or declines (then the serde path answers): checked on CREATE, UPDATE, DELETE
+    /// and dry-run reviews of the upstream example, and on reviews with duplicate keys, nulls
+    /// and unexpected values.
+    #[test]
+    fn the_one_pass_review_reader_agrees_with_the_serde_path() {
+        use crate::admission::{FastReview, fast_review, serde_review};
+        use serde_json::{Value, json};
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(
+            repo.join("../../shared/upstream/docs/adr/assets/runtime-examples/aws.yaml"),
+        )
+        .expect("upstream example readable");
+        let rt: Value = serde_yaml_ng::from_str(&text).expect("yaml");
+        let review = |op: &str, object: Value, old: Value, extra: Value| {
+            let mut r = json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                    "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+                    "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+                    "requestKind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+                    "name": "runtime-1", "namespace": "kcp-system",
+                    "operation": op,
+                    "userInfo": {"username": "system:serviceaccount:kcp-system:keb", "uid": "u", "groups": ["system:serviceaccounts"], "extra": {"scopes": ["a", "b"]}},
+                    "object": object,
+                    "oldObject": old,
+                    "dryRun": false,
+                    "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "keb"}
+                }
+            });
+            if let (Value::Object(req), Value::Object(extra)) = (&mut r["request"], extra) {
+                req.extend(extra);
+            }
+            serde_json::to_string(&r).expect("json")
+        };
+        let shown = |r: &FastReview<'_, Runtime>| {
+            json!({
+                "apiVersion": r.0.api_version,
+                "kind": r.0.kind,
+                "request": serde_json::to_value(&r.0.request).expect("json"),
+                "raw": r.1,
+            })
+        };
+        let mut bodies = vec![
+            review("CREATE", rt.clone(), Value::Null, json!({})),
+            review("UPDATE", rt.clone(), rt.clone(), json!({"dryRun": true})),
+            review(
+                "DELETE",
+                Value::Null,
+                rt.clone(),
+                json!({"subResource": null}),
+            ),
+            review(
+                "CREATE",
+                rt.clone(),
+                Value::Null,
+                json!({"subResource": "status", "namespace": null}),
+            ),
+            review("CONNECT", rt.clone(), Value::Null, json!({"userInfo": {}})),
+            // Values the serde path refuses or reads its own way: the reader must decline.
+            review("PATCH", rt.clone(), Value::Null, json!({})),
+            review("CREATE", rt.clone(), Value::Null, json!({"dryRun": null})),
+            review("CREATE", rt.clone(), Value::Null, json!({"name": null})),
+            review("CREATE", rt.clone(), Value::Null, json!({"uid": 7})),
+            review("CREATE", json!({"spec": 1}), Value::Null, json!({})),
+        ];
+        let create = review("CREATE", rt.clone(), Value::Null, json!({}));
+        bodies.push(create.replacen("\"uid\":", "\"uid\":\"dup\",\"uid\":", 1));
+        bodies.push(create.replacen("\"request\":{", "\"request\":null,\"request\":{", 1));
+        bodies.push(create.replacen("\"kind\":\"AdmissionReview\"", "\"kind\":null", 1));
+        bodies.push(format!("{create} trailing"));
+        bodies.push(r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.into());
+        bodies.push(
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}"#
+                .into(),
+        );
+        let mut read_fast = 0;
+        for (i, body) in bodies.iter().enumerate() {
+            let serde = serde_review::<Runtime>(body.as_bytes()).map(|r| shown(&r));
+            match fast_review::<Runtime>(body) {
+                Ok(fast) => {
+                    read_fast += 1;
+                    let serde = serde.unwrap_or_else(|e| {
+                        panic!("body {i}: the reader accepted what serde refuses: {e}")
+                    });
+                    assert_eq!(shown(&fast), serde, "body {i}");
+                }
+                Err(_) => assert!(
+                    i >= 5,
+                    "body {i}: a well-formed review must be read in one pass"
+                ),
+            }
+        }
+        assert_eq!(
+            read_fast, 7,
+            "the five well-formed reviews and the two without a request"
         );
     }
 }

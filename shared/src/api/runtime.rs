@@ -15,7 +15,17 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// RuntimeSpec defines the desired state of Runtime
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    CustomResource,
+    Serialize,
+    Deserialize,
+    Clone,
+    Debug,
+    PartialEq,
+    Default,
+    JsonSchema,
+    crate::json::Decode,
+)]
 #[kube(
     group = "infrastructuremanager.kyma-project.io",
     version = "v1",
@@ -45,14 +55,18 @@ pub struct RuntimeSpec {
 }
 
 /// `spec.imageRegistryCache`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct ImageRegistryCache {
     /// Whether the `registry-cache` extension is configured on the shoot.
     pub enabled: bool,
 }
 
 /// `spec.shoot`: the cluster to create.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeShoot {
     /// ControlPlane holds information about the general settings for the control plane of a shoot.
@@ -89,7 +103,9 @@ pub struct RuntimeShoot {
 }
 
 /// `spec.shoot.kubernetes`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeKubernetes {
     /// kube-apiserver settings.
@@ -101,7 +117,9 @@ pub struct RuntimeKubernetes {
 }
 
 /// `spec.shoot.kubernetes.kubeAPIServer`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeApiServer {
     /// Allow-list of client networks for the kube-apiserver (`acl` extension).
@@ -117,7 +135,9 @@ pub struct RuntimeApiServer {
 }
 
 /// `kubeAPIServer.acl`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct Acl {
     /// Client CIDRs allowed to reach the kube-apiserver (operator and KCP addresses are added).
     #[serde(rename = "allowedCIDRs", skip_serializing_if = "Option::is_none")]
@@ -125,7 +145,9 @@ pub struct Acl {
 }
 
 /// An `additionalOidcConfig` entry: Gardener's OIDC settings plus the issuer's keys.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct AdditionalOidcConfig {
     /// The Gardener OIDC settings (inlined).
     #[serde(flatten)]
@@ -137,7 +159,9 @@ pub struct AdditionalOidcConfig {
 }
 
 /// `spec.shoot.provider`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeProvider {
     /// Worker pools appended after the main pool.
@@ -157,7 +181,19 @@ pub struct RuntimeProvider {
 }
 
 /// `spec.shoot.provider.type`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    JsonSchema,
+    crate::json::Decode,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderType {
     /// Amazon Web Services.
@@ -202,7 +238,9 @@ impl fmt::Display for ProviderType {
 }
 
 /// `spec.shoot.networking`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeNetworking {
     /// IPv4 plus IPv6 networking, where the provider supports it.
@@ -223,7 +261,9 @@ pub struct RuntimeNetworking {
 }
 
 /// `spec.security`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct Security {
     /// Users (names or e-mails) bound to `cluster-admin` in the cluster.
     pub administrators: Vec<String>,
@@ -232,14 +272,18 @@ pub struct Security {
 }
 
 /// `spec.security.networking`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct NetworkingSecurity {
     /// The `shoot-networking-filter` settings.
     pub filter: Filter,
 }
 
 /// `spec.security.networking.filter`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct Filter {
     /// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
     pub egress: Egress,
@@ -251,21 +295,27 @@ pub struct Filter {
 
 /// Ingress filtering can be enabled for `shoot-networking-fitler` extension with
 /// the blackholing feature, see https://github.com/gardener/gardener-extension-shoot-networking-filter/blob/master/docs/usage/shoot-networking-filter.md#ingress-filtering
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct Ingress {
     /// It means that the blackholing filtering is enabled on the per shoot level.
     pub enabled: bool,
 }
 
 /// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct Egress {
     /// Whether egress filtering is on; the extension is disabled when false.
     pub enabled: bool,
 }
 
 /// RuntimeStatus defines the observed state of Runtime
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
     /// List of status conditions, one per type (see [`crate::names::condition`]).
@@ -289,7 +339,19 @@ pub struct RuntimeStatus {
 }
 
 /// `status.state` of a Runtime.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    JsonSchema,
+    crate::json::Decode,
+)]
 pub enum RuntimeState {
     /// Provisioning, updating or waiting.
     #[default]
@@ -317,6 +379,26 @@ impl RuntimeState {
 impl fmt::Display for RuntimeState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The root object is kube's (`#[derive(CustomResource)]`), so its fast decoder is written
+/// out: `metadata` and `spec` required, `status` optional, `apiVersion`/`kind` ignored.
+impl crate::json::Decode for Runtime {
+    fn decode(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::DecodeError> {
+        use crate::json::{DecodeError, once};
+        let (mut metadata, mut spec, mut status) = (None, None, None);
+        r.object(&mut |r, key| match key {
+            "metadata" => once(&mut metadata, r),
+            "spec" => once(&mut spec, r),
+            "status" => once(&mut status, r),
+            _ => r.skip(),
+        })?;
+        Ok(Runtime {
+            metadata: metadata.ok_or(DecodeError)?,
+            spec: spec.ok_or(DecodeError)?,
+            status: status.flatten(),
+        })
     }
 }
 

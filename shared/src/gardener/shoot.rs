@@ -159,7 +159,9 @@ pub struct CloudProfileReference {
 }
 
 /// Gardener `ControlPlane` (`spec.controlPlane`, also `spec.shoot.controlPlane` of a Runtime).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlane {
     /// High availability of the control plane; immutable once set on a scheduled shoot.
@@ -171,7 +173,9 @@ pub struct ControlPlane {
 }
 
 /// `controlPlane.highAvailability`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct HighAvailability {
     /// The failures the control plane tolerates.
@@ -179,7 +183,9 @@ pub struct HighAvailability {
 }
 
 /// `controlPlane.highAvailability.failureTolerance`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
+)]
 pub struct FailureTolerance {
     /// `node` or `zone`.
     #[serde(rename = "type")]

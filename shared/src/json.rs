@@ -1,0 +1,707 @@
+//! A JSON decoder with a small code footprint, for the webhook's hot path.
+//!
+//! Why: serde's derived decoders are fast in a hot loop, but each type gets its own visitor
+//! per deserializer (up to 28 KB of machine code per struct, about 1 MB for a Runtime). A
+//! webhook thread wakes up for each request with cold caches, and fetching that code and its
+//! data cost more than the decoding itself (docs/benchmarks.md). Here every type decodes
+//! through one non-generic [`Reader`]; `#[derive(Decode)]` (crate `kim-derive`) writes, per
+//! struct, one string match that calls the field types' `decode`.
+//!
+//! **serde stays the authority.** The derive reads the types' own serde attributes, and
+//! [`from_str`] falls back to `serde_json` whenever the fast path meets anything it does not
+//! handle exactly like serde (an error, a duplicate field, a float where an integer is
+//! expected, a key with escapes, an unknown enum value, ...). So the result of [`from_str`]
+//! is always serde's, and every error message is serde's; the fast path only has to be
+//! right when it succeeds, which `shared/tests/json_decode.rs` checks against serde on the
+//! upstream examples, generated Runtimes and a corpus of edge cases.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::DeserializeOwned;
+
+pub use kim_derive::Decode;
+
+/// The fast path could not decode the input exactly as serde would; [`from_str`] asks serde.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeError;
+
+type Result<T> = std::result::Result<T, DecodeError>;
+
+/// A type the fast path can decode.
+pub trait Decode: Sized {
+    /// Decodes one JSON value.
+    fn decode(r: &mut Reader<'_>) -> Result<Self>;
+
+    /// The value of a missing field without `#[serde(default)]`: serde's rule is `None` for an
+    /// `Option` and an error for anything else.
+    fn missing() -> Result<Self> {
+        Err(DecodeError)
+    }
+}
+
+/// A struct decoded field by field (what `#[serde(flatten)]` needs).
+pub trait DecodeFields: Sized {
+    /// The fields seen so far.
+    type Builder: Default;
+    /// Decodes the value of `key` into the builder; `Ok(false)` when the key is not a field.
+    fn field(b: &mut Self::Builder, key: &str, r: &mut Reader<'_>) -> Result<bool>;
+    /// The struct, once the object ended.
+    fn finish(b: Self::Builder) -> Result<Self>;
+}
+
+/// Decodes a JSON object into `T`, skipping unknown keys (as serde does without
+/// `deny_unknown_fields`).
+pub fn decode_struct<T: DecodeFields>(r: &mut Reader<'_>) -> Result<T> {
+    let mut b = T::Builder::default();
+    r.object(&mut |r, key| {
+        if T::field(&mut b, key, r)? {
+            Ok(())
+        } else {
+            r.skip()
+        }
+    })?;
+    T::finish(b)
+}
+
+/// Decodes the value at the cursor into an empty `slot`; a second value for the same slot (a
+/// duplicate key) is left to serde.
+pub fn once<T: Decode>(slot: &mut Option<T>, r: &mut Reader<'_>) -> Result<()> {
+    if slot.is_some() {
+        return Err(DecodeError);
+    }
+    *slot = Some(T::decode(r)?);
+    Ok(())
+}
+
+/// Decodes `text` as `T`: the fast path when it can, otherwise serde (whose result and error
+/// messages this always equals).
+pub fn from_str<T: Decode + DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    match fast_from_str(text) {
+        Ok(v) => Ok(v),
+        Err(DecodeError) => serde_json::from_str(text),
+    }
+}
+
+/// The fast path alone (tests and benchmarks use it to show the fast path was taken).
+pub fn fast_from_str<T: Decode>(text: &str) -> Result<T> {
+    let mut r = Reader::new(text);
+    let v = T::decode(&mut r)?;
+    r.end()?;
+    Ok(v)
+}
+
+/// A cursor over JSON text. Its methods are not generic, so all types share their code.
+pub struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+    /// Open objects and arrays: deeper than [`MAX_DEPTH`] is left to serde, which stops at 128
+    /// with an error (the fast path must not recurse without bound on hostile input).
+    depth: u32,
+}
+
+/// Nesting the fast path handles; serde's own limit is 128.
+const MAX_DEPTH: u32 = 100;
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `text`.
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn ws(&mut self) {
+        let b = self.bytes();
+        while let Some(c) = b.get(self.pos) {
+            if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The next non-whitespace byte, not consumed.
+    fn peek(&mut self) -> Result<u8> {
+        self.ws();
+        self.bytes().get(self.pos).copied().ok_or(DecodeError)
+    }
+
+    fn eat(&mut self, c: u8) -> Result<()> {
+        if self.peek()? == c {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(DecodeError)
+        }
+    }
+
+    fn literal(&mut self, word: &str) -> Result<()> {
+        self.ws();
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(DecodeError)
+        }
+    }
+
+    /// Only whitespace is left.
+    pub fn end(&mut self) -> Result<()> {
+        self.ws();
+        if self.pos == self.text.len() {
+            Ok(())
+        } else {
+            Err(DecodeError)
+        }
+    }
+
+    /// Consumes a `null` if one is next.
+    pub fn null(&mut self) -> Result<bool> {
+        if self.peek()? == b'n' {
+            self.literal("null")?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// A JSON boolean.
+    pub fn boolean(&mut self) -> Result<bool> {
+        match self.peek()? {
+            b't' => self.literal("true").map(|()| true),
+            b'f' => self.literal("false").map(|()| false),
+            _ => Err(DecodeError),
+        }
+    }
+
+    /// The end of the JSON number at the cursor (strict grammar), and whether it is an
+    /// integer (no fraction, no exponent).
+    fn number_end(&self) -> Result<(usize, bool)> {
+        let b = self.bytes();
+        let digits = |mut i: usize| {
+            let start = i;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            (i, i - start)
+        };
+        let mut i = self.pos;
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        let (after, n) = digits(i);
+        if n == 0 || (n > 1 && b[i] == b'0') {
+            return Err(DecodeError);
+        }
+        i = after;
+        let mut integer = true;
+        if b.get(i) == Some(&b'.') {
+            let (after, n) = digits(i + 1);
+            if n == 0 {
+                return Err(DecodeError);
+            }
+            i = after;
+            integer = false;
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            let (after, n) = digits(i);
+            if n == 0 {
+                return Err(DecodeError);
+            }
+            i = after;
+            integer = false;
+        }
+        Ok((i, integer))
+    }
+
+    /// A JSON integer (no fraction or exponent: serde refuses those for integer fields too,
+    /// with its own message).
+    pub fn integer(&mut self) -> Result<i64> {
+        self.ws();
+        let (end, integer) = self.number_end()?;
+        if !integer {
+            return Err(DecodeError);
+        }
+        let v = self.text[self.pos..end].parse().map_err(|_| DecodeError)?;
+        self.pos = end;
+        Ok(v)
+    }
+
+    /// A JSON string, borrowed from the text unless it has escapes.
+    pub fn string(&mut self) -> Result<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let start = self.pos;
+        let i = plain_run(b, start);
+        match b.get(i) {
+            Some(b'"') => {
+                self.pos = i + 1;
+                Ok(Cow::Borrowed(&self.text[start..i]))
+            }
+            Some(b'\\') => self.escaped(start, i).map(Cow::Owned),
+            // A control character or the end of the text: serde's error.
+            _ => Err(DecodeError),
+        }
+    }
+
+    /// The rest of a string that has escapes, from `start`; `i` is the first backslash.
+    fn escaped(&mut self, start: usize, mut i: usize) -> Result<String> {
+        let b = self.bytes();
+        let mut out = String::with_capacity(i - start + 16);
+        out.push_str(&self.text[start..i]);
+        loop {
+            let c = *b.get(i).ok_or(DecodeError)?;
+            match c {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    let e = *b.get(i + 1).ok_or(DecodeError)?;
+                    i += 2;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4(i)?;
+                            i += 4;
+                            let ch = if (0xD800..0xDC00).contains(&hi) {
+                                // A surrogate pair; anything else (serde refuses lone
+                                // surrogates with its own message) goes to serde.
+                                if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
+                                    return Err(DecodeError);
+                                }
+                                let lo = self.hex4(i + 2)?;
+                                i += 6;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    return Err(DecodeError);
+                                }
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else {
+                                hi
+                            };
+                            out.push(char::from_u32(ch).ok_or(DecodeError)?);
+                        }
+                        _ => return Err(DecodeError),
+                    }
+                }
+                0..=0x1f => return Err(DecodeError),
+                _ => {
+                    // Copy the run up to the next quote or backslash in one go.
+                    let end = plain_run(b, i);
+                    out.push_str(&self.text[i..end]);
+                    i = end;
+                }
+            }
+        }
+    }
+
+    fn hex4(&self, at: usize) -> Result<u32> {
+        let s = self.text.get(at..at + 4).ok_or(DecodeError)?;
+        if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(DecodeError);
+        }
+        u32::from_str_radix(s, 16).map_err(|_| DecodeError)
+    }
+
+    /// A JSON object: `f` is called with each key, positioned at its value, and must consume
+    /// the value.
+    pub fn object(&mut self, f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<()>) -> Result<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        let r = self.object_entries(f);
+        self.depth -= 1;
+        r
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(DecodeError);
+        }
+        Ok(())
+    }
+
+    fn object_entries(
+        &mut self,
+        f: &mut dyn FnMut(&mut Reader<'a>, &str) -> Result<()>,
+    ) -> Result<()> {
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            let key = self.string()?;
+            if matches!(key, Cow::Owned(_)) {
+                // A key with escapes: rare enough to leave to serde.
+                return Err(DecodeError);
+            }
+            self.eat(b':')?;
+            f(self, &key)?;
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(DecodeError),
+            }
+        }
+    }
+
+    /// A JSON array: `f` is called at each element and must consume it.
+    pub fn array(&mut self, f: &mut dyn FnMut(&mut Reader<'a>) -> Result<()>) -> Result<()> {
+        self.eat(b'[')?;
+        self.enter()?;
+        let r = self.array_elements(f);
+        self.depth -= 1;
+        r
+    }
+
+    fn array_elements(&mut self, f: &mut dyn FnMut(&mut Reader<'a>) -> Result<()>) -> Result<()> {
+        if self.peek()? == b']' {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            f(self)?;
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(DecodeError),
+            }
+        }
+    }
+
+    /// Skips one value of any kind.
+    pub fn skip(&mut self) -> Result<()> {
+        match self.peek()? {
+            b'{' => self.object(&mut |r, _| r.skip()),
+            b'[' => self.array(&mut |r| r.skip()),
+            b'"' => self.string().map(drop),
+            b't' | b'f' => self.boolean().map(drop),
+            b'n' => self.literal("null"),
+            b'-' | b'0'..=b'9' => {
+                self.pos = self.number_end()?.0;
+                Ok(())
+            }
+            _ => Err(DecodeError),
+        }
+    }
+
+    /// Decodes the next value with `f`, and returns its text too (exactly the value, without
+    /// the whitespace around it).
+    pub fn with_text<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<(T, &'a str)> {
+        self.ws();
+        let start = self.pos;
+        let v = f(self)?;
+        Ok((v, &self.text[start..self.pos]))
+    }
+
+    /// The text of the next value, consumed.
+    pub fn raw(&mut self) -> Result<&'a str> {
+        self.ws();
+        let start = self.pos;
+        self.skip()?;
+        Ok(&self.text[start..self.pos])
+    }
+
+    /// The next value decoded by serde: for types that are rare in a Runtime or whose rules
+    /// are serde's own (floats, timestamps, free-form objects).
+    pub fn serde<T: DeserializeOwned>(&mut self) -> Result<T> {
+        serde_json::from_str(self.raw()?).map_err(|_| DecodeError)
+    }
+}
+
+/// The index of the first byte at or after `i` that ends a run of plain string characters (a
+/// quote, a backslash or a control character), or `b.len()`. Eight bytes at a time: most
+/// strings of a Runtime are names and CIDRs of a few dozen bytes.
+fn plain_run(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        // A byte is flagged when it is zero (after the xor) or below 0x20; the lowest flag is
+        // exact, so is the first stop.
+        let stops = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w);
+        let stops = stops & HIGH;
+        if stops != 0 {
+            return i + (stops.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+impl Decode for String {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        r.string().map(Cow::into_owned)
+    }
+}
+
+impl Decode for bool {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        r.boolean()
+    }
+}
+
+macro_rules! integers {
+    ($($t:ty),*) => {$(
+        impl Decode for $t {
+            fn decode(r: &mut Reader<'_>) -> Result<Self> {
+                <$t>::try_from(r.integer()?).map_err(|_| DecodeError)
+            }
+        }
+    )*};
+}
+integers!(i32, i64, u32);
+
+macro_rules! by_serde {
+    ($($t:ty),*) => {$(
+        impl Decode for $t {
+            fn decode(r: &mut Reader<'_>) -> Result<Self> {
+                r.serde()
+            }
+        }
+    )*};
+}
+by_serde!(f64, serde_json::Value, Time, Condition, ByteString, Taint);
+
+impl<T: Decode> Decode for Option<T> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        if r.null()? {
+            Ok(None)
+        } else {
+            T::decode(r).map(Some)
+        }
+    }
+
+    fn missing() -> Result<Self> {
+        Ok(None)
+    }
+}
+
+impl<T: Decode> Decode for Box<T> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        T::decode(r).map(Box::new)
+    }
+}
+
+impl<T: Decode> Decode for Vec<T> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let mut out = Vec::new();
+        r.array(&mut |r| {
+            out.push(T::decode(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+impl<T: Decode> Decode for BTreeMap<String, T> {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let mut out = BTreeMap::new();
+        r.object(&mut |r, key| {
+            // serde's map keeps the last of duplicate keys, as insert does.
+            out.insert(key.to_owned(), T::decode(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+impl Decode for IntOrString {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        if r.peek()? == b'"' {
+            String::decode(r).map(IntOrString::String)
+        } else {
+            i32::decode(r).map(IntOrString::Int)
+        }
+    }
+}
+
+impl Decode for ObjectMeta {
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let mut m = ObjectMeta::default();
+        // k8s-openapi keeps the last of duplicate keys; duplicates go to serde to be safe.
+        fn set<T>(slot: &mut Option<T>, v: Option<T>) -> Result<()> {
+            if slot.is_some() {
+                return Err(DecodeError);
+            }
+            *slot = v;
+            Ok(())
+        }
+        let mut seen = 0u32;
+        r.object(&mut |r, key| {
+            let bit = match key {
+                "annotations" => 0,
+                "creationTimestamp" => 1,
+                "deletionGracePeriodSeconds" => 2,
+                "deletionTimestamp" => 3,
+                "finalizers" => 4,
+                "generateName" => 5,
+                "generation" => 6,
+                "labels" => 7,
+                "managedFields" => 8,
+                "name" => 9,
+                "namespace" => 10,
+                "ownerReferences" => 11,
+                "resourceVersion" => 12,
+                "selfLink" => 13,
+                "uid" => 14,
+                _ => return r.skip(),
+            };
+            if seen & (1 << bit) != 0 {
+                return Err(DecodeError);
+            }
+            seen |= 1 << bit;
+            match bit {
+                0 => set(&mut m.annotations, Decode::decode(r)?),
+                1 => set(&mut m.creation_timestamp, Decode::decode(r)?),
+                2 => set(&mut m.deletion_grace_period_seconds, Decode::decode(r)?),
+                3 => set(&mut m.deletion_timestamp, Decode::decode(r)?),
+                4 => set(&mut m.finalizers, Decode::decode(r)?),
+                5 => set(&mut m.generate_name, Decode::decode(r)?),
+                6 => set(&mut m.generation, Decode::decode(r)?),
+                7 => set(&mut m.labels, Decode::decode(r)?),
+                8 => set(&mut m.managed_fields, r.serde()?),
+                9 => set(&mut m.name, Decode::decode(r)?),
+                10 => set(&mut m.namespace, Decode::decode(r)?),
+                11 => set(&mut m.owner_references, r.serde()?),
+                12 => set(&mut m.resource_version, Decode::decode(r)?),
+                13 => set(&mut m.self_link, Decode::decode(r)?),
+                _ => set(&mut m.uid, Decode::decode(r)?),
+            }
+        })?;
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_with_and_without_escapes_decode_as_serde_does() {
+        for text in [
+            r#""plain""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u00e9\u4e2d \ud83d\ude00 tail""#,
+            r#""ünïcödé written as is""#,
+            r#""""#,
+        ] {
+            let fast: String = fast_from_str(text).expect(text);
+            let serde: String = serde_json::from_str(text).expect(text);
+            assert_eq!(fast, serde, "{text}");
+        }
+    }
+
+    #[test]
+    fn what_the_fast_path_does_not_do_exactly_like_serde_it_leaves_to_serde() {
+        // Lone surrogate, float for an integer, out of range, trailing garbage, bad literal.
+        assert!(fast_from_str::<String>(r#""\ud800""#).is_err());
+        assert!(fast_from_str::<i32>("1.0").is_err());
+        assert!(fast_from_str::<i32>("1e3").is_err());
+        assert!(fast_from_str::<i32>("3000000000").is_err());
+        assert!(fast_from_str::<bool>("true x").is_err());
+        assert!(fast_from_str::<bool>("tru").is_err());
+        assert!(fast_from_str::<Option<String>>("nul").is_err());
+        // ... and from_str then answers exactly as serde.
+        assert_eq!(
+            from_str::<i32>("1.0").map_err(|e| e.to_string()),
+            serde_json::from_str::<i32>("1.0").map_err(|e| e.to_string())
+        );
+    }
+
+    #[test]
+    fn plain_run_stops_where_a_byte_by_byte_scan_stops() {
+        let naive = |b: &[u8], i: usize| {
+            b[i..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .map_or(b.len(), |p| i + p)
+        };
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let text: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Mostly plain bytes, UTF-8 high bytes, sometimes a stop.
+                        match x % 40 {
+                            0 => b'"',
+                            1 => b'\\',
+                            2 => (x >> 8) as u8 % 0x20,
+                            3..=8 => 0x80 | (x >> 8) as u8,
+                            _ => b'a' + (x >> 8) as u8 % 26,
+                        }
+                    })
+                    .collect();
+                for start in 0..=text.len() {
+                    assert_eq!(
+                        plain_run(&text, start),
+                        naive(&text, start),
+                        "{text:?} from {start}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integers_options_vectors_and_maps() {
+        assert_eq!(fast_from_str::<i64>(" -42 "), Ok(-42));
+        assert_eq!(fast_from_str::<Option<i32>>("null"), Ok(None));
+        assert_eq!(fast_from_str::<Vec<u32>>("[1, 2 ,3]"), Ok(vec![1, 2, 3]));
+        let m: BTreeMap<String, bool> =
+            fast_from_str(r#"{"a":true,"b":false,"a":false}"#).expect("map");
+        assert_eq!(
+            m,
+            serde_json::from_str(r#"{"a":true,"b":false,"a":false}"#).expect("serde")
+        );
+        assert_eq!(
+            fast_from_str::<IntOrString>(r#""25%""#),
+            Ok(IntOrString::String("25%".into()))
+        );
+        assert_eq!(fast_from_str::<IntOrString>("3"), Ok(IntOrString::Int(3)));
+    }
+}
