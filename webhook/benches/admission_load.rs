@@ -146,6 +146,7 @@ fn start_server() -> Result<Server> {
         .arg(https.to_string())
         .arg("--admin-addr")
         .arg(admin.to_string())
+        .arg("--benchmark-routes")
         .env(
             "RUST_LOG",
             std::env::var("KIM_BENCH_RUST_LOG").unwrap_or_else(|_| "info".into()),

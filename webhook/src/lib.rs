@@ -26,8 +26,8 @@ use kim_shared::api::{GardenerCluster, Runtime};
 use crate::admission::Mode;
 use crate::server::{AppState, admission_route, noop_decode_route, noop_route, noop_spin_route};
 
-/// Every admission route of the webhook (plus the no-op benchmark baseline). Adding a type is
-/// one [`admission::Admitted`] impl and one line here.
+/// Every admission route of the webhook. Adding a type is one [`admission::Admitted`] impl and
+/// one line here.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route(
@@ -46,6 +46,13 @@ pub fn routes() -> Router<Arc<AppState>> {
             "/validate/runtimeaccess",
             admission_route::<RuntimeAccess>(Mode::Validate, "RuntimeAccess"),
         )
+}
+
+/// The benchmark's baseline, reference and calibration routes (`/noop`, `/noop/decode`,
+/// `/noop/spin`): served only with `--benchmark-routes`, so a production webhook answers
+/// nothing but admissions on its port.
+pub fn benchmark_routes() -> Router<Arc<AppState>> {
+    Router::new()
         .route("/noop", noop_route())
         .route("/noop/decode", noop_decode_route())
         .route("/noop/spin", noop_spin_route())

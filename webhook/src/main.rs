@@ -69,7 +69,12 @@ fn main() -> ExitCode {
                     audit_log_mandatory: args.audit_log_mandatory,
                 },
             };
-            match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
+            let routes = if args.benchmark_routes {
+                kim_webhook::routes().merge(kim_webhook::benchmark_routes())
+            } else {
+                kim_webhook::routes()
+            };
+            match runtime.block_on(kim_webhook::run::serve(*args, ctx, routes)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = format!("{e:#}"), "kim-webhook failed");

@@ -62,7 +62,16 @@ struct Running {
     state: Arc<AppState>,
 }
 
+/// The webhook with its benchmark routes (most tests use `/noop` as a cheap request).
 async fn start(max_body: usize) -> Running {
+    start_with(
+        max_body,
+        kim_webhook::routes().merge(kim_webhook::benchmark_routes()),
+    )
+    .await
+}
+
+async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Running {
     let ctx = AdmissionContext {
         config: Some(Arc::new(config())),
         ..AdmissionContext::default()
@@ -77,7 +86,7 @@ async fn start(max_body: usize) -> Running {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (https, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
-    let app = admission_router(state.clone(), kim_webhook::routes());
+    let app = admission_router(state.clone(), routes);
     tokio::spawn(serve_tls(
         l,
         tls,
@@ -289,6 +298,34 @@ async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
     assert!(t.elapsed() >= kim_webhook::server::NOOP_SPIN);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn without_benchmark_routes_only_admissions_are_served() {
+    let s = start_with(1 << 20, kim_webhook::routes()).await;
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    let mut c = client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
+    )
+    .await
+    .unwrap();
+    for path in ["/noop", "/noop/decode", "/noop/spin"] {
+        let r = c.post(path, Bytes::from_static(b"{}")).await.unwrap();
+        assert_eq!(
+            r.status, 404,
+            "{path} must not be served without --benchmark-routes"
+        );
+    }
+    let r = c
+        .post("/validate/runtime", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "the admission routes are served");
 }
 
 #[tokio::test]
