@@ -132,8 +132,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The next non-whitespace byte, not consumed.
-    fn peek(&mut self) -> Result<u8> {
+    /// The next non-whitespace byte, not consumed (`{`, `[`, `"`, ... tell the value's kind).
+    pub fn peek(&mut self) -> Result<u8> {
         self.ws();
         self.bytes().get(self.pos).copied().ok_or(DecodeError)
     }

@@ -4,6 +4,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use std::borrow::Cow;
 
+use kim_shared::json::{DecodeError, Reader};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -155,15 +156,22 @@ fn missing_in_text(text: &str, diff: &Patch) -> Result<Vec<Option<String>>, serd
     let candidates: Vec<usize> = (0..tokens.len())
         .filter(|&i| !tokens[i].is_empty())
         .collect();
-    let mut de = serde_json::Deserializer::from_str(text);
-    Probe {
-        paths: &tokens,
-        depth: 0,
-        candidates: &candidates,
-        depths: &mut depths,
+    // The object was just read by `kim_shared::json`'s reader, so its (small, now warm) code
+    // scans the text; serde's scan answers whatever that reader declines (keys with escapes).
+    let mut r = Reader::new(text);
+    let fast = probe(&mut r, &tokens, 0, &candidates, &mut depths).and_then(|()| r.end());
+    if fast.is_err() {
+        depths.iter_mut().for_each(|d| *d = 0);
+        let mut de = serde_json::Deserializer::from_str(text);
+        Probe {
+            paths: &tokens,
+            depth: 0,
+            candidates: &candidates,
+            depths: &mut depths,
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
     }
-    .deserialize(&mut de)?;
-    de.end()?;
     Ok(diff
         .0
         .iter()
@@ -181,6 +189,57 @@ fn missing_in_text(text: &str, diff: &Patch) -> Result<Vec<Option<String>>, serd
             Some(path[..end].to_string())
         })
         .collect())
+}
+
+/// [`Probe`] with `kim_shared::json`'s reader: `candidates` are the paths whose first `depth`
+/// tokens exist at the cursor; `depths[i]` becomes the number of leading tokens of path `i`
+/// that exist.
+fn probe(
+    r: &mut Reader<'_>,
+    paths: &[Vec<String>],
+    depth: usize,
+    candidates: &[usize],
+    depths: &mut [usize],
+) -> Result<(), DecodeError> {
+    if candidates.is_empty() {
+        return r.skip();
+    }
+    match r.peek()? {
+        b'{' => r.object(&mut |r, key| {
+            let mut deeper = Vec::new();
+            for &i in candidates {
+                if paths[i][depth] == key {
+                    depths[i] = depths[i].max(depth + 1);
+                    if paths[i].len() > depth + 1 {
+                        deeper.push(i);
+                    }
+                }
+            }
+            probe(r, paths, depth + 1, &deeper, depths)
+        }),
+        b'[' => {
+            let mut idx = 0usize;
+            r.array(&mut |r| {
+                let matching: Vec<usize> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|&i| array_index(&paths[i][depth]) == Some(idx))
+                    .collect();
+                let deeper: Vec<usize> = matching
+                    .iter()
+                    .copied()
+                    .filter(|&i| paths[i].len() > depth + 1)
+                    .collect();
+                probe(r, paths, depth + 1, &deeper, depths)?;
+                for i in matching {
+                    depths[i] = depths[i].max(depth + 1);
+                }
+                idx += 1;
+                Ok(())
+            })
+        }
+        _ => r.skip(),
+    }
 }
 
 /// One level of the scan of [`missing_in_text`]: `candidates` are the paths whose first
@@ -463,14 +522,16 @@ mod tests {
 
     #[test]
     fn scan_of_the_text_finds_what_the_json_tree_finds() {
-        let doc = json!({
+        let with_escape = json!({
             "a": {"b/c": [1, {"d~e": null}], "": 2},
             "l": [],
             "s": "x",
             "n": null,
             "esc\"aped": {"k": true}
         });
-        let text = serde_json::to_string(&doc).expect("json");
+        // Without the escaped key, `kim_shared::json`'s reader scans it; with it, serde does.
+        let mut plain = with_escape.clone();
+        plain.as_object_mut().expect("object").remove("esc\"aped");
         let pointers = [
             "",
             "/",
@@ -507,10 +568,30 @@ mod tests {
                 })
                 .collect(),
         );
-        let missing = missing_in_text(&text, &patch).expect("scan");
-        let exists = |p: &str| doc.pointer(p).is_some();
-        for (p, m) in pointers.iter().zip(missing) {
-            assert_eq!(m, highest_missing(&exists, p), "{p:?}");
+        for (doc, fast) in [(&plain, true), (&with_escape, false)] {
+            let text = serde_json::to_string(doc).expect("json");
+            let tokens: Vec<Vec<String>> = pointers
+                .iter()
+                .map(|p| {
+                    PointerBuf::parse(*p)
+                        .expect("pointer")
+                        .tokens()
+                        .map(|t| t.decoded().into_owned())
+                        .collect()
+                })
+                .collect();
+            let all: Vec<usize> = (1..tokens.len()).collect();
+            let mut depths = vec![0; tokens.len()];
+            assert_eq!(
+                probe(&mut Reader::new(&text), &tokens, 0, &all, &mut depths).is_ok(),
+                fast,
+                "{text}"
+            );
+            let missing = missing_in_text(&text, &patch).expect("scan");
+            let exists = |p: &str| doc.pointer(p).is_some();
+            for (p, m) in pointers.iter().zip(missing) {
+                assert_eq!(m, highest_missing(&exists, p), "{p:?} in {text}");
+            }
         }
     }
 
