@@ -202,7 +202,8 @@ fn probe(
     depths: &mut [usize],
 ) -> Result<(), DecodeError> {
     if candidates.is_empty() {
-        return r.skip();
+        // The text was decoded before it is scanned, so it is valid JSON.
+        return r.skip_valid();
     }
     match r.peek()? {
         b'{' => r.object(&mut |r, key| {
@@ -238,7 +239,7 @@ fn probe(
                 Ok(())
             })
         }
-        _ => r.skip(),
+        _ => r.skip_valid(),
     }
 }
 
