@@ -167,9 +167,9 @@ pub(crate) struct Envelope<R> {
     pub(crate) request: Option<R>,
 }
 
-/// The request of an AdmissionReview as the webhook reads it. `O` is the object type: the typed
-/// `T` when validating, the raw JSON text when defaulting. Only what the webhook uses is
-/// decoded: `requestKind`, `requestResource`, `requestSubResource` and `options` are skipped
+/// The request of an AdmissionReview as serde reads it for the webhook. `O` is the object
+/// type: its raw JSON text (each object is then typed from its text), or `()` where the objects
+/// are handed over separately ([`fast_request`]). Only what the webhook uses is decoded: `requestKind`, `requestResource`, `requestSubResource` and `options` are skipped
 /// by the parser instead of being built (`options` alone went through an intermediate tree).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -280,7 +280,7 @@ pub fn admit<T: Admitted>(
 /// typed from its text.
 pub(crate) fn serde_review<T: Admitted>(
     body: &[u8],
-) -> Result<FastReview<'_, T>, serde_json::Error> {
+) -> Result<DecodedReview<'_, T>, serde_json::Error> {
     decode::<Envelope<Request<&RawValue>>>(body).and_then(|e| {
         let (req, raw) = e.request.map(Request::typed::<T>).transpose()?.unzip();
         Ok((
@@ -294,12 +294,13 @@ pub(crate) fn serde_review<T: Admitted>(
     })
 }
 
-/// The review read in one pass by `kim_shared::json`'s reader: the object typed as it is read,
-/// its text kept. `Err` when anything is not exactly as the serde path reads it (a duplicate
-/// key, a `null` where serde wants a value, an unknown operation, ...).
-pub(crate) type FastReview<'a, T> = (Envelope<AdmissionRequest<T>>, Option<&'a str>);
+/// A decoded review and the text of its object, exactly as sent (for the defaults patch).
+pub(crate) type DecodedReview<'a, T> = (Envelope<AdmissionRequest<T>>, Option<&'a str>);
 
-pub(crate) fn fast_review<T: Admitted>(text: &str) -> Result<FastReview<'_, T>, DecodeError> {
+/// The review read in one pass by `kim_shared::json`'s reader: the object typed as it is read,
+/// its text kept. `Err` when anything is not exactly as [`serde_review`] reads it (a duplicate
+/// key, a `null` where serde wants a value, an unknown operation, ...).
+pub(crate) fn fast_review<T: Admitted>(text: &str) -> Result<DecodedReview<'_, T>, DecodeError> {
     let mut r = Reader::new(text);
     let (mut api_version, mut kind, mut request) = (None, None, None);
     r.object(&mut |r, key| match key {

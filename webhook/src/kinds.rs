@@ -445,7 +445,7 @@ mod tests {
     /// and unexpected values.
     #[test]
     fn the_one_pass_review_reader_agrees_with_the_serde_path() {
-        use crate::admission::{FastReview, fast_review, serde_review};
+        use crate::admission::{DecodedReview, fast_review, serde_review};
         use serde_json::{Value, json};
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(
@@ -476,7 +476,7 @@ mod tests {
             }
             serde_json::to_string(&r).expect("json")
         };
-        let shown = |r: &FastReview<'_, Runtime>| {
+        let shown = |r: &DecodedReview<'_, Runtime>| {
             json!({
                 "apiVersion": r.0.api_version,
                 "kind": r.0.kind,
