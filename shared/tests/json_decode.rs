@@ -302,6 +302,53 @@ fn generated_runtimes_take_the_fast_path_and_mutations_are_answered_as_serde_ans
     assert_eq!(mutated, 1500);
 }
 
+#[test]
+fn byte_level_edits_never_make_the_fast_path_disagree_with_serde() {
+    // Random edits of the text itself (not of a parsed value): a byte deleted, inserted or
+    // replaced by one of JSON's structural characters, digits, escapes or letters; a span
+    // duplicated. Most results are invalid JSON; whatever the fast path accepts must be what
+    // serde accepts, equal, and `json::from_str` must answer as serde.
+    let (_, base) = upstream_runtimes()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("aws.yaml#0"))
+        .expect("aws.yaml");
+    let text = base.to_string().into_bytes();
+    const ALPHABET: &[u8] = b"{}[],:\"\\ 0123456789.-+eEtrufalsn/u\taZ";
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut accepted, mut refused) = (0, 0);
+    for case in 0..4000 {
+        let mut t = text.clone();
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.below(t.len());
+            match rng.below(4) {
+                0 => {
+                    t.remove(at);
+                }
+                1 => t.insert(at, ALPHABET[rng.below(ALPHABET.len())]),
+                2 => t[at] = ALPHABET[rng.below(ALPHABET.len())],
+                _ => {
+                    let len = 1 + rng.below(20).min(t.len() - at - 1);
+                    let span = t[at..at + len].to_vec();
+                    t.splice(at..at, span);
+                }
+            }
+        }
+        let Ok(edited) = String::from_utf8(t) else {
+            continue;
+        };
+        if check(&format!("byte edit {case}"), &edited) {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    // Both kinds occur: edits inside strings keep the document valid, most others do not.
+    assert!(
+        accepted > 100 && refused > 1000,
+        "accepted {accepted}, refused {refused}"
+    );
+}
+
 /// `text` with whitespace around every structural character outside strings.
 fn spaced(text: &str) -> String {
     let (mut out, mut in_string, mut escaped) = (String::new(), false, false);

@@ -538,5 +538,47 @@ mod tests {
             read_fast, 7,
             "the five well-formed reviews and the two without a request"
         );
+
+        // Random byte-level edits of a review: whatever the reader accepts, serde reads alike.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        const ALPHABET: &[u8] = b"{}[],:\"\\ 0123456789.-eEtrufalsnuaZ";
+        let (mut accepted, mut refused) = (0, 0);
+        for case in 0..3000 {
+            let mut t = create.clone().into_bytes();
+            for _ in 0..1 + next(3) {
+                let at = next(t.len());
+                match next(3) {
+                    0 => {
+                        t.remove(at);
+                    }
+                    1 => t.insert(at, ALPHABET[next(ALPHABET.len())]),
+                    _ => t[at] = ALPHABET[next(ALPHABET.len())],
+                }
+            }
+            let Ok(body) = String::from_utf8(t) else {
+                continue;
+            };
+            let serde = serde_review::<Runtime>(body.as_bytes()).map(|r| shown(&r));
+            match fast_review::<Runtime>(&body) {
+                Ok(fast) => {
+                    accepted += 1;
+                    let serde = serde.unwrap_or_else(|e| {
+                        panic!("edit {case}: the reader accepted what serde refuses: {e}\n{body}")
+                    });
+                    assert_eq!(shown(&fast), serde, "edit {case}\n{body}");
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            accepted > 100 && refused > 500,
+            "accepted {accepted}, refused {refused}"
+        );
     }
 }
