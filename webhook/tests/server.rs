@@ -106,6 +106,21 @@ async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Run
     }
 }
 
+/// Gives the webhook a fresh serving certificate and opens an HTTP/1.1 connection trusting it.
+async fn serving_with_client(s: &Running) -> client::Conn {
+    let p = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
+    client::Conn::connect(
+        s.https,
+        "localhost",
+        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
+    )
+    .await
+    .unwrap()
+}
+
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -226,17 +241,7 @@ async fn readiness_waits_for_a_certificate_then_admits_over_http1_and_h2() {
 #[tokio::test]
 async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
     let s = start(1 << 20).await;
-    let p = pki();
-    s.state
-        .resolver
-        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
-    let mut c = client::Conn::connect(
-        s.https,
-        "localhost",
-        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
-    )
-    .await
-    .unwrap();
+    let mut c = serving_with_client(&s).await;
 
     let mut bad = sample_runtime();
     bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Not_A_DNS_Label");
@@ -303,17 +308,7 @@ async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
 #[tokio::test]
 async fn without_benchmark_routes_only_admissions_are_served() {
     let s = start_with(1 << 20, kim_webhook::routes()).await;
-    let p = pki();
-    s.state
-        .resolver
-        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
-    let mut c = client::Conn::connect(
-        s.https,
-        "localhost",
-        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
-    )
-    .await
-    .unwrap();
+    let mut c = serving_with_client(&s).await;
     for path in ["/noop", "/noop/decode", "/noop/spin"] {
         let r = c.post(path, Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(
@@ -331,17 +326,7 @@ async fn without_benchmark_routes_only_admissions_are_served() {
 #[tokio::test]
 async fn oversized_body_gets_a_clear_413() {
     let s = start(64 * 1024).await;
-    let p = pki();
-    s.state
-        .resolver
-        .set(CertResolver::certified_key(&p.cert_pem, &p.key_pem).unwrap());
-    let mut c = client::Conn::connect(
-        s.https,
-        "localhost",
-        client::tls_config(&p.ca_pem, &[b"http/1.1"]),
-    )
-    .await
-    .unwrap();
+    let mut c = serving_with_client(&s).await;
     let r = c
         .post("/validate/runtime", Bytes::from(vec![b' '; 65 * 1024]))
         .await
