@@ -317,6 +317,15 @@ async fn update_rules_and_deletion_protection() {
     )
     .await;
     assert!(ok, "{out}");
+    // The reviews the apiserver sent (CREATE, UPDATE with oldObject and managedFields, DELETE)
+    // were all read in one pass by kim_shared::json's reader: none fell back to serde.
+    assert_eq!(wh.decodes("Runtime", "serde"), 0);
+    assert!(
+        // Creates and updates pass both webhooks, deletions the validating one.
+        wh.decodes("Runtime", "one_pass") >= 5,
+        "{}",
+        wh.decodes("Runtime", "one_pass")
+    );
     wh.stop(env).await;
 }
 

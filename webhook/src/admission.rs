@@ -152,6 +152,8 @@ pub struct Admission {
     pub body: Vec<u8>,
     /// One record for the audit trail.
     pub audit: AuditRecord,
+    /// Whether the review was read in one pass by `kim_shared::json`'s reader (else by serde).
+    pub one_pass: bool,
 }
 
 /// The AdmissionReview envelope. kube's `AdmissionReview` flattens its `TypeMeta`, which makes
@@ -261,6 +263,7 @@ pub fn admit<T: Admitted>(
         Ok(text) if T::DECODES_FAST => fast_review::<T>(text).ok(),
         _ => None,
     };
+    let one_pass = fast.is_some();
     let decoded = match fast {
         Some(d) => Ok(d),
         None => serde_review::<T>(body),
@@ -273,7 +276,7 @@ pub fn admit<T: Admitted>(
         Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw, &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
-    finish(response, audit, started)
+    finish(response, audit, started, one_pass)
 }
 
 /// The review read by serde: the envelope with the objects kept as text, then each object
@@ -447,7 +450,12 @@ fn decode<'de, D: Deserialize<'de>>(body: &'de [u8]) -> Result<D, serde_json::Er
     }
 }
 
-fn finish(response: AdmissionResponse, mut audit: AuditRecord, started: Instant) -> Admission {
+fn finish(
+    response: AdmissionResponse,
+    mut audit: AuditRecord,
+    started: Instant,
+    one_pass: bool,
+) -> Admission {
     audit.allowed = response.allowed;
     if !response.allowed && audit.violations.is_empty() && !response.result.message.is_empty() {
         audit.error = Some(response.result.message.clone());
@@ -455,7 +463,11 @@ fn finish(response: AdmissionResponse, mut audit: AuditRecord, started: Instant)
     audit.warnings = response.warnings.clone().unwrap_or_default();
     let body = encode(&response);
     audit.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    Admission { body, audit }
+    Admission {
+        body,
+        audit,
+        one_pass,
+    }
 }
 
 /// The wire form of a response. kube's `AdmissionResponse` is used to build the answer, but

@@ -24,7 +24,7 @@ use kim_certs::CertResolver;
 
 use crate::admission::{AdmissionContext, Admitted, Mode, admit};
 use crate::audit::AuditSink;
-use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics};
+use crate::metrics::{AdmissionLabels, DecodeLabels, EndpointLabels, Metrics};
 
 /// Everything a request handler needs.
 pub struct AppState {
@@ -132,6 +132,12 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
                         op => op,
                     },
                     allowed: if a.audit.allowed { "true" } else { "false" },
+                })
+                .inc();
+            m.decodes
+                .get_or_create(&DecodeLabels {
+                    kind,
+                    reader: if a.one_pass { "one_pass" } else { "serde" },
                 })
                 .inc();
             m.latency

@@ -367,6 +367,20 @@ impl Webhook {
         let _ = self.stop.send(true);
     }
 
+    /// Reviews of `kind` that the replicas decoded with `reader` (`one_pass` or `serde`).
+    pub fn decodes(&self, kind: &'static str, reader: &'static str) -> u64 {
+        self.replicas
+            .iter()
+            .map(|r| {
+                r.state
+                    .metrics
+                    .decodes
+                    .get_or_create(&kim_webhook::metrics::DecodeLabels { kind, reader })
+                    .get()
+            })
+            .sum()
+    }
+
     /// The caBundle currently in the validating configuration (PEM).
     pub async fn ca_bundle(&self, env: &TestEnv) -> String {
         let client = env.kcp_client().await.unwrap();
