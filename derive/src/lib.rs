@@ -172,13 +172,7 @@ fn expand_struct(
         };
         slots.push(quote! { #slot: ::core::option::Option<#ty> });
         arms.push(quote! {
-            #json => {
-                if b.#slot.is_some() {
-                    return ::core::result::Result::Err(::kim_shared::json::DecodeError);
-                }
-                b.#slot = ::core::option::Option::Some(<#ty as ::kim_shared::json::Decode>::decode(r)?);
-                ::core::result::Result::Ok(true)
-            }
+            #json => ::kim_shared::json::once(&mut b.#slot, r).map(|()| true),
         });
         let missing = if a.default {
             quote! { ::core::default::Default::default() }

@@ -68,14 +68,19 @@ pub fn decode_struct<T: DecodeFields>(r: &mut Reader<'_>) -> Result<T> {
     T::finish(b)
 }
 
-/// Decodes the value at the cursor into an empty `slot`; a second value for the same slot (a
-/// duplicate key) is left to serde.
-pub fn once<T: Decode>(slot: &mut Option<T>, r: &mut Reader<'_>) -> Result<()> {
+/// Puts a decoded value into an empty `slot`; a second value for the same slot (a duplicate
+/// key) is left to serde.
+pub fn set_once<T>(slot: &mut Option<T>, value: Result<T>) -> Result<()> {
     if slot.is_some() {
         return Err(DecodeError);
     }
-    *slot = Some(T::decode(r)?);
+    *slot = Some(value?);
     Ok(())
+}
+
+/// [`set_once`] of the value at the cursor.
+pub fn once<T: Decode>(slot: &mut Option<T>, r: &mut Reader<'_>) -> Result<()> {
+    set_once(slot, T::decode(r))
 }
 
 /// Decodes `text` as `T`: the fast path when it can, otherwise serde (whose result and error
@@ -618,55 +623,29 @@ impl Decode for IntOrString {
 impl Decode for ObjectMeta {
     fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let mut m = ObjectMeta::default();
-        // k8s-openapi keeps the last of duplicate keys; duplicates go to serde to be safe.
-        fn set<T>(slot: &mut Option<T>, v: Option<T>) -> Result<()> {
-            if slot.is_some() {
-                return Err(DecodeError);
-            }
-            *slot = v;
-            Ok(())
-        }
-        let mut seen = 0u32;
+        // As k8s-openapi's decoder: unknown keys skipped, the last of duplicate keys kept.
         r.object(&mut |r, key| {
-            let bit = match key {
-                "annotations" => 0,
-                "creationTimestamp" => 1,
-                "deletionGracePeriodSeconds" => 2,
-                "deletionTimestamp" => 3,
-                "finalizers" => 4,
-                "generateName" => 5,
-                "generation" => 6,
-                "labels" => 7,
-                "managedFields" => 8,
-                "name" => 9,
-                "namespace" => 10,
-                "ownerReferences" => 11,
-                "resourceVersion" => 12,
-                "selfLink" => 13,
-                "uid" => 14,
-                _ => return r.skip(),
-            };
-            if seen & (1 << bit) != 0 {
-                return Err(DecodeError);
+            match key {
+                "annotations" => m.annotations = Decode::decode(r)?,
+                "creationTimestamp" => m.creation_timestamp = Decode::decode(r)?,
+                "deletionGracePeriodSeconds" => {
+                    m.deletion_grace_period_seconds = Decode::decode(r)?
+                }
+                "deletionTimestamp" => m.deletion_timestamp = Decode::decode(r)?,
+                "finalizers" => m.finalizers = Decode::decode(r)?,
+                "generateName" => m.generate_name = Decode::decode(r)?,
+                "generation" => m.generation = Decode::decode(r)?,
+                "labels" => m.labels = Decode::decode(r)?,
+                "managedFields" => m.managed_fields = r.serde()?,
+                "name" => m.name = Decode::decode(r)?,
+                "namespace" => m.namespace = Decode::decode(r)?,
+                "ownerReferences" => m.owner_references = r.serde()?,
+                "resourceVersion" => m.resource_version = Decode::decode(r)?,
+                "selfLink" => m.self_link = Decode::decode(r)?,
+                "uid" => m.uid = Decode::decode(r)?,
+                _ => r.skip()?,
             }
-            seen |= 1 << bit;
-            match bit {
-                0 => set(&mut m.annotations, Decode::decode(r)?),
-                1 => set(&mut m.creation_timestamp, Decode::decode(r)?),
-                2 => set(&mut m.deletion_grace_period_seconds, Decode::decode(r)?),
-                3 => set(&mut m.deletion_timestamp, Decode::decode(r)?),
-                4 => set(&mut m.finalizers, Decode::decode(r)?),
-                5 => set(&mut m.generate_name, Decode::decode(r)?),
-                6 => set(&mut m.generation, Decode::decode(r)?),
-                7 => set(&mut m.labels, Decode::decode(r)?),
-                8 => set(&mut m.managed_fields, r.serde()?),
-                9 => set(&mut m.name, Decode::decode(r)?),
-                10 => set(&mut m.namespace, Decode::decode(r)?),
-                11 => set(&mut m.owner_references, r.serde()?),
-                12 => set(&mut m.resource_version, Decode::decode(r)?),
-                13 => set(&mut m.self_link, Decode::decode(r)?),
-                _ => set(&mut m.uid, Decode::decode(r)?),
-            }
+            Ok(())
         })?;
         Ok(m)
     }

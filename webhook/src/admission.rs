@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kim_shared::json::{DecodeError, Reader, once};
+use kim_shared::json::{DecodeError, Reader, once, set_once};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Resource, Status};
@@ -92,15 +92,19 @@ pub trait Admitted:
 {
     /// Decodes the object from its JSON text. The default is serde; a type on the hot path
     /// can use `kim_shared::json`, whose result always equals serde's.
+    /// The object's decoder on `kim_shared::json`'s reader, for a type on the hot path (then
+    /// the whole review is read in one pass, with serde as the fallback); `None`: serde only.
+    const FAST_DECODER: Option<FastDecoder<Self>> = None;
+    /// Decodes the object from its JSON text: [`Admitted::FAST_DECODER`] when it can, else
+    /// serde (whose result it always equals).
     fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        if let Some(decode) = Self::FAST_DECODER {
+            let mut r = Reader::new(text);
+            if let Ok(v) = decode(&mut r).and_then(|v| r.end().map(|()| v)) {
+                return Ok(v);
+            }
+        }
         serde_json::from_str(text)
-    }
-    /// Whether [`Admitted::decode_fast`] decodes this type (then the whole review is read in
-    /// one pass by `kim_shared::json`'s reader, with serde as the fallback).
-    const DECODES_FAST: bool = false;
-    /// Decodes the object with `kim_shared::json`'s reader; `Err` leaves the review to serde.
-    fn decode_fast(_r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Err(DecodeError)
     }
     /// Fills in defaults in place (mutating webhook). Never overrides a user value. `old` is
     /// the stored object on UPDATE, so that an update only defaults what it adds.
@@ -126,6 +130,9 @@ pub trait Admitted:
         Verdict::default()
     }
 }
+
+/// A decoder on `kim_shared::json`'s reader; `Err` leaves the input to serde.
+pub type FastDecoder<T> = fn(&mut Reader<'_>) -> Result<T, DecodeError>;
 
 /// Which webhook is answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,19 +266,15 @@ pub fn admit<T: Admitted>(
     // own messages), the envelope is decoded with the objects kept as JSON text and each
     // object is typed from its text. Defaulting keeps the object's text: the patch must apply
     // to the object exactly as sent.
-    let fast = match std::str::from_utf8(body) {
-        Ok(text) if T::DECODES_FAST => fast_review::<T>(text).ok(),
+    let fast = match (T::FAST_DECODER, std::str::from_utf8(body)) {
+        (Some(decoder), Ok(text)) => fast_review(text, decoder).ok(),
         _ => None,
     };
     let one_pass = fast.is_some();
     let decoded = match fast {
         Some(d) => Ok(d),
         None => serde_review::<T>(body),
-    }
-    .map(|(envelope, raw)| match mode {
-        Mode::Mutate => (envelope, raw),
-        Mode::Validate => (envelope, None),
-    });
+    };
     let response = match decoded {
         Ok((envelope, raw)) => decide(mode, envelope, ctx, now, raw, &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
@@ -303,21 +306,23 @@ pub(crate) type DecodedReview<'a, T> = (Envelope<AdmissionRequest<T>>, Option<&'
 /// The review read in one pass by `kim_shared::json`'s reader: the object typed as it is read,
 /// its text kept. `Err` when anything is not exactly as [`serde_review`] reads it (a duplicate
 /// key, a `null` where serde wants a value, an unknown operation, ...).
-pub(crate) fn fast_review<T: Admitted>(text: &str) -> Result<DecodedReview<'_, T>, DecodeError> {
+pub(crate) fn fast_review<T: Admitted>(
+    text: &str,
+    decoder: FastDecoder<T>,
+) -> Result<DecodedReview<'_, T>, DecodeError> {
     let mut r = Reader::new(text);
     let (mut api_version, mut kind, mut request) = (None, None, None);
     r.object(&mut |r, key| match key {
         "apiVersion" => once(&mut api_version, r),
         "kind" => once(&mut kind, r),
-        "request" if request.is_none() => {
-            request = Some(if r.null()? {
-                None
+        "request" => {
+            let v = if r.null()? {
+                Ok(None)
             } else {
-                Some(fast_request::<T>(r)?)
-            });
-            Ok(())
+                fast_request(r, decoder).map(Some)
+            };
+            set_once(&mut request, v)
         }
-        "request" => Err(DecodeError),
         _ => r.skip(),
     })?;
     r.end()?;
@@ -335,6 +340,7 @@ pub(crate) fn fast_review<T: Admitted>(text: &str) -> Result<DecodedReview<'_, T
 /// `request` of the review, as [`Request`]'s serde attributes read it.
 fn fast_request<'a, T: Admitted>(
     r: &mut Reader<'a>,
+    decoder: FastDecoder<T>,
 ) -> Result<(AdmissionRequest<T>, Option<&'a str>), DecodeError> {
     let mut uid = None;
     let mut kind = None;
@@ -347,21 +353,14 @@ fn fast_request<'a, T: Admitted>(
     let mut object = None;
     let mut old_object = None;
     let mut dry_run = None;
-    fn first<T>(slot: &mut Option<T>, v: Result<T, DecodeError>) -> Result<(), DecodeError> {
-        if slot.is_some() {
-            return Err(DecodeError);
-        }
-        *slot = Some(v?);
-        Ok(())
-    }
     r.object(&mut |r, key| match key {
         "uid" => once(&mut uid, r),
-        "kind" => first(&mut kind, fast_gvk(r)),
-        "resource" => first(&mut resource, r.serde::<GroupVersionResource>()),
+        "kind" => set_once(&mut kind, fast_gvk(r)),
+        "resource" => set_once(&mut resource, r.serde::<GroupVersionResource>()),
         "subResource" => once(&mut sub_resource, r),
         "name" => once(&mut name, r),
         "namespace" => once(&mut namespace, r),
-        "operation" => first(
+        "operation" => set_once(
             &mut operation,
             match &*r.string()? {
                 "CREATE" => Ok(Operation::Create),
@@ -371,22 +370,22 @@ fn fast_request<'a, T: Admitted>(
                 _ => Err(DecodeError),
             },
         ),
-        "userInfo" => first(&mut user_info, fast_user_info(r)),
+        "userInfo" => set_once(&mut user_info, fast_user_info(r)),
         "object" => {
             let v = if r.null()? {
                 Ok(None)
             } else {
-                r.with_text(T::decode_fast).map(Some)
+                r.with_text(decoder).map(Some)
             };
-            first(&mut object, v)
+            set_once(&mut object, v)
         }
         "oldObject" => {
             let v = if r.null()? {
                 Ok(None)
             } else {
-                T::decode_fast(r).map(Some)
+                decoder(r).map(Some)
             };
-            first(&mut old_object, v)
+            set_once(&mut old_object, v)
         }
         "dryRun" => once(&mut dry_run, r),
         _ => r.skip(),

@@ -10,7 +10,7 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeSpec};
 use kim_shared::validation::{self, DeletionPolicy, Findings};
 
-use crate::admission::{AdmissionContext, Admitted, FieldViolation, Verdict};
+use crate::admission::{AdmissionContext, Admitted, FastDecoder, FieldViolation, Verdict};
 use crate::patch::ChangedPart;
 
 impl From<Findings> for Verdict {
@@ -38,17 +38,8 @@ fn no_config() -> Verdict {
 }
 
 impl Admitted for Runtime {
-    fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        kim_shared::json::from_str(text)
-    }
-
-    const DECODES_FAST: bool = true;
-
-    fn decode_fast(
-        r: &mut kim_shared::json::Reader<'_>,
-    ) -> Result<Self, kim_shared::json::DecodeError> {
-        kim_shared::json::Decode::decode(r)
-    }
+    const FAST_DECODER: Option<FastDecoder<Self>> =
+        Some(<Runtime as kim_shared::json::Decode>::decode);
 
     fn default(&mut self, old: Option<&Self>, ctx: &AdmissionContext) {
         if let Some(cfg) = &ctx.config {
@@ -446,6 +437,7 @@ mod tests {
     #[test]
     fn the_one_pass_review_reader_agrees_with_the_serde_path() {
         use crate::admission::{DecodedReview, fast_review, serde_review};
+        let decoder = Runtime::FAST_DECODER.expect("Runtimes have a fast decoder");
         use serde_json::{Value, json};
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(
@@ -520,7 +512,7 @@ mod tests {
         let mut read_fast = 0;
         for (i, body) in bodies.iter().enumerate() {
             let serde = serde_review::<Runtime>(body.as_bytes()).map(|r| shown(&r));
-            match fast_review::<Runtime>(body) {
+            match fast_review::<Runtime>(body, decoder) {
                 Ok(fast) => {
                     read_fast += 1;
                     let serde = serde.unwrap_or_else(|e| {
@@ -565,7 +557,7 @@ mod tests {
                 continue;
             };
             let serde = serde_review::<Runtime>(body.as_bytes()).map(|r| shown(&r));
-            match fast_review::<Runtime>(&body) {
+            match fast_review::<Runtime>(&body, decoder) {
                 Ok(fast) => {
                     accepted += 1;
                     let serde = serde.unwrap_or_else(|e| {
