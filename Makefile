@@ -1,6 +1,11 @@
 # The two set-up commands are `make run` and `make test`; see README.md.
 SHELL := bash
 CARGO ?= cargo
+# Incremental compilation keeps a second copy of every workspace crate per build variant: about
+# 15 GB for a cold `make test`, against 4.3 GB without. It only pays off when editing and
+# rebuilding one crate over and over; `CARGO_INCREMENTAL=1 make ...` turns it back on.
+CARGO_INCREMENTAL ?= 0
+export CARGO_INCREMENTAL
 
 .PHONY: all build test lint fmt unit testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
 

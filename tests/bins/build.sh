@@ -7,6 +7,10 @@
 #
 # KIM_TESTENV_BIN_DIR or KUBEBUILDER_ASSETS pointing at existing binaries skips the build of
 # the Kubernetes binaries (gardener-apiserver is still built into the cache when missing there).
+#
+# Go's build and module caches for these builds live in a temporary directory that is removed
+# afterwards (they take 5-7 GB and are useless once the binaries exist). KIM_TESTENV_GO_CACHES=keep
+# uses Go's usual caches instead ($GOCACHE, $GOMODCACHE), for people who rebuild often.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # Pinned versions, shared with the Rust harness (kim_tests::testenv::bins). Environment
@@ -34,11 +38,22 @@ update() {
     -replace="github.com/gardener/gardener/pkg/apis=github.com/gardener/gardener/pkg/apis@$GARDENER_VERSION" && go mod tidy
 }
 
+GO_TMP=
+# Points Go's caches at one temporary directory, removed when the script exits.
+temporary_go_caches() {
+  [ -z "$GO_TMP" ] && [ "${KIM_TESTENV_GO_CACHES:-}" != keep ] || return 0
+  GO_TMP=$(mktemp -d "${TMPDIR:-/tmp}/kim-testenv-go.XXXXXX")
+  trap 'rm -rf "$GO_TMP"' EXIT
+  # -modcacherw: module files are writable, so the directory can be removed with rm.
+  export GOCACHE=$GO_TMP/build GOMODCACHE=$GO_TMP/mod GOFLAGS="$GOFLAGS -modcacherw"
+}
+
 # build_one NAME MODULE_DIR [go build flags...]: builds $BIN/NAME unless it is there.
 build_one() {
   local name=$1 dir=$2 start=$SECONDS; shift 2
   if [ -x "$BIN/$name" ]; then return; fi
   command -v go >/dev/null || { log "Go is needed to build $name (no 'go' on PATH)"; exit 1; }
+  temporary_go_caches
   log "building $name (cold build: minutes; cached afterwards in $BIN)"
   (cd "$HERE/$dir" && go build -trimpath "$@" -o "$BIN/.$name.tmp" .)
   mv "$BIN/.$name.tmp" "$BIN/$name"
