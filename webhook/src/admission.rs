@@ -356,7 +356,7 @@ fn fast_request<'a, T: Admitted>(
     r.object(&mut |r, key| match key {
         "uid" => once(&mut uid, r),
         "kind" => set_once(&mut kind, fast_gvk(r)),
-        "resource" => set_once(&mut resource, r.serde::<GroupVersionResource>()),
+        "resource" => set_once(&mut resource, fast_gvr(r)),
         "subResource" => once(&mut sub_resource, r),
         "name" => once(&mut name, r),
         "namespace" => once(&mut namespace, r),
@@ -420,6 +420,25 @@ fn fast_gvk(r: &mut Reader<'_>) -> Result<GroupVersionKind, DecodeError> {
         version: version.ok_or(DecodeError)?,
         kind: kind.ok_or(DecodeError)?,
     })
+}
+
+/// `request.resource`. kube-core's type has a private `api_version` that serde fills only from
+/// a key of that name (empty otherwise); such a key goes to serde, so the result stays serde's.
+fn fast_gvr(r: &mut Reader<'_>) -> Result<GroupVersionResource, DecodeError> {
+    let (mut group, mut version, mut resource) = (None, None, None);
+    r.object(&mut |r, key| match key {
+        "group" => once(&mut group, r),
+        "version" => once(&mut version, r),
+        "resource" => once(&mut resource, r),
+        "api_version" => Err(DecodeError),
+        _ => r.skip(),
+    })?;
+    // `gvr` of empty strings leaves `api_version` empty, as serde does without the key.
+    let mut gvr = GroupVersionResource::gvr("", "", "");
+    gvr.group = group.ok_or(DecodeError)?;
+    gvr.version = version.ok_or(DecodeError)?;
+    gvr.resource = resource.ok_or(DecodeError)?;
+    Ok(gvr)
 }
 
 fn fast_user_info(r: &mut Reader<'_>) -> Result<UserInfo, DecodeError> {

@@ -531,6 +531,23 @@ mod tests {
             "the five well-formed reviews and the two without a request"
         );
 
+        // request.resource: other keys are skipped like serde does; kube-core's private
+        // `api_version` is filled by serde from a key of that name, so the reader declines it.
+        let runtimes = "\"resource\":\"runtimes\"";
+        assert!(create.contains(runtimes));
+        let extra_key = create.replacen(runtimes, &format!("{runtimes},\"scope\":1"), 1);
+        let fast = fast_review::<Runtime>(&extra_key, decoder).expect("read in one pass");
+        let serde = serde_review::<Runtime>(extra_key.as_bytes()).expect("serde reads it");
+        assert_eq!(shown(&fast), shown(&serde));
+        let api_version =
+            create.replacen(runtimes, &format!("{runtimes},\"api_version\":\"x/v1\""), 1);
+        assert!(fast_review::<Runtime>(&api_version, decoder).is_err());
+        let serde = serde_review::<Runtime>(api_version.as_bytes()).expect("serde reads it");
+        assert_eq!(shown(&serde)["request"]["resource"]["api_version"], "x/v1");
+        let no_resource = create.replacen(runtimes, "\"x\":\"runtimes\"", 1);
+        assert!(fast_review::<Runtime>(&no_resource, decoder).is_err());
+        assert!(serde_review::<Runtime>(no_resource.as_bytes()).is_err());
+
         // Random byte-level edits of a review: whatever the reader accepts, serde reads alike.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = |n: usize| {
