@@ -100,6 +100,47 @@ pub fn fast_from_str<T: Decode>(text: &str) -> Result<T> {
     Ok(v)
 }
 
+/// Appends `s` to `out` as a JSON string, escaped byte for byte as `serde_json` escapes it
+/// (`"`, `\\`, and control characters; `\b \f \n \r \t` short, the others as `\u00xx`).
+/// For the webhook's responses and audit records, which it writes without serde's per-type
+/// code for the same reason it reads without it (module documentation).
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if short.is_empty() {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
 /// A cursor over JSON text. Its methods are not generic, so all types share their code.
 pub struct Reader<'a> {
     text: &'a str,
@@ -653,6 +694,32 @@ impl Decode for ObjectMeta {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn write_str_escapes_exactly_as_serde_json() {
+        let mut cases: Vec<String> = (0u32..0x80)
+            .filter_map(char::from_u32)
+            .map(|c| format!("a{c}b{c}"))
+            .collect();
+        cases.extend(
+            [
+                "",
+                "plain",
+                "\"",
+                "\\",
+                "é ü 日本 🦀",
+                "\u{7f}\u{80}",
+                "a\"b\\c\nd\u{1}e\u{1f}",
+            ]
+            .map(String::from),
+        );
+        for s in cases {
+            let mut out = Vec::new();
+            super::write_str(&mut out, &s);
+            let want = serde_json::to_string(&s).expect("json");
+            assert_eq!(String::from_utf8(out).expect("utf-8"), want, "{s:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
