@@ -110,34 +110,30 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.reserve(bytes.len() + 2);
     out.push(b'"');
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => b"",
-            _ => continue,
-        };
+    loop {
+        // plain_run stops exactly at the bytes that need escaping.
+        let i = plain_run(bytes, start);
         out.extend_from_slice(&bytes[start..i]);
-        if short.is_empty() {
-            out.extend_from_slice(&[
+        let Some(&b) = bytes.get(i) else { break };
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[
                 b'\\',
                 b'u',
                 b'0',
                 b'0',
                 HEX[usize::from(b >> 4)],
                 HEX[usize::from(b & 15)],
-            ]);
-        } else {
-            out.extend_from_slice(short);
+            ]),
         }
         start = i + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
@@ -700,6 +696,14 @@ mod tests {
             .filter_map(char::from_u32)
             .map(|c| format!("a{c}b{c}"))
             .collect();
+        // Long enough for the eight-byte scan, the byte at each position of a chunk.
+        for c in (0u32..0x80).filter_map(char::from_u32) {
+            for at in [0, 3, 7, 8, 12, 15, 16, 19] {
+                let mut s: Vec<char> = "0123456789abcdefghij".chars().collect();
+                s[at] = c;
+                cases.push(s.iter().chain(s.iter()).collect());
+            }
+        }
         cases.extend(
             [
                 "",
