@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint fmt unit testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
+.PHONY: all build test lint fmt unit disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
 
 all: build
 
@@ -26,6 +26,19 @@ run: testenv-bins
 
 # The end-to-end tests need the control-plane binaries (built once, cached).
 test unit: testenv-bins
+
+# A full disk shows up as a compiler or linker I/O error minutes into the build; say it first.
+# A cold `make test` writes about 4.3 GB to the target directory (and the first control-plane
+# build about 5 GB of temporary Go caches, removed afterwards). Warns only: a warm target
+# directory needs far less.
+disk-check:
+	@dir="$${CARGO_TARGET_DIR:-target}"; [ -d "$$dir" ] || dir=.; \
+	free_kb=$$(df -Pk "$$dir" | awk 'NR==2 {print $$4}'); \
+	if [ -n "$$free_kb" ] && [ "$$free_kb" -lt 6000000 ]; then \
+	  echo "kim: warning: only $$((free_kb / 1024)) MiB free for $$dir; a cold build needs about 6 GB (docs/testing.md)" >&2; \
+	fi
+
+testenv-bins run unit: disk-check
 
 fmt:
 	$(CARGO) fmt --all
