@@ -20,6 +20,20 @@ use crate::server::{AppState, admin_router, admission_router, bind, serve_plain,
 /// returned guard until the program ends, so that the last records are written.
 #[must_use = "dropping the guard stops the audit log writer"]
 pub fn init_logging(format: &str) -> Option<crate::audit::FlushGuard> {
+    init_logging_to(format, std::io::stdout, std::io::stdout())
+}
+
+/// [`init_logging`] with other writers than stdout: `logs` for the log lines, `audit` for the
+/// audit records (the benchmark's in-process profile uses sinks, to cost what the server does).
+#[must_use = "dropping the guard stops the audit log writer"]
+pub fn init_logging_to<W>(
+    format: &str,
+    logs: W,
+    audit: impl std::io::Write + Send + 'static,
+) -> Option<crate::audit::FlushGuard>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     use tracing_subscriber::filter::filter_fn;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -27,19 +41,15 @@ pub fn init_logging(format: &str) -> Option<crate::audit::FlushGuard> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let not_audit = filter_fn(|m| m.target() != crate::audit::AUDIT_TARGET);
     let fmt = if format == "text" {
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stdout)
-            .boxed()
+        tracing_subscriber::fmt::layer().with_writer(logs).boxed()
     } else {
         tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
-            .with_writer(std::io::stdout)
+            .with_writer(logs)
             .boxed()
     };
-    let (audit, guard) = crate::audit::AuditLogLayer::new(std::io::stdout())
-        .ok()
-        .unzip();
+    let (audit, guard) = crate::audit::AuditLogLayer::new(audit).ok().unzip();
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(fmt.with_filter(not_audit))
