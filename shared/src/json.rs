@@ -137,6 +137,18 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
+/// Appends `items` to `out` as a JSON array of strings, as `serde_json` writes it.
+pub fn write_str_array(out: &mut Vec<u8>, items: &[String]) {
+    out.push(b'[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, s);
+    }
+    out.push(b']');
+}
+
 /// A cursor over JSON text. Its methods are not generic, so all types share their code.
 pub struct Reader<'a> {
     text: &'a str,

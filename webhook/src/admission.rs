@@ -561,7 +561,7 @@ fn encode_with_serde(
 /// [`encode`] of a response without a status (every allowed one without a message), byte for
 /// byte what serde writes for [`WireReview`] (tested), without serde's per-type code.
 fn encode_without_status(r: &AdmissionResponse, patch: Option<&str>) -> Vec<u8> {
-    use kim_shared::json::write_str;
+    use kim_shared::json::{write_str, write_str_array};
     let mut out = Vec::with_capacity(256 + patch.map_or(0, str::len));
     out.extend_from_slice(b"{\"apiVersion\":");
     write_str(&mut out, REVIEW_API_VERSION);
@@ -590,14 +590,8 @@ fn encode_without_status(r: &AdmissionResponse, patch: Option<&str>) -> Vec<u8> 
         out.push(b'}');
     }
     if let Some(w) = &r.warnings {
-        out.extend_from_slice(b",\"warnings\":[");
-        for (i, s) in w.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(&mut out, s);
-        }
-        out.push(b']');
+        out.extend_from_slice(b",\"warnings\":");
+        write_str_array(&mut out, w);
     }
     out.extend_from_slice(b"}}");
     out

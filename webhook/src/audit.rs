@@ -102,17 +102,10 @@ impl AuditRecord {
     /// The record as one JSON object, byte for byte what `serde_json::to_string` gives (tested),
     /// without serde's per-type code on the request path.
     pub fn to_json(&self) -> String {
-        use kim_shared::json::write_str;
+        use kim_shared::json::{write_str, write_str_array};
         fn strings(out: &mut Vec<u8>, key: &str, items: &[String]) {
             out.extend_from_slice(key.as_bytes());
-            out.push(b'[');
-            for (i, s) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, s);
-            }
-            out.push(b']');
+            write_str_array(out, items);
         }
         let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"time\":");
