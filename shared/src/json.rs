@@ -94,8 +94,13 @@ pub fn from_str<T: Decode + DeserializeOwned>(text: &str) -> serde_json::Result<
 
 /// The fast path alone (tests and benchmarks use it to show the fast path was taken).
 pub fn fast_from_str<T: Decode>(text: &str) -> Result<T> {
+    decode_all(text, T::decode)
+}
+
+/// `text` as one value decoded by `decode`, with nothing but whitespace after it.
+pub fn decode_all<T>(text: &str, decode: impl FnOnce(&mut Reader<'_>) -> Result<T>) -> Result<T> {
     let mut r = Reader::new(text);
-    let v = T::decode(&mut r)?;
+    let v = decode(&mut r)?;
     r.end()?;
     Ok(v)
 }
@@ -135,6 +140,11 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i + 1;
     }
     out.push(b'"');
+}
+
+/// Appends `b` to `out` as a JSON boolean.
+pub fn write_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
 /// Appends `items` to `out` as a JSON array of strings, as `serde_json` writes it.
@@ -537,10 +547,7 @@ impl<'a> Reader<'a> {
 
     /// The text of the next value, consumed.
     pub fn raw(&mut self) -> Result<&'a str> {
-        self.ws();
-        let start = self.pos;
-        self.skip()?;
-        Ok(&self.text[start..self.pos])
+        self.with_text(Self::skip).map(|((), text)| text)
     }
 
     /// The next value decoded by serde: for types that are rare in a Runtime or whose rules

@@ -90,19 +90,16 @@ impl Default for AdmissionContext {
 pub trait Admitted:
     Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
 {
-    /// Decodes the object from its JSON text. The default is serde; a type on the hot path
-    /// can use `kim_shared::json`, whose result always equals serde's.
     /// The object's decoder on `kim_shared::json`'s reader, for a type on the hot path (then
     /// the whole review is read in one pass, with serde as the fallback); `None`: serde only.
     const FAST_DECODER: Option<FastDecoder<Self>> = None;
     /// Decodes the object from its JSON text: [`Admitted::FAST_DECODER`] when it can, else
     /// serde (whose result it always equals).
     fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        if let Some(decode) = Self::FAST_DECODER {
-            let mut r = Reader::new(text);
-            if let Ok(v) = decode(&mut r).and_then(|v| r.end().map(|()| v)) {
-                return Ok(v);
-            }
+        if let Some(decode) = Self::FAST_DECODER
+            && let Ok(v) = kim_shared::json::decode_all(text, decode)
+        {
+            return Ok(v);
         }
         serde_json::from_str(text)
     }
@@ -407,14 +404,21 @@ fn fast_request<'a, T: Admitted>(
     Ok((request.into_kube(object, old_object.flatten()), raw))
 }
 
-fn fast_gvk(r: &mut Reader<'_>) -> Result<GroupVersionKind, DecodeError> {
-    let (mut group, mut version, mut kind) = (None, None, None);
-    r.object(&mut |r, key| match key {
-        "group" => once(&mut group, r),
-        "version" => once(&mut version, r),
-        "kind" => once(&mut kind, r),
-        _ => r.skip(),
+/// The string values of `keys` in an object (other keys skipped), each at most once.
+fn string_fields<const N: usize>(
+    r: &mut Reader<'_>,
+    keys: [&str; N],
+) -> Result<[Option<String>; N], DecodeError> {
+    let mut values = [const { None }; N];
+    r.object(&mut |r, key| match keys.iter().position(|k| *k == key) {
+        Some(i) => once(&mut values[i], r),
+        None => r.skip(),
     })?;
+    Ok(values)
+}
+
+fn fast_gvk(r: &mut Reader<'_>) -> Result<GroupVersionKind, DecodeError> {
+    let [group, version, kind] = string_fields(r, ["group", "version", "kind"])?;
     Ok(GroupVersionKind {
         group: group.ok_or(DecodeError)?,
         version: version.ok_or(DecodeError)?,
@@ -425,14 +429,11 @@ fn fast_gvk(r: &mut Reader<'_>) -> Result<GroupVersionKind, DecodeError> {
 /// `request.resource`. kube-core's type has a private `api_version` that serde fills only from
 /// a key of that name (empty otherwise); such a key goes to serde, so the result stays serde's.
 fn fast_gvr(r: &mut Reader<'_>) -> Result<GroupVersionResource, DecodeError> {
-    let (mut group, mut version, mut resource) = (None, None, None);
-    r.object(&mut |r, key| match key {
-        "group" => once(&mut group, r),
-        "version" => once(&mut version, r),
-        "resource" => once(&mut resource, r),
-        "api_version" => Err(DecodeError),
-        _ => r.skip(),
-    })?;
+    let [group, version, resource, api_version] =
+        string_fields(r, ["group", "version", "resource", "api_version"])?;
+    if api_version.is_some() {
+        return Err(DecodeError);
+    }
     // `gvr` of empty strings leaves `api_version` empty, as serde does without the key.
     let mut gvr = GroupVersionResource::gvr("", "", "");
     gvr.group = group.ok_or(DecodeError)?;
@@ -561,17 +562,14 @@ fn encode_with_serde(
 /// [`encode`] of a response without a status (every allowed one without a message), byte for
 /// byte what serde writes for [`WireReview`] (tested), without serde's per-type code.
 fn encode_without_status(r: &AdmissionResponse, patch: Option<&str>) -> Vec<u8> {
-    use kim_shared::json::{write_str, write_str_array};
+    use kim_shared::json::{write_bool, write_str, write_str_array};
     let mut out = Vec::with_capacity(256 + patch.map_or(0, str::len));
     out.extend_from_slice(b"{\"apiVersion\":");
     write_str(&mut out, REVIEW_API_VERSION);
     out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
     write_str(&mut out, &r.uid);
-    out.extend_from_slice(if r.allowed {
-        b",\"allowed\":true"
-    } else {
-        b",\"allowed\":false"
-    });
+    out.extend_from_slice(b",\"allowed\":");
+    write_bool(&mut out, r.allowed);
     if let Some(p) = patch {
         out.extend_from_slice(b",\"patch\":");
         write_str(&mut out, p);

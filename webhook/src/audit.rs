@@ -102,7 +102,7 @@ impl AuditRecord {
     /// The record as one JSON object, byte for byte what `serde_json::to_string` gives (tested),
     /// without serde's per-type code on the request path.
     pub fn to_json(&self) -> String {
-        use kim_shared::json::{write_str, write_str_array};
+        use kim_shared::json::{write_bool, write_str, write_str_array};
         fn strings(out: &mut Vec<u8>, key: &str, items: &[String]) {
             out.extend_from_slice(key.as_bytes());
             write_str_array(out, items);
@@ -125,16 +125,10 @@ impl AuditRecord {
         write_str(&mut out, &self.namespace);
         out.extend_from_slice(b",\"name\":");
         write_str(&mut out, &self.name);
-        out.extend_from_slice(if self.dry_run {
-            b",\"dry_run\":true"
-        } else {
-            b",\"dry_run\":false"
-        });
-        out.extend_from_slice(if self.allowed {
-            b",\"allowed\":true"
-        } else {
-            b",\"allowed\":false"
-        });
+        out.extend_from_slice(b",\"dry_run\":");
+        write_bool(&mut out, self.dry_run);
+        out.extend_from_slice(b",\"allowed\":");
+        write_bool(&mut out, self.allowed);
         out.extend_from_slice(b",\"violations\":[");
         for (i, v) in self.violations.iter().enumerate() {
             if i > 0 {
