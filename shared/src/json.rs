@@ -10,10 +10,18 @@
 //! **serde stays the authority.** The derive reads the types' own serde attributes, and
 //! [`from_str`] falls back to `serde_json` whenever the fast path meets anything it does not
 //! handle exactly like serde (an error, a duplicate field, a float where an integer is
-//! expected, a key with escapes, an unknown enum value, ...). So the result of [`from_str`]
+//! expected, an unknown enum value, nesting deeper than 100, ...). So the result of [`from_str`]
 //! is always serde's, and every error message is serde's; the fast path only has to be
 //! right when it succeeds, which `shared/tests/json_decode.rs` checks against serde on the
 //! upstream examples, generated Runtimes and a corpus of edge cases.
+//!
+//! **One deliberate difference: `metadata.managedFields` is checked, not kept.** The fast
+//! path accepts and refuses it exactly as serde does, but answers `None` for it. Nothing on
+//! the admission path reads it, and the apiserver puts it into every review (about a third
+//! of a Runtime CREATE review, two of them in an UPDATE's `object` and `oldObject`): typing
+//! its `fieldsV1` trees cost more than the rest of the review (docs/benchmarks.md). Clients
+//! of the webhook's decoders drop it on the serde path too (`Admitted::from_json`), as
+//! controllers drop it from their caches.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -84,7 +92,8 @@ pub fn once<T: Decode>(slot: &mut Option<T>, r: &mut Reader<'_>) -> Result<()> {
 }
 
 /// Decodes `text` as `T`: the fast path when it can, otherwise serde (whose result and error
-/// messages this always equals).
+/// messages this always equals, but for `metadata.managedFields`: `None` when the fast path
+/// answered, module documentation).
 pub fn from_str<T: Decode + DeserializeOwned>(text: &str) -> serde_json::Result<T> {
     match fast_from_str(text) {
         Ok(v) => Ok(v),
@@ -417,11 +426,10 @@ impl<'a> Reader<'a> {
             return Ok(());
         }
         loop {
+            // Unescaped, as serde matches field names and map keys: `"\u0073pec"` is `spec`.
+            // Real reviews have such keys: `metadata.managedFields` names set members and
+            // list entries by JSON values (`v:"<finalizer>"`, `k:{"name":...}`).
             let key = self.string()?;
-            if matches!(key, Cow::Owned(_)) {
-                // A key with escapes: rare enough to leave to serde.
-                return Err(DecodeError);
-            }
             self.eat(b':')?;
             f(self, &key)?;
             match self.peek()? {
@@ -676,6 +684,30 @@ impl Decode for IntOrString {
     }
 }
 
+/// Reads `metadata.managedFields` as far as k8s-openapi's decoder would accept or refuse it,
+/// without keeping it: the fast path answers `None` for it (module documentation). Accepted:
+/// `null`, or an array of objects whose string fields are strings or `null`, whose `time` is
+/// a timestamp or `null`, and whose `fieldsV1` and unknown keys are any JSON. Anything else
+/// is left to serde.
+fn check_managed_fields(r: &mut Reader<'_>) -> Result<()> {
+    if r.null()? {
+        return Ok(());
+    }
+    r.array(&mut |r| {
+        r.object(&mut |r, key| match key {
+            "apiVersion" | "fieldsType" | "manager" | "operation" | "subresource" => {
+                if !r.null()? {
+                    r.string()?;
+                }
+                Ok(())
+            }
+            "time" => Option::<Time>::decode(r).map(drop),
+            // `fieldsV1` is any JSON value, as unknown keys are.
+            _ => r.skip(),
+        })
+    })
+}
+
 impl Decode for ObjectMeta {
     fn decode(r: &mut Reader<'_>) -> Result<Self> {
         let mut m = ObjectMeta::default();
@@ -692,7 +724,10 @@ impl Decode for ObjectMeta {
                 "generateName" => m.generate_name = Decode::decode(r)?,
                 "generation" => m.generation = Decode::decode(r)?,
                 "labels" => m.labels = Decode::decode(r)?,
-                "managedFields" => m.managed_fields = r.serde()?,
+                "managedFields" => {
+                    check_managed_fields(r)?;
+                    m.managed_fields = None;
+                }
                 "name" => m.name = Decode::decode(r)?,
                 "namespace" => m.namespace = Decode::decode(r)?,
                 "ownerReferences" => m.owner_references = r.serde()?,

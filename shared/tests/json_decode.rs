@@ -47,10 +47,19 @@ fn upstream_runtimes() -> Vec<(String, Value)> {
     out
 }
 
+/// serde's answer, without `metadata.managedFields`: the fast path checks it as serde does
+/// but does not keep it (`kim_shared::json`'s module documentation).
+fn serde_without_managed_fields(text: &str) -> serde_json::Result<Runtime> {
+    serde_json::from_str::<Runtime>(text).map(|mut rt| {
+        rt.metadata.managed_fields = None;
+        rt
+    })
+}
+
 /// Compares the fast path and `from_str` with serde on one text; returns whether the fast
 /// path decoded it.
 fn check(name: &str, text: &str) -> bool {
-    let serde = serde_json::from_str::<Runtime>(text);
+    let serde = serde_without_managed_fields(text);
     let fast = json::fast_from_str::<Runtime>(text);
     if let Ok(f) = &fast {
         match &serde {
@@ -58,7 +67,12 @@ fn check(name: &str, text: &str) -> bool {
             Err(e) => panic!("{name}: the fast path accepted what serde refuses ({e})\n{text}"),
         }
     }
-    let combined = json::from_str::<Runtime>(text).map_err(|e| e.to_string());
+    let combined = json::from_str::<Runtime>(text)
+        .map(|mut rt| {
+            rt.metadata.managed_fields = None;
+            rt
+        })
+        .map_err(|e| e.to_string());
     assert_eq!(
         combined,
         serde.map_err(|e| e.to_string()),
@@ -349,6 +363,87 @@ fn byte_level_edits_never_make_the_fast_path_disagree_with_serde() {
     );
 }
 
+/// `metadata.managedFields` as the apiserver sends it (a Runtime created by KEB, then written
+/// by the controller): checked exactly as serde checks it, and not kept.
+#[test]
+fn managed_fields_are_checked_as_serde_checks_them_and_not_kept() {
+    let (_, mut base) = upstream_runtimes()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("aws.yaml#0"))
+        .expect("aws.yaml");
+    base["metadata"]["managedFields"] = json!([
+        {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kyma-project.io/runtime-id": {}}},
+                      "f:spec": {".": {}, "f:shoot": {".": {}, "f:name": {}, "f:provider": {".": {}, "f:workers": {}}}}},
+         "manager": "kyma-environment-broker", "operation": "Update", "time": "2026-11-30T17:12:47Z"},
+        {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:status": {".": {}, "f:conditions": {}, "f:state": {}}},
+         "manager": "kim-controller", "operation": "Apply", "subresource": "status",
+         "time": "2026-11-30T17:12:48Z", "notAField": [1, {"a": null}]},
+    ]);
+    let text = base.to_string();
+    let fast = json::fast_from_str::<Runtime>(&text).expect("the fast path reads managedFields");
+    assert_eq!(fast.metadata.managed_fields, None, "checked, not kept");
+    let serde = serde_json::from_str::<Runtime>(&text).expect("serde reads them");
+    assert_eq!(
+        serde.metadata.managed_fields.as_ref().map(Vec::len),
+        Some(2)
+    );
+    assert!(check("managedFields", &text));
+    // Values serde accepts (the fast path takes them) and refuses (the fast path declines).
+    let entry = &base["metadata"]["managedFields"][0];
+    let with = |field: &str, value: Value| {
+        let mut doc = base.clone();
+        let mut e = entry.clone();
+        e[field] = value;
+        doc["metadata"]["managedFields"] = json!([e]);
+        doc.to_string()
+    };
+    let accepted = [
+        with("manager", Value::Null),
+        with("time", Value::Null),
+        with("fieldsV1", json!([1, "x", null])),
+        with("subresource", json!("status")),
+        {
+            let mut doc = base.clone();
+            doc["metadata"]["managedFields"] = Value::Null;
+            doc.to_string()
+        },
+    ];
+    for (i, t) in accepted.iter().enumerate() {
+        assert!(
+            check(&format!("accepted {i}"), t),
+            "accepted {i}: fast path\n{t}"
+        );
+    }
+    let refused = [
+        with("manager", json!(5)),
+        with("operation", json!(["Update"])),
+        with("time", json!("yesterday")),
+        with("time", json!(1_764_522_767)),
+        {
+            let mut doc = base.clone();
+            doc["metadata"]["managedFields"] = json!({"manager": "keb"});
+            doc.to_string()
+        },
+        {
+            let mut doc = base.clone();
+            doc["metadata"]["managedFields"] = json!(["keb"]);
+            doc.to_string()
+        },
+    ];
+    for (i, t) in refused.iter().enumerate() {
+        assert!(
+            serde_json::from_str::<Runtime>(t).is_err(),
+            "refused {i}: serde refuses it"
+        );
+        assert!(
+            !check(&format!("refused {i}"), t),
+            "refused {i}: the fast path declines"
+        );
+    }
+}
+
 /// `text` with whitespace around every structural character outside strings.
 fn spaced(text: &str) -> String {
     let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
@@ -396,7 +491,7 @@ fn textual_edge_cases_are_answered_as_serde_answers_them() {
         ),
         text.replacen("\"labels\":{", "\"labels\":{\"x\":\"1\",\"x\":\"2\",", 1),
         text.replacen("\"metadata\":{", "\"metadata\":{\"name\":\"a\",", 1),
-        // A key with an escape (the fast path leaves those to serde).
+        // Keys with escapes, read as serde reads them: a duplicate of `security`, a field.
         text.replacen(
             "\"spec\":{",
             "\"spec\":{\"\\u0073ecurity\":{\"administrators\":[]},",
@@ -430,6 +525,7 @@ fn textual_edge_cases_are_answered_as_serde_answers_them() {
         // Unknown enum value, wrong-case field name, numbers as strings.
         text.replacen("\"type\":\"aws\"", "\"type\":\"AWS\"", 1),
         text.replacen("\"name\":", "\"Name\":", 1),
+        text.replacen("\"spec\":{", "\"\\u0073pec\":{", 1),
         text.replacen("\"maximum\":", "\"maximum\":\"3\",\"x\":", 1),
     ];
     cases.push(String::new());
@@ -450,4 +546,12 @@ fn textual_edge_cases_are_answered_as_serde_answers_them() {
         panic!("the whitespace variant must stay a valid Runtime: {e}");
     }
     assert!(check("whitespace", &cases[11]));
+    let escaped = cases
+        .iter()
+        .find(|c| c.contains("\\u0073pec"))
+        .expect("case");
+    assert!(
+        check("an escaped key", escaped),
+        "keys with escapes are read in one pass"
+    );
 }

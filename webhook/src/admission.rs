@@ -94,14 +94,17 @@ pub trait Admitted:
     /// the whole review is read in one pass, with serde as the fallback); `None`: serde only.
     const FAST_DECODER: Option<FastDecoder<Self>> = None;
     /// Decodes the object from its JSON text: [`Admitted::FAST_DECODER`] when it can, else
-    /// serde (whose result it always equals).
+    /// serde (whose result it always equals). `metadata.managedFields` is never kept: no rule
+    /// reads it, and the fast path only checks it (`kim_shared::json`'s module documentation).
     fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         if let Some(decode) = Self::FAST_DECODER
             && let Ok(v) = kim_shared::json::decode_all(text, decode)
         {
             return Ok(v);
         }
-        serde_json::from_str(text)
+        let mut v: Self = serde_json::from_str(text)?;
+        v.meta_mut().managed_fields = None;
+        Ok(v)
     }
     /// Fills in defaults in place (mutating webhook). Never overrides a user value. `old` is
     /// the stored object on UPDATE, so that an update only defaults what it adds.

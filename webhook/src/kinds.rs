@@ -476,8 +476,12 @@ mod tests {
                 "raw": r.1,
             })
         };
+        // As the apiserver sends objects: with managedFields (checked, not kept).
+        let mut managed = rt.clone();
+        managed["metadata"]["managedFields"] = json!([{"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {}, "f:shoot": {}}}, "manager": "kyma-environment-broker", "operation": "Update", "time": "2026-11-30T17:12:47Z"}]);
         let mut bodies = vec![
             review("CREATE", rt.clone(), Value::Null, json!({})),
+            review("UPDATE", managed.clone(), managed.clone(), json!({})),
             review("UPDATE", rt.clone(), rt.clone(), json!({"dryRun": true})),
             review(
                 "DELETE",
@@ -521,14 +525,31 @@ mod tests {
                     assert_eq!(shown(&fast), serde, "body {i}");
                 }
                 Err(_) => assert!(
-                    i >= 5,
+                    i >= 6,
                     "body {i}: a well-formed review must be read in one pass"
                 ),
             }
         }
         assert_eq!(
-            read_fast, 7,
-            "the five well-formed reviews and the two without a request"
+            read_fast, 8,
+            "the six well-formed reviews and the two without a request"
+        );
+        // managedFields are not kept on the serde path either (here serde types the object:
+        // the reader declines nesting deeper than 100).
+        let mut deep = managed.clone();
+        deep["spec"]["ignored"] = (0..110).fold(json!(1), |v, _| json!([v]));
+        let too_deep = deep.to_string();
+        assert!(
+            Runtime::FAST_DECODER
+                .is_some_and(|d| kim_shared::json::decode_all(&too_deep, d).is_err())
+        );
+        let typed = Runtime::from_json(&too_deep).expect("serde reads it");
+        assert_eq!(typed.metadata.managed_fields, None);
+        assert_eq!(
+            typed.spec,
+            serde_json::from_value::<Runtime>(rt.clone())
+                .expect("rt")
+                .spec
         );
 
         // request.resource: other keys are skipped like serde does; kube-core's private

@@ -157,7 +157,8 @@ fn missing_in_text(text: &str, diff: &Patch) -> Result<Vec<Option<String>>, serd
         .filter(|&i| !tokens[i].is_empty())
         .collect();
     // The object was just read by `kim_shared::json`'s reader, so its (small, now warm) code
-    // scans the text; serde's scan answers whatever that reader declines (keys with escapes).
+    // scans the text; serde's scan answers whatever that reader declines (nesting deeper than it
+    // reads).
     let mut r = Reader::new(text);
     let fast = probe(&mut r, &tokens, 0, &candidates, &mut depths).and_then(|()| r.end());
     if fast.is_err() {
@@ -530,9 +531,12 @@ mod tests {
             "n": null,
             "esc\"aped": {"k": true}
         });
-        // Without the escaped key, `kim_shared::json`'s reader scans it; with it, serde does.
+        // `kim_shared::json`'s reader scans both; serde scans what nests deeper than it reads.
         let mut plain = with_escape.clone();
         plain.as_object_mut().expect("object").remove("esc\"aped");
+        let mut deep = with_escape.clone();
+        deep["deep"] = (0..110).fold(json!(1), |v, _| json!([v]));
+        let deep_pointer = format!("/deep{}", "/0".repeat(105));
         let pointers = [
             "",
             "/",
@@ -557,6 +561,7 @@ mod tests {
             "/esc\"aped/k",
             "/esc\"aped/j",
             "/a/b/c",
+            deep_pointer.as_str(),
         ];
         let patch = Patch(
             pointers
@@ -569,7 +574,7 @@ mod tests {
                 })
                 .collect(),
         );
-        for (doc, fast) in [(&plain, true), (&with_escape, false)] {
+        for (doc, fast) in [(&plain, true), (&with_escape, true), (&deep, false)] {
             let text = serde_json::to_string(doc).expect("json");
             let tokens: Vec<Vec<String>> = pointers
                 .iter()
