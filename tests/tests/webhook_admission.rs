@@ -557,3 +557,86 @@ async fn runtime_access_is_held_to_least_privilege() {
     assert!(ok, "wildcards admitted when the policy allows them: {out}");
     wh.stop(env).await;
 }
+
+/// The benchmark's reviews (`kim_webhook::review_sample`, `make bench-webhook`) have the shape
+/// of what the apiserver sends: the same keys in the request, in the object's metadata and in
+/// its managedFields entry, and the same `fieldsV1` for the same object. A review without the
+/// managedFields is a third smaller and cheaper to decode than a real one.
+#[tokio::test]
+async fn benchmark_reviews_are_shaped_as_the_apiservers() {
+    use kim_webhook::admission::Mode;
+    use kim_webhook::review_sample::{create_review, fields_v1};
+    use std::collections::BTreeSet;
+    let env = env().await;
+    let captured = webhook_support::Captured::default();
+    let wh = Webhook::start(
+        env,
+        Options {
+            capture: Some(captured.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let client = env.kcp_client().await.unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &wh.ns, &runtime_resource());
+    let sent = valid_runtime("shaped", &wh.ns);
+    let manager = "kyma-environment-broker";
+    api.create(
+        &PostParams {
+            field_manager: Some(manager.into()),
+            ..PostParams::default()
+        },
+        &serde_json::from_value(sent.clone()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let keys = |v: &Value| -> BTreeSet<String> {
+        v.as_object()
+            .unwrap_or_else(|| panic!("an object: {v}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let reviews = captured.lock().unwrap().clone();
+    for (path, mode) in [
+        ("/mutate/runtime", Mode::Mutate),
+        ("/validate/runtime", Mode::Validate),
+    ] {
+        let (_, real) = reviews
+            .iter()
+            .find(|(p, r)| p == path && r["request"]["name"] == "shaped")
+            .unwrap_or_else(|| panic!("the apiserver called {path} for the create"));
+        let sample = create_review(&sent, &sent, mode, manager, "system:serviceaccount:x:y");
+        let (real, sample) = (&real["request"], &sample["request"]);
+        assert_eq!(keys(real), keys(sample), "{path}: request");
+        assert_eq!(keys(&real["options"]), keys(&sample["options"]), "{path}");
+        let meta = "/object/metadata";
+        assert_eq!(
+            keys(real.pointer(meta).unwrap()),
+            keys(sample.pointer(meta).unwrap()),
+            "{path}: object.metadata"
+        );
+        let entry = "/object/metadata/managedFields/0";
+        let (real_entry, sample_entry) =
+            (real.pointer(entry).unwrap(), sample.pointer(entry).unwrap());
+        assert_eq!(
+            keys(real_entry),
+            keys(sample_entry),
+            "{path}: managedFields[0]"
+        );
+        assert_eq!(real_entry["manager"], manager);
+        assert_eq!(real_entry["operation"], "Update");
+        assert_eq!(
+            real_entry["fieldsV1"],
+            fields_v1(&sent),
+            "{path}: the fieldsV1 the apiserver recorded for the object as sent"
+        );
+        assert_eq!(
+            real.pointer("/object/metadata/managedFields")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(1)
+        );
+    }
+    wh.stop(env).await;
+}

@@ -207,27 +207,25 @@ fn defaulted(obj: &Value) -> Result<Value> {
     Ok(serde_json::to_value(&rt)?)
 }
 
-/// A CREATE AdmissionReview as KEB's request produces it.
-fn runtime_review(obj: &Value, operation: &str) -> Result<Bytes> {
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "5c1a7f0e-3d0b-4a47-9d5e-0d6a3c9f1b11",
-            "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-            "requestKind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-            "requestResource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-            "name": obj.pointer("/metadata/name").cloned().unwrap_or(json!("")),
-            "namespace": "kcp-system",
-            "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kcp-system:kyma-environment-broker", "uid": "3f0c", "groups": ["system:serviceaccounts", "system:serviceaccounts:kcp-system", "system:authenticated"]},
-            "object": obj,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kyma-environment-broker"}
-        }
-    });
+/// A CREATE AdmissionReview of the example as the apiserver sends it when KEB creates it
+/// (with the managedFields, and for the validating webhook the store's `uid`,
+/// `creationTimestamp` and `generation`; `kim_webhook::review_sample`, whose shape the
+/// end-to-end tests check against the real apiserver): for the mutating webhook the example
+/// as sent, for the validating webhook (and the no-op rows) after the defaults.
+fn runtime_review(example: &Value, mode: kim_webhook::admission::Mode) -> Result<Bytes> {
+    use kim_webhook::admission::Mode;
+    let object = match mode {
+        Mode::Mutate => example.clone(),
+        Mode::Validate => defaulted(example)?,
+    };
+    let mut review = kim_webhook::review_sample::create_review(
+        &object,
+        example,
+        mode,
+        "kyma-environment-broker",
+        "system:serviceaccount:kcp-system:kcp-kyma-environment-broker",
+    );
+    review["request"]["namespace"] = json!("kcp-system");
     Ok(Bytes::from(serde_json::to_vec(&review)?))
 }
 
@@ -598,8 +596,8 @@ fn main() -> Result<()> {
         let _audit_log = kim_webhook::run::init_logging_to("json", std::io::sink, std::io::sink());
         let example = runtime_example("aws.yaml")?;
         return profile_steps(
-            &runtime_review(&example, "CREATE")?,
-            &runtime_review(&defaulted(&example)?, "CREATE")?,
+            &runtime_review(&example, kim_webhook::admission::Mode::Mutate)?,
+            &runtime_review(&example, kim_webhook::admission::Mode::Validate)?,
         );
     }
     let secs: u64 = std::env::var("KIM_BENCH_SECS")
@@ -617,8 +615,8 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let example = runtime_example("aws.yaml")?;
-    let create = runtime_review(&example, "CREATE")?;
-    let create_defaulted = runtime_review(&defaulted(&example)?, "CREATE")?;
+    let create = runtime_review(&example, kim_webhook::admission::Mode::Mutate)?;
+    let create_defaulted = runtime_review(&example, kim_webhook::admission::Mode::Validate)?;
     let noop = create_defaulted.clone();
     let body_size = create_defaulted.len();
 
@@ -849,7 +847,7 @@ fn main() -> Result<()> {
         let mut md = String::new();
         md.push_str("<!-- webhook-bench:start (written by `make bench-webhook`; edit the bench, not this block) -->\n");
         md.push_str(&format!(
-            "Run: {} UTC, {} connections, HTTP/1.1 keep-alive over TLS 1.3, {} s measured per row in 4 interleaved rounds (0.5 s warm-up each), load generator on the same {}-core machine. Body: upstream `aws.yaml` Runtime example (Secret binding name and Kubernetes version placeholders replaced) as a CREATE AdmissionReview, defaulted for `/validate` and `/noop` ({} bytes), as sent for `/mutate`. Audit records on (stdout to /dev/null).\n\n",
+            "Run: {} UTC, {} connections, HTTP/1.1 keep-alive over TLS 1.3, {} s measured per row in 4 interleaved rounds (0.5 s warm-up each), load generator on the same {}-core machine. Body: upstream `aws.yaml` Runtime example (Secret binding name and Kubernetes version placeholders replaced) in a CREATE AdmissionReview as the apiserver sends it (with managedFields; `kim_webhook::review_sample`), defaulted for `/validate` and `/noop` ({} bytes), as sent for `/mutate`. Audit records on (stdout to /dev/null).\n\n",
             jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M"),
             CONNECTIONS,
             secs,

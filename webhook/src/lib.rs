@@ -14,6 +14,7 @@ pub mod kinds;
 pub mod metrics;
 pub mod offline;
 pub mod patch;
+pub mod review_sample;
 pub mod run;
 pub mod server;
 

@@ -89,6 +89,38 @@ pub struct Options {
     /// Client for the webhook's own KCP calls (certificate Secret, caBundle), e.g. one bound
     /// only to the deployed RBAC; `None`: the admin client.
     pub kcp_client: Option<kube::Client>,
+    /// Where to keep every admission request body as it arrived (path, JSON), to compare
+    /// with what the tests and benchmarks send.
+    pub capture: Option<Captured>,
+}
+
+/// Admission request bodies the webhook received: (path, body).
+pub type Captured = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// `app` keeping a copy of each request body in `captured` (the body passes on unchanged).
+fn capturing(app: axum::Router, captured: Captured) -> axum::Router {
+    app.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let captured = captured.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 8 << 20)
+                    .await
+                    .unwrap_or_default();
+                if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+                    captured
+                        .lock()
+                        .unwrap()
+                        .push((parts.uri.path().to_string(), v));
+                }
+                next.run(axum::extract::Request::from_parts(
+                    parts,
+                    axum::body::Body::from(bytes),
+                ))
+                .await
+            }
+        },
+    ))
 }
 
 impl Default for Options {
@@ -105,6 +137,7 @@ impl Default for Options {
             access_policy: kim_shared::access::AccessPolicy::default(),
             namespace: None,
             kcp_client: None,
+            capture: None,
         }
     }
 }
@@ -272,7 +305,10 @@ impl Webhook {
                 },
             ));
             let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
-            let app = admission_router(state.clone(), kim_webhook::routes());
+            let mut app = admission_router(state.clone(), kim_webhook::routes());
+            if let Some(c) = &opts.capture {
+                app = capturing(app, c.clone());
+            }
             let mut rx = stop_rx.clone();
             tokio::spawn(serve_tls(
                 listener,
