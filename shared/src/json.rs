@@ -629,7 +629,18 @@ macro_rules! by_serde {
         }
     )*};
 }
-by_serde!(f64, serde_json::Value, Time, Condition, ByteString, Taint);
+by_serde!(f64, serde_json::Value, Condition, ByteString, Taint);
+
+impl Decode for Time {
+    /// As k8s-openapi's decoder: a string, parsed by jiff's default timestamp parser (what
+    /// `jiff::Timestamp`'s serde implementation calls). Every review has two or more.
+    fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        r.string()?
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .map(Time)
+            .map_err(|_| DecodeError)
+    }
+}
 
 impl<T: Decode> Decode for Option<T> {
     fn decode(r: &mut Reader<'_>) -> Result<Self> {

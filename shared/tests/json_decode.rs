@@ -432,6 +432,32 @@ fn managed_fields_are_checked_as_serde_checks_them_and_not_kept() {
             doc.to_string()
         },
     ];
+    // Timestamps (here and in `creationTimestamp`): the fast path parses them as serde does.
+    for time in [
+        "2026-11-30T17:12:47Z",
+        "2026-11-30T17:12:47.123456789Z",
+        "2026-11-30T17:12:47+02:00",
+        "2026-11-30t17:12:47z",
+        "2026-11-30 17:12:47Z",
+        "2026-11-30T17:12:47",
+        "2026-11-30",
+        "2026-02-30T17:12:47Z",
+        "2026-11-30T24:00:00Z",
+        "",
+    ] {
+        for doc in [with("time", json!(time)), {
+            let mut doc = base.clone();
+            doc["metadata"]["creationTimestamp"] = json!(time);
+            doc.to_string()
+        }] {
+            let fast = check(&format!("time {time:?}"), &doc);
+            assert_eq!(
+                fast,
+                serde_json::from_str::<Runtime>(&doc).is_ok(),
+                "time {time:?}: the fast path takes exactly what serde accepts"
+            );
+        }
+    }
     for (i, t) in refused.iter().enumerate() {
         assert!(
             serde_json::from_str::<Runtime>(t).is_err(),
