@@ -78,6 +78,7 @@ bench-convert:
 bench-webhook:
 	$(CARGO) build --release -p kim-webhook --bins
 	$(CARGO) bench -p kim-webhook --bench admission_load
+	$(CARGO) test --release -p kim-tests --test webhook_latency -- --nocapture
 
 ## GardenerCluster reconciler at scale: creation wave, Gardener calls at steady state, forced
 ## rotation wave of KIM_BENCH_CLUSTERS (10000) vs a baseline of writing as many Secrets directly.
