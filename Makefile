@@ -75,6 +75,7 @@ bench-convert:
 
 ## Load on kim-webhook over TLS keep-alive (16 connections): no-op vs /validate/runtime vs
 ## /mutate/runtime, a paced 5k req/s run, RSS. Prints the figures and writes docs/benchmarks.md.
+## Then Runtime creates through the real apiserver with and without the webhooks (p50/p99).
 bench-webhook:
 	$(CARGO) build --release -p kim-webhook --bins
 	$(CARGO) bench -p kim-webhook --bench admission_load
