@@ -735,10 +735,8 @@ impl Decode for ObjectMeta {
                 "generateName" => m.generate_name = Decode::decode(r)?,
                 "generation" => m.generation = Decode::decode(r)?,
                 "labels" => m.labels = Decode::decode(r)?,
-                "managedFields" => {
-                    check_managed_fields(r)?;
-                    m.managed_fields = None;
-                }
+                // Checked, not kept: `m.managed_fields` stays `None`.
+                "managedFields" => check_managed_fields(r)?,
                 "name" => m.name = Decode::decode(r)?,
                 "namespace" => m.namespace = Decode::decode(r)?,
                 "ownerReferences" => m.owner_references = r.serde()?,

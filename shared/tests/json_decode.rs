@@ -50,10 +50,12 @@ fn upstream_runtimes() -> Vec<(String, Value)> {
 /// serde's answer, without `metadata.managedFields`: the fast path checks it as serde does
 /// but does not keep it (`kim_shared::json`'s module documentation).
 fn serde_without_managed_fields(text: &str) -> serde_json::Result<Runtime> {
-    serde_json::from_str::<Runtime>(text).map(|mut rt| {
-        rt.metadata.managed_fields = None;
-        rt
-    })
+    serde_json::from_str::<Runtime>(text).map(without_managed_fields)
+}
+
+fn without_managed_fields(mut rt: Runtime) -> Runtime {
+    rt.metadata.managed_fields = None;
+    rt
 }
 
 /// Compares the fast path and `from_str` with serde on one text; returns whether the fast
@@ -68,10 +70,7 @@ fn check(name: &str, text: &str) -> bool {
         }
     }
     let combined = json::from_str::<Runtime>(text)
-        .map(|mut rt| {
-            rt.metadata.managed_fields = None;
-            rt
-        })
+        .map(without_managed_fields)
         .map_err(|e| e.to_string());
     assert_eq!(
         combined,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use hyper::body::Bytes;
+use kim_webhook::admission::Mode;
 use serde_json::{Value, json};
 
 /// The server's allocator, so that the in-process profile (`KIM_BENCH_PROFILE=1`) costs what
@@ -212,20 +213,18 @@ fn defaulted(obj: &Value) -> Result<Value> {
 /// `creationTimestamp` and `generation`; `kim_webhook::review_sample`, whose shape the
 /// end-to-end tests check against the real apiserver): for the mutating webhook the example
 /// as sent, for the validating webhook (and the no-op rows) after the defaults.
-fn runtime_review(example: &Value, mode: kim_webhook::admission::Mode) -> Result<Bytes> {
-    use kim_webhook::admission::Mode;
+fn runtime_review(example: &Value, mode: Mode) -> Result<Bytes> {
     let object = match mode {
         Mode::Mutate => example.clone(),
         Mode::Validate => defaulted(example)?,
     };
-    let mut review = kim_webhook::review_sample::create_review(
+    let review = kim_webhook::review_sample::create_review(
         &object,
         example,
         mode,
         "kyma-environment-broker",
         "system:serviceaccount:kcp-system:kcp-kyma-environment-broker",
     );
-    review["request"]["namespace"] = json!("kcp-system");
     Ok(Bytes::from(serde_json::to_vec(&review)?))
 }
 
@@ -460,7 +459,7 @@ fn server_pct(before: &[(f64, u64)], after: &[(f64, u64)], p: f64) -> Option<f64
 
 /// In-process cost of each step of one admission (no TLS, no HTTP), microseconds per call.
 fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
-    use kim_webhook::admission::{AdmissionContext, Mode, admit};
+    use kim_webhook::admission::{AdmissionContext, admit};
     let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
         repo_root().join("deploy/config/converter_config.json"),
     ))?;
@@ -596,8 +595,8 @@ fn main() -> Result<()> {
         let _audit_log = kim_webhook::run::init_logging_to("json", std::io::sink, std::io::sink());
         let example = runtime_example("aws.yaml")?;
         return profile_steps(
-            &runtime_review(&example, kim_webhook::admission::Mode::Mutate)?,
-            &runtime_review(&example, kim_webhook::admission::Mode::Validate)?,
+            &runtime_review(&example, Mode::Mutate)?,
+            &runtime_review(&example, Mode::Validate)?,
         );
     }
     let secs: u64 = std::env::var("KIM_BENCH_SECS")
@@ -615,8 +614,8 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let example = runtime_example("aws.yaml")?;
-    let create = runtime_review(&example, kim_webhook::admission::Mode::Mutate)?;
-    let create_defaulted = runtime_review(&example, kim_webhook::admission::Mode::Validate)?;
+    let create = runtime_review(&example, Mode::Mutate)?;
+    let create_defaulted = runtime_review(&example, Mode::Validate)?;
     let noop = create_defaulted.clone();
     let body_size = create_defaulted.len();
 

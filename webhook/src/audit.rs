@@ -103,28 +103,24 @@ impl AuditRecord {
     /// without serde's per-type code on the request path.
     pub fn to_json(&self) -> String {
         use kim_shared::json::{write_bool, write_str, write_str_array};
+        fn string(out: &mut Vec<u8>, key: &str, value: &str) {
+            out.extend_from_slice(key.as_bytes());
+            write_str(out, value);
+        }
         fn strings(out: &mut Vec<u8>, key: &str, items: &[String]) {
             out.extend_from_slice(key.as_bytes());
             write_str_array(out, items);
         }
         let mut out = Vec::with_capacity(512);
-        out.extend_from_slice(b"{\"time\":");
-        write_str(&mut out, &self.time);
-        out.extend_from_slice(b",\"webhook\":");
-        write_str(&mut out, self.webhook);
-        out.extend_from_slice(b",\"uid\":");
-        write_str(&mut out, &self.uid);
-        out.extend_from_slice(b",\"user\":");
-        write_str(&mut out, &self.user);
+        string(&mut out, "{\"time\":", &self.time);
+        string(&mut out, ",\"webhook\":", self.webhook);
+        string(&mut out, ",\"uid\":", &self.uid);
+        string(&mut out, ",\"user\":", &self.user);
         strings(&mut out, ",\"groups\":", &self.groups);
-        out.extend_from_slice(b",\"operation\":");
-        write_str(&mut out, self.operation);
-        out.extend_from_slice(b",\"kind\":");
-        write_str(&mut out, &self.kind);
-        out.extend_from_slice(b",\"namespace\":");
-        write_str(&mut out, &self.namespace);
-        out.extend_from_slice(b",\"name\":");
-        write_str(&mut out, &self.name);
+        string(&mut out, ",\"operation\":", self.operation);
+        string(&mut out, ",\"kind\":", &self.kind);
+        string(&mut out, ",\"namespace\":", &self.namespace);
+        string(&mut out, ",\"name\":", &self.name);
         out.extend_from_slice(b",\"dry_run\":");
         write_bool(&mut out, self.dry_run);
         out.extend_from_slice(b",\"allowed\":");
@@ -134,18 +130,15 @@ impl AuditRecord {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(b"{\"field\":");
-            write_str(&mut out, &v.field);
-            out.extend_from_slice(b",\"message\":");
-            write_str(&mut out, &v.message);
+            string(&mut out, "{\"field\":", &v.field);
+            string(&mut out, ",\"message\":", &v.message);
             out.push(b'}');
         }
         out.push(b']');
         strings(&mut out, ",\"patch_paths\":", &self.patch_paths);
         strings(&mut out, ",\"warnings\":", &self.warnings);
         if let Some(e) = &self.error {
-            out.extend_from_slice(b",\"error\":");
-            write_str(&mut out, e);
+            string(&mut out, ",\"error\":", e);
         }
         out.extend_from_slice(b",\"latency_us\":");
         let _ = std::io::Write::write_fmt(&mut out, format_args!("{}", self.latency_us));
