@@ -6,6 +6,10 @@
 //! examples), a paced run at 5,000 requests/s for latency, idle and loaded RSS. Prints the
 //! figures and writes them into the webhook section of docs/benchmarks.md.
 //!
+//! When `wrk` is installed (`KIM_BENCH_WRK` names another binary), the same server and bodies
+//! are measured once more with it, the load generator the issue names: a cross-check that the
+//! ratios are the webhook's, not an artifact of our own client.
+//!
 //! Environment: `KIM_BENCH_SECS` (measured seconds per run, default 5), `KIM_WEBHOOK_BIN`
 //! (binary), `KIM_BENCH_NO_DOC=1` (do not touch docs/benchmarks.md).
 
@@ -841,6 +845,10 @@ fn main() -> Result<()> {
     for c in &checks {
         println!("{c}");
     }
+    let wrk = wrk_crosscheck(&server, &endpoints[..4], measure)?;
+    for line in wrk.lines() {
+        println!("{line}");
+    }
 
     if std::env::var_os("KIM_BENCH_NO_DOC").is_none() {
         let mut md = String::new();
@@ -885,10 +893,142 @@ fn main() -> Result<()> {
         for c in &checks {
             md.push_str(&format!("- {c}\n"));
         }
+        md.push_str(&format!("\n{wrk}"));
         md.push_str("<!-- webhook-bench:end -->\n");
         write_doc(&md)?;
     }
     Ok(())
+}
+
+/// The first endpoints again (no-op first), driven by `wrk` with the same bodies, connections
+/// and server: interleaved rounds, throughput, wrk's latency percentiles and the server's CPU
+/// per request. Markdown, or one line saying why it was not run.
+fn wrk_crosscheck(
+    server: &Server,
+    endpoints: &[(&str, &str, Bytes)],
+    measure: Duration,
+) -> Result<String> {
+    let wrk = std::env::var_os("KIM_BENCH_WRK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("wrk"));
+    let found = Command::new(&wrk)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        return Ok(format!(
+            "Cross-check with wrk: not run, `{}` is not installed (Debian: `apt-get install wrk`; `make bench-webhook` installs it where it can).\n",
+            wrk.display()
+        ));
+    }
+    let dir = tempfile::tempdir()?;
+    // wrk sends one fixed request per connection, over and over, on keep-alive.
+    let script = dir.path().join("post.lua");
+    std::fs::write(
+        &script,
+        "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nlocal f = assert(io.open(os.getenv(\"KIM_WRK_BODY\"), \"rb\"))\nwrk.body = f:read(\"*a\")\nf:close()\n",
+    )?;
+    let rounds = 3u32;
+    // wrk takes whole seconds.
+    let slice = Duration::from_secs(measure.as_secs().div_ceil(u64::from(rounds)).max(1));
+    let server_pid = server.child.id().to_string();
+    // Per endpoint: requests, seconds, server CPU seconds, p50 and p99 of each round (ms).
+    let mut totals = vec![(0u64, 0f64, 0f64, Vec::new(), Vec::new()); endpoints.len()];
+    for _ in 0..rounds {
+        for (i, (_, path, body)) in endpoints.iter().enumerate() {
+            let body_file = dir.path().join(format!("body-{i}.json"));
+            std::fs::write(&body_file, body)?;
+            let s0 = cpu_secs(&server_pid);
+            let out = Command::new(&wrk)
+                .args(["-t2", &format!("-c{CONNECTIONS}"), "--latency", "-s"])
+                .arg(&script)
+                .arg(format!("-d{}s", slice.as_secs()))
+                .arg(format!("https://{}{path}", server.https))
+                .env("KIM_WRK_BODY", &body_file)
+                .output()
+                .with_context(|| format!("running {}", wrk.display()))?;
+            let server_cpu = cpu_secs(&server_pid) - s0;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || text.contains("Non-2xx") || text.contains("Socket errors") {
+                bail!(
+                    "wrk on {path} failed or saw errors:\n{text}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let (requests, secs) = wrk_requests(&text)
+                .with_context(|| format!("no request count in wrk's output:\n{text}"))?;
+            let t = &mut totals[i];
+            t.0 += requests;
+            t.1 += secs;
+            t.2 += server_cpu;
+            t.3.push(wrk_percentile(&text, "50%").unwrap_or(f64::NAN));
+            t.4.push(wrk_percentile(&text, "99%").unwrap_or(f64::NAN));
+        }
+    }
+    let rps = |t: &(u64, f64, f64, Vec<f64>, Vec<f64>)| t.0 as f64 / t.1;
+    let noop = rps(&totals[0]);
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.3}-{hi:.3}")
+    };
+    let mut md = format!(
+        "Cross-check with wrk ({}, the load generator the issue names; OpenSSL client, 2 threads, {CONNECTIONS} connections, keep-alive), same server and bodies, {rounds} interleaved rounds of {} s. wrk checks the status code only; the rows above check that every answer is allowed.\n\n| endpoint | req/s | % of no-op | p50 ms (per round) | p99 ms (per round) | server CPU us/req |\n|---|---:|---:|---:|---:|---:|\n",
+        wrk_version(&wrk),
+        slice.as_secs()
+    );
+    for ((label, _, _), t) in endpoints.iter().zip(&totals) {
+        md.push_str(&format!(
+            "| {label} | {:.0} | {:.0}% | {} | {} | {:.1} |\n",
+            rps(t),
+            rps(t) / noop * 100.0,
+            range(&t.3),
+            range(&t.4),
+            t.2 / t.0.max(1) as f64 * 1e6
+        ));
+    }
+    Ok(md)
+}
+
+/// `N requests in S.SSs` from wrk's summary.
+fn wrk_requests(text: &str) -> Option<(u64, f64)> {
+    let line = text.lines().find(|l| l.contains(" requests in "))?;
+    let mut words = line.split_whitespace();
+    let n = words.next()?.parse().ok()?;
+    let secs = words.nth(2)?.trim_end_matches([',', 's']).parse().ok()?;
+    Some((n, secs))
+}
+
+/// A percentile line of wrk's `--latency` table (`99%    3.98ms`), in milliseconds.
+fn wrk_percentile(text: &str, label: &str) -> Option<f64> {
+    let value = text.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some(label)).then(|| w.next()).flatten()
+    })?;
+    let (num, scale) = if let Some(v) = value.strip_suffix("us") {
+        (v, 1e-3)
+    } else if let Some(v) = value.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = value.strip_suffix('s') {
+        (v, 1e3)
+    } else {
+        return None;
+    };
+    num.parse::<f64>().ok().map(|v| v * scale)
+}
+
+fn wrk_version(wrk: &Path) -> String {
+    Command::new(wrk)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            text.split_whitespace().nth(1).map(|v| format!("wrk {v}"))
+        })
+        .unwrap_or_else(|| "wrk".into())
 }
 
 /// Replaces the marked block in docs/benchmarks.md (creating the webhook section if absent).
