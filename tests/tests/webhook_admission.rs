@@ -384,6 +384,163 @@ async fn gardener_cluster_is_validated() {
     wh.stop(env).await;
 }
 
+/// Our own audit trail (`--audit-log-path`) names who did what, as the apiserver
+/// authenticated it: a ServiceAccount token's user, uid, groups and token ID, the dry-run flag,
+/// the decision and its violations, a record from each webhook. The token appears nowhere.
+#[tokio::test]
+async fn the_audit_trail_names_the_service_account_its_token_and_the_decision() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kim_tests::testenv::Credentials;
+
+    let env = env().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let wh = Webhook::start(
+        env,
+        Options {
+            audit_file: Some(path.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = wh.ns.clone();
+    let admin = env.kcp_client().await.unwrap();
+    let pp = PostParams::default();
+    let sa: ServiceAccount = Api::namespaced(admin.clone(), &ns)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "keb"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "runtime-writer"},
+        "rules": [{"apiGroups": ["infrastructuremanager.kyma-project.io"],
+                   "resources": ["runtimes"], "verbs": ["create", "get"]}]}))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), &ns)
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    let rb: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "runtime-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "runtime-writer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "keb", "namespace": ns}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+        .create(&pp, &rb)
+        .await
+        .unwrap();
+    let tr: TokenRequest =
+        serde_json::from_value(json!({"spec": {"expirationSeconds": 600}})).unwrap();
+    let token = Api::<ServiceAccount>::namespaced(admin, &ns)
+        .create_token_request("keb", &pp, &tr)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let keb = env
+        .kcp()
+        .client("keb", Credentials::Token(&token))
+        .await
+        .unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(keb, &ns, &runtime_resource());
+
+    // Allowed (the RBAC cache may take a moment to see the binding).
+    let good: DynamicObject = serde_json::from_value(valid_runtime("by-keb", &ns)).unwrap();
+    let mut created = Err(String::new());
+    for _ in 0..50 {
+        created = api
+            .create(&pp, &good)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+        if created.as_ref().is_err_and(|e| e.contains("forbidden")) {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
+        break;
+    }
+    created.unwrap();
+    // Denied, in a dry run.
+    let mut bad = valid_runtime("by-keb-bad", &ns);
+    bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Bad_Name");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let err = api
+        .create(&dry, &serde_json::from_value(bad).unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spec.shoot.provider.workers[0].name"), "{err}");
+
+    // The records are written by the sink's own thread, in batches.
+    let of = |records: &[Value], webhook: &str, name: &str| {
+        records
+            .iter()
+            .find(|r| r["webhook"] == webhook && r["name"] == name && r["namespace"] == json!(ns))
+            .cloned()
+    };
+    let mut records = Vec::new();
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains(&token), "the token is in the audit file");
+        records = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if of(&records, "validate", "by-keb").is_some()
+            && of(&records, "validate", "by-keb-bad").is_some()
+            && of(&records, "mutate", "by-keb").is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let allowed = of(&records, "validate", "by-keb").expect("validate record of by-keb");
+    let denied = of(&records, "validate", "by-keb-bad").expect("validate record of by-keb-bad");
+    let mutated = of(&records, "mutate", "by-keb").expect("mutate record of by-keb");
+    let sa_uid = sa.metadata.uid.unwrap();
+    for r in [&allowed, &denied, &mutated] {
+        assert_eq!(r["user"], format!("system:serviceaccount:{ns}:keb"), "{r}");
+        assert_eq!(r["user_uid"], json!(sa_uid), "{r}");
+        let groups: Vec<&str> = r["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            groups.contains(&"system:serviceaccounts")
+                && groups.contains(&format!("system:serviceaccounts:{ns}").as_str()),
+            "{r}"
+        );
+        let token_id = r["user_extra"]["authentication.kubernetes.io/credential-id"][0]
+            .as_str()
+            .unwrap_or_default();
+        assert!(token_id.starts_with("JTI="), "{r}");
+        assert_eq!(r["operation"], "CREATE", "{r}");
+        assert_eq!(r["kind"], "Runtime", "{r}");
+    }
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    assert_eq!(allowed["dry_run"], false, "{allowed}");
+    assert!(
+        !mutated["patch_paths"].as_array().unwrap().is_empty(),
+        "{mutated}"
+    );
+    assert_eq!(denied["allowed"], false, "{denied}");
+    assert_eq!(denied["dry_run"], true, "{denied}");
+    assert_eq!(
+        denied["violations"][0]["field"], "spec.shoot.provider.workers[0].name",
+        "{denied}"
+    );
+    wh.stop(env).await;
+}
+
 #[tokio::test]
 async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_request() {
     let env = env().await;

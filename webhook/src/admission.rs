@@ -855,6 +855,7 @@ pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use serde_json::{Value, json};
+    use std::collections::BTreeMap;
 
     /// A stand-in admitted type: data key "bad" is a violation; defaults add data "defaulted".
     impl Admitted for ConfigMap {
@@ -994,6 +995,46 @@ pub(crate) mod tests {
         assert_eq!(audit.groups, vec!["devs".to_string()]);
         assert_eq!(audit.operation, "CREATE");
         assert_eq!(audit.name, "cm");
+    }
+
+    #[test]
+    fn the_audit_record_keeps_the_token_identity_and_no_other_extra() {
+        let mut v: Value =
+            serde_json::from_slice(&review("CREATE", cm(json!({"a": "1"})), Value::Null))
+                .expect("json");
+        v["request"]["userInfo"] = json!({
+            "username": "system:serviceaccount:kcp-system:kcp-kyma-environment-broker",
+            "uid": "5e0c2a9b-sa",
+            "groups": ["system:serviceaccounts"],
+            "extra": {
+                "authentication.kubernetes.io/credential-id": ["JTI=6f1d"],
+                "authentication.kubernetes.io/pod-name": ["keb-7d9f"],
+                "iam.gke.io/user-assertion": ["an-assertion-that-is-a-credential"]
+            }
+        });
+        let (_, audit) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(audit.user_uid, "5e0c2a9b-sa");
+        assert_eq!(
+            audit.user_extra,
+            BTreeMap::from([
+                (
+                    "authentication.kubernetes.io/credential-id".to_string(),
+                    vec!["JTI=6f1d".to_string()]
+                ),
+                (
+                    "authentication.kubernetes.io/pod-name".to_string(),
+                    vec!["keb-7d9f".to_string()]
+                ),
+            ])
+        );
+        let line = audit.to_json();
+        assert!(
+            line.contains(
+                "\"user_extra\":{\"authentication.kubernetes.io/credential-id\":[\"JTI=6f1d\"]"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("assertion"), "{line}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! size. Writing the file happens on its own thread; a full queue drops the record for the
 //! file (never for the log) and counts it, so a slow disk never slows admission.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,17 @@ use crate::admission::{FieldViolation, Mode};
 /// The tracing target of audit records (`RUST_LOG=audit=off` silences them on stdout).
 pub const AUDIT_TARGET: &str = "audit";
 
+/// The keys of `userInfo.extra` an audit record keeps: the identity of a ServiceAccount
+/// token (its ID, the pod or node it is bound to). Other authenticators put other things there
+/// (GKE, for one, a user assertion), which could be credentials: those are left out.
+pub const AUDITED_USER_EXTRA: [&str; 5] = [
+    "authentication.kubernetes.io/credential-id",
+    "authentication.kubernetes.io/node-name",
+    "authentication.kubernetes.io/node-uid",
+    "authentication.kubernetes.io/pod-name",
+    "authentication.kubernetes.io/pod-uid",
+];
+
 /// One admission decision.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct AuditRecord {
@@ -31,6 +43,14 @@ pub struct AuditRecord {
     pub uid: String,
     /// The requesting user.
     pub user: String,
+    /// The requesting user's uid (a ServiceAccount's uid, for its tokens), when the
+    /// authenticator gives one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user_uid: String,
+    /// What the authenticator said of the user beyond name and groups, only the keys of
+    /// [`AUDITED_USER_EXTRA`] (which token, which pod).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_extra: BTreeMap<String, Vec<String>>,
     /// The user's groups.
     pub groups: Vec<String>,
     /// CREATE, UPDATE, DELETE or CONNECT.
@@ -69,6 +89,8 @@ impl AuditRecord {
             webhook: mode.as_str(),
             uid: String::new(),
             user: String::new(),
+            user_uid: String::new(),
+            user_extra: BTreeMap::new(),
             groups: Vec::new(),
             operation: "",
             kind: String::new(),
@@ -89,6 +111,14 @@ impl AuditRecord {
     pub fn take_from<T: Resource>(&mut self, req: AdmissionRequest<T>) {
         self.uid = req.uid;
         self.user = req.user_info.username.unwrap_or_default();
+        self.user_uid = req.user_info.uid.unwrap_or_default();
+        self.user_extra = req
+            .user_info
+            .extra
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| AUDITED_USER_EXTRA.contains(&k.as_str()))
+            .collect();
         self.groups = req.user_info.groups.unwrap_or_default();
         self.operation = operation_name(&req.operation);
         self.kind = req.kind.kind;
@@ -116,6 +146,21 @@ impl AuditRecord {
         string(&mut out, ",\"webhook\":", self.webhook);
         string(&mut out, ",\"uid\":", &self.uid);
         string(&mut out, ",\"user\":", &self.user);
+        if !self.user_uid.is_empty() {
+            string(&mut out, ",\"user_uid\":", &self.user_uid);
+        }
+        if !self.user_extra.is_empty() {
+            out.extend_from_slice(b",\"user_extra\":{");
+            for (i, (key, values)) in self.user_extra.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(&mut out, key);
+                out.push(b':');
+                write_str_array(&mut out, values);
+            }
+            out.push(b'}');
+        }
         strings(&mut out, ",\"groups\":", &self.groups);
         string(&mut out, ",\"operation\":", self.operation);
         string(&mut out, ",\"kind\":", &self.kind);
@@ -506,6 +551,10 @@ mod tests {
             r.webhook = ["validate", "mutate"][case % 2];
             r.uid = text();
             r.user = text();
+            r.user_uid = text();
+            r.user_extra = (0..pick(3))
+                .map(|_| (text(), (0..pick(3)).map(|_| text()).collect()))
+                .collect();
             r.groups = (0..pick(3)).map(|_| text()).collect();
             r.operation = ["CREATE", "", "DELETE"][case % 3];
             r.kind = text();

@@ -92,6 +92,8 @@ pub struct Options {
     /// Where to keep every admission request body as it arrived (path, JSON), to compare
     /// with what the tests and benchmarks send.
     pub capture: Option<Captured>,
+    /// `--audit-log-path`: the audit records also go to this file (meant for one replica).
+    pub audit_file: Option<std::path::PathBuf>,
 }
 
 /// Admission request bodies the webhook received: (path, body).
@@ -138,6 +140,7 @@ impl Default for Options {
             namespace: None,
             kcp_client: None,
             capture: None,
+            audit_file: None,
         }
     }
 }
@@ -266,12 +269,11 @@ impl Webhook {
                 config: Some(config.clone()),
                 ..AdmissionContext::default()
             };
-            let state = Arc::new(AppState::new(
-                ctx,
-                AuditSink::log_only(),
-                CertResolver::new(),
-                7 << 20,
-            ));
+            let audit = match &opts.audit_file {
+                Some(path) => AuditSink::with_file(path.clone(), 10 << 20, 2).unwrap(),
+                None => AuditSink::log_only(),
+            };
+            let state = Arc::new(AppState::new(ctx, audit, CertResolver::new(), 7 << 20));
             let rotator = Arc::new(
                 CertRotator::new(
                     webhook_client.clone(),
