@@ -265,6 +265,15 @@ impl AuditSink {
     }
 }
 
+/// Audit records the log writer (stdout) dropped because it fell behind, in this process.
+static LOG_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Audit records not written to the log (stdout) because its writer fell behind
+/// (`kim_webhook_audit_log_dropped_records`).
+pub fn log_dropped() -> u64 {
+    LOG_DROPPED.load(Ordering::Relaxed)
+}
+
 /// The field of audit events that carries the serialized record.
 pub const RECORD_FIELD: &str = "record";
 
@@ -302,12 +311,15 @@ impl tracing::field::Visit for RecordVisitor<'_> {
         }
         const PREFIX: &[u8] = b"{\"level\":\"INFO\",\"target\":\"audit\",";
         let body = value.strip_prefix('{').unwrap_or(value);
-        // A full queue drops the log copy rather than slowing admission down.
-        let _ = self.queue.push_with(PREFIX.len() + body.len() + 1, |buf| {
+        // A full queue drops the log copy rather than slowing admission down, and counts it.
+        let queued = self.queue.push_with(PREFIX.len() + body.len() + 1, |buf| {
             buf.extend_from_slice(PREFIX);
             buf.extend_from_slice(body.as_bytes());
             buf.push(b'\n');
         });
+        if !queued {
+            LOG_DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
     }
     fn record_debug(&mut self, _field: &tracing::field::Field, _value: &dyn std::fmt::Debug) {}
 }
@@ -612,6 +624,68 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// A writer that, once `blocked` is set, signals it and waits until it is cleared (a
+    /// stalled stdout).
+    #[derive(Clone, Default)]
+    struct Stalling {
+        out: Shared,
+        state: Arc<(std::sync::Mutex<(bool, bool)>, Condvar)>,
+    }
+    impl Write for Stalling {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let (lock, cv) = &*self.state;
+            let mut st = lock.lock().map_err(|_| std::io::Error::other("poisoned"))?;
+            // (stall requested, writer is stalled)
+            while st.0 {
+                st.1 = true;
+                cv.notify_all();
+                st = cv.wait(st).map_err(|_| std::io::Error::other("poisoned"))?;
+            }
+            st.1 = false;
+            drop(st);
+            self.out.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_log_drops_records_and_counts_each() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let out = Stalling::default();
+        *out.state.0.lock().expect("lock") = (true, false);
+        let (layer, guard) = AuditLogLayer::new(out.clone()).expect("layer");
+        let subscriber = tracing_subscriber::registry().with(layer);
+        let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
+        r.uid = "x".repeat(1000);
+        let line_len = 33 + r.to_json().len();
+        let fit = QUEUE_MAX_BYTES / line_len;
+        let sent = fit + 25;
+        let before = log_dropped();
+        tracing::subscriber::with_default(subscriber, || {
+            // The first record takes the writer into the stalled write.
+            AuditSink::log_only().emit(&r);
+            let (lock, cv) = &*out.state;
+            let mut st = lock.lock().expect("lock");
+            while !st.1 {
+                st = cv.wait(st).expect("wait");
+            }
+            drop(st);
+            for _ in 0..sent {
+                AuditSink::log_only().emit(&r);
+            }
+        });
+        let dropped = log_dropped() - before;
+        assert_eq!(dropped, (sent - fit) as u64);
+        // Unstalled, everything that was queued is written.
+        *out.state.0.lock().expect("lock") = (false, false);
+        out.state.1.notify_all();
+        drop(guard);
+        let text = String::from_utf8_lossy(&out.out.0.lock().expect("lock")).into_owned();
+        assert_eq!(text.lines().count(), 1 + fit, "lines written");
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub bundle_size: Gauge,
     /// Audit records the file writer could not keep up with.
     pub audit_dropped: Gauge,
+    /// Audit records the log (stdout) writer could not keep up with.
+    pub audit_log_dropped: Gauge,
     /// Whether a certificate is loaded and the configuration valid (1) or not (0).
     pub ready: Gauge,
 }
@@ -92,6 +94,7 @@ impl Metrics {
             serving_not_after: Gauge::default(),
             bundle_size: Gauge::default(),
             audit_dropped: Gauge::default(),
+            audit_log_dropped: Gauge::default(),
             ready: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("kim_webhook");
@@ -139,6 +142,11 @@ impl Metrics {
             "audit_file_dropped_records",
             "Audit records not written to the audit file (writer behind)",
             m.audit_dropped.clone(),
+        );
+        r.register(
+            "audit_log_dropped_records",
+            "Audit records not written to the log on stdout (writer behind)",
+            m.audit_log_dropped.clone(),
         );
         r.register(
             "ready",

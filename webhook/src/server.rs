@@ -246,6 +246,9 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
                 s.metrics
                     .audit_dropped
                     .set(i64::try_from(s.audit.dropped()).unwrap_or(i64::MAX));
+                s.metrics
+                    .audit_log_dropped
+                    .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
                 let mut out = String::new();
                 match prometheus_client::encoding::text::encode(&mut out, &s.registry) {
                     Ok(()) => {
