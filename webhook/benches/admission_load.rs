@@ -989,6 +989,17 @@ fn wrk_crosscheck(
             t.2 / t.0.max(1) as f64 * 1e6
         ));
     }
+    // The rows are no-op, validate, mutate, decode only (as `endpoints` in main).
+    let ratio = |i: usize| totals.get(i).map_or(0.0, |t| rps(t) / noop * 100.0);
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    md.push_str(&format!(
+        "\n- with wrk: validating endpoint at {:.1}% of the no-op throughput (target >= 50%): {}; mutating endpoint at {:.1}% (target >= 35%): {}; decoding into a generic JSON value (reference) {:.1}%\n",
+        ratio(1),
+        verdict(ratio(1) >= 50.0),
+        ratio(2),
+        verdict(ratio(2) >= 35.0),
+        ratio(3)
+    ));
     Ok(md)
 }
 
