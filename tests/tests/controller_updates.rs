@@ -142,13 +142,23 @@ async fn kubernetes_version_bump_waits_for_gardener_and_deletion_goes_in_order()
         assert!(reasons.contains(want), "no {want} Event; got {reasons:?}");
     }
 
-    // Delete: GardenerCluster, then Shoot, then the finalizer.
+    // Delete: GardenerCluster, then Shoot, then the finalizer; the Shoot's structured
+    // authentication ConfigMap goes too (the controller runs with upstream's default
+    // `--structured-auth-enabled=false`).
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let auth_config = names::structured_auth_config_map_name(&shoot_name);
+    assert!(config_maps.get_opt(&auth_config).await?.is_some());
     runtimes.delete(&id, &DeleteParams::default()).await?;
     eventually("Runtime gone", TIMEOUT, || async {
         Ok(runtimes.get_opt(&id).await?.is_none())
     })
     .await?;
     assert!(shoots.get_opt(&shoot_name).await?.is_none());
+    assert!(
+        config_maps.get_opt(&auth_config).await?.is_none(),
+        "{auth_config} left behind"
+    );
     ctl.stop().await;
     // The audit log is written asynchronously; give it a moment.
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -90,7 +90,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub audit_log_mandatory: bool,
 
-    /// Use structured authentication instead of the legacy `oidcConfig`.
+    /// Upstream's switch between the legacy `oidcConfig` and structured authentication.
+    /// Accepted for compatibility, without effect: Gardener removed `oidcConfig`, so every
+    /// Shoot uses structured authentication, and its ConfigMap is deleted with the Runtime.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub structured_auth_enabled: bool,
 

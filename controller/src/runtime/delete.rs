@@ -246,21 +246,22 @@ async fn force_deletion_if_allowed(r: &Reconciler, shoot: &Shoot) {
 }
 
 async fn finalize(r: &Reconciler, rt: &Runtime) -> Result<Deleted, Error> {
-    if r.ctx.args.structured_auth_enabled {
-        let name = names::structured_auth_config_map_name(&rt.spec.shoot.name);
-        match r
-            .config_maps_api()
-            .delete(&name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(Error::api(
-                    "delete the structured authentication ConfigMap",
-                    e,
-                ));
-            }
+    // Every Shoot we write uses structured authentication, so its ConfigMap exists whatever
+    // `--structured-auth-enabled` says (upstream deletes it only with the flag on; with it
+    // off, as deployed, one ConfigMap would be left in the project per deleted Runtime).
+    let name = names::structured_auth_config_map_name(&rt.spec.shoot.name);
+    match r
+        .config_maps_api()
+        .delete(&name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::api(
+                "delete the structured authentication ConfigMap",
+                e,
+            ));
         }
     }
     let finalizers: Vec<String> = rt

@@ -3,6 +3,12 @@
 //! entry, named `kyma-oidc-<i>`, or the configured default shared IAS tenant. Unlike upstream
 //! (delete all, then create), we apply each by server-side apply and delete only the
 //! managed ones no longer wanted, so a reconcile does not open a window without OIDC.
+//!
+//! Two more differences: an entry without `usernameClaim` gets `sub` (the OpenIDConnect CRD
+//! requires the field, so upstream's object is refused and the Runtime stays unconfigured;
+//! `sub` is Kubernetes' own default and what the Shoot's kube-apiserver gets for its
+//! provider), and every object is applied even when one fails, the error naming each
+//! failure (upstream reports only the last, quirk 7).
 
 use kim_shared::api::Runtime;
 use kim_shared::gardener::Shoot;
@@ -13,7 +19,12 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 use kube::{Api, Client};
+
+use super::classify::message;
 use serde_json::{Value, json};
+
+/// The claim an entry without `usernameClaim` maps to the user name.
+pub const DEFAULT_USERNAME_CLAIM: &str = "sub";
 
 /// Field manager for objects in the runtime cluster.
 pub const SKR_FIELD_MANAGER: &str = "kim";
@@ -46,7 +57,11 @@ pub fn wanted(rt: &Runtime, default: Value) -> Vec<Value> {
             let mut spec = json!({
                 "issuerURL": o.issuer_url,
                 "clientID": o.client_id,
-                "usernameClaim": o.username_claim,
+                "usernameClaim": o
+                    .username_claim
+                    .as_deref()
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or(DEFAULT_USERNAME_CLAIM),
                 "usernamePrefix": o.username_prefix,
                 "groupsClaim": o.groups_claim,
                 "groupsPrefix": o.groups_prefix,
@@ -85,12 +100,14 @@ fn resource() -> ApiResource {
     )
 }
 
-/// Applies the wanted `OpenIDConnect` objects and removes stale managed ones.
-pub async fn apply(skr: &Client, specs: &[Value]) -> Result<(), kube::Error> {
+/// Applies the wanted `OpenIDConnect` objects and removes stale managed ones. Each object
+/// is tried; the error names every one that failed.
+pub async fn apply(skr: &Client, specs: &[Value]) -> Result<(), String> {
     let ar = resource();
     let api: Api<DynamicObject> = Api::all_with(skr.clone(), &ar);
     let pp = PatchParams::apply(SKR_FIELD_MANAGER).force();
     let mut names = Vec::new();
+    let mut failed = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let name = oidc_resource_name(i);
         let obj = json!({
@@ -102,20 +119,34 @@ pub async fn apply(skr: &Client, specs: &[Value]) -> Result<(), kube::Error> {
             },
             "spec": spec,
         });
-        api.patch(&name, &pp, &Patch::Apply(obj)).await?;
+        if let Err(e) = api.patch(&name, &pp, &Patch::Apply(obj)).await {
+            failed.push(format!("OpenIDConnect {name}: {}", message(&e)));
+        }
         names.push(name);
     }
     let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY_INFRASTRUCTURE_MANAGER}");
-    for o in api.list(&ListParams::default().labels(&selector)).await? {
-        if let Some(n) = o.metadata.name.as_ref().filter(|n| !names.contains(n)) {
-            match api.delete(n, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e),
+    match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => {
+            for n in list
+                .items
+                .iter()
+                .filter_map(|o| o.metadata.name.as_ref())
+                .filter(|n| !names.contains(n))
+            {
+                match api.delete(n, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => failed.push(format!("deleting OpenIDConnect {n}: {}", message(&e))),
+                }
             }
         }
+        Err(e) => failed.push(format!("listing OpenIDConnects: {}", message(&e))),
     }
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
 }
 
 #[cfg(test)]
@@ -150,7 +181,8 @@ mod tests {
         assert_eq!(
             w,
             vec![
-                json!({"clientID": "c", "issuerURL": "https://i", "supportedSigningAlgs": ["RS256"]})
+                json!({"clientID": "c", "issuerURL": "https://i", "supportedSigningAlgs": ["RS256"],
+                       "usernameClaim": "sub"})
             ]
         );
     }
