@@ -5,6 +5,20 @@ use super::networking::acl_cidr;
 use super::runtime::Ctx;
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
+    if ctx
+        .rt
+        .spec
+        .image_registry_cache
+        .as_ref()
+        .is_some_and(|c| c.enabled)
+    {
+        // The controller passes no caches to the conversion (`ConvertOptions::registry_caches`
+        // is `None`: they are defined in the runtime's cluster, which it does not read).
+        f.warning(
+            "spec.imageRegistryCache.enabled",
+            "configures no registry cache yet: the caches are defined in the runtime's cluster, which this infrastructure manager does not read; a registry-cache extension the Shoot already has is kept as it is",
+        );
+    }
     let security = &ctx.rt.spec.security;
     if security.administrators.is_empty() {
         f.violation(
@@ -48,6 +62,14 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
         .and_then(|k| k.kube_api_server.as_ref())
         .and_then(|a| a.acl.as_ref())
         .and_then(|a| a.allowed_cidrs.as_ref());
+    if acl.is_some_and(|cidrs| !cidrs.is_empty()) {
+        // The controller passes no ACL addresses to the conversion (`ConvertOptions::acl`
+        // is `None`), so the `acl` extension is not managed.
+        f.warning(
+            "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs",
+            "is not applied: this infrastructure manager does not manage the kube-apiserver ACL (Gardener's acl extension) yet, so the API server stays reachable from any address",
+        );
+    }
     for (i, cidr) in acl.into_iter().flatten().enumerate() {
         let field = || format!("spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs[{i}]");
         match acl_cidr(cidr) {
