@@ -31,6 +31,19 @@ pub enum RunError {
     /// The KIM configuration is missing or wrong.
     #[error(transparent)]
     Config(#[from] kim_shared::config::ConfigError),
+    /// The project flag and the configuration name different Gardener projects.
+    #[error(
+        "--gardener-project-name is {flag:?} but converter.gardener.projectName in {} is {config:?}: Shoots would be created in garden-{config} and looked for in garden-{flag}; set both to the same project",
+        path.display()
+    )]
+    ProjectMismatch {
+        /// `--gardener-project-name`.
+        flag: String,
+        /// `converter.gardener.projectName`.
+        config: String,
+        /// The configuration file.
+        path: std::path::PathBuf,
+    },
     /// A server port could not be bound.
     #[error("cannot listen on {addr} ({flag}): {source}")]
     Bind {
@@ -68,6 +81,17 @@ impl Process {
         let config = Arc::new(kim_shared::config::KimConfig::load(
             &kim_shared::config::ConfigPaths::new(&args.converter_config_filepath),
         )?);
+        // Upstream takes the project from the flag for reads and deletes and from the
+        // configuration for the Shoots it creates (quirk 9); when they differ every Shoot is
+        // created where it is never looked for.
+        let configured = &config.converter.gardener.project_name;
+        if *configured != args.gardener_project_name {
+            return Err(RunError::ProjectMismatch {
+                flag: args.gardener_project_name.clone(),
+                config: configured.clone(),
+                path: args.converter_config_filepath.clone(),
+            });
+        }
         for warning in config.warnings() {
             tracing::warn!(%warning, "configuration");
         }

@@ -330,18 +330,7 @@ async fn create_project(env: &TestEnv, project: &str) -> Result<String> {
 
 /// deploy/config with `projectName` set to `project`; returns the converter config path.
 fn write_config(dir: &Path, project: &str) -> Result<PathBuf> {
-    let src = repo_root().join("deploy/config");
-    for e in std::fs::read_dir(&src)? {
-        let p = e?.path();
-        if p.extension().and_then(|e| e.to_str()) == Some("json") {
-            std::fs::copy(&p, dir.join(p.file_name().unwrap_or_default()))?;
-        }
-    }
-    let path = dir.join("converter_config.json");
-    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-    cfg["converter"]["gardener"]["projectName"] = json!(project);
-    std::fs::write(&path, serde_json::to_string_pretty(&cfg)?)?;
-    Ok(path)
+    Ok(kim_tests::fixtures::write_converter_config(dir, project)?)
 }
 
 /// N Runtimes from the upstream sample (as the webhook would store it), unique names.

@@ -49,17 +49,10 @@ impl RunningController {
 
 /// The converter config of `deploy/config` pointed at the test Gardener project.
 fn write_config(dir: &std::path::Path) -> Result<PathBuf> {
-    let root = kim_tests::testenv::repo_root().join("deploy/config");
-    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(
-        root.join("converter_config.json"),
-    )?)?;
-    cfg["converter"]["gardener"]["projectName"] = Value::from(kim_tests::fixtures::PROJECT_NAME);
-    for f in ["audit_log_tenants.json", "maintenance_windows.json"] {
-        std::fs::copy(root.join(f), dir.join(f)).with_context(|| format!("copy {f}"))?;
-    }
-    let path = dir.join("converter_config.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&cfg)?)?;
-    Ok(path)
+    Ok(kim_tests::fixtures::write_converter_config(
+        dir,
+        kim_tests::fixtures::PROJECT_NAME,
+    )?)
 }
 
 /// The names of the audit-log credentials Secrets that deploy/config's tenants name, sorted and

@@ -142,3 +142,29 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
     ctl.stop().await;
     Ok(())
 }
+
+/// The Gardener project comes from two places, as upstream's does (quirk 9): the flag and the
+/// configuration. When they differ the controller does not start, naming both, instead of
+/// creating Shoots where it never looks for them.
+#[tokio::test]
+async fn a_project_flag_that_differs_from_the_configuration_stops_the_start() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-project").await?;
+    let (mut args, _dir) = controller_args(env, &ns, &[]).await?;
+    args.gardener_project_name = "other".into();
+    let err =
+        match kim_controller::runner::Process::start(args, kim_controller::Shutdown::default())
+            .await
+        {
+            Ok(_) => anyhow::bail!("the controller started with two different projects"),
+            Err(e) => e.to_string(),
+        };
+    assert!(
+        err.contains("--gardener-project-name is \"other\"")
+            && err.contains("converter.gardener.projectName in ")
+            && err.contains("converter_config.json")
+            && err.contains(&format!("is \"{}\"", kim_tests::fixtures::PROJECT_NAME)),
+        "{err}"
+    );
+    Ok(())
+}

@@ -443,8 +443,7 @@ async fn bench_kubeconfig() -> Result<()> {
         format!("--gardener-project-name={}", fixtures::PROJECT_NAME),
         format!(
             "--converter-config-filepath={}",
-            kim_tests::testenv::repo_root()
-                .join("deploy/config/converter_config.json")
+            fixtures::write_converter_config(&dir.path().join("config"), fixtures::PROJECT_NAME)?
                 .display()
         ),
         format!("--namespace={ns}"),

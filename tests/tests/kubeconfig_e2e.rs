@@ -134,9 +134,11 @@ impl Controller {
             format!("--gardener-project-name={}", fixtures::PROJECT_NAME),
             format!(
                 "--converter-config-filepath={}",
-                kim_tests::testenv::repo_root()
-                    .join("deploy/config/converter_config.json")
-                    .display()
+                fixtures::write_converter_config(
+                    &dir.path().join("config"),
+                    fixtures::PROJECT_NAME
+                )?
+                .display()
             ),
             format!("--namespace={ns}"),
             "--metrics-bind-address=127.0.0.1:0".into(),

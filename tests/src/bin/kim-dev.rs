@@ -196,20 +196,8 @@ fn ensure_binaries() -> anyhow::Result<()> {
 
 /// The example configuration with the fixtures' project name (the example names its own).
 fn write_dev_config(dir: &Path) -> anyhow::Result<PathBuf> {
-    let src = repo_root().join("deploy/config");
-    let dst = dir.join("config");
-    std::fs::create_dir_all(&dst)?;
-    for e in std::fs::read_dir(&src).with_context(|| format!("reading {}", src.display()))? {
-        let p = e?.path();
-        if p.extension().and_then(|e| e.to_str()) == Some("json") {
-            std::fs::copy(&p, dst.join(p.file_name().unwrap_or_default()))?;
-        }
-    }
-    let path = dst.join("converter_config.json");
-    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-    cfg["converter"]["gardener"]["projectName"] = fixtures::PROJECT_NAME.into();
-    std::fs::write(&path, serde_json::to_string_pretty(&cfg)?)?;
-    Ok(path)
+    fixtures::write_converter_config(&dir.join("config"), fixtures::PROJECT_NAME)
+        .context("writing the KIM configuration from deploy/config")
 }
 
 fn target_dir() -> PathBuf {
