@@ -1,7 +1,8 @@
 //! The manifests of `deploy/` as an operator applies them (`make deploy`): kustomize renders
 //! them, the real kube-apiserver accepts every object by server-side dry-run (schema, defaults,
 //! webhook configuration validation), the containers' arguments are flags the binaries accept,
-//! and every file a flag names is mounted from the ConfigMap that holds it.
+//! every file a flag names is mounted from the ConfigMap that holds it, and the Pods pass the
+//! `restricted` Pod Security Standard the namespace enforces.
 
 #[path = "controller_common.rs"]
 mod common;
@@ -464,4 +465,66 @@ fn metric_names_finds_metrics_not_functions_labels_or_keywords() {
         metric_names(expr),
         ["a_seconds_bucket", "b_ready", "c_total", "d"]
     );
+}
+
+/// Every Deployment's Pod passes the `restricted` Pod Security Standard that
+/// `deploy/namespace.yaml` enforces: the real apiserver's PodSecurity admission judges a Pod
+/// made from each template (server-side dry run in a namespace labelled as that one). A
+/// Deployment is not judged itself, only its Pods, so the dry run of the Deployments above
+/// would not notice a missing security context.
+#[tokio::test]
+async fn pod_templates_pass_the_restricted_pod_security_standard() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let docs = render(env)?;
+    let namespace_doc = docs
+        .iter()
+        .find(|d| d["kind"] == "Namespace")
+        .context("deploy/ renders a Namespace")?;
+    let enforced = &namespace_doc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"];
+    ensure!(
+        enforced == "restricted",
+        "deploy/namespace.yaml enforces {enforced}, not restricted"
+    );
+    let client = env.kcp_client().await?;
+    let ns = env.namespace("pod-security").await?;
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let labels = serde_json::json!({"metadata": {"labels": namespace_doc["metadata"]["labels"]}});
+    namespaces
+        .patch(
+            &ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&labels),
+        )
+        .await?;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &ns);
+    let deployments: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Deployment").collect();
+    ensure!(
+        deployments.len() == 2,
+        "expected the controller's and the webhook's Deployment, got {}",
+        deployments.len()
+    );
+    let mut refused = Vec::new();
+    for d in deployments {
+        let template = &d["spec"]["template"];
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": d["metadata"]["name"], "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        }))?;
+        let pp = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        if let Err(e) = pods.create(&pp, &pod).await {
+            refused.push(format!("{}: {e}", kind_name(d)));
+        }
+    }
+    ensure!(
+        refused.is_empty(),
+        "Pod Security (restricted) refuses:\n{}",
+        refused.join("\n")
+    );
+    Ok(())
 }
