@@ -3,15 +3,30 @@
 //! (`tests/fixtures/shoot-crds/openidconnects.yaml`): an entry without `usernameClaim` is
 //! accepted (it gets `sub`; upstream's object without it is refused), every object is tried
 //! and every failure named (upstream reports only the last one, quirk 7), and stale managed
-//! objects are removed. Its own test binary: the other controller tests configure OIDC in
-//! their shoot cluster too, and these objects are cluster-scoped.
+//! objects are removed. Through the controller: a refused OpenIDConnect leaves the Runtime
+//! `Pending` with `OidcConfigured=False/OidcConfigurationErr` naming the object and the
+//! apiserver's reason (stored before the retry, upstream quirk 3), and it becomes `Ready` once
+//! the cause is gone.
+//!
+//! Its own test binary, its tests one at a time: every Runtime of a test binary gets the same
+//! shoot cluster, the objects `kyma-oidc-<i>` are cluster-scoped, and the other controller
+//! tests configure OIDC too.
 #![allow(clippy::unwrap_used)]
 
+#[path = "controller_common.rs"]
+mod common;
+
+use std::time::Duration;
+
 use kim_controller::runtime::oidc;
-use kim_shared::api::Runtime;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::names::{condition, reason};
 use kim_tests::testenv::TestEnv;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
+
+/// One test at a time (see the module docs).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn openidconnects(client: kube::Client) -> Api<DynamicObject> {
     Api::all_with(
@@ -47,6 +62,7 @@ fn runtime_with(entries: Value) -> Runtime {
 
 #[tokio::test]
 async fn every_openidconnect_is_tried_and_every_failure_named() {
+    let _serial = SERIAL.lock().await;
     let env = TestEnv::shared().await.unwrap();
     let skr = env.shoot_client().await.unwrap();
     let api = openidconnects(skr.clone());
@@ -115,4 +131,138 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
         api.get("kyma-oidc-0").await.unwrap().data["spec"]["clientID"],
         "default"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers() {
+    let _serial = SERIAL.lock().await;
+    let env = TestEnv::shared().await.unwrap();
+    let skr = env.shoot_client().await.unwrap();
+    // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
+    // admission could refuse an OpenIDConnect.
+    let policy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "refuse-blocked-client"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["authentication.gardener.cloud"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["openidconnects"]}]},
+            "validations": [{"expression": "object.spec.clientID != 'blocked-client'",
+                             "message": "the client blocked-client is not allowed here"}]
+        }
+    }))
+    .unwrap();
+    let binding: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "refuse-blocked-client"},
+        "spec": {"policyName": "refuse-blocked-client", "validationActions": ["Deny"]}
+    }))
+    .unwrap();
+    let ar = |kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        )
+    };
+    let policies: Api<DynamicObject> = Api::all_with(
+        skr.clone(),
+        &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(
+        skr.clone(),
+        &ar(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    let pp = kube::api::PostParams::default();
+    policies.create(&pp, &policy).await.unwrap();
+    bindings.create(&pp, &binding).await.unwrap();
+    // The policy takes effect once the apiserver has compiled it.
+    let blocked = vec![json!({"clientID": "blocked-client",
+                              "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
+    common::eventually("the policy refuses", Duration::from_secs(30), || {
+        let (skr, blocked) = (skr.clone(), blocked.clone());
+        async move { Ok(oidc::apply(&skr, &blocked).await.is_err()) }
+    })
+    .await
+    .unwrap();
+
+    let ns = env.namespace("ctl-oidc").await.unwrap();
+    let ctl = common::start_controller(env, &ns, &[]).await.unwrap();
+    let id = format!("oidc-{}", &ns[ns.len().saturating_sub(6)..]);
+    let mut rt = common::sample_runtime(&ns, &id).unwrap();
+    let entry = rt
+        .spec
+        .shoot
+        .kubernetes
+        .as_mut()
+        .and_then(|k| k.kube_api_server.as_mut())
+        .and_then(|a| a.additional_oidc_config.as_mut())
+        .and_then(|c| c.first_mut())
+        .expect("the upstream sample has an additionalOidcConfig entry");
+    entry.oidc.client_id = Some("blocked-client".into());
+    common::create(env, &rt).await.unwrap();
+
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await.unwrap(), &ns);
+    let oidc_condition = |rt: &Runtime| {
+        rt.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == condition::OIDC_CONFIGURED))
+            .cloned()
+    };
+    common::eventually(
+        "OidcConfigured=False stored",
+        Duration::from_secs(120),
+        || {
+            let (runtimes, id) = (runtimes.clone(), id.clone());
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(oidc_condition(&rt).is_some_and(|c| c.status == "False"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // It stays so while the policy refuses (each retry fails the same way).
+    let rt = runtimes.get(&id).await.unwrap();
+    let c = oidc_condition(&rt).unwrap();
+    assert_eq!(c.reason, reason::OIDC_CONFIGURATION_ERR, "{c:?}");
+    assert!(
+        c.message.contains("OpenIDConnect kyma-oidc-0")
+            && c.message
+                .contains("the client blocked-client is not allowed here"),
+        "{c:?}"
+    );
+    assert_eq!(
+        rt.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Pending)
+    );
+
+    // The cause goes: the next retry configures OIDC and the Runtime becomes Ready.
+    bindings
+        .delete("refuse-blocked-client", &Default::default())
+        .await
+        .unwrap();
+    policies
+        .delete("refuse-blocked-client", &Default::default())
+        .await
+        .unwrap();
+    let ready = common::wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
+        .await
+        .unwrap();
+    let c = oidc_condition(&ready).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", reason::OIDC_CONFIGURED)
+    );
+    assert_eq!(
+        openidconnects(skr).get("kyma-oidc-0").await.unwrap().data["spec"]["clientID"],
+        "blocked-client"
+    );
+    ctl.stop().await;
 }
