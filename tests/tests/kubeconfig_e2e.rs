@@ -619,6 +619,97 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
     Ok(())
 }
 
+/// Taking over from upstream KIM: a `kubeconfig-<runtime-id>` Secret upstream wrote (its
+/// labels, an RFC 3339 `last-sync` within the rotation period, no owner of ours, here also
+/// owned by something else) is adopted with one metadata patch: our owner reference and
+/// labels are added, the other owner, the kubeconfig and `last-sync` stay, and Gardener is not
+/// asked for a new kubeconfig.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_upstream_wrote_is_adopted_with_its_kubeconfig_and_other_owners() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-adopt").await?;
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    let secret_name = format!("kubeconfig-{id}");
+    let other: k8s_openapi::api::core::v1::ConfigMap = Api::namespaced(kcp.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "other-owner"}}))?,
+        )
+        .await?;
+    let other_uid = other.metadata.uid.clone().context("uid")?;
+    let synced = jiff::Timestamp::now().to_string();
+    let upstream: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": secret_name,
+            "labels": {
+                "kyma-project.io/runtime-id": id,
+                "kyma-project.io/shoot-name": shoot,
+                "kyma-project.io/instance-id": "instance-1",
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            },
+            "annotations": {LAST_SYNC: synced},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                 "name": "other-owner", "uid": other_uid}],
+        },
+        "data": {"config": "dXBzdHJlYW0ta3ViZWNvbmZpZw=="},
+    }))?;
+    secrets.create(&PostParams::default(), &upstream).await?;
+
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let gc = gcs
+        .create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let gc_uid = gc.metadata.uid.clone().context("uid")?;
+    let adopted = eventually("the Secret adopted", Duration::from_secs(30), || async {
+        let s = secrets.get(&secret_name).await?;
+        let ours = s
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == gc_uid);
+        Ok(ours.then_some(s))
+    })
+    .await?;
+    let owners: Vec<String> = adopted
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.uid.clone())
+        .collect();
+    assert_eq!(
+        owners,
+        vec![other_uid, gc_uid],
+        "other owner kept, ours added"
+    );
+    assert_eq!(
+        kubeconfig_of(&adopted).as_deref(),
+        Some("upstream-kubeconfig")
+    );
+    assert_eq!(last_sync(&adopted), Some(synced));
+    assert_eq!(
+        adopted
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .get("operator.kyma-project.io/cluster-name"),
+        Some(&id)
+    );
+    assert_eq!(
+        ctl.adminkubeconfig_calls().await?,
+        0,
+        "no new kubeconfig asked for"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_is_deleted_when_its_gardener_cluster_went_away_while_the_controller_was_down()
 -> Result<()> {

@@ -174,7 +174,7 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                 remove_force_annotation(r, gc).await?;
             }
             if let Some(secret) = &existing {
-                adopt(r, gc, secret, &secrets).await?;
+                adopt(gc, secret, &secrets).await?;
                 record_expiration(r, gc, secret);
             }
             write_status(
@@ -346,7 +346,6 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
 /// Gives a Secret written by upstream KIM (or before a namespace change) our owner reference
 /// and labels, once. Cheap no-op when already in place.
 async fn adopt(
-    r: &Reconciler,
     gc: &GardenerCluster,
     secret: &Secret,
     secrets: &Api<Secret>,
@@ -369,11 +368,18 @@ async fn adopt(
     if has_owner && has_label {
         return Ok(());
     }
-    let _ = r;
-    // A merge patch of metadata only: data and last-sync stay as they are.
+    // A merge patch of metadata only: data and last-sync stay as they are. A merge patch
+    // replaces lists whole, so the list is the Secret's own plus ours, and the read's
+    // resourceVersion makes a concurrent change fail with 409 (retried) instead of losing a
+    // reference written meanwhile.
+    let mut owners = secret.metadata.owner_references.clone().unwrap_or_default();
+    if !has_owner {
+        owners.push(owner);
+    }
     let patch = json!({
         "metadata": {
-            "ownerReferences": [owner],
+            "resourceVersion": secret.metadata.resource_version,
+            "ownerReferences": owners,
             "labels": {
                 names::LABEL_MANAGED_BY: names::MANAGED_BY_INFRASTRUCTURE_MANAGER,
                 names::LABEL_CLUSTER_NAME: gc.name_any(),
