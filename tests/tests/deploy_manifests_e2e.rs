@@ -528,3 +528,75 @@ async fn pod_templates_pass_the_restricted_pod_security_standard() -> Result<()>
     );
     Ok(())
 }
+
+/// Every repository path the README and docs/ name (in backticks or as a Markdown link:
+/// `deploy/...`, `docs/...`, `tests/...`, ...) exists, so on-call never follows a pointer to a
+/// file that moved. Placeholders (`<name>`, `*`, `{...}`) are not paths.
+#[test]
+fn paths_named_in_the_docs_exist() -> Result<()> {
+    let root = kim_tests::testenv::repo_root();
+    let mut files = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs"))? {
+        let p = e?.path();
+        if p.extension().and_then(|x| x.to_str()) == Some("md") {
+            files.push(p);
+        }
+    }
+    const ROOTS: [&str; 10] = [
+        "docs/",
+        "deploy/",
+        "crds/",
+        "tests/",
+        "webhook/",
+        "controller/",
+        "shared/",
+        "certs/",
+        "derive/",
+        ".ci/",
+    ];
+    let (mut checked, mut missing) = (0, Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        let ticked = text.split('`').skip(1).step_by(2);
+        let linked = text
+            .split("](")
+            .skip(1)
+            .filter_map(|rest| rest.split(')').next());
+        for token in ticked.chain(linked) {
+            let path = token
+                .split('#')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches([':', ',', '.']);
+            let relative = path.starts_with("../");
+            if (!relative && !ROOTS.iter().any(|r| path.starts_with(r)))
+                || path.contains(char::is_whitespace)
+                || path.contains(['<', '>', '*', '{', '}', '$', '|'])
+            {
+                continue;
+            }
+            let base = if relative {
+                file.parent().unwrap_or(&root).to_path_buf()
+            } else {
+                root.clone()
+            };
+            checked += 1;
+            if !base.join(path).exists() {
+                missing.push(format!(
+                    "{}: {token}",
+                    file.strip_prefix(&root).unwrap_or(file).display()
+                ));
+            }
+        }
+    }
+    ensure!(
+        checked > 50,
+        "only {checked} paths found: is the scan broken?"
+    );
+    ensure!(
+        missing.is_empty(),
+        "the docs name paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+    Ok(())
+}
