@@ -231,23 +231,24 @@ fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
     let warned = |f: &kim_shared::validation::Findings, field: &str| {
         f.warnings.iter().any(|w| w.starts_with(field))
     };
+    let asking = |cidrs: serde_json::Value, cache: bool| {
+        runtime(|rt| {
+            let k = rt
+                .spec
+                .shoot
+                .kubernetes
+                .get_or_insert_with(Default::default);
+            let api = k.kube_api_server.get_or_insert_with(Default::default);
+            api.acl =
+                Some(serde_json::from_value(serde_json::json!({"allowedCIDRs": cidrs})).unwrap());
+            rt.spec.image_registry_cache =
+                Some(kim_shared::api::runtime::ImageRegistryCache { enabled: cache });
+        })
+    };
     let f = accepts(&sample());
     assert!(!warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"));
     assert!(!warned(&f, "spec.imageRegistryCache"));
-    let rt = runtime(|rt| {
-        let k = rt
-            .spec
-            .shoot
-            .kubernetes
-            .get_or_insert_with(Default::default);
-        let api = k.kube_api_server.get_or_insert_with(Default::default);
-        api.acl = Some(
-            serde_json::from_value(serde_json::json!({"allowedCIDRs": ["10.0.0.0/8"]})).unwrap(),
-        );
-        rt.spec.image_registry_cache =
-            Some(kim_shared::api::runtime::ImageRegistryCache { enabled: true });
-    });
-    let f = accepts(&rt);
+    let f = accepts(&asking(serde_json::json!(["10.0.0.0/8"]), true));
     assert!(
         warned(
             &f,
@@ -265,18 +266,7 @@ fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
         f.warnings
     );
     // An empty list and a disabled cache ask for nothing.
-    let rt = runtime(|rt| {
-        let k = rt
-            .spec
-            .shoot
-            .kubernetes
-            .get_or_insert_with(Default::default);
-        let api = k.kube_api_server.get_or_insert_with(Default::default);
-        api.acl = Some(serde_json::from_value(serde_json::json!({"allowedCIDRs": []})).unwrap());
-        rt.spec.image_registry_cache =
-            Some(kim_shared::api::runtime::ImageRegistryCache { enabled: false });
-    });
-    let f = accepts(&rt);
+    let f = accepts(&asking(serde_json::json!([]), false));
     assert!(!warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"));
     assert!(!warned(&f, "spec.imageRegistryCache"));
 }
