@@ -299,6 +299,21 @@ impl AuditLogLayer {
     }
 }
 
+/// Appends a serialized record to the log queue as one log line; a full queue drops it
+/// rather than slowing admission down, and counts it.
+fn queue_log_line(queue: &LineQueue, record: &str) {
+    const PREFIX: &[u8] = b"{\"level\":\"INFO\",\"target\":\"audit\",";
+    let body = record.strip_prefix('{').unwrap_or(record);
+    let queued = queue.push_with(PREFIX.len() + body.len() + 1, |buf| {
+        buf.extend_from_slice(PREFIX);
+        buf.extend_from_slice(body.as_bytes());
+        buf.push(b'\n');
+    });
+    if !queued {
+        LOG_DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Appends the `record` field of an audit event to the queue as one log line.
 struct RecordVisitor<'a> {
     queue: &'a LineQueue,
@@ -309,17 +324,7 @@ impl tracing::field::Visit for RecordVisitor<'_> {
         if field.name() != RECORD_FIELD {
             return;
         }
-        const PREFIX: &[u8] = b"{\"level\":\"INFO\",\"target\":\"audit\",";
-        let body = value.strip_prefix('{').unwrap_or(value);
-        // A full queue drops the log copy rather than slowing admission down, and counts it.
-        let queued = self.queue.push_with(PREFIX.len() + body.len() + 1, |buf| {
-            buf.extend_from_slice(PREFIX);
-            buf.extend_from_slice(body.as_bytes());
-            buf.push(b'\n');
-        });
-        if !queued {
-            LOG_DROPPED.fetch_add(1, Ordering::Relaxed);
-        }
+        queue_log_line(self.queue, value);
     }
     fn record_debug(&mut self, _field: &tracing::field::Field, _value: &dyn std::fmt::Debug) {}
 }
@@ -652,40 +657,46 @@ mod tests {
         }
     }
 
+    /// The log layer's queue (what its visitor calls for each audit event; the tracing path
+    /// itself is the test below), with stdout stalled.
     #[test]
     fn a_stalled_log_drops_records_and_counts_each() {
-        use tracing_subscriber::layer::SubscriberExt;
         let out = Stalling::default();
         *out.state.0.lock().expect("lock") = (true, false);
         let (layer, guard) = AuditLogLayer::new(out.clone()).expect("layer");
-        let subscriber = tracing_subscriber::registry().with(layer);
         let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
         r.uid = "x".repeat(1000);
-        let line_len = 33 + r.to_json().len();
+        let record = r.to_json();
+        let line_len = 33 + record.len();
         let fit = QUEUE_MAX_BYTES / line_len;
         let sent = fit + 25;
-        let before = log_dropped();
-        tracing::subscriber::with_default(subscriber, || {
-            // The first record takes the writer into the stalled write.
-            AuditSink::log_only().emit(&r);
+        // The first record takes the writer into the stalled write.
+        queue_log_line(&layer.queue, &record);
+        {
             let (lock, cv) = &*out.state;
             let mut st = lock.lock().expect("lock");
             while !st.1 {
                 st = cv.wait(st).expect("wait");
             }
-            drop(st);
-            for _ in 0..sent {
-                AuditSink::log_only().emit(&r);
-            }
-        });
+        }
+        let before = log_dropped();
+        for _ in 0..sent {
+            queue_log_line(&layer.queue, &record);
+        }
         let dropped = log_dropped() - before;
-        assert_eq!(dropped, (sent - fit) as u64);
-        // Unstalled, everything that was queued is written.
+        // Unstalled before any assertion: a failing one must fail, not hang on the writer.
         *out.state.0.lock().expect("lock") = (false, false);
         out.state.1.notify_all();
+        drop(layer);
         drop(guard);
+        assert_eq!(dropped, (sent - fit) as u64);
+        // Everything that was queued is written.
         let text = String::from_utf8_lossy(&out.out.0.lock().expect("lock")).into_owned();
         assert_eq!(text.lines().count(), 1 + fit, "lines written");
+        assert!(
+            text.lines()
+                .all(|l| l.starts_with("{\"level\":\"INFO\",\"target\":\"audit\",\"time\":"))
+        );
     }
 
     #[test]
