@@ -168,6 +168,25 @@ pub fn write_str_array(out: &mut Vec<u8>, items: &[String]) {
     out.push(b']');
 }
 
+/// Appends `entries` to `out` as a JSON object with string keys, each value written by
+/// `value`, as `serde_json` writes a map.
+pub fn write_object<'a, V: 'a>(
+    out: &mut Vec<u8>,
+    entries: impl IntoIterator<Item = (&'a String, V)>,
+    value: impl Fn(&mut Vec<u8>, V),
+) {
+    out.push(b'{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, k);
+        out.push(b':');
+        value(out, v);
+    }
+    out.push(b'}');
+}
+
 /// A cursor over JSON text. Its methods are not generic, so all types share their code.
 pub struct Reader<'a> {
     text: &'a str,

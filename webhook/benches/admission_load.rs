@@ -911,18 +911,12 @@ fn wrk_crosscheck(
     let wrk = std::env::var_os("KIM_BENCH_WRK")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("wrk"));
-    let found = Command::new(&wrk)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
+    let Some(version) = wrk_version(&wrk) else {
         return Ok(format!(
             "Cross-check with wrk: not run, `{}` is not installed (Debian: `apt-get install wrk`; `make bench-webhook` installs it where it can).\n",
             wrk.display()
         ));
-    }
+    };
     let dir = tempfile::tempdir()?;
     // wrk sends one fixed request per connection, over and over, on keep-alive.
     let script = dir.path().join("post.lua");
@@ -934,19 +928,23 @@ fn wrk_crosscheck(
     // wrk takes whole seconds.
     let slice = Duration::from_secs(measure.as_secs().div_ceil(u64::from(rounds)).max(1));
     let server_pid = server.child.id().to_string();
-    // Per endpoint: requests, seconds, server CPU seconds, p50 and p99 of each round (ms).
-    let mut totals = vec![(0u64, 0f64, 0f64, Vec::new(), Vec::new()); endpoints.len()];
+    let mut body_files = Vec::new();
+    for (i, (_, _, body)) in endpoints.iter().enumerate() {
+        let file = dir.path().join(format!("body-{i}.json"));
+        std::fs::write(&file, body)?;
+        body_files.push(file);
+    }
+    let mut totals: Vec<WrkTotals> = endpoints.iter().map(|_| WrkTotals::default()).collect();
     for _ in 0..rounds {
-        for (i, (_, path, body)) in endpoints.iter().enumerate() {
-            let body_file = dir.path().join(format!("body-{i}.json"));
-            std::fs::write(&body_file, body)?;
+        for (i, (_, path, _)) in endpoints.iter().enumerate() {
+            let body_file = &body_files[i];
             let s0 = cpu_secs(&server_pid);
             let out = Command::new(&wrk)
                 .args(["-t2", &format!("-c{CONNECTIONS}"), "--latency", "-s"])
                 .arg(&script)
                 .arg(format!("-d{}s", slice.as_secs()))
                 .arg(format!("https://{}{path}", server.https))
-                .env("KIM_WRK_BODY", &body_file)
+                .env("KIM_WRK_BODY", body_file)
                 .output()
                 .with_context(|| format!("running {}", wrk.display()))?;
             let server_cpu = cpu_secs(&server_pid) - s0;
@@ -960,15 +958,16 @@ fn wrk_crosscheck(
             let (requests, secs) = wrk_requests(&text)
                 .with_context(|| format!("no request count in wrk's output:\n{text}"))?;
             let t = &mut totals[i];
-            t.0 += requests;
-            t.1 += secs;
-            t.2 += server_cpu;
-            t.3.push(wrk_percentile(&text, "50%").unwrap_or(f64::NAN));
-            t.4.push(wrk_percentile(&text, "99%").unwrap_or(f64::NAN));
+            t.requests += requests;
+            t.secs += secs;
+            t.server_cpu += server_cpu;
+            t.p50s
+                .push(wrk_percentile(&text, "50%").unwrap_or(f64::NAN));
+            t.p99s
+                .push(wrk_percentile(&text, "99%").unwrap_or(f64::NAN));
         }
     }
-    let rps = |t: &(u64, f64, f64, Vec<f64>, Vec<f64>)| t.0 as f64 / t.1;
-    let noop = rps(&totals[0]);
+    let noop = totals[0].rps();
     let range = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -976,21 +975,21 @@ fn wrk_crosscheck(
     };
     let mut md = format!(
         "Cross-check with wrk ({}, the load generator the issue names; OpenSSL client, 2 threads, {CONNECTIONS} connections, keep-alive), same server and bodies, {rounds} interleaved rounds of {} s. wrk checks the status code only; the rows above check that every answer is allowed.\n\n| endpoint | req/s | % of no-op | p50 ms (per round) | p99 ms (per round) | server CPU us/req |\n|---|---:|---:|---:|---:|---:|\n",
-        wrk_version(&wrk),
+        version,
         slice.as_secs()
     );
     for ((label, _, _), t) in endpoints.iter().zip(&totals) {
         md.push_str(&format!(
             "| {label} | {:.0} | {:.0}% | {} | {} | {:.1} |\n",
-            rps(t),
-            rps(t) / noop * 100.0,
-            range(&t.3),
-            range(&t.4),
-            t.2 / t.0.max(1) as f64 * 1e6
+            t.rps(),
+            t.rps() / noop * 100.0,
+            range(&t.p50s),
+            range(&t.p99s),
+            t.server_cpu / t.requests.max(1) as f64 * 1e6
         ));
     }
     // The rows are no-op, validate, mutate, decode only (as `endpoints` in main).
-    let ratio = |i: usize| totals.get(i).map_or(0.0, |t| rps(t) / noop * 100.0);
+    let ratio = |i: usize| totals.get(i).map_or(0.0, |t| t.rps() / noop * 100.0);
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     md.push_str(&format!(
         "\n- with wrk: validating endpoint at {:.1}% of the no-op throughput (target >= 50%): {}; mutating endpoint at {:.1}% (target >= 35%): {}; decoding into a generic JSON value (reference) {:.1}%\n",
@@ -1001,6 +1000,24 @@ fn wrk_crosscheck(
         ratio(3)
     ));
     Ok(md)
+}
+
+/// One endpoint's wrk rounds added up.
+#[derive(Default)]
+struct WrkTotals {
+    requests: u64,
+    secs: f64,
+    /// Server CPU seconds over the rounds.
+    server_cpu: f64,
+    /// p50 and p99 latency of each round, ms.
+    p50s: Vec<f64>,
+    p99s: Vec<f64>,
+}
+
+impl WrkTotals {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.secs
+    }
 }
 
 /// `N requests in S.SSs` from wrk's summary.
@@ -1030,16 +1047,15 @@ fn wrk_percentile(text: &str, label: &str) -> Option<f64> {
     num.parse::<f64>().ok().map(|v| v * scale)
 }
 
-fn wrk_version(wrk: &Path) -> String {
-    Command::new(wrk)
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-            text.split_whitespace().nth(1).map(|v| format!("wrk {v}"))
-        })
-        .unwrap_or_else(|| "wrk".into())
+/// `wrk <version>`, or `None` when `wrk` cannot be run.
+fn wrk_version(wrk: &Path) -> Option<String> {
+    let out = Command::new(wrk).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.split_whitespace()
+            .nth(1)
+            .map_or_else(|| "wrk".into(), |v| format!("wrk {v}")),
+    )
 }
 
 /// Replaces the marked block in docs/benchmarks.md (creating the webhook section if absent).

@@ -565,7 +565,7 @@ fn encode_with_serde(
 /// [`encode`] of a response without a status (every allowed one without a message), byte for
 /// byte what serde writes for [`WireReview`] (tested), without serde's per-type code.
 fn encode_without_status(r: &AdmissionResponse, patch: Option<&str>) -> Vec<u8> {
-    use kim_shared::json::{write_bool, write_str, write_str_array};
+    use kim_shared::json::{write_bool, write_object, write_str, write_str_array};
     let mut out = Vec::with_capacity(256 + patch.map_or(0, str::len));
     out.extend_from_slice(b"{\"apiVersion\":");
     write_str(&mut out, REVIEW_API_VERSION);
@@ -579,16 +579,8 @@ fn encode_without_status(r: &AdmissionResponse, patch: Option<&str>) -> Vec<u8> 
         out.extend_from_slice(b",\"patchType\":\"JSONPatch\"");
     }
     if !r.audit_annotations.is_empty() {
-        out.extend_from_slice(b",\"auditAnnotations\":{");
-        for (i, (k, v)) in r.audit_annotations.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(&mut out, k);
-            out.push(b':');
-            write_str(&mut out, v);
-        }
-        out.push(b'}');
+        out.extend_from_slice(b",\"auditAnnotations\":");
+        write_object(&mut out, &r.audit_annotations, |out, v| write_str(out, v));
     }
     if let Some(w) = &r.warnings {
         out.extend_from_slice(b",\"warnings\":");

@@ -132,7 +132,7 @@ impl AuditRecord {
     /// The record as one JSON object, byte for byte what `serde_json::to_string` gives (tested),
     /// without serde's per-type code on the request path.
     pub fn to_json(&self) -> String {
-        use kim_shared::json::{write_bool, write_str, write_str_array};
+        use kim_shared::json::{write_bool, write_object, write_str, write_str_array};
         fn string(out: &mut Vec<u8>, key: &str, value: &str) {
             out.extend_from_slice(key.as_bytes());
             write_str(out, value);
@@ -150,16 +150,8 @@ impl AuditRecord {
             string(&mut out, ",\"user_uid\":", &self.user_uid);
         }
         if !self.user_extra.is_empty() {
-            out.extend_from_slice(b",\"user_extra\":{");
-            for (i, (key, values)) in self.user_extra.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(&mut out, key);
-                out.push(b':');
-                write_str_array(&mut out, values);
-            }
-            out.push(b'}');
+            out.extend_from_slice(b",\"user_extra\":");
+            write_object(&mut out, &self.user_extra, |out, v| write_str_array(out, v));
         }
         strings(&mut out, ",\"groups\":", &self.groups);
         string(&mut out, ",\"operation\":", self.operation);

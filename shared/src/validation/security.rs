@@ -5,20 +5,6 @@ use super::networking::acl_cidr;
 use super::runtime::Ctx;
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
-    if ctx
-        .rt
-        .spec
-        .image_registry_cache
-        .as_ref()
-        .is_some_and(|c| c.enabled)
-    {
-        // The controller passes no caches to the conversion (`ConvertOptions::registry_caches`
-        // is `None`: they are defined in the runtime's cluster, which it does not read).
-        f.warning(
-            "spec.imageRegistryCache.enabled",
-            "configures no registry cache yet: the caches are defined in the runtime's cluster, which this infrastructure manager does not read; a registry-cache extension the Shoot already has is kept as it is",
-        );
-    }
     let security = &ctx.rt.spec.security;
     if security.administrators.is_empty() {
         f.violation(
