@@ -12,7 +12,7 @@ use std::path::Path;
 
 fn load(example: &str) -> Runtime {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/upstream/docs/adr/assets/runtime-examples")
+        .join("../config/samples")
         .join(example);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut rt: Runtime = serde_yaml_ng::from_str(&text).unwrap();
@@ -25,7 +25,7 @@ fn bench(c: &mut Criterion) {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/converter_config.json");
     let cfg = KimConfig::load(&ConfigPaths::new(&config)).unwrap();
     let mut group = c.benchmark_group("convert");
-    for example in ["aws.yaml", "azure.yaml"] {
+    for example in ["runtime-aws.yaml", "runtime-azure.yaml"] {
         let rt = load(example);
         let live = to_shoot(&rt, &cfg, None).unwrap().shoot;
         group.bench_function(format!("create/{example}"), |b| {

@@ -1,9 +1,9 @@
-//! Loading good configurations: the shipped example in `deploy/config/` and upstream's files.
+//! Loading good configurations: the shipped example in `deploy/config/` and configurations with
+//! only upstream's keys (upstream's own test files are loaded by the upstream-compatibility suite).
 #![allow(clippy::unwrap_used)]
 
 use kim_shared::config::{
-    AuditLogLookupError, ConfigPaths, FailureToleranceType, KimConfig, KubernetesVersionRejection,
-    ProviderKind,
+    ConfigPaths, FailureToleranceType, KimConfig, KubernetesVersionRejection, ProviderKind,
 };
 use std::path::PathBuf;
 
@@ -15,16 +15,6 @@ fn example_dir() -> PathBuf {
     repo_root().join("deploy/config")
 }
 
-fn upstream(path: &str) -> PathBuf {
-    let p = repo_root().join("../shared/upstream").join(path);
-    assert!(
-        p.exists(),
-        "upstream fixture {} is missing: the shared/ folder must sit beside the repository",
-        p.display()
-    );
-    p
-}
-
 fn load_example() -> KimConfig {
     KimConfig::load(&ConfigPaths::new(
         example_dir().join("converter_config.json"),
@@ -33,39 +23,7 @@ fn load_example() -> KimConfig {
 }
 
 /// A converter config with only upstream's keys, as upstream's docs describe it.
-const UPSTREAM_CONVERTER: &str = r#"{
-  "converter": {
-    "kubernetes": {
-      "defaultVersion": "1.29",
-      "enableKubernetesVersionAutoUpdate": true,
-      "enableMachineImageVersionVersionAutoUpdate": false,
-      "defaultOperatorOidc": {
-        "clientID": "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
-        "groupsClaim": "groups",
-        "issuerURL": "https://my.cool.tokens.com",
-        "signingAlgs": ["RS256"],
-        "usernameClaim": "sub",
-        "usernamePrefix": "-"
-      }
-    },
-    "dns": {"secretName": "dns-secret", "domainPrefix": "dev.kyma.ondemand.com", "providerType": "aws-route53"},
-    "provider": {"aws": {"enableIMDSv2": true}},
-    "machineImage": {"defaultName": "gardenlinux", "defaultVersion": "1592.1.0"},
-    "gardener": {"projectName": "kyma-dev"},
-    "auditLogging": {"policyConfigMapName": "audit-policy", "tenantConfigPath": "/auditlog/config.json"},
-    "maintenanceWindow": {"windowMapPath": "/maintenance-window-config/config"}
-  },
-  "cluster": {
-    "defaultSharedIASTenant": {
-      "clientID": "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy",
-      "groupsClaim": "groups",
-      "issuerURL": "https://some.others.tokens.com",
-      "signingAlgs": ["RS256"],
-      "usernameClaim": "sub",
-      "usernamePrefix": "-"
-    }
-  }
-}"#;
+const UPSTREAM_CONVERTER: &str = include_str!("data/upstream_converter_config.json");
 
 #[test]
 fn the_example_config_loads_with_every_provider_and_no_warning() {
@@ -278,68 +236,10 @@ fn the_example_audit_log_and_maintenance_files_are_read_relative_to_the_converte
 }
 
 #[test]
-fn upstreams_test_files_load_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
-    let converter = dir.path().join("converter_config.json");
-    std::fs::write(&converter, UPSTREAM_CONVERTER).unwrap();
-    let paths = ConfigPaths {
-        converter_config: converter,
-        audit_log_tenants: Some(upstream(
-            "internal/controller/runtime/testdata/auditConfig.json",
-        )),
-        maintenance_windows: Some(upstream(
-            "internal/controller/runtime/testdata/maintenanceWindow.yaml",
-        )),
-    };
-    let config = KimConfig::load(&paths).unwrap_or_else(|e| panic!("{e}"));
-
-    // Without `kim`, nothing is restricted.
-    assert!(config.kim.providers.is_empty());
-    assert!(config.provider(ProviderKind::Aws).is_none());
-    assert_eq!(config.cloud_profile_name(ProviderKind::Gcp), "gcp");
-    assert_eq!(
-        config.default_machine_image(ProviderKind::Aws).version,
-        "1592.1.0"
-    );
-    assert_eq!(config.default_kubernetes_version().to_string(), "1.29");
-    assert!(config.converter.provider.aws.enable_imds_v2);
-    assert!(!config.converter.dns.is_gardener_internal());
-
-    let tenant = config.audit_log_tenant("aws", "eu-central-1").unwrap();
-    assert_eq!(tenant.tenant_id, "79c64792-9c1e-4c1b-9941-ef7560dd3eae");
-    assert_eq!(tenant.service_url, "https://auditlog.example.com:3001");
-    assert_eq!(tenant.secret_name, "auditlog-secret");
-    assert_eq!(
-        config.audit_log_tenant("gcp", "europe-west3").unwrap_err(),
-        AuditLogLookupError::MissingProvider {
-            provider: "gcp".into()
-        }
-    );
-    assert_eq!(
-        config
-            .audit_log_tenant("aws", "us-east-1")
-            .unwrap_err()
-            .to_string(),
-        "audit logs configuration not found: missing region: 'us-east-1' for providerType: 'aws'"
-    );
-
-    // The maintenance file is upstream's ConfigMap manifest; the windows are under data.config.
-    let window = config.maintenance_window("eu-central-1").unwrap();
-    assert_eq!(
-        (window.begin.as_str(), window.end.as_str()),
-        ("200000+0000", "000000+0000")
-    );
-    assert!(config.maintenance_window("us-east-1").is_none());
-    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
-}
-
-#[test]
 fn from_parts_needs_no_files() {
-    let audit = std::fs::read_to_string(upstream(
-        "internal/controller/runtime/testdata/auditConfig.json",
-    ))
-    .unwrap();
-    let config = KimConfig::from_parts(UPSTREAM_CONVERTER, Some(&audit), None).unwrap();
+    let audit = r#"{"aws": {"eu-central-1": {"tenantID": "79c64792-9c1e-4c1b-9941-ef7560dd3eae",
+        "serviceURL": "https://auditlog.example.com:3001", "secretName": "auditlog-secret"}}}"#;
+    let config = KimConfig::from_parts(UPSTREAM_CONVERTER, Some(audit), None).unwrap();
     assert!(config.audit_log_tenant("aws", "eu-central-1").is_ok());
     assert!(config.maintenance_windows.0.is_empty());
 

@@ -1,144 +1,50 @@
-//! Golden tests: every upstream sample Runtime (`../shared/upstream/config/samples` and
-//! `docs/adr/assets/runtime-examples`) converts to the reviewed Shoot and structured-auth
-//! ConfigMap kept in `tests/golden/convert/<sample>.json`, with the example configuration of
-//! `deploy/config`.
+//! Golden tests: every sample Runtime of the repository (`config/samples/runtime-*.yaml`, shaped
+//! as KEB writes them) converts, with the example configuration of `deploy/config`, to the
+//! reviewed Shoot and structured-auth ConfigMap kept in `tests/golden/samples/<sample>.json`.
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p kim-shared --test convert_golden` rewrites the files; review the
-//! diff before committing it.
-//!
-//! Review (done for every file, field by field, against `kim-upstream.md` 4.1-4.6 and
-//! `gardener-api.md` 1, 7, 8 and its version table):
-//! - metadata: name = `spec.shoot.name`; namespace `garden-kyma-dev` (`converter.gardener.projectName`);
-//!   annotations runtime-id (label), runtime-generation (1, see `sample`), licence-type only for
-//!   the samples with `licenceType` (aws-trial, azure-lite); labels `account`/`subaccount` from
-//!   the account labels.
-//! - spec.purpose/region/networking/controlPlane copied; `credentialsBindingName` = the Runtime's
-//!   `secretBindingName` (no `secretBindingName`); `cloudProfile` {CloudProfile, aws|az|gcp|
-//!   converged-cloud-kyma} (no `cloudProfileName`); `exposureClassName: converged-cloud-internet`
-//!   only for openstack; `seedSelector` region label only with `enforceSeedLocation: true`;
-//!   `accessRestrictions` eu-access-only only for platform region cf-eu11 (not cd-eu11, cf-us10);
-//!   no tolerations (no me-central2 sample); no `spec.dns` (the example config uses
-//!   Gardener-internal DNS).
-//! - kubernetes: the Runtime's version or the default `1.35`; `kubeAPIServer.structuredAuthentication`
-//!   `structured-auth-config-<shoot>` and no `oidcConfig`; audit policy ConfigMap `audit-policy`
-//!   for regions with a tenant (all samples); no `enableStaticTokenKubeconfig`.
-//! - maintenance: autoUpdate kubernetesVersion true, machineImageVersion false; timeWindow only for
-//!   production purpose (eu-central-1/eu-de-1 20:00-00:00, eastus 04:00-08:00, us-central1 07:00-11:00).
-//! - provider: workers copied with the sample's image; AWS workers get the IMDSv2 WorkerConfig
-//!   (enableIMDSv2 true); workersSettings.sshAccess.enabled false; infrastructure and control plane
-//!   configs per `gardener-api.md` 8 with the zone subnets of reference 4.5 (AWS /16: 10.250.0.0/19,
-//!   .32.0/20, .48.0/20, ...; AWS /22: .0.0/25, .0.128/26, .0.192/26; Azure /22: .0.0/25,
-//!   .0.128/25, .1.0/25 with NAT gateways; GCP control plane zone = first zone; openstack
-//!   floating pool FloatingIP-external-kyma-01 and load balancer f5).
-//! - resources: `auditlog-credentials` -> Secret of the region's tenant.
-//! - extensions in upstream order: networking filter (disabled: every sample has egress off, so no
-//!   blackholing config), cert (shootIssuers), DNS (internal: replication on, sync from spec, no
-//!   providers), OIDC (disabled false), audit log (tenant of the region).
-//! - structured auth ConfigMap: the sample's `oidcConfig` (issuer + client present): audience =
-//!   clientID, username claim `sub` with the legacy default prefix `<issuer>#` (the samples set no
-//!   usernamePrefix), groups claim `groups` with prefix "".
+//! diff before committing it. The same check over upstream's samples is part of the
+//! upstream-compatibility suite (`tests/upstream_compat/golden.rs`).
+
+#[path = "golden_fixture/mod.rs"]
+mod fixture;
 
 use kim_shared::api::Runtime;
-use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_shared::convert::to_shoot;
-use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn upstream() -> PathBuf {
-    root().join("../shared/upstream")
-}
-
-fn config() -> KimConfig {
-    let path = root().join("deploy/config/converter_config.json");
-    KimConfig::load(&ConfigPaths::new(&path))
-        .unwrap_or_else(|e| panic!("example config {}: {e}", path.display()))
-}
-
-/// The samples, by golden name.
-fn samples() -> Vec<(String, PathBuf)> {
-    let mut out = vec![(
-        "infrastructuremanager_v1_runtime".to_owned(),
-        upstream().join("config/samples/infrastructuremanager_v1_runtime.yaml"),
-    )];
-    let dir = upstream().join("docs/adr/assets/runtime-examples");
-    let mut examples: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{} is missing: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    examples.sort();
-    assert_eq!(
-        examples.len(),
-        9,
-        "expected the nine ADR runtime examples in {}",
-        dir.display()
-    );
-    for p in examples {
-        let stem = p
-            .file_stem()
-            .expect("file name")
-            .to_string_lossy()
-            .into_owned();
-        out.push((stem, p));
-    }
-    out
-}
-
-/// A sample as the controller would see it once stored: generation 1. The sap-converged-cloud
-/// example writes `enforceSeedLocation: "true"` (a string), which upstream's own CRD rejects;
-/// that is asserted and then corrected to the boolean the author meant.
-fn sample(path: &Path) -> Runtime {
-    let mut text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if text.contains("enforceSeedLocation: \"true\"") {
-        let err = serde_yaml_ng::from_str::<Runtime>(&text).expect_err("a string is not a boolean");
-        assert!(
-            err.to_string().contains("enforceSeedLocation") || err.to_string().contains("boolean"),
-            "{err}"
-        );
-        text = text.replace("enforceSeedLocation: \"true\"", "enforceSeedLocation: true");
-    }
-    let mut rt: Runtime =
-        serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    rt.metadata.generation = Some(1);
-    rt
-}
 
 #[test]
-fn upstream_samples_convert_to_the_reviewed_shoots() {
-    let cfg = config();
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    let mut mismatches = Vec::new();
-    for (name, path) in samples() {
-        let rt = sample(&path);
-        let converted = to_shoot(&rt, &cfg, None).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(!converted.workers_removed);
-        let actual = serde_json::json!({
-            "shoot": converted.shoot,
-            "structuredAuth": converted.structured_auth,
-        });
-        let text = serde_json::to_string_pretty(&actual).expect("serializable") + "\n";
-        let golden = root()
-            .join("tests/golden/convert")
-            .join(format!("{name}.json"));
-        if update {
-            std::fs::write(&golden, &text).unwrap_or_else(|e| panic!("{}: {e}", golden.display()));
-            continue;
-        }
-        let expected = std::fs::read_to_string(&golden)
-            .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", golden.display()));
-        if expected != text {
-            mismatches.push(name.clone());
-            pretty_assertions::assert_eq!(
-                expected,
-                text,
-                "{name}: conversion differs from {}",
-                golden.display()
-            );
-        }
-    }
-    assert!(mismatches.is_empty(), "{mismatches:?}");
+fn sample_runtimes_convert_to_the_reviewed_shoots() {
+    let dir = fixture::root().join("config/samples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "yaml")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("runtime-"))
+        })
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 7,
+        "expected the sample Runtimes in {}",
+        dir.display()
+    );
+    let samples = files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut rt: Runtime = serde_yaml_ng::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            // As the controller sees it once stored.
+            rt.metadata.generation = Some(1);
+            let name = path
+                .file_stem()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            (name, rt)
+        })
+        .collect();
+    fixture::check(samples, &fixture::root().join("tests/golden/samples"));
 }

@@ -49,7 +49,7 @@ fn identity_of_the_cluster_is_immutable() {
         ),
         (
             "spec.shoot.platformRegion",
-            runtime(|rt| rt.spec.shoot.platform_region = "cf-eu10".into()),
+            runtime(|rt| rt.spec.shoot.platform_region = "cf-eu20".into()),
         ),
         (
             "spec.shoot.secretBindingName",
@@ -87,7 +87,7 @@ fn rejects_with(
 #[test]
 fn provider_type_is_immutable() {
     let old = sample();
-    let mut new = upstream_runtime("docs/adr/assets/runtime-examples/azure.yaml");
+    let mut new = sample_runtime("runtime-azure.yaml");
     new.metadata.labels = old.metadata.labels.clone();
     new.spec.shoot.name = old.spec.shoot.name.clone();
     new.spec.shoot.region = old.spec.shoot.region.clone();
@@ -240,7 +240,7 @@ fn a_required_label_is_checked_when_an_update_changes_it() {
 
 #[test]
 fn legacy_azure_lite_pools_may_keep_no_zones() {
-    let mut old = upstream_runtime("docs/adr/assets/runtime-examples/azure-lite.yaml");
+    let mut old = sample_runtime("runtime-azure.yaml");
     old.spec.shoot.provider.workers[0].zones = Some(vec![]);
     let mut new = old.clone();
     new.spec.shoot.provider.workers[0].maximum = 12;

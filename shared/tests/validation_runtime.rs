@@ -12,9 +12,16 @@ use kim_shared::names;
 use kim_shared::validation::{ValidationOptions, validate_create, validate_create_with};
 
 #[test]
-fn the_corrected_upstream_sample_is_valid() {
+fn the_sample_is_valid_without_a_warning() {
     let findings = accepts(&sample());
-    // The sample asks for ingress filtering with egress filtering off.
+    assert!(findings.warnings.is_empty(), "{:?}", findings.warnings);
+    // Ingress filtering with egress filtering off is accepted with a warning.
+    let findings = accepts(&runtime(|rt| {
+        let filter = &mut rt.spec.security.networking.filter;
+        filter.egress.enabled = false;
+        filter.ingress =
+            Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+    }));
     assert!(
         findings
             .warnings
@@ -320,7 +327,7 @@ fn networks_must_not_overlap() {
         "spec.shoot.networking.services",
         "overlaps the nodes network",
     );
-    let rt = runtime(|rt| rt.spec.shoot.networking.services = "100.64.0.0/13".into());
+    let rt = runtime(|rt| rt.spec.shoot.networking.services = "10.96.0.0/13".into());
     rejects_with(
         &rt,
         "spec.shoot.networking.services",
@@ -352,7 +359,7 @@ fn nodes_prefix_is_16_to_24_where_the_provider_splits_it_into_zones() {
         rt.spec.shoot.networking.nodes = "10.250.0.0/24".into()
     }));
     // GCP does not split the nodes network.
-    let gcp = upstream_runtime("docs/adr/assets/runtime-examples/gcp.yaml");
+    let gcp = sample_runtime("runtime-gcp.yaml");
     let mut wide = gcp.clone();
     wide.spec.shoot.networking.nodes = "10.0.0.0/12".into();
     assert_eq!(wide.spec.shoot.provider.type_, ProviderType::Gcp);
@@ -368,4 +375,64 @@ fn networking_type_must_be_a_name() {
     accepts(&runtime(|rt| {
         rt.spec.shoot.networking.type_ = Some("cilium".into())
     }));
+}
+
+/// Every sample of `config/samples` (shaped as KEB writes them) is admitted: each Runtime after
+/// the mutating webhook's defaults, which change nothing KEB set, and converts; the
+/// GardenerCluster and the RuntimeAccess under the default access policy.
+#[test]
+fn every_sample_of_the_repository_is_admitted() {
+    let mut names: Vec<String> = std::fs::read_dir(samples_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("runtime-") && n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 7,
+        "expected the sample Runtimes, found {names:?}"
+    );
+    for name in &names {
+        let sent = sample_runtime(name);
+        let mut rt = sent.clone();
+        kim_shared::defaults::apply_defaults(&mut rt, config());
+        let findings = validate_create(&rt, config());
+        assert!(findings.is_allowed(), "{name}: {:?}", findings.violations);
+        // The defaults only add: every field the sample sets is stored as sent.
+        let sent = serde_json::to_value(&sent).unwrap();
+        let stored = serde_json::to_value(&rt).unwrap();
+        kept(name, "", &sent, &stored);
+        if let Err(e) = kim_shared::convert::to_shoot(&rt, config(), None) {
+            panic!("{name} is admitted but does not convert: {e}");
+        }
+    }
+    allowed(kim_shared::validation::validate_gardener_cluster(
+        &gardener_cluster(),
+    ));
+    let access: kim_shared::api::runtime_access::RuntimeAccess = sample_file("runtimeaccess.yaml");
+    allowed(kim_shared::access::validate_runtime_access(
+        &access,
+        &kim_shared::access::AccessPolicy::default(),
+    ));
+}
+
+/// Asserts that every value of `sent` is in `stored` unchanged (`stored` may add fields).
+fn kept(name: &str, at: &str, sent: &serde_json::Value, stored: &serde_json::Value) {
+    use serde_json::Value;
+    match (sent, stored) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let inner = b
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{name}: {at}/{k} was dropped"));
+                kept(name, &format!("{at}/{k}"), v, inner);
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                kept(name, &format!("{at}/{i}"), x, y);
+            }
+        }
+        _ => assert_eq!(sent, stored, "{name}: the defaults changed {at}"),
+    }
 }

@@ -343,7 +343,7 @@ fn zones_follow_the_provider_naming_rule_without_a_configured_region_list() {
     denied(check(&["eu-central-1-a"]), &field("zones[0]"));
     denied(check(&["us-east-1a"]), &field("zones[0]"));
 
-    let mut gcp = upstream_runtime("docs/adr/assets/runtime-examples/gcp.yaml");
+    let mut gcp = sample_runtime("runtime-gcp.yaml");
     allowed(kim_shared::validation::validate_create(&gcp, &cfg));
     gcp.spec.shoot.provider.workers[0].zones = Some(vec!["us-central1a".into()]);
     denied(
@@ -351,7 +351,7 @@ fn zones_follow_the_provider_naming_rule_without_a_configured_region_list() {
         "spec.shoot.provider.workers[0].zones[0]",
     );
 
-    let mut azure = upstream_runtime("docs/adr/assets/runtime-examples/azure.yaml");
+    let mut azure = sample_runtime("runtime-azure.yaml");
     allowed(kim_shared::validation::validate_create(&azure, &cfg));
     azure.spec.shoot.provider.workers[0].zones = Some(vec!["1".into(), "2".into(), "9".into()]);
     denied(

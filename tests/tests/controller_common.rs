@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
 use kim_controller::cli::run::RunArgs;
 use kim_controller::runner::Process;
@@ -12,7 +12,7 @@ use kim_shared::api::{Runtime, RuntimeState};
 use kim_tests::testenv::TestEnv;
 use kube::Api;
 use kube::api::PostParams;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A controller running in this test process against the shared environment.
 pub struct RunningController {
@@ -346,10 +346,10 @@ impl KillableController {
     }
 }
 
-/// The upstream sample Runtime, made to fit the test Gardener (credentials binding, project).
+/// The AWS sample Runtime (`config/samples/runtime-aws.yaml`), made to fit the test Gardener
+/// (credentials binding, a unique name and shoot name).
 pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
-    let path = kim_tests::testenv::repo_root()
-        .join("../shared/upstream/config/samples/infrastructuremanager_v1_runtime.yaml");
+    let path = kim_tests::testenv::repo_root().join("config/samples/runtime-aws.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
     let mut rt: Runtime = serde_yaml_ng::from_str(&text)?;
@@ -445,12 +445,11 @@ where
 /// that binds `cluster-admin` to `admin`.
 pub async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
     use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-    use kim_shared::names;
     let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
     let selector = format!(
         "{}={}",
-        names::LABEL_RECONCILER_MANAGED_BY,
-        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+        kim_shared::names::LABEL_RECONCILER_MANAGED_BY,
+        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
     Ok(crbs
         .list(&kube::api::ListParams::default().labels(&selector))
@@ -486,5 +485,159 @@ pub fn check_ready_conditions(rt: &Runtime) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Runtime sample files as `(file stem, YAML as JSON)`.
+pub fn read_samples(files: &[std::path::PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
+    files
+        .iter()
+        .map(|p| {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
+            Ok((stem, serde_yaml_ng::from_str(&text)?))
+        })
+        .collect()
+}
+
+/// A sample made provisionable in the test landscape, defaulted (what the mutating webhook
+/// does). Replacements, each for a reason a real Gardener or apiserver would refuse the sample
+/// too:
+/// - `metadata.namespace`, `metadata.name`, the runtime-id and shoot-name labels and
+///   `spec.shoot.name`: unique per test run (samples share IDs and names);
+/// - `spec.shoot.secretBindingName` -> the test landscape's binding of the provider;
+/// - `spec.shoot.kubernetes.version` -> removed, so the configured default applies (upstream's
+///   samples name 1.28.7, out of Gardener's support);
+/// - `spec.shoot.enforceSeedLocation: "true"` (a string in one upstream sample, which the CRD
+///   schema refuses) -> `true`;
+/// - `spec.security.administrators` -> one list for all: every Shoot of the test landscape
+///   points at the same cluster, where each Runtime keeps only its own administrators' bindings.
+pub fn provisionable(mut rt: Value, ns: &str, id: &str) -> Result<Runtime> {
+    rt["metadata"]["namespace"] = json!(ns);
+    rt["metadata"]["name"] = json!(id);
+    let shoot = shoot_name(id);
+    let labels = rt["metadata"]["labels"]
+        .as_object_mut()
+        .context("the sample has labels")?;
+    labels.insert(kim_shared::names::LABEL_RUNTIME_ID.into(), json!(id));
+    labels.insert("kyma-project.io/shoot-name".into(), json!(shoot));
+    rt["spec"]["shoot"]["name"] = json!(shoot);
+    let provider = rt["spec"]["shoot"]["provider"]["type"]
+        .as_str()
+        .context("spec.shoot.provider.type")?
+        .to_owned();
+    rt["spec"]["shoot"]["secretBindingName"] =
+        json!(kim_tests::fixtures::credentials_name(&provider));
+    if let Some(k) = rt
+        .pointer_mut("/spec/shoot/kubernetes")
+        .and_then(Value::as_object_mut)
+    {
+        k.remove("version");
+    }
+    if rt
+        .pointer("/spec/shoot/enforceSeedLocation")
+        .is_some_and(Value::is_string)
+    {
+        rt["spec"]["shoot"]["enforceSeedLocation"] = json!(true);
+    }
+    rt["spec"]["security"]["administrators"] = json!(["admin@example.com"]);
+    let mut rt: Runtime = serde_json::from_value(rt)?;
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+        kim_tests::testenv::repo_root().join("deploy/config/converter_config.json"),
+    ))?;
+    kim_shared::defaults::apply_defaults(&mut rt, &cfg);
+    Ok(rt)
+}
+
+/// Creates every sample in a fresh namespace with a controller running, waits until each is
+/// `Ready` with upstream's conditions and its administrators bound in the cluster, then deletes
+/// them all and checks that their Shoots are gone.
+pub async fn provision_and_delete_samples(
+    namespace_prefix: &str,
+    samples: Vec<(String, serde_json::Value)>,
+) -> Result<()> {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use kube::api::{DeleteParams, ListParams};
+    use kube::{Api, ResourceExt};
+    ensure!(!samples.is_empty(), "no sample to provision");
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace(namespace_prefix).await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(4)..];
+
+    let mut runtimes = Vec::new();
+    for (i, (stem, sample)) in samples.into_iter().enumerate() {
+        let id = format!("rt{i}-{suffix}");
+        let rt = provisionable(sample, &ns, &id).with_context(|| stem.clone())?;
+        create(env, &rt)
+            .await
+            .with_context(|| format!("create {stem}"))?;
+        runtimes.push((stem, rt));
+    }
+
+    let ns_ref = ns.as_str();
+    let ready = futures::future::join_all(runtimes.iter().map(|(stem, rt)| async move {
+        wait_state(
+            env,
+            ns_ref,
+            &rt.name_any(),
+            RuntimeState::Ready,
+            Duration::from_secs(180),
+        )
+        .await
+        .with_context(|| format!("sample {stem}"))
+    }))
+    .await;
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
+    let selector = format!(
+        "{}={}",
+        kim_shared::names::LABEL_RECONCILER_MANAGED_BY,
+        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    let bindings = crbs.list(&ListParams::default().labels(&selector)).await?;
+    for ((stem, rt), ready) in runtimes.iter().zip(ready) {
+        let ready = ready?;
+        check_ready_conditions(&ready).with_context(|| format!("sample {stem}"))?;
+        let admins = &rt.spec.security.administrators;
+        ensure!(!admins.is_empty(), "{stem} names administrators");
+        for admin in admins {
+            ensure!(
+                bindings
+                    .items
+                    .iter()
+                    .any(|b| b.role_ref.name == "cluster-admin"
+                        && b.subjects.iter().flatten().any(|s| &s.name == admin)),
+                "{stem}: administrator {admin} is not bound to cluster-admin"
+            );
+        }
+    }
+
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    for (_, rt) in &runtimes {
+        api.delete(&rt.name_any(), &DeleteParams::default()).await?;
+    }
+    eventually(
+        "every sample Runtime gone",
+        Duration::from_secs(180),
+        || {
+            let api = api.clone();
+            async move { Ok(api.list(&ListParams::default()).await?.items.is_empty()) }
+        },
+    )
+    .await?;
+    let shoots: Api<kim_shared::gardener::Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    for (stem, rt) in &runtimes {
+        ensure!(
+            shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
+            "{stem}: the Shoot outlived its Runtime"
+        );
+    }
+    ctl.stop().await;
     Ok(())
 }

@@ -542,7 +542,8 @@ fn paths_named_in_the_docs_exist() -> Result<()> {
             files.push(p);
         }
     }
-    const ROOTS: [&str; 10] = [
+    const ROOTS: [&str; 11] = [
+        "config/",
         "docs/",
         "deploy/",
         "crds/",
@@ -597,6 +598,122 @@ fn paths_named_in_the_docs_exist() -> Result<()> {
         missing.is_empty(),
         "the docs name paths that do not exist:\n{}",
         missing.join("\n")
+    );
+    Ok(())
+}
+
+/// Files of the upstream-compatibility suite (and its entry points), the only code that may name
+/// upstream's folders or `KIM_UPSTREAM_DIR`.
+const UPSTREAM_SUITE: [&str; 4] = [
+    "shared/tests/upstream_compat/",
+    "tests/tests/upstream_compat_e2e.rs",
+    ".ci/run",
+    "Makefile",
+];
+
+/// Lexically resolves `relative` (which may start with `../`) against `base`; `None` when it
+/// climbs above the filesystem root.
+fn normalise(base: &std::path::Path, relative: &str) -> Option<std::path::PathBuf> {
+    let mut out = base.to_path_buf();
+    for part in relative.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            p => out.push(p),
+        }
+    }
+    Some(out)
+}
+
+/// The repository is all a user has: no program, test or bench outside the upstream-compatibility
+/// suite reads a path outside it. Every code file (Rust, shell, Makefile, Cargo manifests) is
+/// scanned for upstream's folder names and `KIM_UPSTREAM_DIR`, and for string literals starting
+/// with `../` that resolve, from the file's folder, its crate or the repository root, to no file
+/// inside the repository.
+#[test]
+fn nothing_outside_the_suite_reads_beyond_the_repository() -> Result<()> {
+    let root = kim_tests::testenv::repo_root();
+    let root = root.canonicalize().unwrap_or(root);
+    let mut files = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                if !(name == "target" || name == ".git") {
+                    dirs.push(path);
+                }
+            } else if name == "Makefile"
+                || name == "run"
+                || [".rs", ".sh", ".toml", ".env"]
+                    .iter()
+                    .any(|x| name.ends_with(x))
+            {
+                files.push(path);
+            }
+        }
+    }
+    // This file names the tokens it looks for.
+    let this_file = root.join("tests/tests/deploy_manifests_e2e.rs");
+    const TOKENS: [&str; 4] = [
+        "../shared",
+        "shared/upstream",
+        "upstream-2026-07",
+        "KIM_UPSTREAM_DIR",
+    ];
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&root).unwrap_or(file);
+        let in_suite = UPSTREAM_SUITE
+            .iter()
+            .any(|s| relative.to_string_lossy().starts_with(s));
+        if *file == this_file {
+            continue;
+        }
+        let text = std::fs::read_to_string(file)?;
+        let crate_dir = root.join(
+            relative
+                .components()
+                .next()
+                .map_or("".as_ref(), |c| c.as_os_str()),
+        );
+        for (n, line) in text.lines().enumerate() {
+            let at = || format!("{}:{}: {}", relative.display(), n + 1, line.trim());
+            if !in_suite && TOKENS.iter().any(|t| line.contains(t)) {
+                found.push(at());
+                continue;
+            }
+            for literal in line.split("\"../").skip(1) {
+                let path = literal.split(['"', '{']).next().unwrap_or_default();
+                let path = format!("../{path}");
+                let inside = [file.parent().unwrap_or(&root), &crate_dir, &root]
+                    .iter()
+                    .filter_map(|base| normalise(base, &path))
+                    .any(|p| p.starts_with(&root) && p.exists());
+                if !inside && !in_suite {
+                    found.push(at());
+                }
+            }
+        }
+    }
+    ensure!(
+        files.len() > 100,
+        "only {} files scanned: is the scan broken?",
+        files.len()
+    );
+    ensure!(
+        found.is_empty(),
+        "code outside the upstream-compatibility suite reads beyond the repository:\n{}",
+        found.join("\n")
     );
     Ok(())
 }

@@ -73,10 +73,18 @@ async fn make_run_reaches_ready_and_the_sample_runtime_becomes_ready() {
         .expect("kcp.kubeconfig is usable");
     let client = kube::Client::try_from(config).expect("KCP client");
     let runtimes: Api<Runtime> = Api::namespaced(client, "kcp-system");
+    let sample: Runtime = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(
+            kim_tests::testenv::repo_root().join("config/samples/runtime-aws.yaml"),
+        )
+        .expect("the sample make run applies"),
+    )
+    .expect("a Runtime");
+    let name = sample.metadata.name.expect("the sample has a name");
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut last = String::from("not found");
     loop {
-        if let Ok(rt) = runtimes.get("runtime-id").await {
+        if let Ok(rt) = runtimes.get(&name).await {
             let status = rt.status.unwrap_or_default();
             last = serde_json::to_string(&status).unwrap_or_default();
             if serde_json::to_value(&status)

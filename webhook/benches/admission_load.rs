@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use hyper::body::Bytes;
 use kim_webhook::admission::Mode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The server's allocator, so that the in-process profile (`KIM_BENCH_PROFILE=1`) costs what
 /// the server pays.
@@ -180,26 +180,12 @@ fn start_server() -> Result<Server> {
     }
 }
 
-/// A Runtime from an upstream example, with the placeholders a real Gardener refuses too
-/// replaced: the Secret binding name with a space, and Kubernetes 1.28 (below the configured
-/// minimum; removed, so the defaults choose the version).
+/// One of the repository's sample Runtimes (`config/samples`, shaped as KEB writes them).
 fn runtime_example(example: &str) -> Result<Value> {
-    let path = repo_root()
-        .join("../shared/upstream/docs/adr/assets/runtime-examples")
-        .join(example);
+    let path = repo_root().join("config/samples").join(example);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let mut obj: Value = serde_yaml_ng::from_str(&text)?;
-    if let Some(s) = obj.pointer_mut("/spec/shoot/secretBindingName") {
-        *s = json!("hyperscaler-secret");
-    }
-    if let Some(k) = obj
-        .pointer_mut("/spec/shoot/kubernetes")
-        .and_then(Value::as_object_mut)
-    {
-        k.remove("version");
-    }
-    Ok(obj)
+    Ok(serde_yaml_ng::from_str(&text)?)
 }
 
 /// The example after the mutating webhook, as the validating webhook receives it.
@@ -597,7 +583,7 @@ fn main() -> Result<()> {
         // The server's own logging set-up (JSON logs, audit records by their own layer),
         // writing to sinks, so that "audit emit" costs what it costs in the server.
         let _audit_log = kim_webhook::run::init_logging_to("json", std::io::sink, std::io::sink());
-        let example = runtime_example("aws.yaml")?;
+        let example = runtime_example("runtime-aws.yaml")?;
         return profile_steps(
             &runtime_review(&example, Mode::Mutate)?,
             &runtime_review(&example, Mode::Validate)?,
@@ -617,7 +603,7 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let example = runtime_example("aws.yaml")?;
+    let example = runtime_example("runtime-aws.yaml")?;
     let create = runtime_review(&example, Mode::Mutate)?;
     let create_defaulted = runtime_review(&example, Mode::Validate)?;
     let noop = create_defaulted.clone();

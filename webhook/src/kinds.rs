@@ -354,10 +354,8 @@ mod tests {
 
     fn stored_without_volume() -> Runtime {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(
-            repo.join("../../shared/upstream/docs/adr/assets/runtime-examples/aws.yaml"),
-        )
-        .expect("upstream example readable");
+        let text = std::fs::read_to_string(repo.join("../config/samples/runtime-aws.yaml"))
+            .expect("sample readable");
         let mut rt: Runtime = serde_yaml_ng::from_str(&text).expect("sample is a Runtime");
         for w in &mut rt.spec.shoot.provider.workers {
             w.volume = None;
@@ -440,10 +438,8 @@ mod tests {
         let decoder = Runtime::FAST_DECODER.expect("Runtimes have a fast decoder");
         use serde_json::{Value, json};
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(
-            repo.join("../../shared/upstream/docs/adr/assets/runtime-examples/aws.yaml"),
-        )
-        .expect("upstream example readable");
+        let text = std::fs::read_to_string(repo.join("../config/samples/runtime-aws.yaml"))
+            .expect("sample readable");
         let rt: Value = serde_yaml_ng::from_str(&text).expect("yaml");
         let review = |op: &str, object: Value, old: Value, extra: Value| {
             let mut r = json!({

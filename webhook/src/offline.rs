@@ -215,21 +215,9 @@ mod tests {
     }
 
     fn sample() -> Value {
-        let text = std::fs::read_to_string(
-            repo().join("../shared/upstream/docs/adr/assets/runtime-examples/aws.yaml"),
-        )
-        .expect("upstream example readable");
-        let mut v: Value = serde_yaml_ng::from_str(&text).expect("yaml");
-        // The example's placeholders a real Gardener refuses too.
-        v["spec"]["shoot"]["secretBindingName"] = "hyperscaler-secret".into();
-        if let Some(Value::Mapping(k)) = v
-            .get_mut("spec")
-            .and_then(|s| s.get_mut("shoot"))
-            .and_then(|s| s.get_mut("kubernetes"))
-        {
-            k.remove("version");
-        }
-        v
+        let text = std::fs::read_to_string(repo().join("config/samples/runtime-aws.yaml"))
+            .expect("sample readable");
+        serde_yaml_ng::from_str(&text).expect("yaml")
     }
 
     #[test]
@@ -247,7 +235,8 @@ mod tests {
         assert_eq!(r.invalid, 2, "{}", r.text);
         assert_eq!(r.exit_code(), 1);
         assert!(
-            r.text.contains("OK   s.yaml#0 Runtime kcp-system/aws-full"),
+            r.text
+                .contains("OK   s.yaml#0 Runtime kcp-system/dbfd7ad6-b625-4bf2-9718-c1dbf22a7b94"),
             "{}",
             r.text
         );

@@ -1,4 +1,4 @@
-//! The defaults patch of `/mutate/runtime` over every upstream Runtime example: applied to the
+//! The defaults patch of `/mutate/runtime` over every sample Runtime of the repository: applied to the
 //! object exactly as sent, it yields the defaulted object, and the pruned diff gives the same
 //! operations as `json_patch::diff`.
 
@@ -28,21 +28,21 @@ fn config() -> KimConfig {
     .expect("example config loads")
 }
 
-/// Every upstream Runtime example, as JSON, plus variants without the fields the defaults
+/// Every sample Runtime of the repository (`config/samples`), as JSON, plus variants without the fields the defaults
 /// fill in (so that additions below missing parents are exercised too).
 fn samples() -> Vec<(String, Value)> {
-    let dir = repo().join("../shared/upstream/docs/adr/assets/runtime-examples");
+    let dir = repo().join("config/samples");
     let mut out = Vec::new();
     let entries = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("upstream examples missing at {}: {e}", dir.display()));
+        .unwrap_or_else(|e| panic!("samples missing at {}: {e}", dir.display()));
     for entry in entries {
         let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("runtime-") && name.ends_with(".yaml")) {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
         let obj: Value = serde_yaml_ng::from_str(&text).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mut bare = obj.clone();
         if let Some(shoot) = bare
             .pointer_mut("/spec/shoot")
@@ -66,8 +66,8 @@ fn samples() -> Vec<(String, Value)> {
         out.push((name, obj));
     }
     assert!(
-        out.len() >= 10,
-        "expected the upstream examples in {}",
+        out.len() >= 14,
+        "expected the sample Runtimes in {}",
         dir.display()
     );
     out
@@ -104,12 +104,8 @@ fn patch_applied_to_the_request_object_gives_the_defaulted_runtime() {
         let a = admit::<Runtime>(Mode::Mutate, &review(&obj), &ctx, SystemTime::now());
         let v: Value = serde_json::from_slice(&a.body).unwrap();
         let r = &v["response"];
-        let Ok(original) = serde_json::from_value::<Runtime>(obj.clone()) else {
-            // An upstream example that is not a valid Runtime (sap-converged-cloud.yaml spells
-            // a boolean as a string) is denied, not patched.
-            assert_eq!(r["allowed"], false, "{name}: {r}");
-            continue;
-        };
+        let original = serde_json::from_value::<Runtime>(obj.clone())
+            .unwrap_or_else(|e| panic!("{name} is a Runtime: {e}"));
         assert_eq!(r["allowed"], true, "{name}: {r}");
         let mut expected = original.clone();
         kim_shared::defaults::apply_defaults(&mut expected, &cfg);

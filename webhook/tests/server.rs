@@ -142,16 +142,12 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     )
 }
 
-/// The upstream sample Runtime with its placeholder Secret binding name (a space, refused by
-/// Gardener too) replaced and the defaults applied, as the validating webhook sees it.
+/// The project's AWS sample Runtime (shaped as KEB writes it) without its Kubernetes version,
+/// so that the defaults have something to add.
 fn sample_runtime() -> Value {
-    let text = std::fs::read_to_string(
-        repo().join("../shared/upstream/config/samples/infrastructuremanager_v1_runtime.yaml"),
-    )
-    .expect("upstream sample (../shared/upstream) is readable");
+    let text = std::fs::read_to_string(repo().join("config/samples/runtime-aws.yaml"))
+        .expect("config/samples/runtime-aws.yaml is readable");
     let mut v: Value = serde_yaml_ng::from_str(&text).unwrap();
-    v["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-secret");
-    // 1.28 is below the configured minimum; leave it to the defaults.
     v["spec"]["shoot"]["kubernetes"]
         .as_object_mut()
         .unwrap()

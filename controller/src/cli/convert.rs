@@ -212,7 +212,7 @@ mod tests {
 
     fn sample(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/upstream/docs/adr/assets/runtime-examples")
+            .join("../config/samples")
             .join(name)
     }
 
@@ -238,7 +238,9 @@ mod tests {
 
     #[test]
     fn prints_the_config_map_and_the_shoot_with_the_example_config() {
-        let path = sample("aws.yaml");
+        let path = sample("runtime-aws.yaml");
+        let runtime: serde_json::Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let (result, out, _) = run(&["-f", path.to_str().unwrap()]);
         result.unwrap();
         let docs = documents(&out);
@@ -246,18 +248,22 @@ mod tests {
         assert_eq!(docs[0]["kind"], "ConfigMap");
         assert_eq!(
             docs[0]["metadata"]["name"],
-            "structured-auth-config-aws-full"
+            format!(
+                "structured-auth-config-{}",
+                runtime["spec"]["shoot"]["name"].as_str().unwrap()
+            )
         );
         assert_eq!(docs[1]["kind"], "Shoot");
         assert_eq!(docs[1]["metadata"]["namespace"], "garden-kyma-dev");
         assert_eq!(
             docs[1]["spec"]["credentialsBindingName"],
-            "hyperscaler secret"
+            runtime["spec"]["shoot"]["secretBindingName"]
         );
         // The same conversion as the golden file of the sample (generation 0 here: not stored).
         let golden: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/convert/aws.json"),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../tests/golden/samples/runtime-aws.json"),
             )
             .unwrap(),
         )
@@ -267,7 +273,7 @@ mod tests {
 
     #[test]
     fn patch_form_over_a_live_shoot_reports_removed_pools() {
-        let path = sample("azure.yaml");
+        let path = sample("runtime-azure.yaml");
         let (result, live_json, _) = run(&["-f", path.to_str().unwrap(), "-o", "json"]);
         result.unwrap();
         // The second JSON document is the Shoot; add a pool the Runtime does not have.
@@ -319,7 +325,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kim-convert-err-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut rt: serde_json::Value =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(sample("gcp.yaml")).unwrap()).unwrap();
+            serde_yaml_ng::from_str(&std::fs::read_to_string(sample("runtime-gcp.yaml")).unwrap())
+                .unwrap();
         rt["spec"]["shoot"]["networking"]["nodes"] = "10.250.0.0".into();
         let bad = dir.join("bad.yaml");
         std::fs::write(&bad, serde_yaml_ng::to_string(&rt).unwrap()).unwrap();
@@ -337,7 +344,7 @@ mod tests {
     #[test]
     fn config_directory_is_loaded() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config");
-        let path = sample("aws-trial.yaml");
+        let path = sample("runtime-trial.yaml");
         let (result, out, _) = run(&[
             "-f",
             path.to_str().unwrap(),

@@ -2,9 +2,8 @@
 //! `#[path = "validation_fixtures/mod.rs"] mod fixtures;` (a folder, so that it is not a test
 //! target of its own).
 //!
-//! The base Runtime is upstream's sample (`../shared/upstream/config/samples/
-//! infrastructuremanager_v1_runtime.yaml`) with the placeholders a real Gardener would refuse
-//! replaced (see [`sample`]); the configuration is the example in `deploy/config`.
+//! The base Runtime is the project's AWS sample (`config/samples/runtime-aws.yaml`, shaped as KEB
+//! writes it); the configuration is the example in `deploy/config`.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use kim_shared::api::{GardenerCluster, Runtime};
@@ -15,9 +14,9 @@ use kim_shared::validation::{
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The upstream repository copy next to this repository (`../shared/upstream`).
-pub fn upstream_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/upstream")
+/// The repository's own samples (`config/samples`).
+pub fn samples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/samples")
 }
 
 /// The example KIM configuration of `deploy/config`, loaded once.
@@ -31,61 +30,31 @@ pub fn config() -> &'static KimConfig {
     })
 }
 
-/// Reads an upstream YAML file (`path` relative to the upstream copy) as JSON, so that tests can
-/// correct a placeholder before it meets the typed decoder.
-pub fn upstream_json(path: &str) -> serde_json::Value {
-    let file = upstream_dir().join(path);
+/// Reads one of the repository's samples (`name` in `config/samples`).
+pub fn sample_file<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let file = samples_dir().join(name);
     let text = std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("upstream sample expected at {}: {e}", file.display()));
-    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{} is not YAML: {e}", file.display()))
+        .unwrap_or_else(|e| panic!("sample expected at {}: {e}", file.display()));
+    serde_yaml_ng::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} does not decode: {e}", file.display()))
 }
 
-/// Replacements every upstream Runtime sample needs before a real Gardener would take it, each
-/// with the reason. Applied to the JSON form; a replacement whose field the sample lacks is
-/// skipped.
-pub const SAMPLE_REPLACEMENTS: &[(&str, &str, &str)] = &[
-    (
-        "/spec/shoot/secretBindingName",
-        "\"hyperscaler-secret\"",
-        "\"hyperscaler secret\" contains a space: no Kubernetes object (SecretBinding) can have that name",
-    ),
-    (
-        "/spec/shoot/kubernetes/version",
-        "\"1.35.4\"",
-        "1.28.7 is long out of Gardener's support; the example configuration offers 1.33 and newer",
-    ),
-    (
-        "/spec/shoot/enforceSeedLocation",
-        "true",
-        "the sap-converged-cloud sample writes the string \"true\" where the CRD declares a boolean",
-    ),
-];
-
-/// An upstream Runtime sample with [`SAMPLE_REPLACEMENTS`] applied.
-pub fn upstream_runtime(path: &str) -> Runtime {
-    let mut json = upstream_json(path);
-    for (pointer, value, _why) in SAMPLE_REPLACEMENTS {
-        if let Some(slot) = json.pointer_mut(pointer) {
-            *slot = serde_json::from_str(value).unwrap();
-        }
-    }
-    serde_json::from_value(json)
-        .unwrap_or_else(|e| panic!("{path} does not decode as a Runtime: {e}"))
+/// One of the repository's sample Runtimes, e.g. `sample_runtime("runtime-gcp.yaml")`.
+pub fn sample_runtime(name: &str) -> Runtime {
+    sample_file(name)
 }
 
-/// The base fixture: upstream's `config/samples` Runtime (AWS, eu-central-1, three zones),
-/// corrected as [`upstream_runtime`] says. It is valid as it is.
+/// The base fixture: the AWS sample (eu-central-1, three zones). It is valid as it is.
 pub fn sample() -> Runtime {
     static SAMPLE: OnceLock<Runtime> = OnceLock::new();
     SAMPLE
-        .get_or_init(|| upstream_runtime("config/samples/infrastructuremanager_v1_runtime.yaml"))
+        .get_or_init(|| sample_runtime("runtime-aws.yaml"))
         .clone()
 }
 
-/// Upstream's GardenerCluster sample.
+/// The GardenerCluster sample.
 pub fn gardener_cluster() -> GardenerCluster {
-    let json = upstream_json("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
-    serde_json::from_value(json).unwrap()
+    sample_file("gardenercluster.yaml")
 }
 
 /// A Runtime built from the sample and changed by `edit`.

@@ -1,8 +1,8 @@
 //! `kim-dev` (behind `make run`): the whole local environment. Builds the control-plane
 //! binaries when missing, starts etcd, the KCP kube-apiserver with the real gardener-apiserver,
 //! the shoot cluster and the Gardener simulator, then our own programs (see [`COMPONENTS`]),
-//! applies the upstream sample Runtime, writes kubeconfigs to `target/kim-dev/`, prints
-//! `kim-dev: ready` and runs until Ctrl-C, then cleans up.
+//! applies the sample Runtime `config/samples/runtime-aws.yaml`, writes kubeconfigs to
+//! `target/kim-dev/`, prints `kim-dev: ready` and runs until Ctrl-C, then cleans up.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -60,6 +60,9 @@ struct Component {
     /// Whether its webhook configurations (deploy/webhook/webhooks.yaml) get registered.
     webhooks: bool,
 }
+
+/// The sample Runtime `make run` creates, relative to the repository root.
+const SAMPLE_RUNTIME: &str = "config/samples/runtime-aws.yaml";
 
 /// Our programs, in start order. Add an entry when a program gains a mode worth running.
 const COMPONENTS: &[Component] = &[
@@ -346,26 +349,18 @@ async fn dry_run_create(client: &kube::Client, obj: &serde_json::Value) -> Resul
         .map_err(|e| e.to_string())
 }
 
-/// The upstream sample Runtime with its placeholders replaced by values of this landscape.
+/// The sample Runtime `make run` creates (`config/samples/runtime-aws.yaml`), bound to this
+/// landscape's credentials for its provider.
 fn fixed_sample() -> anyhow::Result<serde_json::Value> {
-    let path =
-        repo_root().join("../shared/upstream/config/samples/infrastructuremanager_v1_runtime.yaml");
+    let path = repo_root().join(SAMPLE_RUNTIME);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the sample Runtime {}", path.display()))?;
     let mut rt: serde_json::Value = serde_yaml_ng::from_str(&text)?;
-    // "hyperscaler secret" is not a valid name; the fixtures' binding for the sample's provider.
     let provider = rt["spec"]["shoot"]["provider"]["type"]
         .as_str()
         .unwrap_or("aws")
         .to_string();
     rt["spec"]["shoot"]["secretBindingName"] = fixtures::credentials_name(&provider).into();
-    // 1.28.7 and image 1312.3.0 are long gone; let the webhook default them from the configuration.
-    if let Some(k) = rt["spec"]["shoot"]["kubernetes"].as_object_mut() {
-        k.remove("version");
-    }
-    if let Some(w) = rt["spec"]["shoot"]["provider"]["workers"][0]["machine"].as_object_mut() {
-        w.remove("image");
-    }
     Ok(rt)
 }
 
@@ -452,6 +447,8 @@ fn print_instructions(env: &TestEnv, dir: &Path) {
         bins::version("K8S_VERSION")
     );
     println!("  kubectl get runtimes -A");
+    println!("  kubectl apply -f config/samples/runtime-gcp.yaml   # another provider's sample");
+    println!("  kubectl get runtimes -n kcp-system -w");
     println!(
         "  kubectl apply --dry-run=server -f {}/runtime-invalid.yaml",
         samples.display()

@@ -453,50 +453,32 @@ pub fn runtime_resource() -> ApiResource {
     }
 }
 
-/// Reads an upstream sample (YAML) from `../shared/upstream`.
-pub fn upstream(path: &str) -> Value {
-    let p = repo_root().join("../shared/upstream").join(path);
+/// Reads one of the repository's samples (YAML, `config/samples/<name>`).
+pub fn sample(name: &str) -> Value {
+    let p = repo_root().join("config/samples").join(name);
     let text = std::fs::read_to_string(&p)
-        .unwrap_or_else(|e| panic!("upstream fixture {} missing: {e}", p.display()));
+        .unwrap_or_else(|e| panic!("sample {} missing: {e}", p.display()));
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
-/// An upstream Runtime example made acceptable, each replacement justified:
-/// - `secretBindingName: "hyperscaler secret"`: a name with a space, which Gardener refuses
-///   too (not a DNS subdomain) -> `hyperscaler-secret`;
-/// - `kubernetes.version: 1.28.7`: below the minimum the example configuration allows and out
-///   of Gardener support -> removed, so the mutating webhook sets the configured default;
-/// - `enforceSeedLocation: "true"` (a string, in `sap-converged-cloud.yaml`): the CRD schema
-///   says boolean, so the apiserver itself refuses it -> `true`;
-/// - `metadata.namespace`, `metadata.name`: the test's namespace and a unique name.
+/// A Runtime placed in the test's namespace under a unique name.
 pub fn admissible(mut rt: Value, name: &str, ns: &str) -> Value {
     rt["metadata"]["namespace"] = json!(ns);
     rt["metadata"]["name"] = json!(name);
-    if rt.pointer("/spec/shoot/secretBindingName").is_some() {
-        rt["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-secret");
-    }
+    rt
+}
+
+/// A valid Runtime: the AWS sample (`config/samples/runtime-aws.yaml`) with its Kubernetes
+/// version left to the defaults, so that the mutating webhook has a field to fill.
+pub fn valid_runtime(name: &str, ns: &str) -> Value {
+    let mut rt = sample("runtime-aws.yaml");
     if let Some(k) = rt
         .pointer_mut("/spec/shoot/kubernetes")
         .and_then(Value::as_object_mut)
     {
         k.remove("version");
     }
-    if rt
-        .pointer("/spec/shoot/enforceSeedLocation")
-        .is_some_and(Value::is_string)
-    {
-        rt["spec"]["shoot"]["enforceSeedLocation"] = json!(true);
-    }
-    rt
-}
-
-/// A valid Runtime: the upstream AWS example, made admissible.
-pub fn valid_runtime(name: &str, ns: &str) -> Value {
-    admissible(
-        upstream("docs/adr/assets/runtime-examples/aws.yaml"),
-        name,
-        ns,
-    )
+    admissible(rt, name, ns)
 }
 
 /// Runs kubectl against the KCP; returns (success, stdout + stderr). Async: the webhook under

@@ -26,7 +26,7 @@ const NOT_ACCEPTED_UPSTREAM: &[(&str, &str, &str)] = &[
 ];
 
 fn upstream_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/upstream")
+    crate::baseline()
 }
 
 /// `(file, document)` for every YAML document of the upstream samples.

@@ -1,6 +1,6 @@
 //! Our CRDs accept everything upstream's CRDs accept.
 //!
-//! Reads every CRD in `../shared/upstream/config/crd/bases/` and walks its `openAPIV3Schema`
+//! Reads every CRD in upstream's `config/crd/bases/` (the 2025 baseline) and walks its `openAPIV3Schema`
 //! next to ours: every field path upstream has must exist in ours with the same type (and
 //! format, int-or-string, preserve-unknown-fields, list type, validations), the same required
 //! fields and at least upstream's enum values. CRD names, scope, versions, subresources and
@@ -50,7 +50,7 @@ const SAME_IF_UPSTREAM_SETS: &[&str] = &[
 ];
 
 fn upstream_crd_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/upstream/config/crd/bases")
+    crate::baseline().join("config/crd/bases")
 }
 
 fn upstream_crds() -> Vec<Value> {

@@ -1,0 +1,59 @@
+//! The golden-file check shared by the conversion goldens of the repository's samples
+//! (`convert_golden`) and of upstream's samples (the upstream-compatibility suite), included with
+//! `#[path]` (a folder, so that it is not a test target of its own).
+//!
+//! `UPDATE_GOLDEN=1` rewrites the files instead of comparing; review the diff before committing.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use kim_shared::api::Runtime;
+use kim_shared::config::{ConfigPaths, KimConfig};
+use kim_shared::convert::to_shoot;
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The example configuration of `deploy/config`.
+pub fn config() -> KimConfig {
+    let path = root().join("deploy/config/converter_config.json");
+    KimConfig::load(&ConfigPaths::new(&path))
+        .unwrap_or_else(|e| panic!("example config {}: {e}", path.display()))
+}
+
+/// Converts each `(golden name, Runtime)` with the example configuration and compares the Shoot
+/// and structured-auth ConfigMap with `<golden_dir>/<name>.json`.
+pub fn check(samples: Vec<(String, Runtime)>, golden_dir: &Path) {
+    assert!(!samples.is_empty(), "no sample to check");
+    let cfg = config();
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut mismatches = Vec::new();
+    for (name, rt) in samples {
+        let converted = to_shoot(&rt, &cfg, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!converted.workers_removed);
+        let actual = serde_json::json!({
+            "shoot": converted.shoot,
+            "structuredAuth": converted.structured_auth,
+        });
+        let text = serde_json::to_string_pretty(&actual).expect("serializable") + "\n";
+        let golden = golden_dir.join(format!("{name}.json"));
+        if update {
+            std::fs::create_dir_all(golden_dir).unwrap();
+            std::fs::write(&golden, &text).unwrap_or_else(|e| panic!("{}: {e}", golden.display()));
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", golden.display()));
+        if expected != text {
+            mismatches.push(name.clone());
+            pretty_assertions::assert_eq!(
+                expected,
+                text,
+                "{name}: conversion differs from {}",
+                golden.display()
+            );
+        }
+    }
+    assert!(mismatches.is_empty(), "{mismatches:?}");
+}
