@@ -8,6 +8,7 @@
 //! parsing, the zone list and layout) and no clone.
 //! The full list of rules is in `docs/validation.md`.
 
+mod context;
 mod deletion;
 mod gardener_cluster;
 mod labels;

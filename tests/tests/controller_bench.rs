@@ -710,7 +710,7 @@ async fn baseline_run(
             async move {
                 let rt = rt.with_context(|| format!("Shoot {} is not ours", shoot.name_any()))?;
                 let id = rt.name_any();
-                let gc = kim_controller::runtime::reconcile::gardener_cluster_for(rt, &id, &shoot);
+                let gc = kim_controller::runtime::cluster::gardener_cluster_for(rt, &id, &shoot);
                 clusters.create(&PostParams::default(), &gc).await?;
                 let pp = PatchParams::apply("bench").force();
                 clusters

@@ -25,6 +25,9 @@ use kube::runtime::watcher;
 
 use crate::{Context, Shutdown};
 
+/// Condition type of a RuntimeAccess.
+pub const CONDITION_TYPE: &str = "KubeconfigReady";
+
 /// Name of this reconciler in metrics and logs.
 pub const CONTROLLER: &str = "access";
 

@@ -28,15 +28,12 @@ use super::record::{self, SecretFacts};
 use super::shoot::{self, RbacObject};
 use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
 use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision};
-use super::{AccessArgs, CONTROLLER, FINALIZER};
+use super::{AccessArgs, CONDITION_TYPE, CONTROLLER, FINALIZER};
 use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
 
 /// Field manager of what this reconciler applies in the KCP.
 pub const FIELD_MANAGER: &str = "kim-runtime-access";
-
-/// Condition type of a RuntimeAccess.
-pub const CONDITION_TYPE: &str = "KubeconfigReady";
 
 /// How often to look again while the runtime has no admin kubeconfig yet.
 const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);

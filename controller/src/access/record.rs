@@ -107,7 +107,7 @@ impl<'a> SecretFacts<'a> {
                 let stored = cached.and_then(|s| {
                     s.conditions
                         .iter()
-                        .find(|c| c.type_ == super::reconcile::CONDITION_TYPE && c.status == "True")
+                        .find(|c| c.type_ == super::CONDITION_TYPE && c.status == "True")
                 });
                 match stored.map(|c| c.reason.as_str()) {
                     Some(REASON_ROTATED) => REASON_ROTATED,
@@ -158,7 +158,7 @@ mod tests {
         RuntimeAccessStatus {
             state: Some("Ready".into()),
             conditions: vec![Condition {
-                type_: super::super::reconcile::CONDITION_TYPE.into(),
+                type_: super::super::CONDITION_TYPE.into(),
                 status: "True".into(),
                 reason: reason.into(),
                 message: String::new(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kube::api::PostParams;
@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::classify::{self, ApiErrorKind};
-use super::reconcile::{RETRY, SAFETY_REQUEUE, gardener_cluster_for};
+use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, admins, oidc};
 
@@ -201,7 +201,7 @@ fn transient_or_failed(draft: &mut StatusDraft, e: &kube::Error) -> Action {
     match classify::classify(e) {
         ApiErrorKind::Permanent => {
             draft.state(RuntimeState::Failed);
-            Action::requeue(super::reconcile::PERMANENT_RETRY)
+            Action::requeue(PERMANENT_RETRY)
         }
         _ => {
             draft.state(RuntimeState::Pending);
@@ -290,4 +290,49 @@ impl Reconciler {
         )
         .await
     }
+}
+
+/// The GardenerCluster a Runtime gets (reference 2.2: name = runtime ID, labels as upstream).
+pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
+    let mut labels = std::collections::BTreeMap::new();
+    for key in names::LABELS_COPIED_TO_GARDENER_CLUSTER {
+        if let Some(v) = rt.labels().get(key) {
+            labels.insert(key.to_owned(), v.clone());
+        }
+    }
+    labels.insert(
+        names::LABEL_PLATFORM_REGION.to_owned(),
+        rt.spec.shoot.platform_region.clone(),
+    );
+    labels.insert(names::LABEL_REGION.to_owned(), rt.spec.shoot.region.clone());
+    labels.insert(
+        names::LABEL_SHOOT_NAME.to_owned(),
+        rt.spec.shoot.name.clone(),
+    );
+    labels.insert(
+        names::LABEL_MANAGED_BY.to_owned(),
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+    );
+    labels.insert(names::LABEL_INTERNAL.to_owned(), "true".to_owned());
+    let mut gc = GardenerCluster::new(
+        runtime_id,
+        kim_shared::api::GardenerClusterSpec {
+            kubeconfig: kim_shared::api::gardener_cluster::Kubeconfig {
+                secret: kim_shared::api::gardener_cluster::SecretKeyRef {
+                    key: names::KUBECONFIG_SECRET_KEY.to_owned(),
+                    name: names::kubeconfig_secret_name(runtime_id),
+                    namespace: rt.namespace().unwrap_or_default(),
+                },
+            },
+            shoot: kim_shared::api::gardener_cluster::ShootReference {
+                name: rt.spec.shoot.name.clone(),
+            },
+        },
+    );
+    gc.metadata.namespace = rt.namespace();
+    gc.metadata.labels = Some(labels);
+    if let Some(domain) = shoot.spec.dns.as_ref().and_then(|d| d.domain.clone()) {
+        gc.metadata.annotations = Some([(names::ANNOTATION_SKR_DOMAIN.to_owned(), domain)].into());
+    }
+    gc
 }

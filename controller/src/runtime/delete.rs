@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
-use super::reconcile::{RETRY, SAFETY_REQUEUE};
+use super::requeue::{RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler};
 

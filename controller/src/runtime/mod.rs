@@ -13,6 +13,7 @@ pub mod delete;
 pub mod full_update;
 pub mod oidc;
 pub mod reconcile;
+pub mod requeue;
 pub mod shoot_cache;
 pub mod status;
 

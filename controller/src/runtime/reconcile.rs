@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::gardener::last_operation::{kind, state};
 use kim_shared::names::{self, condition, reason};
@@ -17,15 +17,8 @@ use serde_json::json;
 use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
 use super::status::{CondStatus, StatusDraft};
+use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::{Error, Reconciler, cluster};
-
-/// Requeue while something progresses without an event we watch (safety net only: Shoot and
-/// GardenerCluster changes arrive as events).
-pub const SAFETY_REQUEUE: Duration = Duration::from_secs(300);
-/// Requeue after a transient API error (the per-object backoff grows from here).
-pub const RETRY: Duration = Duration::from_secs(5);
-/// Requeue after an error that needs a change of input (a spec change triggers earlier).
-pub const PERMANENT_RETRY: Duration = Duration::from_secs(60);
 
 /// Does the non-deletion part of a reconcile.
 pub async fn apply(
@@ -611,47 +604,3 @@ fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft)
     }
 }
 
-/// The GardenerCluster a Runtime gets (reference 2.2: name = runtime ID, labels as upstream).
-pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
-    let mut labels = std::collections::BTreeMap::new();
-    for key in names::LABELS_COPIED_TO_GARDENER_CLUSTER {
-        if let Some(v) = rt.labels().get(key) {
-            labels.insert(key.to_owned(), v.clone());
-        }
-    }
-    labels.insert(
-        names::LABEL_PLATFORM_REGION.to_owned(),
-        rt.spec.shoot.platform_region.clone(),
-    );
-    labels.insert(names::LABEL_REGION.to_owned(), rt.spec.shoot.region.clone());
-    labels.insert(
-        names::LABEL_SHOOT_NAME.to_owned(),
-        rt.spec.shoot.name.clone(),
-    );
-    labels.insert(
-        names::LABEL_MANAGED_BY.to_owned(),
-        names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
-    );
-    labels.insert(names::LABEL_INTERNAL.to_owned(), "true".to_owned());
-    let mut gc = GardenerCluster::new(
-        runtime_id,
-        kim_shared::api::GardenerClusterSpec {
-            kubeconfig: kim_shared::api::gardener_cluster::Kubeconfig {
-                secret: kim_shared::api::gardener_cluster::SecretKeyRef {
-                    key: names::KUBECONFIG_SECRET_KEY.to_owned(),
-                    name: names::kubeconfig_secret_name(runtime_id),
-                    namespace: rt.namespace().unwrap_or_default(),
-                },
-            },
-            shoot: kim_shared::api::gardener_cluster::ShootReference {
-                name: rt.spec.shoot.name.clone(),
-            },
-        },
-    );
-    gc.metadata.namespace = rt.namespace();
-    gc.metadata.labels = Some(labels);
-    if let Some(domain) = shoot.spec.dns.as_ref().and_then(|d| d.domain.clone()) {
-        gc.metadata.annotations = Some([(names::ANNOTATION_SKR_DOMAIN.to_owned(), domain)].into());
-    }
-    gc
-}

@@ -1,7 +1,7 @@
 //! CIDR rules: parse, canonical form, IPv4, no overlap between pods, services and nodes, and
 //! clear of the ranges Gardener reserves.
 
-use super::runtime::Ctx;
+use super::context::Ctx;
 use super::{Findings, syntax};
 use crate::api::ProviderType;
 use crate::convert::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};

@@ -1,6 +1,6 @@
 //! OIDC rules: `kubeAPIServer.oidcConfig` and every `additionalOidcConfig` entry.
 
-use super::runtime::Ctx;
+use super::context::Ctx;
 use super::{Findings, Item, syntax};
 use crate::config::SIGNING_ALGORITHMS;
 use crate::gardener::OidcConfig;

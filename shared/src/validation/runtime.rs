@@ -1,9 +1,10 @@
 //! The rules on a Runtime as a whole (CREATE, and the new object of an UPDATE), and the
 //! shoot-level fields: name, purpose, region, credentials, Kubernetes version, control plane.
 
+use super::context::Ctx;
 use super::{Findings, ValidationOptions, labels, networking, oidc, security, syntax, workers};
 use crate::api::Runtime;
-use crate::config::{KimConfig, KubernetesVersion, ProviderConfig};
+use crate::config::{KimConfig, KubernetesVersion};
 
 /// Gardener's limit on the project name plus the shoot name (`gardener-api.md` 1.8).
 pub const PROJECT_AND_SHOOT_NAME_MAX: usize = 21;
@@ -11,38 +12,6 @@ pub const PROJECT_AND_SHOOT_NAME_MAX: usize = 21;
 /// Purposes a Shoot in a project namespace may have (`infrastructure` is only allowed in the
 /// `garden` namespace, which the infrastructure manager never uses).
 pub const PURPOSES: [&str; 4] = ["evaluation", "testing", "development", "production"];
-
-/// What the rules of one Runtime need to know.
-pub(crate) struct Ctx<'a> {
-    /// The Runtime under validation.
-    pub rt: &'a Runtime,
-    /// The KIM configuration.
-    pub cfg: &'a KimConfig,
-    /// `kim.providers.<type>`, when the configuration restricts this provider.
-    pub provider: Option<&'a ProviderConfig>,
-    /// On UPDATE, the stored object (relaxes rules for what it already had).
-    pub old: Option<&'a Runtime>,
-    /// Settings from outside the KIM configuration.
-    pub opts: &'a ValidationOptions,
-}
-
-impl<'a> Ctx<'a> {
-    pub fn new(
-        rt: &'a Runtime,
-        cfg: &'a KimConfig,
-        old: Option<&'a Runtime>,
-        opts: &'a ValidationOptions,
-    ) -> Self {
-        let provider = cfg.provider(rt.spec.shoot.provider.type_.as_str());
-        Self {
-            rt,
-            cfg,
-            provider,
-            old,
-            opts,
-        }
-    }
-}
 
 /// Validates a Runtime on CREATE with [`ValidationOptions::default`]: every rule of
 /// `docs/validation.md` except the UPDATE and DELETE rules.

@@ -1,8 +1,8 @@
 //! Rules on `spec.security` (administrators, network filter) and the kube-apiserver ACL.
 
 use super::Findings;
+use super::context::Ctx;
 use super::networking::acl_cidr;
-use super::runtime::Ctx;
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
     let security = &ctx.rt.spec.security;

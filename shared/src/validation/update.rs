@@ -1,7 +1,8 @@
 //! UPDATE rules: what may not change once the shoot exists, plus all CREATE rules on the new
 //! object where the update touches them.
 
-use super::runtime::{self, Ctx, effective_version};
+use super::context::Ctx;
+use super::runtime::{self, effective_version};
 use super::workers::pools;
 use super::{Findings, ValidationOptions, labels};
 use crate::api::Runtime;

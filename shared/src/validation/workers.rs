@@ -1,7 +1,7 @@
 //! Worker pool rules: names, the main pool, machine, image, volumes, scaling, rolling update,
 //! zones and the zone subnet layout.
 
-use super::runtime::Ctx;
+use super::context::Ctx;
 use super::syntax::{self, Scaled};
 use super::{Findings, Item};
 use crate::api::{ProviderType, Runtime};
