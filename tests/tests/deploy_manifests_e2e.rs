@@ -105,6 +105,11 @@ fn file_is_mounted(docs: &[Value], d: &Value, flag: &str) -> Result<()> {
 async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
     let env = TestEnv::shared().await?;
     let docs = render(env)?;
+    let mounts = check_mounted_files_readable(&docs)?;
+    ensure!(
+        mounts >= 3,
+        "only {mounts} mounted files checked: is the check broken?"
+    );
     let kinds: BTreeMap<String, usize> = docs.iter().fold(BTreeMap::new(), |mut m, d| {
         *m.entry(d["kind"].as_str().unwrap_or("?").to_owned())
             .or_default() += 1;
@@ -527,4 +532,137 @@ async fn pod_templates_pass_the_restricted_pod_security_standard() -> Result<()>
         refused.join("\n")
     );
     Ok(())
+}
+
+/// Whether a process with `uid` and the groups `gids` can read a file owned by `owner:group`
+/// with `mode`, by the classic Unix rule (owner bits, else group bits, else other bits).
+fn readable(uid: i64, gids: &BTreeSet<i64>, (owner, group, mode): (i64, i64, i64)) -> bool {
+    if uid == owner {
+        mode & 0o400 != 0
+    } else if gids.contains(&group) {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
+}
+
+/// How a kubelet lays out a file of a Secret, ConfigMap or projected volume: owned by root; with
+/// the Pod's `fsGroup`, group-owned by it and made group-readable (the volume is read-only, so
+/// the kubelet ORs 0440 into the mode); the mode is the item's, else the volume's `defaultMode`,
+/// else 0644.
+fn kubelet_file(volume: &Value, item_mode: Option<i64>, fs_group: Option<i64>) -> (i64, i64, i64) {
+    let source = ["secret", "configMap", "projected"]
+        .iter()
+        .find_map(|k| volume.get(*k))
+        .unwrap_or(&Value::Null);
+    let mut mode = item_mode
+        .or_else(|| source["defaultMode"].as_i64())
+        .unwrap_or(0o644);
+    let group = match fs_group {
+        Some(g) => {
+            mode |= 0o440;
+            g
+        }
+        None => 0,
+    };
+    (0, group, mode)
+}
+
+/// Every file a container mounts from a Secret, ConfigMap or projected volume is readable by the
+/// container's user and groups, as a real kubelet lays the files out (the test apiserver runs
+/// no kubelet, so the layout rules are applied here).
+fn check_mounted_files_readable(docs: &[Value]) -> Result<usize> {
+    let mut checked = 0;
+    for d in docs.iter().filter(|d| d["kind"] == "Deployment") {
+        let pod = &d["spec"]["template"]["spec"];
+        let pod_sc = &pod["securityContext"];
+        let fs_group = pod_sc["fsGroup"].as_i64();
+        let volumes = pod["volumes"].as_array().cloned().unwrap_or_default();
+        for c in pod["containers"].as_array().into_iter().flatten() {
+            let sc = &c["securityContext"];
+            let uid = sc["runAsUser"]
+                .as_i64()
+                .or_else(|| pod_sc["runAsUser"].as_i64())
+                .context("runAsUser is set (the images' user is not known here)")?;
+            let mut gids: BTreeSet<i64> = sc["runAsGroup"]
+                .as_i64()
+                .or_else(|| pod_sc["runAsGroup"].as_i64())
+                .into_iter()
+                .collect();
+            gids.extend(fs_group);
+            gids.extend(
+                pod_sc["supplementalGroups"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_i64),
+            );
+            for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                let Some(volume) = volumes.iter().find(|v| v["name"] == m["name"]) else {
+                    bail!("{}: mount {} has no volume", kind_name(d), m["name"]);
+                };
+                if !["secret", "configMap", "projected"]
+                    .iter()
+                    .any(|k| volume.get(*k).is_some())
+                {
+                    continue;
+                }
+                let items: Vec<Option<i64>> = volume
+                    .get("secret")
+                    .or_else(|| volume.get("configMap"))
+                    .and_then(|s| s["items"].as_array())
+                    .map(|items| items.iter().map(|i| i["mode"].as_i64()).collect())
+                    .unwrap_or_else(|| vec![None]);
+                for item_mode in items {
+                    let file = kubelet_file(volume, item_mode, fs_group);
+                    ensure!(
+                        readable(uid, &gids, file),
+                        "{} container {}: files of volume {} at {} are {:o} owned by {}:{} and \
+                         not readable by uid {uid} groups {gids:?} (set the Pod's fsGroup or a \
+                         group-readable defaultMode)",
+                        kind_name(d),
+                        c["name"],
+                        m["name"],
+                        m["mountPath"],
+                        file.2,
+                        file.0,
+                        file.1,
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    Ok(checked)
+}
+
+#[test]
+fn the_kubelet_file_layout_rules_decide_as_a_kubelet_would() {
+    let gids = BTreeSet::from([65532]);
+    let secret_0400 = serde_json::json!({"secret": {"defaultMode": 0o400}});
+    // Root-owned 0400 without fsGroup: unreadable for a non-root user.
+    assert!(!readable(
+        65532,
+        &gids,
+        kubelet_file(&secret_0400, None, None)
+    ));
+    // The same with fsGroup: group-owned and group-readable.
+    assert!(readable(
+        65532,
+        &gids,
+        kubelet_file(&secret_0400, None, Some(65532))
+    ));
+    // A ConfigMap without a mode: 0644, readable by others.
+    let cm = serde_json::json!({"configMap": {"name": "x"}});
+    assert!(readable(
+        65532,
+        &BTreeSet::new(),
+        kubelet_file(&cm, None, None)
+    ));
+    // An item mode of 0600 without fsGroup: unreadable.
+    assert!(!readable(
+        65532,
+        &gids,
+        kubelet_file(&cm, Some(0o600), None)
+    ));
 }
