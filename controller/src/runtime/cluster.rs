@@ -84,6 +84,23 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     };
+    if !super::delete::gardener_cluster_is_of(&gc, rt) {
+        // Its admin kubeconfig is another cluster's: configuring administrators and OIDC
+        // through it would change that cluster.
+        draft.set(
+            condition::KUBECONFIG_READY,
+            CondStatus::False,
+            reason::KUBERNETES_ERR,
+            format!(
+                "GardenerCluster {runtime_id} names shoot {:?}, not this Runtime's {:?}; the label {} must name this Runtime's GardenerCluster",
+                gc.spec.shoot.name,
+                rt.spec.shoot.name,
+                names::LABEL_RUNTIME_ID
+            ),
+        );
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(SAFETY_REQUEUE));
+    }
     let gc_ready = gc
         .status
         .as_ref()
