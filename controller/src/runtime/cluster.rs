@@ -248,15 +248,12 @@ pub async fn skr_client(
         .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY))
         .map(|b| b.0.clone())
         .ok_or_else(|| SkrError::NoKey { name: name.clone() })?;
-    let text = String::from_utf8(bytes).map_err(|_| SkrError::Parse { name: name.clone() })?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)
-        .map_err(|_| SkrError::Parse { name: name.clone() })?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|_| SkrError::Parse { name: name.clone() })?;
+    let config = crate::gardener::client::config_from_secret(&bytes, SKR_TIMEOUT)
+        .await
+        .map_err(|source| SkrError::Parse {
+            name: name.clone(),
+            source,
+        })?;
     kube::Client::try_from(config).map_err(|e| SkrError::Client { name, source: e })
 }
 
@@ -277,11 +274,14 @@ pub enum SkrError {
         /// Secret name.
         name: String,
     },
-    /// The kubeconfig does not parse.
-    #[error("kubeconfig Secret {name}: key `config` is not a usable kubeconfig")]
+    /// The kubeconfig does not parse or is not strict enough (exec plugins, files, no
+    /// certificate checks).
+    #[error("kubeconfig Secret {name}: key `config`: {source}")]
     Parse {
         /// Secret name.
         name: String,
+        /// Why (no values of the kubeconfig).
+        source: crate::gardener::client::SecretKubeconfigError,
     },
     /// No client could be built.
     #[error("kubeconfig Secret {name}: {source}")]
