@@ -1985,15 +1985,11 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
             )
             .await?;
     }
-    for (name, _, field) in &cases {
-        let condition = access_condition(&requests, name, "InvalidSpec").await?;
-        assert_eq!(condition.status, "False");
-        assert!(
-            condition.message.contains(field),
-            "{name}: message names the field {field}: {}",
-            condition.message
-        );
+    let mut conditions = Vec::new();
+    for (name, _, _) in &cases {
+        conditions.push(access_condition(&requests, name, "InvalidSpec").await);
     }
+    // Nothing created is checked first: a served grant is the attack's outcome.
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (name, _, _) in &cases {
         assert!(
@@ -2011,6 +2007,15 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
             )
             .await?,
             "{name}: no kubeconfig for a refused request"
+        );
+    }
+    for ((name, _, field), condition) in cases.iter().zip(conditions) {
+        let condition = condition?;
+        assert_eq!(condition.status, "False");
+        assert!(
+            condition.message.contains(field),
+            "{name}: message names the field {field}: {}",
+            condition.message
         );
     }
     for (name, _, _) in &cases {
@@ -2084,26 +2089,30 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
         )
         .await?;
 
-    let invalid = access_condition(&requests, "system", "InvalidSpec").await?;
+    let invalid = access_condition(&requests, "system", "InvalidSpec").await;
+    let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await;
+    // No kubeconfig is checked first: a kubeconfig of the borrowed account is the attack's
+    // outcome.
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    for name in ["system", "borrow"] {
+        assert!(
+            !exists(&secrets, &format!("{name}-kubeconfig")).await?,
+            "{name}: a kubeconfig of an existing ServiceAccount was issued"
+        );
+    }
+    let invalid = invalid?;
     assert!(
         invalid.message.contains("spec.serviceAccount.namespace"),
         "{}",
         invalid.message
     );
-    let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await?;
+    let refused = refused?;
     assert_eq!(refused.status, "False");
     assert!(
         refused.message.contains(&format!("{apps}/{powerful}")),
         "the condition names the ServiceAccount: {}",
         refused.message
     );
-    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    for name in ["system", "borrow"] {
-        assert!(
-            !exists(&secrets, &format!("{name}-kubeconfig")).await?,
-            "{name}: no kubeconfig"
-        );
-    }
     assert!(
         !exists(
             &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps),
@@ -2256,18 +2265,30 @@ async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<
         gcs.create(&PostParams::default(), gc).await?;
         names.push(gc.metadata.name.clone().context("name")?);
     }
-    for (name, secret) in names.iter().zip(["gardener-credentials", &other_secret]) {
-        let (state, condition) = eventually("SecretNotOwned", Duration::from_secs(30), || async {
-            let gc = gcs.get(name).await?;
-            Ok(gc.status.and_then(|s| {
-                let c = s
-                    .conditions?
-                    .into_iter()
-                    .find(|c| c.type_ == "KubeconfigManagement" && c.reason == "SecretNotOwned")?;
-                Some((s.state.unwrap_or_default(), c))
-            }))
-        })
-        .await?;
+    let mut conditions = Vec::new();
+    for name in &names {
+        conditions.push(
+            eventually("SecretNotOwned", Duration::from_secs(30), || async {
+                let gc = gcs.get(name).await?;
+                Ok(gc.status.and_then(|s| {
+                    let c = s.conditions?.into_iter().find(|c| {
+                        c.type_ == "KubeconfigManagement" && c.reason == "SecretNotOwned"
+                    })?;
+                    Some((s.state.unwrap_or_default(), c))
+                }))
+            })
+            .await,
+        );
+    }
+    // The Secrets are checked first: what happened to them is the attack's outcome.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert_untouched(&secrets, &other).await?;
+    for (found, secret) in conditions
+        .into_iter()
+        .zip(["gardener-credentials", &other_secret])
+    {
+        let (state, condition) = found?;
         assert_eq!(state, "Error");
         assert!(
             condition.message.contains(&format!("Secret {ns}/{secret}")),
@@ -2275,9 +2296,6 @@ async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<
             condition.message
         );
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_untouched(&secrets, &victim).await?;
-    assert_untouched(&secrets, &other).await?;
     for name in &names {
         gcs.delete(name, &DeleteParams::default()).await?;
     }
