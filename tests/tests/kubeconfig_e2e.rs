@@ -2208,7 +2208,11 @@ async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() ->
             &runtime_access(&ns, "thief", &id, spec)?,
         )
         .await?;
-    let condition = access_condition(&requests, "thief", "SecretNotOwned").await?;
+    // The Secret is checked first: what happened to it is the attack's outcome.
+    let condition = access_condition(&requests, "thief", "SecretNotOwned").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    let condition = condition?;
     assert!(
         condition
             .message
@@ -2216,8 +2220,6 @@ async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() ->
         "the condition names the Secret: {}",
         condition.message
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_untouched(&secrets, &victim).await?;
     requests.delete("thief", &DeleteParams::default()).await?;
     eventually("request gone", Duration::from_secs(30), || async {
         Ok(requests.get_opt("thief").await?.is_none().then_some(()))
