@@ -261,10 +261,32 @@ pub async fn ensure_service_account(
         },
     };
     if created_by(existing.labels(), ra) {
-        Ok(owned)
-    } else {
-        Err(not_owned())
+        return Ok(owned);
     }
+    if created_before_the_uid_label(&existing, ra) {
+        // Made by this request before objects carried the UID label: label it, conditional on
+        // the version that was checked.
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": existing.resource_version(),
+            "labels": {LABEL_RUNTIME_ACCESS_UID: ra.uid().unwrap_or_default()},
+        }});
+        api.patch(&sa.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(owned);
+    }
+    Err(not_owned())
+}
+
+/// A ServiceAccount this controller created for `ra` before it labelled objects with the
+/// request's UID: no UID label at all, our managed-by label and the request's origin
+/// annotation (which this controller set only on accounts it created, and which only the
+/// runtime's administrators could set otherwise). Pure.
+pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> bool {
+    let labels = sa.labels();
+    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
+        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
+            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
+        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
@@ -594,6 +616,37 @@ mod tests {
         other.metadata.uid = Some("uid-2".into());
         assert!(!created_by(sa.labels(), &other), "same name, another request");
         assert!(!created_by(&BTreeMap::new(), &ra));
+    }
+
+    #[test]
+    fn an_account_made_before_the_uid_label_is_recognised_by_label_and_origin() {
+        let mut ra = request();
+        ra.metadata.uid = Some("uid-1".into());
+        let mut legacy = service_account(&ra);
+        if let Some(l) = legacy.metadata.labels.as_mut() {
+            l.remove(LABEL_RUNTIME_ACCESS_UID);
+        }
+        assert!(created_before_the_uid_label(&legacy, &ra));
+        let mut other = ra.clone();
+        other.metadata.name = Some("other".into());
+        assert!(
+            !created_before_the_uid_label(&legacy, &other),
+            "another request's origin"
+        );
+        let mut foreign = legacy.clone();
+        foreign.metadata.labels = None;
+        assert!(
+            !created_before_the_uid_label(&foreign, &ra),
+            "without our managed-by label"
+        );
+        let mut current = service_account(&other);
+        if let Some(a) = current.metadata.annotations.as_mut() {
+            a.insert(ANNOTATION_RUNTIME_ACCESS.into(), origin(&ra));
+        }
+        assert!(
+            !created_before_the_uid_label(&current, &ra),
+            "a UID label of another request is final"
+        );
     }
 
     #[test]
