@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-use crate::api::runtime_access::{RoleKind, RuntimeAccess, RuntimeAccessSpec};
+use crate::api::runtime_access::{ExistingRoleRef, RoleKind, RuntimeAccess, RuntimeAccessSpec};
 use crate::validation::{Findings, Violation};
 
 /// Default data key of the kubeconfig Secret.
@@ -12,29 +12,156 @@ pub const DEFAULT_SECRET_KEY: &str = "config";
 /// TokenRequest rejects lifetimes under 10 minutes.
 pub const MIN_TOKEN_EXPIRATION_SECONDS: i64 = 600;
 
-/// Verbs that let a holder grant itself more than its rules say.
-const ESCALATING_VERBS: [&str; 3] = ["escalate", "bind", "impersonate"];
+/// Verbs no RuntimeAccess grants: each lets the holder act beyond its own rules (grant or bind
+/// roles it does not hold, act as another user, approve or sign certificates for any identity).
+const FORBIDDEN_VERBS: [(&str, &str); 5] = [
+    (
+        "escalate",
+        "lets the holder create roles with rights it does not have",
+    ),
+    (
+        "bind",
+        "lets the holder bind roles with rights it does not have",
+    ),
+    (
+        "impersonate",
+        "lets the holder act as any user, group or ServiceAccount",
+    ),
+    (
+        "approve",
+        "lets the holder approve certificate requests for any identity",
+    ),
+    ("sign", "lets the holder sign certificates for any identity"),
+];
 
-/// Roles that grant everything; binding them is a wildcard grant.
-const ALL_POWERFUL_ROLES: [&str; 1] = ["cluster-admin"];
+/// Resources no RuntimeAccess grants, whatever the verb: each hands out the rights of other
+/// identities (tokens of any ServiceAccount, a shell in any container of the namespace, the
+/// kubelet API, certificate approval).
+const FORBIDDEN_RESOURCES: [(&str, &str); 7] = [
+    (
+        "serviceaccounts/token",
+        "issues tokens of other ServiceAccounts",
+    ),
+    (
+        "pods/exec",
+        "runs commands in containers, with their ServiceAccounts' rights",
+    ),
+    (
+        "pods/attach",
+        "attaches to containers, with their ServiceAccounts' rights",
+    ),
+    (
+        "pods/ephemeralcontainers",
+        "adds containers to running pods, with their ServiceAccounts' rights",
+    ),
+    (
+        "nodes/proxy",
+        "reaches the kubelet API, which runs commands in any pod of the node",
+    ),
+    (
+        "certificatesigningrequests/approval",
+        "approves certificate requests for any identity",
+    ),
+    ("signers", "approves or signs certificates for any identity"),
+];
 
-/// What the operator allows in [`RuntimeAccess`] objects (controller and webhook flags).
+/// Namespaces of the cluster's own components: a ServiceAccount, Role or binding there shares
+/// the namespace with controllers whose Secrets and tokens it could reach.
+pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system";
+
+/// An existing role a RuntimeAccess may bind (`--access-allowed-role-refs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedRoleRef {
+    /// `ClusterRole/<name>`: the ClusterRole, cluster-wide or in one namespace.
+    ClusterRole(String),
+    /// `Role/<namespace>/<name>`: the Role in its namespace.
+    Role {
+        /// Namespace of the Role.
+        namespace: String,
+        /// Name of the Role.
+        name: String,
+    },
+}
+
+impl std::str::FromStr for AllowedRoleRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split('/').collect();
+        match parts.as_slice() {
+            ["ClusterRole", name] if is_path_segment(name) => {
+                Ok(Self::ClusterRole((*name).to_owned()))
+            }
+            ["Role", namespace, name] if is_dns_label(namespace) && is_path_segment(name) => {
+                Ok(Self::Role {
+                    namespace: (*namespace).to_owned(),
+                    name: (*name).to_owned(),
+                })
+            }
+            _ => Err(format!(
+                "{s:?} is not a role reference; write ClusterRole/<name> or Role/<namespace>/<name>"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for AllowedRoleRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ClusterRole(name) => write!(f, "ClusterRole/{name}"),
+            Self::Role { namespace, name } => write!(f, "Role/{namespace}/{name}"),
+        }
+    }
+}
+
+/// What the operator allows in [`RuntimeAccess`] objects (controller and webhook flags, set
+/// alike in both).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessPolicy {
-    /// Admit `*` in rules, the verbs `escalate`/`bind`/`impersonate`, and `cluster-admin`.
-    pub allow_wildcards: bool,
     /// Longest token lifetime a request may ask for, in seconds.
     pub max_token_expiration_seconds: i64,
+    /// Namespaces refused besides [`BUILT_IN_PROTECTED_NAMESPACES`]
+    /// (`--access-protected-namespaces`).
+    pub protected_namespaces: Vec<String>,
+    /// Existing roles `spec.roleRef` may name (`--access-allowed-role-refs`); empty: none,
+    /// only rules.
+    pub allowed_role_refs: Vec<AllowedRoleRef>,
 }
 
 impl Default for AccessPolicy {
     fn default() -> Self {
         Self {
-            allow_wildcards: false,
             max_token_expiration_seconds: 24 * 3600,
+            protected_namespaces: Vec::new(),
+            allowed_role_refs: Vec::new(),
         }
     }
 }
+
+impl AccessPolicy {
+    /// Whether `namespace` is one a RuntimeAccess may not use: `kube-*`, `garden*`,
+    /// `kyma-system` or one of [`AccessPolicy::protected_namespaces`].
+    pub fn is_protected_namespace(&self, namespace: &str) -> bool {
+        namespace.starts_with("kube-")
+            || namespace.starts_with("garden")
+            || namespace == "kyma-system"
+            || self.protected_namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Whether `spec.roleRef` names a role of the allow-list.
+    pub fn allows_role_ref(&self, r: &ExistingRoleRef) -> bool {
+        self.allowed_role_refs.iter().any(|a| match (a, &r.kind) {
+            (AllowedRoleRef::ClusterRole(name), RoleKind::ClusterRole) => *name == r.name,
+            (AllowedRoleRef::Role { namespace, name }, RoleKind::Role) => {
+                *name == r.name && Some(namespace.as_str()) == r.namespace.as_deref()
+            }
+            _ => false,
+        })
+    }
+}
+
+/// Prefix of the admin kubeconfig Secrets of GardenerClusters (`kubeconfig-<runtime-id>`); a
+/// RuntimeAccess never writes there.
+pub const ADMIN_KUBECONFIG_SECRET_PREFIX: &str = "kubeconfig-";
 
 /// Name of the KCP Secret for this request: `spec.secret.name` or `<name>-kubeconfig`.
 pub fn secret_name(ra: &RuntimeAccess) -> String {
@@ -108,6 +235,12 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
             "must be a DNS label (lower-case alphanumerics and '-', at most 63 characters)",
         );
     }
+    check_namespace(
+        &mut f,
+        "spec.serviceAccount.namespace",
+        &spec.service_account.namespace,
+        policy,
+    );
     let chosen = [
         spec.cluster_role.is_some(),
         spec.role.is_some(),
@@ -124,7 +257,7 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
         );
     }
     if let Some(cr) = &spec.cluster_role {
-        check_rules(&mut f, "spec.clusterRole.rules", &cr.rules, true, policy);
+        check_rules(&mut f, "spec.clusterRole.rules", &cr.rules, true);
     }
     if let Some(role) = &spec.role {
         if !is_dns_label(&role.namespace) {
@@ -134,7 +267,8 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
                 "must be a DNS label (lower-case alphanumerics and '-', at most 63 characters)",
             );
         }
-        check_rules(&mut f, "spec.role.rules", &role.rules, false, policy);
+        check_namespace(&mut f, "spec.role.namespace", &role.namespace, policy);
+        check_rules(&mut f, "spec.role.rules", &role.rules, false);
     }
     if let Some(r) = &spec.role_ref {
         if !is_path_segment(&r.name) {
@@ -157,14 +291,31 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
             ),
             _ => {}
         }
-        if r.kind == RoleKind::ClusterRole
-            && ALL_POWERFUL_ROLES.contains(&r.name.as_str())
-            && !policy.allow_wildcards
-        {
+        if let Some(ns) = r.namespace.as_deref() {
+            check_namespace(&mut f, "spec.roleRef.namespace", ns, policy);
+        }
+        if !policy.allows_role_ref(r) {
+            let listed = if policy.allowed_role_refs.is_empty() {
+                "none is listed".to_owned()
+            } else {
+                policy
+                    .allowed_role_refs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let named = match (&r.kind, r.namespace.as_deref()) {
+                (RoleKind::Role, Some(ns)) => format!("Role/{ns}/{}", r.name),
+                (RoleKind::Role, None) => format!("Role/<namespace>/{}", r.name),
+                (RoleKind::ClusterRole, _) => format!("ClusterRole/{}", r.name),
+            };
             push(
                 &mut f,
-                "spec.roleRef.name",
-                "binds cluster-admin, which grants everything; not allowed by the access policy (--access-allow-wildcards)",
+                "spec.roleRef",
+                &format!(
+                    "{named} is not in the controller's allow-list of existing roles (--access-allowed-role-refs: {listed}); give the rules in spec.role or spec.clusterRole instead"
+                ),
             );
         }
     }
@@ -181,14 +332,22 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
         );
     }
     if let Some(secret) = &spec.secret {
-        if let Some(name) = &secret.name
-            && !is_dns_subdomain(name)
-        {
-            push(
-                &mut f,
-                "spec.secret.name",
-                "must be a DNS subdomain (lower-case alphanumerics, '-', '.')",
-            );
+        if let Some(name) = &secret.name {
+            if !is_dns_subdomain(name) {
+                push(
+                    &mut f,
+                    "spec.secret.name",
+                    "must be a DNS subdomain (lower-case alphanumerics, '-', '.')",
+                );
+            } else if name.starts_with(ADMIN_KUBECONFIG_SECRET_PREFIX) {
+                push(
+                    &mut f,
+                    "spec.secret.name",
+                    &format!(
+                        "{name:?} has the form of a runtime's admin kubeconfig Secret ({ADMIN_KUBECONFIG_SECRET_PREFIX}<runtime-id>); choose another name or leave it unset for <metadata.name>-kubeconfig"
+                    ),
+                );
+            }
         }
         if let Some(key) = &secret.key
             && !is_config_key(key)
@@ -204,13 +363,21 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Fin
 }
 
 /// Checks an update: the runtime and the ServiceAccount are immutable (changing them would
-/// orphan what was created in the shoot), and the new object must itself be valid.
+/// orphan what was created in the shoot), and a changed spec must itself be valid. An update
+/// that leaves the spec alone (a finalizer, a label, the status) or of an object being deleted
+/// is not held to the CREATE rules, so that a request stored before a stricter policy can
+/// still be finalized and deleted (the controller refuses to serve it).
 pub fn validate_runtime_access_update(
     old: &RuntimeAccess,
     new: &RuntimeAccess,
     policy: &AccessPolicy,
 ) -> Findings {
-    let mut f = validate_runtime_access(new, policy);
+    let deleting = new.metadata.deletion_timestamp.is_some();
+    let mut f = if !deleting && (old.spec != new.spec || old.metadata.name != new.metadata.name) {
+        validate_runtime_access(new, policy)
+    } else {
+        Findings::default()
+    };
     if old.spec.runtime_id != new.spec.runtime_id {
         push(
             &mut f,
@@ -228,13 +395,25 @@ pub fn validate_runtime_access_update(
     f
 }
 
-fn check_rules(
-    f: &mut Findings,
-    field: &str,
-    rules: &[PolicyRule],
-    cluster_scoped: bool,
-    policy: &AccessPolicy,
-) {
+fn check_namespace(f: &mut Findings, field: &str, namespace: &str, policy: &AccessPolicy) {
+    if policy.is_protected_namespace(namespace) {
+        push(
+            f,
+            field,
+            &format!(
+                "{namespace:?} is a protected namespace ({BUILT_IN_PROTECTED_NAMESPACES}{}{}); use a namespace of your workloads",
+                if policy.protected_namespaces.is_empty() {
+                    ""
+                } else {
+                    ", "
+                },
+                policy.protected_namespaces.join(", ")
+            ),
+        );
+    }
+}
+
+fn check_rules(f: &mut Findings, field: &str, rules: &[PolicyRule], cluster_scoped: bool) {
     if rules.is_empty() {
         push(f, field, "must contain at least one rule");
     }
@@ -268,40 +447,74 @@ fn check_rules(
                 "must be set for resources (\"\" is the core group)",
             );
         }
-        if policy.allow_wildcards {
-            continue;
-        }
-        let lists: [(&str, &[String]); 5] = [
-            ("verbs", &rule.verbs),
-            ("apiGroups", rule.api_groups.as_deref().unwrap_or_default()),
-            ("resources", resources),
-            (
-                "resourceNames",
-                rule.resource_names.as_deref().unwrap_or_default(),
-            ),
-            ("nonResourceURLs", urls),
-        ];
-        for (name, values) in lists {
-            if values.iter().any(|v| v.contains('*')) {
-                push(
-                    f,
-                    &format!("{at}.{name}"),
-                    "contains a wildcard '*'; name each item (wildcards need --access-allow-wildcards)",
-                );
-            }
-        }
-        for verb in &rule.verbs {
-            if ESCALATING_VERBS.contains(&verb.as_str()) {
-                push(
-                    f,
-                    &format!("{at}.verbs"),
-                    &format!(
-                        "'{verb}' lets the holder escalate its privileges; not allowed by the access policy (--access-allow-wildcards)"
-                    ),
-                );
-            }
+        for refusal in forbidden_grants(rule, cluster_scoped) {
+            push(f, &format!("{at}.{}", refusal.list), &refusal.message);
         }
     }
+}
+
+/// One thing a rule grants that no RuntimeAccess may grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForbiddenGrant {
+    /// The list of the rule at fault: `verbs`, `apiGroups`, `resources` or `nonResourceURLs`.
+    pub list: &'static str,
+    /// What it grants and what to write instead.
+    pub message: String,
+}
+
+/// What `rule` grants that a RuntimeAccess never may: a wildcard in any list, a verb of
+/// [`FORBIDDEN_VERBS`], a resource of [`FORBIDDEN_RESOURCES`], or `secrets` in a cluster-wide
+/// rule (`cluster_scoped`: a ClusterRole bound cluster-wide). Resources are matched in every
+/// API group: a wildcard group is refused anyway, and a same-named resource elsewhere is
+/// refused rather than guessed harmless. Empty: the rule may be granted.
+pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<ForbiddenGrant> {
+    let mut out = Vec::new();
+    let resources = rule.resources.as_deref().unwrap_or_default();
+    let lists: [(&'static str, &[String]); 4] = [
+        ("verbs", &rule.verbs),
+        ("apiGroups", rule.api_groups.as_deref().unwrap_or_default()),
+        ("resources", resources),
+        (
+            "nonResourceURLs",
+            rule.non_resource_urls.as_deref().unwrap_or_default(),
+        ),
+    ];
+    for (list, values) in lists {
+        if let Some(v) = values.iter().find(|v| v.contains('*')) {
+            out.push(ForbiddenGrant {
+                list,
+                message: format!(
+                    "{v:?} is a wildcard, which a RuntimeAccess never grants; name each item"
+                ),
+            });
+        }
+    }
+    for verb in &rule.verbs {
+        if let Some((_, why)) = FORBIDDEN_VERBS.iter().find(|(v, _)| v == verb) {
+            out.push(ForbiddenGrant {
+                list: "verbs",
+                message: format!(
+                    "{verb:?} {why}; a RuntimeAccess never grants it (remove the verb)"
+                ),
+            });
+        }
+    }
+    for resource in resources {
+        if let Some((_, why)) = FORBIDDEN_RESOURCES.iter().find(|(r, _)| r == resource) {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{resource:?} {why}; a RuntimeAccess never grants it (remove the resource)"
+                ),
+            });
+        } else if cluster_scoped && resource == "secrets" {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: "\"secrets\" cluster-wide reads every ServiceAccount token and credential of the cluster; grant secrets only in spec.role (one namespace)".to_owned(),
+            });
+        }
+    }
+    out
 }
 
 fn push(f: &mut Findings, field: &str, message: &str) {
@@ -360,11 +573,11 @@ mod tests {
                 runtime_id: "6a1c7f3e-5b8d-4c2a-9e0f-1d2b3c4d5e6f".into(),
                 service_account: ServiceAccountRef {
                     name: "klm".into(),
-                    namespace: "kyma-system".into(),
+                    namespace: "apps".into(),
                 },
                 cluster_role: None,
                 role: Some(RoleSpec {
-                    namespace: "default".into(),
+                    namespace: "apps".into(),
                     rules: vec![rule(&[""], &["pods"], &["get"])],
                 }),
                 role_ref: None,
@@ -412,40 +625,296 @@ mod tests {
         rejects(&ra, "spec");
     }
 
-    #[test]
-    fn rejects_wildcards_and_escalation_unless_allowed() {
+    fn cluster_rules(rules: Vec<PolicyRule>) -> RuntimeAccess {
         let mut ra = pods_reader();
         ra.spec.role = None;
-        ra.spec.cluster_role = Some(ClusterRoleSpec {
-            rules: vec![
-                rule(&["*"], &["pods"], &["get"]),
-                rule(&[""], &["roles"], &["bind", "list"]),
-            ],
-        });
-        rejects(&ra, "spec.clusterRole.rules[0].apiGroups");
-        rejects(&ra, "spec.clusterRole.rules[1].verbs");
-        let open = AccessPolicy {
-            allow_wildcards: true,
-            ..Default::default()
-        };
-        assert_eq!(fields(&ra, &open), Vec::<String>::new());
+        ra.spec.cluster_role = Some(ClusterRoleSpec { rules });
+        ra
+    }
+
+    /// The messages of the violations at `field`.
+    fn messages_at(ra: &RuntimeAccess, policy: &AccessPolicy, field: &str) -> Vec<String> {
+        validate_runtime_access(ra, policy)
+            .violations
+            .into_iter()
+            .filter(|v| v.field == field)
+            .map(|v| v.message)
+            .collect()
     }
 
     #[test]
-    fn rejects_binding_cluster_admin_unless_allowed() {
+    fn wildcards_are_refused_in_every_list() {
+        let mut urls = rule(&[], &[], &["get"]);
+        urls.resources = None;
+        urls.api_groups = None;
+        urls.non_resource_urls = Some(vec!["/api/*".into()]);
+        let ra = cluster_rules(vec![
+            rule(&["*"], &["pods"], &["get"]),
+            rule(&[""], &["*"], &["get"]),
+            rule(&[""], &["pods"], &["*"]),
+            rule(&[""], &["pods/*"], &["get"]),
+            urls,
+        ]);
+        for field in [
+            "spec.clusterRole.rules[0].apiGroups",
+            "spec.clusterRole.rules[1].resources",
+            "spec.clusterRole.rules[2].verbs",
+            "spec.clusterRole.rules[3].resources",
+            "spec.clusterRole.rules[4].nonResourceURLs",
+        ] {
+            let got = messages_at(&ra, &AccessPolicy::default(), field);
+            assert!(
+                got.iter().any(|m| m.contains("wildcard")),
+                "{field}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn verbs_that_escalate_or_approve_are_refused_in_roles_and_cluster_roles() {
+        for verb in ["escalate", "bind", "impersonate", "approve", "sign"] {
+            let ra = cluster_rules(vec![rule(
+                &["rbac.authorization.k8s.io"],
+                &["roles"],
+                &["get", verb],
+            )]);
+            let got = messages_at(
+                &ra,
+                &AccessPolicy::default(),
+                "spec.clusterRole.rules[0].verbs",
+            );
+            assert!(
+                got.iter()
+                    .any(|m| m.contains(verb) && m.contains("never grants")),
+                "{verb}: {got:?}"
+            );
+            let mut ra = pods_reader();
+            ra.spec.role.as_mut().unwrap().rules = vec![rule(&[""], &["users"], &[verb])];
+            rejects(&ra, "spec.role.rules[0].verbs");
+        }
+    }
+
+    #[test]
+    fn resources_that_hand_out_other_identities_are_refused_whatever_the_verb() {
+        for (group, resource) in [
+            ("", "serviceaccounts/token"),
+            ("", "pods/exec"),
+            ("", "pods/attach"),
+            ("", "pods/ephemeralcontainers"),
+            ("", "nodes/proxy"),
+            ("certificates.k8s.io", "certificatesigningrequests/approval"),
+            ("certificates.k8s.io", "signers"),
+        ] {
+            let mut ra = pods_reader();
+            ra.spec.role.as_mut().unwrap().rules =
+                vec![rule(&[group], &["pods", resource], &["get", "create"])];
+            let got = messages_at(
+                &ra,
+                &AccessPolicy::default(),
+                "spec.role.rules[0].resources",
+            );
+            assert_eq!(got.len(), 1, "{resource}: {got:?}");
+            assert!(got[0].contains(resource), "{resource}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_refused_cluster_wide_and_allowed_in_one_namespace() {
+        let ra = cluster_rules(vec![rule(&[""], &["configmaps", "secrets"], &["get"])]);
+        let got = messages_at(
+            &ra,
+            &AccessPolicy::default(),
+            "spec.clusterRole.rules[0].resources",
+        );
+        assert!(got.iter().any(|m| m.contains("spec.role")), "{got:?}");
+        let mut ra = pods_reader();
+        ra.spec.role.as_mut().unwrap().rules = vec![rule(&[""], &["secrets"], &["get"])];
+        assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn harmless_rules_have_no_forbidden_grants() {
+        for cluster_scoped in [false, true] {
+            assert_eq!(
+                forbidden_grants(
+                    &rule(
+                        &["", "apps"],
+                        &["pods", "pods/log", "deployments"],
+                        &["get", "list", "watch"]
+                    ),
+                    cluster_scoped
+                ),
+                Vec::new()
+            );
+        }
+    }
+
+    #[test]
+    fn system_and_configured_namespaces_are_refused_everywhere() {
+        let policy = AccessPolicy {
+            protected_namespaces: vec!["istio-system".into()],
+            ..Default::default()
+        };
+        for ns in [
+            "kube-system",
+            "kube-public",
+            "garden",
+            "garden-kyma",
+            "kyma-system",
+            "istio-system",
+        ] {
+            let mut ra = pods_reader();
+            ra.spec.service_account.namespace = ns.into();
+            ra.spec.role.as_mut().unwrap().namespace = ns.into();
+            let got = fields(&ra, &policy);
+            assert!(
+                got.contains(&"spec.serviceAccount.namespace".to_owned()),
+                "{ns}: {got:?}"
+            );
+            assert!(
+                got.contains(&"spec.role.namespace".to_owned()),
+                "{ns}: {got:?}"
+            );
+            let mut ra = pods_reader();
+            ra.spec.role = None;
+            ra.spec.role_ref = Some(ExistingRoleRef {
+                kind: RoleKind::ClusterRole,
+                name: "view".into(),
+                namespace: Some(ns.into()),
+            });
+            let open = AccessPolicy {
+                allowed_role_refs: vec![AllowedRoleRef::ClusterRole("view".into())],
+                ..policy.clone()
+            };
+            assert_eq!(
+                fields(&ra, &open),
+                vec!["spec.roleRef.namespace".to_owned()],
+                "{ns}"
+            );
+        }
+        let mut ra = pods_reader();
+        ra.spec.service_account.namespace = "istio-system".into();
+        assert!(
+            validate_runtime_access(&ra, &AccessPolicy::default()).is_allowed(),
+            "only when configured"
+        );
+        ra.spec.service_account.namespace = "kube".into();
+        assert!(
+            validate_runtime_access(&ra, &policy).is_allowed(),
+            "kube-* needs the dash"
+        );
+    }
+
+    #[test]
+    fn role_refs_only_from_the_allow_list() {
         let mut ra = pods_reader();
         ra.spec.role = None;
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "view".into(),
+            namespace: None,
+        });
+        let got = messages_at(&ra, &AccessPolicy::default(), "spec.roleRef");
+        assert!(
+            got.iter()
+                .any(|m| m.contains("ClusterRole/view") && m.contains("none is listed")),
+            "{got:?}"
+        );
+        let policy = AccessPolicy {
+            allowed_role_refs: vec![
+                "ClusterRole/view".parse().unwrap(),
+                "Role/apps/reader".parse().unwrap(),
+            ],
+            ..Default::default()
+        };
+        assert!(validate_runtime_access(&ra, &policy).is_allowed());
         ra.spec.role_ref = Some(ExistingRoleRef {
             kind: RoleKind::ClusterRole,
             name: "cluster-admin".into(),
             namespace: None,
         });
-        rejects(&ra, "spec.roleRef.name");
-        let open = AccessPolicy {
-            allow_wildcards: true,
-            ..Default::default()
-        };
-        assert!(validate_runtime_access(&ra, &open).is_allowed());
+        rejects(&ra, "spec.roleRef");
+        assert!(!validate_runtime_access(&ra, &policy).is_allowed());
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::Role,
+            name: "reader".into(),
+            namespace: Some("apps".into()),
+        });
+        assert!(validate_runtime_access(&ra, &policy).is_allowed());
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::Role,
+            name: "reader".into(),
+            namespace: Some("other".into()),
+        });
+        assert!(
+            !validate_runtime_access(&ra, &policy).is_allowed(),
+            "a Role is allowed in its namespace only"
+        );
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "reader".into(),
+            namespace: Some("apps".into()),
+        });
+        assert!(
+            !validate_runtime_access(&ra, &policy).is_allowed(),
+            "kinds are not mixed up"
+        );
+    }
+
+    #[test]
+    fn allowed_role_refs_parse_and_print_alike() {
+        for s in [
+            "ClusterRole/view",
+            "Role/apps/reader",
+            "ClusterRole/system:aggregate-to-view",
+        ] {
+            let parsed: AllowedRoleRef = s.parse().unwrap();
+            assert_eq!(parsed.to_string(), s);
+        }
+        for bad in [
+            "view",
+            "ClusterRole/",
+            "Role/apps",
+            "Role/Apps/x",
+            "Secret/x",
+            "ClusterRole/a/b",
+        ] {
+            let err = bad.parse::<AllowedRoleRef>().unwrap_err();
+            assert!(err.contains("ClusterRole/<name>"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_admin_kubeconfig_secret_names_are_refused() {
+        let mut ra = pods_reader();
+        ra.spec.secret = Some(AccessSecretSpec {
+            name: Some("kubeconfig-6a1c7f3e".into()),
+            key: None,
+        });
+        rejects(&ra, "spec.secret.name");
+        ra.spec.secret = Some(AccessSecretSpec {
+            name: Some("klm-kubeconfig".into()),
+            key: None,
+        });
+        assert!(validate_runtime_access(&ra, &AccessPolicy::default()).is_allowed());
+    }
+
+    #[test]
+    fn an_update_that_keeps_the_spec_is_not_held_to_a_stricter_policy() {
+        let mut stored = pods_reader();
+        stored.spec.service_account.namespace = "kyma-system".into();
+        let mut finalized = stored.clone();
+        finalized.metadata.finalizers = Some(vec!["x".into()]);
+        assert!(
+            validate_runtime_access_update(&stored, &finalized, &AccessPolicy::default())
+                .is_allowed()
+        );
+        let mut changed = finalized.clone();
+        changed.spec.token_expiration_seconds = Some(1200);
+        assert!(
+            !validate_runtime_access_update(&stored, &changed, &AccessPolicy::default())
+                .is_allowed()
+        );
     }
 
     #[test]
@@ -521,7 +990,7 @@ mod tests {
         );
         assert_eq!(
             service_account_user(&ra.spec),
-            "system:serviceaccount:kyma-system:klm"
+            "system:serviceaccount:apps:klm"
         );
     }
 }

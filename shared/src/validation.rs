@@ -23,7 +23,7 @@ mod workers;
 use std::fmt;
 
 pub use deletion::validate_delete;
-pub use gardener_cluster::validate_gardener_cluster;
+pub use gardener_cluster::{validate_gardener_cluster, validate_gardener_cluster_update};
 pub use runtime::{PROJECT_AND_SHOOT_NAME_MAX, PURPOSES, validate_create, validate_create_with};
 pub use update::{validate_update, validate_update_with};
 

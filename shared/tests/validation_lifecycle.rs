@@ -344,3 +344,37 @@ fn gardener_cluster_names_must_be_valid() {
         denied(validate_gardener_cluster(&gc), field);
     }
 }
+
+/// The runtime-id label names the GardenerCluster a Runtime uses and deletes: no UPDATE may
+/// point it elsewhere, on the Runtime (also while it is being deleted) or on the
+/// GardenerCluster.
+#[test]
+fn the_runtime_id_label_is_immutable() {
+    const FIELD: &str = "metadata.labels[kyma-project.io/runtime-id]";
+    let old = sample();
+    let moved = runtime(|rt| set_label(rt, names::LABEL_RUNTIME_ID, Some("another-runtime")));
+    rejects_with(&old, &moved, FIELD, "immutable");
+    let mut deleting = old.clone();
+    deleting.metadata.deletion_timestamp = Some(Time("2026-04-22T10:00:00Z".parse().unwrap()));
+    let mut moved_while_deleting = moved.clone();
+    moved_while_deleting.metadata.deletion_timestamp = deleting.metadata.deletion_timestamp.clone();
+    rejects_with(&deleting, &moved_while_deleting, FIELD, "immutable");
+    let other_label = runtime(|rt| set_label(rt, names::LABEL_KYMA_NAME, Some("renamed")));
+    accepts_update(&old, &other_label);
+
+    use kim_shared::validation::validate_gardener_cluster_update;
+    let gc = gardener_cluster();
+    allowed(validate_gardener_cluster_update(&gc, &gc));
+    let mut relabelled = gc.clone();
+    relabelled
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_RUNTIME_ID.into(), "another-runtime".into());
+    denied(validate_gardener_cluster_update(&gc, &relabelled), FIELD);
+    let mut unlabelled = gc.clone();
+    if let Some(l) = unlabelled.metadata.labels.as_mut() {
+        l.remove(names::LABEL_RUNTIME_ID);
+    }
+    denied(validate_gardener_cluster_update(&gc, &unlabelled), FIELD);
+}

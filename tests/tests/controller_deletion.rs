@@ -2,7 +2,8 @@
 //! `--deletion-grace-period` (the Shoot is hibernated, the Runtime is `Terminating` with a
 //! condition saying when, the Shoot is deleted only after the period) and force deletion with
 //! `--force-deletion` (the annotation the real gardener-apiserver accepts is set when the
-//! Shoot's deletion reports an eligible error code, and only then).
+//! Shoot's deletion reports an eligible error code, and only then). A Runtime's deletion
+//! deletes only its own GardenerCluster (issue 19).
 
 #[path = "controller_common.rs"]
 mod common;
@@ -11,12 +12,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use common::*;
-use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -243,6 +244,65 @@ async fn force_deletion_is_confirmed_only_for_eligible_codes() -> Result<()> {
         .await?;
         assert!(shoots.get_opt(&shoot_name(id)).await?.is_none());
     }
+    ctl.stop().await;
+    Ok(())
+}
+
+/// Attack (with the webhook bypassed; the webhook refuses the change): a Runtime's
+/// `kyma-project.io/runtime-id` label is pointed at another runtime's ID and the Runtime is
+/// deleted. The deletion removed the GardenerCluster of that ID, so the other runtime lost its
+/// admin kubeconfig. Now a GardenerCluster that names another shoot is not this Runtime's and
+/// stays. On the code before the fix the other runtime's GardenerCluster was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_deletes_only_its_own_gardener_cluster() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-rtid").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(5)..];
+    let id = format!("owner-{suffix}");
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    // Another runtime's GardenerCluster: its own ID and shoot.
+    let victim_id = format!("victim-{suffix}");
+    let victim: GardenerCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "GardenerCluster",
+        "metadata": {"name": victim_id, "namespace": ns,
+                     "labels": {"kyma-project.io/runtime-id": victim_id}},
+        "spec": {
+            "shoot": {"name": shoot_name(&victim_id)},
+            "kubeconfig": {"secret": {"name": format!("kubeconfig-{victim_id}"),
+                                      "namespace": ns, "key": "config"}}
+        }
+    }))?;
+    let victim = gcs.create(&PostParams::default(), &victim).await?;
+
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"kyma-project.io/runtime-id": victim_id}}}),
+            ),
+        )
+        .await?;
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let left = gcs.get_opt(&victim_id).await?;
+    assert!(
+        left.as_ref()
+            .is_some_and(|gc| gc.metadata.uid == victim.metadata.uid
+                && gc.metadata.deletion_timestamp.is_none()),
+        "another runtime's GardenerCluster was deleted: {:?}",
+        left.map(|gc| gc.metadata.deletion_timestamp)
+    );
     ctl.stop().await;
     Ok(())
 }

@@ -1443,7 +1443,12 @@ async fn runtime_access_with_cluster_role_rules_grants_them_cluster_wide_and_not
 
     let env = TestEnv::shared().await?;
     let ns = env.namespace("kc-ra-cr").await?;
-    let ctl = Controller::start(env, &ns, &[]).await?;
+    let ctl = Controller::start(
+        env,
+        &ns,
+        &["--access-allowed-role-refs=ClusterRole/system:aggregate-to-view"],
+    )
+    .await?;
     let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
     let kcp = env.kcp_client().await?;
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
@@ -1678,14 +1683,16 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
     const VIEW: &str = "system:aggregate-to-view";
     let env = TestEnv::shared().await?;
     let ns = env.namespace("kc-ra-ref").await?;
-    let ctl = Controller::start(env, &ns, &[]).await?;
+    let a = env.shoot_namespace("ref-a").await?;
+    let b = env.shoot_namespace("ref-b").await?;
+    // Existing roles are bound only from the allow-list.
+    let allowed = format!("--access-allowed-role-refs=ClusterRole/{VIEW},Role/{b}/cm-reader");
+    let ctl = Controller::start(env, &ns, &[&allowed]).await?;
     let (id, admin_kc) = runtime_with_admin_kubeconfig(env, &ns).await?;
     let kcp = env.kcp_client().await?;
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let shoot_admin = env.shoot_client().await?;
-    let a = env.shoot_namespace("ref-a").await?;
-    let b = env.shoot_namespace("ref-b").await?;
     let cluster_roles: Api<ClusterRole> = Api::all(shoot_admin.clone());
     let view = cluster_roles.get(VIEW).await?;
     assert!(
@@ -1735,7 +1742,7 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
         ),
         (
             "cm-reader",
-            json!({"serviceAccount": {"name": "preexisting", "namespace": b},
+            json!({"serviceAccount": {"name": "cm-reader", "namespace": b},
                    "roleRef": {"kind": "Role", "name": "cm-reader", "namespace": b}, "tokenExpirationSeconds": 600}),
         ),
     ];
@@ -1756,7 +1763,7 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
         clients.insert(*name, access::client_from_yaml(name, &kc).await?);
         kubeconfigs.push(kc);
         secret_names.insert(*name, status.secret_ref.clone().unwrap().name);
-        // Only the binding (and a ServiceAccount it made) is recorded as created: never the role.
+        // Only the binding and the ServiceAccount it made are recorded as created: never the role.
         let kinds: Vec<_> = status
             .shoot_objects
             .iter()
@@ -1766,10 +1773,8 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
             !kinds.iter().any(|k| *k == "ClusterRole" || *k == "Role"),
             "{name}: a referenced role was recorded as created: {kinds:?}"
         );
-        let expected_sa = *name != "cm-reader";
-        assert_eq!(
+        assert!(
             kinds.contains(&"ServiceAccount"),
-            expected_sa,
             "{name}: ServiceAccount ownership in {kinds:?}"
         );
     }
@@ -1832,11 +1837,11 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
         Api::<Secret>::namespaced(c.clone(), &a).get("s1").await
     ));
 
-    // An existing Role, for an existing ServiceAccount.
+    // An existing Role.
     let c = &clients["cm-reader"];
     assert_eq!(
         whoami(c.clone()).await?,
-        format!("system:serviceaccount:{b}:preexisting")
+        format!("system:serviceaccount:{b}:cm-reader")
     );
     let cms_b: Api<ConfigMap> = Api::namespaced(c.clone(), &b);
     once_allowed("cm-reader: get configmap", || cms_b.get("c1")).await?;
@@ -1866,7 +1871,8 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
             )
             .await?
             && !exists(&accounts_a, "view-all").await?
-            && !exists(&accounts_a, "view-a").await?;
+            && !exists(&accounts_a, "view-a").await?
+            && !exists(&accounts_b, "cm-reader").await?;
         Ok(gone.then_some(()))
     })
     .await?;
@@ -1891,103 +1897,716 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
 }
 
 // ---------------------------------------------------------------------------------------------
-// RuntimeAccess: the wildcard policy in the controller
+// RuntimeAccess: the least-privilege policy in the controller
+
+/// Waits for the `KubeconfigReady` condition with `reason` and returns it.
+async fn access_condition(
+    requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
+    name: &str,
+    reason: &str,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    eventually(
+        &format!("RuntimeAccess {name}: condition {reason}"),
+        Duration::from_secs(30),
+        || async {
+            Ok(requests
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| {
+                    s.conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "KubeconfigReady")
+                })
+                .filter(|c| c.reason == reason))
+        },
+    )
+    .await
+}
 
 /// Objects that reach the KCP without the webhook (or were stored before a stricter policy)
-/// are held to the same policy by the controller; `--access-allow-wildcards` lifts it.
+/// are held to the same policy by the controller: InvalidSpec naming the field, nothing in the
+/// shoot, no Secret. Attack: wildcard rules, a token minter for any ServiceAccount, exec into
+/// any pod, every Secret of the cluster. On the code before the fix the token minter, exec
+/// and secrets requests were served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runtime_access_with_wildcards_is_refused_by_the_controller_unless_allowed() -> Result<()> {
+async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> Result<()> {
     use k8s_openapi::api::core::v1::ServiceAccount;
     use kim_shared::api::runtime_access::RuntimeAccess;
 
     let env = TestEnv::shared().await?;
-    let strict_ns = env.namespace("kc-ra-strict").await?;
-    let lax_ns = env.namespace("kc-ra-lax").await?;
-    let strict = Controller::start(env, &strict_ns, &[]).await?;
-    let lax = Controller::start(env, &lax_ns, &["--access-allow-wildcards"]).await?;
-    let (strict_id, strict_admin) = runtime_with_admin_kubeconfig(env, &strict_ns).await?;
-    let (lax_id, lax_admin) = runtime_with_admin_kubeconfig(env, &lax_ns).await?;
+    let ns = env.namespace("kc-ra-strict").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
     let kcp = env.kcp_client().await?;
     let shoot_admin = env.shoot_client().await?;
     let sa_ns = env.shoot_namespace("wild").await?;
-    let spec = |sa: &str| {
+    let role = |rules: serde_json::Value| json!({"role": {"namespace": sa_ns, "rules": rules}});
+    let cluster_role = |rules: serde_json::Value| json!({"clusterRole": {"rules": rules}});
+    let cases = [
+        (
+            "wild",
+            role(json!([{"apiGroups": [""], "resources": ["*"], "verbs": ["*"]}])),
+            "spec.role.rules[0]",
+        ),
+        (
+            "minter",
+            role(
+                json!([{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            "exec",
+            role(
+                json!([{"apiGroups": [""], "resources": ["pods", "pods/exec"], "verbs": ["get", "create"]}]),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            "secrets",
+            cluster_role(json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}])),
+            "spec.clusterRole.rules[0].resources",
+        ),
+    ];
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    for (name, grant, _) in &cases {
+        let mut spec = json!({
+            "serviceAccount": {"name": name, "namespace": sa_ns},
+            "tokenExpirationSeconds": 600,
+        });
+        for (k, v) in grant.as_object().context("grant")? {
+            spec[k] = v.clone();
+        }
+        requests
+            .create(
+                &PostParams::default(),
+                &runtime_access(&ns, name, &id, spec)?,
+            )
+            .await?;
+    }
+    let mut conditions = Vec::new();
+    for (name, _, _) in &cases {
+        conditions.push(access_condition(&requests, name, "InvalidSpec").await);
+    }
+    // Nothing created is checked first: a served grant is the attack's outcome.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (name, _, _) in &cases {
+        assert!(
+            !exists(
+                &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &sa_ns),
+                name
+            )
+            .await?,
+            "{name}: a refused request must not create anything in the shoot"
+        );
+        assert!(
+            !exists(
+                &Api::<Secret>::namespaced(kcp.clone(), &ns),
+                &format!("{name}-kubeconfig")
+            )
+            .await?,
+            "{name}: no kubeconfig for a refused request"
+        );
+    }
+    for ((name, _, field), condition) in cases.iter().zip(conditions) {
+        let condition = condition?;
+        assert_eq!(condition.status, "False");
+        assert!(
+            condition.message.contains(field),
+            "{name}: message names the field {field}: {}",
+            condition.message
+        );
+    }
+    for (name, _, _) in &cases {
+        requests.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("refused requests gone", Duration::from_secs(30), || async {
+        let left = requests.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
+    })
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: a RuntimeAccess names a ServiceAccount that already exists in the runtime (a
+/// system controller's in kube-system, or any workload's) with a harmless role, and gets a
+/// kubeconfig with all of that account's rights. Now a protected namespace is InvalidSpec, and
+/// an existing account elsewhere is refused with ServiceAccountNotOwned: no token, no Secret,
+/// no binding to it. On the code before the fix both were Ready and the kubeconfig listed
+/// every Secret of the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-sa").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("victims").await?;
+    // Powerful accounts: one in kube-system, one in a workload namespace, both cluster-admin.
+    let powerful = unique("powerful-");
+    for sa_ns in ["kube-system", apps.as_str()] {
+        Api::<ServiceAccount>::namespaced(shoot_admin.clone(), sa_ns)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": powerful}}))?,
+            )
+            .await?;
+        let crb: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{powerful}-{sa_ns}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": powerful, "namespace": sa_ns}],
+        }))?;
+        Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+            .create(&PostParams::default(), &crb)
+            .await?;
+    }
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let harmless = |sa_ns: &str| {
         json!({
-            "serviceAccount": {"name": sa, "namespace": sa_ns},
-            "role": {"namespace": sa_ns, "rules": [{"apiGroups": [""], "resources": ["*"], "verbs": ["*"]}]},
+            "serviceAccount": {"name": powerful, "namespace": sa_ns},
+            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
             "tokenExpirationSeconds": 600,
         })
     };
-
-    // Without the flag: InvalidSpec naming the field, nothing in the shoot, no Secret.
-    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &strict_ns);
     requests
         .create(
             &PostParams::default(),
-            &runtime_access(&strict_ns, "wild", &strict_id, spec("wild-strict"))?,
+            &runtime_access(&ns, "system", &id, harmless("kube-system"))?,
         )
         .await?;
-    let condition = eventually("InvalidSpec", Duration::from_secs(30), || async {
-        Ok(requests
-            .get("wild")
-            .await?
-            .status
-            .and_then(|s| {
-                s.conditions
-                    .into_iter()
-                    .find(|c| c.type_ == "KubeconfigReady")
-            })
-            .filter(|c| c.reason == "InvalidSpec"))
-    })
-    .await?;
-    assert_eq!(condition.status, "False");
-    assert!(
-        condition.message.contains("spec.role.rules[0]"),
-        "message names the field: {}",
-        condition.message
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        !exists(
-            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &sa_ns),
-            "wild-strict"
-        )
-        .await?,
-        "a refused request must not create anything in the shoot"
-    );
-    assert!(
-        !exists(
-            &Api::<Secret>::namespaced(kcp.clone(), &strict_ns),
-            "wild-kubeconfig"
-        )
-        .await?
-    );
-
-    // With the flag: the same request is served and the wildcard grant is real.
-    let requests_lax: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &lax_ns);
-    requests_lax
+    requests
         .create(
             &PostParams::default(),
-            &runtime_access(&lax_ns, "wild", &lax_id, spec("wild-lax"))?,
+            &runtime_access(&ns, "borrow", &id, harmless(&apps))?,
         )
         .await?;
-    let secrets_lax: Api<Secret> = Api::namespaced(kcp.clone(), &lax_ns);
-    let status = access_ready(&requests_lax, "wild").await?;
-    let kc = access_kubeconfig(&secrets_lax, &status).await?;
-    let client = access::client_from_yaml("wild", &kc).await?;
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client, &sa_ns);
-    let lp = ListParams::default();
-    once_allowed("list configmaps through the wildcard", || cms.list(&lp)).await?;
 
-    requests.delete("wild", &DeleteParams::default()).await?;
-    delete_access(&requests_lax, &secrets_lax, "wild", "wild-kubeconfig").await?;
-    eventually("strict request gone", Duration::from_secs(30), || async {
-        Ok(requests.get_opt("wild").await?.is_none().then_some(()))
+    let invalid = access_condition(&requests, "system", "InvalidSpec").await;
+    let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await;
+    // No kubeconfig is checked first: a kubeconfig of the borrowed account is the attack's
+    // outcome.
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    for name in ["system", "borrow"] {
+        assert!(
+            !exists(&secrets, &format!("{name}-kubeconfig")).await?,
+            "{name}: a kubeconfig of an existing ServiceAccount was issued"
+        );
+    }
+    let invalid = invalid?;
+    assert!(
+        invalid.message.contains("spec.serviceAccount.namespace"),
+        "{}",
+        invalid.message
+    );
+    let refused = refused?;
+    assert_eq!(refused.status, "False");
+    assert!(
+        refused.message.contains(&format!("{apps}/{powerful}")),
+        "the condition names the ServiceAccount: {}",
+        refused.message
+    );
+    assert!(
+        !exists(
+            &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps),
+            &format!("kim-access:{ns}:borrow")
+        )
+        .await?,
+        "nothing is bound to an account the request did not create"
+    );
+
+    // Deleting the requests leaves the accounts (not theirs) in place.
+    for name in ["system", "borrow"] {
+        requests.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("requests gone", Duration::from_secs(30), || async {
+        let left = requests.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
     })
     .await?;
-    strict.stop().await;
-    lax.stop().await;
-    assert_not_logged(&kc);
-    assert_not_logged(&strict_admin);
-    assert_not_logged(&lax_admin);
+    for sa_ns in ["kube-system", apps.as_str()] {
+        assert!(
+            exists(
+                &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), sa_ns),
+                &powerful
+            )
+            .await?,
+            "{sa_ns}/{powerful} must stay"
+        );
+    }
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// KCP Secrets the controller writes and deletes
+
+/// A Secret of the KCP namespace that is nobody's kubeconfig (as `gardener-credentials` or the
+/// webhook's certificate Secret).
+async fn victim_secret(secrets: &Api<Secret>, name: &str) -> Result<Secret> {
+    let victim: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "data": {"kubeconfig": "Y3JlZGVudGlhbHM=", "config": "Y3JlZGVudGlhbHM="},
+    }))?;
+    Ok(secrets.create(&PostParams::default(), &victim).await?)
+}
+
+/// The victim is as it was: same data, no owner, not deleted.
+async fn assert_untouched(secrets: &Api<Secret>, before: &Secret) -> Result<()> {
+    let name = before.metadata.name.clone().context("name")?;
+    let now = secrets
+        .get_opt(&name)
+        .await?
+        .with_context(|| format!("Secret {name} was deleted"))?;
+    assert_eq!(now.metadata.uid, before.metadata.uid, "{name} was replaced");
+    assert_eq!(now.data, before.data, "{name}: data changed");
+    assert_eq!(
+        now.metadata.owner_references, before.metadata.owner_references,
+        "{name}: owners changed"
+    );
+    assert_eq!(
+        now.metadata.resource_version, before.metadata.resource_version,
+        "{name} was written"
+    );
+    Ok(())
+}
+
+/// Attack: a RuntimeAccess names an existing Secret of the namespace as its kubeconfig Secret;
+/// the controller overwrote it and deleted it with the request. Now: SecretNotOwned naming it,
+/// untouched, and still there after the request is gone. On the code before the fix the
+/// request became Ready and the Secret was overwritten, owned and then deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-secret").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("ra-secret").await?;
+    let victim = victim_secret(&secrets, "gardener-credentials").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "thief", "namespace": apps},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+        "secret": {"name": "gardener-credentials"},
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "thief", &id, spec)?,
+        )
+        .await?;
+    // The Secret is checked first: what happened to it is the attack's outcome.
+    let condition = access_condition(&requests, "thief", "SecretNotOwned").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    let condition = condition?;
+    assert!(
+        condition
+            .message
+            .contains(&format!("Secret {ns}/gardener-credentials")),
+        "the condition names the Secret: {}",
+        condition.message
+    );
+    requests.delete("thief", &DeleteParams::default()).await?;
+    eventually("request gone", Duration::from_secs(30), || async {
+        Ok(requests.get_opt("thief").await?.is_none().then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_untouched(&secrets, &victim).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: a GardenerCluster names an existing Secret as its kubeconfig Secret, either one
+/// that is nobody's kubeconfig or another runtime's admin kubeconfig Secret (with that
+/// runtime's ID as its label). The controller adopted or overwrote it and deleted it with the
+/// GardenerCluster. Now both are refused with SecretNotOwned naming the Secret and survive
+/// the deletion. On the code before the fix neither condition appeared and both Secrets were
+/// taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-gc-secret").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (other_id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let victim = victim_secret(&secrets, "gardener-credentials").await?;
+    let other_secret = format!("kubeconfig-{other_id}");
+    let other = secrets.get(&other_secret).await?;
+
+    let mut credentials = gardener_cluster(&ns, &unique("rt-"), &shoot);
+    credentials.spec.kubeconfig.secret.name = "gardener-credentials".into();
+    credentials.spec.kubeconfig.secret.key = "kubeconfig".into();
+    let mut hijack = gardener_cluster(&ns, &unique("rt-"), &shoot);
+    hijack.spec.kubeconfig.secret.name = other_secret.clone();
+    hijack
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kyma-project.io/runtime-id".into(), other_id.clone());
+    let mut names = Vec::new();
+    for gc in [&credentials, &hijack] {
+        gcs.create(&PostParams::default(), gc).await?;
+        names.push(gc.metadata.name.clone().context("name")?);
+    }
+    let mut conditions = Vec::new();
+    for name in &names {
+        conditions.push(
+            eventually("SecretNotOwned", Duration::from_secs(30), || async {
+                let gc = gcs.get(name).await?;
+                Ok(gc.status.and_then(|s| {
+                    let c = s.conditions?.into_iter().find(|c| {
+                        c.type_ == "KubeconfigManagement" && c.reason == "SecretNotOwned"
+                    })?;
+                    Some((s.state.unwrap_or_default(), c))
+                }))
+            })
+            .await,
+        );
+    }
+    // The Secrets are checked first: what happened to them is the attack's outcome.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert_untouched(&secrets, &other).await?;
+    for (found, secret) in conditions
+        .into_iter()
+        .zip(["gardener-credentials", &other_secret])
+    {
+        let (state, condition) = found?;
+        assert_eq!(state, "Error");
+        assert!(
+            condition.message.contains(&format!("Secret {ns}/{secret}")),
+            "the condition names the Secret: {}",
+            condition.message
+        );
+    }
+    for name in &names {
+        gcs.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("GardenerClusters gone", Duration::from_secs(30), || async {
+        let mut gone = true;
+        for name in &names {
+            gone &= gcs.get_opt(name).await?.is_none();
+        }
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert_untouched(&secrets, &other).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubeconfigs read from Secrets
+
+/// Attack: whoever can write a runtime's admin kubeconfig Secret (or a Secret recognised as
+/// one) puts an exec credential plugin in it; building the shoot client ran that program in
+/// the controller's container. Now the kubeconfig is refused with a condition naming the exec
+/// plugin and the program never runs. On the code before the fix the marker file appeared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_kubeconfig_with_an_exec_plugin_is_refused_and_never_run() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-exec").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (_, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let dir = tempfile::tempdir()?;
+    let marker = dir.path().join("exec-ran");
+    // The admin kubeconfig's cluster, with an exec plugin instead of the client certificate.
+    let mut kc: serde_json::Value = serde_yaml_ng::from_str(&admin)?;
+    kc["users"] = json!([{"name": "evil", "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "/bin/sh",
+        "args": ["-c", format!("touch {}; exit 1", marker.display())],
+        "interactiveMode": "Never",
+    }}}]);
+    for c in kc["contexts"].as_array_mut().context("contexts")? {
+        c["context"]["user"] = json!("evil");
+    }
+    let id = unique("rt-");
+    // Recognised as upstream's Secret of this runtime, synced just now: the GardenerCluster
+    // reconciler adopts it and leaves its data alone.
+    let upstream: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("kubeconfig-{id}"),
+            "labels": {
+                "kyma-project.io/runtime-id": id,
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            },
+            "annotations": {LAST_SYNC: jiff::Timestamp::now().to_string()},
+        },
+        "stringData": {"config": serde_yaml_ng::to_string(&kc)?},
+    }))?;
+    secrets.create(&PostParams::default(), &upstream).await?;
+    Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &gardener_cluster(&ns, &id, "no-shoot"),
+        )
+        .await?;
+    let apps = env.shoot_namespace("exec").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "reader", "namespace": apps},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "reader", "AdminKubeconfigUnusable").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !marker.exists(),
+        "the exec plugin of a kubeconfig from a Secret ran in the controller"
+    );
+    let condition = condition?;
+    assert!(
+        condition.message.contains("exec"),
+        "the condition names the exec plugin: {}",
+        condition.message
+    );
+    requests.delete("reader", &DeleteParams::default()).await?;
+    ctl.stop().await;
+    assert!(!marker.exists(), "not during the cleanup either");
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeAccess cleanup
+
+/// Attack: the list of objects the cleanup deletes comes from the KCP Secret's annotation (and
+/// the status), which others can write: adding an object of the shoot (here a
+/// ClusterRoleBinding and a ServiceAccount someone else made) had the controller delete it
+/// with the request. Now only objects with this request's label are deleted. On the code
+/// before the fix both victims were deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-clean").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let shoot_admin = env.shoot_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("clean").await?;
+    let victim = unique("victim-");
+    let crbs: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": victim}}))?,
+        )
+        .await?;
+    crbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": victim},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": victim, "namespace": apps}],
+        }))?,
+    )
+    .await?;
+
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "reader", "namespace": apps},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+    // The recorded list, with the victims added.
+    const SHOOT_OBJECTS: &str = "infrastructuremanager.kyma-project.io/shoot-objects";
+    let secret = secrets.get(&secret_name).await?;
+    let mut recorded: Vec<serde_json::Value> = serde_json::from_str(
+        secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SHOOT_OBJECTS))
+            .context("the Secret records the shoot objects")?,
+    )?;
+    recorded.push(json!({"kind": "ClusterRoleBinding", "name": victim}));
+    recorded.push(json!({"kind": "ServiceAccount", "name": victim, "namespace": apps}));
+    secrets
+        .patch(
+            &secret_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                SHOOT_OBJECTS: serde_json::to_string(&recorded)?
+            }}})),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    delete_access(&requests, &secrets, "reader", &secret_name).await?;
+
+    // The request's own objects are gone, the victims are not.
+    let rbac = format!("kim-access:{ns}:reader");
+    eventually("own objects removed", Duration::from_secs(15), || async {
+        let gone = !exists(&accounts, "reader").await?
+            && !exists(&Api::<Role>::namespaced(shoot_admin.clone(), &apps), &rbac).await?
+            && !exists(
+                &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps),
+                &rbac,
+            )
+            .await?;
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    assert!(
+        exists(&crbs, &victim).await?,
+        "a ClusterRoleBinding the request did not create was deleted"
+    );
+    assert!(
+        exists(&accounts, &victim).await?,
+        "a ServiceAccount the request did not create was deleted"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// A runtime that no longer answers (hibernated, gone, network cut): a request's deletion
+/// retried for ever without saying why. Now each shoot request gives up after
+/// `--access-shoot-request-timeout`, the condition says what is wrong and how to finish, and
+/// the documented annotation lets the finalizer go (the KCP Secret is still removed). Here the
+/// runtime's API server is replaced by a listener that accepts connections and never answers.
+/// On the code before the fix the flag did not exist and no condition appeared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_deletion_reports_an_unreachable_runtime_and_can_be_released() -> Result<()>
+{
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-gone").await?;
+    let ctl = Controller::start(env, &ns, &["--access-shoot-request-timeout=2s"]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("gone").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "reader", "namespace": apps},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+
+    // A black hole: connections are accepted and never answered.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = hole.local_addr()?.port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = hole.accept().await {
+            open.push(conn);
+        }
+    });
+    let mut kc: serde_json::Value = serde_yaml_ng::from_str(&admin)?;
+    for c in kc["clusters"].as_array_mut().context("clusters")? {
+        c["cluster"]["server"] = json!(format!("https://127.0.0.1:{port}"));
+    }
+    secrets
+        .patch(
+            &format!("kubeconfig-{id}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"config": serde_yaml_ng::to_string(&kc)?}})),
+        )
+        .await?;
+
+    let started = tokio::time::Instant::now();
+    requests.delete("reader", &DeleteParams::default()).await?;
+    let condition = access_condition(&requests, "reader", "ShootCleanupFailed").await?;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "reported within a few request timeouts: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        condition
+            .message
+            .contains("infrastructuremanager.kyma-project.io/skip-shoot-cleanup=true"),
+        "the condition says how to finish: {}",
+        condition.message
+    );
+    assert_eq!(
+        requests
+            .get("reader")
+            .await?
+            .status
+            .and_then(|s| s.state)
+            .as_deref(),
+        Some("Deleting")
+    );
+    assert!(exists(&requests, "reader").await?, "the finalizer holds");
+
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "infrastructuremanager.kyma-project.io/skip-shoot-cleanup": "true"
+            }}})),
+        )
+        .await?;
+    eventually(
+        "request and Secret gone",
+        Duration::from_secs(40),
+        || async {
+            let gone = requests.get_opt("reader").await?.is_none()
+                && secrets.get_opt(&secret_name).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+    held.abort();
+    ctl.stop().await;
+    assert_not_logged(&admin);
     Ok(())
 }

@@ -647,62 +647,200 @@ async fn deploy_manifests_are_accepted_by_the_apiserver() {
     }
 }
 
+/// The admission half of least privilege (the controller holds stored objects to the same
+/// rules): protected namespaces, rules that hand out other identities, wildcards, roles not on
+/// the allow-list and the admin kubeconfig Secrets' names are refused with the field path;
+/// a harmless request and an allow-listed role are admitted.
 #[tokio::test]
 async fn runtime_access_is_held_to_least_privilege() {
     let env = env().await;
-    let wh = Webhook::start(env, Options::default()).await;
-    let ra = |name: &str, verbs: Value| {
-        json!({
-            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-            "kind": "RuntimeAccess",
-            "metadata": {"name": name, "namespace": wh.ns},
-            "spec": {
-                "runtimeId": "runtime-id",
-                "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
-                "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]}
-            }
-        })
-    };
-    let (ok, out) = kubectl(
-        env,
-        &["apply", "--dry-run=server", "-f", "-"],
-        Some(&yaml(&ra("reader", json!(["get"])))),
-    )
-    .await;
-    assert!(ok, "{out}");
-    let (ok, out) = kubectl(
-        env,
-        &["apply", "--dry-run=server", "-f", "-"],
-        Some(&yaml(&ra("admin", json!(["*"])))),
-    )
-    .await;
-    assert!(
-        !ok && out.contains("spec.role.rules[0]"),
-        "wildcard verbs refused with the field path: {out}"
-    );
-    let mut admin = ra("admin", json!(["*"]));
-    wh.stop(env).await;
-
-    // `--access-allow-wildcards`: the same object is admitted.
     let wh = Webhook::start(
         env,
         Options {
             access_policy: kim_shared::access::AccessPolicy {
-                allow_wildcards: true,
+                allowed_role_refs: vec!["ClusterRole/view".parse().unwrap()],
                 ..Default::default()
             },
             ..Options::default()
         },
     )
     .await;
-    admin["metadata"]["namespace"] = json!(wh.ns);
-    let (ok, out) = kubectl(
-        env,
-        &["apply", "--dry-run=server", "-f", "-"],
-        Some(&yaml(&admin)),
-    )
-    .await;
-    assert!(ok, "wildcards admitted when the policy allows them: {out}");
+    let ra = |name: &str, spec: Value| {
+        let mut full = json!({
+            "runtimeId": "runtime-id",
+            "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
+        });
+        for (k, v) in spec.as_object().unwrap() {
+            full[k] = v.clone();
+        }
+        json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": name, "namespace": wh.ns},
+            "spec": full,
+        })
+    };
+    let role = |rules: Value| json!({"role": {"namespace": "apps", "rules": rules}});
+    let cluster_role = |rules: Value| json!({"clusterRole": {"rules": rules}});
+    let dry_run = |obj: Value| async move {
+        kubectl(
+            env,
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&yaml(&obj)),
+        )
+        .await
+    };
+    for (name, spec) in [
+        (
+            "reader",
+            role(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])),
+        ),
+        (
+            "viewer",
+            json!({"roleRef": {"kind": "ClusterRole", "name": "view"}}),
+        ),
+    ] {
+        let (ok, out) = dry_run(ra(name, spec)).await;
+        assert!(ok, "{name} admitted: {out}");
+    }
+    let mut system = ra(
+        "system",
+        role(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])),
+    );
+    system["spec"]["serviceAccount"]["namespace"] = json!("kube-system");
+    let mut admin_secret = ra(
+        "admin-secret",
+        role(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])),
+    );
+    admin_secret["spec"]["secret"] = json!({"name": "kubeconfig-runtime-id"});
+    let refused = [
+        ("system", system, "spec.serviceAccount.namespace"),
+        (
+            "wildcard",
+            ra(
+                "wildcard",
+                role(json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}])),
+            ),
+            "spec.role.rules[0].verbs",
+        ),
+        (
+            "token-minter",
+            ra(
+                "token-minter",
+                role(
+                    json!([{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]),
+                ),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            "exec",
+            ra(
+                "exec",
+                role(
+                    json!([{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]}]),
+                ),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            "all-secrets",
+            ra(
+                "all-secrets",
+                cluster_role(
+                    json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+                ),
+            ),
+            "spec.clusterRole.rules[0].resources",
+        ),
+        (
+            "csr-approver",
+            ra(
+                "csr-approver",
+                cluster_role(
+                    json!([{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"]}]),
+                ),
+            ),
+            "spec.clusterRole.rules[0].verbs",
+        ),
+        (
+            "escalator",
+            ra(
+                "escalator",
+                cluster_role(
+                    json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["escalate"]}]),
+                ),
+            ),
+            "spec.clusterRole.rules[0].verbs",
+        ),
+        (
+            "admin",
+            ra(
+                "admin",
+                json!({"roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}}),
+            ),
+            "spec.roleRef",
+        ),
+        ("admin-secret", admin_secret, "spec.secret.name"),
+    ];
+    for (name, obj, field) in refused {
+        let (ok, out) = dry_run(obj).await;
+        assert!(
+            !ok && out.contains(field),
+            "{name} refused with the field path {field}: {out}"
+        );
+    }
+    wh.stop(env).await;
+}
+
+/// `kyma-project.io/runtime-id` names a Runtime's GardenerCluster, which the Runtime's
+/// deletion deletes: an edit pointing it at another runtime is refused, on the Runtime and on
+/// the GardenerCluster; other label edits pass.
+#[tokio::test]
+async fn the_runtime_id_label_is_immutable() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let rt = valid_runtime("rt-id", &wh.ns);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&rt))).await;
+    assert!(ok, "{out}");
+    let gc = upstream("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
+    let mut gc = json!({
+        "apiVersion": gc["apiVersion"], "kind": gc["kind"],
+        "metadata": {"name": "gc-id", "namespace": wh.ns,
+                     "labels": {"kyma-project.io/runtime-id": "gc-id"}},
+        "spec": gc["spec"]
+    });
+    gc["spec"]["kubeconfig"]["secret"]["namespace"] = json!(wh.ns);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&gc))).await;
+    assert!(ok, "{out}");
+    for (kind, name) in [("runtime", "rt-id"), ("gardenercluster", "gc-id")] {
+        let (ok, out) = kubectl(
+            env,
+            &[
+                "label",
+                kind,
+                name,
+                "-n",
+                &wh.ns,
+                "--overwrite",
+                "kyma-project.io/runtime-id=another-runtime",
+            ],
+            None,
+        )
+        .await;
+        assert!(
+            !ok && out.contains("metadata.labels[kyma-project.io/runtime-id]")
+                && out.contains("immutable"),
+            "{kind}: changing the runtime ID refused: {out}"
+        );
+        let (ok, out) = kubectl(
+            env,
+            &["label", kind, name, "-n", &wh.ns, "kim-e2e/other=yes"],
+            None,
+        )
+        .await;
+        assert!(ok, "{kind}: another label may change: {out}");
+    }
     wh.stop(env).await;
 }
 

@@ -93,10 +93,23 @@ pub struct ServeArgs {
     #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_MANDATORY", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub audit_log_mandatory: bool,
 
-    /// Admit RuntimeAccess objects with `*` in rules, the verbs escalate/bind/impersonate, or
-    /// cluster-admin (off: least privilege is enforced).
-    #[arg(long = "access-allow-wildcards", env = "KIM_WEBHOOK_ACCESS_ALLOW_WILDCARDS", default_value_t = false, action = clap::ArgAction::Set)]
-    pub runtime_access_allow_wildcards: bool,
+    /// Namespaces of the runtime clusters a RuntimeAccess may not use, besides kube-*,
+    /// garden* and kyma-system (comma-separated; the same as the controller's).
+    #[arg(
+        long = "access-protected-namespaces",
+        env = "KIM_WEBHOOK_ACCESS_PROTECTED_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub runtime_access_protected_namespaces: Vec<String>,
+    /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
+    /// Role/<namespace>/<name> (comma-separated; the same as the controller's). Empty: none,
+    /// only rules.
+    #[arg(
+        long = "access-allowed-role-refs",
+        env = "KIM_WEBHOOK_ACCESS_ALLOWED_ROLE_REFS",
+        value_delimiter = ','
+    )]
+    pub runtime_access_allowed_role_refs: Vec<kim_shared::access::AllowedRoleRef>,
     /// Longest token lifetime a RuntimeAccess may ask for.
     #[arg(long = "access-max-token-expiration", env = "KIM_WEBHOOK_ACCESS_MAX_TOKEN_EXPIRATION", default_value = "24h", value_parser = duration)]
     pub runtime_access_max_token_expiration: Duration,
@@ -305,7 +318,8 @@ mod tests {
             "serve",
             "--converter-config-filepath",
             "/c.json",
-            "--access-allow-wildcards=true",
+            "--access-protected-namespaces=istio-system,monitoring",
+            "--access-allowed-role-refs=ClusterRole/view,Role/apps/reader",
             "--access-max-token-expiration",
             "2h",
         ])
@@ -313,7 +327,25 @@ mod tests {
         let Command::Serve(a) = cli.command else {
             panic!("serve expected")
         };
-        assert!(a.runtime_access_allow_wildcards);
+        assert_eq!(
+            a.runtime_access_protected_namespaces,
+            vec!["istio-system".to_owned(), "monitoring".to_owned()]
+        );
+        assert_eq!(
+            a.runtime_access_allowed_role_refs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            vec!["ClusterRole/view", "Role/apps/reader"]
+        );
+        let bad = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--access-allowed-role-refs=view",
+        ]);
+        assert!(bad.is_err(), "a role reference without its kind is refused");
         assert_eq!(
             a.runtime_access_max_token_expiration,
             Duration::from_secs(7200)

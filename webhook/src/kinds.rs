@@ -261,8 +261,8 @@ impl Admitted for GardenerCluster {
         validation::validate_gardener_cluster(self).into()
     }
 
-    fn validate_update(&self, _old: &Self, _ctx: &AdmissionContext) -> Verdict {
-        validation::validate_gardener_cluster(self).into()
+    fn validate_update(&self, old: &Self, _ctx: &AdmissionContext) -> Verdict {
+        validation::validate_gardener_cluster_update(old, self).into()
     }
 }
 

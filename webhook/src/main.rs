@@ -59,7 +59,8 @@ fn main() -> ExitCode {
                 deletion_window: args.deletion_window,
                 config: Some(Arc::new(config)),
                 access_policy: kim_shared::access::AccessPolicy {
-                    allow_wildcards: args.runtime_access_allow_wildcards,
+                    protected_namespaces: args.runtime_access_protected_namespaces.clone(),
+                    allowed_role_refs: args.runtime_access_allowed_role_refs.clone(),
                     max_token_expiration_seconds: i64::try_from(
                         args.runtime_access_max_token_expiration.as_secs(),
                     )

@@ -46,18 +46,19 @@ pub struct AccessArgs {
     /// period is configured: 0.01 of a 600 s token rotates every 6 s.
     #[arg(long = "access-rotation-ratio", default_value_t = 0.8, value_parser = parse_rotation_ratio)]
     pub rotation_ratio: f64,
-    /// Admit `*`, `escalate`/`bind`/`impersonate` and `cluster-admin` in RuntimeAccess rules.
-    /// Takes `--access-allow-wildcards`, `=true` or `=false`, so one manifest line fits both
-    /// the controller and the webhook (whose flag needs the value).
-    #[arg(
-        long = "access-allow-wildcards",
-        default_value_t = false,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set
-    )]
-    pub allow_wildcards: bool,
+    /// Namespaces of the runtime clusters a RuntimeAccess may not use, besides kube-*,
+    /// garden* and kyma-system (comma-separated; set the webhook's flag alike).
+    #[arg(long = "access-protected-namespaces", value_delimiter = ',')]
+    pub protected_namespaces: Vec<String>,
+    /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
+    /// Role/<namespace>/<name> (comma-separated; set the webhook's flag alike). Empty: none,
+    /// only rules.
+    #[arg(long = "access-allowed-role-refs", value_delimiter = ',')]
+    pub allowed_role_refs: Vec<kim_shared::access::AllowedRoleRef>,
+    /// Time allowed for each request to a runtime's API server (connect included), so that an
+    /// unreachable or hibernated runtime fails a reconcile quickly instead of holding it.
+    #[arg(long = "access-shoot-request-timeout", default_value = "30s", value_parser = crate::cli::run::parse_duration)]
+    pub shoot_request_timeout: std::time::Duration,
     /// Longest token lifetime a RuntimeAccess may request.
     #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = parse_token_lifetime)]
     pub max_token_expiration: std::time::Duration,
@@ -104,7 +105,9 @@ impl Default for AccessArgs {
         Self {
             token_expiration: std::time::Duration::from_secs(3600),
             rotation_ratio: 0.8,
-            allow_wildcards: false,
+            protected_namespaces: Vec::new(),
+            allowed_role_refs: Vec::new(),
+            shoot_request_timeout: std::time::Duration::from_secs(30),
             max_token_expiration: std::time::Duration::from_secs(24 * 3600),
         }
     }
@@ -114,7 +117,8 @@ impl AccessArgs {
     /// The validation policy these flags describe.
     pub fn policy(&self) -> AccessPolicy {
         AccessPolicy {
-            allow_wildcards: self.allow_wildcards,
+            protected_namespaces: self.protected_namespaces.clone(),
+            allowed_role_refs: self.allowed_role_refs.clone(),
             max_token_expiration_seconds: i64::try_from(self.max_token_expiration.as_secs())
                 .unwrap_or(i64::MAX),
         }
@@ -167,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn allow_wildcards_takes_the_bare_flag_and_an_explicit_value() {
+    fn policy_flags_take_comma_separated_lists() {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
@@ -176,13 +180,25 @@ mod tests {
         }
         let parse = |args: &[&str]| {
             Cli::try_parse_from(std::iter::once("kim-controller").chain(args.iter().copied()))
-                .map(|c| c.access.allow_wildcards)
+                .map(|c| c.access)
         };
-        assert_eq!(parse(&[]).ok(), Some(false));
-        assert_eq!(parse(&["--access-allow-wildcards"]).ok(), Some(true));
-        assert_eq!(parse(&["--access-allow-wildcards=true"]).ok(), Some(true));
-        assert_eq!(parse(&["--access-allow-wildcards=false"]).ok(), Some(false));
-        assert!(parse(&["--access-allow-wildcards=maybe"]).is_err());
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.policy(), AccessPolicy::default());
+        let a = parse(&[
+            "--access-protected-namespaces=istio-system,monitoring",
+            "--access-allowed-role-refs=ClusterRole/view,Role/apps/reader",
+            "--access-shoot-request-timeout=5s",
+        ])
+        .unwrap();
+        let p = a.policy();
+        assert!(p.is_protected_namespace("monitoring"));
+        assert_eq!(p.allowed_role_refs.len(), 2);
+        assert_eq!(a.shoot_request_timeout, std::time::Duration::from_secs(5));
+        assert!(parse(&["--access-allowed-role-refs=view"]).is_err());
+        assert!(
+            parse(&["--access-allow-wildcards"]).is_err(),
+            "the wildcard switch is gone"
+        );
     }
 
     #[test]

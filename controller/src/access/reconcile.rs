@@ -55,10 +55,11 @@ impl Reconciler {
         args: AccessArgs,
         metrics: Arc<super::shoot_client::ShootMetrics>,
     ) -> Self {
+        let timeout = args.shoot_request_timeout;
         Self {
             ctx,
             args,
-            clients: ShootClients::new(metrics),
+            clients: ShootClients::new(metrics, timeout),
         }
     }
 }
@@ -200,21 +201,44 @@ async fn shoot_access(
         })
 }
 
-/// A failed step in the shoot: what was being done and the error (no secret values).
+/// A failed step in the shoot: the condition reason, what was being done and the error (no
+/// secret values).
 struct ShootStepFailed {
+    reason: &'static str,
     what: String,
     error: String,
 }
 
+/// Condition reason: the ServiceAccount exists and this request did not create it.
+pub const REASON_SERVICE_ACCOUNT_NOT_OWNED: &str = "ServiceAccountNotOwned";
+
+/// Condition reason: no client can be built from the runtime's admin kubeconfig (unreadable,
+/// or not self-contained and strict: exec plugins, files, no certificate checks).
+pub const REASON_ADMIN_KUBECONFIG_UNUSABLE: &str = "AdminKubeconfigUnusable";
+
+/// Condition reason: the KCP Secret exists and this request does not own it.
+pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
+
+/// Condition reason: the deletion waits for a runtime that cannot be reached.
+pub const REASON_SHOOT_UNREACHABLE: &str = "ShootCleanupFailed";
+
+/// Annotation on a RuntimeAccess being deleted: `true` lets the finalizer go without removing
+/// the objects in the runtime (for a runtime that is gone for good or will not wake up). The
+/// KCP Secret is still deleted; the ServiceAccount, roles and bindings stay in the runtime.
+pub const ANNOTATION_SKIP_SHOOT_CLEANUP: &str =
+    "infrastructuremanager.kyma-project.io/skip-shoot-cleanup";
+
 /// Ensures the ServiceAccount, the (Cluster)Role and binding, and removes the objects of an
-/// earlier spec (`previous`). Returns what this request created, sorted.
+/// earlier spec (`previous`). Returns what this request created, sorted, and the checked
+/// ServiceAccount.
 async fn ensure_shoot_objects(
     client: &kube::Client,
     ra: &RuntimeAccess,
     previous: Vec<ShootObjectRef>,
-) -> Result<Vec<ShootObjectRef>, ShootStepFailed> {
+) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount), ShootStepFailed> {
     let failed = |what: String| {
         move |e: kube::Error| ShootStepFailed {
+            reason: "ShootAccessFailed",
             what,
             error: e.to_string(),
         }
@@ -222,14 +246,24 @@ async fn ensure_shoot_objects(
     let mut created: Vec<ShootObjectRef> = Vec::new();
     let sa = shoot::ensure_service_account(client, ra)
         .await
-        .map_err(failed("creating the ServiceAccount".to_owned()))?;
-    created.extend(sa);
+        .map_err(|e| match e {
+            shoot::ServiceAccountError::Api(e) => {
+                failed("creating the ServiceAccount".to_owned())(e)
+            }
+            not_owned @ shoot::ServiceAccountError::NotOwned { .. } => ShootStepFailed {
+                reason: REASON_SERVICE_ACCOUNT_NOT_OWNED,
+                what: "refusing the ServiceAccount".to_owned(),
+                error: not_owned.to_string(),
+            },
+        })?;
+    created.push(sa.reference());
     for obj in &shoot::rbac_objects(ra) {
         let what = format!("applying {} {}", obj.reference().kind, obj.reference().name);
         shoot::apply_rbac(client, obj).await.map_err(failed(what))?;
         created.push(obj.reference());
     }
-    // Objects of an earlier spec (for example a Role replaced by a roleRef) are removed.
+    // Objects of an earlier spec (for example a Role replaced by a roleRef) are removed, if
+    // they carry this request's label.
     let mut stale: Vec<ShootObjectRef> = previous
         .into_iter()
         .filter(|o| !created.contains(o))
@@ -239,11 +273,36 @@ async fn ensure_shoot_objects(
     shoot::deletion_order(&mut stale);
     for obj in &stale {
         let what = format!("deleting stale {} {}", obj.kind, obj.name);
-        shoot::delete(client, obj).await.map_err(failed(what))?;
+        let outcome = shoot::delete(client, ra, obj).await.map_err(failed(what))?;
+        if outcome == shoot::Deletion::NotOwned {
+            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), kind = %obj.kind, object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
+        }
     }
     created.sort();
     created.dedup();
-    Ok(created)
+    Ok((created, sa))
+}
+
+/// Whether the KCP Secret belongs to this request: our managed-by label and an owner
+/// reference with the request's UID. Only such a Secret (or none) is written or deleted, so a
+/// request cannot name another Secret of the namespace (credentials, certificates, another
+/// runtime's kubeconfig) to have it overwritten or deleted. Pure.
+pub fn secret_owned_by(secret: &Secret, ra: &RuntimeAccess) -> bool {
+    let labelled = secret
+        .labels()
+        .get(names::LABEL_MANAGED_BY)
+        .map(String::as_str)
+        == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+    let owned = match ra.uid() {
+        Some(uid) if !uid.is_empty() => secret
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == uid),
+        _ => false,
+    };
+    labelled && owned
 }
 
 /// Records in the KCP Secret which objects were applied for which fingerprint (its own field
@@ -251,21 +310,29 @@ async fn ensure_shoot_objects(
 async fn record_shoot_objects(
     secrets: &Api<Secret>,
     name: &str,
+    resource_version: Option<&str>,
     fingerprint: &str,
     objects: &[ShootObjectRef],
 ) -> Result<(), kube::Error> {
     let list = serde_json::to_string(objects).unwrap_or_else(|_| "[]".to_owned());
+    // The resourceVersion of the Secret as checked (or as just written): an apply never
+    // creates a Secret here, nor writes into one that was replaced meanwhile.
     let patch = json!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
             "name": name,
+
             "annotations": {
                 record::ANNOTATION_SHOOT_OBJECTS_HASH: fingerprint,
                 record::ANNOTATION_SHOOT_OBJECTS: list,
             }
         }
     });
+    let mut patch = patch;
+    if let Some(rv) = resource_version {
+        patch["metadata"]["resourceVersion"] = json!(rv);
+    }
     secrets
         .patch(
             name,
@@ -294,6 +361,33 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .await?;
         return Ok(Action::await_change());
     }
+
+    // The KCP Secret, read fresh: the token and what was applied in the shoot, durably. It
+    // must not exist or be ours before anything is done for this request.
+    let name = secret_name(ra);
+    let key = secret_key(ra);
+    let ns = ra.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
+    let existing = secrets
+        .get_opt(&name)
+        .await
+        .map_err(api(format!("reading Secret {ns}/{name}")))?;
+    if existing.as_ref().is_some_and(|s| !secret_owned_by(s, ra)) {
+        let msg = format!(
+            "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it); the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
+            names::LABEL_MANAGED_BY,
+            names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+        );
+        write_status(
+            r,
+            ra,
+            status_with(ra, "Error", "False", REASON_SECRET_NOT_OWNED, &msg, now),
+        )
+        .await?;
+        // The Secret may be deleted later; look again now and then.
+        return Ok(Action::requeue(WAIT_FOR_RUNTIME));
+    }
+
     let Some(admin) = admin_kubeconfig(r, ra).await? else {
         let msg = format!(
             "waiting for the admin kubeconfig of GardenerCluster {}",
@@ -308,25 +402,22 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         return Ok(Action::requeue(WAIT_FOR_RUNTIME));
     };
 
-    // The KCP Secret, read fresh: the token and what was applied in the shoot, durably.
-    let name = secret_name(ra);
-    let key = secret_key(ra);
-    let ns = ra.namespace().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
-    let existing = secrets
-        .get_opt(&name)
-        .await
-        .map_err(api(format!("reading Secret {ns}/{name}")))?;
     let facts = SecretFacts::read(existing.as_ref(), &key);
     let decision = token::decide(facts.token, r.args.rotation_ratio, now);
     let fingerprint = shoot::fingerprint(ra);
+    let mut resource_version = existing
+        .as_ref()
+        .and_then(|s| s.metadata.resource_version.clone());
 
     // The shoot is reached only when something is to be done there: objects applied for
     // another spec (or never), or a token to issue (which also re-applies the objects, the
     // periodic drift correction). A reconcile with nothing to do makes no shoot call.
-    let mut access: Option<ShootAccess> = None;
+    let mut access: Option<(ShootAccess, shoot::OwnedServiceAccount)> = None;
     let shoot_objects = if record::needs_shoot(&facts, &fingerprint, decision) {
-        let a = shoot_access(r, ra, &admin).await?;
+        let a = match shoot_access(r, ra, &admin).await {
+            Ok(a) => a,
+            Err(e) => return fail(r, ra, REASON_ADMIN_KUBECONFIG_UNUSABLE, "reaching the runtime", e, now).await,
+        };
         // What this request created before: the durable record and the (maybe older) status.
         let mut previous = facts.applied_objects.clone().unwrap_or_default();
         previous.extend(
@@ -336,11 +427,11 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 .unwrap_or_default(),
         );
         match ensure_shoot_objects(&a.client, ra, previous).await {
-            Ok(created) => {
-                access = Some(a);
+            Ok((created, sa)) => {
+                access = Some((a, sa));
                 created
             }
-            Err(f) => return fail(r, ra, "ShootAccessFailed", &f.what, f.error, now).await,
+            Err(f) => return fail(r, ra, f.reason, &f.what, f.error, now).await,
         }
     } else {
         facts
@@ -361,14 +452,26 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             (reason, expires, requeue_after)
         }
         TokenDecision::Issue(cause) => {
-            let access = match access.take() {
+            let (access, sa) = match access.take() {
                 Some(a) => a,
-                None => shoot_access(r, ra, &admin).await?,
+                None => {
+                    let a = match shoot_access(r, ra, &admin).await {
+                        Ok(a) => a,
+                        Err(e) => {
+                            return fail(r, ra, REASON_ADMIN_KUBECONFIG_UNUSABLE, "reaching the runtime", e, now)
+                                .await;
+                        }
+                    };
+                    match ensure_shoot_objects(&a.client, ra, Vec::new()).await {
+                        Ok((_, sa)) => (a, sa),
+                        Err(f) => return fail(r, ra, f.reason, &f.what, f.error, now).await,
+                    }
+                }
             };
             let lifetime = ra.spec.token_expiration_seconds.unwrap_or_else(|| {
                 i64::try_from(r.args.token_expiration.as_secs()).unwrap_or(3600)
             });
-            let issued = match shoot::request_token(&access.client, ra, lifetime).await {
+            let issued = match shoot::request_token(&access.client, &sa, lifetime).await {
                 Ok(t) => t,
                 Err(e) => {
                     return fail(
@@ -394,7 +497,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 reason: e.to_string(),
             })?;
             let reason = record::issue_reason(cause);
-            let desired = kubeconfig_secret(
+            let mut desired = kubeconfig_secret(
                 ra,
                 &name,
                 &key,
@@ -405,23 +508,46 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                     reason,
                 },
             );
-            if let Err(e) = secrets
-                .patch(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await
-            {
-                return fail(
-                    r,
-                    ra,
-                    "SecretWriteFailed",
-                    &format!("writing Secret {ns}/{name}"),
-                    e,
-                    now,
-                )
-                .await;
+            // Into the Secret checked above, or a new one: an existing Secret is written with
+            // its resourceVersion as precondition, a missing one is created (409 if someone
+            // made one meanwhile), so a Secret that appeared or changed since the check is
+            // never taken over.
+            let written = match resource_version.as_deref() {
+                Some(rv) => {
+                    desired.metadata.resource_version = Some(rv.to_owned());
+                    secrets
+                        .patch(
+                            &name,
+                            &PatchParams::apply(FIELD_MANAGER).force(),
+                            &Patch::Apply(&desired),
+                        )
+                        .await
+                }
+                None => {
+                    secrets
+                        .create(
+                            &kube::api::PostParams {
+                                field_manager: Some(FIELD_MANAGER.to_owned()),
+                                ..Default::default()
+                            },
+                            &desired,
+                        )
+                        .await
+                }
+            };
+            match written {
+                Ok(s) => resource_version = s.metadata.resource_version,
+                Err(e) => {
+                    return fail(
+                        r,
+                        ra,
+                        "SecretWriteFailed",
+                        &format!("writing Secret {ns}/{name}"),
+                        e,
+                        now,
+                    )
+                    .await;
+                }
             }
             tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, "ServiceAccount kubeconfig written");
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
@@ -431,7 +557,14 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         }
     };
     if facts.applied_with(&fingerprint) != Some(shoot_objects.as_slice())
-        && let Err(e) = record_shoot_objects(&secrets, &name, &fingerprint, &shoot_objects).await
+        && let Err(e) = record_shoot_objects(
+            &secrets,
+            &name,
+            resource_version.as_deref(),
+            &fingerprint,
+            &shoot_objects,
+        )
+        .await
     {
         return fail(
             r,
@@ -474,7 +607,7 @@ async fn fail(
 }
 
 /// Removes what the request created in the shoot (when the shoot is still reachable) and its
-/// KCP Secret.
+/// KCP Secret (when it is ours).
 async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let name = secret_name(ra);
@@ -484,43 +617,80 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .as_ref()
         .map(|s| s.shoot_objects.clone())
         .unwrap_or_default();
-    // What the Secret recorded (durable even when the cached status is older).
+    // What the Secret recorded (durable even when the cached status is older), if it is ours.
     let existing = secrets
         .get_opt(&name)
         .await
-        .map_err(api(format!("reading Secret {ns}/{name}")))?;
+        .map_err(api(format!("reading Secret {ns}/{name}")))?
+        .filter(|s| secret_owned_by(s, ra));
     objs.extend(
         SecretFacts::read(existing.as_ref(), &secret_key(ra))
             .applied_objects
             .unwrap_or_default(),
     );
-    // The role and binding carry names only this request uses: delete them even if a status
-    // write was lost. The ServiceAccount only when a record says we created it.
+    // The ServiceAccount, role and binding have names this request uses: delete them even if
+    // a status write was lost. Each only if it carries this request's label.
+    objs.push(
+        shoot::OwnedServiceAccount {
+            namespace: ra.spec.service_account.namespace.clone(),
+            name: ra.spec.service_account.name.clone(),
+        }
+        .reference(),
+    );
     objs.extend(shoot::rbac_objects(ra).iter().map(RbacObject::reference));
     objs.sort();
     objs.dedup();
     shoot::deletion_order(&mut objs);
-    match admin_kubeconfig(r, ra).await? {
-        Some(admin) => {
-            let access = shoot_access(r, ra, &admin).await?;
-            for obj in &objs {
-                shoot::delete(&access.client, obj)
-                    .await
-                    .map_err(api(format!(
-                        "deleting {} {} in the shoot",
-                        obj.kind, obj.name
-                    )))?;
+    let skip = ra
+        .annotations()
+        .get(ANNOTATION_SKIP_SHOOT_CLEANUP)
+        .is_some_and(|v| v == "true");
+    if skip {
+        tracing::warn!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects in the runtime are left in place");
+    } else {
+        match admin_kubeconfig(r, ra).await? {
+            Some(admin) => {
+                if let Err(e) = delete_in_shoot(r, ra, &admin, &objs).await {
+                    let msg = format!(
+                        "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                        ra.spec.runtime_id
+                    );
+                    write_status(
+                        r,
+                        ra,
+                        status_with(
+                            ra,
+                            "Deleting",
+                            "False",
+                            REASON_SHOOT_UNREACHABLE,
+                            &msg,
+                            Timestamp::now(),
+                        ),
+                    )
+                    .await?;
+                    return Err(e);
+                }
+            }
+            // The runtime (and with it the shoot) is gone or going: nothing left to clean there.
+            None => {
+                tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig; skipping shoot cleanup")
             }
         }
-        // The runtime (and with it the shoot) is gone or going: nothing left to clean there.
-        None => {
-            tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig; skipping shoot cleanup")
-        }
     }
-    match secrets.delete(&name, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
-        Err(e) => return Err(api(format!("deleting Secret {ns}/{name}"))(e)),
+    if let Some(secret) = existing {
+        // Conditional on the UID that was checked: a Secret replaced meanwhile stays.
+        let dp = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: secret.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match secrets.delete(&name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(api(format!("deleting Secret {ns}/{name}"))(e)),
+        }
     }
     tracing::info!(
         controller = CONTROLLER,
@@ -528,6 +698,29 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         "RuntimeAccess cleaned up"
     );
     Ok(Action::await_change())
+}
+
+/// Deletes `objs` in the shoot (each only if it carries this request's label); the first
+/// failure ends it, so an unreachable runtime costs one request timeout per attempt.
+async fn delete_in_shoot(
+    r: &Reconciler,
+    ra: &RuntimeAccess,
+    admin: &AdminKubeconfig,
+    objs: &[ShootObjectRef],
+) -> Result<(), Error> {
+    let access = shoot_access(r, ra, admin).await?;
+    for obj in objs {
+        let outcome = shoot::delete(&access.client, ra, obj)
+            .await
+            .map_err(api(format!(
+                "deleting {} {} in the shoot",
+                obj.kind, obj.name
+            )))?;
+        if outcome == shoot::Deletion::NotOwned {
+            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), kind = %obj.kind, object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
+        }
+    }
+    Ok(())
 }
 
 /// When and why a token was issued, as recorded on its Secret.
@@ -685,5 +878,61 @@ async fn publish_reason_change(r: &Reconciler, ra: &RuntimeAccess, status: &Runt
     // Informational only: a failed publish must not fail the reconcile.
     if let Err(e) = r.ctx.recorder.publish(&event, &ra.object_ref(&())).await {
         tracing::debug!(controller = CONTROLLER, error = %e, "event not published");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kim_shared::api::runtime_access::{RoleSpec, RuntimeAccessSpec, ServiceAccountRef};
+
+    fn request(uid: &str) -> RuntimeAccess {
+        let mut ra = RuntimeAccess::new(
+            "klm",
+            RuntimeAccessSpec {
+                runtime_id: "rt-1".into(),
+                service_account: ServiceAccountRef {
+                    name: "klm".into(),
+                    namespace: "apps".into(),
+                },
+                cluster_role: None,
+                role: Some(RoleSpec {
+                    namespace: "apps".into(),
+                    rules: Vec::new(),
+                }),
+                role_ref: None,
+                token_expiration_seconds: None,
+                secret: None,
+            },
+        );
+        ra.metadata.namespace = Some("kcp-system".into());
+        ra.metadata.uid = Some(uid.into());
+        ra
+    }
+
+    #[test]
+    fn only_a_secret_written_for_this_request_is_its_own() {
+        let ra = request("uid-1");
+        let issued = IssuedAt {
+            now: Timestamp::UNIX_EPOCH,
+            expires: Timestamp::UNIX_EPOCH,
+            reason: record::REASON_ISSUED,
+        };
+        let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
+        assert!(secret_owned_by(&ours, &ra));
+        assert!(
+            !secret_owned_by(&ours, &request("uid-2")),
+            "a later request of the same name"
+        );
+        let mut unlabelled = ours.clone();
+        unlabelled.metadata.labels = None;
+        assert!(!secret_owned_by(&unlabelled, &ra));
+        let mut foreign = ours.clone();
+        foreign.metadata.owner_references = None;
+        assert!(
+            !secret_owned_by(&foreign, &ra),
+            "labelled alone is not enough: credentials can carry any label"
+        );
+        assert!(!secret_owned_by(&Secret::default(), &ra));
     }
 }

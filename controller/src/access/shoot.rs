@@ -19,6 +19,14 @@ use kube::{Api, ResourceExt};
 /// the RuntimeAccess, so an auditor (and the cleanup) knows where it comes from.
 pub const ANNOTATION_RUNTIME_ACCESS: &str = "infrastructuremanager.kyma-project.io/runtime-access";
 
+/// Label on every object the controller creates in the shoot: the UID of the RuntimeAccess.
+/// Tokens are issued only for a ServiceAccount with this label and the cleanup deletes only
+/// objects with it, so a request can neither borrow nor remove what it did not create (a label
+/// value cannot hold the `<namespace>/<name>` of the annotation; the UID is also unique over
+/// time, so a later request of the same name does not inherit the objects).
+pub const LABEL_RUNTIME_ACCESS_UID: &str =
+    "infrastructuremanager.kyma-project.io/runtime-access-uid";
+
 /// Field manager in the shoot cluster.
 pub const FIELD_MANAGER: &str = "kim-runtime-access";
 
@@ -63,10 +71,13 @@ fn meta(ra: &RuntimeAccess, name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         namespace: namespace.map(str::to_owned),
-        labels: Some(BTreeMap::from([(
-            names::LABEL_MANAGED_BY.to_owned(),
-            names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
-        )])),
+        labels: Some(BTreeMap::from([
+            (
+                names::LABEL_MANAGED_BY.to_owned(),
+                names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+            ),
+            (LABEL_RUNTIME_ACCESS_UID.to_owned(), ra.uid().unwrap_or_default()),
+        ])),
         annotations: Some(BTreeMap::from([(
             ANNOTATION_RUNTIME_ACCESS.to_owned(),
             origin(ra),
@@ -173,34 +184,109 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// Ensures the ServiceAccount exists. Returns its reference when this request created it (or
-/// created it earlier); a ServiceAccount someone else made is used but never adopted or deleted.
+/// Whether an object in the shoot was created for this RuntimeAccess: it carries
+/// [`LABEL_RUNTIME_ACCESS_UID`] with the request's UID. Pure.
+pub fn created_by(labels: &BTreeMap<String, String>, ra: &RuntimeAccess) -> bool {
+    match ra.uid() {
+        Some(uid) if !uid.is_empty() => labels.get(LABEL_RUNTIME_ACCESS_UID) == Some(&uid),
+        _ => false,
+    }
+}
+
+/// The ServiceAccount of a request, checked to be one this request created. The only way to
+/// [`request_token`]: a token is never issued for an account someone else made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedServiceAccount {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl OwnedServiceAccount {
+    /// As recorded in the status.
+    pub fn reference(&self) -> ShootObjectRef {
+        ShootObjectRef {
+            kind: "ServiceAccount".to_owned(),
+            name: self.name.clone(),
+            namespace: Some(self.namespace.clone()),
+        }
+    }
+}
+
+/// Why the ServiceAccount cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceAccountError {
+    /// The shoot API failed.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// It exists and this request did not create it.
+    #[error(
+        "ServiceAccount {namespace}/{name} exists in the runtime and was not created by this RuntimeAccess (no label {LABEL_RUNTIME_ACCESS_UID} with its UID); a RuntimeAccess only issues tokens for a ServiceAccount it creates: choose a name that does not exist"
+    )]
+    NotOwned {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+}
+
+/// Ensures the ServiceAccount exists and was created by this request: creates it when
+/// missing, refuses one that exists without this request's label.
 pub async fn ensure_service_account(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
-) -> Result<Option<ShootObjectRef>, kube::Error> {
+) -> Result<OwnedServiceAccount, ServiceAccountError> {
     let sa = &ra.spec.service_account;
     let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
-    let ours = ShootObjectRef {
-        kind: "ServiceAccount".to_owned(),
+    let owned = OwnedServiceAccount {
+        namespace: sa.namespace.clone(),
         name: sa.name.clone(),
-        namespace: Some(sa.namespace.clone()),
     };
-    match api.get_opt(&sa.name).await? {
-        Some(existing) => {
-            let mine = existing.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra));
-            Ok(mine.then_some(ours))
-        }
+    let not_owned = || ServiceAccountError::NotOwned {
+        namespace: sa.namespace.clone(),
+        name: sa.name.clone(),
+    };
+    let existing = match api.get_opt(&sa.name).await? {
+        Some(existing) => existing,
         None => match api
             .create(&PostParams::default(), &service_account(ra))
             .await
         {
-            Ok(_) => Ok(Some(ours)),
-            // Created concurrently by someone else: use it, do not own it.
-            Err(e) if is_status(&e, 409) => Ok(None),
-            Err(e) => Err(e),
+            Ok(_) => return Ok(owned),
+            // Created concurrently: ours only if it carries our label.
+            Err(e) if is_status(&e, 409) => api.get_opt(&sa.name).await?.ok_or_else(not_owned)?,
+            Err(e) => return Err(e.into()),
         },
+    };
+    if created_by(existing.labels(), ra) {
+        return Ok(owned);
     }
+    if created_before_the_uid_label(&existing, ra) {
+        // Made by this request before objects carried the UID label: label it, conditional on
+        // the version that was checked.
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": existing.resource_version(),
+            "labels": {LABEL_RUNTIME_ACCESS_UID: ra.uid().unwrap_or_default()},
+        }});
+        api.patch(&sa.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(owned);
+    }
+    Err(not_owned())
+}
+
+/// A ServiceAccount this controller created for `ra` before it labelled objects with the
+/// request's UID: no UID label at all, our managed-by label and the request's origin
+/// annotation (which this controller set only on accounts it created, and which only the
+/// runtime's administrators could set otherwise). Pure.
+pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> bool {
+    let labels = sa.labels();
+    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
+        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
+            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
+        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
@@ -264,36 +350,67 @@ where
     }
 }
 
-/// Deletes one object this controller created; a missing object counts as deleted.
-pub async fn delete(shoot: &kube::Client, obj: &ShootObjectRef) -> Result<(), kube::Error> {
-    let dp = DeleteParams::default();
+/// What [`delete`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// Deleted (or already being deleted).
+    Deleted,
+    /// Not there.
+    Absent,
+    /// There, but without this request's label: left alone.
+    NotOwned,
+}
+
+/// Deletes one object, but only when it carries this request's [`LABEL_RUNTIME_ACCESS_UID`]:
+/// the list of objects comes from the status and a KCP Secret annotation, which others can
+/// write, so it is a hint, not a licence. The delete is conditional on the UID that was read,
+/// so an object replaced in between is not deleted either.
+pub async fn delete(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+    obj: &ShootObjectRef,
+) -> Result<Deletion, kube::Error> {
     let ns = obj.namespace.clone().unwrap_or_default();
-    let result = match obj.kind.as_str() {
-        "ServiceAccount" => Api::<ServiceAccount>::namespaced(shoot.clone(), &ns)
-            .delete(&obj.name, &dp)
-            .await
-            .map(|_| ()),
-        "ClusterRole" => Api::<ClusterRole>::all(shoot.clone())
-            .delete(&obj.name, &dp)
-            .await
-            .map(|_| ()),
-        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(shoot.clone())
-            .delete(&obj.name, &dp)
-            .await
-            .map(|_| ()),
-        "Role" => Api::<Role>::namespaced(shoot.clone(), &ns)
-            .delete(&obj.name, &dp)
-            .await
-            .map(|_| ()),
-        "RoleBinding" => Api::<RoleBinding>::namespaced(shoot.clone(), &ns)
-            .delete(&obj.name, &dp)
-            .await
-            .map(|_| ()),
-        _ => Ok(()),
+    match obj.kind.as_str() {
+        "ServiceAccount" => {
+            delete_owned(Api::<ServiceAccount>::namespaced(shoot.clone(), &ns), ra, &obj.name).await
+        }
+        "ClusterRole" => delete_owned(Api::<ClusterRole>::all(shoot.clone()), ra, &obj.name).await,
+        "ClusterRoleBinding" => {
+            delete_owned(Api::<ClusterRoleBinding>::all(shoot.clone()), ra, &obj.name).await
+        }
+        "Role" => delete_owned(Api::<Role>::namespaced(shoot.clone(), &ns), ra, &obj.name).await,
+        "RoleBinding" => {
+            delete_owned(Api::<RoleBinding>::namespaced(shoot.clone(), &ns), ra, &obj.name).await
+        }
+        // Nothing else is ever created; an unknown kind in the record is not ours to delete.
+        _ => Ok(Deletion::NotOwned),
+    }
+}
+
+async fn delete_owned<K>(api: Api<K>, ra: &RuntimeAccess, name: &str) -> Result<Deletion, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(meta) = api.get_metadata_opt(name).await? else {
+        return Ok(Deletion::Absent);
     };
-    match result {
-        Err(e) if is_status(&e, 404) => Ok(()),
-        other => other,
+    if !created_by(meta.labels(), ra) {
+        return Ok(Deletion::NotOwned);
+    }
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: meta.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(Deletion::Deleted),
+        Err(e) if is_status(&e, 404) => Ok(Deletion::Absent),
+        // 409: the UID changed, so the object was replaced by another one: not ours.
+        Err(e) if is_status(&e, 409) => Ok(Deletion::NotOwned),
+        Err(e) => Err(e),
     }
 }
 
@@ -326,13 +443,12 @@ pub enum TokenError {
     Empty,
 }
 
-/// Requests a token for the ServiceAccount through the TokenRequest API.
+/// Requests a token through the TokenRequest API for a ServiceAccount this request created.
 pub async fn request_token(
     shoot: &kube::Client,
-    ra: &RuntimeAccess,
+    sa: &OwnedServiceAccount,
     expiration_seconds: i64,
 ) -> Result<IssuedToken, TokenError> {
-    let sa = &ra.spec.service_account;
     let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
     let request = TokenRequest {
         metadata: ObjectMeta::default(),
@@ -477,6 +593,60 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+    }
+
+    #[test]
+    fn only_objects_with_the_requests_uid_label_are_its_own() {
+        let mut ra = request();
+        let sa = service_account(&ra);
+        assert!(!created_by(sa.labels(), &ra), "a request without a UID owns nothing");
+        ra.metadata.uid = Some("uid-1".into());
+        let sa = service_account(&ra);
+        assert!(created_by(sa.labels(), &ra));
+        for obj in rbac_objects(&ra) {
+            let labels = match &obj {
+                RbacObject::ClusterRole(o) => o.labels(),
+                RbacObject::Role(o) => o.labels(),
+                RbacObject::ClusterRoleBinding(o) => o.labels(),
+                RbacObject::RoleBinding(o) => o.labels(),
+            };
+            assert!(created_by(labels, &ra), "{:?}", obj.reference());
+        }
+        let mut other = ra.clone();
+        other.metadata.uid = Some("uid-2".into());
+        assert!(!created_by(sa.labels(), &other), "same name, another request");
+        assert!(!created_by(&BTreeMap::new(), &ra));
+    }
+
+    #[test]
+    fn an_account_made_before_the_uid_label_is_recognised_by_label_and_origin() {
+        let mut ra = request();
+        ra.metadata.uid = Some("uid-1".into());
+        let mut legacy = service_account(&ra);
+        if let Some(l) = legacy.metadata.labels.as_mut() {
+            l.remove(LABEL_RUNTIME_ACCESS_UID);
+        }
+        assert!(created_before_the_uid_label(&legacy, &ra));
+        let mut other = ra.clone();
+        other.metadata.name = Some("other".into());
+        assert!(
+            !created_before_the_uid_label(&legacy, &other),
+            "another request's origin"
+        );
+        let mut foreign = legacy.clone();
+        foreign.metadata.labels = None;
+        assert!(
+            !created_before_the_uid_label(&foreign, &ra),
+            "without our managed-by label"
+        );
+        let mut current = service_account(&other);
+        if let Some(a) = current.metadata.annotations.as_mut() {
+            a.insert(ANNOTATION_RUNTIME_ACCESS.into(), origin(&ra));
+        }
+        assert!(
+            !created_before_the_uid_label(&current, &ra),
+            "a UID label of another request is final"
+        );
     }
 
     #[test]

@@ -71,12 +71,9 @@ pub enum ShootClientError {
     /// No cluster entry to take the server and CA from.
     #[error(transparent)]
     Endpoint(#[from] super::kubeconfig::KubeconfigError),
-    /// kube cannot read it as a kubeconfig.
-    #[error("not a kubeconfig")]
-    NotKubeconfig,
-    /// kube cannot turn it into a client configuration.
-    #[error("cannot build a client configuration")]
-    Config,
+    /// Unusable or not strict enough (exec plugins, files, no certificate checks).
+    #[error(transparent)]
+    Refused(#[from] crate::gardener::client::SecretKubeconfigError),
     /// kube cannot build the client.
     #[error("cannot build a client: {0}")]
     Build(String),
@@ -112,14 +109,17 @@ struct Cached {
 pub struct ShootClients {
     cache: Mutex<HashMap<(String, String), Cached>>,
     metrics: Arc<ShootMetrics>,
+    timeout: std::time::Duration,
 }
 
 impl ShootClients {
-    /// An empty cache whose clients count their requests in `metrics`.
-    pub fn new(metrics: Arc<ShootMetrics>) -> Self {
+    /// An empty cache whose clients count their requests in `metrics` and give up on a
+    /// connect, read or write after `timeout`.
+    pub fn new(metrics: Arc<ShootMetrics>, timeout: std::time::Duration) -> Self {
         Self {
             cache: Mutex::default(),
             metrics,
+            timeout,
         }
     }
 
@@ -167,12 +167,7 @@ impl ShootClients {
     async fn build(&self, kubeconfig: &[u8]) -> Result<ShootAccess, ShootClientError> {
         let yaml = std::str::from_utf8(kubeconfig).map_err(|_| ShootClientError::NotUtf8)?;
         let endpoint = cluster_endpoint(yaml)?;
-        let kc = kube::config::Kubeconfig::from_yaml(yaml)
-            .map_err(|_| ShootClientError::NotKubeconfig)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|_| ShootClientError::Config)?;
+        let config = crate::gardener::client::config_from_secret(kubeconfig, self.timeout).await?;
         let client = ClientBuilder::try_from(config)
             .map_err(|e| ShootClientError::Build(e.to_string()))?
             .with_layer(&CountLayer(self.metrics.clone()))
@@ -262,7 +257,7 @@ users:
     #[tokio::test]
     async fn a_client_is_reused_until_the_secret_changes() {
         let metrics = Arc::new(ShootMetrics::default());
-        let clients = ShootClients::new(metrics.clone());
+        let clients = ShootClients::new(metrics.clone(), std::time::Duration::from_secs(5));
         clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
         clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
         assert_eq!(metrics.clients_built.get(), 1, "same resourceVersion");
@@ -282,8 +277,21 @@ users:
     }
 
     #[tokio::test]
+    async fn an_admin_kubeconfig_with_an_exec_plugin_is_refused() {
+        let clients = ShootClients::new(Arc::default(), std::time::Duration::from_secs(5));
+        let exec = ADMIN.replace(
+            "user: {token: abc}",
+            "user: {exec: {command: /bin/touch, args: [/tmp/pwned], apiVersion: client.authentication.k8s.io/v1}}",
+        );
+        let Err(err) = clients.get(&secret(Some("1"), &exec)).await else {
+            panic!("an exec plugin must be refused");
+        };
+        assert!(err.to_string().contains("exec"), "{err}");
+    }
+
+    #[tokio::test]
     async fn a_broken_kubeconfig_is_an_error_that_does_not_quote_it() {
-        let clients = ShootClients::new(Arc::default());
+        let clients = ShootClients::new(Arc::default(), std::time::Duration::from_secs(5));
         let Err(err) = clients
             .get(&secret(Some("1"), "token: supersecret\n: :"))
             .await

@@ -253,12 +253,12 @@ mod tests {
         let a = Cli::try_parse_from([
             "x",
             "--access-token-expiration=2h",
-            "--access-allow-wildcards",
+            "--access-protected-namespaces=istio-system",
         ])
         .unwrap()
         .run;
         assert_eq!(a.access.token_expiration, Duration::from_secs(7200));
-        assert!(a.access.policy().allow_wildcards);
+        assert!(a.access.policy().is_protected_namespace("istio-system"));
     }
 
     #[test]

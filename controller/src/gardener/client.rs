@@ -220,6 +220,83 @@ pub fn check_strict(config: &kube::Config) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// A kubeconfig read from a Secret that the controller refuses to use. Messages name the
+/// setting, never a value of the kubeconfig.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SecretKubeconfigError {
+    /// Not UTF-8 or not a kubeconfig.
+    #[error("not a readable kubeconfig")]
+    Unreadable,
+    /// It names something on the controller's machine, runs a program or turns off
+    /// certificate checks.
+    #[error(
+        "{0}; a kubeconfig from a Secret must be self-contained (inline token or certificate data, https with certificate verification)"
+    )]
+    Insecure(&'static str),
+    /// kube cannot turn it into a client configuration.
+    #[error("cannot build a client configuration from it")]
+    Config,
+}
+
+/// What a kubeconfig from a Secret may not contain: anything that reads the controller's
+/// files or runs a program there (whoever can write the Secret would choose them), and no
+/// turning off of certificate checks. Every cluster and user entry is checked, not only the
+/// current context's. Pure.
+pub fn check_self_contained(kc: &Kubeconfig) -> Result<(), &'static str> {
+    for c in kc.clusters.iter().filter_map(|c| c.cluster.as_ref()) {
+        if c.insecure_skip_tls_verify == Some(true) {
+            return Err("insecure-skip-tls-verify is set");
+        }
+        if c.certificate_authority.is_some() {
+            return Err("certificate-authority names a file");
+        }
+        if let Some(server) = &c.server
+            && !server.starts_with("https://")
+        {
+            return Err("the server URL is not https");
+        }
+    }
+    for u in kc.auth_infos.iter().filter_map(|u| u.auth_info.as_ref()) {
+        if u.exec.is_some() {
+            return Err("an exec credential plugin is configured");
+        }
+        if u.auth_provider.is_some() {
+            return Err("an auth-provider is configured");
+        }
+        if u.token_file.is_some() {
+            return Err("tokenFile names a file");
+        }
+        if u.client_certificate.is_some() {
+            return Err("client-certificate names a file");
+        }
+        if u.client_key.is_some() {
+            return Err("client-key names a file");
+        }
+    }
+    Ok(())
+}
+
+/// The client configuration of a kubeconfig read from a Secret (a runtime's admin
+/// kubeconfig): [`check_self_contained`], then [`check_strict`] on the result, and `timeout`
+/// for connecting and for each read and write, so an unreachable or hibernated cluster fails
+/// a call instead of holding it. The one way kubeconfigs from Secrets become clients.
+pub async fn config_from_secret(
+    bytes: &[u8],
+    timeout: Duration,
+) -> Result<kube::Config, SecretKubeconfigError> {
+    let yaml = std::str::from_utf8(bytes).map_err(|_| SecretKubeconfigError::Unreadable)?;
+    let kc = Kubeconfig::from_yaml(yaml).map_err(|_| SecretKubeconfigError::Unreadable)?;
+    check_self_contained(&kc).map_err(SecretKubeconfigError::Insecure)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|_| SecretKubeconfigError::Config)?;
+    check_strict(&config).map_err(SecretKubeconfigError::Insecure)?;
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    Ok(config)
+}
+
 /// Builds the guarded client from a checked config.
 pub fn build(
     mut config: kube::Config,
@@ -248,6 +325,76 @@ mod tests {
         assert_eq!(check_strict(&c), Err("insecure-skip-tls-verify is set"));
         let c = kube::Config::new("http://g.example".parse().unwrap());
         assert_eq!(check_strict(&c), Err("the server URL is not https"));
+    }
+
+    const INLINE: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: s1
+clusters:
+- name: s1
+  cluster: {server: "https://127.0.0.1:6443", certificate-authority-data: ""}
+contexts:
+- name: s1
+  context: {cluster: s1, user: s1}
+users:
+- name: s1
+  user: {token: abc}
+"#;
+
+    #[tokio::test]
+    async fn secret_kubeconfigs_must_be_self_contained_and_strict() {
+        let t = Duration::from_secs(7);
+        let ok = config_from_secret(INLINE.as_bytes(), t).await.unwrap();
+        assert_eq!(ok.connect_timeout, Some(t));
+        assert_eq!(ok.read_timeout, Some(t));
+        let cases = [
+            (
+                "user: {token: abc}",
+                "user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}",
+                "exec",
+            ),
+            (
+                "user: {token: abc}",
+                "user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}",
+                "tokenFile",
+            ),
+            (
+                "user: {token: abc}",
+                "user: {client-certificate: /etc/c.pem, client-key: /etc/k.pem}",
+                "client-certificate",
+            ),
+            (
+                "user: {token: abc}",
+                "user: {auth-provider: {name: oidc, config: {}}}",
+                "auth-provider",
+            ),
+            (
+                "certificate-authority-data: \"\"",
+                "certificate-authority: /etc/ca.pem",
+                "certificate-authority",
+            ),
+            (
+                "certificate-authority-data: \"\"",
+                "insecure-skip-tls-verify: true",
+                "insecure-skip-tls-verify",
+            ),
+            ("https://127.0.0.1:6443", "http://127.0.0.1:6443", "https"),
+        ];
+        for (from, to, what) in cases {
+            let kc = INLINE.replace(from, to);
+            assert_ne!(kc, INLINE, "{what}: the case changes the kubeconfig");
+            let err = config_from_secret(kc.as_bytes(), t).await.unwrap_err();
+            assert!(
+                matches!(&err, SecretKubeconfigError::Insecure(m) if m.contains(what)),
+                "{what}: {err}"
+            );
+            assert!(!err.to_string().contains("/etc/"), "no values in {err}");
+        }
+        assert_eq!(
+            config_from_secret(b"\xff", t).await.unwrap_err(),
+            SecretKubeconfigError::Unreadable
+        );
     }
 
     #[test]

@@ -156,6 +156,34 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
             ))(e));
         }
     };
+    if existing
+        .as_ref()
+        .is_some_and(|s| !kubeconfig_secret::belongs_to(s, gc))
+    {
+        let msg = format!(
+            "Secret {}/{} exists and is not this GardenerCluster's kubeconfig Secret (label {}={} and an owner reference to it, or upstream's {} or {} label naming it); it is neither written nor deleted: set spec.kubeconfig.secret.name to a Secret that does not exist",
+            loc.namespace,
+            loc.name,
+            names::LABEL_MANAGED_BY,
+            names::MANAGED_BY_INFRASTRUCTURE_MANAGER,
+            names::LABEL_CLUSTER_NAME,
+            names::LABEL_RUNTIME_ID,
+        );
+        tracing::warn!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "Secret not owned by this GardenerCluster; left alone");
+        write_status(
+            r,
+            gc,
+            status::desired(
+                conditions(gc),
+                Reason::SecretNotOwned,
+                Some(&msg),
+                gc.metadata.generation,
+                now,
+            ),
+        )
+        .await?;
+        return Ok(Action::requeue(RETRY_AFTER * 4));
+    }
     let forced = rotation::force_pending(
         gc.annotations()
             .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION),
@@ -218,13 +246,30 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                     return Err(e.into());
                 }
             };
-            let desired = kubeconfig_secret::desired(gc, issued.kubeconfig, now);
-            // Server-side apply: creates the Secret or replaces key and last-sync in place, so
-            // the key is present at every moment (upstream blanked it on a forced rotation).
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            let written = secrets
-                .patch(&loc.name, &params, &Patch::Apply(&desired))
-                .await;
+            let mut desired = kubeconfig_secret::desired(gc, issued.kubeconfig, now);
+            // Server-side apply replaces key and last-sync in place, so the key is present at
+            // every moment (upstream blanked it on a forced rotation). Only into the Secret
+            // checked above (its resourceVersion is the precondition) or a new one (a create,
+            // which fails if one appeared meanwhile): never into a Secret not checked.
+            let written = match existing
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone())
+            {
+                Some(rv) => {
+                    desired.metadata.resource_version = Some(rv);
+                    let params = PatchParams::apply(FIELD_MANAGER).force();
+                    secrets
+                        .patch(&loc.name, &params, &Patch::Apply(&desired))
+                        .await
+                }
+                None => {
+                    let params = kube::api::PostParams {
+                        field_manager: Some(FIELD_MANAGER.to_owned()),
+                        ..Default::default()
+                    };
+                    secrets.create(&params, &desired).await
+                }
+            };
             let reason = if cause.replaces_existing() {
                 Reason::SecretRotated
             } else {
@@ -309,8 +354,16 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
     )))?;
     match existing {
         Some(secret) if kubeconfig_secret::belongs_to(&secret, gc) => {
-            if let Err(e) = secrets.delete(&loc.name, &DeleteParams::default()).await {
-                let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404);
+            // Conditional on the UID that was checked: a Secret replaced meanwhile stays.
+            let dp = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    uid: secret.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            if let Err(e) = secrets.delete(&loc.name, &dp).await {
+                let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
                 if !not_found {
                     let msg = e.to_string();
                     write_status(

@@ -104,21 +104,30 @@ pub fn owner_reference(gc: &GardenerCluster, secret_namespace: &str) -> Option<O
     Some(owner)
 }
 
-/// True when the Secret was written for this GardenerCluster (so deleting it is ours to do).
+/// True when the Secret was written for this GardenerCluster, by this controller or by
+/// upstream KIM, so writing, adopting and deleting it is ours to do: it carries the managed-by
+/// label, no other GardenerCluster owns it, and it names this GardenerCluster by owner
+/// reference, by `cluster-name` label or (as upstream wrote them) by the runtime-id label of
+/// this GardenerCluster. Any other Secret a GardenerCluster names (credentials, certificates,
+/// another runtime's kubeconfig) is left alone. Pure.
 pub fn belongs_to(secret: &Secret, gc: &GardenerCluster) -> bool {
-    let by_label = secret
+    let labels = secret.metadata.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k));
+    let managed = label(names::LABEL_MANAGED_BY).map(String::as_str)
+        == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+    let mut owners = secret.metadata.owner_references.iter().flatten();
+    let other_cluster = owners
+        .clone()
+        .any(|o| o.kind == "GardenerCluster" && Some(&o.uid) != gc.metadata.uid.as_ref());
+    let by_owner = owners.any(|o| Some(&o.uid) == gc.metadata.uid.as_ref());
+    let by_name = label(names::LABEL_CLUSTER_NAME).is_some() && label(names::LABEL_CLUSTER_NAME) == gc.metadata.name.as_ref();
+    let gc_runtime = gc
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(names::LABEL_CLUSTER_NAME))
-        .is_some_and(|v| Some(v) == gc.metadata.name.as_ref());
-    let by_owner = secret
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| Some(&o.uid) == gc.metadata.uid.as_ref());
-    by_label || by_owner
+        .and_then(|l| l.get(names::LABEL_RUNTIME_ID));
+    let by_runtime = gc_runtime.is_some() && label(names::LABEL_RUNTIME_ID) == gc_runtime;
+    managed && !other_cluster && (by_owner || by_name || by_runtime)
 }
 
 /// `runtimeId` and `shootName` for the metrics, from the Secret's (copied) labels.
@@ -209,5 +218,55 @@ mod tests {
         s.metadata.labels = None;
         s.metadata.owner_references = None;
         assert!(!belongs_to(&s, &gc));
+    }
+
+    fn labelled(labels: &[(&str, &str)]) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_kubeconfig_secrets_of_this_cluster_belong_to_it() {
+        let gc = cluster("kcp-system");
+        let managed = (names::LABEL_MANAGED_BY, names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+        // Upstream's Secret: managed-by and the runtime-id, no owner.
+        assert!(belongs_to(&labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]), &gc));
+        assert!(belongs_to(&labelled(&[managed, (names::LABEL_CLUSTER_NAME, "rt-1")]), &gc));
+        // Anything else of the namespace: credentials, certificates, another runtime's.
+        assert!(!belongs_to(&labelled(&[]), &gc));
+        assert!(!belongs_to(&labelled(&[(names::LABEL_RUNTIME_ID, "rt-1")]), &gc), "no managed-by");
+        assert!(!belongs_to(&labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-2")]), &gc));
+        assert!(!belongs_to(&labelled(&[managed]), &gc));
+        // Owned by another GardenerCluster: never, whatever the labels say.
+        let mut theirs = labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]);
+        theirs.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "infrastructuremanager.kyma-project.io/v1".into(),
+            kind: "GardenerCluster".into(),
+            name: "rt-2".into(),
+            uid: "uid-2".into(),
+            ..Default::default()
+        }]);
+        assert!(!belongs_to(&theirs, &gc));
+        // Ours by owner reference, next to another kind of owner.
+        let mut ours = labelled(&[managed]);
+        ours.metadata.owner_references = Some(vec![
+            OwnerReference {
+                kind: "ConfigMap".into(),
+                uid: "cm".into(),
+                ..Default::default()
+            },
+            owner_reference(&gc, "kcp-system").unwrap(),
+        ]);
+        assert!(belongs_to(&ours, &gc));
     }
 }

@@ -31,6 +31,8 @@ pub enum Reason {
     FailedToUpdateSecret,
     /// Gardener did not issue a kubeconfig.
     FailedToGetKubeconfig,
+    /// The Secret exists and is not this GardenerCluster's (not in upstream).
+    SecretNotOwned,
 }
 
 impl Reason {
@@ -44,6 +46,7 @@ impl Reason {
             Reason::FailedToDeleteSecret => "ConditionReasonFailedToDeleteSecret",
             Reason::FailedToUpdateSecret => "FailedToUpdateSecret",
             Reason::FailedToGetKubeconfig => "FailedToGetKubeconfig",
+            Reason::SecretNotOwned => "SecretNotOwned",
         }
     }
 
@@ -57,6 +60,7 @@ impl Reason {
             Reason::FailedToDeleteSecret => "Failed to delete secret.",
             Reason::FailedToUpdateSecret => "Failed to rotate secret.",
             Reason::FailedToGetKubeconfig => "Failed to get kubeconfig.",
+            Reason::SecretNotOwned => "Secret not owned.",
         }
     }
 

@@ -84,6 +84,23 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     };
+    if !super::delete::gardener_cluster_is_of(&gc, rt) {
+        // Its admin kubeconfig is another cluster's: configuring administrators and OIDC
+        // through it would change that cluster.
+        draft.set(
+            condition::KUBECONFIG_READY,
+            CondStatus::False,
+            reason::KUBERNETES_ERR,
+            format!(
+                "GardenerCluster {runtime_id} names shoot {:?}, not this Runtime's {:?}; the label {} must name this Runtime's GardenerCluster",
+                gc.spec.shoot.name,
+                rt.spec.shoot.name,
+                names::LABEL_RUNTIME_ID
+            ),
+        );
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(SAFETY_REQUEUE));
+    }
     let gc_ready = gc
         .status
         .as_ref()
@@ -231,15 +248,12 @@ pub async fn skr_client(
         .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY))
         .map(|b| b.0.clone())
         .ok_or_else(|| SkrError::NoKey { name: name.clone() })?;
-    let text = String::from_utf8(bytes).map_err(|_| SkrError::Parse { name: name.clone() })?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)
-        .map_err(|_| SkrError::Parse { name: name.clone() })?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|_| SkrError::Parse { name: name.clone() })?;
+    let config = crate::gardener::client::config_from_secret(&bytes, SKR_TIMEOUT)
+        .await
+        .map_err(|source| SkrError::Parse {
+            name: name.clone(),
+            source,
+        })?;
     kube::Client::try_from(config).map_err(|e| SkrError::Client { name, source: e })
 }
 
@@ -260,11 +274,14 @@ pub enum SkrError {
         /// Secret name.
         name: String,
     },
-    /// The kubeconfig does not parse.
-    #[error("kubeconfig Secret {name}: key `config` is not a usable kubeconfig")]
+    /// The kubeconfig does not parse or is not strict enough (exec plugins, files, no
+    /// certificate checks).
+    #[error("kubeconfig Secret {name}: key `config`: {source}")]
     Parse {
         /// Secret name.
         name: String,
+        /// Why (no values of the kubeconfig).
+        source: crate::gardener::client::SecretKubeconfigError,
     },
     /// No client could be built.
     #[error("kubeconfig Secret {name}: {source}")]

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -139,6 +139,19 @@ async fn delete_gardener_cluster(
             .map_err(|e| Error::api("read the GardenerCluster", e))?
             .map(Arc::new),
     };
+    // The GardenerCluster is found by the runtime-id label, which its editors could point at
+    // another runtime's: it is this Runtime's only if it names this Runtime's shoot.
+    let gc = gc.filter(|gc| {
+        let ours = gardener_cluster_is_of(gc, rt);
+        if !ours {
+            tracing::warn!(
+                gardener_cluster = runtime_id,
+                shoot = %gc.spec.shoot.name,
+                "GardenerCluster of this runtime ID names another shoot; not deleting it"
+            );
+        }
+        ours
+    });
     let Some(gc) = gc else {
         draft.set(
             condition::DEPROVISIONED,
@@ -149,7 +162,15 @@ async fn delete_gardener_cluster(
         return Ok(None);
     };
     if gc.meta().deletion_timestamp.is_none() {
-        match api.delete(runtime_id, &DeleteParams::default()).await {
+        // Conditional on the UID that was checked: a GardenerCluster replaced meanwhile stays.
+        let dp = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: gc.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(runtime_id, &dp).await {
             Ok(_) => {}
             Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::api("delete the GardenerCluster", e)),
@@ -162,6 +183,12 @@ async fn delete_gardener_cluster(
         "Runtime shoot deletion started",
     );
     Ok(Some(Action::requeue(SAFETY_REQUEUE)))
+}
+
+/// Whether a GardenerCluster is the one of `rt`: it names the Runtime's shoot (the shoot name
+/// is immutable and unique in the project). Pure.
+pub fn gardener_cluster_is_of(gc: &GardenerCluster, rt: &Runtime) -> bool {
+    gc.spec.shoot.name == rt.spec.shoot.name
 }
 
 async fn hibernate_during_grace(
@@ -299,4 +326,34 @@ fn delete_failure(draft: &mut StatusDraft, what: &str, e: &kube::Error) -> Actio
         format!("{what}: {}", classify::message(e)),
     );
     Action::requeue(RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kim_shared::api::GardenerClusterSpec;
+    use kim_shared::api::gardener_cluster::{Kubeconfig, SecretKeyRef, ShootReference};
+
+    #[test]
+    fn a_gardener_cluster_is_the_runtimes_only_if_it_names_its_shoot() {
+        let mut rt = Runtime::new("rt", Default::default());
+        rt.spec.shoot.name = "s1".into();
+        let gc = |shoot: &str| {
+            GardenerCluster::new(
+                "rt",
+                GardenerClusterSpec {
+                    kubeconfig: Kubeconfig {
+                        secret: SecretKeyRef {
+                            key: "config".into(),
+                            name: "kubeconfig-rt".into(),
+                            namespace: "kcp-system".into(),
+                        },
+                    },
+                    shoot: ShootReference { name: shoot.into() },
+                },
+            )
+        };
+        assert!(gardener_cluster_is_of(&gc("s1"), &rt));
+        assert!(!gardener_cluster_is_of(&gc("s2"), &rt));
+    }
 }

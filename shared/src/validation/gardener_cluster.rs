@@ -38,3 +38,15 @@ pub fn validate_gardener_cluster(gc: &GardenerCluster) -> Findings {
     }
     f
 }
+
+/// Validates an UPDATE: [`validate_gardener_cluster`] on the new object, and the runtime-id
+/// label may not change (the Runtime reconciler finds and deletes its GardenerCluster by it).
+pub fn validate_gardener_cluster_update(old: &GardenerCluster, new: &GardenerCluster) -> Findings {
+    let mut f = validate_gardener_cluster(new);
+    super::update::runtime_id_unchanged(
+        crate::api::gardener_cluster::label(&old.metadata, crate::names::LABEL_RUNTIME_ID),
+        crate::api::gardener_cluster::label(&new.metadata, crate::names::LABEL_RUNTIME_ID),
+        &mut f,
+    );
+    f
+}

@@ -39,6 +39,11 @@ pub fn validate_update_with(
 }
 
 fn immutable(old: &Runtime, new: &Runtime, cfg: &KimConfig, f: &mut Findings) {
+    runtime_id_unchanged(
+        old.label(crate::names::LABEL_RUNTIME_ID),
+        new.label(crate::names::LABEL_RUNTIME_ID),
+        f,
+    );
     let (o, n) = (&old.spec.shoot, &new.spec.shoot);
     let mut fixed = |field: &str, before: &str, after: &str| {
         if before != after {
@@ -169,4 +174,23 @@ fn distinct(rt: &Runtime) -> usize {
         }
     }
     zones.len()
+}
+
+/// `kyma-project.io/runtime-id` names the runtime's GardenerCluster, kubeconfig Secret and
+/// RuntimeAccesses: changed, the controller would configure, and on deletion delete, another
+/// runtime's. Shared by the Runtime and GardenerCluster UPDATE rules.
+pub(crate) fn runtime_id_unchanged(old: Option<&str>, new: Option<&str>, f: &mut Findings) {
+    if old == new {
+        return;
+    }
+    let keep = match old {
+        Some(v) => format!("keep {v:?}"),
+        None => "leave it unset".to_owned(),
+    };
+    f.violation(
+        format!("metadata.labels[{}]", crate::names::LABEL_RUNTIME_ID),
+        format!(
+            "is immutable: it names the runtime's GardenerCluster and kubeconfig Secret; {keep}"
+        ),
+    );
 }

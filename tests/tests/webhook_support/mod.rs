@@ -81,7 +81,7 @@ pub struct Options {
     pub replicas: usize,
     /// Deletion protection flag.
     pub deletion_protection: bool,
-    /// What RuntimeAccess objects may grant (`--access-allow-wildcards`, ...).
+    /// What RuntimeAccess objects may grant (`--access-allowed-role-refs`, ...).
     pub access_policy: kim_shared::access::AccessPolicy,
     /// Namespace to run in, created by the caller (e.g. to grant RBAC on [`names`] first);
     /// `None`: a new one.
