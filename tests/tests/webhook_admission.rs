@@ -803,7 +803,7 @@ async fn the_runtime_id_label_is_immutable() {
     let rt = valid_runtime("rt-id", &wh.ns);
     let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&rt))).await;
     assert!(ok, "{out}");
-    let gc = upstream("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
+    let gc = sample("gardenercluster.yaml");
     let mut gc = json!({
         "apiVersion": gc["apiVersion"], "kind": gc["kind"],
         "metadata": {"name": "gc-id", "namespace": wh.ns,
