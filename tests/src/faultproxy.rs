@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -134,15 +135,13 @@ fn other(e: impl std::fmt::Display) -> TestEnvError {
 }
 
 fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>> {
-    rustls_pemfile::certs(&mut pem.as_bytes())
+    CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<std::result::Result<_, _>>()
         .map_err(other)
 }
 
 fn key(pem: &str) -> Result<PrivateKeyDer<'static>> {
-    rustls_pemfile::private_key(&mut pem.as_bytes())
-        .map_err(other)?
-        .ok_or_else(|| other("no private key"))
+    PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(other)
 }
 
 impl FaultProxy {

@@ -26,6 +26,7 @@ use rcgen::{
     CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
     KeyUsagePurpose,
 };
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::json;
 
@@ -113,9 +114,8 @@ impl AdminKubeconfigSigner {
     /// A signer with the shoot's client CA (RSA PKCS#1 key, as Gardener's `<shoot>.ca-client`)
     /// and Gardener's default maximum validity of 24 h.
     pub fn new(info: &ShootClusterInfo) -> Result<Self, SignerError> {
-        let key = rustls_pemfile::private_key(&mut info.client_ca.key_pem.as_bytes())
-            .map_err(|e| SignerError::CaKey(e.to_string()))?
-            .ok_or_else(|| SignerError::CaKey("no PEM private key found".into()))?;
+        let key = PrivateKeyDer::from_pem_slice(info.client_ca.key_pem.as_bytes())
+            .map_err(|e| SignerError::CaKey(format!("no PEM private key found: {e}")))?;
         let PrivateKeyDer::Pkcs1(pkcs1) = key else {
             return Err(SignerError::CaKey("the key is not PKCS#1".into()));
         };
