@@ -1,6 +1,6 @@
 //! The GardenerCluster reconciler: keeps Secret `kubeconfig-<runtime-id>` filled with an admin
-//! kubeconfig from Gardener's `shoots/adminkubeconfig` and rotates it on time
-//! (`reference/kim-upstream.md` section 5), with upstream's bugs fixed:
+//! kubeconfig from Gardener's `shoots/adminkubeconfig` and rotates it on time, as upstream's
+//! kubeconfig controller does, with upstream's bugs fixed:
 //!
 //! - Gardener is asked only when a rotation is due (upstream: on every reconcile);
 //! - a forced rotation replaces the kubeconfig in one update, so the key never disappears, and

@@ -1,6 +1,6 @@
-//! Upstream's zone subnet algorithms (`hyperscaler/{aws,azure,alicloud}/zones.go`, reference
-//! 4.5): the worker CIDR (`spec.shoot.networking.nodes`) is cut into per-zone subnets by the
-//! zone's position in the zone list, so a zone keeps its subnets when zones are appended.
+//! Upstream's zone subnet algorithms (`hyperscaler/{aws,azure,alicloud}/zones.go`): the worker
+//! CIDR (`spec.shoot.networking.nodes`) is cut into per-zone subnets by the zone's position in
+//! the zone list, so a zone keeps its subnets when zones are appended.
 
 use ipnet::Ipv4Net;
 use std::net::Ipv4Addr;
