@@ -35,7 +35,7 @@ use rotation::RotationPolicy;
 pub const CONTROLLER: &str = "gardener_cluster";
 
 /// Finalizer on a GardenerCluster: its Secret is deleted before the object goes, even when the
-/// controller was down at deletion time (upstream had none; see docs/upstream-differences.md).
+/// controller was down at deletion time (upstream has none; see docs/upstream-differences.md).
 pub const FINALIZER: &str =
     "gardenercluster-controller.infrastructure-manager.kyma-project.io/deletion-hook";
 
