@@ -122,7 +122,7 @@ mod tests {
             .collect()
     }
 
-    /// Reference 4.5 example for `10.250.0.0/16`, zones 1a..1d, and the upstream test table.
+    /// Upstream's example for `10.250.0.0/16`, zones 1a..1d, and the upstream test table.
     #[test]
     fn aws_reference_example() {
         let zones = aws(
@@ -209,7 +209,7 @@ mod tests {
         );
     }
 
-    /// Reference 4.5 Azure example (`10.250.0.0/16`: .0.0/19, .32.0/19, ...) and the upstream
+    /// Upstream's Azure example (`10.250.0.0/16`: .0.0/19, .32.0/19, ...) and the upstream
     /// table for `/22` and `/17`.
     #[test]
     fn azure_reference_example() {
