@@ -207,7 +207,7 @@ const OUTSIDE_FILES: [&str; 6] = [
 ];
 
 /// Words that, followed by a number, cite a numbered section or item of such a file
-/// ("reference 4.2", "quirk 7").
+/// ("reference 4.2", "reference section 7.3", "quirk 7").
 const NUMBERED_CITATIONS: [&str; 2] = ["reference", "quirk"];
 
 /// The citation of a file outside the repository in `line` (lower-cased by the caller), if any.
@@ -233,6 +233,10 @@ fn outside_citation(line: &str, next: &str) -> Option<String> {
                 continue;
             }
             let rest = &line[at + word.len()..];
+            let rest = [" sections", " section"]
+                .iter()
+                .find_map(|s| rest.strip_prefix(s))
+                .unwrap_or(rest);
             let number_follows = match rest.strip_prefix(' ') {
                 Some(r) => r.starts_with(|c: char| c.is_ascii_digit()),
                 None => rest.trim().is_empty() && next.starts_with(|c: char| c.is_ascii_digit()),
