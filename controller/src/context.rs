@@ -42,7 +42,7 @@ pub struct Context {
 /// Publishes Kubernetes Events (`events.k8s.io/v1`) without remembering them.
 ///
 /// kube's [`Recorder`] keeps every Event it published for six minutes to count repeats as a
-/// series; at 1,000 Runtimes that cache was the largest single consumer of memory (about
+/// series; at 1,000 Runtimes that cache would be the largest single consumer of memory (about
 /// 15 KiB per Runtime). Our Events are one per condition change, so repeats are rare and a
 /// repeat is simply its own Event.
 #[derive(Clone)]

@@ -1,5 +1,6 @@
-//! Metrics of the process: upstream's names where upstream has them (reference section 8),
-//! plus reconcile duration, queue depth and Gardener requests by code.
+//! Metrics of the process: upstream's names where upstream has them
+//! (`infrastructure_manager_im_*`), plus reconcile duration, queue depth and Gardener requests by
+//! code.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

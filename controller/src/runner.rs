@@ -82,8 +82,8 @@ impl Process {
             &kim_shared::config::ConfigPaths::new(&args.converter_config_filepath),
         )?);
         // Upstream takes the project from the flag for reads and deletes and from the
-        // configuration for the Shoots it creates (quirk 9); when they differ every Shoot is
-        // created where it is never looked for.
+        // configuration for the Shoots it creates; when they differ every Shoot is created where
+        // it is never looked for (docs/upstream-differences.md, "One Gardener project").
         let configured = &config.converter.gardener.project_name;
         if *configured != args.gardener_project_name {
             return Err(RunError::ProjectMismatch {

@@ -2,8 +2,8 @@
 //!
 //! [`to_shoot`] builds the Shoot that provisions a Runtime (`live == None`, upstream's
 //! `ConverterCreate`) or the Shoot that updates an existing one (`live == Some`, upstream's
-//! `ConverterPatch`), running upstream's extenders in upstream's order (reference
-//! `kim-upstream.md` 4.2). The Shoot is written the way the Gardener of our test environment
+//! `ConverterPatch`), running upstream's extenders in upstream's order (listed in
+//! `docs/conversion.md`). The Shoot is written the way the Gardener of our test environment
 //! (v1.149) accepts it: `credentialsBindingName`, `cloudProfile{kind,name}`, structured
 //! authentication, `dns.providers[].credentialsRef`. Every step and every deliberate difference
 //! from upstream is listed in `docs/conversion.md`.
@@ -105,7 +105,7 @@ pub fn to_shoot_with(
     let input = Input::new(rt, cfg, opts)?;
     let mut shoot = metadata::base(&input);
 
-    // Upstream's extender order (reference 4.2); steps 1-7 are shared by create and patch.
+    // Upstream's extender order; steps 1-7 are shared by create and patch.
     metadata::annotations(&input, &mut shoot);
     metadata::labels(&input, &mut shoot);
     placement::seed_selector(&input, &mut shoot);

@@ -1,6 +1,6 @@
 //! Every label, annotation, finalizer, condition type and reason, Secret name and field manager,
-//! with upstream's exact strings (see `reference/kim-upstream.md` sections 2-5 and 17, and
-//! `reference/gardener-api.md` section 3).
+//! with upstream KIM's and Gardener's exact strings, so that objects written by upstream and by
+//! us are the same to KEB, Gardener and on-call.
 
 // --- Labels on a Runtime (set by KEB) and copied to the GardenerCluster ---
 

@@ -96,7 +96,7 @@ impl Default for ValidationOptions {
     }
 }
 
-/// Deletion protection of Runtimes (upstream's proposed ADR, `kim-upstream.md` 17.3): a DELETE
+/// Deletion protection of Runtimes (upstream's proposed deletion-protection ADR): a DELETE
 /// is denied unless the Runtime carries a recent confirmation annotation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeletionPolicy {

@@ -1,5 +1,5 @@
-//! One focused test per conversion step (create form), in upstream's extender order
-//! (reference `kim-upstream.md` 4.2), plus the error cases of `docs/conversion.md`.
+//! One focused test per conversion step (create form), in upstream's extender order (the steps
+//! of `docs/conversion.md`), plus the error cases listed there.
 #![allow(clippy::unwrap_used)]
 
 mod convert_fixture;

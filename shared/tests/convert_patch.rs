@@ -1,5 +1,6 @@
 //! The patch form of the conversion (`live == Some`): what upstream keeps from the live Shoot
-//! (reference `kim-upstream.md` 3.6, 4.2-4.5) and the `workers_removed` flag.
+//! (workers, Kubernetes version, extensions, resources and provider configs) and the
+//! `workers_removed` flag.
 #![allow(clippy::unwrap_used)]
 
 mod convert_fixture;

@@ -2,7 +2,8 @@
 //! under test) use its URL instead of the API server's; it forwards every request unless a
 //! rule says to answer with an API-level fault: 409 Conflict, 5xx, 429 with `Retry-After`, or
 //! Gardener's transient 403 "not yet ready to handle request" — the answers a real Gardener
-//! gives under load, conflicts and restarts (gardener-api.md sections 4 and 11).
+//! gives under load (API Priority and Fairness), on concurrent writes and while its admission
+//! plugins resync after a restart.
 //!
 //! Identity: a client certificate (signed by the environment CA) is passed on by impersonating
 //! its user and group with the admin credentials; a bearer token is passed on as is.

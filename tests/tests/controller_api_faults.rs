@@ -1,8 +1,9 @@
 //! API-level faults between the controller and Gardener: with a fault proxy answering 409s,
 //! 5xx, 429s and Gardener's "not yet ready" 403s on Shoot create, get (list and live read),
 //! patch, delete and `adminkubeconfig`, every Runtime shows the intermediate condition upstream
-//! defines (reference 3.4, 3.6, 3.8, 3.10), still ends Ready and is deleted in order, and the
-//! controller's JSON log holds no error-level line (in particular none for a conflict).
+//! writes for that step (create, patch, kubeconfig, delete), still ends Ready and is deleted in
+//! order, and the controller's JSON log holds no error-level line (in particular none for a
+//! conflict).
 //!
 //! The four fault classes run as four tests in parallel; each has its own proxy, controller
 //! and namespace. Every test of this binary injects transient faults only, so the shared log
@@ -184,8 +185,9 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 
-    // Create (reference 3.4): reason GardenerErr "Gardener API create error: ...", retried;
-    // transient, so Pending (upstream shows Failed until the next pass, quirk 2).
+    // Create: reason GardenerErr "Gardener API create error: ...", retried; transient, so
+    // Pending (upstream shows Failed until the next pass; docs/upstream-differences.md,
+    // "Transient errors keep `Pending`").
     wait_runtime(env, &ns, &id, "create fault in Provisioned", |rt| {
         has_condition(
             rt,
@@ -206,7 +208,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     proxy.clear();
 
     // adminkubeconfig: the GardenerCluster reconciler's first request fails; meanwhile the
-    // Runtime waits with KubeconfigReady Unknown/GardenerClusterCRCreated (reference 3.3).
+    // Runtime waits with KubeconfigReady Unknown/GardenerClusterCRCreated, as upstream's does.
     let admin_path = format!("{shoot_path}/adminkubeconfig");
     proxy.inject(rule("POST", &admin_path, &faults.admin, Some(1)));
     wait_runtime(
@@ -238,7 +240,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
         ready.status
     );
 
-    // Patch (reference 3.6): Processing while the server-side apply fails, Ready after.
+    // Patch: Processing while the server-side apply fails, Ready after.
     proxy.inject(rule("PATCH", &shoot_path, &faults.patch, None));
     let patch = serde_json::json!({"spec": {"security": {"administrators": ["second@myorg.com"]}}});
     runtimes
@@ -264,7 +266,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     )
     .await?;
 
-    // Delete (reference 3.10): two failed deletes (Deprovisioned False/GardenerShootDeleted
+    // Delete: two failed deletes (Deprovisioned False/GardenerShootDeleted
     // "Gardener API shoot delete error"), then the live read confirming the Shoot is gone fails
     // twice; the finalizer still goes last.
     proxy.inject(rule("DELETE", &shoot_path, &faults.delete, Some(2)));
@@ -537,7 +539,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 
-    // Create (reference 3.4): False/GardenerErr "Gardener API create error: ...", Failed.
+    // Create: False/GardenerErr "Gardener API create error: ...", Failed.
     wait_runtime(env, &ns, &id, "permanent create error", |rt| {
         has_condition(
             rt,
@@ -567,7 +569,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
         .await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
 
-    // Patch (reference 3.6): an Invalid answer is ProcessingErr, Failed.
+    // Patch: an Invalid answer is ProcessingErr, Failed.
     let invalid = ApiFault::Status {
         code: 422,
         reason: "Invalid".into(),

@@ -1,4 +1,4 @@
-//! Deletion options end to end (issue 6 deliverable 2): safe deletion with
+//! Deletion options end to end: safe deletion with
 //! `--deletion-grace-period` (the Shoot is hibernated, the Runtime is `Terminating` with a
 //! condition saying when, the Shoot is deleted only after the period) and force deletion with
 //! `--force-deletion` (the annotation the real gardener-apiserver accepts is set when the

@@ -110,7 +110,7 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     for (id, (_, _, state, status, message)) in ids.iter().zip(&cases) {
         // Wait for lastErrors first: "Shoot creation in progress" is also the condition before
-        // the fault shows, so checking lastErrors as soon as the condition matched was racy.
+        // the fault shows, so checking lastErrors as soon as the condition matches is racy.
         eventually(
             &format!("{id}: Gardener's lastErrors are surfaced"),
             Duration::from_secs(60),

@@ -19,9 +19,9 @@ use rand::Rng;
 
 const RUNTIMES: usize = 200;
 
-// Issue 6: a restarted controller with a backlog used to park all reconcile workers but one
-// forever on the watch-cache readiness (see `caches_ready` in the Runtime reconciler); the
-// last controller then made no progress.
+// A restarted controller with a backlog must not park its reconcile workers on the watch-cache
+// readiness (see `caches_ready` in the Runtime reconciler): with all workers but one parked for
+// good, the last controller would make no progress.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
     let env = TestEnv::shared().await?;

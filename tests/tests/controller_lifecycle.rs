@@ -144,8 +144,8 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
     Ok(())
 }
 
-/// The Gardener project comes from two places, as upstream's does (quirk 9): the flag and the
-/// configuration. When they differ the controller does not start, naming both, instead of
+/// The Gardener project comes from two places, as upstream's does: the flag and the
+/// configuration (docs/upstream-differences.md, "One Gardener project"). When they differ the controller does not start, naming both, instead of
 /// creating Shoots where it never looks for them.
 #[tokio::test]
 async fn a_project_flag_that_differs_from_the_configuration_stops_the_start() -> Result<()> {

@@ -2,10 +2,10 @@
 //! kube-apiserver of the shoot cluster and the OpenIDConnect CRD's own schema
 //! (`tests/fixtures/shoot-crds/openidconnects.yaml`): an entry without `usernameClaim` is
 //! accepted (it gets `sub`; upstream's object without it is refused), every object is tried
-//! and every failure named (upstream reports only the last one, quirk 7), and stale managed
+//! and every failure named (upstream reports only the last one), and stale managed
 //! objects are removed. Through the controller: a refused OpenIDConnect leaves the Runtime
 //! `Pending` with `OidcConfigured=False/OidcConfigurationErr` naming the object and the
-//! apiserver's reason (stored before the retry, upstream quirk 3), and it becomes `Ready` once
+//! apiserver's reason (stored before the retry; upstream loses it), and it becomes `Ready` once
 //! the cause is gone.
 //!
 //! Its own test binary, its tests one at a time: every Runtime of a test binary gets the same

@@ -1,4 +1,4 @@
-//! Updates end to end (issue 6 "Must show" and deliverable 1): bumping the Kubernetes version
+//! Updates end to end: bumping the Kubernetes version
 //! updates the Shoot and the Runtime is Ready again only after Gardener reconciled the new
 //! generation (upstream's `ConfigurationCompleted`); deletion goes GardenerCluster, Shoot,
 //! finalizer, in that order (KCP audit log); a Ready Runtime whose Shoot drifts is corrected;

@@ -1270,9 +1270,9 @@ async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_wo
 // ---------------------------------------------------------------------------------------------
 // RuntimeAccess: shoot calls only when there is something to do
 
-/// Every reconcile used to build a shoot client and re-apply ServiceAccount, Role and binding.
-/// Now a reconcile whose objects were applied for the current spec (fingerprint recorded in the
-/// KCP Secret) and whose token is not due makes no shoot call at all. Counted by the
+/// A reconcile whose objects were applied for the current spec (fingerprint recorded in the KCP
+/// Secret) and whose token is not due makes no shoot call at all: no shoot client, no re-applied
+/// ServiceAccount, Role or binding. Counted by the
 /// controller's own shoot-request metric, which counts every request its shoot clients send.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Result<()> {

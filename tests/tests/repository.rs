@@ -1,6 +1,6 @@
 //! Checks of the repository as a whole, without a control plane: every path the docs name
-//! exists, no code outside the upstream-compatibility suite reads beyond the repository, and no
-//! new import circle between modules.
+//! exists, no code outside the upstream-compatibility suite reads beyond the repository, no
+//! comment or doc cites a file outside it, and no new import circle between modules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -191,6 +191,128 @@ fn nothing_outside_the_suite_reads_beyond_the_repository() -> Result<()> {
     ensure!(
         found.is_empty(),
         "code outside the upstream-compatibility suite reads beyond the repository:\n{}",
+        found.join("\n")
+    );
+    Ok(())
+}
+
+/// File names of notes kept outside the repository; a reader of the code has none of them.
+const OUTSIDE_FILES: [&str; 6] = [
+    "reference/",
+    "kim-upstream.md",
+    "gardener-api.md",
+    "testenv.md",
+    "anchors.md",
+    "upstream-issues.md",
+];
+
+/// Words that, followed by a number, cite a numbered section or item of such a file
+/// ("reference 4.2", "reference section 7.3", "quirk 7").
+const NUMBERED_CITATIONS: [&str; 2] = ["reference", "quirk"];
+
+/// The citation of a file outside the repository in `line` (lower-cased by the caller), if any.
+/// `next` is the following line with its comment markers removed, for a citation broken over
+/// two lines ("reference" at the end of one, the number at the start of the next). Links to web
+/// pages (`https://...`) are not citations.
+fn outside_citation(line: &str, next: &str) -> Option<String> {
+    let in_url = |at: usize| {
+        let start = line[..at]
+            .rfind(|c: char| c.is_whitespace() || "`()[]<>\"'".contains(c))
+            .map_or(0, |i| i + 1);
+        line[start..].starts_with("http://") || line[start..].starts_with("https://")
+    };
+    for name in OUTSIDE_FILES {
+        if line.match_indices(name).any(|(at, _)| !in_url(at)) {
+            return Some(name.to_owned());
+        }
+    }
+    for word in NUMBERED_CITATIONS {
+        for (at, _) in line.match_indices(word) {
+            let before = line[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '/') {
+                continue;
+            }
+            let rest = &line[at + word.len()..];
+            let rest = [" sections", " section"]
+                .iter()
+                .find_map(|s| rest.strip_prefix(s))
+                .unwrap_or(rest);
+            let number_follows = match rest.strip_prefix(' ') {
+                Some(r) => r.starts_with(|c: char| c.is_ascii_digit()),
+                None => rest.trim().is_empty() && next.starts_with(|c: char| c.is_ascii_digit()),
+            };
+            if number_follows {
+                return Some(format!("{word} <number>"));
+            }
+        }
+    }
+    None
+}
+
+/// No comment, doc string or doc cites a file that is not in this repository (the notes an
+/// implementation was written from, by name or as "reference 3.8" / "quirk 7"): a reader has
+/// only the repository, so the fact is stated where it is used, or the upstream behaviour is an
+/// entry of `docs/upstream-differences.md`. Every `*.rs` file is scanned, and the Markdown of
+/// `docs/` and the README.
+#[test]
+fn no_comment_cites_files_outside_the_repository() -> Result<()> {
+    let root = kim_tests::testenv::repo_root();
+    let root = root.canonicalize().unwrap_or(root);
+    let mut files = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs"))? {
+        let p = e?.path();
+        if p.extension().and_then(|x| x.to_str()) == Some("md") {
+            files.push(p);
+        }
+    }
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if path.is_dir() {
+                if !(name == "target" || name == ".git") {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    // This file names the patterns it looks for.
+    let this_file = root.join("tests/tests/repository.rs");
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| **f != this_file) {
+        let text = std::fs::read_to_string(file)?;
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let next = lines
+                .get(n + 1)
+                .map(|l| {
+                    l.trim_start()
+                        .trim_start_matches(['/', '!', '*', '#', '>', '-', ' '])
+                })
+                .unwrap_or_default();
+            if let Some(what) = outside_citation(&line.to_lowercase(), next) {
+                let relative = file.strip_prefix(&root).unwrap_or(file);
+                found.push(format!(
+                    "{}:{}: {what}: {}",
+                    relative.display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    ensure!(
+        files.len() > 100,
+        "only {} files scanned: is the scan broken?",
+        files.len()
+    );
+    ensure!(
+        found.is_empty(),
+        "comments or docs cite files outside the repository; state the fact where it is used, \
+         or name the entry of docs/upstream-differences.md:\n{}",
         found.join("\n")
     );
     Ok(())

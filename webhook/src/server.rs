@@ -119,7 +119,7 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
             };
             let started = std::time::Instant::now();
             // Inline on the executor: the work is tens of microseconds, less than a hop to the
-            // blocking pool would cost (measured in docs/benchmarks.md).
+            // blocking pool would cost.
             let a = admit::<T>(mode, &body, &state.ctx, SystemTime::now());
             let m = &state.metrics;
             m.admissions

@@ -172,8 +172,8 @@ mod tests {
     /// The race of upstream's GardenerCluster ("reason reverted to KubeconfigSecretCreated"):
     /// reconcile A rotates the token and writes `KubeconfigRotated`; reconcile B, handed the
     /// object from a watch cache that has not seen A's status yet (still `KubeconfigIssued`),
-    /// keeps the fresh token. The old logic copied the cached reason and wrote
-    /// `KubeconfigIssued` back; the Secret B reads says the token was a rotation.
+    /// keeps the fresh token. Copying the cached reason would write `KubeconfigIssued` back;
+    /// the Secret B reads says the token was a rotation.
     #[test]
     fn a_kept_token_reports_the_reason_recorded_in_the_secret_not_the_cached_status() {
         let rotated = secret(&[(ANNOTATION_TOKEN_REASON, REASON_ROTATED)]);

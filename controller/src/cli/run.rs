@@ -1,5 +1,5 @@
 //! `kim-controller run`: flags of the reconciling process. Names follow upstream
-//! `cmd/main.go` (reference 7.1) where a flag exists there.
+//! `cmd/main.go` where a flag exists there, so upstream's Deployment arguments still work.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

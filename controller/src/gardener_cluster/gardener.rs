@@ -1,4 +1,5 @@
-//! One call to Gardener: `POST shoots/<name>/adminkubeconfig` (gardener-api.md section 5).
+//! One call to Gardener: `POST shoots/<name>/adminkubeconfig` (an `AdminKubeconfigRequest`;
+//! nothing is stored, every call issues a fresh client certificate).
 //! The kubeconfig authenticates as Gardener's admin identity for the requesting user
 //! (`gardener.cloud:admin:<user>`), which is what the shoot's audit log shows.
 

@@ -1,4 +1,4 @@
-//! Upstream's GardenerCluster metrics (`reference/kim-upstream.md` section 8):
+//! Upstream's GardenerCluster metrics:
 //! `infrastructure_manager_im_gardener_clusters_state` and
 //! `infrastructure_manager_im_kubeconfig_expiration`, with upstream's camelCase labels.
 

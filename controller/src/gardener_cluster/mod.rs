@@ -1,6 +1,6 @@
 //! The GardenerCluster reconciler: keeps Secret `kubeconfig-<runtime-id>` filled with an admin
-//! kubeconfig from Gardener's `shoots/adminkubeconfig` and rotates it on time
-//! (`reference/kim-upstream.md` section 5), with upstream's bugs fixed:
+//! kubeconfig from Gardener's `shoots/adminkubeconfig` and rotates it on time, as upstream's
+//! kubeconfig controller does, with upstream's bugs fixed:
 //!
 //! - Gardener is asked only when a rotation is due (upstream: on every reconcile);
 //! - a forced rotation replaces the kubeconfig in one update, so the key never disappears, and
@@ -35,7 +35,7 @@ use rotation::RotationPolicy;
 pub const CONTROLLER: &str = "gardener_cluster";
 
 /// Finalizer on a GardenerCluster: its Secret is deleted before the object goes, even when the
-/// controller was down at deletion time (upstream had none; see docs/upstream-differences.md).
+/// controller was down at deletion time (upstream has none; see docs/upstream-differences.md).
 pub const FINALIZER: &str =
     "gardenercluster-controller.infrastructure-manager.kyma-project.io/deletion-hook";
 

@@ -1,5 +1,5 @@
-//! When an admin kubeconfig must be fetched again: upstream's rotation math
-//! (`reference/kim-upstream.md` 5.2), as pure functions of `now`.
+//! When an admin kubeconfig must be fetched again: upstream's rotation math, as pure functions of
+//! `now`.
 //!
 //! Upstream: `rotationPeriod = ratio x expiration` and a rotation is due once
 //! `now - lastSync >= 0.95 x rotationPeriod`. We compute in whole seconds instead of upstream's

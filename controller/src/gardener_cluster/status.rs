@@ -1,5 +1,5 @@
 //! The GardenerCluster status the reconciler wants: upstream's condition type
-//! `KubeconfigManagement`, its reasons and message prefixes (`reference/kim-upstream.md` 2.2).
+//! `KubeconfigManagement`, its reasons and message prefixes, with upstream's literal strings.
 //! Pure: the caller passes the current conditions and `now`.
 
 use jiff::Timestamp;

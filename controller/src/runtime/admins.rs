@@ -1,5 +1,5 @@
-//! Administrators in the runtime cluster (upstream `sFnApplyClusterRoleBindings`, reference
-//! 3.8): one `cluster-admin` ClusterRoleBinding per administrator, labelled
+//! Administrators in the runtime cluster (upstream `sFnApplyClusterRoleBindings`): one
+//! `cluster-admin` ClusterRoleBinding per administrator, labelled
 //! `reconciler.kyma-project.io/managed-by=infrastructure-manager`. Legacy (`=reconciler`) and
 //! ServiceAccount bindings are never removed.
 
@@ -28,7 +28,8 @@ fn managed(crb: &ClusterRoleBinding) -> bool {
 }
 
 fn is_cluster_admin(crb: &ClusterRoleBinding) -> bool {
-    // Upstream combines these with `&&` (quirk 5); both must hold for us to touch a binding.
+    // Both must hold for us to touch a binding; upstream's check skips a binding only when
+    // both differ (docs/upstream-differences.md, "Administrator bindings").
     crb.role_ref.kind == "ClusterRole" && crb.role_ref.name == "cluster-admin"
 }
 

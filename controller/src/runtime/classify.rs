@@ -1,6 +1,6 @@
-//! Pure classifications: Gardener `lastErrors` (upstream `gardener_error_handler.go`,
-//! reference 3.9), force-deletion eligibility (gardener-api.md 2.2) and API errors that are
-//! transient (409, 429, 5xx, Gardener's "not yet ready" 403).
+//! Pure classifications: Gardener `lastErrors` (as upstream's `gardener_error_handler.go`),
+//! force-deletion eligibility (Gardener allows it only for five `lastErrors` codes) and API
+//! errors that are transient (409, 429, 5xx, Gardener's "not yet ready" 403).
 
 use kim_shared::gardener::LastError;
 use kim_shared::gardener::error_codes as code;
@@ -112,7 +112,7 @@ pub fn classify_status(code: u16, reason: &str, message: &str) -> ApiErrorKind {
         409 => ApiErrorKind::Conflict,
         429 | 500..=599 => ApiErrorKind::Transient,
         // Gardener's admission plugins answer 403 while their caches sync after a restart;
-        // upstream retries every 403 on update for this reason (reference 3.6).
+        // upstream retries every 403 on update for this reason.
         403 if message.contains("not yet ready") => ApiErrorKind::Transient,
         _ => ApiErrorKind::Permanent,
     }

@@ -309,7 +309,7 @@ impl Reconciler {
     }
 }
 
-/// The GardenerCluster a Runtime gets (reference 2.2: name = runtime ID, labels as upstream).
+/// The GardenerCluster a Runtime gets: named after the runtime ID, with upstream's labels.
 pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
     let mut labels = std::collections::BTreeMap::new();
     for key in names::LABELS_COPIED_TO_GARDENER_CLUSTER {

@@ -8,7 +8,7 @@
 //!   deprecated it) carries `spec.secretBindingName`, which our field manager does not own.
 //!   Applying `credentialsBindingName` over it would leave both set, which Gardener refuses
 //!   (mutually exclusive); Gardener accepts the migration only when one update sets
-//!   `credentialsBindingName` and removes `secretBindingName` (gardener-api.md, Shoot spec).
+//!   `credentialsBindingName` and removes `secretBindingName`.
 //!
 //! The update starts from the raw JSON of the live Shoot (read fresh, with its
 //! `resourceVersion`), not from our typed [`Shoot`]: the typed model leaves out fields we do not

@@ -203,7 +203,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 ///
 /// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
 /// on it at once only the last one is woken, the others stay parked for good (after a restart
-/// with a backlog, every worker but one hung there and the controller went silent). A
+/// with a backlog, every worker but one would hang there and the controller go silent). A
 /// [`Shared`] future polls the store with its own waker and wakes every waiter.
 ///
 /// It also ends on `shutdown`: a graceful shutdown stops polling the watch streams but keeps

@@ -1,4 +1,4 @@
-//! OIDC in the runtime cluster (upstream `sFnConfigureOidc`, reference 3.7): one
+//! OIDC in the runtime cluster (upstream `sFnConfigureOidc`): one
 //! `OpenIDConnect` (`authentication.gardener.cloud/v1alpha1`) per `additionalOidcConfig`
 //! entry, named `kyma-oidc-<i>`, or the configured default shared IAS tenant. Unlike upstream
 //! (delete all, then create), we apply each by server-side apply and delete only the
@@ -8,7 +8,7 @@
 //! requires the field, so upstream's object is refused and the Runtime stays unconfigured;
 //! `sub` is Kubernetes' own default and what the Shoot's kube-apiserver gets for its
 //! provider), and every object is applied even when one fails, the error naming each
-//! failure (upstream reports only the last, quirk 7).
+//! failure (upstream reports only the last).
 
 use kim_shared::api::Runtime;
 use kim_shared::gardener::Shoot;

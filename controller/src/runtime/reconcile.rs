@@ -182,7 +182,7 @@ async fn create_shoot(
 }
 
 /// Sets a condition for a failed Gardener call and picks the requeue: transient errors keep
-/// the state `Pending` (upstream shows `Failed` for them, quirk 2), permanent ones `Failed`.
+/// the state `Pending` (upstream shows `Failed` for them), permanent ones `Failed`.
 pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube::Error) -> Action {
     let kind = classify::classify(e);
     let message = format!("{what}: {}", classify::message(e));

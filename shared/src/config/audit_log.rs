@@ -1,4 +1,4 @@
-//! The audit-log tenant file (`converter.auditLogging.tenantConfigPath`, reference section 7.3):
+//! The audit-log tenant file (`converter.auditLogging.tenantConfigPath`), in upstream's layout:
 //! `{"<provider>": {"<region>": {"tenantID", "serviceURL", "secretName"}}}`.
 
 use super::error::{Checker, ConfigWarning};

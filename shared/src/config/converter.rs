@@ -1,5 +1,5 @@
 //! The upstream part of `converter_config.json`: the `converter` and `cluster` objects exactly
-//! as upstream KIM reads them (reference `kim-upstream.md` section 7.2).
+//! as upstream KIM reads them (keys and required fields in `docs/configuration.md`).
 
 use super::error::Checker;
 use super::values::{
@@ -63,7 +63,8 @@ struct RawKubernetesConfig {
     default_version: KubernetesVersion,
     #[serde(default)]
     enable_kubernetes_version_auto_update: bool,
-    // Upstream's Go struct tag really says "VersionVersion" (kim-upstream.md section 14.10).
+    // Upstream's Go struct tag really says "VersionVersion"; see "Both spellings of the
+    // machine-image auto-update key work" in docs/upstream-differences.md.
     #[serde(rename = "enableMachineImageVersionVersionAutoUpdate")]
     upstream_spelling: Option<bool>,
     #[serde(rename = "enableMachineImageVersionAutoUpdate")]

@@ -1,5 +1,5 @@
-//! The maintenance window file (`converter.maintenanceWindow.windowMapPath`, reference section
-//! 7.4): `{"<region>": {"begin": "200000+0000", "end": "000000+0000"}}`, JSON or YAML. The file
+//! The maintenance window file (`converter.maintenanceWindow.windowMapPath`), in upstream's
+//! layout: `{"<region>": {"begin": "200000+0000", "end": "000000+0000"}}`, JSON or YAML. The file
 //! may also be the ConfigMap manifest that carries it under `data.config`, as upstream's test
 //! data does.
 

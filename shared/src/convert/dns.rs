@@ -1,4 +1,4 @@
-//! `spec.dns` (reference 4.3 "DNS", create only): the Shoot's external domain
+//! `spec.dns` (create only): the Shoot's external domain
 //! `<shoot>.<domainPrefix>` served by the configured provider. With Gardener-internal DNS (all
 //! of `converter.dns` empty, upstream PR 715) `spec.dns` stays unset and Gardener picks the
 //! domain.

@@ -1,4 +1,4 @@
-//! `spec.extensions` (reference 4.4 and 17.1).
+//! `spec.extensions`.
 //!
 //! Create writes, in upstream's order: networking filter, cert, DNS, OIDC, audit log (with a
 //! tenant), ACL (when managed and requested), NVIDIA OpenShell (when enabled); the registry

@@ -1,5 +1,4 @@
-//! Kubernetes version, maintenance, audit log and (on patch) the live `spec.resources`
-//! (reference 4.3).
+//! Kubernetes version, maintenance, audit log and (on patch) the live `spec.resources`.
 
 use super::extensions::AUDITLOG_CREDENTIALS;
 use super::{Input, version};

@@ -1,4 +1,5 @@
-//! The base object (reference 4.1) and the annotation and label extenders (4.3).
+//! The base object (the Shoot fields taken straight from the Runtime) and the annotation and
+//! label extenders.
 
 use super::Input;
 use crate::gardener::Shoot;

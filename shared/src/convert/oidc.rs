@@ -1,4 +1,5 @@
-//! OIDC as structured authentication (reference 4.3 "Structured OIDC" and 4.6).
+//! OIDC as structured authentication: the Shoot's kube-apiserver reads its JWT authenticator
+//! from a ConfigMap in the Gardener project.
 //!
 //! Gardener removed `kubeAPIServer.oidcConfig` in v1.142 (forbidden from Kubernetes 1.32 before
 //! that), so the legacy form is never written: every Shoot points its kube-apiserver at the

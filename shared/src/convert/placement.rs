@@ -1,5 +1,5 @@
 //! Where the Shoot may run and which cloud profile it uses: seed selector, cloud profile,
-//! exposure class, access restrictions and tolerations (reference 4.3).
+//! exposure class, access restrictions and tolerations.
 
 use super::Input;
 use crate::api::ProviderType;

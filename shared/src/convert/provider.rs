@@ -1,4 +1,4 @@
-//! `spec.provider` (reference 4.5): worker pools, the provider's infrastructure and control
+//! `spec.provider`: worker pools, the provider's infrastructure and control
 //! plane configurations with upstream's zone subnet layout, machine image defaults, AWS IMDSv2
 //! and `workersSettings`.
 

@@ -1,4 +1,4 @@
-//! Deletion protection (upstream's proposed ADR, `kim-upstream.md` 17.3): a Runtime may be
+//! Deletion protection (upstream's proposed deletion-protection ADR): a Runtime may be
 //! deleted only while it carries a fresh, explicit confirmation.
 
 use super::{DeletionPolicy, Findings};

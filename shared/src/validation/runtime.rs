@@ -6,7 +6,7 @@ use super::{Findings, ValidationOptions, labels, networking, oidc, security, syn
 use crate::api::Runtime;
 use crate::config::{KimConfig, KubernetesVersion};
 
-/// Gardener's limit on the project name plus the shoot name (`gardener-api.md` 1.8).
+/// Gardener limits the project name plus the shoot name to 21 characters on create.
 pub const PROJECT_AND_SHOOT_NAME_MAX: usize = 21;
 
 /// Purposes a Shoot in a project namespace may have (`infrastructure` is only allowed in the

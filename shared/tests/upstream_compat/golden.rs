@@ -6,8 +6,8 @@
 //! `UPDATE_GOLDEN=1 make upstream-compat` rewrites the files; review the
 //! diff before committing it.
 //!
-//! Review (done for every file, field by field, against `kim-upstream.md` 4.1-4.6 and
-//! `gardener-api.md` 1, 7, 8 and its version table):
+//! Review (done for every file, field by field, against upstream's converter and Gardener's
+//! Shoot, extension and provider-config API):
 //! - metadata: name = `spec.shoot.name`; namespace `garden-kyma-dev` (`converter.gardener.projectName`);
 //!   annotations runtime-id (label), runtime-generation (1, see `sample`), licence-type only for
 //!   the samples with `licenceType` (aws-trial, azure-lite); labels `account`/`subaccount` from
@@ -26,8 +26,8 @@
 //!   production purpose (eu-central-1/eu-de-1 20:00-00:00, eastus 04:00-08:00, us-central1 07:00-11:00).
 //! - provider: workers copied with the sample's image; AWS workers get the IMDSv2 WorkerConfig
 //!   (enableIMDSv2 true); workersSettings.sshAccess.enabled false; infrastructure and control plane
-//!   configs per `gardener-api.md` 8 with the zone subnets of reference 4.5 (AWS /16: 10.250.0.0/19,
-//!   .32.0/20, .48.0/20, ...; AWS /22: .0.0/25, .0.128/26, .0.192/26; Azure /22: .0.0/25,
+//!   configs in the provider extensions' v1alpha1 shapes with upstream's zone subnets (AWS /16:
+//!   10.250.0.0/19, .32.0/20, .48.0/20, ...; AWS /22: .0.0/25, .0.128/26, .0.192/26; Azure /22: .0.0/25,
 //!   .0.128/25, .1.0/25 with NAT gateways; GCP control plane zone = first zone; openstack
 //!   floating pool FloatingIP-external-kyma-01 and load balancer f5).
 //! - resources: `auditlog-credentials` -> Secret of the region's tenant.

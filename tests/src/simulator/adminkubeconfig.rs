@@ -4,8 +4,7 @@
 //!
 //! Why: the real gardener-apiserver makes a fresh RSA-2048 key for every call (about 370 ms of
 //! CPU on the 2-core test machine), so a wave of 10,000 kubeconfigs would measure Gardener's key
-//! generation, not the controller. The stand-in answers as Gardener does (gardener-api.md
-//! section 5): the same `AdminKubeconfigRequest` JSON with the (capped) `spec.expirationSeconds`,
+//! generation, not the controller. The stand-in answers as Gardener does: the same `AdminKubeconfigRequest` JSON with the (capped) `spec.expirationSeconds`,
 //! `status.kubeconfig` (base64 YAML, one cluster/context/user named
 //! `<namespace>--<shoot>-external`) and `status.expirationTimestamp` (the certificate's
 //! NotAfter); a fresh client key per call (ECDSA P-256 instead of RSA: the cheap part of the

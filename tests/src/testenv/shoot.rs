@@ -11,7 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use super::{ClusterAccess, Result, crds, kube_err};
 
 /// Groups in Gardener-issued admin kubeconfigs; Gardener binds both to `cluster-admin` in every
-/// shoot (gardener-api.md section 5).
+/// shoot.
 pub const ADMIN_GROUPS: [&str; 2] = [
     "gardener.cloud:system:admins",
     "gardener.cloud:project:admins",

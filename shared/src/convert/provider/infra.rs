@@ -1,5 +1,6 @@
-//! The provider extensions' `infrastructureConfig` and `controlPlaneConfig` (reference 4.5 and
-//! `gardener-api.md` 8), generated on create and merged into the live ones when zones are added.
+//! The provider extensions' `infrastructureConfig` and `controlPlaneConfig` (one API version per
+//! provider, `<provider>.provider.extensions.gardener.cloud/v1alpha1`), generated on create and
+//! merged into the live ones when zones are added.
 
 use super::zones::{self, ZoneSplitError};
 use super::{AWS_API_VERSION, ConvertError, Input};

@@ -1,6 +1,6 @@
-//! Upstream's zone subnet algorithms (`hyperscaler/{aws,azure,alicloud}/zones.go`, reference
-//! 4.5): the worker CIDR (`spec.shoot.networking.nodes`) is cut into per-zone subnets by the
-//! zone's position in the zone list, so a zone keeps its subnets when zones are appended.
+//! Upstream's zone subnet algorithms (`hyperscaler/{aws,azure,alicloud}/zones.go`): the worker
+//! CIDR (`spec.shoot.networking.nodes`) is cut into per-zone subnets by the zone's position in
+//! the zone list, so a zone keeps its subnets when zones are appended.
 
 use ipnet::Ipv4Net;
 use std::net::Ipv4Addr;
@@ -122,7 +122,7 @@ mod tests {
             .collect()
     }
 
-    /// Reference 4.5 example for `10.250.0.0/16`, zones 1a..1d, and the upstream test table.
+    /// Upstream's example for `10.250.0.0/16`, zones 1a..1d, and the upstream test table.
     #[test]
     fn aws_reference_example() {
         let zones = aws(
@@ -209,7 +209,7 @@ mod tests {
         );
     }
 
-    /// Reference 4.5 Azure example (`10.250.0.0/16`: .0.0/19, .32.0/19, ...) and the upstream
+    /// Upstream's Azure example (`10.250.0.0/16`: .0.0/19, .32.0/19, ...) and the upstream
     /// table for `/22` and `/17`.
     #[test]
     fn azure_reference_example() {
