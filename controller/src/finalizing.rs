@@ -8,7 +8,7 @@ use kube::runtime::finalizer;
 /// object gone (404) is success: a reconcile queued from a stale cache entry ran the cleanup a
 /// second time after the object had already left, and there is nothing left to do. Other
 /// finalizer errors become `finalizer_error(<message>)`.
-pub fn settle<E: std::error::Error + 'static>(
+pub fn finalizer_result<E: std::error::Error + 'static>(
     outcome: Result<Action, finalizer::Error<E>>,
     controller: &'static str,
     finalizer_error: impl FnOnce(String) -> E,

@@ -64,8 +64,8 @@ fn runtime_with(entries: Value) -> Runtime {
 async fn every_openidconnect_is_tried_and_every_failure_named() {
     let _serial = SERIAL.lock().await;
     let env = TestEnv::shared().await.unwrap();
-    let skr = env.shoot_client().await.unwrap();
-    let api = openidconnects(skr.clone());
+    let runtime_client = env.shoot_client().await.unwrap();
+    let api = openidconnects(runtime_client.clone());
     let default = json!({"clientID": "default", "issuerURL": "https://default.example.com",
                          "usernameClaim": "sub"});
 
@@ -77,7 +77,7 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
          "usernamePrefix": "-"}
     ]));
     let specs = oidc::wanted(&rt, default.clone());
-    oidc::apply(&skr, &specs).await.unwrap();
+    oidc::apply(&runtime_client, &specs).await.unwrap();
     let first = api.get("kyma-oidc-0").await.unwrap();
     assert_eq!(
         first.data["spec"]["usernameClaim"], "sub",
@@ -95,7 +95,7 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
         json!({"clientID": "b", "issuerURL": "http://b.example.com", "usernameClaim": "sub"}),
         json!({"issuerURL": "https://c.example.com", "usernameClaim": "sub"}),
     ];
-    let err = oidc::apply(&skr, &bad).await.unwrap_err();
+    let err = oidc::apply(&runtime_client, &bad).await.unwrap_err();
     assert!(
         err.contains("OpenIDConnect kyma-oidc-1:") && err.contains("OpenIDConnect kyma-oidc-2:"),
         "{err}"
@@ -117,14 +117,14 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
     );
 
     // Down to one entry: the managed objects no longer wanted are removed.
-    oidc::apply(&skr, &bad[..1]).await.unwrap();
+    oidc::apply(&runtime_client, &bad[..1]).await.unwrap();
     assert!(api.get_opt("kyma-oidc-1").await.unwrap().is_none());
     assert!(api.get_opt("kyma-oidc-2").await.unwrap().is_none());
     assert!(api.get_opt("kyma-oidc-0").await.unwrap().is_some());
 
     // No usable entry: the configured default.
     let none = runtime_with(json!([{"clientID": "x"}]));
-    oidc::apply(&skr, &oidc::wanted(&none, default))
+    oidc::apply(&runtime_client, &oidc::wanted(&none, default))
         .await
         .unwrap();
     assert_eq!(
@@ -137,7 +137,7 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
 async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers() {
     let _serial = SERIAL.lock().await;
     let env = TestEnv::shared().await.unwrap();
-    let skr = env.shoot_client().await.unwrap();
+    let runtime_client = env.shoot_client().await.unwrap();
     // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
     // admission could refuse an OpenIDConnect.
     let policy: DynamicObject = serde_json::from_value(json!({
@@ -168,11 +168,11 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         )
     };
     let policies: Api<DynamicObject> = Api::all_with(
-        skr.clone(),
+        runtime_client.clone(),
         &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
     );
     let bindings: Api<DynamicObject> = Api::all_with(
-        skr.clone(),
+        runtime_client.clone(),
         &ar(
             "ValidatingAdmissionPolicyBinding",
             "validatingadmissionpolicybindings",
@@ -185,8 +185,8 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     let blocked = vec![json!({"clientID": "blocked-client",
                               "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
     common::eventually("the policy refuses", Duration::from_secs(30), || {
-        let (skr, blocked) = (skr.clone(), blocked.clone());
-        async move { Ok(oidc::apply(&skr, &blocked).await.is_err()) }
+        let (runtime_client, blocked) = (runtime_client.clone(), blocked.clone());
+        async move { Ok(oidc::apply(&runtime_client, &blocked).await.is_err()) }
     })
     .await
     .unwrap();
@@ -261,7 +261,11 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         ("True", reason::OIDC_CONFIGURED)
     );
     assert_eq!(
-        openidconnects(skr).get("kyma-oidc-0").await.unwrap().data["spec"]["clientID"],
+        openidconnects(runtime_client)
+            .get("kyma-oidc-0")
+            .await
+            .unwrap()
+            .data["spec"]["clientID"],
         "blocked-client"
     );
     ctl.stop().await;

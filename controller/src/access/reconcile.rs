@@ -116,7 +116,7 @@ pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Act
     })
     .instrument(span)
     .await;
-    let result = crate::finalizing::settle(result, CONTROLLER, Error::Finalizer);
+    let result = crate::finalizing::finalizer_result(result, CONTROLLER, Error::Finalizer);
     let outcome = if result.is_ok() { "success" } else { "error" };
     r.ctx
         .metrics

@@ -98,7 +98,7 @@ impl KubeconfigMetrics {
 }
 
 /// Go's `%G` for a whole number of seconds: plain up to six digits, `1.2E+06` beyond.
-pub fn go_g(seconds: u64) -> String {
+pub fn go_float(seconds: u64) -> String {
     let digits = seconds.to_string();
     if digits.len() <= 6 {
         return digits;
@@ -126,11 +126,11 @@ mod tests {
 
     #[test]
     fn go_g_matches_go_formatting() {
-        assert_eq!(go_g(51_840), "51840");
-        assert_eq!(go_g(86_400), "86400");
-        assert_eq!(go_g(600), "600");
-        assert_eq!(go_g(1_000_000), "1E+06");
-        assert_eq!(go_g(1_296_000), "1.296E+06");
+        assert_eq!(go_float(51_840), "51840");
+        assert_eq!(go_float(86_400), "86400");
+        assert_eq!(go_float(600), "600");
+        assert_eq!(go_float(1_000_000), "1E+06");
+        assert_eq!(go_float(1_296_000), "1.296E+06");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use super::CONTROLLER;
 use super::gardener::{IssueError, issue_admin_kubeconfig};
-use super::metrics::{ClusterStateLabels, ExpirationLabels, KubeconfigMetrics, go_g};
+use super::metrics::{ClusterStateLabels, ExpirationLabels, KubeconfigMetrics, go_float};
 use super::rotation::{self, RotationDecision, RotationPolicy};
 use super::secret::{self as kubeconfig_secret, SecretLocation};
 use super::status::{self, DesiredStatus, Reason};
@@ -104,7 +104,7 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     });
     let result = match tokio::time::timeout(timeout, work.instrument(span)).await {
         Err(_) => Err(Error::Timeout(timeout)),
-        Ok(outcome) => settle(outcome),
+        Ok(outcome) => finalizer_result(outcome),
     };
     let outcome = if result.is_ok() { "success" } else { "error" };
     r.ctx
@@ -113,9 +113,9 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     result
 }
 
-/// [`crate::finalizing::settle`] for GardenerClusters.
-fn settle(outcome: Result<Action, finalizer::Error<Error>>) -> Result<Action, Error> {
-    crate::finalizing::settle(outcome, CONTROLLER, Error::Finalizer)
+/// [`crate::finalizing::finalizer_result`] for GardenerClusters.
+fn finalizer_result(outcome: Result<Action, finalizer::Error<Error>>) -> Result<Action, Error> {
+    crate::finalizing::finalizer_result(outcome, CONTROLLER, Error::Finalizer)
 }
 
 /// Retry policy: log (at warn: the failure is retried and already in the status) and back off.
@@ -584,8 +584,8 @@ fn record_expiration(r: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
             runtimeId: runtime_id,
             shootName: shoot,
             expires: expires.to_string(),
-            rotationDuration: go_g(r.policy.rotation_period().as_secs()),
-            expirationDuration: go_g(r.policy.expiration().as_secs()),
+            rotationDuration: go_float(r.policy.rotation_period().as_secs()),
+            expirationDuration: go_float(r.policy.expiration().as_secs()),
         },
         expires,
     );
@@ -605,20 +605,20 @@ mod tests {
 
     #[test]
     fn a_finalizer_patch_on_an_object_already_gone_is_success() {
-        let settled = settle(Err(finalizer::Error::RemoveFinalizer(api_error(404))));
-        assert_eq!(settled.ok(), Some(Action::await_change()));
-        let settled = settle(Err(finalizer::Error::AddFinalizer(api_error(404))));
-        assert_eq!(settled.ok(), Some(Action::await_change()));
+        let result = finalizer_result(Err(finalizer::Error::RemoveFinalizer(api_error(404))));
+        assert_eq!(result.ok(), Some(Action::await_change()));
+        let result = finalizer_result(Err(finalizer::Error::AddFinalizer(api_error(404))));
+        assert_eq!(result.ok(), Some(Action::await_change()));
     }
 
     #[test]
     fn other_finalizer_failures_are_still_errors() {
         assert!(matches!(
-            settle(Err(finalizer::Error::RemoveFinalizer(api_error(409)))),
+            finalizer_result(Err(finalizer::Error::RemoveFinalizer(api_error(409)))),
             Err(Error::Finalizer(_))
         ));
         assert!(matches!(
-            settle(Err(finalizer::Error::CleanupFailed(Error::Timeout(
+            finalizer_result(Err(finalizer::Error::CleanupFailed(Error::Timeout(
                 Duration::from_secs(1)
             )))),
             Err(Error::Timeout(_))

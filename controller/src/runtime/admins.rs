@@ -92,8 +92,8 @@ pub fn binding_for(admin: &str) -> ClusterRoleBinding {
 }
 
 /// Applies the plan in the runtime cluster.
-pub async fn apply(skr: &Client, admins: &[String]) -> Result<(), kube::Error> {
-    let api: Api<ClusterRoleBinding> = Api::all(skr.clone());
+pub async fn apply(runtime_client: &Client, admins: &[String]) -> Result<(), kube::Error> {
+    let api: Api<ClusterRoleBinding> = Api::all(runtime_client.clone());
     let selector = format!("{LABEL_RECONCILER_MANAGED_BY}={MANAGED_BY_INFRASTRUCTURE_MANAGER}");
     let existing = api.list(&ListParams::default().labels(&selector)).await?;
     let plan = plan(admins, &existing.items);

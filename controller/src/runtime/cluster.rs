@@ -20,19 +20,19 @@ use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, admins, oidc};
 
 /// Time allowed for all calls into the new cluster in one reconcile.
-const SKR_TIMEOUT: Duration = Duration::from_secs(30);
+const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs one step in the new cluster within [`SKR_TIMEOUT`]. On an error or a timeout the
+/// Runs one step in the new cluster within [`RUNTIME_CLUSTER_TIMEOUT`]. On an error or a timeout the
 /// condition `cond` turns False with `reason` and "`what`: <cause>", the Runtime stays Pending
 /// and the returned action retries; `None` means the step succeeded.
-async fn skr_step<E: std::fmt::Display>(
+async fn runtime_cluster_step<E: std::fmt::Display>(
     draft: &mut StatusDraft,
     cond: &str,
     reason: &str,
     what: &str,
     step: impl std::future::Future<Output = Result<(), E>>,
 ) -> Option<Action> {
-    let cause = match tokio::time::timeout(SKR_TIMEOUT, step).await {
+    let cause = match tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, step).await {
         Ok(Ok(())) => return None,
         Ok(Err(e)) => {
             tracing::info!(error = %e, "{what}");
@@ -117,7 +117,7 @@ pub async fn after_provisioned(
         "Gardener Cluster CR is ready.",
     );
 
-    let skr = match tokio::time::timeout(SKR_TIMEOUT, r.skr_client(rt, &runtime_id)).await {
+    let runtime_client = match tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, r.runtime_cluster_client(rt, &runtime_id)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             tracing::info!(error = %e, "cannot build a client for the runtime cluster yet");
@@ -147,12 +147,12 @@ pub async fn after_provisioned(
             .map(oidc_spec_from_provider)
             .map_err(Error::Serialize)?;
         let specs = oidc::wanted(rt, default);
-        if let Some(action) = skr_step(
+        if let Some(action) = runtime_cluster_step(
             draft,
             condition::OIDC_CONFIGURED,
             reason::OIDC_CONFIGURATION_ERR,
             "failed to configure OIDC",
-            oidc::apply(&skr, &specs),
+            oidc::apply(&runtime_client, &specs),
         )
         .await
         {
@@ -173,12 +173,12 @@ pub async fn after_provisioned(
         );
     }
 
-    if let Some(action) = skr_step(
+    if let Some(action) = runtime_cluster_step(
         draft,
         condition::CONFIGURED,
         reason::CONFIGURATION_ERROR,
         "failed to update kubeconfig admin access",
-        admins::apply(&skr, &rt.spec.security.administrators),
+        admins::apply(&runtime_client, &rt.spec.security.administrators),
     )
     .await
     {
@@ -229,7 +229,7 @@ fn transient_or_failed(draft: &mut StatusDraft, e: &kube::Error) -> Action {
 
 /// Builds a client for the runtime cluster from the admin kubeconfig Secret
 /// `kubeconfig-<runtime-id>` (key `config`) that the GardenerCluster reconciler maintains.
-pub async fn skr_client(
+pub async fn runtime_cluster_client(
     kcp: &kube::Client,
     namespace: &str,
     runtime_id: &str,
@@ -248,7 +248,7 @@ pub async fn skr_client(
         .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY))
         .map(|b| b.0.clone())
         .ok_or_else(|| SkrError::NoKey { name: name.clone() })?;
-    let config = crate::gardener::client::config_from_secret(&bytes, SKR_TIMEOUT)
+    let config = crate::gardener::client::config_from_secret(&bytes, RUNTIME_CLUSTER_TIMEOUT)
         .await
         .map_err(|source| SkrError::Parse {
             name: name.clone(),
@@ -295,12 +295,12 @@ pub enum SkrError {
 
 impl Reconciler {
     /// A client for the Runtime's cluster.
-    pub async fn skr_client(
+    pub async fn runtime_cluster_client(
         &self,
         rt: &Runtime,
         runtime_id: &str,
     ) -> Result<kube::Client, SkrError> {
-        skr_client(
+        runtime_cluster_client(
             &self.ctx.kcp,
             &rt.namespace().unwrap_or_default(),
             runtime_id,

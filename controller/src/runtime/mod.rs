@@ -77,8 +77,9 @@ impl Error {
     }
 }
 
+/// What the Runtime reconciler remembers per Runtime between reconciles.
 #[derive(Default)]
-struct Memory {
+struct RuntimeRecords {
     /// Runtime uid -> Runtime generation we last applied to its Shoot (the watch cache may lag).
     applied: HashMap<String, i64>,
     /// Runtime uid -> Shoot generation when the Runtime became Ready (drift detection).
@@ -91,7 +92,7 @@ struct Memory {
     scheduled: HashMap<String, Instant>,
     /// Runtime uid -> (generation, until): no Gardener write for this generation before then,
     /// after a permanent error.
-    held: HashMap<String, (i64, Instant)>,
+    backed_off: HashMap<String, (i64, Instant)>,
 }
 
 /// State of the Runtime reconciler.
@@ -105,11 +106,11 @@ pub struct Reconciler {
     /// Resolves to `true` once the Shoot and GardenerCluster caches hold their first full
     /// list, to `false` if the controller stops first.
     caches_ready: Shared<BoxFuture<'static, bool>>,
-    memory: Arc<Mutex<Memory>>,
+    records: Arc<Mutex<RuntimeRecords>>,
     in_flight: AtomicUsize,
 }
 
-fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
+fn lock(m: &Mutex<RuntimeRecords>) -> std::sync::MutexGuard<'_, RuntimeRecords> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -119,7 +120,7 @@ fn lock(m: &Mutex<Memory>) -> std::sync::MutexGuard<'_, Memory> {
 /// Runs the Runtime reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let ns = ctx.args.namespace.clone();
-    let memory = Arc::new(Mutex::new(Memory::default()));
+    let records = Arc::new(Mutex::new(RuntimeRecords::default()));
 
     // Watch caches without managedFields: they are most of an object's size.
     let (rt_store, rt_writer) = reflector::store::<Runtime>();
@@ -165,11 +166,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         caches_ready: caches_ready(shoot_store.clone(), gc_store.clone(), shutdown.clone()),
         shoots: shoot_store,
         clusters: gc_store,
-        memory: memory.clone(),
+        records: records.clone(),
         in_flight: AtomicUsize::new(0),
     });
-    let shoot_memory = memory.clone();
-    let gc_memory = memory;
+    let shoot_memory = records.clone();
+    let gc_memory = records;
     let ns_shoot = ns.clone();
     let ns_gc = ns;
     let config = ControllerConfig::default()
@@ -230,8 +231,8 @@ fn caches_ready(
     .shared()
 }
 
-fn runtime_ref(memory: &Mutex<Memory>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
-    let name = lock(memory)
+fn runtime_ref(records: &Mutex<RuntimeRecords>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
+    let name = lock(records)
         .names
         .get(runtime_id)
         .cloned()
@@ -259,7 +260,7 @@ async fn reconcile(rt: Arc<Runtime>, r: Arc<Reconciler>) -> Result<Action, Error
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     if let Ok(action) = &result {
-        let mut m = lock(&r.memory);
+        let mut m = lock(&r.records);
         m.failures.remove(&rt.name_any());
         if *action == Action::await_change() {
             m.scheduled.remove(&rt.name_any());
@@ -281,7 +282,7 @@ async fn reconcile_inner(
     if !r.caches_ready.clone().await {
         return Ok(Action::await_change());
     }
-    lock(&r.memory)
+    lock(&r.records)
         .names
         .insert(runtime_id.to_owned(), rt.name_any());
     let now = jiff::Timestamp::now();
@@ -302,7 +303,7 @@ async fn reconcile_inner(
 
 fn error_policy(rt: Arc<Runtime>, err: &Error, r: Arc<Reconciler>) -> Action {
     let failures = {
-        let mut m = lock(&r.memory);
+        let mut m = lock(&r.records);
         let n = m.failures.entry(rt.name_any()).or_insert(0);
         *n = n.saturating_add(1);
         *n
@@ -397,36 +398,36 @@ impl Reconciler {
 
     /// Remaining hold after a permanent error for the Runtime's current generation (a forced
     /// patch ignores it).
-    fn held(&self, rt: &Runtime) -> Option<Duration> {
+    fn backoff_remaining(&self, rt: &Runtime) -> Option<Duration> {
         if rt
             .annotations()
             .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
         {
             return None;
         }
-        let m = lock(&self.memory);
-        let (generation, until) = m.held.get(&rt.uid().unwrap_or_default())?;
+        let m = lock(&self.records);
+        let (generation, until) = m.backed_off.get(&rt.uid().unwrap_or_default())?;
         let now = Instant::now();
         (Some(*generation) == rt.metadata.generation && *until > now).then(|| *until - now)
     }
 
-    fn hold(&self, rt: &Runtime, period: Duration) {
+    fn back_off(&self, rt: &Runtime, period: Duration) {
         if let Some(g) = rt.metadata.generation {
-            lock(&self.memory)
-                .held
+            lock(&self.records)
+                .backed_off
                 .insert(rt.uid().unwrap_or_default(), (g, Instant::now() + period));
         }
     }
 
     fn applied_generation(&self, rt: &Runtime) -> Option<i64> {
-        lock(&self.memory)
+        lock(&self.records)
             .applied
             .get(&rt.uid().unwrap_or_default())
             .copied()
     }
 
     fn record_applied(&self, rt: &Runtime, shoot: &Shoot) {
-        let mut m = lock(&self.memory);
+        let mut m = lock(&self.records);
         let uid = rt.uid().unwrap_or_default();
         if let Some(g) = rt.metadata.generation {
             m.applied.insert(uid.clone(), g);
@@ -439,7 +440,7 @@ impl Reconciler {
 
     fn record_ready(&self, rt: &Runtime, shoot: &Shoot) {
         if let Some(g) = shoot.metadata.generation {
-            lock(&self.memory)
+            lock(&self.records)
                 .ready_shoot_generation
                 .insert(rt.uid().unwrap_or_default(), g);
         }
@@ -455,7 +456,7 @@ impl Reconciler {
         let Some(current) = shoot.metadata.generation else {
             return false;
         };
-        let mut m = lock(&self.memory);
+        let mut m = lock(&self.records);
         let uid = rt.uid().unwrap_or_default();
         match m.ready_shoot_generation.get(&uid) {
             Some(seen) => ready && current > *seen,
@@ -470,13 +471,13 @@ impl Reconciler {
     }
 
     fn forget(&self, rt: &Runtime) {
-        let mut m = lock(&self.memory);
+        let mut m = lock(&self.records);
         let uid = rt.uid().unwrap_or_default();
         m.applied.remove(&uid);
         m.ready_shoot_generation.remove(&uid);
         m.scheduled.remove(&rt.name_any());
         m.failures.remove(&rt.name_any());
-        m.held.remove(&uid);
+        m.backed_off.remove(&uid);
         if let Some(id) = rt.runtime_id() {
             m.names.remove(id);
             self.ctx.metrics.remove_runtime_state(id);
@@ -484,7 +485,7 @@ impl Reconciler {
     }
 
     fn publish_queue_depth(&self) {
-        let scheduled = lock(&self.memory).scheduled.len();
+        let scheduled = lock(&self.records).scheduled.len();
         self.ctx.metrics.set_queue_depth(
             CONTROLLER,
             scheduled + self.in_flight.load(Ordering::Relaxed),

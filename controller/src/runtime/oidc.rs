@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 pub const DEFAULT_USERNAME_CLAIM: &str = "sub";
 
 /// Field manager for objects in the runtime cluster.
-pub const SKR_FIELD_MANAGER: &str = "kim";
+pub const RUNTIME_CLUSTER_FIELD_MANAGER: &str = "kim";
 
 /// Whether the Shoot has the `shoot-oidc-service` extension enabled (nil `disabled` = on).
 pub fn extension_enabled(shoot: &Shoot) -> bool {
@@ -102,10 +102,10 @@ fn resource() -> ApiResource {
 
 /// Applies the wanted `OpenIDConnect` objects and removes stale managed ones. Each object
 /// is tried; the error names every one that failed.
-pub async fn apply(skr: &Client, specs: &[Value]) -> Result<(), String> {
+pub async fn apply(runtime_client: &Client, specs: &[Value]) -> Result<(), String> {
     let ar = resource();
-    let api: Api<DynamicObject> = Api::all_with(skr.clone(), &ar);
-    let pp = PatchParams::apply(SKR_FIELD_MANAGER).force();
+    let api: Api<DynamicObject> = Api::all_with(runtime_client.clone(), &ar);
+    let pp = PatchParams::apply(RUNTIME_CLUSTER_FIELD_MANAGER).force();
     let mut names = Vec::new();
     let mut failed = Vec::new();
     for (i, spec) in specs.iter().enumerate() {

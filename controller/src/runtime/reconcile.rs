@@ -174,7 +174,7 @@ async fn create_shoot(
             let action =
                 gardener_failure(draft, reason::GARDENER_ERR, "Gardener API create error", &e);
             if classify::classify(&e) == ApiErrorKind::Permanent {
-                r.hold(rt, PERMANENT_RETRY);
+                r.back_off(rt, PERMANENT_RETRY);
             }
             Ok(action)
         }
@@ -234,7 +234,7 @@ async fn prepare(
             &e,
         ));
     }
-    if let Some(wait) = r.held(rt) {
+    if let Some(wait) = r.backoff_remaining(rt) {
         return Err(Action::requeue(wait));
     }
     Ok(converted)
@@ -461,7 +461,7 @@ fn patch_failure(
         }
         _ => {
             tracing::warn!(error = %e, "{what}");
-            r.hold(rt, PERMANENT_RETRY);
+            r.back_off(rt, PERMANENT_RETRY);
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::False,
