@@ -5,11 +5,6 @@
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
-/// Lease validity after the last renewal, seconds (default of `--leader-elect-lease-duration`).
-pub const LEASE_DURATION_SECONDS: u64 = 15;
-/// Renew this long before expiry, seconds (a third of the duration).
-pub const LEASE_GRACE_SECONDS: u64 = 5;
-
 /// Leader election failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {

@@ -2,8 +2,8 @@
 //!
 //! The process skeleton (flags, clients, leader election, metrics and health server, logging)
 //! lives here; each reconciler is a module with `pub async fn run(ctx: Arc<Context>,
-//! shutdown: Shutdown)` and is registered in the [`reconcilers!`] line below. See
-//! `notes/controller-shared.md` for how to plug one in.
+//! shutdown: Shutdown)`, started by [`spawn_reconcilers`]: to add one, add its module and a line
+//! there.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -19,24 +19,28 @@ pub mod server;
 
 pub use context::{Context, LIST_PAGE_SIZE, Shutdown};
 
-/// Declares the reconciler modules and [`spawn_reconcilers`], which starts each module's
-/// `run(ctx, shutdown)` on its own task once this replica leads.
-macro_rules! reconcilers {
-    ($($module:ident),+ $(,)?) => {
-        $(pub mod $module;)+
+pub mod access;
+pub mod gardener_cluster;
+pub mod runtime;
 
-        /// Starts every registered reconciler; each returns when `shutdown` is cancelled.
-        pub fn spawn_reconcilers(
-            ctx: &std::sync::Arc<Context>,
-            shutdown: &Shutdown,
-        ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
-            vec![$((
-                stringify!($module),
-                tokio::spawn($module::run(ctx.clone(), shutdown.clone())),
-            )),+]
-        }
-    };
+/// Starts every reconciler on its own task once this replica leads; each returns when
+/// `shutdown` is cancelled.
+pub fn spawn_reconcilers(
+    ctx: &std::sync::Arc<Context>,
+    shutdown: &Shutdown,
+) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
+    vec![
+        (
+            "runtime",
+            tokio::spawn(runtime::run(ctx.clone(), shutdown.clone())),
+        ),
+        (
+            "gardener_cluster",
+            tokio::spawn(gardener_cluster::run(ctx.clone(), shutdown.clone())),
+        ),
+        (
+            "access",
+            tokio::spawn(access::run(ctx.clone(), shutdown.clone())),
+        ),
+    ]
 }
-
-// One line: add a module name here to run its reconciler in this process.
-reconcilers!(runtime, gardener_cluster, access);

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use kim_controller::cli;
+use kim_controller::{cli, runner};
 use std::process::ExitCode;
 
 /// The infrastructure manager's reconcilers and tools.
@@ -28,11 +28,9 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         None => cli::run::default_args()
             .map_err(|e| e.to_string())
-            .and_then(|args| {
-                cli::run::execute(args).map_err(|e| format!("kim-controller run: {e}"))
-            }),
+            .and_then(|args| runner::execute(args).map_err(|e| format!("kim-controller run: {e}"))),
         Some(Command::Run(args)) => {
-            cli::run::execute(*args).map_err(|e| format!("kim-controller run: {e}"))
+            runner::execute(*args).map_err(|e| format!("kim-controller run: {e}"))
         }
         Some(Command::Convert(args)) => cli::convert::execute(
             &args,

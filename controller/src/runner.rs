@@ -22,6 +22,9 @@ pub enum RunError {
     /// Logging flags are wrong.
     #[error("{0}")]
     Logging(String),
+    /// The async runtime (Tokio) could not start.
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(String),
     /// The KCP client could not be built.
     #[error("KCP connection (--kcp-kubeconfig-path, KUBECONFIG or in-cluster): {0}")]
     Kcp(String),
@@ -223,6 +226,15 @@ async fn join_within(
         }
     }
     aborted
+}
+
+/// Starts the async runtime and runs the process until a signal or lost leadership.
+pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::AsyncRuntime(e.to_string()))?;
+    runtime.block_on(run(args))
 }
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].

@@ -11,6 +11,7 @@ pub mod config;
 pub mod convert;
 pub mod crds;
 pub mod defaults;
+pub mod duration;
 pub mod gardener;
 pub mod json;
 pub mod names;

@@ -26,7 +26,7 @@ pub enum Command {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90s, 10m, 2h, 90d)"))
+    kim_shared::duration::parse_duration(s)
 }
 
 /// Where the KIM configuration files are (the same files as the controller's).
@@ -366,7 +366,7 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(
-            err.contains("--serving-lifetime") && err.contains("examples"),
+            err.contains("--serving-lifetime") && err.contains("like 3s, 90m, 24h or 90d"),
             "{err}"
         );
     }

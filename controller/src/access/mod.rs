@@ -57,11 +57,14 @@ pub struct AccessArgs {
     pub allowed_role_refs: Vec<kim_shared::access::AllowedRoleRef>,
     /// Time allowed for each request to a runtime's API server (connect included), so that an
     /// unreachable or hibernated runtime fails a reconcile quickly instead of holding it.
-    #[arg(long = "access-shoot-request-timeout", default_value = "30s", value_parser = crate::cli::run::parse_duration)]
+    #[arg(long = "access-shoot-request-timeout", default_value = "30s", value_parser = kim_shared::duration::parse_duration)]
     pub shoot_request_timeout: std::time::Duration,
     /// Longest token lifetime a RuntimeAccess may request.
     #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = parse_token_lifetime)]
     pub max_token_expiration: std::time::Duration,
+    /// RuntimeAccess reconciles running at once (each may wait on a runtime's API server).
+    #[arg(long = "access-ctrl-workers-cnt", default_value_t = 25)]
+    pub workers: u16,
 }
 
 /// Smallest `--access-rotation-ratio`: below it a rotation would not leave the API server time
@@ -90,7 +93,7 @@ pub fn parse_rotation_ratio(s: &str) -> Result<f64, String> {
 /// Parses a token lifetime flag: a duration of at least 10 minutes, the least TokenRequest
 /// issues (a shorter default would fail every token request at run time instead of at start).
 pub fn parse_token_lifetime(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::cli::run::parse_duration(s)?;
+    let d = kim_shared::duration::parse_duration(s)?;
     let min = kim_shared::access::MIN_TOKEN_EXPIRATION_SECONDS.unsigned_abs();
     if d.as_secs() < min {
         return Err(format!(
@@ -109,6 +112,7 @@ impl Default for AccessArgs {
             allowed_role_refs: Vec::new(),
             shoot_request_timeout: std::time::Duration::from_secs(30),
             max_token_expiration: std::time::Duration::from_secs(24 * 3600),
+            workers: 25,
         }
     }
 }
@@ -128,6 +132,7 @@ impl AccessArgs {
 /// Runs the RuntimeAccess reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let args = ctx.args.access.clone();
+    let workers = args.workers.max(1);
     let namespace = ctx.args.namespace.clone();
     let requests: Api<RuntimeAccess> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
@@ -141,10 +146,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(reconcile::Reconciler::new(ctx.clone(), args, metrics));
     Controller::new(requests, watcher::Config::default())
         .owns(secrets, watcher::Config::default().labels(&managed))
-        .with_config(
-            controller::Config::default()
-                .concurrency(ctx.args.gardener_cluster_ctrl_workers_cnt.max(1)),
-        )
+        .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| async move {

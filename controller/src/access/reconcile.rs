@@ -416,7 +416,17 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     let shoot_objects = if record::needs_shoot(&facts, &fingerprint, decision) {
         let a = match shoot_access(r, ra, &admin).await {
             Ok(a) => a,
-            Err(e) => return fail(r, ra, REASON_ADMIN_KUBECONFIG_UNUSABLE, "reaching the runtime", e, now).await,
+            Err(e) => {
+                return fail(
+                    r,
+                    ra,
+                    REASON_ADMIN_KUBECONFIG_UNUSABLE,
+                    "reaching the runtime",
+                    e,
+                    now,
+                )
+                .await;
+            }
         };
         // What this request created before: the durable record and the (maybe older) status.
         let mut previous = facts.applied_objects.clone().unwrap_or_default();
@@ -458,8 +468,15 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                     let a = match shoot_access(r, ra, &admin).await {
                         Ok(a) => a,
                         Err(e) => {
-                            return fail(r, ra, REASON_ADMIN_KUBECONFIG_UNUSABLE, "reaching the runtime", e, now)
-                                .await;
+                            return fail(
+                                r,
+                                ra,
+                                REASON_ADMIN_KUBECONFIG_UNUSABLE,
+                                "reaching the runtime",
+                                e,
+                                now,
+                            )
+                            .await;
                         }
                     };
                     match ensure_shoot_objects(&a.client, ra, Vec::new()).await {

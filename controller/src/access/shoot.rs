@@ -76,7 +76,10 @@ fn meta(ra: &RuntimeAccess, name: &str, namespace: Option<&str>) -> ObjectMeta {
                 names::LABEL_MANAGED_BY.to_owned(),
                 names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
             ),
-            (LABEL_RUNTIME_ACCESS_UID.to_owned(), ra.uid().unwrap_or_default()),
+            (
+                LABEL_RUNTIME_ACCESS_UID.to_owned(),
+                ra.uid().unwrap_or_default(),
+            ),
         ])),
         annotations: Some(BTreeMap::from([(
             ANNOTATION_RUNTIME_ACCESS.to_owned(),
@@ -373,7 +376,12 @@ pub async fn delete(
     let ns = obj.namespace.clone().unwrap_or_default();
     match obj.kind.as_str() {
         "ServiceAccount" => {
-            delete_owned(Api::<ServiceAccount>::namespaced(shoot.clone(), &ns), ra, &obj.name).await
+            delete_owned(
+                Api::<ServiceAccount>::namespaced(shoot.clone(), &ns),
+                ra,
+                &obj.name,
+            )
+            .await
         }
         "ClusterRole" => delete_owned(Api::<ClusterRole>::all(shoot.clone()), ra, &obj.name).await,
         "ClusterRoleBinding" => {
@@ -381,14 +389,23 @@ pub async fn delete(
         }
         "Role" => delete_owned(Api::<Role>::namespaced(shoot.clone(), &ns), ra, &obj.name).await,
         "RoleBinding" => {
-            delete_owned(Api::<RoleBinding>::namespaced(shoot.clone(), &ns), ra, &obj.name).await
+            delete_owned(
+                Api::<RoleBinding>::namespaced(shoot.clone(), &ns),
+                ra,
+                &obj.name,
+            )
+            .await
         }
         // Nothing else is ever created; an unknown kind in the record is not ours to delete.
         _ => Ok(Deletion::NotOwned),
     }
 }
 
-async fn delete_owned<K>(api: Api<K>, ra: &RuntimeAccess, name: &str) -> Result<Deletion, kube::Error>
+async fn delete_owned<K>(
+    api: Api<K>,
+    ra: &RuntimeAccess,
+    name: &str,
+) -> Result<Deletion, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -599,7 +616,10 @@ mod tests {
     fn only_objects_with_the_requests_uid_label_are_its_own() {
         let mut ra = request();
         let sa = service_account(&ra);
-        assert!(!created_by(sa.labels(), &ra), "a request without a UID owns nothing");
+        assert!(
+            !created_by(sa.labels(), &ra),
+            "a request without a UID owns nothing"
+        );
         ra.metadata.uid = Some("uid-1".into());
         let sa = service_account(&ra);
         assert!(created_by(sa.labels(), &ra));
@@ -614,7 +634,10 @@ mod tests {
         }
         let mut other = ra.clone();
         other.metadata.uid = Some("uid-2".into());
-        assert!(!created_by(sa.labels(), &other), "same name, another request");
+        assert!(
+            !created_by(sa.labels(), &other),
+            "same name, another request"
+        );
         assert!(!created_by(&BTreeMap::new(), &ra));
     }
 

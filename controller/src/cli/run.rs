@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kim_shared::duration::parse_duration;
+
 /// Flags of `kim-controller run` (the default subcommand).
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -159,17 +161,6 @@ pub fn default_args() -> Result<RunArgs, clap::Error> {
     <Only as clap::Parser>::try_parse_from(["kim-controller"]).map(|o| o.run)
 }
 
-/// Starts the async runtime and runs the process until a signal or lost leadership.
-pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            crate::runner::RunError::Logging(format!("cannot start the async runtime: {e}"))
-        })?;
-    runtime.block_on(crate::runner::run(args))
-}
-
 /// Parses Go-style bind addresses: `:8080` means every interface.
 pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
     let full = if s.starts_with(':') {
@@ -191,12 +182,6 @@ pub fn parse_lease_duration(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
-}
-
-/// Parses durations such as `3s`, `24h`, `100m` (Go duration style).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration like 3s, 90m or 24h ({e})"))
 }
 
 #[cfg(test)]
@@ -273,11 +258,5 @@ mod tests {
             let arg = format!("--leader-elect-lease-duration={bad}");
             assert!(Cli::try_parse_from(["x", arg.as_str()]).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn bad_duration_names_the_format() {
-        let err = parse_duration("soon").unwrap_err();
-        assert!(err.contains("like 3s"), "{err}");
     }
 }

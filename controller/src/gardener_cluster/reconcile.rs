@@ -398,11 +398,7 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
 
 /// Gives a Secret written by upstream KIM (or before a namespace change) our owner reference
 /// and labels, once. Cheap no-op when already in place.
-async fn adopt(
-    gc: &GardenerCluster,
-    secret: &Secret,
-    secrets: &Api<Secret>,
-) -> Result<(), Error> {
+async fn adopt(gc: &GardenerCluster, secret: &Secret, secrets: &Api<Secret>) -> Result<(), Error> {
     let loc = SecretLocation::of(gc);
     let Some(owner) = kubeconfig_secret::owner_reference(gc, &loc.namespace) else {
         return Ok(());

@@ -120,7 +120,8 @@ pub fn belongs_to(secret: &Secret, gc: &GardenerCluster) -> bool {
         .clone()
         .any(|o| o.kind == "GardenerCluster" && Some(&o.uid) != gc.metadata.uid.as_ref());
     let by_owner = owners.any(|o| Some(&o.uid) == gc.metadata.uid.as_ref());
-    let by_name = label(names::LABEL_CLUSTER_NAME).is_some() && label(names::LABEL_CLUSTER_NAME) == gc.metadata.name.as_ref();
+    let by_name = label(names::LABEL_CLUSTER_NAME).is_some()
+        && label(names::LABEL_CLUSTER_NAME) == gc.metadata.name.as_ref();
     let gc_runtime = gc
         .metadata
         .labels
@@ -238,14 +239,29 @@ mod tests {
     #[test]
     fn only_kubeconfig_secrets_of_this_cluster_belong_to_it() {
         let gc = cluster("kcp-system");
-        let managed = (names::LABEL_MANAGED_BY, names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+        let managed = (
+            names::LABEL_MANAGED_BY,
+            names::MANAGED_BY_INFRASTRUCTURE_MANAGER,
+        );
         // Upstream's Secret: managed-by and the runtime-id, no owner.
-        assert!(belongs_to(&labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]), &gc));
-        assert!(belongs_to(&labelled(&[managed, (names::LABEL_CLUSTER_NAME, "rt-1")]), &gc));
+        assert!(belongs_to(
+            &labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]),
+            &gc
+        ));
+        assert!(belongs_to(
+            &labelled(&[managed, (names::LABEL_CLUSTER_NAME, "rt-1")]),
+            &gc
+        ));
         // Anything else of the namespace: credentials, certificates, another runtime's.
         assert!(!belongs_to(&labelled(&[]), &gc));
-        assert!(!belongs_to(&labelled(&[(names::LABEL_RUNTIME_ID, "rt-1")]), &gc), "no managed-by");
-        assert!(!belongs_to(&labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-2")]), &gc));
+        assert!(
+            !belongs_to(&labelled(&[(names::LABEL_RUNTIME_ID, "rt-1")]), &gc),
+            "no managed-by"
+        );
+        assert!(!belongs_to(
+            &labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-2")]),
+            &gc
+        ));
         assert!(!belongs_to(&labelled(&[managed]), &gc));
         // Owned by another GardenerCluster: never, whatever the labels say.
         let mut theirs = labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]);

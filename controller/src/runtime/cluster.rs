@@ -117,7 +117,12 @@ pub async fn after_provisioned(
         "Gardener Cluster CR is ready.",
     );
 
-    let runtime_client = match tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, r.runtime_cluster_client(rt, &runtime_id)).await {
+    let runtime_client = match tokio::time::timeout(
+        RUNTIME_CLUSTER_TIMEOUT,
+        r.runtime_cluster_client(rt, &runtime_id),
+    )
+    .await
+    {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             tracing::info!(error = %e, "cannot build a client for the runtime cluster yet");

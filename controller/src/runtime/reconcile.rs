@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
-use super::status::{CondStatus, StatusDraft};
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
+use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, cluster};
 
 /// Does the non-deletion part of a reconcile.
@@ -603,4 +603,3 @@ fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft)
         }
     }
 }
-
