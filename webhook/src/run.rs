@@ -9,17 +9,18 @@ use axum::Router;
 use tokio::sync::watch;
 
 use kim_certs::{CertResolver, CertRotator, RotationConfig};
+use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::admission::AdmissionContext;
 use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
+use crate::request::AdmissionContext;
 use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
 /// (target `audit`) bypass the formatter and are written as their own JSON lines; keep the
 /// returned guard until the program ends, so that the last records are written.
 #[must_use = "dropping the guard stops the audit log writer"]
-pub fn init_logging(format: &str) -> Option<crate::audit::FlushGuard> {
+pub fn init_logging(format: &str) -> WorkerGuard {
     init_logging_to(format, std::io::stdout, std::io::stdout())
 }
 
@@ -30,7 +31,7 @@ pub fn init_logging_to<W>(
     format: &str,
     logs: W,
     audit: impl std::io::Write + Send + 'static,
-) -> Option<crate::audit::FlushGuard>
+) -> WorkerGuard
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -49,7 +50,8 @@ where
             .with_writer(logs)
             .boxed()
     };
-    let (audit, guard) = crate::audit::AuditLogLayer::new(audit).ok().unzip();
+    let (audit, guard) = crate::audit::AuditLogLayer::new(audit);
+    audit.report_dropped();
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(fmt.with_filter(not_audit))
