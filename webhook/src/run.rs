@@ -21,7 +21,10 @@ use crate::server::{AppState, admin_router, admission_router, bind, serve_plain,
 /// returned guard until the program ends, so that the last records are written.
 #[must_use = "dropping the guard stops the audit log writer"]
 pub fn init_logging(format: &str) -> WorkerGuard {
-    init_logging_to(format, std::io::stdout, std::io::stdout())
+    // Buffered: the audit writer writes what it has queued in one system call and flushes
+    // whenever its queue is empty, so a record is never held back.
+    let audit = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
+    init_logging_to(format, std::io::stdout, audit)
 }
 
 /// [`init_logging`] with other writers than stdout: `logs` for the log lines, `audit` for the
