@@ -1,6 +1,7 @@
-//! Reading an AdmissionReview with serde, in one pass over the body: the envelope borrows from
-//! the body, the objects are kept as their JSON text ([`RawValue`], which only checks them) and
-//! typed from it, and `metadata.managedFields` is skipped ([`IgnoredAny`]) instead of typed.
+//! Reading an AdmissionReview with serde, without an intermediate JSON tree: one pass reads the
+//! envelope, borrowing from the body and keeping the objects as their JSON text ([`RawValue`],
+//! which only checks it); each object is then typed from its text, with
+//! `metadata.managedFields` skipped ([`IgnoredAny`]) instead of typed.
 //!
 //! Why skip `managedFields`: the apiserver puts it into every object of a review (about a third
 //! of a Runtime CREATE review, and twice in an UPDATE), no rule reads it, and typing its
@@ -388,9 +389,13 @@ mod tests {
         }
         let cm: ConfigMap = object(r#"{"metadata":{"generation":0}}"#).expect("decodes");
         assert_eq!(cm.metadata.generation, Some(0));
-        // In a map the last of duplicate keys wins.
-        let cm: ConfigMap = object(r#"{"metadata":{},"data":{"k":"1","k":"2"}}"#).expect("decodes");
+        // In a map, and in k8s-openapi's types (metadata), the last of duplicate keys wins
+        // (the derived types of the request and of our API refuse them: `crate::kinds`).
+        let cm: ConfigMap =
+            object(r#"{"metadata":{"name":"a","name":"b"},"data":{"k":"1","k":"2"}}"#)
+                .expect("decodes");
         assert_eq!(cm.data.and_then(|d| d.get("k").cloned()), Some("2".into()));
+        assert_eq!(cm.metadata.name.as_deref(), Some("b"));
     }
 
     #[test]
