@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use hyper::body::Bytes;
 use kim_webhook::request::Mode;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The server's allocator, so that the in-process profile (`KIM_BENCH_PROFILE=1`) costs what
@@ -638,6 +639,25 @@ fn profile_steps(create: &Bytes, create_defaulted: &Bytes) -> Result<()> {
     });
     time("to_value(Runtime)", &mut || {
         std::hint::black_box(serde_json::to_value(&rt).unwrap());
+    });
+    // The mutating path's own steps: the object as sent as a JSON value, and the patch.
+    let mutate_object = serde_json::from_slice::<Value>(create)?["request"]["object"].to_string();
+    time(
+        "object as sent into Value, without managedFields",
+        &mut || {
+            std::hint::black_box(kim_webhook::decode::object_value(&mutate_object).unwrap());
+        },
+    );
+    let sent = kim_webhook::decode::object_value(&mutate_object)?;
+    time("type the Runtime from that Value", &mut || {
+        let r = kim_shared::api::Runtime::deserialize(&sent).unwrap();
+        std::hint::black_box(r);
+    });
+    let mut defaulted_rt: kim_shared::api::Runtime = kim_webhook::decode::object(&mutate_object)?;
+    kim_shared::defaults::apply_defaults(&mut defaulted_rt, &cfg);
+    let after = serde_json::to_value(&defaulted_rt)?;
+    time("json_patch::diff(as sent, defaulted)", &mut || {
+        std::hint::black_box(json_patch::diff(&sent, &after));
     });
     time(
         "admit validate (full, audit to tracing off)",
