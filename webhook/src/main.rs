@@ -29,7 +29,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            // Held to the end of `main`: dropping it writes the audit records still queued.
+            // Held to the end of `main`: dropping it waits (up to about a second) until the audit
+            // records still queued are written.
             let _audit_log = kim_webhook::run::init_logging(&args.log_format);
             // A bad configuration stops the program with the key at fault (never serve with
             // guessed defaults: every Runtime would be judged wrongly).
