@@ -91,11 +91,12 @@ crds:
 bench-convert:
 	$(CARGO) bench -p kim-shared --bench convert
 
-## Load on kim-webhook over TLS keep-alive (16 connections): no-op vs /validate/runtime vs
-## /mutate/runtime, a paced 5k req/s run, RSS. Prints the figures and writes docs/benchmarks.md.
-## The same endpoints once more with wrk (the load generator the issue names; installed from the
-## Debian archive when missing and possible, else the cross-check says it was not run).
-## Then Runtime creates through the real apiserver with and without the webhooks (p50/p99).
+## Load on kim-webhook over TLS keep-alive (16 connections): /validate/runtime and
+## /mutate/runtime against the bench's own no-op and generic-decode reference server, a paced
+## 5k req/s run, RSS. Prints the figures and the verdicts on the targets and writes
+## docs/benchmarks.md. The same endpoints once more with wrk (installed from the Debian archive
+## when missing and possible, else the cross-check says it was not run). Then Runtime creates
+## through the real apiserver with and without the webhooks (p50/p99 and the p99 verdict).
 bench-webhook:
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& apt-get install -y -q wrk >/dev/null 2>&1; } || echo "bench-webhook: wrk is not installed and could not be; the wrk cross-check will say so"

@@ -2,9 +2,6 @@
 //! pure core shared by the webhook and the controller. No I/O, no async, no clients.
 #![forbid(unsafe_code)]
 
-// The `Decode` derive names this crate by its path, also from inside it.
-extern crate self as kim_shared;
-
 pub mod access;
 pub mod api;
 pub mod config;
@@ -13,6 +10,5 @@ pub mod crds;
 pub mod defaults;
 pub mod duration;
 pub mod gardener;
-pub mod json;
 pub mod names;
 pub mod validation;

@@ -322,8 +322,6 @@ fn no_comment_cites_files_outside_the_repository() -> Result<()> {
 /// modules in sorted order). The check fails on any other circle, and on a listed one that is
 /// gone, so that the list only shrinks.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    // The review decoder and the audit record share request types.
-    &["kim_webhook::admission", "kim_webhook::audit"],
     // The test environment starts the fixtures and the simulator, which use its error type,
     // paths and cluster facts.
     &[

@@ -71,10 +71,6 @@ pub struct ServeArgs {
     /// Largest accepted request body; larger ones get 413.
     #[arg(long, env = "KIM_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_request_bytes: usize,
-    /// Also serve the benchmark routes `/noop`, `/noop/decode` and `/noop/spin` on the HTTPS
-    /// port (`make bench-webhook` sets it; off in production).
-    #[arg(long, env = "KIM_WEBHOOK_BENCHMARK_ROUTES")]
-    pub benchmark_routes: bool,
     /// How long open connections may finish after SIGTERM.
     #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,

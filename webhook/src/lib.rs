@@ -1,22 +1,28 @@
-//! `kim-webhook`: the admission webhook of the infrastructure manager.
+//! `kim-webhook`: the admission webhook of the infrastructure manager, laid out as
+//! controller-runtime's admission package.
 //!
 //! A request flows: TLS accept ([`server::serve_tls`], certificate from
-//! [`kim_certs::CertResolver`]) -> axum route -> body limit -> [`admission::admit`] (decode the
-//! `AdmissionReview`, default or validate through the type's [`admission::Admitted`]) ->
-//! response (allowed / denied with field causes / JSON patch / warnings / audit annotations)
-//! -> one [`audit::AuditRecord`] -> metrics.
+//! [`kim_certs::CertResolver`]) -> axum route -> body limit -> [`admission::mutate`] or
+//! [`admission::validate`]: decode the `AdmissionReview` ([`decode`]), hand the request to the
+//! type's [`defaulter::Defaulter`] or [`validator::Validator`] ([`kinds`]), answer
+//! ([`response`]: allowed / denied with field causes / JSON patch / warnings / audit
+//! annotations) -> one [`audit::AuditRecord`] -> metrics. [`request`] holds what they all
+//! share.
 #![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod audit;
 pub mod cli;
+pub mod decode;
+pub mod defaulter;
 pub mod kinds;
 pub mod metrics;
 pub mod offline;
-pub mod patch;
-pub mod review_sample;
+pub mod request;
+pub mod response;
 pub mod run;
 pub mod server;
+pub mod validator;
 
 use std::sync::Arc;
 
@@ -24,37 +30,20 @@ use axum::Router;
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
 
-use crate::admission::Mode;
-use crate::server::{AppState, admission_route, noop_decode_route, noop_route, noop_spin_route};
+use crate::server::{AppState, mutating_route, validating_route};
 
-/// Every admission route of the webhook. Adding a type is one [`admission::Admitted`] impl and
-/// one line here.
+/// Every admission route of the webhook. Adding a type is a [`validator::Validator`] (and, for
+/// defaults, a [`defaulter::Defaulter`]) impl in [`kinds`] and one line here.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route(
-            "/mutate/runtime",
-            admission_route::<Runtime>(Mode::Mutate, "Runtime"),
-        )
-        .route(
-            "/validate/runtime",
-            admission_route::<Runtime>(Mode::Validate, "Runtime"),
-        )
+        .route("/mutate/runtime", mutating_route::<Runtime>("Runtime"))
+        .route("/validate/runtime", validating_route::<Runtime>("Runtime"))
         .route(
             "/validate/gardenercluster",
-            admission_route::<GardenerCluster>(Mode::Validate, "GardenerCluster"),
+            validating_route::<GardenerCluster>("GardenerCluster"),
         )
         .route(
             "/validate/runtimeaccess",
-            admission_route::<RuntimeAccess>(Mode::Validate, "RuntimeAccess"),
+            validating_route::<RuntimeAccess>("RuntimeAccess"),
         )
-}
-
-/// The benchmark's baseline, reference and calibration routes (`/noop`, `/noop/decode`,
-/// `/noop/spin`): served only with `--benchmark-routes`, so a production webhook answers
-/// nothing but admissions on its port.
-pub fn benchmark_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/noop", noop_route())
-        .route("/noop/decode", noop_decode_route())
-        .route("/noop/spin", noop_spin_route())
 }

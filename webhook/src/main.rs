@@ -7,8 +7,8 @@ use std::sync::Arc;
 use clap::Parser;
 
 use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_webhook::admission::AdmissionContext;
 use kim_webhook::cli::{Cli, Command, ConfigArgs};
+use kim_webhook::request::AdmissionContext;
 
 /// mimalloc instead of glibc malloc: admission decodes thousands of small strings and maps per
 /// second; measured with `make bench-webhook`, it cuts the server's CPU per validating request
@@ -29,7 +29,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            // Held to the end of `main`: dropping it writes the audit records still queued.
+            // Held to the end of `main`: dropping it waits (up to about a second) until the audit
+            // records still queued are written.
             let _audit_log = kim_webhook::run::init_logging(&args.log_format);
             // A bad configuration stops the program with the key at fault (never serve with
             // guessed defaults: every Runtime would be judged wrongly).
@@ -70,12 +71,7 @@ fn main() -> ExitCode {
                     audit_log_mandatory: args.audit_log_mandatory,
                 },
             };
-            let routes = if args.benchmark_routes {
-                kim_webhook::routes().merge(kim_webhook::benchmark_routes())
-            } else {
-                kim_webhook::routes()
-            };
-            match runtime.block_on(kim_webhook::run::serve(*args, ctx, routes)) {
+            match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = format!("{e:#}"), "kim-webhook failed");

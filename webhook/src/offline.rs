@@ -7,10 +7,11 @@ use std::path::Path;
 
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::config::KimConfig;
-use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
-use crate::admission::{AdmissionContext, Admitted, Verdict};
+use crate::defaulter::Defaulter;
+use crate::request::{AdmissionContext, Object};
+use crate::validator::Validator;
 
 /// Outcome of checking a set of files.
 #[derive(Debug, Default)]
@@ -126,8 +127,12 @@ fn check_value(at: &str, value: Value, ctx: &AdmissionContext, show: bool, repor
     let group_ok =
         api_version == format!("{}/{}", kim_shared::api::GROUP, kim_shared::api::VERSION);
     match (group_ok, kind.as_str()) {
-        (true, "Runtime") => check::<Runtime>(at, value, ctx, true, show, report),
-        (true, "GardenerCluster") => check::<GardenerCluster>(at, value, ctx, false, show, report),
+        (true, "Runtime") => {
+            let default: fn(&AdmissionContext, &mut Runtime) =
+                |ctx, rt| ctx.apply_defaults(rt, None);
+            check::<Runtime>(at, value, ctx, Some(default), show, report)
+        }
+        (true, "GardenerCluster") => check::<GardenerCluster>(at, value, ctx, None, show, report),
         _ => {
             report.checked += 1;
             report.invalid += 1;
@@ -141,14 +146,18 @@ fn check_value(at: &str, value: Value, ctx: &AdmissionContext, show: bool, repor
     }
 }
 
-fn check<T: Admitted + DeserializeOwned>(
+/// Checks one object of type `T`, defaulted first by `default` when given.
+fn check<T>(
     at: &str,
     value: Value,
     ctx: &AdmissionContext,
-    default: bool,
+    default: Option<fn(&AdmissionContext, &mut T)>,
     show: bool,
     report: &mut Report,
-) {
+) where
+    T: Object,
+    AdmissionContext: Validator<T>,
+{
     report.checked += 1;
     let kind = T::kind(&()).to_string();
     let mut obj: T = match serde_path_to_error::deserialize(value) {
@@ -170,20 +179,20 @@ fn check<T: Admitted + DeserializeOwned>(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default()
     );
-    if default {
-        obj.default(None, ctx);
+    if let Some(default) = default {
+        default(ctx, &mut obj);
     }
-    let verdict: Verdict = obj.validate_create(ctx);
-    if verdict.violations.is_empty() {
+    let findings = ctx.validate_create(&obj);
+    if findings.violations.is_empty() {
         let _ = writeln!(report.text, "OK   {at} {kind} {id}");
     } else {
         report.invalid += 1;
         let _ = writeln!(report.text, "FAIL {at} {kind} {id}");
-        for v in &verdict.violations {
+        for v in &findings.violations {
             let _ = writeln!(report.text, "  - {}: {}", v.field, v.message);
         }
     }
-    for w in &verdict.warnings {
+    for w in &findings.warnings {
         let _ = writeln!(report.text, "  warning: {w}");
     }
     if show && let Ok(y) = serde_yaml_ng::to_string(&obj) {

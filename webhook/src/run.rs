@@ -9,18 +9,22 @@ use axum::Router;
 use tokio::sync::watch;
 
 use kim_certs::{CertResolver, CertRotator, RotationConfig};
+use tracing_appender::non_blocking::WorkerGuard;
 
-use crate::admission::AdmissionContext;
 use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
+use crate::request::AdmissionContext;
 use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
 /// (target `audit`) bypass the formatter and are written as their own JSON lines; keep the
 /// returned guard until the program ends, so that the last records are written.
 #[must_use = "dropping the guard stops the audit log writer"]
-pub fn init_logging(format: &str) -> Option<crate::audit::FlushGuard> {
-    init_logging_to(format, std::io::stdout, std::io::stdout())
+pub fn init_logging(format: &str) -> WorkerGuard {
+    // Buffered: the audit writer writes what it has queued in one system call and flushes
+    // whenever its queue is empty, so a record is never held back.
+    let audit = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
+    init_logging_to(format, std::io::stdout, audit)
 }
 
 /// [`init_logging`] with other writers than stdout: `logs` for the log lines, `audit` for the
@@ -30,7 +34,7 @@ pub fn init_logging_to<W>(
     format: &str,
     logs: W,
     audit: impl std::io::Write + Send + 'static,
-) -> Option<crate::audit::FlushGuard>
+) -> WorkerGuard
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -49,7 +53,8 @@ where
             .with_writer(logs)
             .boxed()
     };
-    let (audit, guard) = crate::audit::AuditLogLayer::new(audit).ok().unzip();
+    let (audit, guard) = crate::audit::AuditLogLayer::new(audit);
+    audit.report_dropped();
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(fmt.with_filter(not_audit))

@@ -22,9 +22,12 @@ use tokio::net::TcpListener;
 
 use kim_certs::CertResolver;
 
-use crate::admission::{AdmissionContext, Admitted, Mode, admit};
+use crate::admission::{Admission, mutate, validate};
 use crate::audit::AuditSink;
-use crate::metrics::{AdmissionLabels, DecodeLabels, EndpointLabels, Metrics};
+use crate::defaulter::Defaulter;
+use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics};
+use crate::request::{AdmissionContext, Mode, Object};
+use crate::validator::Validator;
 
 /// Everything a request handler needs.
 pub struct AppState {
@@ -77,10 +80,6 @@ impl AppState {
     }
 }
 
-/// The constant answer of the no-op endpoint (benchmark baseline: TLS + HTTP + body read).
-const NOOP_RESPONSE: &[u8] =
-    br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#;
-
 fn json(body: Vec<u8>) -> Response {
     let mut r = Response::new(Body::from(body));
     r.headers_mut().insert(
@@ -109,8 +108,30 @@ fn rejected(state: &AppState, rejection: BytesRejection) -> Response {
         .into_response()
 }
 
-/// The route answering AdmissionReviews of `T` in `mode`.
-pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRouter<Arc<AppState>> {
+/// The route of the mutating webhook of `T` (metrics label `kind`).
+pub fn mutating_route<T>(kind: &'static str) -> MethodRouter<Arc<AppState>>
+where
+    T: Object + PartialEq,
+    AdmissionContext: Defaulter<T>,
+{
+    admission_route(Mode::Mutate, kind, mutate::<T>)
+}
+
+/// The route of the validating webhook of `T` (metrics label `kind`).
+pub fn validating_route<T>(kind: &'static str) -> MethodRouter<Arc<AppState>>
+where
+    T: Object,
+    AdmissionContext: Validator<T>,
+{
+    admission_route(Mode::Validate, kind, validate::<T>)
+}
+
+/// A route answering AdmissionReviews with `admit`, counted and audited.
+fn admission_route(
+    mode: Mode,
+    kind: &'static str,
+    admit: fn(&[u8], &AdmissionContext, SystemTime) -> Admission,
+) -> MethodRouter<Arc<AppState>> {
     post(
         move |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
             let body = match body {
@@ -120,7 +141,7 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
             let started = std::time::Instant::now();
             // Inline on the executor: the work is tens of microseconds, less than a hop to the
             // blocking pool would cost.
-            let a = admit::<T>(mode, &body, &state.ctx, SystemTime::now());
+            let a = admit(&body, &state.ctx, SystemTime::now());
             let m = &state.metrics;
             m.admissions
                 .get_or_create(&AdmissionLabels {
@@ -134,12 +155,6 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
                     allowed: if a.audit.allowed { "true" } else { "false" },
                 })
                 .inc();
-            m.decodes
-                .get_or_create(&DecodeLabels {
-                    kind,
-                    reader: if a.one_pass { "one_pass" } else { "serde" },
-                })
-                .inc();
             m.latency
                 .get_or_create(&EndpointLabels {
                     webhook: mode.as_str(),
@@ -148,66 +163,6 @@ pub fn admission_route<T: Admitted>(mode: Mode, kind: &'static str) -> MethodRou
                 .observe(started.elapsed().as_secs_f64());
             state.audit.emit(&a.audit);
             json(a.body)
-        },
-    )
-}
-
-/// The no-op route of the benchmark baseline: reads the body, answers a constant.
-pub fn noop_route() -> MethodRouter<Arc<AppState>> {
-    post(
-        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
-            match body {
-                Ok(_) => json(NOOP_RESPONSE.to_vec()),
-                Err(r) => rejected(&state, r),
-            }
-        },
-    )
-}
-
-/// The benchmark's reference route: decodes the body into a generic JSON value and answers
-/// the no-op constant, i.e. the least any admission endpoint must do. `make bench-webhook`
-/// reports it next to the no-op, as the scale the throughput targets are set against.
-pub fn noop_decode_route() -> MethodRouter<Arc<AppState>> {
-    post(
-        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
-            let body = match body {
-                Ok(b) => b,
-                Err(r) => return rejected(&state, r),
-            };
-            match serde_json::from_slice::<serde_json::Value>(&body) {
-                Ok(v) => {
-                    std::hint::black_box(&v);
-                    json(NOOP_RESPONSE.to_vec())
-                }
-                Err(e) => (
-                    StatusCode::BAD_REQUEST,
-                    format!("the body is not JSON: {e}\n"),
-                )
-                    .into_response(),
-            }
-        },
-    )
-}
-
-/// How long the benchmark's calibration route keeps the CPU busy per request.
-pub const NOOP_SPIN: Duration = Duration::from_micros(10);
-
-/// The benchmark's calibration route: reads the body, keeps the CPU busy for [`NOOP_SPIN`]
-/// and answers the no-op constant. It shows in the same run what a handler of a known cost
-/// does to the throughput (on a 2-core machine with the load generator on it, far more than
-/// its share of the CPU), so that the admission endpoints' figures can be read against it.
-/// Bounded like any request: one fixed, short burst per request.
-pub fn noop_spin_route() -> MethodRouter<Arc<AppState>> {
-    post(
-        |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
-            if let Err(r) = body {
-                return rejected(&state, r);
-            }
-            let started = std::time::Instant::now();
-            while started.elapsed() < NOOP_SPIN {
-                std::hint::spin_loop();
-            }
-            json(NOOP_RESPONSE.to_vec())
         },
     )
 }

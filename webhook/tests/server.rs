@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 use hyper::body::Bytes;
 use kim_certs::{CertResolver, ServingNames};
 use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_webhook::admission::AdmissionContext;
 use kim_webhook::audit::AuditSink;
+use kim_webhook::request::AdmissionContext;
 use kim_webhook::server::{AppState, admin_router, admission_router, serve_plain, serve_tls};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -62,13 +62,11 @@ struct Running {
     state: Arc<AppState>,
 }
 
-/// The webhook with its benchmark routes (most tests use `/noop` as a cheap request).
+/// The webhook's routes plus a cheap `/noop` for the tests of the transport (it reads the
+/// body and answers a constant).
 async fn start(max_body: usize) -> Running {
-    start_with(
-        max_body,
-        kim_webhook::routes().merge(kim_webhook::benchmark_routes()),
-    )
-    .await
+    let noop = axum::routing::post(|_body: Bytes| async { "{}" });
+    start_with(max_body, kim_webhook::routes().route("/noop", noop)).await
 }
 
 async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Running {
@@ -268,49 +266,16 @@ async fn invalid_runtime_denied_with_field_path_and_malformed_body_answered() {
     // The connection survives both.
     let r = c.post("/noop", Bytes::from_static(b"{}")).await.unwrap();
     assert_eq!(r.status, 200);
-
-    // The benchmark's decode reference answers JSON like the no-op and refuses what is not.
-    let r = c
-        .post(
-            "/noop/decode",
-            Bytes::from_static(b"{\"kind\":\"AdmissionReview\"}"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200);
-    let r = c
-        .post("/noop/decode", Bytes::from_static(b"{not json"))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 400);
-    assert!(
-        String::from_utf8_lossy(&r.body).contains("the body is not JSON"),
-        "{:?}",
-        String::from_utf8_lossy(&r.body)
-    );
-
-    // The calibration route answers the no-op constant after its fixed burst of CPU.
-    let t = std::time::Instant::now();
-    let r = c
-        .post("/noop/spin", Bytes::from_static(b"{}"))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200);
-    assert!(t.elapsed() >= kim_webhook::server::NOOP_SPIN);
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(v["response"]["allowed"], true);
 }
 
 #[tokio::test]
-async fn without_benchmark_routes_only_admissions_are_served() {
+async fn only_admissions_are_served() {
     let s = start_with(1 << 20, kim_webhook::routes()).await;
     let mut c = serving_with_client(&s).await;
+    // The benchmark's reference endpoints live in the benchmark, not in the webhook.
     for path in ["/noop", "/noop/decode", "/noop/spin"] {
         let r = c.post(path, Bytes::from_static(b"{}")).await.unwrap();
-        assert_eq!(
-            r.status, 404,
-            "{path} must not be served without --benchmark-routes"
-        );
+        assert_eq!(r.status, 404, "{path} must not be served");
     }
     let r = c
         .post("/validate/runtime", Bytes::from_static(b"{}"))

@@ -15,17 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// RuntimeSpec defines the desired state of Runtime
-#[derive(
-    CustomResource,
-    Serialize,
-    Deserialize,
-    Clone,
-    Debug,
-    PartialEq,
-    Default,
-    JsonSchema,
-    crate::json::Decode,
-)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[kube(
     group = "infrastructuremanager.kyma-project.io",
     version = "v1",
@@ -55,18 +45,14 @@ pub struct RuntimeSpec {
 }
 
 /// `spec.imageRegistryCache`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct ImageRegistryCache {
     /// Whether the `registry-cache` extension is configured on the shoot.
     pub enabled: bool,
 }
 
 /// `spec.shoot`: the cluster to create.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeShoot {
     /// ControlPlane holds information about the general settings for the control plane of a shoot.
@@ -103,9 +89,7 @@ pub struct RuntimeShoot {
 }
 
 /// `spec.shoot.kubernetes`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeKubernetes {
     /// kube-apiserver settings.
@@ -117,9 +101,7 @@ pub struct RuntimeKubernetes {
 }
 
 /// `spec.shoot.kubernetes.kubeAPIServer`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeApiServer {
     /// Allow-list of client networks for the kube-apiserver (`acl` extension).
@@ -135,9 +117,7 @@ pub struct RuntimeApiServer {
 }
 
 /// `kubeAPIServer.acl`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Acl {
     /// Client CIDRs allowed to reach the kube-apiserver (operator and KCP addresses are added).
     #[serde(rename = "allowedCIDRs", skip_serializing_if = "Option::is_none")]
@@ -145,9 +125,7 @@ pub struct Acl {
 }
 
 /// An `additionalOidcConfig` entry: Gardener's OIDC settings plus the issuer's keys.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct AdditionalOidcConfig {
     /// The Gardener OIDC settings (inlined).
     #[serde(flatten)]
@@ -159,9 +137,7 @@ pub struct AdditionalOidcConfig {
 }
 
 /// `spec.shoot.provider`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeProvider {
     /// Worker pools appended after the main pool.
@@ -181,19 +157,7 @@ pub struct RuntimeProvider {
 }
 
 /// `spec.shoot.provider.type`.
-#[derive(
-    Serialize,
-    Deserialize,
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    JsonSchema,
-    crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderType {
     /// Amazon Web Services.
@@ -238,9 +202,7 @@ impl fmt::Display for ProviderType {
 }
 
 /// `spec.shoot.networking`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeNetworking {
     /// IPv4 plus IPv6 networking, where the provider supports it.
@@ -261,9 +223,7 @@ pub struct RuntimeNetworking {
 }
 
 /// `spec.security`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Security {
     /// Users (names or e-mails) bound to `cluster-admin` in the cluster.
     pub administrators: Vec<String>,
@@ -272,18 +232,14 @@ pub struct Security {
 }
 
 /// `spec.security.networking`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct NetworkingSecurity {
     /// The `shoot-networking-filter` settings.
     pub filter: Filter,
 }
 
 /// `spec.security.networking.filter`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Filter {
     /// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
     pub egress: Egress,
@@ -295,27 +251,21 @@ pub struct Filter {
 
 /// Ingress filtering can be enabled for `shoot-networking-fitler` extension with
 /// the blackholing feature, see https://github.com/gardener/gardener-extension-shoot-networking-filter/blob/master/docs/usage/shoot-networking-filter.md#ingress-filtering
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Ingress {
     /// It means that the blackholing filtering is enabled on the per shoot level.
     pub enabled: bool,
 }
 
 /// Egress filtering is a default filtering mode for `shoot-networking-fitler` extension.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Egress {
     /// Whether egress filtering is on; the extension is disabled when false.
     pub enabled: bool,
 }
 
 /// RuntimeStatus defines the observed state of Runtime
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
     /// List of status conditions, one per type (see [`crate::names::condition`]).
@@ -339,19 +289,7 @@ pub struct RuntimeStatus {
 }
 
 /// `status.state` of a Runtime.
-#[derive(
-    Serialize,
-    Deserialize,
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    JsonSchema,
-    crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default, JsonSchema)]
 pub enum RuntimeState {
     /// Provisioning, updating or waiting.
     #[default]
@@ -379,26 +317,6 @@ impl RuntimeState {
 impl fmt::Display for RuntimeState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The root object is kube's (`#[derive(CustomResource)]`), so its fast decoder is written
-/// out: `metadata` and `spec` required, `status` optional, `apiVersion`/`kind` ignored.
-impl crate::json::Decode for Runtime {
-    fn decode(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::DecodeError> {
-        use crate::json::{DecodeError, once};
-        let (mut metadata, mut spec, mut status) = (None, None, None);
-        r.object(&mut |r, key| match key {
-            "metadata" => once(&mut metadata, r),
-            "spec" => once(&mut spec, r),
-            "status" => once(&mut status, r),
-            _ => r.skip(),
-        })?;
-        Ok(Runtime {
-            metadata: metadata.ok_or(DecodeError)?,
-            spec: spec.ok_or(DecodeError)?,
-            status: status.flatten(),
-        })
     }
 }
 

@@ -84,15 +84,3 @@ pub(crate) fn byte_string(_: &mut SchemaGenerator) -> Schema {
         "format": "byte",
     })
 }
-
-impl crate::json::Decode for RawExtension {
-    fn decode(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::DecodeError> {
-        r.serde().map(Self)
-    }
-}
-
-impl crate::json::Decode for Quantity {
-    fn decode(r: &mut crate::json::Reader<'_>) -> Result<Self, crate::json::DecodeError> {
-        crate::json::Decode::decode(r).map(Self)
-    }
-}

@@ -104,9 +104,7 @@ pub struct KubeApiServerConfig {
 
 /// Gardener `OIDCConfig`: OIDC settings of a kube-apiserver, as the Runtime's `oidcConfig`
 /// and `additionalOidcConfig` entries carry them.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct OidcConfig {
     /// If set, the OpenID server's certificate is verified against this CA bundle (PEM).
     #[serde(rename = "caBundle", skip_serializing_if = "Option::is_none")]
@@ -144,9 +142,7 @@ pub struct OidcConfig {
 }
 
 /// `oidcConfig.clientAuthentication`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenIdConnectClientAuthentication {
     /// Extra configuration added to the kubeconfig's auth-provider.

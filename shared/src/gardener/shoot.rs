@@ -159,9 +159,7 @@ pub struct CloudProfileReference {
 }
 
 /// Gardener `ControlPlane` (`spec.controlPlane`, also `spec.shoot.controlPlane` of a Runtime).
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlane {
     /// High availability of the control plane; immutable once set on a scheduled shoot.
@@ -173,9 +171,7 @@ pub struct ControlPlane {
 }
 
 /// `controlPlane.highAvailability`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HighAvailability {
     /// The failures the control plane tolerates.
@@ -183,9 +179,7 @@ pub struct HighAvailability {
 }
 
 /// `controlPlane.highAvailability.failureTolerance`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct FailureTolerance {
     /// `node` or `zone`.
     #[serde(rename = "type")]

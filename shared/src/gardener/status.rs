@@ -107,7 +107,7 @@ pub struct GardenerInfo {
 }
 
 /// Gardener `LastOperation`; also reported as `status.shootLastOperation` of a Runtime.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, crate::json::Decode)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastOperation {
     /// Human-readable description of the operation's progress.
@@ -125,9 +125,7 @@ pub struct LastOperation {
 }
 
 /// Gardener `LastError`; also reported as `status.shootLastErrors` of a Runtime.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastError {
     /// Error codes such as `ERR_INFRA_QUOTA_EXCEEDED`.

@@ -46,9 +46,7 @@ pub struct SshAccess {
 }
 
 /// One Gardener worker pool (`core.gardener.cloud/v1beta1` `Worker`).
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Worker {
     /// Annotations for every Node of this pool.
@@ -128,9 +126,7 @@ pub struct Worker {
 }
 
 /// `workers[].clusterAutoscaler`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterAutoscalerOptions {
     /// How long the autoscaler waits for a node to be provisioned (duration).
@@ -152,15 +148,11 @@ pub struct ClusterAutoscalerOptions {
 
 /// `workers[].controlPlane`: only meaningful for self-hosted shoots. Upstream's Runtime CRD
 /// accepts an object here and keeps none of its fields; so does this type.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct WorkerControlPlane {}
 
 /// `workers[].cri`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Cri {
     /// Additional container runtimes (for example gVisor).
@@ -171,9 +163,7 @@ pub struct Cri {
 }
 
 /// `workers[].cri.containerRuntimes[]`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerRuntime {
     /// Configuration passed to the container runtime resource.
@@ -185,9 +175,7 @@ pub struct ContainerRuntime {
 }
 
 /// `workers[].dataVolumes[]`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct DataVolume {
     /// Whether the volume is encrypted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,9 +190,7 @@ pub struct DataVolume {
 }
 
 /// `workers[].volume`: the root disk.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Volume {
     /// Whether the volume is encrypted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -220,9 +206,7 @@ pub struct Volume {
 }
 
 /// `workers[].kubernetes`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct WorkerKubernetes {
     /// Kubelet configuration of the pool; replaces the shoot-level kubelet configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,9 +217,7 @@ pub struct WorkerKubernetes {
 }
 
 /// Gardener `KubeletConfig` (on a worker pool, and on the shoot).
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletConfig {
     /// Maximum number of container log files per container.
@@ -328,9 +310,7 @@ pub struct KubeletConfig {
 }
 
 /// Eviction thresholds (`evictionHard`, `evictionSoft`), for example `memoryAvailable: 100Mi`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct KubeletConfigEviction {
     /// Threshold for `imagefs.available`.
     #[serde(rename = "imageFSAvailable", skip_serializing_if = "Option::is_none")]
@@ -350,9 +330,7 @@ pub struct KubeletConfigEviction {
 }
 
 /// `evictionMinimumReclaim`: quantities reclaimed per signal.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct KubeletConfigEvictionMinimumReclaim {
     /// Minimum reclaim for `imagefs.available`.
     #[serde(rename = "imageFSAvailable", skip_serializing_if = "Option::is_none")]
@@ -372,9 +350,7 @@ pub struct KubeletConfigEvictionMinimumReclaim {
 }
 
 /// `evictionSoftGracePeriod`: durations per signal.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct KubeletConfigEvictionSoftGracePeriod {
     /// Grace period for `imagefs.available`.
     #[serde(rename = "imageFSAvailable", skip_serializing_if = "Option::is_none")]
@@ -394,9 +370,7 @@ pub struct KubeletConfigEvictionSoftGracePeriod {
 }
 
 /// `kubeReserved` / `systemReserved`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletConfigReserved {
     /// Reserved CPU.
@@ -414,9 +388,7 @@ pub struct KubeletConfigReserved {
 }
 
 /// `kubelet.memorySwap`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemorySwapConfiguration {
     /// `LimitedSwap` or `UnlimitedSwap`.
@@ -425,9 +397,7 @@ pub struct MemorySwapConfiguration {
 }
 
 /// `workers[].machine`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct Machine {
     /// CPU architecture (`amd64` or `arm64`); Gardener infers it from the machine type.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -441,9 +411,7 @@ pub struct Machine {
 }
 
 /// `workers[].machine.image`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShootMachineImage {
     /// Image name, for example `gardenlinux`.
@@ -457,9 +425,7 @@ pub struct ShootMachineImage {
 }
 
 /// `workers[].machineControllerManager`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineControllerManagerSettings {
     /// Maximum number of failed machines preserved automatically for analysis.
@@ -492,9 +458,7 @@ pub struct MachineControllerManagerSettings {
 }
 
 /// `workers[].systemComponents`.
-#[derive(
-    Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema, crate::json::Decode,
-)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct WorkerSystemComponents {
     /// Whether system components may be scheduled onto this pool.
     pub allow: bool,

@@ -13,8 +13,8 @@ use kim_certs::{
 };
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
-use kim_webhook::admission::AdmissionContext;
 use kim_webhook::audit::AuditSink;
+use kim_webhook::request::AdmissionContext;
 use kim_webhook::server::{AppState, admission_router, serve_tls};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
@@ -403,20 +403,6 @@ impl Webhook {
                 .await;
         }
         let _ = self.stop.send(true);
-    }
-
-    /// Reviews of `kind` that the replicas decoded with `reader` (`one_pass` or `serde`).
-    pub fn decodes(&self, kind: &'static str, reader: &'static str) -> u64 {
-        self.replicas
-            .iter()
-            .map(|r| {
-                r.state
-                    .metrics
-                    .decodes
-                    .get_or_create(&kim_webhook::metrics::DecodeLabels { kind, reader })
-                    .get()
-            })
-            .sum()
     }
 
     /// The caBundle currently in the validating configuration (PEM).

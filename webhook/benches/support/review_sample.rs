@@ -1,15 +1,15 @@
-//! AdmissionReviews of an object shaped as the kube-apiserver sends them, for the benchmark and
-//! the tests. The apiserver adds to the object what its client never wrote:
+//! AdmissionReviews of an object shaped as the kube-apiserver sends them, for the benchmark
+//! (`make bench-webhook`). The apiserver adds to the object what its client never wrote:
 //! `metadata.managedFields` (its field manager runs before admission), and for the validating
 //! webhooks also `uid`, `creationTimestamp` and `generation` (set by the store before it
 //! validates); the request carries `userInfo.extra` and `options`. A review of the bare object
 //! is a third smaller than a real one and misses the part that is the costliest to decode
-//! (docs/benchmarks.md). `tests/tests/webhook_admission.rs` checks these shapes, and
-//! [`fields_v1`], against reviews the real apiserver sent.
+//! (docs/benchmarks.md). `tests/tests/webhook_admission.rs` includes this file and checks these
+//! shapes, and [`fields_v1`], against reviews the real apiserver sent.
 
 use serde_json::{Map, Value, json};
 
-use crate::admission::Mode;
+use kim_webhook::request::Mode;
 
 /// The `fieldsV1` of the managedFields entry the apiserver records when a client creates
 /// `object` with an update (not apply) operation: every field the client set, `.` for every

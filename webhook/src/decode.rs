@@ -1,0 +1,416 @@
+//! Reading an AdmissionReview with serde, without an intermediate JSON tree: one pass reads the
+//! envelope, borrowing from the body and keeping the objects as their JSON text ([`RawValue`],
+//! which only checks it); each object is then typed from its text, with
+//! `metadata.managedFields` skipped ([`IgnoredAny`]) instead of typed.
+//!
+//! Why skip `managedFields`: the apiserver puts it into every object of a review (about a third
+//! of a Runtime CREATE review, and twice in an UPDATE), no rule reads it, and typing its
+//! `fieldsV1` trees costs more than the rest of the object. It is still read as JSON, so a
+//! review with malformed JSON there is refused; its content is the apiserver's own.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, SeqAccess,
+    Visitor,
+};
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::request::Request;
+
+/// An AdmissionReview as read: `apiVersion` and `kind` (empty when absent; checked by the
+/// caller) and the request with objects of type `O`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Review<'a, O> {
+    /// Should be `admission.k8s.io/v1`.
+    #[serde(default, borrow)]
+    pub api_version: Cow<'a, str>,
+    /// Should be `AdmissionReview`.
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
+    /// The request; `None` when the review has none.
+    pub request: Option<Request<O>>,
+}
+
+/// A review whose objects are typed as `T`, and the text of `request.object` exactly as sent
+/// (the defaults patch is computed against it).
+pub struct Typed<'a, T> {
+    /// The review.
+    pub review: Review<'a, T>,
+    /// `request.object` as sent.
+    pub raw_object: Option<&'a str>,
+}
+
+/// The review with its objects as JSON text. Fails only when the body is not JSON or the
+/// envelope does not have the AdmissionReview's shape.
+pub fn raw_review(body: &[u8]) -> Result<Review<'_, &RawValue>, serde_json::Error> {
+    // UTF-8 is checked once for the whole body instead of once per string (serde_json's slice
+    // reader does the latter); a body that is not UTF-8 goes to the slice reader for its
+    // error message.
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
+}
+
+/// The review with its objects typed as `T` (`metadata.managedFields` left out).
+pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_json::Error> {
+    let raw = raw_review(body)?;
+    let Some(request) = raw.request else {
+        return Ok(Typed {
+            review: Review {
+                api_version: raw.api_version,
+                kind: raw.kind,
+                request: None,
+            },
+            raw_object: None,
+        });
+    };
+    let raw_object = request.object.map(RawValue::get);
+    let typed = |o: Option<&RawValue>| o.map(|o| object::<T>(o.get())).transpose();
+    let request = Request {
+        object: typed(request.object)?,
+        old_object: typed(request.old_object)?,
+        uid: request.uid,
+        kind: request.kind,
+        resource: request.resource,
+        sub_resource: request.sub_resource,
+        name: request.name,
+        namespace: request.namespace,
+        operation: request.operation,
+        user_info: request.user_info,
+        dry_run: request.dry_run,
+    };
+    Ok(Typed {
+        review: Review {
+            api_version: raw.api_version,
+            kind: raw.kind,
+            request: Some(request),
+        },
+        raw_object,
+    })
+}
+
+/// An object typed from its JSON text, without `metadata.managedFields`.
+pub fn object<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = T::deserialize(WithoutManagedFields::root(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
+/// An object's JSON text as a JSON value, without `metadata.managedFields`.
+pub fn object_value(text: &str) -> Result<Value, serde_json::Error> {
+    object::<Value>(text)
+}
+
+/// Where in the object a value is: at the top, or the value of the top-level `metadata`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Root,
+    Metadata,
+}
+
+/// A deserializer that hands every value on to `inner`, except that the key `managedFields` of
+/// the top-level `metadata` object is read as [`IgnoredAny`] and not shown to the visitor.
+struct WithoutManagedFields<D> {
+    inner: D,
+    level: Level,
+}
+
+impl<D> WithoutManagedFields<D> {
+    fn root(inner: D) -> Self {
+        Self {
+            inner,
+            level: Level::Root,
+        }
+    }
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithoutManagedFields<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_any(Wrap {
+            inner: visitor,
+            level: self.level,
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_option(Wrap {
+            inner: visitor,
+            level: self.level,
+        })
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_newtype_struct(
+            name,
+            Wrap {
+                inner: visitor,
+                level: self.level,
+            },
+        )
+    }
+
+    // Objects are self-describing in JSON: the other requests for a value are answered as
+    // `deserialize_any` answers them, which is what serde_json does for structs and maps too.
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// The visitor of [`WithoutManagedFields`]: passes everything to `inner`, wrapping a map so
+/// that its keys are seen first, and the deserializer of an optional value so that its map is.
+struct Wrap<V> {
+    inner: V,
+    level: Level,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.expecting(f)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<V::Value, E> {
+        self.inner.visit_bool(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<V::Value, E> {
+        self.inner.visit_i64(v)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<V::Value, E> {
+        self.inner.visit_u64(v)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<V::Value, E> {
+        self.inner.visit_f64(v)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
+        self.inner.visit_str(v)
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
+        self.inner.visit_borrowed_str(v)
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
+        self.inner.visit_string(v)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_unit()
+    }
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.inner.visit_none()
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_some(WithoutManagedFields {
+            inner: d,
+            level: self.level,
+        })
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
+        self.inner.visit_newtype_struct(WithoutManagedFields {
+            inner: d,
+            level: self.level,
+        })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_seq(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_map(Map {
+            inner: map,
+            level: self.level,
+            metadata_next: false,
+        })
+    }
+}
+
+/// The entries of an object: at the top, the value of `metadata` is read one level down; in
+/// `metadata`, `managedFields` is skipped.
+struct Map<A> {
+    inner: A,
+    level: Level,
+    /// The key just handed out was the top-level `metadata`.
+    metadata_next: bool,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Map<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        loop {
+            let Some(Key(key)) = self.inner.next_key::<Key<'de>>()? else {
+                return Ok(None);
+            };
+            if self.level == Level::Metadata && key == "managedFields" {
+                self.inner.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            self.metadata_next = self.level == Level::Root && key == "metadata";
+            return match key {
+                Cow::Borrowed(k) => seed
+                    .deserialize(de::value::BorrowedStrDeserializer::new(k))
+                    .map(Some),
+                Cow::Owned(k) => seed.deserialize(k.into_deserializer()).map(Some),
+            };
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
+        if std::mem::take(&mut self.metadata_next) {
+            self.inner.next_value_seed(Metadata(seed))
+        } else {
+            self.inner.next_value_seed(seed)
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.inner.size_hint()
+    }
+}
+
+/// The value of the top-level `metadata`, read without its `managedFields`.
+struct Metadata<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Metadata<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(WithoutManagedFields {
+            inner: d,
+            level: Level::Metadata,
+        })
+    }
+}
+
+/// An object key, borrowed from the body when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn managed_fields_are_read_as_json_but_not_typed_nor_kept() {
+        let text = r#"{"metadata":{"name":"cm","managedFields":[{"manager":"keb","fieldsV1":{"f:data":{}}}],"labels":{"a":"b"}},"data":{"k":"v"}}"#;
+        let cm: ConfigMap = object(text).expect("decodes");
+        assert_eq!(cm.metadata.managed_fields, None);
+        assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+        assert_eq!(
+            cm.metadata.labels.and_then(|l| l.get("a").cloned()),
+            Some("b".into())
+        );
+        assert_eq!(cm.data.and_then(|d| d.get("k").cloned()), Some("v".into()));
+        // Their content is not checked against their type...
+        for managed in [
+            "5",
+            "null",
+            r#"{"x":[1,{"y":null}]}"#,
+            r#"[{"time":"yesterday"}]"#,
+        ] {
+            let text = format!(r#"{{"metadata":{{"name":"cm","managedFields":{managed}}}}}"#);
+            let cm: ConfigMap = object(&text).unwrap_or_else(|e| panic!("{managed}: {e}"));
+            assert_eq!(cm.metadata.managed_fields, None);
+        }
+        // ... but it must be JSON.
+        for managed in ["[1,]", "tru", r#""\x""#, "[[[]"] {
+            let text = format!(r#"{{"metadata":{{"name":"cm","managedFields":{managed}}}}}"#);
+            assert!(object::<ConfigMap>(&text).is_err(), "{managed}");
+        }
+        // A key with escapes is the same key.
+        let escaped = r#"{"metadata":{"\u006danagedFields":5,"name":"cm"}}"#;
+        let cm: ConfigMap = object(escaped).expect("decodes");
+        assert_eq!(cm.metadata.name.as_deref(), Some("cm"));
+        // Only metadata's: a key of that name elsewhere is read as usual.
+        let elsewhere = r#"{"metadata":{},"data":{"managedFields":"x"}}"#;
+        let cm: ConfigMap = object(elsewhere).expect("decodes");
+        assert_eq!(
+            cm.data.and_then(|d| d.get("managedFields").cloned()),
+            Some("x".into())
+        );
+        // The JSON value for the patch leaves them out too, and keeps everything else.
+        let v = object_value(text).expect("JSON");
+        assert_eq!(
+            v,
+            serde_json::json!({"metadata":{"name":"cm","labels":{"a":"b"}},"data":{"k":"v"}})
+        );
+    }
+
+    #[test]
+    fn what_serde_refuses_is_refused() {
+        let refused = [
+            // An integer spelled -0 (serde reads it as a float).
+            r#"{"metadata":{"generation":-0}}"#,
+            r#"{"metadata":{"generation":1.0}}"#,
+            r#"{"metadata":{"generation":"1"}}"#,
+            r#"{"metadata":{"name":null,"labels":5}}"#,
+            r#"{"metadata":{}} trailing"#,
+            r#"{"metadata":{}"#,
+            "null",
+            "[]",
+        ];
+        for text in refused {
+            assert!(object::<ConfigMap>(text).is_err(), "{text}");
+        }
+        let cm: ConfigMap = object(r#"{"metadata":{"generation":0}}"#).expect("decodes");
+        assert_eq!(cm.metadata.generation, Some(0));
+        // In a map, and in k8s-openapi's types (metadata), the last of duplicate keys wins
+        // (the derived types of the request and of our API refuse them: `crate::kinds`).
+        let cm: ConfigMap =
+            object(r#"{"metadata":{"name":"a","name":"b"},"data":{"k":"1","k":"2"}}"#)
+                .expect("decodes");
+        assert_eq!(cm.data.and_then(|d| d.get("k").cloned()), Some("2".into()));
+        assert_eq!(cm.metadata.name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn the_object_text_is_kept_exactly_as_sent() {
+        let object = r#"{ "metadata" : {"name":"cm"} , "data":{"k":"v"} }"#;
+        let body = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"operation":"CREATE","userInfo":{{}},"object":{object},"oldObject":null}}}}"#
+        );
+        let typed = review::<ConfigMap>(body.as_bytes()).expect("decodes");
+        assert_eq!(typed.raw_object, Some(object));
+        let req = typed.review.request.expect("request");
+        assert!(req.old_object.is_none());
+        assert_eq!(
+            req.object.and_then(|o| o.metadata.name),
+            Some("cm".to_string())
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! Defaulting, the mutating webhook: the [`Defaulter`] trait of the admitted types, and the
+//! handler that answers a request with the JSON patch from the object as sent to the
+//! defaulted object.
+
+use json_patch::Patch;
+use kube::core::admission::Operation;
+
+use crate::audit::AuditRecord;
+use crate::decode;
+use crate::request::{Object, Request};
+use crate::response::{Response, patch_paths};
+
+/// The defaults of an admitted type `T`.
+pub trait Defaulter<T> {
+    /// Fills in defaults in `obj`, never overriding a value the user set. `old` is the stored
+    /// object on UPDATE, so that an update only defaults what it adds.
+    fn apply_defaults(&self, obj: &mut T, old: Option<&T>);
+}
+
+/// Answers a CREATE or UPDATE with the patch that turns `raw`, the object's JSON text as sent,
+/// into the defaulted object: `json_patch::diff` of the two documents, as controller-runtime's
+/// `PatchResponseFromRaw` computes it (so the patch applies to exactly what the apiserver
+/// holds). Other operations are allowed as they are.
+pub fn handle<T: Object + PartialEq>(
+    defaulter: &impl Defaulter<T>,
+    req: &Request<T>,
+    raw: Option<&str>,
+    audit: &mut AuditRecord,
+) -> Response {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Response::allowed(&req.uid);
+    }
+    let Some(obj) = req.object.as_ref() else {
+        return Response::denied(&req.uid, "the request has no object to default");
+    };
+    let mut defaulted = obj.clone();
+    defaulter.apply_defaults(&mut defaulted, req.old_object.as_ref());
+    // Nothing to default (most UPDATEs): no patch, and nothing serialized.
+    if defaulted == *obj {
+        return Response::allowed(&req.uid);
+    }
+    let patch = || -> Result<Patch, serde_json::Error> {
+        let sent = match raw {
+            // The typed object has no managedFields (never read): neither has this one, so
+            // the patch leaves them alone.
+            Some(text) => decode::object_value(text)?,
+            None => serde_json::to_value(obj)?,
+        };
+        Ok(json_patch::diff(&sent, &serde_json::to_value(&defaulted)?))
+    };
+    match patch().and_then(|p| Ok((Response::patched(&req.uid, &p)?, p))) {
+        Ok((response, patch)) => {
+            audit.patch_paths = patch_paths(&patch);
+            response
+        }
+        Err(e) => Response::denied(
+            &req.uid,
+            format!("internal error computing the defaults patch: {e}"),
+        ),
+    }
+}

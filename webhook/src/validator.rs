@@ -1,0 +1,71 @@
+//! Validation, the validating webhook: the [`Validator`] trait of the admitted types, and the
+//! handler that answers a request with their findings.
+
+use std::time::SystemTime;
+
+use kim_shared::validation::Findings;
+use kube::core::admission::Operation;
+
+use crate::audit::AuditRecord;
+use crate::request::{Object, Request};
+use crate::response::Response;
+
+/// The rules of an admitted type `T`: violations deny, warnings go back to the client.
+pub trait Validator<T> {
+    /// Validates a new object.
+    fn validate_create(&self, obj: &T) -> Findings;
+    /// Validates a change from `old` to `new`.
+    fn validate_update(&self, old: &T, new: &T) -> Findings;
+    /// Validates the deletion of `obj` (the stored object). Its violations are answered with
+    /// 403 Forbidden: a refusal to delete is not an invalid object. Allowed unless a type
+    /// says otherwise.
+    fn validate_delete(&self, _obj: &T, _now: SystemTime) -> Findings {
+        Findings::default()
+    }
+}
+
+/// HTTP code and reason of a denial of CREATE and UPDATE.
+const INVALID: (u16, &str) = (422, "Invalid");
+/// HTTP code and reason of a denial of DELETE.
+const FORBIDDEN: (u16, &str) = (403, "Forbidden");
+
+/// Answers a request with what `validator` finds: allowed, or denied with one cause per
+/// violated field; warnings either way.
+pub fn handle<T: Object>(
+    validator: &impl Validator<T>,
+    req: &Request<T>,
+    now: SystemTime,
+    audit: &mut AuditRecord,
+) -> Response {
+    let uid = req.uid.as_str();
+    let (findings, denial) = match req.operation {
+        Operation::Create => match &req.object {
+            Some(obj) => (validator.validate_create(obj), INVALID),
+            None => return Response::denied(uid, "the CREATE request has no object"),
+        },
+        Operation::Update => match (&req.object, &req.old_object) {
+            (Some(new), Some(old)) => (validator.validate_update(old, new), INVALID),
+            _ => return Response::denied(uid, "the UPDATE request lacks object or oldObject"),
+        },
+        Operation::Delete => match &req.old_object {
+            Some(old) => (validator.validate_delete(old, now), FORBIDDEN),
+            // Without the stored object there is nothing to protect (e.g. a collection delete
+            // of objects we cannot see); the apiserver sends oldObject for single deletes.
+            None => return Response::allowed(uid),
+        },
+        Operation::Connect => return Response::allowed(uid),
+    };
+    let Findings {
+        violations,
+        warnings,
+    } = findings;
+    if violations.is_empty() {
+        let mut r = Response::allowed(uid).with_warnings(warnings);
+        r.audit_annotations.insert("decision", "allowed".into());
+        return r;
+    }
+    let r = Response::rejected(uid, denial, &violations, (&audit.kind, &req.name))
+        .with_warnings(warnings);
+    audit.violations = violations;
+    r
+}
