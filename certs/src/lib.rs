@@ -17,5 +17,5 @@ pub mod rotation;
 pub use material::{CertMaterial, ServingNames};
 pub use plan::{CertState, Plan, Reason};
 pub use policy::RotationPolicy;
-pub use resolver::{CertResolver, server_config};
+pub use resolver::{CertResolver, TlsMinVersion, server_config, server_config_with};
 pub use rotation::{CertRotator, RotationConfig, RotationError, SyncOutcome};

@@ -208,8 +208,10 @@ pub async fn serve(
         CertResolver::new(),
         args.max_request_bytes,
     ));
-    let tls =
-        Arc::new(kim_certs::server_config(state.resolver.clone()).context("TLS configuration")?);
+    let tls = Arc::new(
+        kim_certs::server_config_with(state.resolver.clone(), args.tls_min_version)
+            .context("TLS configuration")?,
+    );
 
     let https = bind(args.listen_addr, "--listen-addr").await?;
     let admin = bind(args.admin_addr, "--admin-addr").await?;
