@@ -186,6 +186,15 @@ fn parse_certs(
         })
 }
 
+/// The certificates of a caBundle as DER; what does not parse is left out (a bundle that
+/// does not parse contains no CA of ours).
+pub fn bundle_ders(pem: &[u8]) -> Vec<Vec<u8>> {
+    CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+        .collect()
+}
+
 fn parse_keys(key: &'static str, pem: &str) -> Result<Vec<PrivateKeyDer<'static>>, MaterialError> {
     PrivateKeyDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -335,7 +344,22 @@ impl CertMaterial {
                 issuer: self.cas.iter().rposition(|c| c.subject_der == s.issuer_der),
                 names_match: s.names == names.canonical(),
             }),
+            trusted_since: Vec::new(),
         }
+    }
+
+    /// The bundle's CAs as DER, oldest first (what [`crate::plan::PropagationClock`] matches
+    /// against the live caBundles).
+    pub fn ca_ders(&self) -> Vec<Vec<u8>> {
+        self.cas
+            .iter()
+            .map(|c| {
+                bundle_ders(c.cert_pem.as_bytes())
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     /// Carries out a plan: generates what it asks for (CPU work: call off the async executor).

@@ -183,7 +183,12 @@ async fn start_certs(
         field_manager: certs.field_manager.clone(),
     };
     let rotator = Arc::new(CertRotator::new(client, cfg, resolver).context("certificate flags")?);
-    tokio::spawn(rotator.run(wait(stop), move |r| state.metrics.observe_cert_sync(r)));
+    let counted = rotator.clone();
+    tokio::spawn(rotator.run(wait(stop), move |r| {
+        state
+            .metrics
+            .observe_cert_sync(r, counted.unpropagated_cas())
+    }));
     Ok(())
 }
 
