@@ -397,7 +397,12 @@ impl CertMaterial {
     }
 }
 
-/// Generates a self-signed ECDSA P-256 CA valid from `now` for `lifetime`.
+/// How far a CA's `notBefore` lies before its creation: an apiserver whose clock is behind
+/// the webhook's by up to this much still accepts certificates from a CA created just now.
+pub const CA_BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Generates a self-signed ECDSA P-256 CA valid from [`CA_BACKDATE`] before `now` until
+/// `now + lifetime`.
 pub fn generate_ca(now: SystemTime, lifetime: Duration) -> Result<CaEntry, MaterialError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
@@ -417,7 +422,7 @@ pub fn generate_ca(now: SystemTime, lifetime: Duration) -> Result<CaEntry, Mater
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    params.not_before = offset(now);
+    params.not_before = offset(now.checked_sub(CA_BACKDATE).unwrap_or(now));
     params.not_after = offset(now + lifetime);
     let cert = params.self_signed(&key)?;
     let x = x509(CA_CERT_KEY, 0, cert.der())?;
@@ -586,6 +591,31 @@ mod tests {
                 rustls::pki_types::UnixTime::now(),
             )
             .expect("leaf verifies against the bundle");
+    }
+
+    #[test]
+    fn ca_is_backdated_against_clock_skew() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let ca = generate_ca(now, Duration::from_secs(3600)).expect("ca");
+        assert_eq!(ca.validity.not_before, now - CA_BACKDATE);
+        assert!(CA_BACKDATE >= Duration::from_secs(120), "a few minutes");
+        // The certificate itself says so (what the apiserver checks), and the expiry is not
+        // moved.
+        let der = bundle_ders(ca.cert_pem.as_bytes());
+        let (_, x) = X509Certificate::from_der(&der[0]).expect("parse");
+        assert_eq!(system_time(x.validity().not_before), now - CA_BACKDATE);
+        assert_eq!(
+            system_time(x.validity().not_after),
+            now + Duration::from_secs(3600)
+        );
+        // The serving certificate, backdated by a minute, still starts within its CA.
+        let s = issue_serving(&ca, &names(), now, Duration::from_secs(60)).expect("issue");
+        let der = bundle_ders(s.cert_pem.as_bytes());
+        let (_, x) = X509Certificate::from_der(&der[0]).expect("parse");
+        assert_eq!(
+            system_time(x.validity().not_before),
+            now - Duration::from_secs(60)
+        );
     }
 
     #[test]
