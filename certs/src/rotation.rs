@@ -1,5 +1,6 @@
 //! The I/O shell around [`crate::plan`]: read the Secret, carry out the plan, write it back
-//! (create-if-absent, optimistic concurrency), load the resolver, inject the caBundle.
+//! (create-if-absent, optimistic concurrency), load the resolver, inject the caBundle and read
+//! it back into the [`crate::plan::PropagationClock`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
