@@ -5,7 +5,8 @@
 //! what is due, writes the result back with optimistic concurrency, loads the serving
 //! certificate into a lock-free [`resolver::CertResolver`], and writes the caBundle into the
 //! webhook configurations by server-side apply. A new CA joins the bundle and only signs once
-//! every apiserver had time to trust it; an old CA leaves the bundle only when it has expired.
+//! it has been read back from every webhook's caBundle for the propagation time; an old CA
+//! leaves the bundle only when it has expired.
 #![forbid(unsafe_code)]
 
 pub mod material;
@@ -15,7 +16,7 @@ pub mod resolver;
 pub mod rotation;
 
 pub use material::{CertMaterial, ServingNames};
-pub use plan::{CertState, Plan, Reason};
+pub use plan::{CertState, Plan, PropagationClock, Reason};
 pub use policy::RotationPolicy;
-pub use resolver::{CertResolver, server_config};
+pub use resolver::{CertResolver, TlsMinVersion, server_config, server_config_with};
 pub use rotation::{CertRotator, RotationConfig, RotationError, SyncOutcome};

@@ -186,6 +186,15 @@ fn parse_certs(
         })
 }
 
+/// The certificates of a caBundle as DER; what does not parse is left out (a bundle that
+/// does not parse contains no CA of ours).
+pub fn bundle_ders(pem: &[u8]) -> Vec<Vec<u8>> {
+    CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+        .collect()
+}
+
 fn parse_keys(key: &'static str, pem: &str) -> Result<Vec<PrivateKeyDer<'static>>, MaterialError> {
     PrivateKeyDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -335,7 +344,22 @@ impl CertMaterial {
                 issuer: self.cas.iter().rposition(|c| c.subject_der == s.issuer_der),
                 names_match: s.names == names.canonical(),
             }),
+            trusted_since: Vec::new(),
         }
+    }
+
+    /// The bundle's CAs as DER, oldest first (what [`crate::plan::PropagationClock`] matches
+    /// against the live caBundles).
+    pub fn ca_ders(&self) -> Vec<Vec<u8>> {
+        self.cas
+            .iter()
+            .map(|c| {
+                bundle_ders(c.cert_pem.as_bytes())
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     /// Carries out a plan: generates what it asks for (CPU work: call off the async executor).
@@ -373,7 +397,12 @@ impl CertMaterial {
     }
 }
 
-/// Generates a self-signed ECDSA P-256 CA valid from `now` for `lifetime`.
+/// How far a CA's `notBefore` lies before its creation: an apiserver whose clock is behind
+/// the webhook's by up to this much still accepts certificates from a CA created just now.
+pub const CA_BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Generates a self-signed ECDSA P-256 CA valid from [`CA_BACKDATE`] before `now` until
+/// `now + lifetime`.
 pub fn generate_ca(now: SystemTime, lifetime: Duration) -> Result<CaEntry, MaterialError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
@@ -393,7 +422,7 @@ pub fn generate_ca(now: SystemTime, lifetime: Duration) -> Result<CaEntry, Mater
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    params.not_before = offset(now);
+    params.not_before = offset(now.checked_sub(CA_BACKDATE).unwrap_or(now));
     params.not_after = offset(now + lifetime);
     let cert = params.self_signed(&key)?;
     let x = x509(CA_CERT_KEY, 0, cert.der())?;
@@ -562,6 +591,31 @@ mod tests {
                 rustls::pki_types::UnixTime::now(),
             )
             .expect("leaf verifies against the bundle");
+    }
+
+    #[test]
+    fn ca_is_backdated_against_clock_skew() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let ca = generate_ca(now, Duration::from_secs(3600)).expect("ca");
+        assert_eq!(ca.validity.not_before, now - CA_BACKDATE);
+        assert!(CA_BACKDATE >= Duration::from_secs(120), "a few minutes");
+        // The certificate itself says so (what the apiserver checks), and the expiry is not
+        // moved.
+        let der = bundle_ders(ca.cert_pem.as_bytes());
+        let (_, x) = X509Certificate::from_der(&der[0]).expect("parse");
+        assert_eq!(system_time(x.validity().not_before), now - CA_BACKDATE);
+        assert_eq!(
+            system_time(x.validity().not_after),
+            now + Duration::from_secs(3600)
+        );
+        // The serving certificate, backdated by a minute, still starts within its CA.
+        let s = issue_serving(&ca, &names(), now, Duration::from_secs(60)).expect("issue");
+        let der = bundle_ders(s.cert_pem.as_bytes());
+        let (_, x) = X509Certificate::from_der(&der[0]).expect("parse");
+        assert_eq!(
+            system_time(x.validity().not_before),
+            now - Duration::from_secs(60)
+        );
     }
 
     #[test]

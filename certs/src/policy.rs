@@ -14,8 +14,9 @@ pub struct RotationPolicy {
     pub ca_renew_before: Duration,
     /// The serving certificate is re-issued when it has less than this left.
     pub serving_renew_before: Duration,
-    /// How long a new CA sits in the caBundle before it signs serving certificates, so that
-    /// every apiserver trusts it before it is presented.
+    /// How long a new CA sits in every webhook's live caBundle (as read back from the webhook
+    /// configurations) before it signs serving certificates, so that every apiserver trusts it
+    /// before it is presented.
     pub bundle_propagation: Duration,
     /// How often the wall clock and the Secret are checked.
     pub check_interval: Duration,

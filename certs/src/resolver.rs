@@ -76,13 +76,50 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// The oldest TLS version the webhook accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsMinVersion {
+    /// TLS 1.2 and 1.3 (the default: some apiservers still negotiate 1.2).
+    #[default]
+    Tls12,
+    /// TLS 1.3 only.
+    Tls13,
+}
+
+impl std::str::FromStr for TlsMinVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "1.2" => Ok(Self::Tls12),
+            "1.3" => Ok(Self::Tls13),
+            other => Err(format!(
+                "unsupported TLS version {other:?} (expected 1.2 or 1.3)"
+            )),
+        }
+    }
+}
+
 /// A rustls server configuration over `resolver`: TLS 1.2 and 1.3 (ring), ALPN `h2` and
 /// `http/1.1`.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, rustls::Error> {
+    server_config_with(resolver, TlsMinVersion::default())
+}
+
+/// A rustls server configuration over `resolver` accepting TLS from `min` on (ring), ALPN
+/// `h2` and `http/1.1`.
+pub fn server_config_with(
+    resolver: Arc<CertResolver>,
+    min: TlsMinVersion,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match min {
+        TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
     let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
-    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+    .with_protocol_versions(versions)?
     .with_no_client_auth()
     .with_cert_resolver(resolver);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -108,6 +145,13 @@ mod tests {
     }
 
     fn client(ca_pem: &str) -> tokio_rustls::TlsConnector {
+        client_with(ca_pem, &[&rustls::version::TLS13, &rustls::version::TLS12])
+    }
+
+    fn client_with(
+        ca_pem: &str,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> tokio_rustls::TlsConnector {
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
             roots.add(c.expect("ca pem")).expect("root");
@@ -115,7 +159,7 @@ mod tests {
         let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
@@ -202,5 +246,73 @@ mod tests {
             .connect(name, tcp)
             .await
             .expect("handshake with second cert");
+    }
+
+    /// Serves handshakes with `min` until the test ends; returns the address.
+    async fn serve(min: TlsMinVersion) -> (std::net::SocketAddr, String) {
+        let (ca, cert, key) = material();
+        let resolver = CertResolver::new();
+        resolver.set(CertResolver::certified_key(&cert, &key).expect("key"));
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(
+            server_config_with(resolver, min).expect("cfg"),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut tls) = acceptor.accept(tcp).await {
+                        let _ = tls.write_all(b"x").await;
+                    }
+                });
+            }
+        });
+        (addr, ca)
+    }
+
+    async fn handshake(
+        addr: std::net::SocketAddr,
+        ca: &str,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Option<rustls::ProtocolVersion> {
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut tls = client_with(ca, versions).connect(name, tcp).await.ok()?;
+        let mut b = [0u8; 1];
+        tls.read_exact(&mut b).await.ok()?;
+        tls.get_ref().1.protocol_version()
+    }
+
+    #[tokio::test]
+    async fn minimum_tls_13_refuses_a_tls_12_only_client() {
+        let (addr, ca) = serve(TlsMinVersion::Tls13).await;
+        assert_eq!(
+            handshake(addr, &ca, &[&rustls::version::TLS12]).await,
+            None,
+            "a TLS 1.2-only client must be refused"
+        );
+        assert_eq!(
+            handshake(addr, &ca, &[&rustls::version::TLS13]).await,
+            Some(rustls::ProtocolVersion::TLSv1_3)
+        );
+    }
+
+    #[tokio::test]
+    async fn default_minimum_accepts_tls_12() {
+        let (addr, ca) = serve(TlsMinVersion::default()).await;
+        assert_eq!(
+            handshake(addr, &ca, &[&rustls::version::TLS12]).await,
+            Some(rustls::ProtocolVersion::TLSv1_2)
+        );
+    }
+
+    #[test]
+    fn min_version_parses_only_known_versions() {
+        assert_eq!("1.2".parse(), Ok(TlsMinVersion::Tls12));
+        assert_eq!("1.3".parse(), Ok(TlsMinVersion::Tls13));
+        assert!("1.1".parse::<TlsMinVersion>().is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! The I/O shell around [`crate::plan`]: read the Secret, carry out the plan, write it back
-//! (create-if-absent, optimistic concurrency), load the resolver, inject the caBundle.
+//! (create-if-absent, optimistic concurrency), load the resolver, inject the caBundle and read
+//! it back into the [`crate::plan::PropagationClock`].
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -14,8 +16,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::json;
 
-use crate::material::{CertMaterial, MaterialError, ServingNames};
-use crate::plan::{Plan, Reason, plan};
+use crate::material::{CertMaterial, MaterialError, ServingNames, bundle_ders};
+use crate::plan::{Plan, PropagationClock, Reason, plan};
 use crate::policy::{PolicyError, RotationPolicy};
 use crate::resolver::{CertResolver, ResolverError};
 
@@ -95,6 +97,8 @@ pub struct SyncOutcome {
     pub serving_not_after: Option<SystemTime>,
     /// Number of CAs in the bundle.
     pub bundle_size: usize,
+    /// CAs of the bundle not (yet) in the live caBundle of every webhook.
+    pub unpropagated_cas: usize,
 }
 
 /// Keeps the Secret, the resolver and the webhook configurations in step.
@@ -103,6 +107,8 @@ pub struct CertRotator {
     cfg: RotationConfig,
     resolver: Arc<CertResolver>,
     loaded_cert: Mutex<Option<String>>,
+    clock: Mutex<PropagationClock>,
+    unpropagated: AtomicUsize,
 }
 
 const MAX_ATTEMPTS: usize = 5;
@@ -136,6 +142,8 @@ impl CertRotator {
             cfg,
             resolver,
             loaded_cert: Mutex::new(None),
+            clock: Mutex::new(PropagationClock::default()),
+            unpropagated: AtomicUsize::new(0),
         })
     }
 
@@ -147,6 +155,12 @@ impl CertRotator {
     /// The configuration.
     pub fn config(&self) -> &RotationConfig {
         &self.cfg
+    }
+
+    /// CAs of the Secret that the last read-back did not find in every webhook's live
+    /// caBundle (kept up to date also when injecting fails, e.g. without permission).
+    pub fn unpropagated_cas(&self) -> usize {
+        self.unpropagated.load(Ordering::Relaxed)
     }
 
     /// One synchronisation at wall-clock `now`.
@@ -181,7 +195,13 @@ impl CertRotator {
                     })?
                 }
             };
-            let p = plan(&current.state(&self.cfg.names), now, &self.cfg.policy);
+            let mut state = current.state(&self.cfg.names);
+            state.trusted_since = self
+                .clock
+                .lock()
+                .map(|c| c.trusted_since(&current.ca_ders()))
+                .unwrap_or_default();
+            let p = plan(&state, now, &self.cfg.policy);
             if p.is_empty() {
                 material = Some(current);
                 break;
@@ -260,8 +280,53 @@ impl CertRotator {
                 outcome.loaded_new_serving = true;
             }
         }
-        outcome.injected = self.inject(&material.ca_bundle_pem()).await?;
+        let injected = self.inject(&material.ca_bundle_pem()).await;
+        // Read back what the apiserver holds, also when injecting failed: the propagation
+        // clock of a new CA runs only while every webhook's caBundle contains it.
+        let live = self.live_bundles().await;
+        let cas = material.ca_ders();
+        if let Ok(live) = &live
+            && let Ok(mut clock) = self.clock.lock()
+        {
+            clock.observe(&cas, live, SystemTime::now());
+        }
+        outcome.unpropagated_cas = self
+            .clock
+            .lock()
+            .map(|c| c.unpropagated(&cas))
+            .unwrap_or(cas.len());
+        self.unpropagated
+            .store(outcome.unpropagated_cas, Ordering::Relaxed);
+        outcome.injected = injected?;
+        live?;
         Ok(outcome)
+    }
+
+    /// The caBundle of every webhook of the configured configurations, as DER certificates
+    /// (a configuration that does not exist contributes nothing).
+    pub async fn live_bundles(&self) -> Result<Vec<Vec<Vec<u8>>>, RotationError> {
+        let mut out = Vec::new();
+        for name in &self.cfg.mutating_configs {
+            let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+            if let Some(live) = api.get_opt(name).await.map_err(kube_err(format!(
+                "reading back MutatingWebhookConfiguration {name}"
+            )))? {
+                out.extend(live.webhooks.unwrap_or_default().into_iter().map(|w| {
+                    bundle_ders(&w.client_config.ca_bundle.map(|b| b.0).unwrap_or_default())
+                }));
+            }
+        }
+        for name in &self.cfg.validating_configs {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+            if let Some(live) = api.get_opt(name).await.map_err(kube_err(format!(
+                "reading back ValidatingWebhookConfiguration {name}"
+            )))? {
+                out.extend(live.webhooks.unwrap_or_default().into_iter().map(|w| {
+                    bundle_ders(&w.client_config.ca_bundle.map(|b| b.0).unwrap_or_default())
+                }));
+            }
+        }
+        Ok(out)
     }
 
     async fn generate(

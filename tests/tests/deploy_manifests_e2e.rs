@@ -16,15 +16,19 @@ use serde_json::Value;
 
 /// `kubectl kustomize deploy/`, as documents.
 fn render(env: &TestEnv) -> Result<Vec<Value>> {
+    render_dir(env, &kim_tests::testenv::repo_root().join("deploy"))
+}
+
+/// `kubectl kustomize <dir>`, as documents.
+fn render_dir(env: &TestEnv, dir: &std::path::Path) -> Result<Vec<Value>> {
     let kubectl = env
         .binaries()
         .kubectl
         .clone()
         .context("kubectl next to kube-apiserver (make testenv-bins builds it)")?;
-    let dir = kim_tests::testenv::repo_root().join("deploy");
     let out = std::process::Command::new(kubectl)
         .arg("kustomize")
-        .arg(&dir)
+        .arg(dir)
         .output()?;
     ensure!(
         out.status.success(),
@@ -35,6 +39,83 @@ fn render(env: &TestEnv) -> Result<Vec<Value>> {
     Ok(kim_tests::fixtures::yaml_documents(&String::from_utf8(
         out.stdout,
     )?)?)
+}
+
+/// `to` relative to the directory `from` (kustomize refuses absolute resource paths).
+fn relative(from: &std::path::Path, to: &std::path::Path) -> Result<std::path::PathBuf> {
+    let (from, to) = (from.canonicalize()?, to.canonicalize()?);
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut rel = std::path::PathBuf::new();
+    for _ in from.components().skip(common) {
+        rel.push("..");
+    }
+    rel.extend(to.components().skip(common));
+    Ok(rel)
+}
+
+/// Every webhook's selected namespace and Service namespace, and the namespace flag of the
+/// controller, as rendered.
+fn webhook_namespaces(docs: &[Value]) -> Result<(BTreeSet<String>, String)> {
+    let mut seen = BTreeSet::new();
+    let mut hooks = 0;
+    for d in docs.iter().filter(|d| {
+        matches!(
+            d["kind"].as_str(),
+            Some("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration")
+        )
+    }) {
+        for w in d["webhooks"].as_array().into_iter().flatten() {
+            hooks += 1;
+            let selected = w["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                .as_str()
+                .with_context(|| {
+                    format!(
+                        "{}: webhook {} selects no namespace by name",
+                        kind_name(d),
+                        w["name"]
+                    )
+                })?;
+            seen.insert(format!("selector={selected}"));
+            let service = w["clientConfig"]["service"]["namespace"]
+                .as_str()
+                .with_context(|| {
+                    format!("{}: webhook {} calls no Service", kind_name(d), w["name"])
+                })?;
+            seen.insert(format!("service={service}"));
+        }
+    }
+    ensure!(hooks >= 4, "only {hooks} webhooks rendered");
+    let controller = deployment(docs, "infrastructure-manager-controller")?;
+    let flag = args(controller)?
+        .into_iter()
+        .find_map(|a| a.strip_prefix("--namespace=").map(str::to_owned))
+        .context("controller has no --namespace flag")?;
+    // The kubelet expands `$(VAR)` from the container's env; the Pod's namespace is the
+    // Deployment's.
+    let resolved = match flag.strip_prefix("$(").and_then(|v| v.strip_suffix(')')) {
+        Some(var) => {
+            let env = controller["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == var)
+                .with_context(|| format!("controller env has no {var}"))?;
+            ensure!(
+                env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace",
+                "{var} is not the Pod's namespace: {env}"
+            );
+            controller["metadata"]["namespace"]
+                .as_str()
+                .context("controller Deployment has no namespace")?
+                .to_owned()
+        }
+        None => flag,
+    };
+    Ok((seen, resolved))
 }
 
 fn kind_name(v: &Value) -> String {
@@ -434,6 +515,45 @@ async fn controller_alerts_use_exposed_metrics_and_link_existing_runbooks() -> R
         "docs/operations.md",
         &text,
     )?;
+    Ok(())
+}
+
+/// A kustomize overlay that moves the deployment to another namespace moves the webhooks'
+/// namespace selector with it: validation keeps applying where the controller reconciles.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_override_moves_the_webhooks_with_the_controller() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let expect = |ns: &str| -> BTreeSet<String> {
+        [format!("selector={ns}"), format!("service={ns}")].into()
+    };
+    let (seen, controller_ns) = webhook_namespaces(&render(env)?)?;
+    ensure!(
+        controller_ns == "kcp-system",
+        "controller namespace {controller_ns}"
+    );
+    ensure!(seen == expect("kcp-system"), "deploy/: {seen:?}");
+
+    let overlay = tempfile::tempdir()?;
+    let base = relative(
+        overlay.path(),
+        &kim_tests::testenv::repo_root().join("deploy"),
+    )?;
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: other\nresources:\n  - {}\n",
+            base.display()
+        ),
+    )?;
+    let (seen, controller_ns) = webhook_namespaces(&render_dir(env, overlay.path())?)?;
+    ensure!(
+        controller_ns == "other",
+        "overlay: controller namespace {controller_ns}"
+    );
+    ensure!(
+        seen == expect("other"),
+        "overlay with namespace: other: the webhooks still select or call {seen:?}"
+    );
     Ok(())
 }
 

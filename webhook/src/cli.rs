@@ -29,6 +29,10 @@ fn duration(s: &str) -> Result<Duration, String> {
     kim_shared::duration::parse_duration(s)
 }
 
+fn tls_min_version(s: &str) -> Result<kim_certs::TlsMinVersion, String> {
+    s.parse()
+}
+
 /// Where the KIM configuration files are (the same files as the controller's).
 #[derive(Debug, Clone, Args)]
 pub struct ConfigArgs {
@@ -119,6 +123,11 @@ pub struct ServeArgs {
     /// Rotated audit files to keep.
     #[arg(long, env = "KIM_WEBHOOK_AUDIT_LOG_MAX_FILES", default_value_t = 5)]
     pub audit_log_max_files: usize,
+
+    /// Oldest TLS version accepted on the admission port: `1.2` or `1.3` (recommended where
+    /// every apiserver speaks it).
+    #[arg(long, env = "KIM_WEBHOOK_TLS_MIN_VERSION", default_value = "1.2", value_parser = clap::builder::ValueParser::new(tls_min_version))]
+    pub tls_min_version: kim_certs::TlsMinVersion,
 
     /// Certificates.
     #[command(flatten)]
@@ -280,12 +289,35 @@ mod tests {
         assert!(a.deletion_protection);
         assert_eq!(a.deletion_window, Duration::from_secs(120));
         assert_eq!(a.certs.policy().validate(), Ok(()));
+        assert_eq!(a.tls_min_version, kim_certs::TlsMinVersion::Tls12);
         assert!(
             a.certs
                 .names()
                 .dns
                 .contains(&"infrastructure-manager-webhook-service.kcp-system.svc".to_string())
         );
+    }
+
+    #[test]
+    fn tls_min_version_is_a_flag() {
+        let parse = |v: &str| {
+            Cli::try_parse_from([
+                "kim-webhook",
+                "serve",
+                "--converter-config-filepath",
+                "/c.json",
+                "--tls-min-version",
+                v,
+            ])
+        };
+        let Ok(Cli {
+            command: Command::Serve(a),
+        }) = parse("1.3")
+        else {
+            panic!("1.3 must parse")
+        };
+        assert_eq!(a.tls_min_version, kim_certs::TlsMinVersion::Tls13);
+        assert!(parse("1.0").is_err());
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct Metrics {
     pub serving_not_after: Gauge,
     /// CAs in the caBundle.
     pub bundle_size: Gauge,
+    /// CAs of the Secret not yet read back from every webhook's live caBundle.
+    pub unpropagated_cas: Gauge,
     /// Audit records the file writer could not keep up with.
     pub audit_dropped: Gauge,
     /// Audit records the log (stdout) writer could not keep up with.
@@ -80,6 +82,7 @@ impl Metrics {
             cert_sync_failures: Counter::default(),
             serving_not_after: Gauge::default(),
             bundle_size: Gauge::default(),
+            unpropagated_cas: Gauge::default(),
             audit_dropped: Gauge::default(),
             audit_log_dropped: Gauge::default(),
             ready: Gauge::default(),
@@ -121,6 +124,11 @@ impl Metrics {
             m.bundle_size.clone(),
         );
         r.register(
+            "ca_bundle_unpropagated_certificates",
+            "CAs of the certificate Secret not yet in the live caBundle of every webhook (a new CA signs only after it has been there for --bundle-propagation)",
+            m.unpropagated_cas.clone(),
+        );
+        r.register(
             "audit_file_dropped_records",
             "Audit records not written to the audit file (writer behind)",
             m.audit_dropped.clone(),
@@ -138,8 +146,15 @@ impl Metrics {
         m
     }
 
-    /// Records one certificate synchronisation.
-    pub fn observe_cert_sync(&self, result: &Result<SyncOutcome, RotationError>) {
+    /// Records one certificate synchronisation; `unpropagated_cas` is the rotator's count
+    /// after it (also known when the synchronisation failed).
+    pub fn observe_cert_sync(
+        &self,
+        result: &Result<SyncOutcome, RotationError>,
+        unpropagated_cas: usize,
+    ) {
+        self.unpropagated_cas
+            .set(i64::try_from(unpropagated_cas).unwrap_or(i64::MAX));
         match result {
             Err(_) => {
                 self.cert_sync_failures.inc();

@@ -188,7 +188,12 @@ async fn start_certs(
         field_manager: certs.field_manager.clone(),
     };
     let rotator = Arc::new(CertRotator::new(client, cfg, resolver).context("certificate flags")?);
-    tokio::spawn(rotator.run(wait(stop), move |r| state.metrics.observe_cert_sync(r)));
+    let counted = rotator.clone();
+    tokio::spawn(rotator.run(wait(stop), move |r| {
+        state
+            .metrics
+            .observe_cert_sync(r, counted.unpropagated_cas())
+    }));
     Ok(())
 }
 
@@ -213,8 +218,10 @@ pub async fn serve(
         CertResolver::new(),
         args.max_request_bytes,
     ));
-    let tls =
-        Arc::new(kim_certs::server_config(state.resolver.clone()).context("TLS configuration")?);
+    let tls = Arc::new(
+        kim_certs::server_config_with(state.resolver.clone(), args.tls_min_version)
+            .context("TLS configuration")?,
+    );
 
     let https = bind(args.listen_addr, "--listen-addr").await?;
     let admin = bind(args.admin_addr, "--admin-addr").await?;

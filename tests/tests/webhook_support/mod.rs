@@ -296,14 +296,21 @@ impl Webhook {
             let outcomes = Arc::new(Mutex::new(Vec::new()));
             let sync_errors = Arc::new(Mutex::new(Vec::new()));
             let (o, e) = (outcomes.clone(), sync_errors.clone());
+            let (counted, metered) = (rotator.clone(), state.clone());
             let mut rx = stop_rx.clone();
             tokio::spawn(rotator.run(
                 async move {
                     let _ = rx.wait_for(|v| *v).await;
                 },
-                move |r| match r {
-                    Ok(out) => o.lock().unwrap().push(out.clone()),
-                    Err(err) => e.lock().unwrap().push(err.to_string()),
+                // As the binary does: the metrics see every synchronisation.
+                move |r| {
+                    metered
+                        .metrics
+                        .observe_cert_sync(r, counted.unpropagated_cas());
+                    match r {
+                        Ok(out) => o.lock().unwrap().push(out.clone()),
+                        Err(err) => e.lock().unwrap().push(err.to_string()),
+                    }
                 },
             ));
             let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
