@@ -510,6 +510,14 @@ async fn the_audit_trail_names_the_service_account_its_token_and_the_decision() 
         assert!(token_id.starts_with("JTI="), "{r}");
         assert_eq!(r["operation"], "CREATE", "{r}");
         assert_eq!(r["kind"], "Runtime", "{r}");
+        // The apiserver of the tests runs on this machine and presents no client certificate.
+        let peer = r["peer"].as_str().unwrap_or_default();
+        assert!(
+            peer.parse::<std::net::SocketAddr>()
+                .is_ok_and(|a| a.ip().is_loopback()),
+            "{r}"
+        );
+        assert_eq!(r["client_certificate"], false, "{r}");
     }
     assert_eq!(allowed["allowed"], true, "{allowed}");
     assert_eq!(allowed["dry_run"], false, "{allowed}");

@@ -81,6 +81,13 @@ pub struct AuditRecord {
     /// Why the request could not be judged (malformed input, wrong kind).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The TCP peer that sent the review (`ip:port`). Any pod that reaches the port can post a
+    /// review in a user's name; the peer tells the apiserver's records from such forgeries.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub peer: String,
+    /// Whether the peer presented a TLS client certificate (the apiserver does when it is
+    /// configured with one for this webhook).
+    pub client_certificate: bool,
     /// Time spent in the handler, microseconds.
     pub latency_us: u64,
 }
@@ -123,6 +130,8 @@ impl AuditRecord {
             patch_paths: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            peer: String::new(),
+            client_certificate: false,
             latency_us: 0,
         }
     }

@@ -133,7 +133,9 @@ fn admission_route(
     admit: fn(&[u8], &AdmissionContext, SystemTime) -> Admission,
 ) -> MethodRouter<Arc<AppState>> {
     post(
-        move |State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
+        move |State(state): State<Arc<AppState>>,
+              peer: Option<axum::Extension<Peer>>,
+              body: Result<Bytes, BytesRejection>| async move {
             let body = match body {
                 Ok(b) => b,
                 Err(r) => return rejected(&state, r),
@@ -141,7 +143,11 @@ fn admission_route(
             let started = std::time::Instant::now();
             // Inline on the executor: the work is tens of microseconds, less than a hop to the
             // blocking pool would cost.
-            let a = admit(&body, &state.ctx, SystemTime::now());
+            let mut a = admit(&body, &state.ctx, SystemTime::now());
+            if let Some(axum::Extension(peer)) = peer {
+                a.audit.peer = peer.addr.to_string();
+                a.audit.client_certificate = peer.client_certificate;
+            }
             let m = &state.metrics;
             m.admissions
                 .get_or_create(&AdmissionLabels {
@@ -227,6 +233,15 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Who is at the other end of a connection, added to each of its requests for the audit record.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    /// The TCP peer address.
+    pub addr: SocketAddr,
+    /// Whether it presented a TLS client certificate.
+    pub client_certificate: bool,
+}
+
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then drains open
 /// connections for up to `grace`. TLS 1.2 and 1.3; HTTP/1.1 and HTTP/2 chosen by ALPN.
 pub async fn serve_tls(
@@ -256,7 +271,7 @@ pub async fn serve_tls(
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let builder = builder.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             // The handshake runs in the connection's task so a slow client never blocks accept.
@@ -272,6 +287,18 @@ pub async fn serve_tls(
                         return;
                     }
                 };
+            let peer_info = Peer {
+                addr: peer,
+                client_certificate: tls.get_ref().1.peer_certificates().is_some(),
+            };
+            // Added to each request's extensions (cheaper than a router layer per connection).
+            let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+                app,
+                move |mut req: http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer_info);
+                    req
+                },
+            ));
             let conn = builder
                 .serve_connection(TokioIo::new(tls), service)
                 .into_owned();
