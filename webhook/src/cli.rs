@@ -75,7 +75,11 @@ pub struct ServeArgs {
     /// Largest accepted request body; larger ones get 413.
     #[arg(long, env = "KIM_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
     pub max_request_bytes: usize,
-    /// How long open connections may finish after SIGTERM.
+    /// After SIGTERM, how long the webhook reports not ready while it keeps serving, so that the
+    /// Service's endpoints drop it before it stops accepting connections.
+    #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
+    pub shutdown_delay: Duration,
+    /// How long open connections may finish after the shutdown delay.
     #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
 

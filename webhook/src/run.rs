@@ -14,7 +14,9 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
 use crate::request::AdmissionContext;
-use crate::server::{AppState, admin_router, admission_router, bind, serve_plain, serve_tls};
+use crate::server::{
+    AppState, admin_router, admission_router, bind, drain_after, serve_plain, serve_tls,
+};
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
 /// (target `audit`) bypass the formatter and are written as their own JSON lines; keep the
@@ -229,16 +231,26 @@ pub async fn serve(
     start_certs(&args.certs, state.clone(), stop.clone()).await?;
 
     tracing::info!(listen = %args.listen_addr, admin = %args.admin_addr, "kim-webhook serving");
+    // Both servers stop once the shutdown delay after the signal has passed.
+    let (stopped, serving_stop) = watch::channel(false);
+    tokio::spawn({
+        let state = state.clone();
+        let delay = args.shutdown_delay;
+        async move {
+            drain_after(state, wait(stop), delay).await;
+            let _ = stopped.send(true);
+        }
+    });
     let admin_task = tokio::spawn(serve_plain(
         admin,
         admin_router(state.clone()),
-        wait(stop.clone()),
+        wait(serving_stop.clone()),
     ));
     serve_tls(
         https,
         tls,
         admission_router(state, routes),
-        wait(stop),
+        wait(serving_stop),
         args.shutdown_grace,
     )
     .await;

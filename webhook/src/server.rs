@@ -45,6 +45,9 @@ pub struct AppState {
     pub config_valid: AtomicBool,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Set on SIGTERM: `/readyz` fails so that endpoints stop sending reviews here while the
+    /// server still answers the ones already on their way.
+    pub draining: AtomicBool,
 }
 
 impl AppState {
@@ -65,11 +68,15 @@ impl AppState {
             resolver,
             config_valid: AtomicBool::new(true),
             max_body_bytes,
+            draining: AtomicBool::new(false),
         }
     }
 
     /// Ready: a certificate is loaded and the configuration is valid.
     pub fn ready(&self) -> Result<(), &'static str> {
+        if self.draining.load(Ordering::Relaxed) {
+            return Err("shutting down");
+        }
         if !self.resolver.is_loaded() {
             return Err("no serving certificate loaded yet");
         }
@@ -231,6 +238,17 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
             }),
         )
         .with_state(state)
+}
+
+/// Resolves `delay` after `signal`: from the signal on, `state` reports not ready (so the
+/// endpoints drop this replica) while the servers keep answering; then they may stop. Without the
+/// delay, reviews routed here before the endpoints update would fail (with `failurePolicy: Fail`,
+/// a refused Runtime write).
+pub async fn drain_after(state: Arc<AppState>, signal: impl Future<Output = ()>, delay: Duration) {
+    signal.await;
+    state.draining.store(true, Ordering::Relaxed);
+    tracing::info!(delay = ?delay, "shutting down: not ready, still serving until the delay ends");
+    tokio::time::sleep(delay).await;
 }
 
 /// Who is at the other end of a connection, added to each of its requests for the audit record.

@@ -70,6 +70,16 @@ async fn start(max_body: usize) -> Running {
 }
 
 async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Running {
+    start_with_shutdown(max_body, routes, None).await
+}
+
+/// The server; with `drain = Some((signal, delay))` it shuts down as `kim-webhook serve` does on
+/// SIGTERM: not ready at once, serving until `delay` has passed.
+async fn start_with_shutdown(
+    max_body: usize,
+    routes: axum::Router<Arc<AppState>>,
+    drain: Option<(tokio::sync::oneshot::Receiver<()>, Duration)>,
+) -> Running {
     let ctx = AdmissionContext {
         config: Some(Arc::new(config())),
         ..AdmissionContext::default()
@@ -85,13 +95,17 @@ async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Run
     let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (https, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
     let app = admission_router(state.clone(), routes);
-    tokio::spawn(serve_tls(
-        l,
-        tls,
-        app,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
+    let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match drain {
+        Some((signal, delay)) => Box::pin(kim_webhook::server::drain_after(
+            state.clone(),
+            async {
+                let _ = signal.await;
+            },
+            delay,
+        )),
+        None => Box::pin(std::future::pending()),
+    };
+    tokio::spawn(serve_tls(l, tls, app, stop, Duration::from_secs(1)));
     tokio::spawn(serve_plain(
         a,
         admin_router(state.clone()),
@@ -395,5 +409,42 @@ async fn plain_http_is_refused_and_tls12_is_accepted() {
             .unwrap()
             .status,
         200
+    );
+}
+
+/// On SIGTERM the replica reports not ready at once and keeps answering, on open and on new
+/// connections, until the shutdown delay has passed; only then does it stop accepting.
+#[tokio::test]
+async fn shutdown_reports_not_ready_and_keeps_serving_for_the_delay() {
+    let (signal, received) = tokio::sync::oneshot::channel();
+    let delay = Duration::from_millis(1500);
+    let s = start_with_shutdown(1 << 20, kim_webhook::routes(), Some((received, delay))).await;
+    let mut open = serving_with_client(&s).await;
+    assert_eq!(get(s.admin, "/readyz").await.0, 200);
+
+    signal.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, body) = get(s.admin, "/readyz").await;
+    assert_eq!(
+        (code, body.contains("shutting down")),
+        (503, true),
+        "{body}"
+    );
+    let r = open
+        .post("/validate/runtime", review("CREATE", sample_runtime()))
+        .await
+        .expect("an open connection is still answered during the delay");
+    assert_eq!(r.status, 200);
+    let mut fresh = serving_with_client(&s).await;
+    let r = fresh
+        .post("/validate/runtime", review("CREATE", sample_runtime()))
+        .await
+        .expect("a new connection is still accepted during the delay");
+    assert_eq!(r.status, 200);
+
+    tokio::time::sleep(delay).await;
+    assert!(
+        tokio::net::TcpStream::connect(s.https).await.is_err(),
+        "after the delay the listener is closed"
     );
 }
