@@ -265,3 +265,27 @@ fn ingress_filtering_without_egress_filtering_is_a_warning() {
         f.warnings
     );
 }
+
+/// Duplicates among many administrators are found in one pass (a quadratic check would keep a
+/// webhook thread busy for minutes on a Runtime with 100,000 of them).
+#[test]
+fn duplicate_administrators_among_many_are_each_reported_once() {
+    let rt = runtime(|rt| {
+        let admins = &mut rt.spec.security.administrators;
+        admins.clear();
+        admins.extend((0..100_000).map(|i| format!("user-{i}@example.com")));
+        admins.push("user-7@example.com".into());
+        admins.push("user-99999@example.com".into());
+    });
+    let findings = accepts(&rt);
+    let twice: Vec<&String> = findings
+        .warnings
+        .iter()
+        .filter(|w| w.contains("twice"))
+        .collect();
+    assert_eq!(twice.len(), 2, "{twice:?}");
+    assert!(
+        twice[0].starts_with("spec.security.administrators[100000]"),
+        "{twice:?}"
+    );
+}

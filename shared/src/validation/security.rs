@@ -12,6 +12,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
             "must name at least one administrator (user name or e-mail), who is bound to cluster-admin in the cluster",
         );
     }
+    let mut seen = std::collections::HashSet::new();
     for (i, admin) in security.administrators.iter().enumerate() {
         if admin.trim().is_empty() {
             f.violation(
@@ -23,7 +24,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
                 format!("spec.security.administrators[{i}]"),
                 format!("{admin:?} has leading or trailing whitespace; give the user name exactly, e.g. {:?}", admin.trim()),
             );
-        } else if security.administrators[..i].contains(admin) {
+        } else if !seen.insert(admin) {
             f.warning(
                 format_args!("spec.security.administrators[{i}]"),
                 format_args!("{admin:?} is listed twice"),

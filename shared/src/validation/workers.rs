@@ -66,8 +66,10 @@ pub(crate) fn check(
     // Zones of all pools in order of first appearance: the infrastructure config lists them so.
     let mut all_zones: Vec<&str> = Vec::with_capacity(4);
     let mut system_pools = 0usize;
+    // Pool name -> the first pool that uses it (a set, so that many pools cost linear time).
+    let mut names: std::collections::HashMap<&str, Item> = std::collections::HashMap::new();
     for (at, w) in pools(rt) {
-        pool_name(rt, at, w, f);
+        pool_name(&mut names, at, w, f);
         machine(ctx, at, w, f);
         volumes(ctx, at, w, f);
         scaling(ctx, at, w, f);
@@ -133,7 +135,12 @@ pub(crate) fn check(
     }
 }
 
-fn pool_name(rt: &Runtime, at: Item, w: &Worker, f: &mut Findings) {
+fn pool_name<'a>(
+    seen: &mut std::collections::HashMap<&'a str, Item>,
+    at: Item,
+    w: &'a Worker,
+    f: &mut Findings,
+) {
     let name = w.name.as_str();
     if !syntax::is_dns_label(name) || name.len() > POOL_NAME_MAX {
         f.violation(
@@ -143,13 +150,13 @@ fn pool_name(rt: &Runtime, at: Item, w: &Worker, f: &mut Findings) {
         return;
     }
     // Report each repeat once, at the later pool.
-    let mut earlier =
-        pools(rt).take_while(|(other, _)| other.list != at.list || other.index != at.index);
-    if let Some((first, _)) = earlier.find(|(_, other)| other.name == name) {
+    if let Some(first) = seen.get(name) {
         f.violation(
             at.field("name"),
             format!("{name:?} is already used by {}; pool names must be unique across workers and additionalWorkers", first.path()),
         );
+    } else {
+        seen.insert(name, at);
     }
 }
 
@@ -280,6 +287,7 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
             "must be set when dataVolumes are set (Gardener requires a root volume then)",
         );
     }
+    let mut seen = std::collections::HashSet::new();
     for (i, d) in data.iter().enumerate() {
         let path = format!("dataVolumes[{i}]");
         match d.name.as_str() {
@@ -287,7 +295,7 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
                 at.field(&format!("{path}.name")),
                 "must name the data volume, e.g. data-0",
             ),
-            n if data[..i].iter().any(|o| o.name == n) => {
+            n if !seen.insert(n) => {
                 f.violation(
                     at.field(&format!("{path}.name")),
                     format!("{n:?} is used twice; data volume names must be unique in the pool"),
@@ -520,9 +528,10 @@ fn zones<'a>(ctx: &Ctx<'_>, at: Item, w: &'a Worker, all: &mut Vec<&'a str>, f: 
         return;
     }
     let region_known = ctx.provider.is_none_or(|p| p.allows_region(&shoot.region));
+    let mut seen = std::collections::HashSet::new();
     for (j, zone) in list.iter().enumerate() {
         let field = || at.field(&format!("zones[{j}]"));
-        if list[..j].contains(zone) {
+        if !seen.insert(zone) {
             f.violation(
                 field(),
                 format!("{zone:?} is listed twice; list each zone once"),
