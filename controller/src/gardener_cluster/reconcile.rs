@@ -40,6 +40,10 @@ pub struct Reconciler {
     /// reconcile that still sees that version (the watch cache lags behind our own removal of
     /// the annotation) must not rotate a second time.
     forced_served: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The condition reason last published as an Event, per GardenerCluster: a reconcile that
+    /// still sees the status from before our own write (the watch cache lags) must not publish
+    /// the same Event again.
+    published_reasons: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -74,6 +78,7 @@ impl Reconciler {
     pub fn new(ctx: Arc<Context>, policy: RotationPolicy, metrics: Arc<KubeconfigMetrics>) -> Self {
         Self {
             forced_served: Default::default(),
+            published_reasons: Default::default(),
             ctx,
             policy,
             metrics,
@@ -393,6 +398,7 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
     }
     r.metrics.remove(&key(gc));
     lock(&r.forced_served).remove(&key(gc));
+    lock(&r.published_reasons).remove(&key(gc));
     Ok(Action::await_change())
 }
 
@@ -478,10 +484,15 @@ async fn write_status(
     if status::is_current(state, current, &want) {
         return Ok(());
     }
-    let previous_reason = current
-        .iter()
-        .find(|c| c.type_ == status::CONDITION_TYPE)
-        .map(|c| c.reason.clone());
+    let previous_reason = lock(&r.published_reasons)
+        .get(&key(gc))
+        .cloned()
+        .or_else(|| {
+            current
+                .iter()
+                .find(|c| c.type_ == status::CONDITION_TYPE)
+                .map(|c| c.reason.clone())
+        });
     let api: Api<GardenerCluster> =
         Api::namespaced(r.ctx.kcp.clone(), &gc.namespace().unwrap_or_default());
     let patch = json!({
@@ -511,6 +522,7 @@ async fn write_status(
             action: "Reconcile".into(),
             secondary: None,
         };
+        lock(&r.published_reasons).insert(key(gc), want.condition.reason.clone());
         // An Event is informational: failing to publish it must not fail the reconcile.
         if let Err(e) = r.ctx.recorder.publish(&event, &gc.object_ref(&())).await {
             tracing::debug!(controller = CONTROLLER, name = gc.name_any(), error = %e, "event not published");
