@@ -57,7 +57,7 @@ unit:
 
 ## The upstream-compatibility suite: our CRDs, types, validation, conversion and controller against
 ## upstream KIM's own files, read from $(KIM_UPSTREAM_DIR), a folder holding upstream/ (the 2025
-## baseline) and upstream-2026-07/ (.ci/run sets it to ../shared). Without it, says that it did not
+## baseline) and upstream-2026-07/ (.ci/run sets it to the shared folder beside the checkout). Without it, says that it did not
 ## run; with it set and a folder missing, the suite fails naming the path.
 upstream-compat:
 	@if [ -z "$$KIM_UPSTREAM_DIR" ]; then \

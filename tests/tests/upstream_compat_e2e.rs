@@ -17,7 +17,10 @@ use anyhow::{Context as _, Result, ensure};
 use kim_shared::api::Runtime;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use webhook_support::{Options, Webhook, admissible, env, kim_config, kubectl, runtime_resource};
+use webhook_support::{
+    Options, Webhook, admissible, create_with_only_the_documented_defaults, env, kim_config,
+    kubectl, runtime_resource,
+};
 
 /// `$KIM_UPSTREAM_DIR/upstream` (the 2025 baseline). Panics naming the variable when it is unset
 /// and the path when the folder is missing: this suite never passes without upstream's files.
@@ -109,24 +112,7 @@ async fn every_upstream_sample_is_admitted_with_only_the_documented_defaults() {
     for (i, path) in upstream_runtime_files().unwrap().iter().enumerate() {
         let what = path.display().to_string();
         let input = upstream_admissible(read_yaml(path), &format!("upstream-{i}"), &wh.ns);
-        let obj: DynamicObject = serde_json::from_value(input.clone()).unwrap();
-        let stored = api
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("{what} (made admissible) must be admitted: {e}"));
-        // Expected: the input with kim_shared::defaults applied, nothing else.
-        let mut expected: Runtime = serde_json::from_value(input.clone()).unwrap();
-        kim_shared::defaults::apply_defaults(&mut expected, &cfg);
-        let expected = serde_json::to_value(&expected).unwrap();
-        let stored = serde_json::to_value(&stored).unwrap();
-        assert_eq!(
-            stored["spec"], expected["spec"],
-            "{what}: stored spec = input + documented defaults"
-        );
-        assert_eq!(
-            stored["metadata"]["labels"], input["metadata"]["labels"],
-            "{what}: labels untouched"
-        );
+        let expected = create_with_only_the_documented_defaults(&api, &cfg, &what, &input).await;
         assert_ne!(
             input["spec"], expected["spec"],
             "{what}: the defaults must have had something to do"

@@ -10,11 +10,11 @@ mod webhook_support;
 #[path = "../../webhook/benches/support/review_sample.rs"]
 mod review_sample;
 
-use kim_shared::api::Runtime;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use webhook_support::{
-    Options, Webhook, admissible, env, kim_config, kubectl, runtime_resource, sample, valid_runtime,
+    Options, Webhook, admissible, create_with_only_the_documented_defaults, env, kim_config,
+    kubectl, runtime_resource, sample, valid_runtime,
 };
 
 fn yaml(v: &Value) -> String {
@@ -47,24 +47,7 @@ async fn every_sample_is_admitted_with_only_the_documented_defaults() {
     let cfg = kim_config();
     for (i, (what, sample)) in sample_runtimes().into_iter().enumerate() {
         let input = admissible(sample, &format!("sample-{i}"), &wh.ns);
-        let obj: DynamicObject = serde_json::from_value(input.clone()).unwrap();
-        let stored = api
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("{what} must be admitted: {e}"));
-        // Expected: the input with kim_shared::defaults applied, nothing else.
-        let mut expected: Runtime = serde_json::from_value(input.clone()).unwrap();
-        kim_shared::defaults::apply_defaults(&mut expected, &cfg);
-        let expected = serde_json::to_value(&expected).unwrap();
-        let stored = serde_json::to_value(&stored).unwrap();
-        assert_eq!(
-            stored["spec"], expected["spec"],
-            "{what}: stored spec = input + documented defaults"
-        );
-        assert_eq!(
-            stored["metadata"]["labels"], input["metadata"]["labels"],
-            "{what}: labels untouched"
-        );
+        create_with_only_the_documented_defaults(&api, &cfg, &what, &input).await;
     }
     let gc = sample("gardenercluster.yaml");
     let (ok, out) = kubectl(

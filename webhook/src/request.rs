@@ -46,7 +46,7 @@ impl Mode {
 }
 
 /// Settings the admitted types need besides the object. The admitted types' defaults and
-/// rules are implemented on it ([`crate::defaulter::Defaulter`], [`crate::validator::Validator`]).
+/// rules are implemented on it (the `Defaulter` and `Validator` traits).
 #[derive(Debug, Clone)]
 pub struct AdmissionContext {
     /// Deletion protection of Runtimes.

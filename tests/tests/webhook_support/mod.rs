@@ -474,6 +474,35 @@ pub fn valid_runtime(name: &str, ns: &str) -> Value {
     admissible(rt, name, ns)
 }
 
+/// Creates `input` through the apiserver with the webhooks registered and asserts that what is
+/// stored is the input with the documented defaults applied (spec), labels untouched. Returns
+/// the expected (defaulted) object.
+pub async fn create_with_only_the_documented_defaults(
+    api: &Api<DynamicObject>,
+    cfg: &KimConfig,
+    what: &str,
+    input: &Value,
+) -> Value {
+    let obj: DynamicObject = serde_json::from_value(input.clone()).unwrap();
+    let stored = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("{what} must be admitted: {e}"));
+    let mut expected: kim_shared::api::Runtime = serde_json::from_value(input.clone()).unwrap();
+    kim_shared::defaults::apply_defaults(&mut expected, cfg);
+    let expected = serde_json::to_value(&expected).unwrap();
+    let stored = serde_json::to_value(&stored).unwrap();
+    assert_eq!(
+        stored["spec"], expected["spec"],
+        "{what}: stored spec = input + documented defaults"
+    );
+    assert_eq!(
+        stored["metadata"]["labels"], input["metadata"]["labels"],
+        "{what}: labels untouched"
+    );
+    expected
+}
+
 /// Runs kubectl against the KCP; returns (success, stdout + stderr). Async: the webhook under
 /// test runs on the test's own runtime and must keep answering while kubectl waits.
 pub async fn kubectl(env: &TestEnv, args: &[&str], stdin: Option<&str>) -> (bool, String) {
