@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
 
 all: build
 
@@ -70,9 +70,27 @@ upstream-compat:
 	  $(CARGO) test -p kim-tests --test upstream_compat_e2e; \
 	fi
 
-## Everything CI runs: format, lint, all unit and end-to-end tests (and the upstream-compatibility
-## suite when KIM_UPSTREAM_DIR is set).
-test: lint unit
+## Supply chain (deny.toml): licences, banned and duplicate crates, crate sources; RustSec
+## advisories when a copy of the database is on this machine (the build machine cannot fetch it:
+## `cargo deny fetch` on one that can, or copy it to $(ADVISORY_DBS)). cargo-deny is installed
+## once into the cache outside the repository (about 5 minutes).
+CARGO_DENY_VERSION := 0.20.2
+CARGO_DENY := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kim-tools/cargo-deny-$(CARGO_DENY_VERSION)/bin/cargo-deny
+ADVISORY_DBS := $(or $(CARGO_HOME),$(HOME)/.cargo)/advisory-dbs
+deny:
+	@[ -x "$(CARGO_DENY)" ] || { echo "kim: installing cargo-deny $(CARGO_DENY_VERSION) (once)"; \
+	  $(CARGO) install --quiet --locked cargo-deny --version $(CARGO_DENY_VERSION) \
+	    --root "$(dir $(patsubst %/,%,$(dir $(CARGO_DENY))))"; }
+	"$(CARGO_DENY)" --offline check licenses bans sources
+	@if ls -d "$(ADVISORY_DBS)"/advisory-db-*/.git >/dev/null 2>&1; then \
+	  "$(CARGO_DENY)" --offline check advisories; \
+	else \
+	  echo "kim: RustSec advisories NOT checked: no advisory database in $(ADVISORY_DBS) (this machine cannot fetch it; see the deny target in the Makefile)"; \
+	fi
+
+## Everything CI runs: format, lint, supply chain, all unit and end-to-end tests (and the
+## upstream-compatibility suite when KIM_UPSTREAM_DIR is set).
+test: lint deny unit
 
 KUBECTL ?= kubectl
 
