@@ -366,7 +366,7 @@ async fn apply(
                 if let Some(rv) = gc.resource_version() {
                     reconciler
                         .records
-                        .with(&key(gc), |m| m.forced_served = Some(rv));
+                        .with(&key(gc), |record| record.forced_served = Some(rv));
                 }
                 remove_force_annotation(reconciler, gc).await?;
             }
@@ -522,7 +522,7 @@ async fn write_status(
     }
     let previous_reason = reconciler
         .records
-        .read(&key(gc), |m| m.published_reason.clone())
+        .read(&key(gc), |record| record.published_reason.clone())
         .flatten()
         .or_else(|| {
             current
@@ -564,7 +564,7 @@ async fn write_status(
         let reason = want.condition.reason.clone();
         reconciler
             .records
-            .with(&key(gc), |m| m.published_reason = Some(reason));
+            .with(&key(gc), |record| record.published_reason = Some(reason));
         // An Event is informational: failing to publish it must not fail the reconcile.
         if let Err(e) = reconciler
             .ctx
@@ -581,7 +581,7 @@ async fn write_status(
 fn served_force(reconciler: &Reconciler, gc: &GardenerCluster) -> Option<String> {
     reconciler
         .records
-        .read(&key(gc), |m| m.forced_served.clone())
+        .read(&key(gc), |record| record.forced_served.clone())
         .flatten()
 }
 

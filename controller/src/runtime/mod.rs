@@ -411,38 +411,38 @@ impl Reconciler {
         {
             return None;
         }
-        let (generation, until) = self.record(runtime, |m| m.backed_off)?;
+        let (generation, until) = self.record(runtime, |record| record.backed_off)?;
         let now = Instant::now();
         (Some(generation) == runtime.metadata.generation && until > now).then(|| until - now)
     }
 
     fn back_off(&self, runtime: &Runtime, period: Duration) {
         if let Some(g) = runtime.metadata.generation {
-            self.record(runtime, |m| {
-                m.backed_off = Some((g, Instant::now() + period))
+            self.record(runtime, |record| {
+                record.backed_off = Some((g, Instant::now() + period))
             });
         }
     }
 
     fn applied_generation(&self, runtime: &Runtime) -> Option<i64> {
-        self.record(runtime, |m| m.applied)
+        self.record(runtime, |record| record.applied)
     }
 
     fn record_applied(&self, runtime: &Runtime, shoot: &Shoot) {
-        self.record(runtime, |m| {
+        self.record(runtime, |record| {
             if let Some(g) = runtime.metadata.generation {
-                m.applied = Some(g);
+                record.applied = Some(g);
             }
             // Our own patch is not drift.
             if let Some(g) = shoot.metadata.generation {
-                m.ready_shoot_generation = Some(g);
+                record.ready_shoot_generation = Some(g);
             }
         });
     }
 
     fn record_ready(&self, runtime: &Runtime, shoot: &Shoot) {
         if let Some(g) = shoot.metadata.generation {
-            self.record(runtime, |m| m.ready_shoot_generation = Some(g));
+            self.record(runtime, |record| record.ready_shoot_generation = Some(g));
         }
     }
 
@@ -450,22 +450,24 @@ impl Reconciler {
     /// replaced by an empty one first.
     fn record<T>(&self, runtime: &Runtime, f: impl FnOnce(&mut RuntimeRecord) -> T) -> T {
         let uid = runtime.uid().unwrap_or_default();
-        self.records.with(&runtime.name_any(), |m| {
-            if m.uid != uid {
-                if m.scheduled {
+        self.records.with(&runtime.name_any(), |record| {
+            if record.uid != uid {
+                if record.scheduled {
                     self.scheduled.fetch_sub(1, Ordering::Relaxed);
                 }
-                *m = RuntimeRecord {
+                *record = RuntimeRecord {
                     uid,
                     ..RuntimeRecord::default()
                 };
             }
-            f(m)
+            f(record)
         })
     }
 
     fn set_scheduled(&self, runtime: &Runtime, scheduled: bool) {
-        let was = self.record(runtime, |m| std::mem::replace(&mut m.scheduled, scheduled));
+        let was = self.record(runtime, |record| {
+            std::mem::replace(&mut record.scheduled, scheduled)
+        });
         match (was, scheduled) {
             (false, true) => self.scheduled.fetch_add(1, Ordering::Relaxed),
             (true, false) => self.scheduled.fetch_sub(1, Ordering::Relaxed),
@@ -483,12 +485,12 @@ impl Reconciler {
         let Some(current) = shoot.metadata.generation else {
             return false;
         };
-        self.record(runtime, |m| match m.ready_shoot_generation {
+        self.record(runtime, |record| match record.ready_shoot_generation {
             Some(seen) => ready && current > seen,
             None => {
                 // First sight after a start: take the current Shoot as the baseline.
                 if ready {
-                    m.ready_shoot_generation = Some(current);
+                    record.ready_shoot_generation = Some(current);
                 }
                 false
             }
@@ -496,8 +498,8 @@ impl Reconciler {
     }
 
     fn forget(&self, runtime: &Runtime) {
-        if let Some(m) = self.records.forget(&runtime.name_any())
-            && m.scheduled
+        if let Some(record) = self.records.forget(&runtime.name_any())
+            && record.scheduled
         {
             self.scheduled.fetch_sub(1, Ordering::Relaxed);
         }
