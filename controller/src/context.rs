@@ -1,4 +1,4 @@
-//! The state every reconciler shares: clients, flags, metrics, event recorder.
+//! The state every reconciler shares: clients, settings, metrics, event recorder.
 
 use std::sync::{Arc, Mutex};
 
@@ -6,11 +6,11 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder, Reporter};
 use prometheus_client::registry::Registry;
 
-use crate::cli::run::RunArgs;
 use crate::metrics::Metrics;
+use crate::settings::Settings;
 
 /// Cancelled when the process stops or loses leadership; reconcilers return soon after.
-pub type Shutdown = tokio_util::sync::CancellationToken;
+pub type Shutdown = kim_process::Shutdown;
 
 /// Objects per page of a reconciler watch's initial list. A page is decoded whole and held
 /// until the reflector has taken its last object; at 10,000 Runtimes kube's default of 500
@@ -26,8 +26,8 @@ pub struct Context {
     pub gardener: kube::Client,
     /// The Gardener project namespace, `garden-<project>`.
     pub gardener_namespace: String,
-    /// The flags the process was started with.
-    pub args: RunArgs,
+    /// What the reconcilers are configured with.
+    pub settings: Settings,
     /// The KIM configuration (converter config, audit-log tenants, maintenance windows).
     pub config: Arc<kim_shared::config::KimConfig>,
     /// Metrics of the skeleton and the Runtime reconciler.
@@ -78,17 +78,17 @@ impl Context {
     pub fn new(
         kcp: kube::Client,
         gardener: kube::Client,
-        args: RunArgs,
+        settings: Settings,
         config: Arc<kim_shared::config::KimConfig>,
         metrics: Arc<Metrics>,
         registry: Arc<Mutex<Registry>>,
     ) -> Self {
         let recorder = EventPublisher::new(kcp.clone(), Reporter::from(CONTROLLER_NAME));
         Self {
-            gardener_namespace: args.gardener_namespace(),
+            gardener_namespace: settings.gardener_namespace.clone(),
             kcp,
             gardener,
-            args,
+            settings,
             config,
             metrics,
             registry,
@@ -98,11 +98,7 @@ impl Context {
 
     /// Runs `f` with the `infrastructure_manager_im` sub-registry, for a reconciler's metrics.
     pub fn register_metrics(&self, f: impl FnOnce(&mut Registry)) {
-        // A poisoned lock only means another registration panicked; the registry is intact.
-        let mut root = match self.registry.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut root = crate::records::lock(&self.registry);
         f(root.sub_registry_with_prefix(crate::metrics::PREFIX));
     }
 }

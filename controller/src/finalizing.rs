@@ -1,8 +1,66 @@
-//! What the reconcilers built on kube's `finalizer` helper share: turning its result into the
-//! reconcile result.
+//! Finalizers of the three reconcilers. The GardenerCluster and RuntimeAccess reconcilers clean
+//! up in one pass and use kube's `finalizer` helper, whose result [`finalizer_result`] turns into
+//! the reconcile result. The Runtime reconciler deletes in several passes (it writes the status
+//! while the Shoot goes, and the finalizer may only go once the Shoot is gone), which kube's
+//! helper cannot express: it removes the finalizer as soon as cleanup returns. It uses [`add`]
+//! and [`remove`], the same patches the helper sends.
 
+use std::fmt::Debug;
+
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// Adds `name` to the finalizers of `obj` unless it is there.
+pub async fn add<K>(api: &Api<K>, obj: &K, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if obj.finalizers().iter().any(|f| f == name) {
+        return Ok(());
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(name.to_owned());
+    patch_finalizers(api, obj, finalizers).await
+}
+
+/// Removes `name` from the finalizers of `obj`.
+pub async fn remove<K>(api: &Api<K>, obj: &K, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let finalizers = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != name)
+        .cloned()
+        .collect();
+    patch_finalizers(api, obj, finalizers).await
+}
+
+async fn patch_finalizers<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    // resourceVersion makes this a compare-and-swap: a concurrent finalizer change wins and
+    // we retry (Conflict), instead of overwriting it.
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map(|_| ())
+}
 
 /// The reconcile result from the finalizer helper's result. A finalizer patch that finds the
 /// object gone (404) is success: a reconcile queued from a stale cache entry ran the cleanup a

@@ -28,21 +28,34 @@ pub enum LeaderError {
     },
 }
 
+/// Where and how this replica takes part in leader election.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Name of the Lease.
+    pub lease: String,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// (Lease validity, renewal grace) in seconds with `0 < grace < validity`.
+    pub timing: (u64, u64),
+}
+
 /// This replica's part in the election; dropping it releases the Lease.
 pub struct Leadership {
     rx: watch::Receiver<bool>,
 }
 
 impl Leadership {
-    /// Joins the election and waits until this replica leads. `timing` is (Lease validity,
-    /// renewal grace) in seconds with `0 < grace < validity` (see `RunArgs::lease_timing`).
+    /// Joins the election and waits until this replica leads.
     pub async fn acquire(
         client: kube::Client,
-        namespace: &str,
-        name: &str,
+        election: &LeaderElection,
         identity: &str,
-        timing: (u64, u64),
     ) -> Result<Self, LeaderError> {
+        let (namespace, name, timing) = (
+            election.namespace.as_str(),
+            election.lease.as_str(),
+            election.timing,
+        );
         // The Lease manager panics on other values; keep them in range whatever the caller says.
         let duration = timing.0.max(2);
         let grace = timing.1.clamp(1, duration - 1);

@@ -1,9 +1,10 @@
 //! `kim-controller`: the reconcilers of the infrastructure manager in one process.
 //!
-//! The process skeleton (flags, clients, leader election, metrics and health server, logging)
-//! lives here; each reconciler is a module with `pub async fn run(ctx: Arc<Context>,
-//! shutdown: Shutdown)`, started by [`spawn_reconcilers`]: to add one, add its module and a line
-//! there.
+//! The process (flags in [`cli`], clients, leader election, metrics and health server) is built
+//! by [`runner`] on the skeleton both binaries share (`kim-process`); the flags become
+//! [`settings::Settings`] once, there. Each reconciler is a module with `pub async fn run(ctx:
+//! Arc<Context>, shutdown: Shutdown)`, reads its own settings from the [`Context`], and is
+//! started by [`spawn_reconcilers`]: to add one, add its module and a line there.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -14,8 +15,10 @@ pub mod gardener;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod records;
 pub mod runner;
 pub mod server;
+pub mod settings;
 
 pub use context::{Context, LIST_PAGE_SIZE, Shutdown};
 

@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::records::lock;
+
 /// Prefix of upstream's metrics (`infrastructure_manager_im_runtime_state`).
 pub const PREFIX: &str = "infrastructure_manager_im";
 
@@ -205,13 +207,6 @@ fn duration_histogram() -> Histogram {
     Histogram::new([
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     ])
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
 }
 
 /// Renders the registry in the OpenMetrics text format.

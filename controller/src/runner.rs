@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 
@@ -13,7 +14,7 @@ use crate::gardener::allow::AllowList;
 use crate::gardener::client::{
     self as gclient, GardenerClientError, GardenerGuardLayer, GuardSettings,
 };
-use crate::leader::{LeaderError, Leadership};
+use crate::leader::{LeaderElection, LeaderError, Leadership};
 use crate::metrics::Metrics;
 
 /// Why the process could not start or stopped abnormally.
@@ -34,6 +35,9 @@ pub enum RunError {
     /// The KIM configuration is missing or wrong.
     #[error(transparent)]
     Config(#[from] kim_shared::config::ConfigError),
+    /// The kubeconfig rotation flags are out of range.
+    #[error(transparent)]
+    Rotation(#[from] crate::gardener_cluster::rotation::RotationPolicyError),
     /// The project flag and the configuration name different Gardener projects.
     #[error(
         "--gardener-project-name is {flag:?} but converter.gardener.projectName in {} is {config:?}: Shoots would be created in garden-{config} and looked for in garden-{flag}; set both to the same project",
@@ -48,15 +52,8 @@ pub enum RunError {
         path: std::path::PathBuf,
     },
     /// A server port could not be bound.
-    #[error("cannot listen on {addr} ({flag}): {source}")]
-    Bind {
-        /// The flag naming the address.
-        flag: &'static str,
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] kim_process::http::BindError),
     /// Leader election failed.
     #[error(transparent)]
     Leader(#[from] LeaderError),
@@ -75,12 +72,17 @@ pub struct Process {
     pub probes_addr: SocketAddr,
     /// This replica's identity in the leader-election Lease (`holderIdentity`).
     pub identity: String,
+    /// The election this replica joins before it reconciles (none: it reconciles at once).
+    leader_election: Option<LeaderElection>,
+    /// How long to wait for in-flight reconciles at shutdown.
+    drain_timeout: Duration,
     shutdown: Shutdown,
 }
 
 impl Process {
     /// Builds clients and starts the HTTP servers and the Gardener health check.
     pub async fn start(args: RunArgs, shutdown: Shutdown) -> Result<Self, RunError> {
+        let settings = args.settings()?;
         let config = Arc::new(kim_shared::config::KimConfig::load(
             &kim_shared::config::ConfigPaths::new(&args.converter_config_filepath),
         )?);
@@ -121,20 +123,9 @@ impl Process {
             registry.clone(),
             shutdown.clone(),
         )
-        .await
-        .map_err(|source| RunError::Bind {
-            flag: "--metrics-bind-address",
-            addr: args.metrics_bind_address,
-            source,
-        })?;
+        .await?;
         let probes_addr =
-            crate::server::serve_probes(args.health_probe_bind_address, shutdown.clone())
-                .await
-                .map_err(|source| RunError::Bind {
-                    flag: "--health-probe-bind-address",
-                    addr: args.health_probe_bind_address,
-                    source,
-                })?;
+            crate::server::serve_probes(args.health_probe_bind_address, shutdown.clone()).await?;
         tokio::spawn(crate::gardener::health::run(
             gardener.clone(),
             gardener_url,
@@ -143,33 +134,30 @@ impl Process {
             shutdown.clone(),
         ));
 
-        let ctx = Arc::new(Context::new(kcp, gardener, args, config, metrics, registry));
+        let ctx = Arc::new(Context::new(
+            kcp, gardener, settings, config, metrics, registry,
+        ));
         Ok(Self {
             ctx,
             metrics_addr,
             probes_addr,
             identity: identity(),
+            leader_election: args.leader_election(),
+            drain_timeout: args.graceful_shutdown_timeout,
             shutdown,
         })
     }
 
     /// Waits for leadership (with `--leader-elect`), runs the reconcilers until shutdown.
     pub async fn run(self) -> Result<(), RunError> {
-        let args = &self.ctx.args;
-        let mut leadership = if args.leader_elect {
+        let mut leadership = if let Some(election) = &self.leader_election {
             tracing::info!(
                 identity = %self.identity,
-                lease = %args.leader_election_id,
-                namespace = args.lease_namespace(),
+                lease = %election.lease,
+                namespace = %election.namespace,
                 "waiting for leadership"
             );
-            let acquire = Leadership::acquire(
-                self.ctx.kcp.clone(),
-                args.lease_namespace(),
-                &args.leader_election_id,
-                &self.identity,
-                args.lease_timing(),
-            );
+            let acquire = Leadership::acquire(self.ctx.kcp.clone(), election, &self.identity);
             tokio::select! {
                 l = acquire => Some(l?),
                 _ = self.shutdown.cancelled() => return Ok(()),
@@ -194,7 +182,7 @@ impl Process {
         // A reconcile that hangs (a request without timeout, a bug) must not keep the process
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
         // process keeps its Lease until it expires.
-        join_within(tasks, args.graceful_shutdown_timeout).await;
+        join_within(tasks, self.drain_timeout).await;
         drop(leadership);
         result
     }
@@ -242,7 +230,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     crate::logging::init(&log_filter(&args.log_level), args.log_format)
         .map_err(RunError::Logging)?;
     let shutdown = Shutdown::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    kim_process::signal::cancel_on_signal(shutdown.clone());
     let process = Process::start(args, shutdown).await?;
     tracing::info!(
         metrics = %process.metrics_addr,
@@ -267,29 +255,6 @@ pub fn log_filter(user: &str) -> String {
     } else {
         format!("{user},{KUBE_TRACE_DIRECTIVE}")
     }
-}
-
-async fn stop_on_signal(shutdown: Shutdown) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("stopping on signal");
-    shutdown.cancel();
 }
 
 async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {

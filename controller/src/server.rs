@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::Response;
 use axum::routing::get;
+use kim_process::http::{BindError, bind, metrics_response, serve};
 use prometheus_client::registry::Registry;
 
 /// Serves `/metrics` until `shutdown`; returns the bound address (port 0 picks one).
@@ -16,60 +16,42 @@ pub async fn serve_metrics(
     addr: SocketAddr,
     registry: Arc<Mutex<Registry>>,
     shutdown: crate::Shutdown,
-) -> std::io::Result<SocketAddr> {
+) -> Result<SocketAddr, BindError> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(registry);
-    serve(addr, app, shutdown).await
+    spawn(addr, "--metrics-bind-address", app, shutdown).await
 }
 
 /// Serves `/healthz` and `/readyz` until `shutdown`.
 pub async fn serve_probes(
     addr: SocketAddr,
     shutdown: crate::Shutdown,
-) -> std::io::Result<SocketAddr> {
+) -> Result<SocketAddr, BindError> {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }));
-    serve(addr, app, shutdown).await
+    spawn(addr, "--health-probe-bind-address", app, shutdown).await
 }
 
-async fn serve(
+async fn spawn(
     addr: SocketAddr,
+    flag: &'static str,
     app: Router,
     shutdown: crate::Shutdown,
-) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
+) -> Result<SocketAddr, BindError> {
+    let listener = bind(addr, flag).await?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| BindError { flag, addr, source })?;
     tokio::spawn(async move {
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(e) = result {
+        if let Err(e) = serve(listener, app, shutdown.cancelled_owned()).await {
             tracing::error!(error = %e, %bound, "HTTP server stopped");
         }
     });
     Ok(bound)
 }
 
-async fn metrics(State(registry): State<Arc<Mutex<Registry>>>) -> impl IntoResponse {
-    let text = {
-        let guard = match registry.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        crate::metrics::encode(&guard)
-    };
-    match text {
-        Ok(body) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
+async fn metrics(State(registry): State<Arc<Mutex<Registry>>>) -> Response {
+    metrics_response(&crate::records::lock(&registry))
 }

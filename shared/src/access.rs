@@ -4,7 +4,7 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use crate::api::runtime_access::{ExistingRoleRef, RoleKind, RuntimeAccess, RuntimeAccessSpec};
-use crate::validation::{Findings, Violation};
+use crate::validation::{ValidationOutcome, Violation};
 
 /// Default data key of the kubeconfig Secret.
 pub const DEFAULT_SECRET_KEY: &str = "config";
@@ -201,8 +201,8 @@ pub fn service_account_user(spec: &RuntimeAccessSpec) -> String {
 }
 
 /// Checks a new [`RuntimeAccess`]; one violation per wrong field.
-pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Findings {
-    let mut f = Findings::default();
+pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     let spec = &ra.spec;
     if let Some(name) = ra.metadata.name.as_deref() {
         // The RBAC names embed it; keep it a DNS label so `<name>-kubeconfig` stays a valid Secret name.
@@ -371,12 +371,12 @@ pub fn validate_runtime_access_update(
     old: &RuntimeAccess,
     new: &RuntimeAccess,
     policy: &AccessPolicy,
-) -> Findings {
+) -> ValidationOutcome {
     let deleting = new.metadata.deletion_timestamp.is_some();
     let mut f = if !deleting && (old.spec != new.spec || old.metadata.name != new.metadata.name) {
         validate_runtime_access(new, policy)
     } else {
-        Findings::default()
+        ValidationOutcome::default()
     };
     if old.spec.runtime_id != new.spec.runtime_id {
         push(
@@ -395,7 +395,7 @@ pub fn validate_runtime_access_update(
     f
 }
 
-fn check_namespace(f: &mut Findings, field: &str, namespace: &str, policy: &AccessPolicy) {
+fn check_namespace(f: &mut ValidationOutcome, field: &str, namespace: &str, policy: &AccessPolicy) {
     if policy.is_protected_namespace(namespace) {
         push(
             f,
@@ -413,7 +413,7 @@ fn check_namespace(f: &mut Findings, field: &str, namespace: &str, policy: &Acce
     }
 }
 
-fn check_rules(f: &mut Findings, field: &str, rules: &[PolicyRule], cluster_scoped: bool) {
+fn check_rules(f: &mut ValidationOutcome, field: &str, rules: &[PolicyRule], cluster_scoped: bool) {
     if rules.is_empty() {
         push(f, field, "must contain at least one rule");
     }
@@ -517,7 +517,7 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
     out
 }
 
-fn push(f: &mut Findings, field: &str, message: &str) {
+fn push(f: &mut ValidationOutcome, field: &str, message: &str) {
     f.violations.push(Violation {
         field: field.to_owned(),
         message: message.to_owned(),

@@ -2,7 +2,7 @@
 //! admission webhook, the offline `validate` command and the controller before it converts.
 //!
 //! Every function is pure and reports *all* violations at once, each with the field path that is
-//! at fault and a message saying what would be valid. Findings that do not block admission
+//! at fault and a message saying what would be valid. ValidationOutcome that do not block admission
 //! (ignored fields, values Gardener will change) are returned as warnings. Field paths and
 //! messages are built only for findings: a valid Runtime costs a few small allocations (version
 //! parsing, the zone list and layout) and no clone.
@@ -45,14 +45,14 @@ impl fmt::Display for Violation {
 
 /// The outcome of a validation: violations deny admission, warnings do not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Findings {
+pub struct ValidationOutcome {
     /// Violated rules; any one of them denies admission.
     pub violations: Vec<Violation>,
     /// Non-fatal findings, returned as admission warnings.
     pub warnings: Vec<String>,
 }
 
-impl Findings {
+impl ValidationOutcome {
     /// Whether the object may be admitted (no violations).
     pub fn is_allowed(&self) -> bool {
         self.violations.is_empty()
@@ -72,7 +72,7 @@ impl Findings {
     }
 
     /// Appends all findings of `other`.
-    pub fn extend(&mut self, other: Findings) {
+    pub fn extend(&mut self, other: ValidationOutcome) {
         self.violations.extend(other.violations);
         self.warnings.extend(other.warnings);
     }

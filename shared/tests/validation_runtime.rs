@@ -235,7 +235,7 @@ fn control_plane_zones_follow_the_failure_tolerance() {
 
 #[test]
 fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
-    let warned = |f: &kim_shared::validation::Findings, field: &str| {
+    let warned = |f: &kim_shared::validation::ValidationOutcome, field: &str| {
         f.warnings.iter().any(|w| w.starts_with(field))
     };
     let asking = |cidrs: serde_json::Value, cache: bool| {

@@ -698,7 +698,11 @@ fn main() -> Result<()> {
     if std::env::var_os("KIM_BENCH_PROFILE").is_some() {
         // The server's own logging set-up (JSON logs, audit records by their own layer),
         // writing to sinks, so that "audit emit" costs what it costs in the server.
-        let _audit_log = kim_webhook::run::init_logging_to("json", std::io::sink, std::io::sink());
+        let _audit_log = kim_webhook::run::init_logging_to(
+            kim_process::logging::LogFormat::Json,
+            std::io::sink,
+            std::io::sink(),
+        );
         let example = runtime_example("runtime-aws.yaml")?;
         return profile_steps(
             &runtime_review(&example, Mode::Mutate)?,

@@ -21,7 +21,7 @@ use crate::validator::{self, Validator};
 pub use crate::request::{AdmissionContext, Mode};
 
 /// The serialized answer and its audit record.
-pub struct Admission {
+pub struct AdmissionOutcome {
     /// JSON body of the `AdmissionReview` response.
     pub body: Vec<u8>,
     /// One record for the audit trail.
@@ -31,7 +31,7 @@ pub struct Admission {
 /// Answers one AdmissionReview body of the mutating webhook for type `T`. Never panics on
 /// input: malformed JSON, a wrong review version or an unexpected kind yield an answer naming
 /// the problem.
-pub fn mutate<T>(body: &[u8], ctx: &AdmissionContext, now: SystemTime) -> Admission
+pub fn mutate<T>(body: &[u8], ctx: &AdmissionContext, now: SystemTime) -> AdmissionOutcome
 where
     T: Object + PartialEq,
     AdmissionContext: Defaulter<T>,
@@ -42,7 +42,7 @@ where
 }
 
 /// Answers one AdmissionReview body of the validating webhook for type `T`, as [`mutate`].
-pub fn validate<T>(body: &[u8], ctx: &AdmissionContext, now: SystemTime) -> Admission
+pub fn validate<T>(body: &[u8], ctx: &AdmissionContext, now: SystemTime) -> AdmissionOutcome
 where
     T: Object,
     AdmissionContext: Validator<T>,
@@ -58,7 +58,7 @@ fn admit<T: Object>(
     body: &[u8],
     now: SystemTime,
     handle: impl FnOnce(&Request<T>, Option<&str>, &mut AuditRecord) -> Response,
-) -> Admission {
+) -> AdmissionOutcome {
     let started = Instant::now();
     let mut audit = AuditRecord::new(mode, now);
     audit.kind = T::kind(&()).to_string();
@@ -73,7 +73,7 @@ fn admit<T: Object>(
     audit.warnings = response.warnings.clone();
     let body = response.to_review_json();
     audit.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    Admission { body, audit }
+    AdmissionOutcome { body, audit }
 }
 
 fn decide<T: Object>(
@@ -83,7 +83,10 @@ fn decide<T: Object>(
 ) -> Response {
     let Typed { review, raw_object } = typed;
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
-        let uid = review.request.as_ref().map_or("", |r| r.uid.as_str());
+        let uid = review
+            .request
+            .as_ref()
+            .map_or("", |request| request.uid.as_str());
         return Response::bad_request(
             uid,
             &format!(
@@ -179,7 +182,7 @@ fn undecodable<T: Object>(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kim_shared::validation::Findings;
+    use kim_shared::validation::ValidationOutcome;
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -194,8 +197,8 @@ mod tests {
     }
 
     impl Validator<ConfigMap> for AdmissionContext {
-        fn validate_create(&self, obj: &ConfigMap) -> Findings {
-            let mut f = Findings::default();
+        fn validate_create(&self, obj: &ConfigMap) -> ValidationOutcome {
+            let mut f = ValidationOutcome::default();
             if obj.data.as_ref().is_some_and(|d| d.contains_key("bad")) {
                 f.violation("data.bad", "must not be set");
             }
@@ -204,15 +207,15 @@ mod tests {
             }
             f
         }
-        fn validate_update(&self, old: &ConfigMap, new: &ConfigMap) -> Findings {
+        fn validate_update(&self, old: &ConfigMap, new: &ConfigMap) -> ValidationOutcome {
             let mut f = self.validate_create(new);
             if old.data != new.data && old.data.as_ref().is_some_and(|d| d.contains_key("frozen")) {
                 f.violation("data", "is immutable once frozen");
             }
             f
         }
-        fn validate_delete(&self, _obj: &ConfigMap, _now: SystemTime) -> Findings {
-            let mut f = Findings::default();
+        fn validate_delete(&self, _obj: &ConfigMap, _now: SystemTime) -> ValidationOutcome {
+            let mut f = ValidationOutcome::default();
             if self.deletion_protection {
                 f.violation("metadata.annotations[confirm]", "missing");
             }
@@ -243,14 +246,14 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}, "data": data})
     }
 
-    fn response(a: &Admission) -> Value {
+    fn response(a: &AdmissionOutcome) -> Value {
         let v: Value = serde_json::from_slice(&a.body).expect("response is JSON");
         assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(v["kind"], "AdmissionReview");
         v["response"].clone()
     }
 
-    fn admit_with(mode: Mode, body: &[u8], ctx: &AdmissionContext) -> Admission {
+    fn admit_with(mode: Mode, body: &[u8], ctx: &AdmissionContext) -> AdmissionOutcome {
         match mode {
             Mode::Mutate => mutate::<ConfigMap>(body, ctx, SystemTime::now()),
             Mode::Validate => validate::<ConfigMap>(body, ctx, SystemTime::now()),
@@ -264,13 +267,13 @@ mod tests {
 
     #[test]
     fn allows_valid_create_and_copies_uid() {
-        let (r, audit) = run(
+        let (answer, audit) = run(
             Mode::Validate,
             &review("CREATE", cm(json!({"a": "1"})), Value::Null),
         );
-        assert_eq!(r["uid"], "uid-1");
-        assert_eq!(r["allowed"], true);
-        assert_eq!(r["auditAnnotations"]["decision"], "allowed");
+        assert_eq!(answer["uid"], "uid-1");
+        assert_eq!(answer["allowed"], true);
+        assert_eq!(answer["auditAnnotations"]["decision"], "allowed");
         assert!(audit.allowed && audit.dry_run);
         assert_eq!(audit.user, "alice");
         assert_eq!(audit.groups, vec!["devs".to_string()]);
@@ -320,17 +323,20 @@ mod tests {
 
     #[test]
     fn denies_with_field_path_code_and_causes() {
-        let (r, audit) = run(
+        let (answer, audit) = run(
             Mode::Validate,
             &review("CREATE", cm(json!({"bad": "1", "old": "x"})), Value::Null),
         );
-        assert_eq!(r["allowed"], false);
-        assert_eq!(r["status"]["code"], 422);
-        assert_eq!(r["status"]["reason"], "Invalid");
-        assert_eq!(r["status"]["message"], "data.bad: must not be set");
-        assert_eq!(r["status"]["details"]["causes"][0]["field"], "data.bad");
-        assert_eq!(r["warnings"][0], "data.old: deprecated, ignored");
-        assert_eq!(r["auditAnnotations"]["violations"], "data.bad");
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["status"]["code"], 422);
+        assert_eq!(answer["status"]["reason"], "Invalid");
+        assert_eq!(answer["status"]["message"], "data.bad: must not be set");
+        assert_eq!(
+            answer["status"]["details"]["causes"][0]["field"],
+            "data.bad"
+        );
+        assert_eq!(answer["warnings"][0], "data.old: deprecated, ignored");
+        assert_eq!(answer["auditAnnotations"]["violations"], "data.bad");
         assert_eq!(audit.violations.len(), 1);
         assert_eq!(audit.warnings.len(), 1);
         assert!(!audit.allowed);
@@ -338,22 +344,22 @@ mod tests {
 
     #[test]
     fn update_is_validated_against_old_object() {
-        let (r, _) = run(
+        let (answer, _) = run(
             Mode::Validate,
             &review("UPDATE", cm(json!({"a": "2"})), cm(json!({"frozen": "1"}))),
         );
-        assert_eq!(r["allowed"], false);
-        assert_eq!(r["status"]["details"]["causes"][0]["field"], "data");
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["status"]["details"]["causes"][0]["field"], "data");
     }
 
     #[test]
     fn delete_protection_uses_old_object_and_403() {
-        let (r, audit) = run(
+        let (answer, audit) = run(
             Mode::Validate,
             &review("DELETE", Value::Null, cm(json!({}))),
         );
-        assert_eq!(r["allowed"], false);
-        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["status"]["code"], 403);
         assert_eq!(audit.operation, "DELETE");
         let ctx = AdmissionContext {
             deletion_protection: false,
@@ -370,25 +376,28 @@ mod tests {
     #[test]
     fn mutate_returns_patch_that_applies_to_the_request_object() {
         let obj = cm(json!({"a": "1"}));
-        let (r, audit) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
-        assert_eq!(r["allowed"], true);
-        assert_eq!(r["patchType"], "JSONPatch");
-        let patch = r["patch"].as_str().expect("patch is base64");
+        let (answer, audit) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        assert_eq!(answer["allowed"], true);
+        assert_eq!(answer["patchType"], "JSONPatch");
+        let patch = answer["patch"].as_str().expect("patch is base64");
         let ops: json_patch::Patch = serde_json::from_slice(&b64(patch)).expect("patch json");
         let mut doc = obj;
         json_patch::patch(&mut doc, &ops).expect("patch applies");
         assert_eq!(doc["data"]["defaulted"], "yes");
         assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
-        assert_eq!(r["auditAnnotations"]["patched-paths"], "/data/defaulted");
+        assert_eq!(
+            answer["auditAnnotations"]["patched-paths"],
+            "/data/defaulted"
+        );
     }
 
     #[test]
     fn mutate_adds_missing_parent_objects() {
         // No "data" at all in the request: the patch must add the whole map.
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}});
-        let (r, _) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        let (answer, _) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
         let ops: json_patch::Patch =
-            serde_json::from_slice(&b64(r["patch"].as_str().expect("patch"))).expect("json");
+            serde_json::from_slice(&b64(answer["patch"].as_str().expect("patch"))).expect("json");
         let mut doc = obj;
         json_patch::patch(&mut doc, &ops).expect("patch applies to the raw object");
         assert_eq!(doc["data"], json!({"defaulted": "yes"}));
@@ -396,12 +405,12 @@ mod tests {
 
     #[test]
     fn mutate_without_changes_has_no_patch() {
-        let (r, audit) = run(
+        let (answer, audit) = run(
             Mode::Mutate,
             &review("CREATE", cm(json!({"defaulted": "no"})), Value::Null),
         );
-        assert_eq!(r["allowed"], true);
-        assert!(r.get("patch").is_none());
+        assert_eq!(answer["allowed"], true);
+        assert!(answer.get("patch").is_none());
         assert!(audit.patch_paths.is_empty());
     }
 
@@ -414,9 +423,14 @@ mod tests {
             b"null",
             b"{\"apiVersion\":1}",
         ] {
-            let (r, audit) = run(Mode::Validate, body);
-            assert_eq!(r["allowed"], false, "{}", String::from_utf8_lossy(body));
-            let msg = r["status"]["message"].as_str().unwrap_or_default();
+            let (answer, audit) = run(Mode::Validate, body);
+            assert_eq!(
+                answer["allowed"],
+                false,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+            let msg = answer["status"]["message"].as_str().unwrap_or_default();
             assert!(msg.contains("AdmissionReview"), "{msg}");
             assert!(audit.error.is_some());
         }
@@ -427,15 +441,15 @@ mod tests {
         let mut v: Value =
             serde_json::from_slice(&review("CREATE", cm(json!({})), Value::Null)).expect("json");
         v["apiVersion"] = json!("admission.k8s.io/v1beta1");
-        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
-        assert_eq!(r["allowed"], false);
+        let (answer, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(answer["allowed"], false);
         assert!(
-            r["status"]["message"]
+            answer["status"]["message"]
                 .as_str()
                 .unwrap_or_default()
                 .contains("admission.k8s.io/v1beta1")
         );
-        assert_eq!(r["uid"], "uid-1");
+        assert_eq!(answer["uid"], "uid-1");
     }
 
     #[test]
@@ -443,23 +457,23 @@ mod tests {
         let mut v: Value =
             serde_json::from_slice(&review("CREATE", cm(json!({})), Value::Null)).expect("json");
         v["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
-        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
-        assert_eq!(r["allowed"], false);
-        let msg = r["status"]["message"].as_str().unwrap_or_default();
+        let (answer, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(answer["allowed"], false);
+        let msg = answer["status"]["message"].as_str().unwrap_or_default();
         assert!(
             msg.contains("admits /v1 ConfigMap, got apps/v1 Deployment"),
             "{msg}"
         );
-        assert_eq!(r["uid"], "uid-1");
+        assert_eq!(answer["uid"], "uid-1");
     }
 
     #[test]
     fn object_not_matching_schema_names_the_field() {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": 5}});
-        let (r, audit) = run(Mode::Validate, &review("CREATE", obj, Value::Null));
-        assert_eq!(r["allowed"], false);
-        assert_eq!(r["uid"], "uid-1");
-        let msg = r["status"]["message"].as_str().unwrap_or_default();
+        let (answer, audit) = run(Mode::Validate, &review("CREATE", obj, Value::Null));
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["uid"], "uid-1");
+        let msg = answer["status"]["message"].as_str().unwrap_or_default();
         assert!(
             msg.starts_with("data.a: object does not match the ConfigMap schema"),
             "{msg}"
@@ -473,17 +487,17 @@ mod tests {
             serde_json::from_slice(&review("UPDATE", cm(json!({"bad": "1"})), cm(json!({}))))
                 .expect("json");
         v["request"]["subResource"] = json!("status");
-        let (r, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
-        assert_eq!(r["allowed"], true);
+        let (answer, _) = run(Mode::Validate, &serde_json::to_vec(&v).expect("json"));
+        assert_eq!(answer["allowed"], true);
     }
 
     #[test]
     fn the_patch_leaves_managed_fields_alone() {
         let mut obj = cm(json!({"a": "1"}));
         obj["metadata"]["managedFields"] = json!([{"manager": "keb", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}]);
-        let (r, audit) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        let (answer, audit) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
         let ops: json_patch::Patch =
-            serde_json::from_slice(&b64(r["patch"].as_str().expect("patch"))).expect("json");
+            serde_json::from_slice(&b64(answer["patch"].as_str().expect("patch"))).expect("json");
         assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
         let mut doc = obj.clone();
         json_patch::patch(&mut doc, &ops).expect("patch applies");
@@ -501,10 +515,10 @@ mod tests {
         let body = String::from_utf8(review("CREATE", obj, Value::Null)).expect("utf-8");
         let minus_zero = body.replacen("\"generation\":7", "\"generation\":-0", 1);
         assert_ne!(minus_zero, body);
-        let (r, audit) = run(Mode::Validate, minus_zero.as_bytes());
-        assert_eq!(r["allowed"], false);
-        assert_eq!(r["uid"], "uid-1");
-        let msg = r["status"]["message"].as_str().unwrap_or_default();
+        let (answer, audit) = run(Mode::Validate, minus_zero.as_bytes());
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["uid"], "uid-1");
+        let msg = answer["status"]["message"].as_str().unwrap_or_default();
         assert!(
             msg.starts_with("metadata.generation: object does not match the ConfigMap schema"),
             "{msg}"
@@ -516,18 +530,18 @@ mod tests {
             body.replacen("\"dryRun\":true", "\"dryRun\":null", 1),
         ] {
             assert_ne!(bad, body);
-            let (r, audit) = run(Mode::Validate, bad.as_bytes());
-            assert_eq!(r["allowed"], false, "{bad}");
-            assert_eq!(r["status"]["code"], 400, "{bad}");
-            let msg = r["status"]["message"].as_str().unwrap_or_default();
+            let (answer, audit) = run(Mode::Validate, bad.as_bytes());
+            assert_eq!(answer["allowed"], false, "{bad}");
+            assert_eq!(answer["status"]["code"], 400, "{bad}");
+            let msg = answer["status"]["message"].as_str().unwrap_or_default();
             assert!(msg.starts_with("malformed AdmissionReview"), "{msg}");
             assert!(audit.error.is_some());
         }
         // A null where the value is optional is read as absent.
         let null_namespace = body.replacen("\"namespace\":\"ns\"", "\"namespace\":null", 1);
         assert_ne!(null_namespace, body);
-        let (r, audit) = run(Mode::Validate, null_namespace.as_bytes());
-        assert_eq!(r["allowed"], true, "{r}");
+        let (answer, audit) = run(Mode::Validate, null_namespace.as_bytes());
+        assert_eq!(answer["allowed"], true, "{answer}");
         assert_eq!(audit.namespace, "");
     }
 

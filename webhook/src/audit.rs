@@ -220,12 +220,12 @@ impl AuditSink {
     /// Emits one record: serialized once, then to the log (an event on [`AUDIT_TARGET`]
     /// carrying the JSON in the field [`RECORD_FIELD`], written as is by [`AuditLogLayer`]) and
     /// to the file.
-    pub fn emit(&self, r: &AuditRecord) {
+    pub fn emit(&self, record: &AuditRecord) {
         let log = tracing::enabled!(target: AUDIT_TARGET, tracing::Level::INFO);
         if !log && self.file.is_none() {
             return;
         }
-        let json = r.to_json();
+        let json = record.to_json();
         if log {
             tracing::info!(target: AUDIT_TARGET, record = json.as_str());
         }
@@ -340,12 +340,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("audit.log");
         let sink = AuditSink::with_file(path.clone(), 1024, 2).expect("sink");
-        let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
-        r.uid = "x".repeat(300);
+        let mut record = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
+        record.uid = "x".repeat(300);
         for _ in 0..20 {
-            sink.emit(&r);
+            sink.emit(&record);
         }
-        let mut last = r.clone();
+        let mut last = record.clone();
         last.uid = "last".into();
         sink.emit(&last);
         drop(sink);
@@ -371,7 +371,7 @@ mod tests {
             );
             for line in text.lines() {
                 let v: serde_json::Value = serde_json::from_str(line).expect("whole JSON line");
-                assert!(v["uid"] == r.uid || v["uid"] == "last", "{line}");
+                assert!(v["uid"] == record.uid || v["uid"] == "last", "{line}");
             }
         }
         assert!(!rotated(3).exists(), "only `keep` old files");
@@ -425,9 +425,9 @@ mod tests {
         let out = Stalling::default();
         *out.state.0.lock().expect("lock") = (true, false);
         let (layer, guard) = AuditLogLayer::new(out.clone());
-        let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
-        r.uid = "x".repeat(1000);
-        let record = r.to_json();
+        let mut record = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
+        record.uid = "x".repeat(1000);
+        let record = record.to_json();
         let sent = BUFFERED_RECORDS + 25;
         // The first record takes the writer into the stalled write.
         queue_log_line(&layer.writer, &record);
@@ -464,11 +464,11 @@ mod tests {
         let out = Shared::default();
         let (layer, guard) = AuditLogLayer::new(out.clone());
         let subscriber = tracing_subscriber::registry().with(layer);
-        let mut r = AuditRecord::new(Mode::Mutate, SystemTime::UNIX_EPOCH);
-        r.uid = "u9".into();
-        r.patch_paths.push("/spec/x".into());
+        let mut record = AuditRecord::new(Mode::Mutate, SystemTime::UNIX_EPOCH);
+        record.uid = "u9".into();
+        record.patch_paths.push("/spec/x".into());
         tracing::subscriber::with_default(subscriber, || {
-            AuditSink::log_only().emit(&r);
+            AuditSink::log_only().emit(&record);
             tracing::info!("an ordinary log line is not an audit record");
         });
         // Dropping the guard lets the writer write what is still queued.
@@ -494,15 +494,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("audit.log");
         let sink = AuditSink::with_file(path.clone(), 1 << 20, 1).expect("sink");
-        let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
-        r.uid = "u1".into();
-        r.violations.push(Violation {
+        let mut record = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
+        record.uid = "u1".into();
+        record.violations.push(Violation {
             field: "spec.x".into(),
             message: "bad".into(),
         });
-        sink.emit(&r);
-        r.uid = "u2".into();
-        sink.emit(&r);
+        sink.emit(&record);
+        record.uid = "u2".into();
+        sink.emit(&record);
         drop(sink);
         let mut text = String::new();
         for _ in 0..100 {
@@ -533,9 +533,9 @@ mod tests {
                 let sink = sink.clone();
                 std::thread::spawn(move || {
                     for i in 0..500 {
-                        let mut r = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
-                        r.uid = format!("{t}-{i}");
-                        sink.emit(&r);
+                        let mut record = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
+                        record.uid = format!("{t}-{i}");
+                        sink.emit(&record);
                     }
                 })
             })

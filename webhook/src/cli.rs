@@ -138,8 +138,8 @@ pub struct ServeArgs {
     pub certs: CertArgs,
 
     /// Log format.
-    #[arg(long, env = "KIM_WEBHOOK_LOG_FORMAT", default_value = "json", value_parser = ["json", "text"])]
-    pub log_format: String,
+    #[arg(long, env = "KIM_WEBHOOK_LOG_FORMAT", default_value = "json")]
+    pub log_format: kim_process::logging::LogFormat,
 }
 
 /// Certificate flags.

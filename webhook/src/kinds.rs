@@ -7,14 +7,14 @@ use std::time::SystemTime;
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
-use kim_shared::validation::{self, DeletionPolicy, Findings};
+use kim_shared::validation::{self, DeletionPolicy, ValidationOutcome};
 
 use crate::defaulter::Defaulter;
 use crate::request::AdmissionContext;
 use crate::validator::Validator;
 
-fn no_config() -> Findings {
-    let mut f = Findings::default();
+fn no_config() -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     f.violation(
         "",
         "the webhook has no valid KIM configuration loaded; see its logs",
@@ -36,21 +36,21 @@ impl Defaulter<Runtime> for AdmissionContext {
 }
 
 impl Validator<Runtime> for AdmissionContext {
-    fn validate_create(&self, obj: &Runtime) -> Findings {
+    fn validate_create(&self, obj: &Runtime) -> ValidationOutcome {
         match &self.config {
             Some(cfg) => validation::validate_create_with(obj, cfg, &self.validation),
             None => no_config(),
         }
     }
 
-    fn validate_update(&self, old: &Runtime, new: &Runtime) -> Findings {
+    fn validate_update(&self, old: &Runtime, new: &Runtime) -> ValidationOutcome {
         match &self.config {
             Some(cfg) => validation::validate_update_with(old, new, cfg, &self.validation),
             None => no_config(),
         }
     }
 
-    fn validate_delete(&self, obj: &Runtime, now: SystemTime) -> Findings {
+    fn validate_delete(&self, obj: &Runtime, now: SystemTime) -> ValidationOutcome {
         let policy = DeletionPolicy {
             enabled: self.deletion_protection,
             window: self.deletion_window,
@@ -61,21 +61,21 @@ impl Validator<Runtime> for AdmissionContext {
 }
 
 impl Validator<GardenerCluster> for AdmissionContext {
-    fn validate_create(&self, obj: &GardenerCluster) -> Findings {
+    fn validate_create(&self, obj: &GardenerCluster) -> ValidationOutcome {
         validation::validate_gardener_cluster(obj)
     }
 
-    fn validate_update(&self, old: &GardenerCluster, new: &GardenerCluster) -> Findings {
+    fn validate_update(&self, old: &GardenerCluster, new: &GardenerCluster) -> ValidationOutcome {
         validation::validate_gardener_cluster_update(old, new)
     }
 }
 
 impl Validator<RuntimeAccess> for AdmissionContext {
-    fn validate_create(&self, obj: &RuntimeAccess) -> Findings {
+    fn validate_create(&self, obj: &RuntimeAccess) -> ValidationOutcome {
         validate_runtime_access(obj, &self.access_policy)
     }
 
-    fn validate_update(&self, old: &RuntimeAccess, new: &RuntimeAccess) -> Findings {
+    fn validate_update(&self, old: &RuntimeAccess, new: &RuntimeAccess) -> ValidationOutcome {
         validate_runtime_access_update(old, new, &self.access_policy)
     }
 }
@@ -104,11 +104,11 @@ mod tests {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(repo.join("../config/samples/runtime-aws.yaml"))
             .expect("sample readable");
-        let mut rt: Runtime = serde_yaml_ng::from_str(&text).expect("sample is a Runtime");
-        for w in &mut rt.spec.shoot.provider.workers {
+        let mut runtime: Runtime = serde_yaml_ng::from_str(&text).expect("sample is a Runtime");
+        for w in &mut runtime.spec.shoot.provider.workers {
             w.volume = None;
         }
-        rt
+        runtime
     }
 
     #[test]
@@ -139,15 +139,15 @@ mod tests {
     fn audit_log_mandatory_is_the_flag_of_the_context() {
         let mut ctx = ctx();
         let mut cfg = ctx.config.as_deref().cloned().expect("config");
-        let mut rt = stored_without_volume();
-        rt.spec.shoot.secret_binding_name = "hyperscaler-secret".into();
-        if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
+        let mut runtime = stored_without_volume();
+        runtime.spec.shoot.secret_binding_name = "hyperscaler-secret".into();
+        if let Some(k) = runtime.spec.shoot.kubernetes.as_mut() {
             k.version = None;
         }
-        ctx.apply_defaults(&mut rt, None);
-        let region = rt.spec.shoot.region.clone();
+        ctx.apply_defaults(&mut runtime, None);
+        let region = runtime.spec.shoot.region.clone();
         assert!(
-            ctx.validate_create(&rt).violations.is_empty(),
+            ctx.validate_create(&runtime).violations.is_empty(),
             "the sample is admissible as it is"
         );
         cfg.audit_log_tenants
@@ -157,13 +157,13 @@ mod tests {
             .expect("the example config has a tenant for the sample's region");
         ctx.config = Some(std::sync::Arc::new(cfg));
 
-        let refused = ctx.validate_create(&rt);
+        let refused = ctx.validate_create(&runtime);
         assert!(
             !refused.violations.is_empty(),
             "mandatory by default: refused"
         );
         ctx.validation.audit_log_mandatory = false;
-        let warned = ctx.validate_create(&rt);
+        let warned = ctx.validate_create(&runtime);
         assert!(
             warned.violations.is_empty(),
             "--audit-log-mandatory=false: admitted: {:?}",
@@ -185,7 +185,7 @@ mod tests {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(repo.join("../config/samples/runtime-aws.yaml"))
             .expect("sample readable");
-        let rt: Value = serde_yaml_ng::from_str(&text).expect("yaml");
+        let runtime: Value = serde_yaml_ng::from_str(&text).expect("yaml");
         let make = |op: &str, object: Value, old: Value, extra: Value| {
             let mut r = json!({
                 "apiVersion": "admission.k8s.io/v1",
@@ -209,27 +209,37 @@ mod tests {
             }
             serde_json::to_string(&r).expect("json")
         };
-        let expected: Runtime = serde_json::from_value(rt.clone()).expect("the example");
+        let expected: Runtime = serde_json::from_value(runtime.clone()).expect("the example");
         // As the apiserver sends objects: with managedFields (read as JSON, not typed).
-        let mut managed = rt.clone();
+        let mut managed = runtime.clone();
         managed["metadata"]["managedFields"] = json!([{"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {}, "f:shoot": {}}}, "manager": "kyma-environment-broker", "operation": "Update", "time": "2026-11-30T17:12:47Z"}]);
         let read = [
-            make("CREATE", rt.clone(), Value::Null, json!({})),
+            make("CREATE", runtime.clone(), Value::Null, json!({})),
             make("UPDATE", managed.clone(), managed.clone(), json!({})),
-            make("UPDATE", rt.clone(), rt.clone(), json!({"dryRun": true})),
+            make(
+                "UPDATE",
+                runtime.clone(),
+                runtime.clone(),
+                json!({"dryRun": true}),
+            ),
             make(
                 "DELETE",
                 Value::Null,
-                rt.clone(),
+                runtime.clone(),
                 json!({"subResource": null}),
             ),
             make(
                 "CREATE",
-                rt.clone(),
+                runtime.clone(),
                 Value::Null,
                 json!({"subResource": "status", "namespace": null}),
             ),
-            make("CONNECT", rt.clone(), Value::Null, json!({"userInfo": {}})),
+            make(
+                "CONNECT",
+                runtime.clone(),
+                Value::Null,
+                json!({"userInfo": {}}),
+            ),
         ];
         for (i, body) in read.iter().enumerate() {
             let typed = review::<Runtime>(body.as_bytes())
@@ -245,14 +255,24 @@ mod tests {
                 "review {i}: the object's text is kept as sent"
             );
         }
-        let create = make("CREATE", rt.clone(), Value::Null, json!({}));
+        let create = make("CREATE", runtime.clone(), Value::Null, json!({}));
         // Refused: what serde refuses (an unknown operation, nulls and values of the wrong
         // type, duplicate fields, an object that is not a Runtime, trailing data).
         let refused = [
-            make("PATCH", rt.clone(), Value::Null, json!({})),
-            make("CREATE", rt.clone(), Value::Null, json!({"dryRun": null})),
-            make("CREATE", rt.clone(), Value::Null, json!({"name": null})),
-            make("CREATE", rt.clone(), Value::Null, json!({"uid": 7})),
+            make("PATCH", runtime.clone(), Value::Null, json!({})),
+            make(
+                "CREATE",
+                runtime.clone(),
+                Value::Null,
+                json!({"dryRun": null}),
+            ),
+            make(
+                "CREATE",
+                runtime.clone(),
+                Value::Null,
+                json!({"name": null}),
+            ),
+            make("CREATE", runtime.clone(), Value::Null, json!({"uid": 7})),
             make("CREATE", json!({"spec": 1}), Value::Null, json!({})),
             create.replacen("\"uid\":", "\"uid\":\"dup\",\"uid\":", 1),
             create.replacen("\"request\":{", "\"request\":null,\"request\":{", 1),

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => {
             // Held to the end of `main`: dropping it waits (up to about a second) until the audit
             // records still queued are written.
-            let _audit_log = kim_webhook::run::init_logging(&args.log_format);
+            let _audit_log = kim_webhook::run::init_logging(args.log_format);
             // A bad configuration stops the program with the key at fault (never serve with
             // guessed defaults: every Runtime would be judged wrongly).
             let config = match load_config(&args.config) {

@@ -129,7 +129,7 @@ fn check_value(at: &str, value: Value, ctx: &AdmissionContext, show: bool, repor
     match (group_ok, kind.as_str()) {
         (true, "Runtime") => {
             let default: fn(&AdmissionContext, &mut Runtime) =
-                |ctx, rt| ctx.apply_defaults(rt, None);
+                |ctx, runtime| ctx.apply_defaults(runtime, None);
             check::<Runtime>(at, value, ctx, Some(default), show, report)
         }
         (true, "GardenerCluster") => check::<GardenerCluster>(at, value, ctx, None, show, report),
@@ -238,24 +238,35 @@ mod tests {
         let text = format!(
             "{good}---\n{bad}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\n---\n"
         );
-        let mut r = Report::default();
-        validate_text("s.yaml", &text, &ctx(), false, &mut r);
-        assert_eq!(r.checked, 3, "{}", r.text);
-        assert_eq!(r.invalid, 2, "{}", r.text);
-        assert_eq!(r.exit_code(), 1);
+        let mut report = Report::default();
+        validate_text("s.yaml", &text, &ctx(), false, &mut report);
+        assert_eq!(report.checked, 3, "{}", report.text);
+        assert_eq!(report.invalid, 2, "{}", report.text);
+        assert_eq!(report.exit_code(), 1);
         assert!(
-            r.text
+            report
+                .text
                 .contains("OK   s.yaml#0 Runtime kcp-system/dbfd7ad6-b625-4bf2-9718-c1dbf22a7b94"),
             "{}",
-            r.text
+            report.text
         );
-        assert!(r.text.contains("FAIL s.yaml#1 Runtime"), "{}", r.text);
         assert!(
-            r.text.contains("  - spec.shoot.provider.workers[0].name: "),
+            report.text.contains("FAIL s.yaml#1 Runtime"),
             "{}",
-            r.text
+            report.text
         );
-        assert!(r.text.contains("FAIL s.yaml#2: v1 ConfigMap"), "{}", r.text);
+        assert!(
+            report
+                .text
+                .contains("  - spec.shoot.provider.workers[0].name: "),
+            "{}",
+            report.text
+        );
+        assert!(
+            report.text.contains("FAIL s.yaml#2: v1 ConfigMap"),
+            "{}",
+            report.text
+        );
     }
 
     #[test]
@@ -270,26 +281,27 @@ mod tests {
             .expect("yaml"),
         )
         .expect("yaml");
-        let mut r = Report::default();
-        validate_text("l.yaml", &list, &ctx(), false, &mut r);
-        assert_eq!(r.invalid, 1, "{}", r.text);
-        assert!(r.text.contains("l.yaml#0.items[0]"), "{}", r.text);
+        let mut report = Report::default();
+        validate_text("l.yaml", &list, &ctx(), false, &mut report);
+        assert_eq!(report.invalid, 1, "{}", report.text);
+        assert!(report.text.contains("l.yaml#0.items[0]"), "{}", report.text);
         assert!(
-            r.text
+            report
+                .text
                 .contains("spec.shoot.enforceSeedLocation: does not match the Runtime schema"),
             "{}",
-            r.text
+            report.text
         );
     }
 
     #[test]
     fn unreadable_input_is_exit_code_2() {
-        let mut r = Report::default();
-        validate_text("x.yaml", "a: [unclosed", &ctx(), false, &mut r);
-        assert_eq!(r.exit_code(), 2, "{}", r.text);
+        let mut report = Report::default();
+        validate_text("x.yaml", "a: [unclosed", &ctx(), false, &mut report);
+        assert_eq!(report.exit_code(), 2, "{}", report.text);
         let cfg = ctx().config.map(|c| (*c).clone()).expect("config");
-        let r = validate_files(&[PathBuf::from("/nonexistent/file.yaml")], &cfg, false);
-        assert_eq!(r.exit_code(), 2);
-        assert!(r.text.contains("cannot read"), "{}", r.text);
+        let report = validate_files(&[PathBuf::from("/nonexistent/file.yaml")], &cfg, false);
+        assert_eq!(report.exit_code(), 2);
+        assert!(report.text.contains("cannot read"), "{}", report.text);
     }
 }

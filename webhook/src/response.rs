@@ -131,16 +131,17 @@ impl Response {
     /// Allows the request with `patch` (no patch when it is empty) and names the patched paths
     /// in the audit annotations.
     pub fn patched(uid: impl Into<String>, patch: &Patch) -> Result<Self, serde_json::Error> {
-        let mut r = Self::allowed(uid);
+        let mut response = Self::allowed(uid);
         if patch.0.is_empty() {
-            return Ok(r);
+            return Ok(response);
         }
         let text = serde_json::to_vec(patch)?;
-        r.patch = Some(base64::engine::general_purpose::STANDARD.encode(text));
-        r.patch_type = Some("JSONPatch");
-        r.audit_annotations
+        response.patch = Some(base64::engine::general_purpose::STANDARD.encode(text));
+        response.patch_type = Some("JSONPatch");
+        response
+            .audit_annotations
             .insert("patched-paths", patch_paths(patch).join(","));
-        Ok(r)
+        Ok(response)
     }
 
     /// Adds warnings for the client.

@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use axum::Router;
-use tokio::sync::watch;
+use kim_process::Shutdown;
+use kim_process::logging::LogFormat;
 
 use kim_certs::{CertResolver, CertRotator, RotationConfig};
 use tracing_appender::non_blocking::WorkerGuard;
@@ -14,15 +15,21 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
 use crate::request::AdmissionContext;
-use crate::server::{
-    AppState, admin_router, admission_router, bind, drain_after, serve_plain, serve_tls,
-};
+use crate::server::{AppState, admin_router, admission_router, drain_after, serve_tls};
+
+/// Binds a TCP listener, naming the flag when it fails.
+async fn bind(
+    addr: std::net::SocketAddr,
+    flag: &'static str,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    Ok(kim_process::http::bind(addr, flag).await?)
+}
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
 /// (target `audit`) bypass the formatter and are written as their own JSON lines; keep the
 /// returned guard until the program ends, so that the last records are written.
 #[must_use = "dropping the guard stops the audit log writer"]
-pub fn init_logging(format: &str) -> WorkerGuard {
+pub fn init_logging(format: LogFormat) -> WorkerGuard {
     // Buffered: the audit writer writes what it has queued in one system call and flushes
     // whenever its queue is empty, so a record is never held back.
     let audit = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
@@ -33,7 +40,7 @@ pub fn init_logging(format: &str) -> WorkerGuard {
 /// audit records (the benchmark's in-process profile uses sinks, to cost what the server does).
 #[must_use = "dropping the guard stops the audit log writer"]
 pub fn init_logging_to<W>(
-    format: &str,
+    format: LogFormat,
     logs: W,
     audit: impl std::io::Write + Send + 'static,
 ) -> WorkerGuard
@@ -46,15 +53,7 @@ where
     use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let not_audit = filter_fn(|m| m.target() != crate::audit::AUDIT_TARGET);
-    let fmt = if format == "text" {
-        tracing_subscriber::fmt::layer().with_writer(logs).boxed()
-    } else {
-        tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_writer(logs)
-            .boxed()
-    };
+    let fmt = kim_process::logging::layer(format, logs);
     let (audit, guard) = crate::audit::AuditLogLayer::new(audit);
     audit.report_dropped();
     let _ = tracing_subscriber::registry()
@@ -65,53 +64,19 @@ where
     guard
 }
 
-/// Resolves on SIGTERM or Ctrl-C and tells every watcher.
-pub fn shutdown_signal() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot listen for SIGTERM");
-                        let _ = ctrl_c.await;
-                        let _ = tx.send(true);
-                        return;
-                    }
-                };
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
-        tracing::info!("shutting down");
-        let _ = tx.send(true);
-    });
-    rx
-}
-
-async fn wait(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|v| *v).await;
-}
-
 /// Loads a certificate from files into the resolver and re-loads it when the files change.
 async fn watch_files(
     resolver: Arc<CertResolver>,
     cert: PathBuf,
     key: PathBuf,
     every: Duration,
-    stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) {
     let mut last: Option<(SystemTime, SystemTime)> = None;
     let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
-            _ = wait(stop.clone()) => return,
+            _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
         let mtimes = (|| -> std::io::Result<(SystemTime, SystemTime)> {
@@ -151,11 +116,7 @@ async fn watch_files(
 }
 
 /// Starts certificate management: from files, or in the Secret with rotation.
-async fn start_certs(
-    certs: &CertArgs,
-    state: Arc<AppState>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+async fn start_certs(certs: &CertArgs, state: Arc<AppState>, stop: Shutdown) -> anyhow::Result<()> {
     let resolver = state.resolver.clone();
     if let (Some(cert), Some(key)) = (&certs.tls_cert_file, &certs.tls_key_file) {
         tokio::spawn(watch_files(
@@ -191,7 +152,7 @@ async fn start_certs(
     };
     let rotator = Arc::new(CertRotator::new(client, cfg, resolver).context("certificate flags")?);
     let counted = rotator.clone();
-    tokio::spawn(rotator.run(wait(stop), move |r| {
+    tokio::spawn(rotator.run(stop.cancelled_owned(), move |r| {
         state
             .metrics
             .observe_cert_sync(r, counted.unpropagated_cas())
@@ -227,30 +188,32 @@ pub async fn serve(
 
     let https = bind(args.listen_addr, "--listen-addr").await?;
     let admin = bind(args.admin_addr, "--admin-addr").await?;
-    let stop = shutdown_signal();
+    let stop = Shutdown::new();
+    kim_process::signal::cancel_on_signal(stop.clone());
     start_certs(&args.certs, state.clone(), stop.clone()).await?;
 
     tracing::info!(listen = %args.listen_addr, admin = %args.admin_addr, "kim-webhook serving");
     // Both servers stop once the shutdown delay after the signal has passed.
-    let (stopped, serving_stop) = watch::channel(false);
+    let serving_stop = Shutdown::new();
     tokio::spawn({
         let state = state.clone();
         let delay = args.shutdown_delay;
+        let stopped = serving_stop.clone();
         async move {
-            drain_after(state, wait(stop), delay).await;
-            let _ = stopped.send(true);
+            drain_after(state, stop.cancelled_owned(), delay).await;
+            stopped.cancel();
         }
     });
-    let admin_task = tokio::spawn(serve_plain(
+    let admin_task = tokio::spawn(kim_process::http::serve(
         admin,
         admin_router(state.clone()),
-        wait(serving_stop.clone()),
+        serving_stop.clone().cancelled_owned(),
     ));
     serve_tls(
         https,
         tls,
         admission_router(state, routes),
-        wait(serving_stop),
+        serving_stop.cancelled_owned(),
         args.shutdown_grace,
     )
     .await;

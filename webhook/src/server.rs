@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 
 use kim_certs::CertResolver;
 
-use crate::admission::{Admission, mutate, validate};
+use crate::admission::{AdmissionOutcome, mutate, validate};
 use crate::audit::AuditSink;
 use crate::defaulter::Defaulter;
 use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics};
@@ -137,7 +137,7 @@ where
 fn admission_route(
     mode: Mode,
     kind: &'static str,
-    admit: fn(&[u8], &AdmissionContext, SystemTime) -> Admission,
+    admit: fn(&[u8], &AdmissionContext, SystemTime) -> AdmissionOutcome,
 ) -> MethodRouter<Arc<AppState>> {
     post(
         move |State(state): State<Arc<AppState>>,
@@ -217,24 +217,7 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
                 s.metrics
                     .audit_log_dropped
                     .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
-                let mut out = String::new();
-                match prometheus_client::encoding::text::encode(&mut out, &s.registry) {
-                    Ok(()) => {
-                        let mut r = Response::new(Body::from(out));
-                        r.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static(
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            ),
-                        );
-                        r
-                    }
-                    Err(e) => (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("encoding metrics: {e}\n"),
-                    )
-                        .into_response(),
-                }
+                kim_process::http::metrics_response(&s.registry)
             }),
         )
         .with_state(state)
@@ -250,6 +233,9 @@ pub async fn drain_after(state: Arc<AppState>, signal: impl Future<Output = ()>,
     tracing::info!(delay = ?delay, "shutting down: not ready, still serving until the delay ends");
     tokio::time::sleep(delay).await;
 }
+
+/// Serves `app` over plain HTTP until `shutdown` resolves.
+pub use kim_process::http::serve as serve_plain;
 
 /// Who is at the other end of a connection, added to each of its requests for the audit record.
 #[derive(Debug, Clone, Copy)]
@@ -335,22 +321,4 @@ pub async fn serve_tls(
             "connections still open after the shutdown grace period; closing them"
         );
     }
-}
-
-/// Serves `app` over plain HTTP until `shutdown` resolves.
-pub async fn serve_plain(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// Binds a TCP listener, naming the flag when it fails.
-pub async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ({flag}): {e}"))
 }

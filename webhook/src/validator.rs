@@ -1,9 +1,9 @@
 //! Validation, the validating webhook: the [`Validator`] trait of the admitted types, and the
-//! handler that answers a request with their findings.
+//! handler that answers a request with their outcome.
 
 use std::time::SystemTime;
 
-use kim_shared::validation::Findings;
+use kim_shared::validation::ValidationOutcome;
 use kube::core::admission::Operation;
 
 use crate::audit::AuditRecord;
@@ -13,14 +13,14 @@ use crate::response::Response;
 /// The rules of an admitted type `T`: violations deny, warnings go back to the client.
 pub trait Validator<T> {
     /// Validates a new object.
-    fn validate_create(&self, obj: &T) -> Findings;
+    fn validate_create(&self, obj: &T) -> ValidationOutcome;
     /// Validates a change from `old` to `new`.
-    fn validate_update(&self, old: &T, new: &T) -> Findings;
+    fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
     /// Validates the deletion of `obj` (the stored object). Its violations are answered with
     /// 403 Forbidden: a refusal to delete is not an invalid object. Allowed unless a type
     /// says otherwise.
-    fn validate_delete(&self, _obj: &T, _now: SystemTime) -> Findings {
-        Findings::default()
+    fn validate_delete(&self, _obj: &T, _now: SystemTime) -> ValidationOutcome {
+        ValidationOutcome::default()
     }
 }
 
@@ -38,7 +38,7 @@ pub fn handle<T: Object>(
     audit: &mut AuditRecord,
 ) -> Response {
     let uid = req.uid.as_str();
-    let (findings, denial) = match req.operation {
+    let (outcome, denial) = match req.operation {
         Operation::Create => match &req.object {
             Some(obj) => (validator.validate_create(obj), INVALID),
             None => return Response::denied(uid, "the CREATE request has no object"),
@@ -55,17 +55,19 @@ pub fn handle<T: Object>(
         },
         Operation::Connect => return Response::allowed(uid),
     };
-    let Findings {
+    let ValidationOutcome {
         violations,
         warnings,
-    } = findings;
+    } = outcome;
     if violations.is_empty() {
-        let mut r = Response::allowed(uid).with_warnings(warnings);
-        r.audit_annotations.insert("decision", "allowed".into());
-        return r;
+        let mut response = Response::allowed(uid).with_warnings(warnings);
+        response
+            .audit_annotations
+            .insert("decision", "allowed".into());
+        return response;
     }
-    let r = Response::rejected(uid, denial, &violations, (&audit.kind, &req.name))
+    let response = Response::rejected(uid, denial, &violations, (&audit.kind, &req.name))
         .with_warnings(warnings);
     audit.violations = violations;
-    r
+    response
 }

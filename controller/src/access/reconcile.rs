@@ -28,9 +28,11 @@ use super::record::{self, SecretFacts};
 use super::shoot::{self, RbacObject};
 use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
 use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision};
-use super::{AccessArgs, CONDITION_TYPE, CONTROLLER, FINALIZER};
+use super::{CONDITION_TYPE, CONTROLLER, FINALIZER};
 use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
+use crate::records::{Backoff, Records};
+use crate::settings::AccessSettings;
 
 /// Field manager of what this reconciler applies in the KCP.
 pub const FIELD_MANAGER: &str = "kim-runtime-access";
@@ -38,28 +40,35 @@ pub const FIELD_MANAGER: &str = "kim-runtime-access";
 /// How often to look again while the runtime has no admin kubeconfig yet.
 const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);
 
-/// Backoff after a failed reconcile.
-const RETRY_AFTER: Duration = Duration::from_secs(15);
+/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s, 8 s, then every 15 s (a
+/// runtime that answers again is noticed within 15 s).
+pub const BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(1),
+    cap: Duration::from_secs(15),
+};
 
 /// State shared by all reconciles.
 pub struct Reconciler {
     ctx: Arc<Context>,
-    args: AccessArgs,
+    settings: AccessSettings,
     clients: ShootClients,
+    /// Failures per RuntimeAccess (the backoff).
+    records: Records<()>,
 }
 
 impl Reconciler {
-    /// A reconciler with the given flags; its shoot clients count requests in `metrics`.
+    /// A reconciler with the given settings; its shoot clients count requests in `metrics`.
     pub fn new(
         ctx: Arc<Context>,
-        args: AccessArgs,
+        settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
     ) -> Self {
-        let timeout = args.shoot_request_timeout;
+        let timeout = settings.shoot_request_timeout;
         Self {
             ctx,
-            args,
+            settings,
             clients: ShootClients::new(metrics, timeout),
+            records: Records::default(),
         }
     }
 }
@@ -97,10 +106,16 @@ fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 }
 
 /// Entry point for the controller.
-pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Action, Error> {
+pub async fn reconcile(
+    ra: Arc<RuntimeAccess>,
+    reconciler: Arc<Reconciler>,
+) -> Result<Action, Error> {
     let started = Instant::now();
-    let requests: Api<RuntimeAccess> =
-        Api::namespaced(r.ctx.kcp.clone(), &ra.namespace().unwrap_or_default());
+    let record_key = key(&ra);
+    let requests: Api<RuntimeAccess> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &ra.namespace().unwrap_or_default(),
+    );
     let span = tracing::info_span!(
         "reconcile",
         controller = CONTROLLER,
@@ -110,30 +125,40 @@ pub async fn reconcile(ra: Arc<RuntimeAccess>, r: Arc<Reconciler>) -> Result<Act
     );
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
         match event {
-            finalizer::Event::Apply(ra) => apply(&r, &ra).await,
-            finalizer::Event::Cleanup(ra) => cleanup(&r, &ra).await,
+            finalizer::Event::Apply(ra) => apply(&reconciler, &ra).await,
+            finalizer::Event::Cleanup(ra) => cleanup(&reconciler, &ra).await,
         }
     })
     .instrument(span)
     .await;
     let result = crate::finalizing::finalizer_result(result, CONTROLLER, Error::Finalizer);
+    if result.is_ok() {
+        reconciler.records.succeeded(&record_key);
+    }
     let outcome = if result.is_ok() { "success" } else { "error" };
-    r.ctx
+    reconciler
+        .ctx
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     result
 }
 
 /// Logs at warn (the failure is in the status and retried) and backs off.
-pub fn error_policy(ra: Arc<RuntimeAccess>, error: &Error, _r: Arc<Reconciler>) -> Action {
+pub fn error_policy(ra: Arc<RuntimeAccess>, error: &Error, reconciler: Arc<Reconciler>) -> Action {
+    let delay = BACKOFF.delay(reconciler.records.failed(&key(&ra)));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),
         name = ra.name_any(),
         error = %error,
+        retry_in = ?delay,
         "reconcile failed; retrying"
     );
-    Action::requeue(RETRY_AFTER)
+    Action::requeue(delay)
+}
+
+fn key(ra: &RuntimeAccess) -> String {
+    format!("{}/{}", ra.namespace().unwrap_or_default(), ra.name_any())
 }
 
 /// The admin kubeconfig Secret of a runtime, read from the KCP (no shoot call).
@@ -146,12 +171,12 @@ struct AdminKubeconfig {
 
 /// `Ok(None)`: the runtime has no admin kubeconfig (yet, or any more).
 async fn admin_kubeconfig(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     ra: &RuntimeAccess,
 ) -> Result<Option<AdminKubeconfig>, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let runtime = &ra.spec.runtime_id;
-    let clusters: Api<GardenerCluster> = Api::namespaced(r.ctx.kcp.clone(), &ns);
+    let clusters: Api<GardenerCluster> = Api::namespaced(reconciler.ctx.kcp.clone(), &ns);
     let Some(gc) = clusters
         .get_opt(runtime)
         .await
@@ -160,17 +185,17 @@ async fn admin_kubeconfig(
         return Ok(None);
     };
     let loc = &gc.spec.kubeconfig.secret;
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
+    let secrets: Api<Secret> = Api::namespaced(reconciler.ctx.kcp.clone(), &loc.namespace);
     let Some(mut secret) = secrets.get_opt(&loc.name).await.map_err(api(format!(
         "reading Secret {}/{}",
         loc.namespace, loc.name
     )))?
     else {
-        r.clients.forget(&loc.namespace, &loc.name);
+        reconciler.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
     };
     let Some(kubeconfig) = secret.data.as_mut().and_then(|d| d.remove(&loc.key)) else {
-        r.clients.forget(&loc.namespace, &loc.name);
+        reconciler.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
     };
     Ok(Some(AdminKubeconfig {
@@ -183,11 +208,12 @@ async fn admin_kubeconfig(
 
 /// The shoot client for an admin kubeconfig (reused while its Secret is unchanged).
 async fn shoot_access(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     ra: &RuntimeAccess,
     admin: &AdminKubeconfig,
 ) -> Result<ShootAccess, Error> {
-    r.clients
+    reconciler
+        .clients
         .get(&AdminSecret {
             namespace: &admin.namespace,
             name: &admin.name,
@@ -343,18 +369,18 @@ async fn record_shoot_objects(
         .map(|_| ())
 }
 
-async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
+async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     let now = Timestamp::now();
-    let findings = validate_runtime_access(ra, &r.args.policy());
-    if !findings.is_allowed() {
-        let msg = findings
+    let validation = validate_runtime_access(ra, &reconciler.settings.policy);
+    if !validation.is_allowed() {
+        let msg = validation
             .violations
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
         write_status(
-            r,
+            reconciler,
             ra,
             status_with(ra, "Error", "False", "InvalidSpec", &msg, now),
         )
@@ -367,7 +393,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     let name = secret_name(ra);
     let key = secret_key(ra);
     let ns = ra.namespace().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(reconciler.ctx.kcp.clone(), &ns);
     let existing = secrets
         .get_opt(&name)
         .await
@@ -379,7 +405,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             names::MANAGED_BY_INFRASTRUCTURE_MANAGER
         );
         write_status(
-            r,
+            reconciler,
             ra,
             status_with(ra, "Error", "False", REASON_SECRET_NOT_OWNED, &msg, now),
         )
@@ -388,13 +414,13 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         return Ok(Action::requeue(WAIT_FOR_RUNTIME));
     }
 
-    let Some(admin) = admin_kubeconfig(r, ra).await? else {
+    let Some(admin) = admin_kubeconfig(reconciler, ra).await? else {
         let msg = format!(
             "waiting for the admin kubeconfig of GardenerCluster {}",
             ra.spec.runtime_id
         );
         write_status(
-            r,
+            reconciler,
             ra,
             status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now),
         )
@@ -403,7 +429,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     };
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
-    let decision = token::decide(facts.token, r.args.rotation_ratio, now);
+    let decision = token::decide(facts.token, reconciler.settings.rotation_ratio, now);
     let fingerprint = shoot::fingerprint(ra);
     let mut resource_version = existing
         .as_ref()
@@ -414,11 +440,11 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     // periodic drift correction). A reconcile with nothing to do makes no shoot call.
     let mut access: Option<(ShootAccess, shoot::OwnedServiceAccount)> = None;
     let shoot_objects = if record::needs_shoot(&facts, &fingerprint, decision) {
-        let a = match shoot_access(r, ra, &admin).await {
+        let a = match shoot_access(reconciler, ra, &admin).await {
             Ok(a) => a,
             Err(e) => {
                 return fail(
-                    r,
+                    reconciler,
                     ra,
                     REASON_ADMIN_KUBECONFIG_UNUSABLE,
                     "reaching the runtime",
@@ -441,7 +467,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 access = Some((a, sa));
                 created
             }
-            Err(f) => return fail(r, ra, f.reason, &f.what, f.error, now).await,
+            Err(f) => return fail(reconciler, ra, f.reason, &f.what, f.error, now).await,
         }
     } else {
         facts
@@ -465,11 +491,11 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             let (access, sa) = match access.take() {
                 Some(a) => a,
                 None => {
-                    let a = match shoot_access(r, ra, &admin).await {
+                    let a = match shoot_access(reconciler, ra, &admin).await {
                         Ok(a) => a,
                         Err(e) => {
                             return fail(
-                                r,
+                                reconciler,
                                 ra,
                                 REASON_ADMIN_KUBECONFIG_UNUSABLE,
                                 "reaching the runtime",
@@ -481,18 +507,20 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                     };
                     match ensure_shoot_objects(&a.client, ra, Vec::new()).await {
                         Ok((_, sa)) => (a, sa),
-                        Err(f) => return fail(r, ra, f.reason, &f.what, f.error, now).await,
+                        Err(f) => {
+                            return fail(reconciler, ra, f.reason, &f.what, f.error, now).await;
+                        }
                     }
                 }
             };
             let lifetime = ra.spec.token_expiration_seconds.unwrap_or_else(|| {
-                i64::try_from(r.args.token_expiration.as_secs()).unwrap_or(3600)
+                i64::try_from(reconciler.settings.token_expiration.as_secs()).unwrap_or(3600)
             });
             let issued = match shoot::request_token(&access.client, &sa, lifetime).await {
                 Ok(t) => t,
                 Err(e) => {
                     return fail(
-                        r,
+                        reconciler,
                         ra,
                         "TokenRequestFailed",
                         "requesting a ServiceAccount token",
@@ -556,7 +584,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
                 Ok(s) => resource_version = s.metadata.resource_version,
                 Err(e) => {
                     return fail(
-                        r,
+                        reconciler,
                         ra,
                         "SecretWriteFailed",
                         &format!("writing Secret {ns}/{name}"),
@@ -568,8 +596,9 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
             }
             tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, "ServiceAccount kubeconfig written");
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
-            let requeue =
-                Duration::from_secs_f64(lifetime_left * token::clamp_ratio(r.args.rotation_ratio));
+            let requeue = Duration::from_secs_f64(
+                lifetime_left * token::clamp_ratio(reconciler.settings.rotation_ratio),
+            );
             (reason, Some(issued.expires), requeue)
         }
     };
@@ -584,7 +613,7 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         .await
     {
         return fail(
-            r,
+            reconciler,
             ra,
             "SecretWriteFailed",
             &format!("recording the shoot objects in Secret {ns}/{name}"),
@@ -606,12 +635,12 @@ async fn apply(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     status.identity = Some(service_account_user(&ra.spec));
     status.token_expiration_timestamp = expires.map(Time);
     status.shoot_objects = shoot_objects;
-    write_status(r, ra, status).await?;
+    write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(requeue))
 }
 
 async fn fail(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     ra: &RuntimeAccess,
     reason: &str,
     what: &str,
@@ -619,16 +648,21 @@ async fn fail(
     now: Timestamp,
 ) -> Result<Action, Error> {
     let msg = format!("{what}: {e}");
-    write_status(r, ra, status_with(ra, "Error", "False", reason, &msg, now)).await?;
+    write_status(
+        reconciler,
+        ra,
+        status_with(ra, "Error", "False", reason, &msg, now),
+    )
+    .await?;
     Err(Error::Step(msg))
 }
 
 /// Removes what the request created in the shoot (when the shoot is still reachable) and its
 /// KCP Secret (when it is ours).
-async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
+async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let name = secret_name(ra);
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(reconciler.ctx.kcp.clone(), &ns);
     let mut objs: Vec<ShootObjectRef> = ra
         .status
         .as_ref()
@@ -665,15 +699,15 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
     if skip {
         tracing::warn!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects in the runtime are left in place");
     } else {
-        match admin_kubeconfig(r, ra).await? {
+        match admin_kubeconfig(reconciler, ra).await? {
             Some(admin) => {
-                if let Err(e) = delete_in_shoot(r, ra, &admin, &objs).await {
+                if let Err(e) = delete_in_shoot(reconciler, ra, &admin, &objs).await {
                     let msg = format!(
                         "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                         ra.spec.runtime_id
                     );
                     write_status(
-                        r,
+                        reconciler,
                         ra,
                         status_with(
                             ra,
@@ -714,18 +748,19 @@ async fn cleanup(r: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
         name = ra.name_any(),
         "RuntimeAccess cleaned up"
     );
+    reconciler.records.forget(&key(ra));
     Ok(Action::await_change())
 }
 
 /// Deletes `objs` in the shoot (each only if it carries this request's label); the first
 /// failure ends it, so an unreachable runtime costs one request timeout per attempt.
 async fn delete_in_shoot(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     ra: &RuntimeAccess,
     admin: &AdminKubeconfig,
     objs: &[ShootObjectRef],
 ) -> Result<(), Error> {
-    let access = shoot_access(r, ra, admin).await?;
+    let access = shoot_access(reconciler, ra, admin).await?;
     for obj in objs {
         let outcome = shoot::delete(&access.client, ra, obj)
             .await
@@ -840,15 +875,17 @@ fn status_with(
 
 /// Applies the status unless it is already there.
 async fn write_status(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     ra: &RuntimeAccess,
     status: RuntimeAccessStatus,
 ) -> Result<(), Error> {
     if ra.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let requests: Api<RuntimeAccess> =
-        Api::namespaced(r.ctx.kcp.clone(), &ra.namespace().unwrap_or_default());
+    let requests: Api<RuntimeAccess> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &ra.namespace().unwrap_or_default(),
+    );
     let patch = json!({
         "apiVersion": RuntimeAccess::api_version(&()),
         "kind": RuntimeAccess::kind(&()),
@@ -865,12 +902,16 @@ async fn write_status(
             "writing status of RuntimeAccess {}",
             ra.name_any()
         )))?;
-    publish_reason_change(r, ra, &status).await;
+    publish_reason_change(reconciler, ra, &status).await;
     Ok(())
 }
 
 /// One Event per change of the condition reason (messages hold names, never credentials).
-async fn publish_reason_change(r: &Reconciler, ra: &RuntimeAccess, status: &RuntimeAccessStatus) {
+async fn publish_reason_change(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    status: &RuntimeAccessStatus,
+) {
     let reason_of = |s: Option<&RuntimeAccessStatus>| {
         s.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_TYPE))
             .map(|c| (c.reason.clone(), c.status.clone(), c.message.clone()))
@@ -878,7 +919,7 @@ async fn publish_reason_change(r: &Reconciler, ra: &RuntimeAccess, status: &Runt
     let Some((reason, cond_status, message)) = reason_of(Some(status)) else {
         return;
     };
-    if reason_of(ra.status.as_ref()).map(|(r, _, _)| r) == Some(reason.clone()) {
+    if reason_of(ra.status.as_ref()).map(|(current, _, _)| current) == Some(reason.clone()) {
         return;
     }
     let event = Event {
@@ -893,7 +934,12 @@ async fn publish_reason_change(r: &Reconciler, ra: &RuntimeAccess, status: &Runt
         secondary: None,
     };
     // Informational only: a failed publish must not fail the reconcile.
-    if let Err(e) = r.ctx.recorder.publish(&event, &ra.object_ref(&())).await {
+    if let Err(e) = reconciler
+        .ctx
+        .recorder
+        .publish(&event, &ra.object_ref(&()))
+        .await
+    {
         tracing::debug!(controller = CONTROLLER, error = %e, "event not published");
     }
 }

@@ -124,11 +124,7 @@ impl ShootClients {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Cached>> {
-        // A poisoned lock only means a panic elsewhere; the map itself is intact.
-        match self.cache.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        crate::records::lock(&self.cache)
     }
 
     /// The client for this Secret: the cached one while its `resourceVersion` is unchanged,

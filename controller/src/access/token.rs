@@ -48,7 +48,7 @@ pub struct TokenRecord<'a> {
 }
 
 /// The ratio within the bounds the flag parser enforces (defence for callers that build
-/// `AccessArgs` without clap).
+/// `AccessSettings` without the flag parser).
 pub fn clamp_ratio(rotation_ratio: f64) -> f64 {
     if rotation_ratio.is_nan() {
         return super::MAX_ROTATION_RATIO;

@@ -324,12 +324,12 @@ mod tests {
 
         let dir = std::env::temp_dir().join(format!("kim-convert-err-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut rt: serde_json::Value =
+        let mut runtime: serde_json::Value =
             serde_yaml_ng::from_str(&std::fs::read_to_string(sample("runtime-gcp.yaml")).unwrap())
                 .unwrap();
-        rt["spec"]["shoot"]["networking"]["nodes"] = "10.250.0.0".into();
+        runtime["spec"]["shoot"]["networking"]["nodes"] = "10.250.0.0".into();
         let bad = dir.join("bad.yaml");
-        std::fs::write(&bad, serde_yaml_ng::to_string(&rt).unwrap()).unwrap();
+        std::fs::write(&bad, serde_yaml_ng::to_string(&runtime).unwrap()).unwrap();
         let (result, _, _) = run(&["-f", bad.to_str().unwrap()]);
         let message = result.unwrap_err().to_string();
         assert!(message.contains("spec.shoot.networking.nodes"), "{message}");

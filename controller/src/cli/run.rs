@@ -5,7 +5,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kim_shared::access::AccessPolicy;
 use kim_shared::duration::parse_duration;
+
+use crate::access::{MAX_ROTATION_RATIO, MIN_ROTATION_RATIO};
+use crate::gardener_cluster::rotation::{RotationPolicy, RotationPolicyError};
+use crate::leader::LeaderElection;
+use crate::settings::{AccessSettings, GardenerClusterSettings, RuntimeSettings, Settings};
 
 /// Flags of `kim-controller run` (the default subcommand).
 #[derive(clap::Args, Debug, Clone)]
@@ -127,10 +133,135 @@ pub struct RunArgs {
 
     /// Flags of the RuntimeAccess (RBAC kubeconfig) reconciler.
     #[command(flatten)]
-    pub access: crate::access::AccessArgs,
+    pub access: AccessArgs,
+}
+
+/// Flags of the RuntimeAccess reconciler, flattened into `kim-controller run`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct AccessArgs {
+    /// Token lifetime when a RuntimeAccess does not set `spec.tokenExpirationSeconds`.
+    #[arg(long = "access-token-expiration", default_value = "1h", value_parser = parse_token_lifetime)]
+    pub token_expiration: Duration,
+    /// Fraction of a token's lifetime after which it is replaced (0.01 to 0.95). Tokens live at
+    /// least 10 minutes (TokenRequest's minimum), so a small ratio is how a short rotation
+    /// period is configured: 0.01 of a 600 s token rotates every 6 s.
+    #[arg(long = "access-rotation-ratio", default_value_t = 0.8, value_parser = parse_rotation_ratio)]
+    pub rotation_ratio: f64,
+    /// Namespaces of the runtime clusters a RuntimeAccess may not use, besides kube-*,
+    /// garden* and kyma-system (comma-separated; set the webhook's flag alike).
+    #[arg(long = "access-protected-namespaces", value_delimiter = ',')]
+    pub protected_namespaces: Vec<String>,
+    /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
+    /// Role/<namespace>/<name> (comma-separated; set the webhook's flag alike). Empty: none,
+    /// only rules.
+    #[arg(long = "access-allowed-role-refs", value_delimiter = ',')]
+    pub allowed_role_refs: Vec<kim_shared::access::AllowedRoleRef>,
+    /// Time allowed for each request to a runtime's API server (connect included), so that an
+    /// unreachable or hibernated runtime fails a reconcile quickly instead of holding it.
+    #[arg(long = "access-shoot-request-timeout", default_value = "30s", value_parser = parse_duration)]
+    pub shoot_request_timeout: Duration,
+    /// Longest token lifetime a RuntimeAccess may request.
+    #[arg(long = "access-max-token-expiration", default_value = "24h", value_parser = parse_token_lifetime)]
+    pub max_token_expiration: Duration,
+    /// RuntimeAccess reconciles running at once (each may wait on a runtime's API server).
+    #[arg(long = "access-ctrl-workers-cnt", default_value_t = 25)]
+    pub workers: u16,
+}
+
+impl Default for AccessArgs {
+    fn default() -> Self {
+        Self {
+            token_expiration: Duration::from_secs(3600),
+            rotation_ratio: 0.8,
+            protected_namespaces: Vec::new(),
+            allowed_role_refs: Vec::new(),
+            shoot_request_timeout: Duration::from_secs(30),
+            max_token_expiration: Duration::from_secs(24 * 3600),
+            workers: 25,
+        }
+    }
+}
+
+impl AccessArgs {
+    /// The RuntimeAccess reconciler's settings these flags describe.
+    pub fn settings(&self) -> AccessSettings {
+        AccessSettings {
+            workers: self.workers,
+            token_expiration: self.token_expiration,
+            rotation_ratio: self.rotation_ratio,
+            shoot_request_timeout: self.shoot_request_timeout,
+            policy: AccessPolicy {
+                protected_namespaces: self.protected_namespaces.clone(),
+                allowed_role_refs: self.allowed_role_refs.clone(),
+                max_token_expiration_seconds: i64::try_from(self.max_token_expiration.as_secs())
+                    .unwrap_or(i64::MAX),
+            },
+        }
+    }
+}
+
+/// Parses `--access-rotation-ratio`; refuses values outside
+/// [`MIN_ROTATION_RATIO`]..=[`MAX_ROTATION_RATIO`] instead of silently changing them.
+pub fn parse_rotation_ratio(s: &str) -> Result<f64, String> {
+    let ratio: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number like 0.8"))?;
+    if (MIN_ROTATION_RATIO..=MAX_ROTATION_RATIO).contains(&ratio) {
+        Ok(ratio)
+    } else {
+        Err(format!(
+            "{s} is outside {MIN_ROTATION_RATIO}..={MAX_ROTATION_RATIO} (the fraction of a token's lifetime after which it is replaced)"
+        ))
+    }
+}
+
+/// Parses a token lifetime flag: a duration of at least 10 minutes, the least TokenRequest
+/// issues (a shorter default would fail every token request at run time instead of at start).
+pub fn parse_token_lifetime(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let min = kim_shared::access::MIN_TOKEN_EXPIRATION_SECONDS.unsigned_abs();
+    if d.as_secs() < min {
+        return Err(format!(
+            "{s} is shorter than {min} s, the least token lifetime the TokenRequest API issues"
+        ));
+    }
+    Ok(d)
 }
 
 impl RunArgs {
+    /// The reconcilers' settings these flags describe; fails on flags that contradict each
+    /// other or are out of range.
+    pub fn settings(&self) -> Result<Settings, RotationPolicyError> {
+        Ok(Settings {
+            namespace: self.namespace.clone(),
+            gardener_namespace: self.gardener_namespace(),
+            runtime: RuntimeSettings {
+                workers: self.runtime_ctrl_workers_cnt,
+                audit_log_mandatory: self.audit_log_mandatory,
+                deletion_grace_period: self.deletion_grace_period,
+                force_deletion: self.force_deletion,
+            },
+            gardener_cluster: GardenerClusterSettings {
+                workers: self.gardener_cluster_ctrl_workers_cnt,
+                reconcile_timeout: self.gardener_ctrl_reconciliation_timeout,
+                rotation: RotationPolicy::new(
+                    self.kubeconfig_expiration_time,
+                    self.minimal_rotation_time,
+                )?,
+            },
+            access: self.access.settings(),
+        })
+    }
+
+    /// The leader election these flags ask for, if any.
+    pub fn leader_election(&self) -> Option<LeaderElection> {
+        self.leader_elect.then(|| LeaderElection {
+            lease: self.leader_election_id.clone(),
+            namespace: self.lease_namespace().to_owned(),
+            timing: self.lease_timing(),
+        })
+    }
+
     /// The Gardener project namespace, `garden-<project>`.
     pub fn gardener_namespace(&self) -> String {
         format!("garden-{}", self.gardener_project_name)
@@ -234,7 +365,7 @@ mod tests {
     #[test]
     fn runtime_access_flags_reach_the_run_arguments() {
         let a = Cli::try_parse_from(["x"]).unwrap().run;
-        assert_eq!(a.access, crate::access::AccessArgs::default());
+        assert_eq!(a.access, AccessArgs::default());
         let a = Cli::try_parse_from([
             "x",
             "--access-token-expiration=2h",
@@ -243,7 +374,12 @@ mod tests {
         .unwrap()
         .run;
         assert_eq!(a.access.token_expiration, Duration::from_secs(7200));
-        assert!(a.access.policy().is_protected_namespace("istio-system"));
+        assert!(
+            a.access
+                .settings()
+                .policy
+                .is_protected_namespace("istio-system")
+        );
     }
 
     #[test]
@@ -258,5 +394,71 @@ mod tests {
             let arg = format!("--leader-elect-lease-duration={bad}");
             assert!(Cli::try_parse_from(["x", arg.as_str()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn token_lifetimes_under_ten_minutes_are_refused_at_start() {
+        assert_eq!(parse_token_lifetime("10m"), Ok(Duration::from_secs(600)));
+        let err = parse_token_lifetime("5m").unwrap_err();
+        assert!(err.contains("5m") && err.contains("600 s"), "{err}");
+        assert!(parse_token_lifetime("soon").is_err());
+    }
+
+    #[test]
+    fn policy_flags_take_comma_separated_lists() {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            access: AccessArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("kim-controller").chain(args.iter().copied()))
+                .map(|c| c.access)
+        };
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.settings().policy, AccessPolicy::default());
+        let a = parse(&[
+            "--access-protected-namespaces=istio-system,monitoring",
+            "--access-allowed-role-refs=ClusterRole/view,Role/apps/reader",
+            "--access-shoot-request-timeout=5s",
+        ])
+        .unwrap();
+        let p = a.settings().policy;
+        assert!(p.is_protected_namespace("monitoring"));
+        assert_eq!(p.allowed_role_refs.len(), 2);
+        assert_eq!(a.shoot_request_timeout, Duration::from_secs(5));
+        assert!(parse(&["--access-allowed-role-refs=view"]).is_err());
+        assert!(
+            parse(&["--access-allow-wildcards"]).is_err(),
+            "the wildcard switch is gone"
+        );
+    }
+
+    #[test]
+    fn rotation_ratio_is_refused_outside_its_range() {
+        assert_eq!(parse_rotation_ratio("0.01"), Ok(0.01));
+        assert_eq!(parse_rotation_ratio("0.95"), Ok(0.95));
+        for bad in ["0", "0.009", "0.96", "1", "-0.5", "NaN", "eighty"] {
+            let err = parse_rotation_ratio(bad).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_access_worker_count_has_its_own_flag() {
+        let a = Cli::try_parse_from(["x", "--access-ctrl-workers-cnt=3"])
+            .unwrap()
+            .run;
+        let s = a.settings().unwrap();
+        assert_eq!(s.access.workers, 3);
+        assert_eq!(s.gardener_cluster.workers, 25);
+    }
+
+    #[test]
+    fn kubeconfig_rotation_flags_out_of_range_fail_the_start() {
+        let a = Cli::try_parse_from(["x", "--minimal-rotation-time=1.5"])
+            .unwrap()
+            .run;
+        assert!(a.settings().is_err());
     }
 }

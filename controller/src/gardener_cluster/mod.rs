@@ -29,7 +29,6 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use crate::{Context, Shutdown};
 use metrics::KubeconfigMetrics;
 use reconcile::Reconciler;
-use rotation::RotationPolicy;
 
 /// Name of this reconciler in metrics and logs.
 pub const CONTROLLER: &str = "gardener_cluster";
@@ -41,21 +40,12 @@ pub const FINALIZER: &str =
 
 /// Runs the GardenerCluster reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let policy = match RotationPolicy::new(
-        ctx.args.kubeconfig_expiration_time,
-        ctx.args.minimal_rotation_time,
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            // Start-up validates the flags too; this guards a Context built elsewhere (tests).
-            tracing::error!(controller = CONTROLLER, error = %e, "kubeconfig rotation flags are invalid; reconciler not started");
-            return;
-        }
-    };
+    let settings = &ctx.settings.gardener_cluster;
+    let policy = settings.rotation;
+    let workers = settings.workers.max(1);
     let metrics = Arc::new(KubeconfigMetrics::default());
     ctx.register_metrics(|r| metrics.register(r));
-    let namespace = ctx.args.namespace.clone();
-    let workers = usize::from(ctx.args.gardener_cluster_ctrl_workers_cnt.max(1));
+    let namespace = ctx.settings.namespace.clone();
     let clusters: Api<GardenerCluster> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     // Watch only our Secrets, and only their metadata: a deleted or emptied Secret is noticed
@@ -79,7 +69,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .applied_objects();
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
-        .with_config(controller::Config::default().concurrency(workers as u16))
+        .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| async move {

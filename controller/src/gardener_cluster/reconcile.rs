@@ -24,26 +24,39 @@ use super::rotation::{self, RotationDecision, RotationPolicy};
 use super::secret::{self as kubeconfig_secret, SecretLocation};
 use super::status::{self, DesiredStatus, Reason};
 use crate::Context;
+use crate::records::{Backoff, Records};
 
 /// Field manager of everything this reconciler applies.
 pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
 
-/// Backoff after a failed reconcile.
-const RETRY_AFTER: Duration = Duration::from_secs(15);
+/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s, 8 s, then every 15 s (a failure
+/// here is a Secret or one Gardener call, cheap to retry, so a recovery is noticed soon).
+pub const BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(1),
+    cap: Duration::from_secs(15),
+};
+
+/// Look again at a Secret of the same name that is not this GardenerCluster's.
+const SECRET_NOT_OWNED_RECHECK: Duration = Duration::from_secs(60);
+
+/// What the reconciler remembers of one GardenerCluster between reconciles.
+#[derive(Default)]
+struct ClusterRecord {
+    /// resourceVersion of the GardenerCluster whose force annotation was already served: a
+    /// reconcile that still sees that version (the watch cache lags behind our own removal of
+    /// the annotation) must not rotate a second time.
+    forced_served: Option<String>,
+    /// The condition reason last published as an Event: a reconcile that still sees the status
+    /// from before our own write (the watch cache lags) must not publish the same Event again.
+    published_reason: Option<String>,
+}
 
 /// State shared by all reconciles of this controller.
 pub struct Reconciler {
     ctx: Arc<Context>,
     policy: RotationPolicy,
     metrics: Arc<KubeconfigMetrics>,
-    /// resourceVersion of each GardenerCluster whose force annotation was already served: a
-    /// reconcile that still sees that version (the watch cache lags behind our own removal of
-    /// the annotation) must not rotate a second time.
-    forced_served: std::sync::Mutex<std::collections::HashMap<String, String>>,
-    /// The condition reason last published as an Event, per GardenerCluster: a reconcile that
-    /// still sees the status from before our own write (the watch cache lags) must not publish
-    /// the same Event again.
-    published_reasons: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    records: Records<ClusterRecord>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -74,11 +87,10 @@ fn kcp(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 }
 
 impl Reconciler {
-    /// A reconciler with the rotation policy from the flags.
+    /// A reconciler with the given rotation policy.
     pub fn new(ctx: Arc<Context>, policy: RotationPolicy, metrics: Arc<KubeconfigMetrics>) -> Self {
         Self {
-            forced_served: Default::default(),
-            published_reasons: Default::default(),
+            records: Records::default(),
             ctx,
             policy,
             metrics,
@@ -87,11 +99,15 @@ impl Reconciler {
 }
 
 /// Entry point for the controller: the finalizer wraps apply and cleanup.
-pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<Action, Error> {
+pub async fn reconcile(
+    gc: Arc<GardenerCluster>,
+    reconciler: Arc<Reconciler>,
+) -> Result<Action, Error> {
     let started = Instant::now();
+    let record_key = key(&gc);
     let namespace = gc.namespace().unwrap_or_default();
-    let api: Api<GardenerCluster> = Api::namespaced(r.ctx.kcp.clone(), &namespace);
-    let timeout = r.ctx.args.gardener_ctrl_reconciliation_timeout;
+    let api: Api<GardenerCluster> = Api::namespaced(reconciler.ctx.kcp.clone(), &namespace);
+    let timeout = reconciler.ctx.settings.gardener_cluster.reconcile_timeout;
     // Every line of this reconcile carries the cluster's identity (never its kubeconfig).
     let span = tracing::info_span!(
         "reconcile",
@@ -103,8 +119,8 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
     );
     let work = finalizer(&api, super::FINALIZER, gc, |event| async {
         match event {
-            finalizer::Event::Apply(gc) => apply(&r, &gc, Timestamp::now()).await,
-            finalizer::Event::Cleanup(gc) => cleanup(&r, &gc).await,
+            finalizer::Event::Apply(gc) => apply(&reconciler, &gc, Timestamp::now()).await,
+            finalizer::Event::Cleanup(gc) => cleanup(&reconciler, &gc).await,
         }
     });
     let result = match tokio::time::timeout(timeout, work.instrument(span)).await {
@@ -112,9 +128,13 @@ pub async fn reconcile(gc: Arc<GardenerCluster>, r: Arc<Reconciler>) -> Result<A
         Ok(outcome) => finalizer_result(outcome),
     };
     let outcome = if result.is_ok() { "success" } else { "error" };
-    r.ctx
+    reconciler
+        .ctx
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+    if result.is_ok() {
+        reconciler.records.succeeded(&record_key);
+    }
     result
 }
 
@@ -124,27 +144,37 @@ fn finalizer_result(outcome: Result<Action, finalizer::Error<Error>>) -> Result<
 }
 
 /// Retry policy: log (at warn: the failure is retried and already in the status) and back off.
-pub fn error_policy(gc: Arc<GardenerCluster>, error: &Error, _r: Arc<Reconciler>) -> Action {
+pub fn error_policy(
+    gc: Arc<GardenerCluster>,
+    error: &Error,
+    reconciler: Arc<Reconciler>,
+) -> Action {
+    let delay = BACKOFF.delay(reconciler.records.failed(&key(&gc)));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),
         name = gc.name_any(),
         error = %error,
+        retry_in = ?delay,
         "reconcile failed; retrying"
     );
-    Action::requeue(RETRY_AFTER)
+    Action::requeue(delay)
 }
 
 /// Ensures the Secret holds a valid kubeconfig; talks to Gardener only when a rotation is due.
-async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<Action, Error> {
+async fn apply(
+    reconciler: &Reconciler,
+    gc: &GardenerCluster,
+    now: Timestamp,
+) -> Result<Action, Error> {
     let loc = SecretLocation::of(gc);
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
+    let secrets: Api<Secret> = Api::namespaced(reconciler.ctx.kcp.clone(), &loc.namespace);
     let existing = match secrets.get_opt(&loc.name).await {
         Ok(s) => s,
         Err(e) => {
             let msg = e.to_string();
             write_status(
-                r,
+                reconciler,
                 gc,
                 status::desired(
                     conditions(gc),
@@ -176,7 +206,7 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
         );
         tracing::warn!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "Secret not owned by this GardenerCluster; left alone");
         write_status(
-            r,
+            reconciler,
             gc,
             status::desired(
                 conditions(gc),
@@ -187,16 +217,16 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
             ),
         )
         .await?;
-        return Ok(Action::requeue(RETRY_AFTER * 4));
+        return Ok(Action::requeue(SECRET_NOT_OWNED_RECHECK));
     }
     let forced = rotation::force_pending(
         gc.annotations()
             .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION),
         gc.resource_version().as_deref(),
-        served_force(r, gc).as_deref(),
+        served_force(reconciler, gc).as_deref(),
     );
     let state = kubeconfig_secret::state(existing.as_ref(), &loc.key);
-    match rotation::decide(&r.policy, state, forced, now) {
+    match rotation::decide(&reconciler.policy, state, forced, now) {
         RotationDecision::Wait { requeue_after } => {
             if gc
                 .annotations()
@@ -204,14 +234,14 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
             {
                 // Served already, but the removal may have failed: remove it (again). A no-op
                 // when it is gone and this was only a stale read.
-                remove_force_annotation(r, gc).await?;
+                remove_force_annotation(reconciler, gc).await?;
             }
             if let Some(secret) = &existing {
                 adopt(gc, secret, &secrets).await?;
-                record_expiration(r, gc, secret);
+                record_expiration(reconciler, gc, secret);
             }
             write_status(
-                r,
+                reconciler,
                 gc,
                 status::unchanged(conditions(gc), gc.metadata.generation, now),
             )
@@ -221,10 +251,10 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
         RotationDecision::Rotate(cause) => {
             let shoot = gc.spec.shoot.name.clone();
             let issued = match issue_admin_kubeconfig(
-                &r.ctx.gardener,
-                &r.ctx.gardener_namespace,
+                &reconciler.ctx.gardener,
+                &reconciler.ctx.gardener_namespace,
                 &shoot,
-                r.policy.expiration_seconds(),
+                reconciler.policy.expiration_seconds(),
             )
             .await
             {
@@ -232,7 +262,7 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                 Err(e) => {
                     let msg = e.to_string();
                     write_status(
-                        r,
+                        reconciler,
                         gc,
                         status::desired(
                             conditions(gc),
@@ -290,7 +320,7 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                     };
                     let msg = e.to_string();
                     write_status(
-                        r,
+                        reconciler,
                         gc,
                         status::desired(
                             conditions(gc),
@@ -311,7 +341,7 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                 && expires
                     .checked_add(jiff::SignedDuration::from_secs(60))
                     .unwrap_or(expires)
-                    < rotation::expires_at(&r.policy, now)
+                    < rotation::expires_at(&reconciler.policy, now)
             {
                 // Gardener caps the validity (--shoot-admin-kubeconfig-max-expiration, 24h by
                 // default); the rotation period assumes the requested one.
@@ -331,28 +361,30 @@ async fn apply(r: &Reconciler, gc: &GardenerCluster, now: Timestamp) -> Result<A
                 expires = ?issued.expires,
                 "kubeconfig written"
             );
-            record_expiration(r, gc, &written);
+            record_expiration(reconciler, gc, &written);
             if forced {
                 if let Some(rv) = gc.resource_version() {
-                    lock(&r.forced_served).insert(key(gc), rv);
+                    reconciler
+                        .records
+                        .with(&key(gc), |record| record.forced_served = Some(rv));
                 }
-                remove_force_annotation(r, gc).await?;
+                remove_force_annotation(reconciler, gc).await?;
             }
             write_status(
-                r,
+                reconciler,
                 gc,
                 status::desired(conditions(gc), reason, None, gc.metadata.generation, now),
             )
             .await?;
-            Ok(Action::requeue(r.policy.rotate_after()))
+            Ok(Action::requeue(reconciler.policy.rotate_after()))
         }
     }
 }
 
 /// Deletes the Secret (if it is ours) and the metric series; the finalizer goes after this.
-async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> {
+async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> {
     let loc = SecretLocation::of(gc);
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.kcp.clone(), &loc.namespace);
+    let secrets: Api<Secret> = Api::namespaced(reconciler.ctx.kcp.clone(), &loc.namespace);
     let existing = secrets.get_opt(&loc.name).await.map_err(kcp(format!(
         "reading Secret {}/{}",
         loc.namespace, loc.name
@@ -372,7 +404,7 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
                 if !not_found {
                     let msg = e.to_string();
                     write_status(
-                        r,
+                        reconciler,
                         gc,
                         status::desired(
                             conditions(gc),
@@ -396,9 +428,8 @@ async fn cleanup(r: &Reconciler, gc: &GardenerCluster) -> Result<Action, Error> 
         }
         None => {}
     }
-    r.metrics.remove(&key(gc));
-    lock(&r.forced_served).remove(&key(gc));
-    lock(&r.published_reasons).remove(&key(gc));
+    reconciler.metrics.remove(&key(gc));
+    reconciler.records.forget(&key(gc));
     Ok(Action::await_change())
 }
 
@@ -452,9 +483,14 @@ async fn adopt(gc: &GardenerCluster, secret: &Secret, secrets: &Api<Secret>) -> 
 }
 
 /// Removes the force-rotation annotation (a merge patch: no conflict with other writers).
-async fn remove_force_annotation(r: &Reconciler, gc: &GardenerCluster) -> Result<(), Error> {
-    let api: Api<GardenerCluster> =
-        Api::namespaced(r.ctx.kcp.clone(), &gc.namespace().unwrap_or_default());
+async fn remove_force_annotation(
+    reconciler: &Reconciler,
+    gc: &GardenerCluster,
+) -> Result<(), Error> {
+    let api: Api<GardenerCluster> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &gc.namespace().unwrap_or_default(),
+    );
     let patch =
         json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null}}});
     api.patch(
@@ -474,27 +510,30 @@ async fn remove_force_annotation(r: &Reconciler, gc: &GardenerCluster) -> Result
 /// Applies `want` to the status subresource unless it is already there, publishes one Event
 /// when the reason changes, and refreshes the state metric.
 async fn write_status(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     gc: &GardenerCluster,
     want: DesiredStatus,
 ) -> Result<(), Error> {
     let current = conditions(gc);
     let state = gc.status.as_ref().and_then(|s| s.state.as_deref());
-    record_state(r, gc, &want);
+    record_state(reconciler, gc, &want);
     if status::is_current(state, current, &want) {
         return Ok(());
     }
-    let previous_reason = lock(&r.published_reasons)
-        .get(&key(gc))
-        .cloned()
+    let previous_reason = reconciler
+        .records
+        .read(&key(gc), |record| record.published_reason.clone())
+        .flatten()
         .or_else(|| {
             current
                 .iter()
                 .find(|c| c.type_ == status::CONDITION_TYPE)
                 .map(|c| c.reason.clone())
         });
-    let api: Api<GardenerCluster> =
-        Api::namespaced(r.ctx.kcp.clone(), &gc.namespace().unwrap_or_default());
+    let api: Api<GardenerCluster> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &gc.namespace().unwrap_or_default(),
+    );
     let patch = json!({
         "apiVersion": GardenerCluster::api_version(&()),
         "kind": GardenerCluster::kind(&()),
@@ -522,24 +561,28 @@ async fn write_status(
             action: "Reconcile".into(),
             secondary: None,
         };
-        lock(&r.published_reasons).insert(key(gc), want.condition.reason.clone());
+        let reason = want.condition.reason.clone();
+        reconciler
+            .records
+            .with(&key(gc), |record| record.published_reason = Some(reason));
         // An Event is informational: failing to publish it must not fail the reconcile.
-        if let Err(e) = r.ctx.recorder.publish(&event, &gc.object_ref(&())).await {
+        if let Err(e) = reconciler
+            .ctx
+            .recorder
+            .publish(&event, &gc.object_ref(&()))
+            .await
+        {
             tracing::debug!(controller = CONTROLLER, name = gc.name_any(), error = %e, "event not published");
         }
     }
     Ok(())
 }
 
-fn served_force(r: &Reconciler, gc: &GardenerCluster) -> Option<String> {
-    lock(&r.forced_served).get(&key(gc)).cloned()
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
+fn served_force(reconciler: &Reconciler, gc: &GardenerCluster) -> Option<String> {
+    reconciler
+        .records
+        .read(&key(gc), |record| record.forced_served.clone())
+        .flatten()
 }
 
 fn conditions(gc: &GardenerCluster) -> &[Condition] {
@@ -553,12 +596,12 @@ fn key(gc: &GardenerCluster) -> String {
     format!("{}/{}", gc.namespace().unwrap_or_default(), gc.name_any())
 }
 
-fn record_state(r: &Reconciler, gc: &GardenerCluster, want: &DesiredStatus) {
+fn record_state(reconciler: &Reconciler, gc: &GardenerCluster, want: &DesiredStatus) {
     // Upstream sets the series only for GardenerClusters with a runtime-id label.
     let Some(runtime_id) = gc.labels().get(names::LABEL_RUNTIME_ID) else {
         return;
     };
-    r.metrics.set_state(
+    reconciler.metrics.set_state(
         &key(gc),
         ClusterStateLabels {
             runtimeId: runtime_id.clone(),
@@ -573,7 +616,7 @@ fn record_state(r: &Reconciler, gc: &GardenerCluster, want: &DesiredStatus) {
     );
 }
 
-fn record_expiration(r: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
+fn record_expiration(reconciler: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
     let Some((runtime_id, shoot)) = kubeconfig_secret::metric_ids(secret.metadata.labels.as_ref())
     else {
         return;
@@ -585,15 +628,15 @@ fn record_expiration(r: &Reconciler, gc: &GardenerCluster, secret: &Secret) {
     else {
         return;
     };
-    let expires = rotation::expires_at(&r.policy, last_sync).as_second();
-    r.metrics.set_expiration(
+    let expires = rotation::expires_at(&reconciler.policy, last_sync).as_second();
+    reconciler.metrics.set_expiration(
         &key(gc),
         ExpirationLabels {
             runtimeId: runtime_id,
             shootName: shoot,
             expires: expires.to_string(),
-            rotationDuration: go_float(r.policy.rotation_period().as_secs()),
-            expirationDuration: go_float(r.policy.expiration().as_secs()),
+            rotationDuration: go_float(reconciler.policy.rotation_period().as_secs()),
+            expirationDuration: go_float(reconciler.policy.expiration().as_secs()),
         },
         expires,
     );

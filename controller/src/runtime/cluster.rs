@@ -47,19 +47,19 @@ async fn runtime_cluster_step<E: std::fmt::Display>(
 
 /// Ensures the GardenerCluster, then configures the cluster; ends in `Ready`.
 pub async fn after_provisioned(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     shoot: &Shoot,
     draft: &mut StatusDraft,
 ) -> Result<Action, Error> {
-    let runtime_id = r.runtime_id(rt);
-    let gc = r.gardener_cluster(rt, &runtime_id);
+    let runtime_id = reconciler.runtime_id(runtime);
+    let gc = reconciler.gardener_cluster(runtime, &runtime_id);
     let Some(gc) = gc else {
-        let api: Api<kim_shared::api::GardenerCluster> = r.gardener_clusters(rt);
+        let api: Api<kim_shared::api::GardenerCluster> = reconciler.gardener_clusters(runtime);
         match api
             .create(
                 &PostParams::default(),
-                &gardener_cluster_for(rt, &runtime_id, shoot),
+                &gardener_cluster_for(runtime, &runtime_id, shoot),
             )
             .await
         {
@@ -84,7 +84,7 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     };
-    if !super::delete::gardener_cluster_is_of(&gc, rt) {
+    if !super::delete::gardener_cluster_is_of(&gc, runtime) {
         // Its admin kubeconfig is another cluster's: configuring administrators and OIDC
         // through it would change that cluster.
         draft.set(
@@ -94,7 +94,7 @@ pub async fn after_provisioned(
             format!(
                 "GardenerCluster {runtime_id} names shoot {:?}, not this Runtime's {:?}; the label {} must name this Runtime's GardenerCluster",
                 gc.spec.shoot.name,
-                rt.spec.shoot.name,
+                runtime.spec.shoot.name,
                 names::LABEL_RUNTIME_ID
             ),
         );
@@ -119,7 +119,7 @@ pub async fn after_provisioned(
 
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
-        r.runtime_cluster_client(rt, &runtime_id),
+        reconciler.runtime_cluster_client(runtime, &runtime_id),
     )
     .await
     {
@@ -148,10 +148,10 @@ pub async fn after_provisioned(
     };
 
     if oidc::extension_enabled(shoot) {
-        let default = serde_json::to_value(&r.config.cluster.default_shared_ias_tenant)
+        let default = serde_json::to_value(&reconciler.config.cluster.default_shared_ias_tenant)
             .map(oidc_spec_from_provider)
             .map_err(Error::Serialize)?;
-        let specs = oidc::wanted(rt, default);
+        let specs = oidc::wanted(runtime, default);
         if let Some(action) = runtime_cluster_step(
             draft,
             condition::OIDC_CONFIGURED,
@@ -183,7 +183,7 @@ pub async fn after_provisioned(
         condition::CONFIGURED,
         reason::CONFIGURATION_ERROR,
         "failed to update kubeconfig admin access",
-        admins::apply(&runtime_client, &rt.spec.security.administrators),
+        admins::apply(&runtime_client, &runtime.spec.security.administrators),
     )
     .await
     {
@@ -197,7 +197,7 @@ pub async fn after_provisioned(
     );
     draft.state(RuntimeState::Ready);
     draft.provisioning_completed();
-    r.record_ready(rt, shoot);
+    reconciler.record_ready(runtime, shoot);
     tracing::info!("Runtime is Ready");
     Ok(Action::await_change())
 }
@@ -302,12 +302,12 @@ impl Reconciler {
     /// A client for the Runtime's cluster.
     pub async fn runtime_cluster_client(
         &self,
-        rt: &Runtime,
+        runtime: &Runtime,
         runtime_id: &str,
     ) -> Result<kube::Client, SkrError> {
         runtime_cluster_client(
             &self.ctx.kcp,
-            &rt.namespace().unwrap_or_default(),
+            &runtime.namespace().unwrap_or_default(),
             runtime_id,
         )
         .await
@@ -315,21 +315,24 @@ impl Reconciler {
 }
 
 /// The GardenerCluster a Runtime gets: named after the runtime ID, with upstream's labels.
-pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
+pub fn gardener_cluster_for(runtime: &Runtime, runtime_id: &str, shoot: &Shoot) -> GardenerCluster {
     let mut labels = std::collections::BTreeMap::new();
     for key in names::LABELS_COPIED_TO_GARDENER_CLUSTER {
-        if let Some(v) = rt.labels().get(key) {
+        if let Some(v) = runtime.labels().get(key) {
             labels.insert(key.to_owned(), v.clone());
         }
     }
     labels.insert(
         names::LABEL_PLATFORM_REGION.to_owned(),
-        rt.spec.shoot.platform_region.clone(),
+        runtime.spec.shoot.platform_region.clone(),
     );
-    labels.insert(names::LABEL_REGION.to_owned(), rt.spec.shoot.region.clone());
+    labels.insert(
+        names::LABEL_REGION.to_owned(),
+        runtime.spec.shoot.region.clone(),
+    );
     labels.insert(
         names::LABEL_SHOOT_NAME.to_owned(),
-        rt.spec.shoot.name.clone(),
+        runtime.spec.shoot.name.clone(),
     );
     labels.insert(
         names::LABEL_MANAGED_BY.to_owned(),
@@ -343,15 +346,15 @@ pub fn gardener_cluster_for(rt: &Runtime, runtime_id: &str, shoot: &Shoot) -> Ga
                 secret: kim_shared::api::gardener_cluster::SecretKeyRef {
                     key: names::KUBECONFIG_SECRET_KEY.to_owned(),
                     name: names::kubeconfig_secret_name(runtime_id),
-                    namespace: rt.namespace().unwrap_or_default(),
+                    namespace: runtime.namespace().unwrap_or_default(),
                 },
             },
             shoot: kim_shared::api::gardener_cluster::ShootReference {
-                name: rt.spec.shoot.name.clone(),
+                name: runtime.spec.shoot.name.clone(),
             },
         },
     );
-    gc.metadata.namespace = rt.namespace();
+    gc.metadata.namespace = runtime.namespace();
     gc.metadata.labels = Some(labels);
     if let Some(domain) = shoot.spec.dns.as_ref().and_then(|d| d.domain.clone()) {
         gc.metadata.annotations = Some([(names::ANNOTATION_SKR_DOMAIN.to_owned(), domain)].into());

@@ -30,13 +30,13 @@ pub enum Deleted {
 
 /// One deletion pass.
 pub async fn run(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     shoot: Option<Arc<Shoot>>,
     draft: &mut StatusDraft,
     now: jiff::Timestamp,
 ) -> Result<Deleted, Error> {
-    if !rt
+    if !runtime
         .finalizers()
         .iter()
         .any(|f| f == names::RUNTIME_FINALIZER)
@@ -45,10 +45,10 @@ pub async fn run(
     }
     draft.state(RuntimeState::Terminating);
     draft.shoot(shoot.as_deref());
-    let runtime_id = r.runtime_id(rt);
+    let runtime_id = reconciler.runtime_id(runtime);
 
     // 1. GardenerCluster (its reconciler then deletes the kubeconfig Secret).
-    if let Some(action) = delete_gardener_cluster(r, rt, &runtime_id, draft).await? {
+    if let Some(action) = delete_gardener_cluster(reconciler, runtime, &runtime_id, draft).await? {
         return Ok(Deleted::Pending(action));
     }
 
@@ -56,17 +56,17 @@ pub async fn run(
     // finalizer goes, so a restart can never orphan a Shoot.
     let shoot = match shoot {
         Some(s) => Some(s),
-        None => r
-            .get_shoot_live(&rt.spec.shoot.name)
+        None => reconciler
+            .get_shoot_live(&runtime.spec.shoot.name)
             .await
             .map_err(|e| Error::api("read the Shoot", e))?
             .map(Arc::new),
     };
     let Some(shoot) = shoot else {
-        return finalize(r, rt).await;
+        return finalize(reconciler, runtime).await;
     };
     if shoot.meta().deletion_timestamp.is_some() {
-        force_deletion_if_allowed(r, &shoot).await;
+        force_deletion_if_allowed(reconciler, &shoot).await;
         draft.set(
             condition::DEPROVISIONED,
             CondStatus::Unknown,
@@ -76,13 +76,14 @@ pub async fn run(
         return Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)));
     }
 
-    if let Some(grace) = r.ctx.args.deletion_grace_period
-        && let Some(action) = hibernate_during_grace(r, rt, &shoot, draft, grace, now).await
+    if let Some(grace) = reconciler.ctx.settings.runtime.deletion_grace_period
+        && let Some(action) =
+            hibernate_during_grace(reconciler, runtime, &shoot, draft, grace, now).await
     {
         return Ok(Deleted::Pending(action));
     }
 
-    let api = r.shoots_api();
+    let api = reconciler.shoots_api();
     let name = shoot.name_any();
     if shoot
         .annotations()
@@ -115,7 +116,9 @@ pub async fn run(
             );
             Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)))
         }
-        Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => finalize(r, rt).await,
+        Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {
+            finalize(reconciler, runtime).await
+        }
         Err(e) => Ok(Deleted::Pending(delete_failure(
             draft,
             "Gardener API shoot delete error",
@@ -125,13 +128,13 @@ pub async fn run(
 }
 
 async fn delete_gardener_cluster(
-    r: &Reconciler,
-    rt: &Runtime,
+    reconciler: &Reconciler,
+    runtime: &Runtime,
     runtime_id: &str,
     draft: &mut StatusDraft,
 ) -> Result<Option<Action>, Error> {
-    let api = r.gardener_clusters(rt);
-    let gc = match r.gardener_cluster(rt, runtime_id) {
+    let api = reconciler.gardener_clusters(runtime);
+    let gc = match reconciler.gardener_cluster(runtime, runtime_id) {
         Some(gc) => Some(gc),
         None => api
             .get_opt(runtime_id)
@@ -142,7 +145,7 @@ async fn delete_gardener_cluster(
     // The GardenerCluster is found by the runtime-id label, which its editors could point at
     // another runtime's: it is this Runtime's only if it names this Runtime's shoot.
     let gc = gc.filter(|gc| {
-        let ours = gardener_cluster_is_of(gc, rt);
+        let ours = gardener_cluster_is_of(gc, runtime);
         if !ours {
             tracing::warn!(
                 gardener_cluster = runtime_id,
@@ -187,19 +190,19 @@ async fn delete_gardener_cluster(
 
 /// Whether a GardenerCluster is the one of `rt`: it names the Runtime's shoot (the shoot name
 /// is immutable and unique in the project). Pure.
-pub fn gardener_cluster_is_of(gc: &GardenerCluster, rt: &Runtime) -> bool {
-    gc.spec.shoot.name == rt.spec.shoot.name
+pub fn gardener_cluster_is_of(gc: &GardenerCluster, runtime: &Runtime) -> bool {
+    gc.spec.shoot.name == runtime.spec.shoot.name
 }
 
 async fn hibernate_during_grace(
-    r: &Reconciler,
-    rt: &Runtime,
+    reconciler: &Reconciler,
+    runtime: &Runtime,
     shoot: &Shoot,
     draft: &mut StatusDraft,
     grace: Duration,
     now: jiff::Timestamp,
 ) -> Option<Action> {
-    let since = rt.meta().deletion_timestamp.as_ref()?.0;
+    let since = runtime.meta().deletion_timestamp.as_ref()?.0;
     let due = since
         .checked_add(jiff::SignedDuration::try_from(grace).ok()?)
         .ok()?;
@@ -209,7 +212,7 @@ async fn hibernate_during_grace(
     let hibernated = shoot.spec.hibernation.as_ref().and_then(|h| h.enabled) == Some(true);
     if !hibernated {
         let patch = json!({"spec": {"hibernation": {"enabled": true}}});
-        if let Err(e) = r
+        if let Err(e) = reconciler
             .shoots_api()
             .patch(
                 &shoot.name_any(),
@@ -238,8 +241,8 @@ async fn hibernate_during_grace(
     ))
 }
 
-async fn force_deletion_if_allowed(r: &Reconciler, shoot: &Shoot) {
-    if !r.ctx.args.force_deletion {
+async fn force_deletion_if_allowed(reconciler: &Reconciler, shoot: &Shoot) {
+    if !reconciler.ctx.settings.runtime.force_deletion {
         return;
     }
     let errors = shoot
@@ -254,7 +257,7 @@ async fn force_deletion_if_allowed(r: &Reconciler, shoot: &Shoot) {
         return;
     }
     let patch = json!({"metadata": {"annotations": {names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION: "true"}}});
-    match r
+    match reconciler
         .shoots_api()
         .patch(
             &shoot.name_any(),
@@ -272,12 +275,12 @@ async fn force_deletion_if_allowed(r: &Reconciler, shoot: &Shoot) {
     }
 }
 
-async fn finalize(r: &Reconciler, rt: &Runtime) -> Result<Deleted, Error> {
+async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted, Error> {
     // Every Shoot we write uses structured authentication, so its ConfigMap exists whatever
     // `--structured-auth-enabled` says (upstream deletes it only with the flag on; with it
     // off, as deployed, one ConfigMap would be left in the project per deleted Runtime).
-    let name = names::structured_auth_config_map_name(&rt.spec.shoot.name);
-    match r
+    let name = names::structured_auth_config_map_name(&runtime.spec.shoot.name);
+    match reconciler
         .config_maps_api()
         .delete(&name, &DeleteParams::default())
         .await
@@ -291,23 +294,14 @@ async fn finalize(r: &Reconciler, rt: &Runtime) -> Result<Deleted, Error> {
             ));
         }
     }
-    let finalizers: Vec<String> = rt
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::RUNTIME_FINALIZER)
-        .cloned()
-        .collect();
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": rt.resource_version()}});
-    r.runtimes(rt)
-        .patch(
-            &rt.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-        .map_err(|e| Error::api("remove the finalizer from the Runtime", e))?;
-    r.forget(rt);
+    crate::finalizing::remove(
+        &reconciler.runtimes(runtime),
+        runtime,
+        names::RUNTIME_FINALIZER,
+    )
+    .await
+    .map_err(|e| Error::api("remove the finalizer from the Runtime", e))?;
+    reconciler.forget(runtime);
     tracing::info!("Runtime deleted: Shoot gone, finalizer removed");
     Ok(Deleted::Finalized)
 }
@@ -336,8 +330,8 @@ mod tests {
 
     #[test]
     fn a_gardener_cluster_is_the_runtimes_only_if_it_names_its_shoot() {
-        let mut rt = Runtime::new("rt", Default::default());
-        rt.spec.shoot.name = "s1".into();
+        let mut runtime = Runtime::new("rt", Default::default());
+        runtime.spec.shoot.name = "s1".into();
         let gc = |shoot: &str| {
             GardenerCluster::new(
                 "rt",
@@ -353,7 +347,7 @@ mod tests {
                 },
             )
         };
-        assert!(gardener_cluster_is_of(&gc("s1"), &rt));
-        assert!(!gardener_cluster_is_of(&gc("s2"), &rt));
+        assert!(gardener_cluster_is_of(&gc("s1"), &runtime));
+        assert!(!gardener_cluster_is_of(&gc("s2"), &runtime));
     }
 }

@@ -17,9 +17,8 @@ pub mod requeue;
 pub mod shoot_cache;
 pub mod status;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, Shared};
@@ -39,6 +38,7 @@ use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
+use crate::records::{Backoff, Records};
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
 
@@ -77,22 +77,28 @@ impl Error {
     }
 }
 
-/// What the Runtime reconciler remembers per Runtime between reconciles.
+/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s ... capped at 5 min.
+pub const BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(1),
+    cap: Duration::from_secs(300),
+};
+
+/// What the Runtime reconciler remembers of one Runtime between reconciles. Kept by Runtime
+/// name and found by runtime ID too (Shoot and GardenerCluster events carry the ID).
 #[derive(Default)]
-struct RuntimeRecords {
-    /// Runtime uid -> Runtime generation we last applied to its Shoot (the watch cache may lag).
-    applied: HashMap<String, i64>,
-    /// Runtime uid -> Shoot generation when the Runtime became Ready (drift detection).
-    ready_shoot_generation: HashMap<String, i64>,
-    /// Runtime name -> consecutive failures (per-object backoff).
-    failures: HashMap<String, u32>,
-    /// runtime ID -> Runtime name (to map Shoot and GardenerCluster events).
-    names: HashMap<String, String>,
-    /// Runtimes with a scheduled requeue (queue depth).
-    scheduled: HashMap<String, Instant>,
-    /// Runtime uid -> (generation, until): no Gardener write for this generation before then,
-    /// after a permanent error.
-    backed_off: HashMap<String, (i64, Instant)>,
+struct RuntimeRecord {
+    /// The Runtime object this record is about: a Runtime created again under the same name
+    /// starts with an empty record.
+    uid: String,
+    /// Runtime generation we last applied to its Shoot (the watch cache may lag).
+    applied: Option<i64>,
+    /// Shoot generation when the Runtime became Ready (drift detection).
+    ready_shoot_generation: Option<i64>,
+    /// A requeue is scheduled (queue depth).
+    scheduled: bool,
+    /// (generation, until): no Gardener write for this generation before then, after a
+    /// permanent error.
+    backed_off: Option<(i64, Instant)>,
 }
 
 /// State of the Runtime reconciler.
@@ -106,21 +112,16 @@ pub struct Reconciler {
     /// Resolves to `true` once the Shoot and GardenerCluster caches hold their first full
     /// list, to `false` if the controller stops first.
     caches_ready: Shared<BoxFuture<'static, bool>>,
-    records: Arc<Mutex<RuntimeRecords>>,
+    records: Arc<Records<RuntimeRecord>>,
+    /// Runtimes whose record has `scheduled` set.
+    scheduled: AtomicUsize,
     in_flight: AtomicUsize,
-}
-
-fn lock(m: &Mutex<RuntimeRecords>) -> std::sync::MutexGuard<'_, RuntimeRecords> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let ns = ctx.args.namespace.clone();
-    let records = Arc::new(Mutex::new(RuntimeRecords::default()));
+    let ns = ctx.settings.namespace.clone();
+    let records: Arc<Records<RuntimeRecord>> = Arc::default();
 
     // Watch caches without managedFields: they are most of an object's size.
     let (rt_store, rt_writer) = reflector::store::<Runtime>();
@@ -167,14 +168,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         shoots: shoot_store,
         clusters: gc_store,
         records: records.clone(),
+        scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
     });
-    let shoot_memory = records.clone();
-    let gc_memory = records;
+    let shoot_records = records.clone();
+    let gc_records = records;
     let ns_shoot = ns.clone();
     let ns_gc = ns;
     let config = ControllerConfig::default()
-        .concurrency(ctx.args.runtime_ctrl_workers_cnt)
+        .concurrency(ctx.settings.runtime.workers)
         .debounce(Duration::from_millis(50));
     Controller::for_stream(runtimes, rt_store)
         .with_config(config)
@@ -183,10 +185,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?
                 .clone();
-            Some(runtime_ref(&shoot_memory, &id, &ns_shoot))
+            Some(runtime_ref(&shoot_records, &id, &ns_shoot))
         })
         .watches_stream(clusters, move |gc: GardenerCluster| {
-            Some(runtime_ref(&gc_memory, &gc.name_any(), &ns_gc))
+            Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
         })
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, reconciler)
@@ -231,23 +233,22 @@ fn caches_ready(
     .shared()
 }
 
-fn runtime_ref(records: &Mutex<RuntimeRecords>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
-    let name = lock(records)
-        .names
-        .get(runtime_id)
-        .cloned()
+fn runtime_ref(records: &Records<RuntimeRecord>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
+    let name = records
+        .key_of(runtime_id)
         .unwrap_or_else(|| runtime_id.to_owned());
     ObjectRef::new(&name).within(ns)
 }
 
-async fn reconcile(rt: Arc<Runtime>, r: Arc<Reconciler>) -> Result<Action, Error> {
-    let runtime_id = r.runtime_id(&rt);
-    let span =
-        tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %rt.spec.shoot.name);
-    r.in_flight.fetch_add(1, Ordering::Relaxed);
+async fn reconcile(runtime: Arc<Runtime>, reconciler: Arc<Reconciler>) -> Result<Action, Error> {
+    let runtime_id = reconciler.runtime_id(&runtime);
+    let span = tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %runtime.spec.shoot.name);
+    reconciler.in_flight.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
-    let result = reconcile_inner(&rt, &r, &runtime_id).instrument(span).await;
-    r.in_flight.fetch_sub(1, Ordering::Relaxed);
+    let result = reconcile_inner(&runtime, &reconciler, &runtime_id)
+        .instrument(span)
+        .await;
+    reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
     let outcome = match &result {
         Ok(_) => "success",
         Err(e) => match e.kind() {
@@ -256,98 +257,99 @@ async fn reconcile(rt: Arc<Runtime>, r: Arc<Reconciler>) -> Result<Action, Error
             _ => "error",
         },
     };
-    r.ctx
+    reconciler
+        .ctx
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     if let Ok(action) = &result {
-        let mut m = lock(&r.records);
-        m.failures.remove(&rt.name_any());
-        if *action == Action::await_change() {
-            m.scheduled.remove(&rt.name_any());
-        } else {
-            m.scheduled.insert(rt.name_any(), Instant::now());
+        reconciler.records.succeeded(&runtime.name_any());
+        let scheduled = *action != Action::await_change();
+        // A Runtime that was finalized has no record any more and needs no requeue.
+        if scheduled
+            || reconciler
+                .records
+                .read(&runtime.name_any(), |_| ())
+                .is_some()
+        {
+            reconciler.set_scheduled(&runtime, scheduled);
         }
     }
-    r.publish_queue_depth();
+    reconciler.publish_queue_depth();
     result
 }
 
 async fn reconcile_inner(
-    rt: &Runtime,
-    r: &Arc<Reconciler>,
+    runtime: &Runtime,
+    reconciler: &Arc<Reconciler>,
     runtime_id: &str,
 ) -> Result<Action, Error> {
     // Never decide on an empty cache: "no Shoot" must mean no Shoot. Stopping before the
     // caches are filled decides nothing; the next leader reconciles this Runtime.
-    if !r.caches_ready.clone().await {
+    if !reconciler.caches_ready.clone().await {
         return Ok(Action::await_change());
     }
-    lock(&r.records)
-        .names
-        .insert(runtime_id.to_owned(), rt.name_any());
+    reconciler
+        .records
+        .set_alias(&runtime.name_any(), runtime_id);
     let now = jiff::Timestamp::now();
-    let mut draft = StatusDraft::new(rt, now);
-    let shoot = r.shoot(&rt.spec.shoot.name);
-    let action = if rt.meta().deletion_timestamp.is_some() {
-        match delete::run(r, rt, shoot, &mut draft, now).await? {
+    let mut draft = StatusDraft::new(runtime, now);
+    let shoot = reconciler.shoot(&runtime.spec.shoot.name);
+    let action = if runtime.meta().deletion_timestamp.is_some() {
+        match delete::run(reconciler, runtime, shoot, &mut draft, now).await? {
             delete::Deleted::Finalized => return Ok(Action::await_change()),
             delete::Deleted::Pending(a) => a,
         }
     } else {
-        reconcile::apply(r, rt, shoot, &mut draft).await?
+        reconcile::apply(reconciler, runtime, shoot, &mut draft).await?
     };
     draft.observed();
-    r.write_status(rt, &draft).await?;
+    reconciler.write_status(runtime, &draft).await?;
     Ok(action)
 }
 
-fn error_policy(rt: Arc<Runtime>, err: &Error, r: Arc<Reconciler>) -> Action {
-    let failures = {
-        let mut m = lock(&r.records);
-        let n = m.failures.entry(rt.name_any()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
-    let runtime_id = r.runtime_id(&rt);
+fn error_policy(runtime: Arc<Runtime>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
+    let failures = reconciler.records.failed(&runtime.name_any());
+    let runtime_id = reconciler.runtime_id(&runtime);
     match err.kind() {
         classify::ApiErrorKind::Conflict => {
-            tracing::info!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, "conflict; retrying with fresh data");
+            tracing::info!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, "conflict; retrying with fresh data");
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
-            let delay = backoff(failures);
+            let delay = BACKOFF.delay(failures);
             if kind == classify::ApiErrorKind::Permanent {
-                tracing::error!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
+                tracing::error!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
             } else {
-                tracing::warn!(runtime_id, shoot = %rt.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
+                tracing::warn!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
             }
             Action::requeue(delay)
         }
     }
 }
 
-/// Per-object exponential backoff: 1 s, 2 s, 4 s ... capped at 5 min.
-pub fn backoff(failures: u32) -> Duration {
-    let secs = 1u64 << failures.saturating_sub(1).min(9);
-    Duration::from_secs(secs.min(300))
-}
-
 impl Reconciler {
     /// The runtime ID label, or the Runtime's name when the label is missing.
-    pub fn runtime_id(&self, rt: &Runtime) -> String {
-        rt.runtime_id()
+    pub fn runtime_id(&self, runtime: &Runtime) -> String {
+        runtime
+            .runtime_id()
             .map(str::to_owned)
-            .unwrap_or_else(|| rt.name_any())
+            .unwrap_or_else(|| runtime.name_any())
     }
 
     /// Runtimes in the Runtime's namespace.
-    pub fn runtimes(&self, rt: &Runtime) -> Api<Runtime> {
-        Api::namespaced(self.ctx.kcp.clone(), &rt.namespace().unwrap_or_default())
+    pub fn runtimes(&self, runtime: &Runtime) -> Api<Runtime> {
+        Api::namespaced(
+            self.ctx.kcp.clone(),
+            &runtime.namespace().unwrap_or_default(),
+        )
     }
 
     /// GardenerClusters in the Runtime's namespace.
-    pub fn gardener_clusters(&self, rt: &Runtime) -> Api<GardenerCluster> {
-        Api::namespaced(self.ctx.kcp.clone(), &rt.namespace().unwrap_or_default())
+    pub fn gardener_clusters(&self, runtime: &Runtime) -> Api<GardenerCluster> {
+        Api::namespaced(
+            self.ctx.kcp.clone(),
+            &runtime.namespace().unwrap_or_default(),
+        )
     }
 
     /// Shoots in the Gardener project namespace.
@@ -375,9 +377,13 @@ impl Reconciler {
     }
 
     /// The GardenerCluster from the watch cache.
-    pub fn gardener_cluster(&self, rt: &Runtime, runtime_id: &str) -> Option<Arc<GardenerCluster>> {
+    pub fn gardener_cluster(
+        &self,
+        runtime: &Runtime,
+        runtime_id: &str,
+    ) -> Option<Arc<GardenerCluster>> {
         self.clusters
-            .get(&ObjectRef::new(runtime_id).within(&rt.namespace().unwrap_or_default()))
+            .get(&ObjectRef::new(runtime_id).within(&runtime.namespace().unwrap_or_default()))
     }
 
     /// Creates or updates a ConfigMap in the Gardener project namespace by server-side apply.
@@ -398,118 +404,135 @@ impl Reconciler {
 
     /// Remaining hold after a permanent error for the Runtime's current generation (a forced
     /// patch ignores it).
-    fn backoff_remaining(&self, rt: &Runtime) -> Option<Duration> {
-        if rt
+    fn backoff_remaining(&self, runtime: &Runtime) -> Option<Duration> {
+        if runtime
             .annotations()
             .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
         {
             return None;
         }
-        let m = lock(&self.records);
-        let (generation, until) = m.backed_off.get(&rt.uid().unwrap_or_default())?;
+        let (generation, until) = self.record(runtime, |record| record.backed_off)?;
         let now = Instant::now();
-        (Some(*generation) == rt.metadata.generation && *until > now).then(|| *until - now)
+        (Some(generation) == runtime.metadata.generation && until > now).then(|| until - now)
     }
 
-    fn back_off(&self, rt: &Runtime, period: Duration) {
-        if let Some(g) = rt.metadata.generation {
-            lock(&self.records)
-                .backed_off
-                .insert(rt.uid().unwrap_or_default(), (g, Instant::now() + period));
+    fn back_off(&self, runtime: &Runtime, period: Duration) {
+        if let Some(g) = runtime.metadata.generation {
+            self.record(runtime, |record| {
+                record.backed_off = Some((g, Instant::now() + period))
+            });
         }
     }
 
-    fn applied_generation(&self, rt: &Runtime) -> Option<i64> {
-        lock(&self.records)
-            .applied
-            .get(&rt.uid().unwrap_or_default())
-            .copied()
+    fn applied_generation(&self, runtime: &Runtime) -> Option<i64> {
+        self.record(runtime, |record| record.applied)
     }
 
-    fn record_applied(&self, rt: &Runtime, shoot: &Shoot) {
-        let mut m = lock(&self.records);
-        let uid = rt.uid().unwrap_or_default();
-        if let Some(g) = rt.metadata.generation {
-            m.applied.insert(uid.clone(), g);
-        }
-        // Our own patch is not drift.
+    fn record_applied(&self, runtime: &Runtime, shoot: &Shoot) {
+        self.record(runtime, |record| {
+            if let Some(g) = runtime.metadata.generation {
+                record.applied = Some(g);
+            }
+            // Our own patch is not drift.
+            if let Some(g) = shoot.metadata.generation {
+                record.ready_shoot_generation = Some(g);
+            }
+        });
+    }
+
+    fn record_ready(&self, runtime: &Runtime, shoot: &Shoot) {
         if let Some(g) = shoot.metadata.generation {
-            m.ready_shoot_generation.insert(uid, g);
+            self.record(runtime, |record| record.ready_shoot_generation = Some(g));
         }
     }
 
-    fn record_ready(&self, rt: &Runtime, shoot: &Shoot) {
-        if let Some(g) = shoot.metadata.generation {
-            lock(&self.records)
-                .ready_shoot_generation
-                .insert(rt.uid().unwrap_or_default(), g);
-        }
+    /// Runs `f` on the Runtime's record; a record of an earlier object of the same name is
+    /// replaced by an empty one first.
+    fn record<T>(&self, runtime: &Runtime, f: impl FnOnce(&mut RuntimeRecord) -> T) -> T {
+        let uid = runtime.uid().unwrap_or_default();
+        self.records.with(&runtime.name_any(), |record| {
+            if record.uid != uid {
+                if record.scheduled {
+                    self.scheduled.fetch_sub(1, Ordering::Relaxed);
+                }
+                *record = RuntimeRecord {
+                    uid,
+                    ..RuntimeRecord::default()
+                };
+            }
+            f(record)
+        })
+    }
+
+    fn set_scheduled(&self, runtime: &Runtime, scheduled: bool) {
+        let was = self.record(runtime, |record| {
+            std::mem::replace(&mut record.scheduled, scheduled)
+        });
+        match (was, scheduled) {
+            (false, true) => self.scheduled.fetch_add(1, Ordering::Relaxed),
+            (true, false) => self.scheduled.fetch_sub(1, Ordering::Relaxed),
+            _ => 0,
+        };
     }
 
     /// A Ready Runtime whose Shoot's generation moved since it became Ready: someone changed
     /// the Shoot spec (upstream never corrects Ready runtimes; we re-apply).
-    fn shoot_drifted(&self, rt: &Runtime, shoot: &Shoot) -> bool {
-        let ready = rt
+    fn shoot_drifted(&self, runtime: &Runtime, shoot: &Shoot) -> bool {
+        let ready = runtime
             .status
             .as_ref()
             .is_some_and(|s| s.state == kim_shared::api::RuntimeState::Ready);
         let Some(current) = shoot.metadata.generation else {
             return false;
         };
-        let mut m = lock(&self.records);
-        let uid = rt.uid().unwrap_or_default();
-        match m.ready_shoot_generation.get(&uid) {
-            Some(seen) => ready && current > *seen,
+        self.record(runtime, |record| match record.ready_shoot_generation {
+            Some(seen) => ready && current > seen,
             None => {
                 // First sight after a start: take the current Shoot as the baseline.
                 if ready {
-                    m.ready_shoot_generation.insert(uid, current);
+                    record.ready_shoot_generation = Some(current);
                 }
                 false
             }
-        }
+        })
     }
 
-    fn forget(&self, rt: &Runtime) {
-        let mut m = lock(&self.records);
-        let uid = rt.uid().unwrap_or_default();
-        m.applied.remove(&uid);
-        m.ready_shoot_generation.remove(&uid);
-        m.scheduled.remove(&rt.name_any());
-        m.failures.remove(&rt.name_any());
-        m.backed_off.remove(&uid);
-        if let Some(id) = rt.runtime_id() {
-            m.names.remove(id);
+    fn forget(&self, runtime: &Runtime) {
+        if let Some(record) = self.records.forget(&runtime.name_any())
+            && record.scheduled
+        {
+            self.scheduled.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(id) = runtime.runtime_id() {
             self.ctx.metrics.remove_runtime_state(id);
         }
     }
 
     fn publish_queue_depth(&self) {
-        let scheduled = lock(&self.records).scheduled.len();
         self.ctx.metrics.set_queue_depth(
             CONTROLLER,
-            scheduled + self.in_flight.load(Ordering::Relaxed),
+            self.scheduled.load(Ordering::Relaxed) + self.in_flight.load(Ordering::Relaxed),
         );
     }
 
     /// Writes the status once (server-side apply on `/status`) if it changed, publishes one
     /// Event per changed condition and refreshes the state metric.
-    async fn write_status(&self, rt: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
+    async fn write_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
         if draft.changed() {
             let body = json!({
                 "apiVersion": "infrastructuremanager.kyma-project.io/v1",
                 "kind": "Runtime",
                 "status": draft.new,
             });
-            self.runtimes(rt)
+            self.runtimes(runtime)
                 .patch_status(
-                    &rt.name_any(),
+                    &runtime.name_any(),
                     &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
                     &Patch::Apply(body),
                 )
                 .await
                 .map_err(|e| Error::api("write the Runtime status", e))?;
-            let reference = rt.object_ref(&());
+            let reference = runtime.object_ref(&());
             for change in draft.changes() {
                 let event = Event {
                     type_: if change.status == "False" {
@@ -530,14 +553,14 @@ impl Reconciler {
                 }
             }
         }
-        if let Some(id) = rt.runtime_id() {
+        if let Some(id) = runtime.runtime_id() {
             self.ctx
                 .metrics
                 .set_runtime_state(crate::metrics::RuntimeStateLabels {
                     runtimeId: id.to_owned(),
-                    runtimeName: rt.name_any(),
-                    shootName: rt.spec.shoot.name.clone(),
-                    provider: rt.spec.shoot.provider.type_.as_str().to_owned(),
+                    runtimeName: runtime.name_any(),
+                    shootName: runtime.spec.shoot.name.clone(),
+                    provider: runtime.spec.shoot.provider.type_.as_str().to_owned(),
                     state: draft.new.state.as_str().to_owned(),
                     message: draft.last_message(),
                 });
@@ -620,9 +643,9 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_caps() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(5), Duration::from_secs(16));
-        assert_eq!(backoff(50), Duration::from_secs(300));
+        assert_eq!(BACKOFF.delay(1), Duration::from_secs(1));
+        assert_eq!(BACKOFF.delay(2), Duration::from_secs(2));
+        assert_eq!(BACKOFF.delay(5), Duration::from_secs(16));
+        assert_eq!(BACKOFF.delay(50), Duration::from_secs(300));
     }
 }

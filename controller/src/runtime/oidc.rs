@@ -40,8 +40,8 @@ pub fn extension_enabled(shoot: &Shoot) -> bool {
 }
 
 /// The `OpenIDConnect` specs wanted for a Runtime, `default` when it names none usable.
-pub fn wanted(rt: &Runtime, default: Value) -> Vec<Value> {
-    let configs = rt
+pub fn wanted(runtime: &Runtime, default: Value) -> Vec<Value> {
+    let configs = runtime
         .spec
         .shoot
         .kubernetes
@@ -157,12 +157,12 @@ mod tests {
 
     #[test]
     fn default_when_none_usable() {
-        let mut rt = Runtime::new("rt", Default::default());
+        let mut runtime = Runtime::new("rt", Default::default());
         assert_eq!(
-            wanted(&rt, json!({"clientID": "d"})),
+            wanted(&runtime, json!({"clientID": "d"})),
             vec![json!({"clientID": "d"})]
         );
-        rt.spec.shoot.kubernetes = Some(RuntimeKubernetes {
+        runtime.spec.shoot.kubernetes = Some(RuntimeKubernetes {
             kube_api_server: Some(RuntimeApiServer {
                 additional_oidc_config: Some(vec![AdditionalOidcConfig {
                     oidc: OidcConfig {
@@ -177,7 +177,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        let w = wanted(&rt, json!({"clientID": "d"}));
+        let w = wanted(&runtime, json!({"clientID": "d"}));
         assert_eq!(
             w,
             vec![

@@ -22,12 +22,12 @@ use super::{Error, Reconciler, cluster};
 
 /// Does the non-deletion part of a reconcile.
 pub async fn apply(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     shoot: Option<Arc<Shoot>>,
     draft: &mut StatusDraft,
 ) -> Result<Action, Error> {
-    ensure_finalizer(r, rt).await?;
+    ensure_finalizer(reconciler, runtime).await?;
 
     // Validation first: a Runtime stored before the webhook existed must fail clearly. A
     // missing audit-log tenant is left to the step below, which fails with upstream's reason
@@ -35,7 +35,7 @@ pub async fn apply(
     let opts = kim_shared::validation::ValidationOptions {
         audit_log_mandatory: false,
     };
-    let findings = kim_shared::validation::validate_create_with(rt, &r.config, &opts);
+    let findings = kim_shared::validation::validate_create_with(runtime, &reconciler.config, &opts);
     if !findings.is_allowed() {
         let msg = findings
             .violations
@@ -47,7 +47,7 @@ pub async fn apply(
     }
 
     let Some(shoot) = shoot else {
-        return create_shoot(r, rt, draft).await;
+        return create_shoot(reconciler, runtime, draft).await;
     };
     draft.shoot(Some(&shoot));
     if shoot.meta().deletion_timestamp.is_some() {
@@ -62,8 +62,10 @@ pub async fn apply(
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
 
-    match should_patch(r, rt, &shoot) {
-        PatchDecision::Patch(why) => return patch_shoot(r, rt, &shoot, draft, why).await,
+    match should_patch(reconciler, runtime, &shoot) {
+        PatchDecision::Patch(why) => {
+            return patch_shoot(reconciler, runtime, &shoot, draft, why).await;
+        }
         PatchDecision::Suspended => {
             tracing::info!(
                 "Reconciliation is suspended. Remove \"{}\" annotation to resume reconciliation",
@@ -73,50 +75,36 @@ pub async fn apply(
         PatchDecision::UpToDate => {}
     }
 
-    let ready = rt
+    let ready = runtime
         .status
         .as_ref()
         .is_some_and(|s| s.state == RuntimeState::Ready)
-        && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation;
+        && runtime.status.as_ref().and_then(|s| s.observed_generation)
+            == runtime.metadata.generation;
     if ready {
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
     }
 
-    if let Some(action) = follow_last_operation(r, &shoot, draft) {
+    if let Some(action) = follow_last_operation(reconciler, &shoot, draft) {
         return Ok(action);
     }
-    cluster::after_provisioned(r, rt, &shoot, draft).await
+    cluster::after_provisioned(reconciler, runtime, &shoot, draft).await
 }
 
-async fn ensure_finalizer(r: &Reconciler, rt: &Runtime) -> Result<(), Error> {
-    if rt
-        .finalizers()
-        .iter()
-        .any(|f| f == names::RUNTIME_FINALIZER)
-    {
-        return Ok(());
-    }
-    let mut finalizers = rt.finalizers().to_vec();
-    finalizers.push(names::RUNTIME_FINALIZER.to_owned());
-    // resourceVersion makes this a compare-and-swap: a concurrent finalizer change wins and
-    // we retry (Conflict), instead of overwriting it.
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": rt.resource_version()}});
-    r.runtimes(rt)
-        .patch(
-            &rt.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-        .map_err(|e| Error::api("add the finalizer to the Runtime", e))?;
-    Ok(())
+async fn ensure_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), Error> {
+    crate::finalizing::add(
+        &reconciler.runtimes(runtime),
+        runtime,
+        names::RUNTIME_FINALIZER,
+    )
+    .await
+    .map_err(|e| Error::api("add the finalizer to the Runtime", e))
 }
 
 async fn create_shoot(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     draft: &mut StatusDraft,
 ) -> Result<Action, Error> {
     if draft.condition(condition::PROVISIONED).is_none() {
@@ -127,14 +115,18 @@ async fn create_shoot(
             "Runtime initialized",
         );
     }
-    if r.ctx.args.audit_log_mandatory
-        && r.config
-            .audit_log_tenant(rt.spec.shoot.provider.type_.as_str(), &rt.spec.shoot.region)
+    if reconciler.ctx.settings.runtime.audit_log_mandatory
+        && reconciler
+            .config
+            .audit_log_tenant(
+                runtime.spec.shoot.provider.type_.as_str(),
+                &runtime.spec.shoot.region,
+            )
             .is_err()
     {
         tracing::warn!(
-            provider = rt.spec.shoot.provider.type_.as_str(),
-            region = %rt.spec.shoot.region,
+            provider = runtime.spec.shoot.provider.type_.as_str(),
+            region = %runtime.spec.shoot.region,
             "no audit log tenant for provider and region"
         );
         draft.set(
@@ -146,11 +138,11 @@ async fn create_shoot(
         draft.state(RuntimeState::Failed);
         return Ok(Action::await_change());
     }
-    let converted = match prepare(r, rt, None, draft).await {
+    let converted = match prepare(reconciler, runtime, None, draft).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
-    let api: Api<Shoot> = r.shoots_api();
+    let api: Api<Shoot> = reconciler.shoots_api();
     match api.create(&PostParams::default(), &converted.shoot).await {
         Ok(_) => {
             tracing::info!("Shoot created");
@@ -174,7 +166,7 @@ async fn create_shoot(
             let action =
                 gardener_failure(draft, reason::GARDENER_ERR, "Gardener API create error", &e);
             if classify::classify(&e) == ApiErrorKind::Permanent {
-                r.back_off(rt, PERMANENT_RETRY);
+                reconciler.back_off(runtime, PERMANENT_RETRY);
             }
             Ok(action)
         }
@@ -212,20 +204,24 @@ pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube
 /// points to, and the hold after a recent permanent error for this generation (no hammering of
 /// Gardener on every status event; the stored conditions stay). `Err` is the action to return.
 async fn prepare(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     live: Option<&Shoot>,
     draft: &mut StatusDraft,
 ) -> Result<kim_shared::convert::Converted, Action> {
-    let converted =
-        match kim_shared::convert::to_shoot_with(rt, &r.config, live, &convert_options(r)) {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(conversion_failed(draft, &e));
-            }
-        };
+    let converted = match kim_shared::convert::to_shoot_with(
+        runtime,
+        &reconciler.config,
+        live,
+        &convert_options(reconciler),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(conversion_failed(draft, &e));
+        }
+    };
     if let Some(cm) = &converted.structured_auth
-        && let Err(e) = r.apply_config_map(cm).await
+        && let Err(e) = reconciler.apply_config_map(cm).await
     {
         return Err(gardener_failure(
             draft,
@@ -234,7 +230,7 @@ async fn prepare(
             &e,
         ));
     }
-    if let Some(wait) = r.backoff_remaining(rt) {
+    if let Some(wait) = reconciler.backoff_remaining(runtime) {
         return Err(Action::requeue(wait));
     }
     Ok(converted)
@@ -253,10 +249,10 @@ fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> 
     Action::await_change()
 }
 
-/// The conversion options the controller's flags set.
-fn convert_options(r: &Reconciler) -> kim_shared::convert::ConvertOptions {
+/// The conversion options the controller's settings give.
+fn convert_options(reconciler: &Reconciler) -> kim_shared::convert::ConvertOptions {
     kim_shared::convert::ConvertOptions {
-        audit_log_mandatory: r.ctx.args.audit_log_mandatory,
+        audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
         ..Default::default()
     }
 }
@@ -265,15 +261,18 @@ fn convert_options(r: &Reconciler) -> kim_shared::convert::ConvertOptions {
 /// `update` to it and writes it back with one PUT; a concurrent change fails with 409 and the
 /// caller retries.
 async fn full_update(
-    r: &Reconciler,
+    reconciler: &Reconciler,
     name: &str,
     update: FullUpdate,
     converted: &Shoot,
 ) -> Result<(), kube::Error> {
     tracing::info!(why = update.why(), "full update of the Shoot");
     let resource = kube::api::ApiResource::erase::<Shoot>(&());
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(r.ctx.gardener.clone(), &r.ctx.gardener_namespace, &resource);
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        reconciler.ctx.gardener.clone(),
+        &reconciler.ctx.gardener_namespace,
+        &resource,
+    );
     let live = api.get(name).await?;
     let mut raw = serde_json::to_value(&live).map_err(kube::Error::SerdeError)?;
     update.apply(&mut raw, converted).map_err(|m| {
@@ -295,27 +294,27 @@ enum PatchDecision {
     UpToDate,
 }
 
-fn should_patch(r: &Reconciler, rt: &Runtime, shoot: &Shoot) -> PatchDecision {
-    if rt
+fn should_patch(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> PatchDecision {
+    if runtime
         .annotations()
         .get(names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION)
         .is_some_and(|v| v == "true")
     {
         return PatchDecision::Suspended;
     }
-    if rt
+    if runtime
         .annotations()
         .get(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
         .is_some_and(|v| v == "true")
     {
         return PatchDecision::Patch("force-patch annotation");
     }
-    let generation = rt.metadata.generation.unwrap_or(0);
+    let generation = runtime.metadata.generation.unwrap_or(0);
     let applied = shoot
         .annotations()
         .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
         .and_then(|v| v.parse::<i64>().ok());
-    let applied = applied.max(r.applied_generation(rt));
+    let applied = applied.max(reconciler.applied_generation(runtime));
     match applied {
         None => return PatchDecision::Patch("runtime-generation annotation missing"),
         Some(a) if a < generation => {
@@ -323,15 +322,15 @@ fn should_patch(r: &Reconciler, rt: &Runtime, shoot: &Shoot) -> PatchDecision {
         }
         Some(_) => {}
     }
-    if r.shoot_drifted(rt, shoot) {
+    if reconciler.shoot_drifted(runtime, shoot) {
         return PatchDecision::Patch("Shoot spec changed outside of the infrastructure manager");
     }
     PatchDecision::UpToDate
 }
 
 async fn patch_shoot(
-    r: &Arc<Reconciler>,
-    rt: &Runtime,
+    reconciler: &Arc<Reconciler>,
+    runtime: &Runtime,
     cached: &Shoot,
     draft: &mut StatusDraft,
     why: &'static str,
@@ -339,14 +338,14 @@ async fn patch_shoot(
     tracing::info!(why, "patching Shoot");
     // The watch cache holds a slim Shoot; the conversion and the full-update decision need
     // the whole live object (and a fresh one is the better base for a patch anyway).
-    let live = match r.get_shoot_live(&cached.name_any()).await {
+    let live = match reconciler.get_shoot_live(&cached.name_any()).await {
         Ok(Some(s)) => s,
         // Gone since the cache saw it: the next event (deletion) decides what to do.
         Ok(None) => return Ok(Action::requeue(RETRY)),
         Err(e) => {
             return Ok(patch_failure(
-                r,
-                rt,
+                reconciler,
+                runtime,
                 draft,
                 "Gardener API shoot get error",
                 &e,
@@ -354,18 +353,18 @@ async fn patch_shoot(
         }
     };
     let live = &live;
-    let converted = match prepare(r, rt, Some(live), draft).await {
+    let converted = match prepare(reconciler, runtime, Some(live), draft).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
-    let api = r.shoots_api();
+    let api = reconciler.shoots_api();
     let name = live.name_any();
     if let Some(update) = FullUpdate::needed(live, &converted.shoot, converted.workers_removed)
-        && let Err(e) = full_update(r, &name, update, &converted.shoot).await
+        && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await
     {
         return Ok(patch_failure(
-            r,
-            rt,
+            reconciler,
+            runtime,
             draft,
             "Gardener API shoot update error",
             &e,
@@ -386,23 +385,24 @@ async fn patch_shoot(
         Ok(s) => s,
         Err(e) => {
             return Ok(patch_failure(
-                r,
-                rt,
+                reconciler,
+                runtime,
                 draft,
                 "Gardener API shoot patch error",
                 &e,
             ));
         }
     };
-    r.record_applied(rt, &patched);
-    if rt
+    reconciler.record_applied(runtime, &patched);
+    if runtime
         .annotations()
         .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
     {
         let patch = json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_PATCH_RECONCILIATION: null}}});
-        r.runtimes(rt)
+        reconciler
+            .runtimes(runtime)
             .patch(
-                &rt.name_any(),
+                &runtime.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
@@ -417,7 +417,7 @@ async fn patch_shoot(
             reason::PROCESSING,
             "Shoot patched without changes",
         );
-        return cluster::after_provisioned(r, rt, &patched, draft).await;
+        return cluster::after_provisioned(reconciler, runtime, &patched, draft).await;
     }
     draft.set(
         condition::PROVISIONED,
@@ -430,8 +430,8 @@ async fn patch_shoot(
 }
 
 fn patch_failure(
-    r: &Reconciler,
-    rt: &Runtime,
+    reconciler: &Reconciler,
+    runtime: &Runtime,
     draft: &mut StatusDraft,
     what: &str,
     e: &kube::Error,
@@ -461,7 +461,7 @@ fn patch_failure(
         }
         _ => {
             tracing::warn!(error = %e, "{what}");
-            r.back_off(rt, PERMANENT_RETRY);
+            reconciler.back_off(runtime, PERMANENT_RETRY);
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::False,
@@ -476,7 +476,11 @@ fn patch_failure(
 
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
 /// Returns `None` when the Shoot is reconciled and the next steps may run.
-fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
+fn follow_last_operation(
+    reconciler: &Reconciler,
+    shoot: &Shoot,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
     let status = shoot.status.as_ref();
     let Some(op) = status.and_then(|s| s.last_operation.as_ref()) else {
         draft.set(
@@ -561,7 +565,7 @@ fn follow_last_operation(r: &Reconciler, shoot: &Shoot, draft: &mut StatusDraft)
                     );
                 }
                 if draft.current_state() != RuntimeState::Failed {
-                    r.ctx.metrics.unexpected_stops.inc();
+                    reconciler.ctx.metrics.unexpected_stops.inc();
                 }
                 draft.state(RuntimeState::Failed);
                 Some(Action::await_change())

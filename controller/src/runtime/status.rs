@@ -52,12 +52,12 @@ pub struct StatusDraft {
 
 impl StatusDraft {
     /// Starts from the Runtime's stored status; `now` stamps changed conditions.
-    pub fn new(rt: &Runtime, now: jiff::Timestamp) -> Self {
-        let old = rt.status.clone().unwrap_or_default();
+    pub fn new(runtime: &Runtime, now: jiff::Timestamp) -> Self {
+        let old = runtime.status.clone().unwrap_or_default();
         Self {
             new: old.clone(),
             old,
-            generation: rt.metadata.generation,
+            generation: runtime.metadata.generation,
             now: Time(now),
         }
     }
@@ -173,10 +173,10 @@ mod tests {
     use super::*;
     use kim_shared::names::{condition, reason};
 
-    fn rt() -> Runtime {
-        let mut r = Runtime::new("rt", Default::default());
-        r.metadata.generation = Some(3);
-        r
+    fn runtime() -> Runtime {
+        let mut runtime = Runtime::new("rt", Default::default());
+        runtime.metadata.generation = Some(3);
+        runtime
     }
 
     fn t(s: &str) -> jiff::Timestamp {
@@ -185,16 +185,16 @@ mod tests {
 
     #[test]
     fn conditions_keyed_by_type_and_transition_time_kept() {
-        let mut d = StatusDraft::new(&rt(), t("2026-01-01T00:00:00Z"));
+        let mut d = StatusDraft::new(&runtime(), t("2026-01-01T00:00:00Z"));
         d.set(
             condition::PROVISIONED,
             CondStatus::Unknown,
             reason::SHOOT_CREATION_PENDING,
             "Shoot is pending",
         );
-        let mut r = rt();
-        r.status = Some(d.new.clone());
-        let mut d = StatusDraft::new(&r, t("2026-01-01T00:05:00Z"));
+        let mut stored = runtime();
+        stored.status = Some(d.new.clone());
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:05:00Z"));
         d.set(
             condition::PROVISIONED,
             CondStatus::Unknown,
@@ -220,8 +220,8 @@ mod tests {
 
     #[test]
     fn unchanged_status_is_not_written() {
-        let mut r = rt();
-        let mut d = StatusDraft::new(&r, t("2026-01-01T00:00:00Z"));
+        let mut stored = runtime();
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:00Z"));
         d.set(
             condition::CONFIGURED,
             CondStatus::True,
@@ -229,8 +229,8 @@ mod tests {
             "ok",
         );
         d.state(RuntimeState::Ready);
-        r.status = Some(d.new.clone());
-        let mut d = StatusDraft::new(&r, t("2026-01-02T00:00:00Z"));
+        stored.status = Some(d.new.clone());
+        let mut d = StatusDraft::new(&stored, t("2026-01-02T00:00:00Z"));
         d.set(
             condition::CONFIGURED,
             CondStatus::True,

@@ -1,7 +1,7 @@
 //! Deletion protection (upstream's proposed deletion-protection ADR): a Runtime may be
 //! deleted only while it carries a fresh, explicit confirmation.
 
-use super::{DeletionPolicy, Findings};
+use super::{DeletionPolicy, ValidationOutcome};
 use crate::api::Runtime;
 use crate::names::ANNOTATION_DELETION_CONFIRMED;
 use std::time::Duration;
@@ -11,7 +11,11 @@ const FIELD: &str = "metadata.annotations[operator.kyma-project.io/deletion-conf
 /// Validates a DELETE of `rt` (the stored object): with the policy enabled, the annotation
 /// `operator.kyma-project.io/deletion-confirmed` must hold an RFC3339 UTC time that is not after `now` and at most
 /// `policy.window` before it.
-pub fn validate_delete(rt: &Runtime, policy: &DeletionPolicy, now: jiff::Timestamp) -> Findings {
+pub fn validate_delete(
+    rt: &Runtime,
+    policy: &DeletionPolicy,
+    now: jiff::Timestamp,
+) -> ValidationOutcome {
     confirmation(rt.annotation(ANNOTATION_DELETION_CONFIRMED), policy, now)
 }
 
@@ -20,8 +24,8 @@ pub(crate) fn confirmation(
     value: Option<&str>,
     policy: &DeletionPolicy,
     now: jiff::Timestamp,
-) -> Findings {
-    let mut f = Findings::default();
+) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     if !policy.enabled {
         return f;
     }
@@ -86,7 +90,7 @@ mod tests {
         "2026-04-22T10:00:00Z".parse().unwrap()
     }
 
-    fn check(value: Option<&str>) -> Findings {
+    fn check(value: Option<&str>) -> ValidationOutcome {
         confirmation(value, &DeletionPolicy::default(), now())
     }
 

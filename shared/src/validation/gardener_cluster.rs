@@ -1,12 +1,12 @@
 //! Rules on a GardenerCluster: the shoot it names and where its kubeconfig Secret goes.
 
-use super::{Findings, syntax};
+use super::{ValidationOutcome, syntax};
 use crate::api::GardenerCluster;
 
 /// Validates a GardenerCluster (CREATE and UPDATE): the shoot name is a DNS label, the Secret
 /// name a DNS subdomain, its namespace a DNS label and its key a valid data key.
-pub fn validate_gardener_cluster(gc: &GardenerCluster) -> Findings {
-    let mut f = Findings::default();
+pub fn validate_gardener_cluster(gc: &GardenerCluster) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     let shoot = gc.spec.shoot.name.as_str();
     if !syntax::is_dns_label(shoot) {
         f.violation(
@@ -41,7 +41,10 @@ pub fn validate_gardener_cluster(gc: &GardenerCluster) -> Findings {
 
 /// Validates an UPDATE: [`validate_gardener_cluster`] on the new object, and the runtime-id
 /// label may not change (the Runtime reconciler finds and deletes its GardenerCluster by it).
-pub fn validate_gardener_cluster_update(old: &GardenerCluster, new: &GardenerCluster) -> Findings {
+pub fn validate_gardener_cluster_update(
+    old: &GardenerCluster,
+    new: &GardenerCluster,
+) -> ValidationOutcome {
     let mut f = validate_gardener_cluster(new);
     super::update::runtime_id_unchanged(
         crate::api::gardener_cluster::label(&old.metadata, crate::names::LABEL_RUNTIME_ID),

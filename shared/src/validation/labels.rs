@@ -1,6 +1,6 @@
 //! The labels KEB must set on every Runtime (upstream's `ValidateRequiredLabels`).
 
-use super::Findings;
+use super::ValidationOutcome;
 use crate::api::Runtime;
 use crate::names;
 
@@ -20,13 +20,13 @@ fn meaning(key: &str) -> &'static str {
 }
 
 /// Every label of [`names::REQUIRED_RUNTIME_LABELS`] is present and not blank.
-pub(crate) fn check(rt: &Runtime, f: &mut Findings) {
+pub(crate) fn check(rt: &Runtime, f: &mut ValidationOutcome) {
     check_changed(None, rt, f);
 }
 
 /// [`check`] for the labels an UPDATE changes: a label that was already missing (or the same)
 /// in `old` is not reported again, so a Runtime stored before the rule can still be updated.
-pub(crate) fn check_changed(old: Option<&Runtime>, rt: &Runtime, f: &mut Findings) {
+pub(crate) fn check_changed(old: Option<&Runtime>, rt: &Runtime, f: &mut ValidationOutcome) {
     let unchanged = |key: &str| old.is_some_and(|o| o.label(key) == rt.label(key));
     for key in names::REQUIRED_RUNTIME_LABELS {
         if unchanged(key) {

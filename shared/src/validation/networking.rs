@@ -2,7 +2,7 @@
 //! clear of the ranges Gardener reserves.
 
 use super::context::Ctx;
-use super::{Findings, syntax};
+use super::{ValidationOutcome, syntax};
 use crate::api::ProviderType;
 use crate::convert::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};
 use ipnet::{IpNet, Ipv4Net};
@@ -17,7 +17,7 @@ const fn net4(first: u8) -> Ipv4Net {
 
 /// Checks `spec.shoot.networking` and returns the nodes CIDR when it is valid (the zone layout
 /// needs it).
-pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) -> Option<Ipv4Net> {
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net> {
     let net = &ctx.rt.spec.shoot.networking;
     let nodes = shoot_network(f, "spec.shoot.networking.nodes", &net.nodes);
     let pods = shoot_network(f, "spec.shoot.networking.pods", &net.pods);
@@ -71,7 +71,11 @@ pub(crate) fn needs_zone_layout(p: ProviderType) -> bool {
 
 /// Parses a CIDR of the shoot networks; records a violation at `field` and returns `None` when
 /// it does not parse, is not IPv4 or is not canonical.
-pub(crate) fn shoot_network(f: &mut Findings, field: &str, value: &str) -> Option<Ipv4Net> {
+pub(crate) fn shoot_network(
+    f: &mut ValidationOutcome,
+    field: &str,
+    value: &str,
+) -> Option<Ipv4Net> {
     let net = match value.parse::<IpNet>() {
         Ok(IpNet::V4(n)) => n,
         Ok(IpNet::V6(_)) => {
@@ -123,7 +127,7 @@ mod tests {
 
     #[test]
     fn canonical_ipv4_only() {
-        let mut f = Findings::default();
+        let mut f = ValidationOutcome::default();
         assert!(shoot_network(&mut f, "n", "10.250.0.0/16").is_some());
         assert!(f.is_allowed());
         assert!(shoot_network(&mut f, "n", "10.250.1.0/16").is_none());

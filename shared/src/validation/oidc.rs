@@ -1,7 +1,7 @@
 //! OIDC rules: `kubeAPIServer.oidcConfig` and every `additionalOidcConfig` entry.
 
 use super::context::Ctx;
-use super::{Findings, Item, syntax};
+use super::{Item, ValidationOutcome, syntax};
 use crate::config::SIGNING_ALGORITHMS;
 use crate::gardener::OidcConfig;
 
@@ -24,7 +24,7 @@ impl At {
     }
 }
 
-pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let Some(api) = ctx
         .rt
         .spec
@@ -76,7 +76,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
 }
 
 /// The rules every OIDC entry shares.
-fn entry(at: At, o: &OidcConfig, f: &mut Findings) {
+fn entry(at: At, o: &OidcConfig, f: &mut ValidationOutcome) {
     if let Some(url) = o.issuer_url.as_deref().filter(|u| !u.is_empty())
         && let Some(why) = syntax::issuer_url_problem(url)
     {

@@ -2,7 +2,9 @@
 //! shoot-level fields: name, purpose, region, credentials, Kubernetes version, control plane.
 
 use super::context::Ctx;
-use super::{Findings, ValidationOptions, labels, networking, oidc, security, syntax, workers};
+use super::{
+    ValidationOptions, ValidationOutcome, labels, networking, oidc, security, syntax, workers,
+};
 use crate::api::Runtime;
 use crate::config::{KimConfig, KubernetesVersion};
 
@@ -15,20 +17,24 @@ pub const PURPOSES: [&str; 4] = ["evaluation", "testing", "development", "produc
 
 /// Validates a Runtime on CREATE with [`ValidationOptions::default`]: every rule of
 /// `docs/validation.md` except the UPDATE and DELETE rules.
-pub fn validate_create(rt: &Runtime, cfg: &KimConfig) -> Findings {
+pub fn validate_create(rt: &Runtime, cfg: &KimConfig) -> ValidationOutcome {
     validate_create_with(rt, cfg, &ValidationOptions::default())
 }
 
 /// [`validate_create`] with explicit [`ValidationOptions`].
-pub fn validate_create_with(rt: &Runtime, cfg: &KimConfig, opts: &ValidationOptions) -> Findings {
-    let mut f = Findings::default();
+pub fn validate_create_with(
+    rt: &Runtime,
+    cfg: &KimConfig,
+    opts: &ValidationOptions,
+) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     labels::check(rt, &mut f);
     spec(&Ctx::new(rt, cfg, None, opts), &mut f);
     f
 }
 
 /// All rules on `spec`.
-pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut Findings) {
+pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     shoot_name(ctx, f);
     shoot_fields(ctx, f);
     let version = kubernetes_version(ctx, f);
@@ -40,7 +46,7 @@ pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut Findings) {
 }
 
 /// `spec.imageRegistryCache`: accepted, not applied.
-fn registry_cache(ctx: &Ctx<'_>, f: &mut Findings) {
+fn registry_cache(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     if ctx
         .rt
         .spec
@@ -57,7 +63,7 @@ fn registry_cache(ctx: &Ctx<'_>, f: &mut Findings) {
     }
 }
 
-fn shoot_name(ctx: &Ctx<'_>, f: &mut Findings) {
+fn shoot_name(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     const FIELD: &str = "spec.shoot.name";
     let name = ctx.rt.spec.shoot.name.as_str();
     let project = ctx.cfg.converter.gardener.project_name.as_str();
@@ -75,7 +81,7 @@ fn shoot_name(ctx: &Ctx<'_>, f: &mut Findings) {
     }
 }
 
-fn shoot_fields(ctx: &Ctx<'_>, f: &mut Findings) {
+fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let shoot = &ctx.rt.spec.shoot;
     if !PURPOSES.contains(&shoot.purpose.as_str()) {
         f.violation(
@@ -197,7 +203,7 @@ fn example_region(t: crate::api::ProviderType) -> &'static str {
 
 /// Checks `spec.shoot.kubernetes.version` and returns the version the cluster gets (the
 /// configured default when the Runtime names none), if it parses.
-fn kubernetes_version(ctx: &Ctx<'_>, f: &mut Findings) -> Option<KubernetesVersion> {
+fn kubernetes_version(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<KubernetesVersion> {
     const FIELD: &str = "spec.shoot.kubernetes.version";
     let Some(v) = explicit_version(ctx.rt) else {
         return Some(*ctx.cfg.default_kubernetes_version());

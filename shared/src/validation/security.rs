@@ -1,10 +1,10 @@
 //! Rules on `spec.security` (administrators, network filter) and the kube-apiserver ACL.
 
-use super::Findings;
+use super::ValidationOutcome;
 use super::context::Ctx;
 use super::networking::acl_cidr;
 
-pub(crate) fn check(ctx: &Ctx<'_>, f: &mut Findings) {
+pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let security = &ctx.rt.spec.security;
     if security.administrators.is_empty() {
         f.violation(

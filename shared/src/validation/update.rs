@@ -4,13 +4,13 @@
 use super::context::Ctx;
 use super::runtime::{self, effective_version};
 use super::workers::pools;
-use super::{Findings, ValidationOptions, labels};
+use super::{ValidationOptions, ValidationOutcome, labels};
 use crate::api::Runtime;
 use crate::config::KimConfig;
 use crate::convert::zones::MAX_ZONES;
 
 /// Validates an UPDATE from `old` (stored) to `new` with [`ValidationOptions::default`].
-pub fn validate_update(old: &Runtime, new: &Runtime, cfg: &KimConfig) -> Findings {
+pub fn validate_update(old: &Runtime, new: &Runtime, cfg: &KimConfig) -> ValidationOutcome {
     validate_update_with(old, new, cfg, &ValidationOptions::default())
 }
 
@@ -25,8 +25,8 @@ pub fn validate_update_with(
     new: &Runtime,
     cfg: &KimConfig,
     opts: &ValidationOptions,
-) -> Findings {
-    let mut f = Findings::default();
+) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
     let deleting = new.metadata.deletion_timestamp.is_some();
     if !deleting && old.metadata.labels != new.metadata.labels {
         labels::check_changed(Some(old), new, &mut f);
@@ -38,7 +38,7 @@ pub fn validate_update_with(
     f
 }
 
-fn immutable(old: &Runtime, new: &Runtime, cfg: &KimConfig, f: &mut Findings) {
+fn immutable(old: &Runtime, new: &Runtime, cfg: &KimConfig, f: &mut ValidationOutcome) {
     runtime_id_unchanged(
         old.label(crate::names::LABEL_RUNTIME_ID),
         new.label(crate::names::LABEL_RUNTIME_ID),
@@ -179,7 +179,11 @@ fn distinct(rt: &Runtime) -> usize {
 /// `kyma-project.io/runtime-id` names the runtime's GardenerCluster, kubeconfig Secret and
 /// RuntimeAccesses: changed, the controller would configure, and on deletion delete, another
 /// runtime's. Shared by the Runtime and GardenerCluster UPDATE rules.
-pub(crate) fn runtime_id_unchanged(old: Option<&str>, new: Option<&str>, f: &mut Findings) {
+pub(crate) fn runtime_id_unchanged(
+    old: Option<&str>,
+    new: Option<&str>,
+    f: &mut ValidationOutcome,
+) {
     if old == new {
         return;
     }

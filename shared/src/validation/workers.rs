@@ -3,7 +3,7 @@
 
 use super::context::Ctx;
 use super::syntax::{self, Scaled};
-use super::{Findings, Item};
+use super::{Item, ValidationOutcome};
 use crate::api::{ProviderType, Runtime};
 use crate::config::{KubernetesVersion, parse_image_version};
 use crate::convert::zones::{self, MAX_NODES_PREFIX, MAX_ZONES, MIN_NODES_PREFIX, ZoneSplitError};
@@ -52,7 +52,7 @@ pub(crate) fn check(
     ctx: &Ctx<'_>,
     nodes: Option<Ipv4Net>,
     version: Option<KubernetesVersion>,
-    f: &mut Findings,
+    f: &mut ValidationOutcome,
 ) {
     let rt = ctx.rt;
     let count = rt.spec.shoot.provider.workers.len();
@@ -139,7 +139,7 @@ fn pool_name<'a>(
     seen: &mut std::collections::HashMap<&'a str, Item>,
     at: Item,
     w: &'a Worker,
-    f: &mut Findings,
+    f: &mut ValidationOutcome,
 ) {
     let name = w.name.as_str();
     if !syntax::is_dns_label(name) || name.len() > POOL_NAME_MAX {
@@ -160,7 +160,7 @@ fn pool_name<'a>(
     }
 }
 
-fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
+fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     let provider_type = ctx.rt.spec.shoot.provider.type_;
     let m = &w.machine;
     let configured = ctx.provider.and_then(|p| p.machine_type(&m.type_));
@@ -268,7 +268,7 @@ fn example_machine(t: ProviderType) -> &'static str {
     }
 }
 
-fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
+fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     if let Some(v) = &w.volume {
         volume(
             ctx,
@@ -330,7 +330,7 @@ fn volume(
     name: Option<&str>,
     size: &str,
     type_: Option<&str>,
-    f: &mut Findings,
+    f: &mut ValidationOutcome,
 ) {
     if let Some(n) = name
         && !n.is_empty()
@@ -385,7 +385,7 @@ fn volume(
     }
 }
 
-fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
+fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     if w.minimum < 0 {
         f.violation(
             at.field("minimum"),
@@ -450,7 +450,12 @@ fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut Findings) {
 
 /// Parses a `maxSurge`/`maxUnavailable` value; records a violation when it is malformed or
 /// negative.
-fn rolling_value(at: Item, key: &str, v: Option<&IntOrString>, f: &mut Findings) -> Option<Scaled> {
+fn rolling_value(
+    at: Item,
+    key: &str,
+    v: Option<&IntOrString>,
+    f: &mut ValidationOutcome,
+) -> Option<Scaled> {
     let parsed = match v? {
         IntOrString::Int(n) => Some(Scaled::Count(i64::from(*n))),
         IntOrString::String(s) => syntax::parse_scaled(s),
@@ -476,7 +481,7 @@ fn rolling_value(at: Item, key: &str, v: Option<&IntOrString>, f: &mut Findings)
 
 /// A pool's own Kubernetes version must not be newer than the control plane and at most three
 /// minors older (Gardener's rule).
-fn pool_version(at: Item, w: &Worker, cluster: KubernetesVersion, f: &mut Findings) {
+fn pool_version(at: Item, w: &Worker, cluster: KubernetesVersion, f: &mut ValidationOutcome) {
     let Some(v) = w.kubernetes.as_ref().and_then(|k| k.version.as_deref()) else {
         return;
     };
@@ -503,7 +508,13 @@ fn pool_version(at: Item, w: &Worker, cluster: KubernetesVersion, f: &mut Findin
     }
 }
 
-fn zones<'a>(ctx: &Ctx<'_>, at: Item, w: &'a Worker, all: &mut Vec<&'a str>, f: &mut Findings) {
+fn zones<'a>(
+    ctx: &Ctx<'_>,
+    at: Item,
+    w: &'a Worker,
+    all: &mut Vec<&'a str>,
+    f: &mut ValidationOutcome,
+) {
     let shoot = &ctx.rt.spec.shoot;
     let provider_type = shoot.provider.type_;
     let list = w.zones.as_deref().unwrap_or_default();
@@ -608,7 +619,12 @@ fn example_zone(t: ProviderType, region: &str) -> String {
 
 /// The zone subnets the infrastructure manager will generate (the conversion's own layout
 /// functions, upstream's algorithm) must fit into the nodes CIDR.
-fn zone_layout(provider: ProviderType, nodes: Ipv4Net, all_zones: &[&str], f: &mut Findings) {
+fn zone_layout(
+    provider: ProviderType,
+    nodes: Ipv4Net,
+    all_zones: &[&str],
+    f: &mut ValidationOutcome,
+) {
     if all_zones.is_empty() {
         return; // Reported at the pools.
     }

@@ -9,7 +9,7 @@
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::validation::{
-    DeletionPolicy, Findings, Violation, validate_create, validate_delete, validate_update,
+    DeletionPolicy, ValidationOutcome, Violation, validate_create, validate_delete, validate_update,
 };
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -64,12 +64,12 @@ pub fn runtime(edit: impl FnOnce(&mut Runtime)) -> Runtime {
     rt
 }
 
-fn list(f: &Findings) -> String {
+fn list(f: &ValidationOutcome) -> String {
     f.violations.iter().map(|v| format!("\n  {v}")).collect()
 }
 
 /// Asserts that `findings` admit the object.
-pub fn allowed(findings: Findings) -> Findings {
+pub fn allowed(findings: ValidationOutcome) -> ValidationOutcome {
     assert!(
         findings.is_allowed(),
         "expected the object to be admitted, but:{}",
@@ -80,7 +80,7 @@ pub fn allowed(findings: Findings) -> Findings {
 
 /// Asserts that `findings` deny the object for `field` and for no other field; returns the
 /// violation of `field`.
-pub fn denied(findings: Findings, field: &str) -> Violation {
+pub fn denied(findings: ValidationOutcome, field: &str) -> Violation {
     let hit = findings
         .violations
         .iter()
@@ -107,7 +107,7 @@ pub fn denied(findings: Findings, field: &str) -> Violation {
 }
 
 /// Asserts that validation on CREATE admits `rt`; returns the findings (for warnings).
-pub fn accepts(rt: &Runtime) -> Findings {
+pub fn accepts(rt: &Runtime) -> ValidationOutcome {
     allowed(validate_create(rt, config()))
 }
 
@@ -128,7 +128,7 @@ pub fn rejects_with(rt: &Runtime, field: &str, needle: &str) -> Violation {
 }
 
 /// Asserts that validation on UPDATE from `old` admits `new`.
-pub fn accepts_update(old: &Runtime, new: &Runtime) -> Findings {
+pub fn accepts_update(old: &Runtime, new: &Runtime) -> ValidationOutcome {
     allowed(validate_update(old, new, config()))
 }
 
@@ -138,7 +138,7 @@ pub fn rejects_update(old: &Runtime, new: &Runtime, field: &str) -> Violation {
 }
 
 /// Validation on DELETE with the default policy at `now` (RFC3339).
-pub fn delete_at(rt: &Runtime, now: &str) -> Findings {
+pub fn delete_at(rt: &Runtime, now: &str) -> ValidationOutcome {
     validate_delete(rt, &DeletionPolicy::default(), now.parse().unwrap())
 }
 

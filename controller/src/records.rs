@@ -1,0 +1,168 @@
+//! What a reconciler remembers per object between reconciles: one record per object behind one
+//! lock, the failure count its backoff grows from, and one lock helper for the whole crate.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Locks `m` even when another holder panicked: the guarded state is a cache of facts the next
+/// reconcile re-derives, so a half-finished update is no reason to stop the controller.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Per-object exponential backoff after failed reconciles: `first`, twice that, four times
+/// ... up to `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub first: Duration,
+    /// Longest delay.
+    pub cap: Duration,
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failures (1 for the first).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(20);
+        self.first.saturating_mul(1 << doublings).min(self.cap)
+    }
+}
+
+struct Entry<R> {
+    failures: u32,
+    alias: Option<String>,
+    record: R,
+}
+
+struct Inner<R> {
+    entries: HashMap<String, Entry<R>>,
+    /// Another name an object is found by (the Runtime's runtime ID) -> its key.
+    aliases: HashMap<String, String>,
+}
+
+impl<R: Default> Inner<R> {
+    fn entry(&mut self, key: &str) -> &mut Entry<R> {
+        self.entries.entry(key.to_owned()).or_insert_with(|| Entry {
+            failures: 0,
+            alias: None,
+            record: R::default(),
+        })
+    }
+}
+
+/// One record `R` per object, keyed by the object's name (or namespace/name), with its
+/// consecutive failures. [`Records::forget`] drops everything known about an object at once.
+pub struct Records<R> {
+    inner: Mutex<Inner<R>>,
+}
+
+impl<R> Default for Records<R> {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                aliases: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<R: Default> Records<R> {
+    /// Runs `f` on the object's record, created empty if there is none.
+    pub fn with<T>(&self, key: &str, f: impl FnOnce(&mut R) -> T) -> T {
+        let mut inner = lock(&self.inner);
+        let entry = inner.entry(key);
+        f(&mut entry.record)
+    }
+
+    /// Runs `f` on the object's record if there is one.
+    pub fn read<T>(&self, key: &str, f: impl FnOnce(&R) -> T) -> Option<T> {
+        lock(&self.inner).entries.get(key).map(|e| f(&e.record))
+    }
+
+    /// Counts one more consecutive failure of the object; returns the count.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut inner = lock(&self.inner);
+        let entry = inner.entry(key);
+        entry.failures = entry.failures.saturating_add(1);
+        entry.failures
+    }
+
+    /// The object reconciled: its backoff starts again from the first delay.
+    pub fn succeeded(&self, key: &str) {
+        if let Some(entry) = lock(&self.inner).entries.get_mut(key) {
+            entry.failures = 0;
+        }
+    }
+
+    /// Lets the object be found by `alias` too (see [`Records::key_of`]).
+    pub fn set_alias(&self, key: &str, alias: &str) {
+        let mut inner = lock(&self.inner);
+        if inner.aliases.get(alias).map(String::as_str) == Some(key) {
+            return;
+        }
+        inner.aliases.insert(alias.to_owned(), key.to_owned());
+        let entry = inner.entry(key);
+        entry.alias = Some(alias.to_owned());
+    }
+
+    /// The key of the object known by `alias`.
+    pub fn key_of(&self, alias: &str) -> Option<String> {
+        lock(&self.inner).aliases.get(alias).cloned()
+    }
+
+    /// Forgets the object (its record, failures and alias); returns its record.
+    pub fn forget(&self, key: &str) -> Option<R> {
+        let mut inner = lock(&self.inner);
+        let entry = inner.entries.remove(key)?;
+        if let Some(alias) = entry.alias
+            && inner.aliases.get(&alias).map(String::as_str) == Some(key)
+        {
+            inner.aliases.remove(&alias);
+        }
+        Some(entry.record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_first_delay_up_to_the_cap() {
+        let b = Backoff {
+            first: Duration::from_secs(1),
+            cap: Duration::from_secs(15),
+        };
+        let delays: Vec<u64> = (1..=6).map(|n| b.delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 15, 15]);
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn forget_drops_record_failures_and_alias() {
+        let records: Records<Option<i64>> = Records::default();
+        records.with("rt", |r| *r = Some(3));
+        records.set_alias("rt", "id-1");
+        assert_eq!(records.failed("rt"), 1);
+        assert_eq!(records.failed("rt"), 2);
+        records.succeeded("rt");
+        assert_eq!(records.failed("rt"), 1);
+        assert_eq!(records.key_of("id-1").as_deref(), Some("rt"));
+        assert_eq!(records.forget("rt"), Some(Some(3)));
+        assert_eq!(records.key_of("id-1"), None);
+        assert_eq!(records.read("rt", |r| *r), None);
+        assert_eq!(records.failed("rt"), 1, "a new object starts from zero");
+    }
+
+    #[test]
+    fn success_of_an_unknown_object_records_nothing() {
+        let records: Records<()> = Records::default();
+        records.succeeded("gone");
+        assert_eq!(records.read("gone", |_| ()), None);
+    }
+}
