@@ -76,6 +76,9 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
 
     let without = scenario(&env, &bin, ip, "0s").await;
     println!("--shutdown-delay 0s: {}", without.summary());
+    for f in &without.failures {
+        println!("  {}", f.split(": InternalError").next().unwrap_or(f));
+    }
     assert!(
         !without.failures.is_empty(),
         "without the delay, creates routed to the stopped replica before its endpoint was removed should fail: {}",
@@ -104,6 +107,8 @@ struct Report {
     until_removed: Duration,
     /// SIGTERM to its exit.
     until_exit: Duration,
+    /// Connections the apiserver opened to the stopped and to the other replica.
+    connections: (usize, usize),
 }
 
 impl Report {
@@ -116,7 +121,10 @@ impl Report {
             self.until_removed.as_secs_f64(),
             self.until_exit.as_secs_f64(),
             self.other_served_after_exit,
-        ) + &format!(" (--shutdown-delay {})", self.delay)
+        ) + &format!(
+            " (--shutdown-delay {}; the apiserver opened {} connections to it, {} to the other)",
+            self.delay, self.connections.0, self.connections.1
+        )
     }
 }
 
@@ -277,6 +285,10 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
         other_served_after_exit: replicas[other].answered() - other_at_exit,
         until_removed,
         until_exit,
+        connections: (
+            replicas[stopped].connections(),
+            replicas[other].connections(),
+        ),
     };
     unregister(&client, &ns).await;
     report
@@ -366,14 +378,14 @@ impl Replica {
                 ..ObjectMeta::default()
             },
             address_type: "IPv4".into(),
-            endpoints: vec![Endpoint {
+            endpoints: Some(vec![Endpoint {
                 addresses: vec![ip.to_string()],
                 conditions: Some(EndpointConditions {
                     ready: Some(true),
                     ..EndpointConditions::default()
                 }),
                 ..Endpoint::default()
-            }],
+            }]),
             ports: Some(vec![EndpointPort {
                 name: Some(PORT_NAME.into()),
                 port: Some(i32::from(self.port)),
@@ -381,6 +393,18 @@ impl Replica {
                 ..EndpointPort::default()
             }]),
         }
+    }
+
+    /// Connections the apiserver opened to this replica so far (distinct peers of the audit
+    /// records).
+    fn connections(&self) -> usize {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|r| r["peer"].as_str().map(str::to_owned))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
     }
 
     /// Reviews answered so far (one audit record each).
