@@ -184,7 +184,8 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
     register(&client, &ns, env.webhook_ca_bundle()).await;
 
     // Load.
-    let runtimes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &runtime_resource());
+    let runtimes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &runtime_resource());
     let stop = Arc::new(AtomicBool::new(false));
     let created = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -482,9 +483,15 @@ async fn register(client: &kube::Client, ns: &str, ca_pem: &str) {
                 .cloned()
                 .unwrap_or(Value::Null)
         });
-        let denied = api.create(&dry, &invalid).await.err().map(|e| e.to_string());
+        let denied = api
+            .create(&dry, &invalid)
+            .await
+            .err()
+            .map(|e| e.to_string());
         let mutating = matches!(&defaulted, Ok(Value::String(_)));
-        let validating = denied.as_deref().is_some_and(|e| e.contains("denied the request"));
+        let validating = denied
+            .as_deref()
+            .is_some_and(|e| e.contains("denied the request"));
         if mutating && validating {
             return;
         }

@@ -311,7 +311,11 @@ fn deep_nest(rng: &mut Rng) -> Value {
     if rng.chance(50) {
         raw(format!("{}{}", "[".repeat(depth), "]".repeat(depth)))
     } else {
-        raw(format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth)))
+        raw(format!(
+            "{}1{}",
+            r#"{"a":"#.repeat(depth),
+            "}".repeat(depth)
+        ))
     }
 }
 
@@ -575,7 +579,11 @@ enum Kind {
 impl Kind {
     fn gvk(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Kind::Runtime => ("infrastructuremanager.kyma-project.io", "Runtime", "runtimes"),
+            Kind::Runtime => (
+                "infrastructuremanager.kyma-project.io",
+                "Runtime",
+                "runtimes",
+            ),
             Kind::GardenerCluster => (
                 "infrastructuremanager.kyma-project.io",
                 "GardenerCluster",
@@ -657,7 +665,9 @@ fn render(v: &Value) -> Vec<u8> {
         };
         match serde_json::from_str::<String>(&format!("\"{}\"", &after[..end])) {
             Ok(inner) => out.push_str(&inner),
-            Err(_) => out.push_str(&rest[start..start + 1 + ESCAPED.len() + end + ESCAPED.len() + 1]),
+            Err(_) => {
+                out.push_str(&rest[start..start + 1 + ESCAPED.len() + end + ESCAPED.len() + 1])
+            }
         }
         rest = &after[end + ESCAPED.len() + 1..];
     }
@@ -1059,12 +1069,14 @@ fn runtime_case(
             }
         }
     };
-    spent.run(|| to_shoot_with(&new, &ctx.cfg, live.as_ref(), &opts)).map_err(|e| {
-        format!(
-            "admitted but not converted: {e}\n{}",
-            serde_json::to_string(&new.spec).unwrap_or_default()
-        )
-    })?;
+    spent
+        .run(|| to_shoot_with(&new, &ctx.cfg, live.as_ref(), &opts))
+        .map_err(|e| {
+            format!(
+                "admitted but not converted: {e}\n{}",
+                serde_json::to_string(&new.spec).unwrap_or_default()
+            )
+        })?;
     Ok(Outcome::Admitted)
 }
 
@@ -1099,10 +1111,9 @@ fn args() -> Args {
     let quick = !argv.iter().any(|a| a == "--bench");
     let cases = flag("--cases")
         .or_else(|| std::env::var("KIM_FUZZ_CASES").ok())
-        .map_or(
-            if quick { QUICK_CASES } else { DEFAULT_CASES },
-            |s| number(s, "--cases"),
-        );
+        .map_or(if quick { QUICK_CASES } else { DEFAULT_CASES }, |s| {
+            number(s, "--cases")
+        });
     let seed = flag("--seed")
         .or_else(|| std::env::var("KIM_FUZZ_SEED").ok())
         .map_or(DEFAULT_SEED, |s| number(s, "--seed"));
@@ -1161,12 +1172,18 @@ fn main() {
         println!("mutate: {:?}, answer {} bytes", t0.elapsed(), m.body.len());
         let t0 = Instant::now();
         let v = admission::validate::<Runtime>(&body, &ctx.strict, SystemTime::now());
-        println!("validate: {:?}, answer {} bytes", t0.elapsed(), v.body.len());
+        println!(
+            "validate: {:?}, answer {} bytes",
+            t0.elapsed(),
+            v.body.len()
+        );
         let c = Case {
             kind: Kind::Runtime,
             body,
         };
-        let r = std::panic::catch_unwind(AssertUnwindSafe(|| run_case(&ctx, &c, false, &mut Spent::default())));
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_case(&ctx, &c, false, &mut Spent::default())
+        }));
         println!("{}: {r:?}", path.display());
         std::process::exit(i32::from(!matches!(r, Ok(Ok(_)))));
     }
@@ -1221,9 +1238,8 @@ fn main() {
         );
         current.store(case, Ordering::Release);
         let mut spent = Spent::default();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_case(&ctx, &c, lenient, &mut spent)
-        }));
+        let result =
+            std::panic::catch_unwind(AssertUnwindSafe(|| run_case(&ctx, &c, lenient, &mut spent)));
         let took = spent.0;
         current.store(u64::MAX, Ordering::Release);
         if took > t.max_case {
@@ -1321,13 +1337,8 @@ fn report(args: &Args, t: &Tally, elapsed: Duration) {
     println!(
         "  kind             admitted+converted  admitted-unchecked  allowed-other   denied   schema  malformed"
     );
-    for (k, name) in [
-        (0, "Runtime"),
-        (1, "GardenerCluster"),
-        (2, "RuntimeAccess"),
-    ] {
+    for (k, name) in [(0, "Runtime"), (1, "GardenerCluster"), (2, "RuntimeAccess")] {
         let [a, u, o, d, s, m] = t.by_kind[k];
         println!("  {name:<16} {a:>18}  {u:>18}  {o:>13}  {d:>7}  {s:>7}  {m:>9}");
     }
 }
-
