@@ -1240,7 +1240,16 @@ fn main() {
         let mut spent = Spent::default();
         let result =
             std::panic::catch_unwind(AssertUnwindSafe(|| run_case(&ctx, &c, lenient, &mut spent)));
-        let took = spent.0;
+        let mut took = spent.0;
+        // Over the limit: measured twice more, the fastest counts, so that a case is not
+        // blamed for another process taking the core (a slow case stays slow).
+        if !args.quick && took > CASE_LIMIT && matches!(result, Ok(Ok(_))) {
+            for _ in 0..2 {
+                let mut again = Spent::default();
+                let _ = run_case(&ctx, &c, lenient, &mut again);
+                took = took.min(again.0);
+            }
+        }
         current.store(u64::MAX, Ordering::Release);
         if took > t.max_case {
             t.max_case = took;
