@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert fuzz-reviews
 
 all: build
 
@@ -108,6 +108,13 @@ crds:
 ## per conversion (microseconds).
 bench-convert:
 	$(CARGO) bench -p kim-shared --bench convert
+
+## Randomised AdmissionReviews (KIM_FUZZ_CASES, default 1,000,000; KIM_FUZZ_SEED, default fixed)
+## through the mutating and validating webhooks and the Runtime -> Shoot conversion: no panic, no
+## case over 1 s, every admitted Runtime converts. Prints the counts (docs/benchmarks.md); a
+## failing case is replayed with `--case N`. `cargo test` runs 2,000 of them.
+fuzz-reviews:
+	$(CARGO) bench -p kim-webhook --bench random_reviews
 
 ## Load on kim-webhook over TLS keep-alive (16 connections): /validate/runtime and
 ## /mutate/runtime against the bench's own no-op and generic-decode reference server, a paced

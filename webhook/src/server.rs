@@ -175,7 +175,19 @@ fn admission_route(
                 })
                 .observe(started.elapsed().as_secs_f64());
             state.audit.emit(&a.audit);
-            json(a.body)
+            let mut response = json(a.body);
+            // While draining, an HTTP/1.1 connection is closed after its answer: the apiserver
+            // picks an endpoint only when it dials, and would keep sending reviews over its open
+            // keep-alive connections until the drain closes them under a request on its way
+            // (`write: broken pipe`, a failed admission). Dialling again reaches a replica that
+            // is still in the endpoints. (HTTP/2 drops the header; its drain sends GOAWAY, which
+            // clients answer by retrying the unprocessed requests on a new connection.)
+            if state.draining.load(Ordering::Relaxed) {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
         },
     )
 }

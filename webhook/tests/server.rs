@@ -435,6 +435,15 @@ async fn shutdown_reports_not_ready_and_keeps_serving_for_the_delay() {
         .await
         .expect("an open connection is still answered during the delay");
     assert_eq!(r.status, 200);
+    // ... and then closed (`Connection: close`): the client dials again, and reaches a replica
+    // still in the endpoints, instead of sending its next review over this connection until
+    // the drain closes it under that review.
+    assert!(
+        open.post("/validate/runtime", review("CREATE", sample_runtime()))
+            .await
+            .is_err(),
+        "an HTTP/1.1 connection is closed after its answer during the delay"
+    );
     let mut fresh = serving_with_client(&s).await;
     let r = fresh
         .post("/validate/runtime", review("CREATE", sample_runtime()))

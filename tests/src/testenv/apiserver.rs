@@ -17,6 +17,11 @@ pub struct ApiServerParams<'a> {
     pub audit: Option<(&'a Path, &'a Path)>,
     /// Front-proxy CA, proxy client cert and key, if aggregation is enabled.
     pub aggregator: Option<(&'a Path, &'a Path, &'a Path)>,
+    /// `--enable-aggregator-routing`: webhooks and APIServices with a `service` reference are
+    /// called at one of the Service's EndpointSlice addresses, not at its cluster IP (there is
+    /// no cluster network here). ExternalName Services (the aggregated gardener-apiserver's) are
+    /// then refused.
+    pub aggregator_routing: bool,
 }
 
 /// kube-apiserver arguments.
@@ -62,6 +67,9 @@ pub fn kube_apiserver_args(p: &ApiServerParams<'_>) -> Vec<String> {
             format!("--proxy-client-cert-file={}", cert.display()),
             format!("--proxy-client-key-file={}", key.display()),
         ]);
+    }
+    if p.aggregator_routing {
+        args.push("--enable-aggregator-routing=true".into());
     }
     args
 }

@@ -113,6 +113,11 @@ pub struct TestEnvOptions {
     pub state_dir: Option<PathBuf>,
     /// Upper bound for the whole start-up.
     pub start_timeout: Duration,
+    /// Start the KCP API server with `--enable-aggregator-routing`, so that a webhook with a
+    /// `service` reference is called at an address of the Service's EndpointSlices (which a
+    /// test writes, as the endpoint controller would). Needs `gardener: false`: the routing
+    /// refuses the ExternalName Service the Gardener aggregation uses.
+    pub aggregator_routing: bool,
 }
 
 impl Default for TestEnvOptions {
@@ -125,6 +130,7 @@ impl Default for TestEnvOptions {
             simulator: Some(crate::simulator::SimulatorConfig::instant()),
             state_dir: None,
             start_timeout: Duration::from_secs(90),
+            aggregator_routing: false,
         }
     }
 }
@@ -293,6 +299,11 @@ impl TestEnv {
     /// Starts an environment owned by the caller. Retries once when a port was taken between
     /// choosing and binding it.
     pub async fn start(opts: TestEnvOptions) -> Result<TestEnv> {
+        if opts.aggregator_routing && opts.gardener {
+            return Err(TestEnvError::Other(
+                "aggregator routing refuses the ExternalName Service of the Gardener aggregation; start without gardener".into(),
+            ));
+        }
         match Self::start_once(&opts).await {
             Err(e) if e.to_string().contains("address already in use") => {
                 tracing::warn!("port race during start-up, retrying once");
@@ -378,6 +389,7 @@ impl TestEnv {
                 cert_dir: &kcp_dir,
                 audit: Some((&audit_policy, &audit_log)),
                 aggregator: Some((&proxy_ca_file, &proxy_cert_file, &proxy_key_file)),
+                aggregator_routing: opts.aggregator_routing,
             }),
         )?;
         let kcp = ClusterAccess {
@@ -419,6 +431,7 @@ impl TestEnv {
                     cert_dir: &state_dir.join("shoot"),
                     audit: None,
                     aggregator: None,
+                    aggregator_routing: false,
                 }),
             )?;
             let access = ClusterAccess {
