@@ -43,7 +43,7 @@ use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::convert::{ConvertOptions, to_shoot_with};
 use kim_shared::validation;
-use kim_webhook::admission::{self, Admission};
+use kim_webhook::admission::{self, AdmissionOutcome};
 use kim_webhook::decode;
 use kim_webhook::request::AdmissionContext;
 use serde_json::{Map, Number, Value, json};
@@ -891,7 +891,7 @@ fn context() -> Ctx {
 }
 
 /// The `response` of an answer, checked for shape and uid.
-fn response(a: &Admission, body: &[u8]) -> Result<Value, String> {
+fn response(a: &AdmissionOutcome, body: &[u8]) -> Result<Value, String> {
     let v: Value = serde_json::from_slice(&a.body).map_err(|e| format!("answer not JSON: {e}"))?;
     if v["apiVersion"] != "admission.k8s.io/v1" || v["kind"] != "AdmissionReview" {
         return Err(format!("answer is not an AdmissionReview: {v}"));
