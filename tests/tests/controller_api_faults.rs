@@ -9,15 +9,13 @@
 //! and namespace. Every test of this binary injects transient faults only, so the shared log
 //! buffer must not hold a single `ERROR` line.
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use common::*;
+use kim_tests::controller::*;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};

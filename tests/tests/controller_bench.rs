@@ -38,8 +38,6 @@
 //! Ignored in `make test`; run by `make bench-controller`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -51,6 +49,7 @@ use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::gardener::Shoot;
@@ -308,7 +307,7 @@ async fn create_project(env: &TestEnv, project: &str) -> Result<String> {
         ranked.push((rank, o));
     }
     // The audit-log Secrets named in deploy/config (the controller's configuration).
-    for name in common::audit_secret_names()? {
+    for name in audit_secret_names()? {
         ranked.push((
             1,
             json!({"apiVersion": "v1", "kind": "Secret",
@@ -335,7 +334,7 @@ fn write_config(dir: &Path, project: &str) -> Result<PathBuf> {
 
 /// N Runtimes from the upstream sample (as the webhook would store it), unique names.
 fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
-    let template = common::sample_runtime(ns, "template")?;
+    let template = sample_runtime(ns, "template")?;
     Ok((0..n)
         .map(|i| {
             let id = format!("{tag}-{i:06}");
@@ -343,8 +342,8 @@ fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
             rt.metadata.name = Some(id.clone());
             let labels = rt.metadata.labels.get_or_insert_with(Default::default);
             labels.insert(names::LABEL_RUNTIME_ID.into(), id.clone());
-            labels.insert(names::LABEL_SHOOT_NAME.into(), common::shoot_name(&id));
-            rt.spec.shoot.name = common::shoot_name(&id);
+            labels.insert(names::LABEL_SHOOT_NAME.into(), shoot_name(&id));
+            rt.spec.shoot.name = shoot_name(&id);
             rt
         })
         .collect())

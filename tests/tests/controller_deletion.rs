@@ -5,13 +5,11 @@
 //! Shoot's deletion reports an eligible error code, and only then). A Runtime's deletion
 //! deletes only its own GardenerCluster (issue 19).
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use common::*;
+use kim_tests::controller::*;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};

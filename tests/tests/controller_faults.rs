@@ -1,13 +1,11 @@
 //! Faults: Gardener operations that fail (retryable and not) end where upstream's
 //! classification says; a fault that clears lets the Runtime become Ready.
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::time::Duration;
 
 use anyhow::Result;
-use common::*;
+use kim_tests::controller::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names;

@@ -13,11 +13,10 @@
 //! tests configure OIDC too.
 #![allow(clippy::unwrap_used)]
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::time::Duration;
 
+use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
 use kim_controller::runtime::oidc;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{condition, reason};
@@ -184,7 +183,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     // The policy takes effect once the apiserver has compiled it.
     let blocked = vec![json!({"clientID": "blocked-client",
                               "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
-    common::eventually("the policy refuses", Duration::from_secs(30), || {
+    eventually("the policy refuses", Duration::from_secs(30), || {
         let (runtime_client, blocked) = (runtime_client.clone(), blocked.clone());
         async move { Ok(oidc::apply(&runtime_client, &blocked).await.is_err()) }
     })
@@ -192,9 +191,9 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     .unwrap();
 
     let ns = env.namespace("ctl-oidc").await.unwrap();
-    let ctl = common::start_controller(env, &ns, &[]).await.unwrap();
+    let ctl = start_controller(env, &ns, &[]).await.unwrap();
     let id = format!("oidc-{}", &ns[ns.len().saturating_sub(6)..]);
-    let mut rt = common::sample_runtime(&ns, &id).unwrap();
+    let mut rt = sample_runtime(&ns, &id).unwrap();
     let entry = rt
         .spec
         .shoot
@@ -205,7 +204,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         .and_then(|c| c.first_mut())
         .expect("the upstream sample has an additionalOidcConfig entry");
     entry.oidc.client_id = Some("blocked-client".into());
-    common::create(env, &rt).await.unwrap();
+    create(env, &rt).await.unwrap();
 
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await.unwrap(), &ns);
     let oidc_condition = |rt: &Runtime| {
@@ -215,7 +214,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
             .and_then(|cs| cs.iter().find(|c| c.type_ == condition::OIDC_CONFIGURED))
             .cloned()
     };
-    common::eventually(
+    eventually(
         "OidcConfigured=False stored",
         Duration::from_secs(120),
         || {
@@ -252,7 +251,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         .delete("refuse-blocked-client", &Default::default())
         .await
         .unwrap();
-    let ready = common::wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
         .await
         .unwrap();
     let c = oidc_condition(&ready).unwrap();

@@ -12,7 +12,6 @@
 //! replaced by the test's; a resourceName the substitution does not know fails the test.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,7 +26,7 @@ use kim_certs::{Reason, RotationPolicy};
 use kim_tests::testenv::{Credentials, TestEnv};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use webhook_support::{Options, Webhook, env, names, runtime_resource, valid_runtime};
+use kim_tests::webhook::{Options, Webhook, env, names, runtime_resource, valid_runtime};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

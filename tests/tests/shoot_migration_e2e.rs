@@ -5,13 +5,11 @@
 //! binding of the same Secret) and the Runtime becomes Ready. Fields the controller does not
 //! manage survive the full update.
 
-#[path = "controller_common.rs"]
-mod common;
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use common::*;
+use kim_tests::controller::*;
 use kim_shared::api::RuntimeState;
 use kim_shared::gardener::Shoot;
 use kim_shared::names;

@@ -4,12 +4,11 @@
 //! docs/benchmarks.md come from here); asserts only that every create succeeded.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
 
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
-use webhook_support::{Options, Webhook, env, runtime_resource, valid_runtime};
+use kim_tests::webhook::{Options, Webhook, env, runtime_resource, valid_runtime};
 
 const CREATES: usize = 300;
 

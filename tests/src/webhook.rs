@@ -1,10 +1,10 @@
-//! Shared set-up of the webhook end-to-end tests: one KCP-only control plane per test binary,
-//! and per test a namespace, in-process webhook replica(s) with certificate rotation against
-//! the real apiserver, and the webhook configurations of `deploy/webhook/webhooks.yaml`
-//! pointed at them and scoped to that namespace.
-#![allow(dead_code, clippy::unwrap_used)]
+//! Set-up of the webhook end-to-end tests: one KCP-only control plane per test process, and per
+//! test a namespace, in-process webhook replica(s) with certificate rotation against the real
+//! apiserver, and the webhook configurations of `deploy/webhook/webhooks.yaml` pointed at them
+//! and scoped to that namespace.
+// Test set-up: a failure panics the test that called it, naming what failed.
+#![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use kim_certs::{
     CertResolver, CertRotator, RotationConfig, RotationPolicy, ServingNames, SyncOutcome,
 };
 use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use crate::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kim_webhook::audit::AuditSink;
 use kim_webhook::request::AdmissionContext;
 use kim_webhook::server::{AppState, admission_router, serve_tls};
@@ -22,14 +22,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The KCP-only environment of this test binary, started once on its own runtime thread so
+/// The KCP-only environment of the webhook tests of this process, started once on its own runtime thread so
 /// it outlives the test that started it.
 pub async fn env() -> &'static TestEnv {
     static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
