@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::testenv::TestEnv;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
 use kim_controller::cli::run::RunArgs;
 use kim_controller::runner::Process;
 use kim_shared::api::{Runtime, RuntimeState};
-use crate::testenv::TestEnv;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -172,10 +172,7 @@ pub async fn controller_args_wired(
         "kim-controller".into(),
         format!("--kcp-kubeconfig-path={}", kcp.display()),
         format!("--gardener-kubeconfig-path={}", garden.display()),
-        format!(
-            "--gardener-project-name={}",
-            crate::fixtures::PROJECT_NAME
-        ),
+        format!("--gardener-project-name={}", crate::fixtures::PROJECT_NAME),
         format!("--converter-config-filepath={}", config.display()),
         format!("--namespace={ns}"),
         "--metrics-bind-address=127.0.0.1:0".into(),
@@ -266,7 +263,7 @@ pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
 }
 
 /// A controller on its own runtime, so that killing it stops every task at its next await
-/// point, mid-reconcile, as a crash would.
+/// point, mid-reconcile, as a crash would, and so that its log lines can go to the test.
 pub struct KillableController {
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: kim_controller::Shutdown,
@@ -300,10 +297,28 @@ impl KillableController {
         wiring: &Wiring,
     ) -> Result<(Self, String, std::net::SocketAddr)> {
         let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
+        Self::start_with_args(args, dir, None).await
+    }
+
+    /// Starts one with `args` as built by [`controller_args`] (and changed by the test); `dir`
+    /// holds its files. With `logs`, every line the controller logs goes to that subscriber
+    /// instead of the process's (it is the default of its runtime's threads), so a test reads
+    /// the lines of its own controllers while other tests of the process log elsewhere. Also
+    /// returns its Lease identity and `/metrics` address once its process has started.
+    pub async fn start_with_args(
+        args: RunArgs,
+        dir: tempfile::TempDir,
+        logs: Option<tracing::Dispatch>,
+    ) -> Result<(Self, String, std::net::SocketAddr)> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2).enable_all();
+        if let Some(logs) = logs {
+            builder.on_thread_start(move || {
+                // For the thread's whole life: dropping the guard would restore the process's.
+                std::mem::forget(tracing::dispatcher::set_default(&logs));
+            });
+        }
+        let runtime = builder.build()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = kim_controller::Shutdown::new();
         let stop = shutdown.clone();
@@ -311,7 +326,9 @@ impl KillableController {
             match Process::start(args, stop).await {
                 Ok(p) => {
                     let _ = tx.send(Ok((p.identity.clone(), p.metrics_addr)));
-                    let _ = p.run().await;
+                    if let Err(e) = p.run().await {
+                        tracing::warn!("controller stopped: {e}");
+                    }
                 }
                 Err(e) => {
                     let _ = tx.send(Err(format!("controller did not start: {e}")));
@@ -530,8 +547,7 @@ pub fn provisionable(mut rt: Value, ns: &str, id: &str) -> Result<Runtime> {
         .as_str()
         .context("spec.shoot.provider.type")?
         .to_owned();
-    rt["spec"]["shoot"]["secretBindingName"] =
-        json!(crate::fixtures::credentials_name(&provider));
+    rt["spec"]["shoot"]["secretBindingName"] = json!(crate::fixtures::credentials_name(&provider));
     if let Some(k) = rt
         .pointer_mut("/spec/shoot/kubernetes")
         .and_then(Value::as_object_mut)

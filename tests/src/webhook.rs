@@ -8,11 +8,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kim_certs::{
     CertResolver, CertRotator, RotationConfig, RotationPolicy, ServingNames, SyncOutcome,
 };
 use kim_shared::config::{ConfigPaths, KimConfig};
-use crate::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kim_webhook::audit::AuditSink;
 use kim_webhook::request::AdmissionContext;
 use kim_webhook::server::{AppState, admission_router, serve_tls};
@@ -22,37 +22,17 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// The KCP-only environment of the webhook tests of this process, started once on its own runtime thread so
-/// it outlives the test that started it.
+/// The KCP-only environment of the webhook tests of this process, started once; it outlives
+/// the test that started it.
 pub async fn env() -> &'static TestEnv {
     static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
         tokio::sync::OnceCell::const_new();
-    let r = ENV
-        .get_or_init(|| async {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async move {
-                    match TestEnv::start(TestEnvOptions::kcp_only()).await {
-                        Ok(env) => {
-                            let _ = tx.send(Ok(&*Box::leak(Box::new(env))));
-                            std::future::pending::<()>().await;
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e.to_string()));
-                        }
-                    }
-                });
-            });
-            rx.await
-                .unwrap_or_else(|_| Err("environment thread died".into()))
+    let started = ENV
+        .get_or_init(|| {
+            TestEnv::start_for_process("kim-testenv-webhook", TestEnvOptions::kcp_only())
         })
         .await;
-    match r {
+    match started {
         Ok(env) => env,
         Err(e) => panic!("the webhook end-to-end tests need the KCP test environment: {e}"),
     }

@@ -4,7 +4,6 @@
 //! cluster, Runtime `Ready` with upstream's conditions; then deleted, finalizer last. The same
 //! over upstream's samples is part of the upstream-compatibility suite.
 
-
 use anyhow::{Result, ensure};
 use kim_tests::controller::*;
 

@@ -4,17 +4,16 @@
 //! auditAnnotations in the apiserver's audit log, and the deploy manifests accepted.
 #![allow(clippy::unwrap_used)]
 
-
 // The benchmark's review builder, checked here against what the apiserver sends.
-#[path = "../../webhook/benches/support/review_sample.rs"]
+#[path = "../../../../webhook/benches/support/review_sample.rs"]
 mod review_sample;
 
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
 use kim_tests::webhook::{
     Options, Webhook, admissible, create_with_only_the_documented_defaults, env, kim_config,
     kubectl, runtime_resource, sample, valid_runtime,
 };
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
 
 fn yaml(v: &Value) -> String {
     serde_yaml_ng::to_string(v).unwrap()

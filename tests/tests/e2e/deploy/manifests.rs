@@ -4,7 +4,6 @@
 //! every file a flag names is mounted from the ConfigMap that holds it, and the Pods pass the
 //! `restricted` Pod Security Standard the namespace enforces.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, Result, bail, ensure};

@@ -8,21 +8,30 @@
 //! apiserver's reason (stored before the retry; upstream loses it), and it becomes `Ready` once
 //! the cause is gone.
 //!
-//! Its own test binary, its tests one at a time: every Runtime of a test binary gets the same
+//! Its own environment, its tests one at a time: every Runtime of an environment gets the same
 //! shoot cluster, the objects `kyma-oidc-<i>` are cluster-scoped, and the other controller
 //! tests configure OIDC too.
 #![allow(clippy::unwrap_used)]
 
-
 use std::time::Duration;
 
-use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
 use kim_controller::runtime::oidc;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{condition, reason};
-use kim_tests::testenv::TestEnv;
+use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
+
+/// The environment of these tests alone (see the module docs), started once.
+async fn env() -> &'static TestEnv {
+    static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
+        tokio::sync::OnceCell::const_new();
+    ENV.get_or_init(|| TestEnv::start_for_process("kim-testenv-oidc", TestEnvOptions::default()))
+        .await
+        .clone()
+        .unwrap_or_else(|e| panic!("the OIDC tests' own environment: {e}"))
+}
 
 /// One test at a time (see the module docs).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -62,7 +71,7 @@ fn runtime_with(entries: Value) -> Runtime {
 #[tokio::test]
 async fn every_openidconnect_is_tried_and_every_failure_named() {
     let _serial = SERIAL.lock().await;
-    let env = TestEnv::shared().await.unwrap();
+    let env = env().await;
     let runtime_client = env.shoot_client().await.unwrap();
     let api = openidconnects(runtime_client.clone());
     let default = json!({"clientID": "default", "issuerURL": "https://default.example.com",
@@ -135,7 +144,7 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers() {
     let _serial = SERIAL.lock().await;
-    let env = TestEnv::shared().await.unwrap();
+    let env = env().await;
     let runtime_client = env.shoot_client().await.unwrap();
     // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
     // admission could refuse an OpenIDConnect.
