@@ -33,11 +33,10 @@
 //!
 //! Knobs (environment): `KIM_BENCH_SIZES` (`1000,10000`), `KIM_BENCH_CONCURRENCY` (32: bench
 //! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`),
-//! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` next to this
-//! test's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
-//! Ignored in `make test`; run by `make bench-controller`.
+//! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` in this
+//! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
+//! A bench target (not part of `make test`); run by `make bench-controller`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -49,11 +48,11 @@ use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_tests::fixtures;
 use kim_tests::testenv::process::{ManagedProcess, free_port};
 use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
@@ -483,13 +482,13 @@ fn controller_binary() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("KIM_CONTROLLER_BIN") {
         return Ok(PathBuf::from(p));
     }
-    // target/<profile>/deps/controller_bench-<hash> -> target/<profile>/kim-controller
+    // target/<profile>/deps/controller-<hash> -> target/<profile>/kim-controller
     let exe = std::env::current_exe()?;
     let bin = exe
         .parent()
         .and_then(Path::parent)
         .map(|d| d.join("kim-controller"))
-        .context("no directory above the test binary")?;
+        .context("no directory above the bench binary")?;
     if !bin.exists() {
         bail!(
             "{} is missing: run `cargo build --release -p kim-controller` (make bench-controller does)",
@@ -890,8 +889,15 @@ fn write_doc(block: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: run with `make bench-controller`"]
+/// Run by `make bench-controller` (a bench target without the test harness).
+fn main() -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(bench_controller())
+}
+
 async fn bench_controller() -> Result<()> {
     let sizes = sizes()?;
     let c = knob("KIM_BENCH_CONCURRENCY", 32).max(1) as usize;
