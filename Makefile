@@ -102,7 +102,7 @@ deploy:
 
 ## Regenerates crds/*.yaml from the Rust types.
 crds:
-	$(CARGO) run -q -p kim-tests --bin kim-crdgen -- crds
+	$(CARGO) run -q -p kim-shared --bin kim-crdgen -- crds
 
 ## Criterion benchmark of one Runtime -> Shoot conversion (create and patch); prints the time
 ## per conversion (microseconds).
@@ -127,7 +127,7 @@ bench-webhook:
 		&& apt-get install -y -q wrk >/dev/null 2>&1; } || echo "bench-webhook: wrk is not installed and could not be; the wrk cross-check will say so"
 	$(CARGO) build --release -p kim-webhook --bins
 	$(CARGO) bench -p kim-webhook --bench admission_load
-	$(CARGO) test --release -p kim-tests --test webhook_latency -- --nocapture
+	$(CARGO) bench -p kim-tests --bench webhook_latency
 
 ## GardenerCluster reconciler at scale: creation wave, Gardener calls at steady state, forced
 ## rotation wave of KIM_BENCH_CLUSTERS (10000) vs a baseline of writing as many Secrets directly.
@@ -135,7 +135,7 @@ bench-webhook:
 ## gardener-apiserver signs with KIM_BENCH_GARDENER=real (1000 clusters: ~370 ms per call).
 ## Prints the figures (docs/benchmarks.md).
 bench-kubeconfig: testenv-bins
-	$(CARGO) test --release -p kim-tests --test kubeconfig_bench -- --ignored --nocapture
+	$(CARGO) bench -p kim-tests --bench kubeconfig
 
 ## Runtime controller at scale: KIM_BENCH_SIZES (1000,10000) Runtimes until all are Ready, with
 ## the release kim-controller as its own process, next to a baseline that writes the same objects
@@ -143,4 +143,4 @@ bench-kubeconfig: testenv-bins
 ## Prints the figures and writes them into docs/benchmarks.md.
 bench-controller: testenv-bins
 	$(CARGO) build --release -p kim-controller
-	$(CARGO) test --release -p kim-tests --test controller_bench -- --ignored --nocapture
+	$(CARGO) bench -p kim-tests --bench controller

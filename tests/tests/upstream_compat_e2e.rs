@@ -7,20 +7,17 @@
 //! `test = false`: `make test` runs it when the variable is set and says so when it is not.
 #![allow(clippy::unwrap_used)]
 
-#[path = "controller_common.rs"]
-mod common;
-mod webhook_support;
-
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, ensure};
 use kim_shared::api::Runtime;
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
-use webhook_support::{
+use kim_tests::controller::{provision_and_delete_samples, read_samples};
+use kim_tests::webhook::{
     Options, Webhook, admissible, create_with_only_the_documented_defaults, env, kim_config,
     kubectl, runtime_resource,
 };
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
 
 /// `$KIM_UPSTREAM_DIR/upstream` (the 2025 baseline). Panics naming the variable when it is unset
 /// and the path when the folder is missing: this suite never passes without upstream's files.
@@ -99,7 +96,7 @@ fn yaml(v: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_upstream_sample_is_provisioned_and_deleted() -> Result<()> {
     let files = upstream_runtime_files()?;
-    common::provision_and_delete_samples("ctl-upstream", common::read_samples(&files)?).await
+    provision_and_delete_samples("ctl-upstream", read_samples(&files)?).await
 }
 
 #[tokio::test]

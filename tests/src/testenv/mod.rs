@@ -245,55 +245,66 @@ impl Files {
 }
 
 impl TestEnv {
-    /// One environment per test binary, started on first use with the default options and
+    /// One environment per test process, started on first use with the default options and
     /// shared by all tests (they isolate themselves by namespace). It runs on its own runtime
     /// thread, so it outlives the test that happened to start it; its processes die with the
-    /// test binary.
+    /// test process.
     pub async fn shared() -> Result<&'static TestEnv> {
         static SHARED: tokio::sync::OnceCell<std::result::Result<&'static TestEnv, String>> =
             tokio::sync::OnceCell::const_new();
         let res = SHARED
-            .get_or_init(|| async {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let spawned = std::thread::Builder::new()
-                    .name("kim-testenv-shared".into())
-                    .spawn(move || {
-                        let rt = match tokio::runtime::Builder::new_multi_thread()
-                            .worker_threads(2)
-                            .enable_all()
-                            .build()
-                        {
-                            Ok(rt) => rt,
-                            Err(e) => {
-                                let _ =
-                                    tx.send(Err(format!("cannot build the shared runtime: {e}")));
-                                return;
-                            }
-                        };
-                        rt.block_on(async move {
-                            match TestEnv::start(TestEnvOptions::default()).await {
-                                Ok(env) => {
-                                    let env: &'static TestEnv = Box::leak(Box::new(env));
-                                    let _ = tx.send(Ok(env));
-                                    // Keep the runtime (and the simulator on it) alive for good.
-                                    std::future::pending::<()>().await;
-                                }
-                                Err(e) => {
-                                    let _ = tx.send(Err(e.to_string()));
-                                }
-                            }
-                        });
-                    });
-                match spawned {
-                    Ok(_) => rx
-                        .await
-                        .unwrap_or_else(|_| Err("the shared environment thread died".into())),
-                    Err(e) => Err(format!("cannot start the shared environment thread: {e}")),
-                }
+            .get_or_init(|| {
+                Self::start_for_process("kim-testenv-shared", TestEnvOptions::default())
             })
             .await;
         res.clone()
             .map_err(|e| TestEnvError::Other(format!("shared test environment: {e}")))
+    }
+
+    /// Starts an environment that lives as long as the process, for a `static` that tests of
+    /// one kind share (as [`TestEnv::shared`] does for all). It runs on a runtime of its own on
+    /// the thread `thread`, so it outlives the test that started it (each test has its own
+    /// runtime); its processes die with the test process.
+    pub async fn start_for_process(
+        thread: &str,
+        opts: TestEnvOptions,
+    ) -> std::result::Result<&'static TestEnv, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name(thread.to_owned())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ =
+                            tx.send(Err(format!("cannot build the environment's runtime: {e}")));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    match TestEnv::start(opts).await {
+                        Ok(env) => {
+                            let env: &'static TestEnv = Box::leak(Box::new(env));
+                            let _ = tx.send(Ok(env));
+                            // Keep the runtime (and the simulator on it) alive for good.
+                            std::future::pending::<()>().await;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                        }
+                    }
+                });
+            });
+        match spawned {
+            Ok(_) => rx
+                .await
+                .unwrap_or_else(|_| Err("the environment thread died".into())),
+            Err(e) => Err(format!("cannot start the environment thread: {e}")),
+        }
     }
 
     /// Starts an environment owned by the caller. Retries once when a port was taken between

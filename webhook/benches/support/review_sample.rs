@@ -4,7 +4,7 @@
 //! webhooks also `uid`, `creationTimestamp` and `generation` (set by the store before it
 //! validates); the request carries `userInfo.extra` and `options`. A review of the bare object
 //! is a third smaller than a real one and misses the part that is the costliest to decode
-//! (docs/benchmarks.md). `tests/tests/webhook_admission.rs` includes this file and checks these
+//! (docs/benchmarks.md). `tests/tests/e2e/webhook/admission.rs` includes this file and checks these
 //! shapes, and [`fields_v1`], against reviews the real apiserver sent.
 
 use serde_json::{Map, Value, json};

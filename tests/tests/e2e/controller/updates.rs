@@ -4,16 +4,13 @@
 //! finalizer, in that order (KCP audit log); a Ready Runtime whose Shoot drifts is corrected;
 //! the suspend and force-patch annotations work as upstream's.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use common::*;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
+use kim_tests::controller::*;
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
 use kube::api::{DeleteParams, Patch, PatchParams};

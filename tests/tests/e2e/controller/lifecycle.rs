@@ -2,16 +2,13 @@
 //! finishes it, the GardenerCluster and the administrators' bindings appear, the Runtime is
 //! Ready with upstream's conditions; updates; deletion in order with the finalizer last.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::Result;
-use common::*;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::controller::*;
 use kim_tests::testenv::TestEnv;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};

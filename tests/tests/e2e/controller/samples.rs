@@ -4,11 +4,8 @@
 //! cluster, Runtime `Ready` with upstream's conditions; then deleted, finalizer last. The same
 //! over upstream's samples is part of the upstream-compatibility suite.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use anyhow::{Result, ensure};
-use common::*;
+use kim_tests::controller::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_sample_runtime_is_provisioned_and_deleted() -> Result<()> {

@@ -24,8 +24,8 @@
 //!
 //! Knobs (environment): `KIM_BENCH_GARDENER` (sim), `KIM_BENCH_CLUSTERS` (10000 sim, 1000
 //! real), `KIM_BENCH_SHOOTS` (10, shared by the GardenerClusters), `KIM_BENCH_STEADY_SECS` (60),
-//! `KIM_BENCH_QPS` (200, Gardener client rate), `KIM_BENCH_WORKERS` (25). Ignored in
-//! `make test`; run by `make bench-kubeconfig`.
+//! `KIM_BENCH_QPS` (200, Gardener client rate), `KIM_BENCH_WORKERS` (25). A bench
+//! target (not part of `make test`); run by `make bench-kubeconfig`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -344,8 +344,15 @@ where
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: run with `make bench-kubeconfig`"]
+/// Run by `make bench-kubeconfig` (a bench target without the test harness).
+fn main() -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(bench_kubeconfig())
+}
+
 async fn bench_kubeconfig() -> Result<()> {
     let sim = match std::env::var("KIM_BENCH_GARDENER").as_deref() {
         Ok("sim") | Err(_) => true,

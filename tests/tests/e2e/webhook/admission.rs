@@ -4,18 +4,16 @@
 //! auditAnnotations in the apiserver's audit log, and the deploy manifests accepted.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
-
 // The benchmark's review builder, checked here against what the apiserver sends.
-#[path = "../../webhook/benches/support/review_sample.rs"]
+#[path = "../../../../webhook/benches/support/review_sample.rs"]
 mod review_sample;
 
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{Value, json};
-use webhook_support::{
+use kim_tests::webhook::{
     Options, Webhook, admissible, create_with_only_the_documented_defaults, env, kim_config,
     kubectl, runtime_resource, sample, valid_runtime,
 };
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
 
 fn yaml(v: &Value) -> String {
     serde_yaml_ng::to_string(v).unwrap()
@@ -591,7 +589,7 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
 async fn deploy_manifests_are_accepted_by_the_apiserver() {
     let env = env().await;
     let ns = env.namespace("deploy").await.unwrap();
-    let dir = webhook_support::repo_root().join("deploy/webhook");
+    let dir = kim_tests::testenv::repo_root().join("deploy/webhook");
     for f in [
         "serviceaccount.yaml",
         "rbac.yaml",
@@ -839,7 +837,7 @@ async fn benchmark_reviews_are_shaped_as_the_apiservers() {
     use review_sample::{create_review, fields_v1};
     use std::collections::BTreeSet;
     let env = env().await;
-    let captured = webhook_support::Captured::default();
+    let captured = kim_tests::webhook::Captured::default();
     let wh = Webhook::start(
         env,
         Options {

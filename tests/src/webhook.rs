@@ -1,18 +1,18 @@
-//! Shared set-up of the webhook end-to-end tests: one KCP-only control plane per test binary,
-//! and per test a namespace, in-process webhook replica(s) with certificate rotation against
-//! the real apiserver, and the webhook configurations of `deploy/webhook/webhooks.yaml`
-//! pointed at them and scoped to that namespace.
-#![allow(dead_code, clippy::unwrap_used)]
+//! Set-up of the webhook end-to-end tests: one KCP-only control plane per test process, and per
+//! test a namespace, in-process webhook replica(s) with certificate rotation against the real
+//! apiserver, and the webhook configurations of `deploy/webhook/webhooks.yaml` pointed at them
+//! and scoped to that namespace.
+// Test set-up: a failure panics the test that called it, naming what failed.
+#![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kim_certs::{
     CertResolver, CertRotator, RotationConfig, RotationPolicy, ServingNames, SyncOutcome,
 };
 use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_tests::testenv::{TestEnv, TestEnvOptions};
 use kim_webhook::audit::AuditSink;
 use kim_webhook::request::AdmissionContext;
 use kim_webhook::server::{AppState, admission_router, serve_tls};
@@ -22,44 +22,17 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The KCP-only environment of this test binary, started once on its own runtime thread so
-/// it outlives the test that started it.
+/// The KCP-only environment of the webhook tests of this process, started once; it outlives
+/// the test that started it.
 pub async fn env() -> &'static TestEnv {
     static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
         tokio::sync::OnceCell::const_new();
-    let r = ENV
-        .get_or_init(|| async {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async move {
-                    match TestEnv::start(TestEnvOptions::kcp_only()).await {
-                        Ok(env) => {
-                            let _ = tx.send(Ok(&*Box::leak(Box::new(env))));
-                            std::future::pending::<()>().await;
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e.to_string()));
-                        }
-                    }
-                });
-            });
-            rx.await
-                .unwrap_or_else(|_| Err("environment thread died".into()))
+    let started = ENV
+        .get_or_init(|| {
+            TestEnv::start_for_process("kim-testenv-webhook", TestEnvOptions::kcp_only())
         })
         .await;
-    match r {
+    match started {
         Ok(env) => env,
         Err(e) => panic!("the webhook end-to-end tests need the KCP test environment: {e}"),
     }

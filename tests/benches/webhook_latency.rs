@@ -4,12 +4,10 @@
 //! docs/benchmarks.md come from here); asserts only that every create succeeded.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
-
 use std::time::{Duration, Instant};
 
+use kim_tests::webhook::{Options, Webhook, env, runtime_resource, valid_runtime};
 use kube::api::{Api, DynamicObject, PostParams};
-use webhook_support::{Options, Webhook, env, runtime_resource, valid_runtime};
 
 const CREATES: usize = 300;
 
@@ -36,7 +34,16 @@ async fn creates(api: &Api<DynamicObject>, ns: &str, prefix: &str) -> Vec<Durati
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Run by `make bench-webhook` (a bench target without the test harness).
+fn main() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(runtime_create_latency_with_and_without_webhooks());
+}
+
 async fn runtime_create_latency_with_and_without_webhooks() {
     let env = env().await;
     let client = env.kcp_client().await.unwrap();

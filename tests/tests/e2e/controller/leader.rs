@@ -4,15 +4,12 @@
 //! leader (no graceful release) hands the Lease to the other within the lease duration, and a
 //! Runtime created after the failover becomes Ready through it; a graceful stop hands over too.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kim_shared::api::RuntimeState;
+use kim_tests::controller::*;
 use kim_tests::testenv::TestEnv;
 use kube::Api;
 use serde_json::Value;

@@ -1,17 +1,14 @@
 //! Crash safety: killing the controller at random points while 200 Runtimes are provisioned and
 //! deleted leaves no duplicate Shoot, no orphan GardenerCluster and no stuck finalizer.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
 use anyhow::Result;
-use common::*;
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::controller::*;
 use kim_tests::testenv::TestEnv;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};

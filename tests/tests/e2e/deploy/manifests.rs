@@ -4,13 +4,11 @@
 //! every file a flag names is mounted from the ConfigMap that holds it, and the Pods pass the
 //! `restricted` Pod Security Standard the namespace enforces.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
+use kim_tests::controller::{create, sample_runtime, start_controller, wait_state};
 use kim_tests::testenv::TestEnv;
 use serde_json::Value;
 
@@ -497,10 +495,10 @@ async fn controller_alerts_use_exposed_metrics_and_link_existing_runbooks() -> R
     // Runtime state gauge has a sample.
     let env = TestEnv::shared().await?;
     let ns = env.namespace("alerts").await?;
-    let ctl = common::start_controller(env, &ns, &[]).await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
     let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
-    common::create(env, &common::sample_runtime(&ns, &id)?).await?;
-    common::wait_state(
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(
         env,
         &ns,
         &id,

@@ -12,8 +12,6 @@
 //! replaced by the test's; a resourceName the substitution does not know fails the test.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -25,9 +23,9 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
 use kim_certs::{Reason, RotationPolicy};
 use kim_tests::testenv::{Credentials, TestEnv};
+use kim_tests::webhook::{Options, Webhook, env, names, runtime_resource, valid_runtime};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use webhook_support::{Options, Webhook, env, names, runtime_resource, valid_runtime};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

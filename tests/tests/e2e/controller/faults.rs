@@ -1,16 +1,13 @@
 //! Faults: Gardener operations that fail (retryable and not) end where upstream's
 //! classification says; a fault that clears lets the Runtime become Ready.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::Result;
-use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names;
+use kim_tests::controller::*;
 use kim_tests::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
 use kim_tests::testenv::TestEnv;
 use kube::Api;

@@ -6,21 +6,19 @@
 //! conflict).
 //!
 //! The four fault classes run as four tests in parallel; each has its own proxy, controller
-//! and namespace. Every test of this binary injects transient faults only, so the shared log
-//! buffer must not hold a single `ERROR` line.
-
-#[path = "controller_common.rs"]
-mod common;
+//! and namespace. The controllers of this module's tests log into one buffer (each on a runtime
+//! of its own whose threads write there, so other tests of the process do not); every test
+//! here injects transient faults only, so that buffer must not hold a single `ERROR` line.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use common::*;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
+use kim_tests::controller::*;
 use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
@@ -66,26 +64,47 @@ impl LogBuffer {
     }
 }
 
-/// Installs the capturing subscriber (same JSON layout as `kim_controller::logging` with
-/// `--log-format=json`) before any controller starts; later `logging::init` calls keep it.
+/// The log lines of this module's controllers.
 fn logs() -> &'static LogBuffer {
     static LOGS: OnceLock<LogBuffer> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buffer = LogBuffer::default();
-        let installed = tracing_subscriber::fmt()
-            // The filter `kim-controller run` derives from its default `--log-level`.
-            .with_env_filter(tracing_subscriber::EnvFilter::new(
-                kim_controller::runner::log_filter("info"),
-            ))
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(buffer.clone())
-            .try_init();
-        assert!(installed.is_ok(), "another subscriber was installed first");
-        buffer
-    })
+    LOGS.get_or_init(LogBuffer::default)
+}
+
+/// The subscriber this module's controllers log to: into [`logs`], with the JSON layout of
+/// `kim_controller::logging` with `--log-format=json`.
+fn log_dispatch() -> tracing::Dispatch {
+    static DISPATCH: OnceLock<tracing::Dispatch> = OnceLock::new();
+    DISPATCH
+        .get_or_init(|| {
+            tracing::Dispatch::new(
+                tracing_subscriber::fmt()
+                    // The filter `kim-controller run` derives from its default `--log-level`.
+                    .with_env_filter(tracing_subscriber::EnvFilter::new(
+                        kim_controller::runner::log_filter("info"),
+                    ))
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .with_writer(logs().clone())
+                    .finish(),
+            )
+        })
+        .clone()
+}
+
+/// Starts a controller for `ns` reaching the clusters as `wiring` says, logging into [`logs`];
+/// returns it and its `/metrics` address.
+async fn start_logged(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+    wiring: &Wiring,
+) -> Result<(KillableController, std::net::SocketAddr)> {
+    let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
+    let (ctl, _, metrics) =
+        KillableController::start_with_args(args, dir, Some(log_dispatch())).await?;
+    Ok((ctl, metrics))
 }
 
 fn level(line: &Value) -> &str {
@@ -181,7 +200,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
         gardener: Some(proxy.access_via(env.kcp())),
         ..Default::default()
     };
-    let ctl = start_controller_wired(env, &ns, &[], &wiring).await?;
+    let (ctl, metrics) = start_logged(env, &ns, &[], &wiring).await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 
@@ -322,7 +341,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     );
 
     // The controller counted the faulty answers by code.
-    let metrics = ctl.metrics_text().await?;
+    let metrics = metrics_text(metrics).await?;
     for code in faults.codes {
         let n = metric_sum(
             &metrics,
@@ -458,10 +477,11 @@ async fn gardener_health_follows_an_outage() -> Result<()> {
         gardener: Some(proxy.access_via(env.kcp())),
         ..Default::default()
     };
-    let ctl = start_controller_wired(env, &ns, &["--gardener-health-interval=1s"], &wiring).await?;
+    let (ctl, metrics) =
+        start_logged(env, &ns, &["--gardener-health-interval=1s"], &wiring).await?;
     let url = proxy.url().to_owned();
     let health = |status: &'static str| {
-        let (addr, url) = (ctl.metrics, url.clone());
+        let (addr, url) = (metrics, url.clone());
         async move {
             let text = metrics_text(addr).await?;
             let labels = [format!("status=\"{status}\""), format!("url=\"{url}")];
@@ -535,7 +555,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
         gardener: Some(proxy.access_via(env.kcp())),
         ..Default::default()
     };
-    let ctl = start_controller_wired(env, &ns, &[], &wiring).await?;
+    let (ctl, _) = start_logged(env, &ns, &[], &wiring).await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 

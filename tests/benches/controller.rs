@@ -33,13 +33,10 @@
 //!
 //! Knobs (environment): `KIM_BENCH_SIZES` (`1000,10000`), `KIM_BENCH_CONCURRENCY` (32: bench
 //! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`),
-//! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` next to this
-//! test's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
-//! Ignored in `make test`; run by `make bench-controller`.
+//! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` in this
+//! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
+//! A bench target (not part of `make test`); run by `make bench-controller`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "controller_common.rs"]
-mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -55,6 +52,7 @@ use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_tests::fixtures;
 use kim_tests::testenv::process::{ManagedProcess, free_port};
 use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
@@ -308,7 +306,7 @@ async fn create_project(env: &TestEnv, project: &str) -> Result<String> {
         ranked.push((rank, o));
     }
     // The audit-log Secrets named in deploy/config (the controller's configuration).
-    for name in common::audit_secret_names()? {
+    for name in audit_secret_names()? {
         ranked.push((
             1,
             json!({"apiVersion": "v1", "kind": "Secret",
@@ -335,7 +333,7 @@ fn write_config(dir: &Path, project: &str) -> Result<PathBuf> {
 
 /// N Runtimes from the upstream sample (as the webhook would store it), unique names.
 fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
-    let template = common::sample_runtime(ns, "template")?;
+    let template = sample_runtime(ns, "template")?;
     Ok((0..n)
         .map(|i| {
             let id = format!("{tag}-{i:06}");
@@ -343,8 +341,8 @@ fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
             rt.metadata.name = Some(id.clone());
             let labels = rt.metadata.labels.get_or_insert_with(Default::default);
             labels.insert(names::LABEL_RUNTIME_ID.into(), id.clone());
-            labels.insert(names::LABEL_SHOOT_NAME.into(), common::shoot_name(&id));
-            rt.spec.shoot.name = common::shoot_name(&id);
+            labels.insert(names::LABEL_SHOOT_NAME.into(), shoot_name(&id));
+            rt.spec.shoot.name = shoot_name(&id);
             rt
         })
         .collect())
@@ -484,13 +482,13 @@ fn controller_binary() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("KIM_CONTROLLER_BIN") {
         return Ok(PathBuf::from(p));
     }
-    // target/<profile>/deps/controller_bench-<hash> -> target/<profile>/kim-controller
+    // target/<profile>/deps/controller-<hash> -> target/<profile>/kim-controller
     let exe = std::env::current_exe()?;
     let bin = exe
         .parent()
         .and_then(Path::parent)
         .map(|d| d.join("kim-controller"))
-        .context("no directory above the test binary")?;
+        .context("no directory above the bench binary")?;
     if !bin.exists() {
         bail!(
             "{} is missing: run `cargo build --release -p kim-controller` (make bench-controller does)",
@@ -891,8 +889,15 @@ fn write_doc(block: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: run with `make bench-controller`"]
+/// Run by `make bench-controller` (a bench target without the test harness).
+fn main() -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(bench_controller())
+}
+
 async fn bench_controller() -> Result<()> {
     let sizes = sizes()?;
     let c = knob("KIM_BENCH_CONCURRENCY", 32).max(1) as usize;

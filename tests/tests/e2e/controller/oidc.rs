@@ -8,22 +8,30 @@
 //! apiserver's reason (stored before the retry; upstream loses it), and it becomes `Ready` once
 //! the cause is gone.
 //!
-//! Its own test binary, its tests one at a time: every Runtime of a test binary gets the same
+//! Its own environment, its tests one at a time: every Runtime of an environment gets the same
 //! shoot cluster, the objects `kyma-oidc-<i>` are cluster-scoped, and the other controller
 //! tests configure OIDC too.
 #![allow(clippy::unwrap_used)]
-
-#[path = "controller_common.rs"]
-mod common;
 
 use std::time::Duration;
 
 use kim_controller::runtime::oidc;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{condition, reason};
-use kim_tests::testenv::TestEnv;
+use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
+
+/// The environment of these tests alone (see the module docs), started once.
+async fn env() -> &'static TestEnv {
+    static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
+        tokio::sync::OnceCell::const_new();
+    ENV.get_or_init(|| TestEnv::start_for_process("kim-testenv-oidc", TestEnvOptions::default()))
+        .await
+        .clone()
+        .unwrap_or_else(|e| panic!("the OIDC tests' own environment: {e}"))
+}
 
 /// One test at a time (see the module docs).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -63,7 +71,7 @@ fn runtime_with(entries: Value) -> Runtime {
 #[tokio::test]
 async fn every_openidconnect_is_tried_and_every_failure_named() {
     let _serial = SERIAL.lock().await;
-    let env = TestEnv::shared().await.unwrap();
+    let env = env().await;
     let runtime_client = env.shoot_client().await.unwrap();
     let api = openidconnects(runtime_client.clone());
     let default = json!({"clientID": "default", "issuerURL": "https://default.example.com",
@@ -136,7 +144,7 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers() {
     let _serial = SERIAL.lock().await;
-    let env = TestEnv::shared().await.unwrap();
+    let env = env().await;
     let runtime_client = env.shoot_client().await.unwrap();
     // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
     // admission could refuse an OpenIDConnect.
@@ -184,7 +192,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     // The policy takes effect once the apiserver has compiled it.
     let blocked = vec![json!({"clientID": "blocked-client",
                               "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
-    common::eventually("the policy refuses", Duration::from_secs(30), || {
+    eventually("the policy refuses", Duration::from_secs(30), || {
         let (runtime_client, blocked) = (runtime_client.clone(), blocked.clone());
         async move { Ok(oidc::apply(&runtime_client, &blocked).await.is_err()) }
     })
@@ -192,9 +200,9 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     .unwrap();
 
     let ns = env.namespace("ctl-oidc").await.unwrap();
-    let ctl = common::start_controller(env, &ns, &[]).await.unwrap();
+    let ctl = start_controller(env, &ns, &[]).await.unwrap();
     let id = format!("oidc-{}", &ns[ns.len().saturating_sub(6)..]);
-    let mut rt = common::sample_runtime(&ns, &id).unwrap();
+    let mut rt = sample_runtime(&ns, &id).unwrap();
     let entry = rt
         .spec
         .shoot
@@ -205,7 +213,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         .and_then(|c| c.first_mut())
         .expect("the upstream sample has an additionalOidcConfig entry");
     entry.oidc.client_id = Some("blocked-client".into());
-    common::create(env, &rt).await.unwrap();
+    create(env, &rt).await.unwrap();
 
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await.unwrap(), &ns);
     let oidc_condition = |rt: &Runtime| {
@@ -215,7 +223,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
             .and_then(|cs| cs.iter().find(|c| c.type_ == condition::OIDC_CONFIGURED))
             .cloned()
     };
-    common::eventually(
+    eventually(
         "OidcConfigured=False stored",
         Duration::from_secs(120),
         || {
@@ -252,7 +260,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         .delete("refuse-blocked-client", &Default::default())
         .await
         .unwrap();
-    let ready = common::wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
         .await
         .unwrap();
     let c = oidc_condition(&ready).unwrap();

@@ -5,16 +5,13 @@
 //! Shoot's deletion reports an eligible error code, and only then). A Runtime's deletion
 //! deletes only its own GardenerCluster (issue 19).
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use common::*;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
+use kim_tests::controller::*;
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

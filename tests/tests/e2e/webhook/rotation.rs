@@ -5,8 +5,6 @@
 //! old certificate keeps being served.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,8 +18,8 @@ use k8s_openapi::api::rbac::v1::{
 };
 use kim_certs::{Reason, RotationPolicy};
 use kim_tests::testenv::Credentials;
+use kim_tests::webhook::{Options, Webhook, env, names, runtime_resource, valid_runtime};
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, PostParams};
-use webhook_support::{Options, Webhook, env, names, runtime_resource, valid_runtime};
 
 fn pem_count(bundle: &str) -> usize {
     bundle.matches("-----BEGIN CERTIFICATE-----").count()

@@ -31,6 +31,12 @@ async fn teardown_helper() {
     }
 }
 
+/// The helper as the test harness names it: its module path without the crate.
+fn helper_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::teardown_helper")
+}
+
 fn alive(pid: &str) -> bool {
     // A zombie has exited; only its parent's reaping is pending.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -45,7 +51,7 @@ fn run_helper(mode: &str) {
     let dir = tempfile::tempdir().unwrap();
     let pids_file = dir.path().join("pids");
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "teardown_helper"])
+        .args(["--ignored", "--exact", &helper_name()])
         .env(MODE, mode)
         .env(PIDS, &pids_file)
         .output()

@@ -4,16 +4,13 @@
 //! issues an RBAC kubeconfig (RuntimeAccess) and deletes the Runtime; the KCP apiserver's own
 //! audit log shows no request of that identity refused with 403.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use common::*;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{Runtime, RuntimeState};
+use kim_tests::controller::*;
 use kim_tests::testenv::{Credentials, TestEnv};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};

@@ -5,16 +5,13 @@
 //! binding of the same Secret) and the Runtime becomes Ready. Fields the controller does not
 //! manage survive the full update.
 
-#[path = "controller_common.rs"]
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use common::*;
 use kim_shared::api::RuntimeState;
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::controller::*;
 use kim_tests::testenv::TestEnv;
 use kube::Api;
 use kube::api::PostParams;

@@ -1,15 +1,16 @@
-//! Shared helpers of the controller end-to-end tests (included with `#[path]`).
-#![allow(dead_code)]
+//! The controller in a test process against a [`TestEnv`]: its flags, how it reaches the
+//! clusters, starting, stopping and killing it, its metrics, and the Runtimes the tests create
+//! (the sample made provisionable, waits for a state or condition).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::testenv::TestEnv;
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
 use kim_controller::cli::run::RunArgs;
 use kim_controller::runner::Process;
 use kim_shared::api::{Runtime, RuntimeState};
-use kim_tests::testenv::TestEnv;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -49,9 +50,9 @@ impl RunningController {
 
 /// The converter config of `deploy/config` pointed at the test Gardener project.
 fn write_config(dir: &std::path::Path) -> Result<PathBuf> {
-    Ok(kim_tests::fixtures::write_converter_config(
+    Ok(crate::fixtures::write_converter_config(
         dir,
-        kim_tests::fixtures::PROJECT_NAME,
+        crate::fixtures::PROJECT_NAME,
     )?)
 }
 
@@ -59,7 +60,7 @@ fn write_config(dir: &std::path::Path) -> Result<PathBuf> {
 /// without duplicates.
 pub fn audit_secret_names() -> Result<Vec<String>> {
     let tenants: Value = serde_json::from_str(&std::fs::read_to_string(
-        kim_tests::testenv::repo_root().join("deploy/config/audit_log_tenants.json"),
+        crate::testenv::repo_root().join("deploy/config/audit_log_tenants.json"),
     )?)?;
     let mut names: Vec<String> = tenants
         .as_object()
@@ -81,7 +82,7 @@ async fn ensure_audit_secrets(env: &TestEnv) -> Result<()> {
     let names = audit_secret_names()?;
     let api: Api<Secret> = Api::namespaced(
         env.garden_client().await?,
-        kim_tests::fixtures::PROJECT_NAMESPACE,
+        crate::fixtures::PROJECT_NAMESPACE,
     );
     for name in names {
         let mut secret = Secret::default();
@@ -106,8 +107,8 @@ pub struct Wiring {
     /// `system:masters`), so that the audit log tells replicas apart.
     pub user: Option<String>,
     /// Reach Gardener through this access instead, e.g. a fault proxy's
-    /// [`kim_tests::faultproxy::FaultProxy::access_via`] of the KCP.
-    pub gardener: Option<kim_tests::testenv::ClusterAccess>,
+    /// [`crate::faultproxy::FaultProxy::access_via`] of the KCP.
+    pub gardener: Option<crate::testenv::ClusterAccess>,
 }
 
 /// Writes the KCP and Gardener kubeconfigs `wiring` asks for into `dir`.
@@ -116,7 +117,7 @@ fn write_wired_kubeconfigs(
     dir: &std::path::Path,
     wiring: &Wiring,
 ) -> Result<(PathBuf, PathBuf)> {
-    use kim_tests::testenv::Credentials;
+    use crate::testenv::Credentials;
     let paths = env.write_kubeconfigs(dir)?;
     let (mut kcp, mut garden) = (paths[0].clone(), paths[1].clone());
     let pair = match &wiring.user {
@@ -128,7 +129,7 @@ fn write_wired_kubeconfigs(
     };
     if let Some((user, pair)) = &pair {
         kcp = dir.join("kcp-user.kubeconfig");
-        kim_tests::testenv::access::write_private(
+        crate::testenv::access::write_private(
             &kcp,
             &env.kcp().kubeconfig(user, Credentials::Cert(pair)),
         )?;
@@ -136,13 +137,13 @@ fn write_wired_kubeconfigs(
     if wiring.gardener.is_some() || pair.is_some() {
         let mut access = wiring.gardener.clone().unwrap_or_else(|| env.kcp().clone());
         access.name = "garden".into();
-        access.namespace = Some(kim_tests::fixtures::PROJECT_NAMESPACE.to_owned());
+        access.namespace = Some(crate::fixtures::PROJECT_NAMESPACE.to_owned());
         let yaml = match &pair {
             Some((user, pair)) => access.kubeconfig(user, Credentials::Cert(pair)),
             None => access.admin_kubeconfig(),
         };
         garden = dir.join("garden-wired.kubeconfig");
-        kim_tests::testenv::access::write_private(&garden, &yaml)?;
+        crate::testenv::access::write_private(&garden, &yaml)?;
     }
     Ok((kcp, garden))
 }
@@ -171,10 +172,7 @@ pub async fn controller_args_wired(
         "kim-controller".into(),
         format!("--kcp-kubeconfig-path={}", kcp.display()),
         format!("--gardener-kubeconfig-path={}", garden.display()),
-        format!(
-            "--gardener-project-name={}",
-            kim_tests::fixtures::PROJECT_NAME
-        ),
+        format!("--gardener-project-name={}", crate::fixtures::PROJECT_NAME),
         format!("--converter-config-filepath={}", config.display()),
         format!("--namespace={ns}"),
         "--metrics-bind-address=127.0.0.1:0".into(),
@@ -265,7 +263,7 @@ pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
 }
 
 /// A controller on its own runtime, so that killing it stops every task at its next await
-/// point, mid-reconcile, as a crash would.
+/// point, mid-reconcile, as a crash would, and so that its log lines can go to the test.
 pub struct KillableController {
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: kim_controller::Shutdown,
@@ -299,10 +297,28 @@ impl KillableController {
         wiring: &Wiring,
     ) -> Result<(Self, String, std::net::SocketAddr)> {
         let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
+        Self::start_with_args(args, dir, None).await
+    }
+
+    /// Starts one with `args` as built by [`controller_args`] (and changed by the test); `dir`
+    /// holds its files. With `logs`, every line the controller logs goes to that subscriber
+    /// instead of the process's (it is the default of its runtime's threads), so a test reads
+    /// the lines of its own controllers while other tests of the process log elsewhere. Also
+    /// returns its Lease identity and `/metrics` address once its process has started.
+    pub async fn start_with_args(
+        args: RunArgs,
+        dir: tempfile::TempDir,
+        logs: Option<tracing::Dispatch>,
+    ) -> Result<(Self, String, std::net::SocketAddr)> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2).enable_all();
+        if let Some(logs) = logs {
+            builder.on_thread_start(move || {
+                // For the thread's whole life: dropping the guard would restore the process's.
+                std::mem::forget(tracing::dispatcher::set_default(&logs));
+            });
+        }
+        let runtime = builder.build()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = kim_controller::Shutdown::new();
         let stop = shutdown.clone();
@@ -310,7 +326,9 @@ impl KillableController {
             match Process::start(args, stop).await {
                 Ok(p) => {
                     let _ = tx.send(Ok((p.identity.clone(), p.metrics_addr)));
-                    let _ = p.run().await;
+                    if let Err(e) = p.run().await {
+                        tracing::warn!("controller stopped: {e}");
+                    }
                 }
                 Err(e) => {
                     let _ = tx.send(Err(format!("controller did not start: {e}")));
@@ -349,7 +367,7 @@ impl KillableController {
 /// The AWS sample Runtime (`config/samples/runtime-aws.yaml`), made to fit the test Gardener
 /// (credentials binding, a unique name and shoot name).
 pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
-    let path = kim_tests::testenv::repo_root().join("config/samples/runtime-aws.yaml");
+    let path = crate::testenv::repo_root().join("config/samples/runtime-aws.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
     let mut rt: Runtime = serde_yaml_ng::from_str(&text)?;
@@ -363,7 +381,7 @@ pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
         rt.spec.shoot.region.clone(),
     );
     rt.spec.shoot.name = shoot_name(id);
-    rt.spec.shoot.secret_binding_name = kim_tests::fixtures::credentials_name("aws");
+    rt.spec.shoot.secret_binding_name = crate::fixtures::credentials_name("aws");
     rt.spec.shoot.enforce_seed_location = None;
     rt.spec.shoot.platform_region = "cf-eu10".into();
     if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
@@ -371,7 +389,7 @@ pub fn sample_runtime(ns: &str, id: &str) -> Result<Runtime> {
     }
     // What the mutating webhook does before the Runtime is stored.
     let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
-        kim_tests::testenv::repo_root().join("deploy/config/converter_config.json"),
+        crate::testenv::repo_root().join("deploy/config/converter_config.json"),
     ))?;
     kim_shared::defaults::apply_defaults(&mut rt, &cfg);
     Ok(rt)
@@ -529,8 +547,7 @@ pub fn provisionable(mut rt: Value, ns: &str, id: &str) -> Result<Runtime> {
         .as_str()
         .context("spec.shoot.provider.type")?
         .to_owned();
-    rt["spec"]["shoot"]["secretBindingName"] =
-        json!(kim_tests::fixtures::credentials_name(&provider));
+    rt["spec"]["shoot"]["secretBindingName"] = json!(crate::fixtures::credentials_name(&provider));
     if let Some(k) = rt
         .pointer_mut("/spec/shoot/kubernetes")
         .and_then(Value::as_object_mut)
@@ -546,7 +563,7 @@ pub fn provisionable(mut rt: Value, ns: &str, id: &str) -> Result<Runtime> {
     rt["spec"]["security"]["administrators"] = json!(["admin@example.com"]);
     let mut rt: Runtime = serde_json::from_value(rt)?;
     let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
-        kim_tests::testenv::repo_root().join("deploy/config/converter_config.json"),
+        crate::testenv::repo_root().join("deploy/config/converter_config.json"),
     ))?;
     kim_shared::defaults::apply_defaults(&mut rt, &cfg);
     Ok(rt)
@@ -630,7 +647,7 @@ pub async fn provision_and_delete_samples(
     .await?;
     let shoots: Api<kim_shared::gardener::Shoot> = Api::namespaced(
         env.garden_client().await?,
-        kim_tests::fixtures::PROJECT_NAMESPACE,
+        crate::fixtures::PROJECT_NAMESPACE,
     );
     for (stem, rt) in &runtimes {
         ensure!(

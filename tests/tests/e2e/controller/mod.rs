@@ -1,0 +1,11 @@
+//! The controller (`kim_tests::controller`) against the shared environment.
+
+mod api_faults;
+mod deletion;
+mod faults;
+mod kill;
+mod leader;
+mod lifecycle;
+mod oidc;
+mod samples;
+mod updates;

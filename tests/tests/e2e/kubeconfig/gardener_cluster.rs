@@ -1,0 +1,473 @@
+//! GardenerCluster: the admin kubeconfig Secret, its rotation, adoption and clean-up, and the
+//! Secrets it must not take over.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_cluster_gets_a_working_secret_that_is_rotated_in_time() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-rot").await?;
+    let shoot = ready_shoot(env).await?;
+    // 600 s is the shortest validity Gardener issues; ratio 0.01 gives a 6 s rotation period.
+    let ctl = Controller::start(
+        env,
+        &ns,
+        &[
+            "--kubeconfig-expiration-time=600s",
+            "--minimal-rotation-time=0.01",
+        ],
+    )
+    .await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+
+    let first = wait_for_secret(&secrets, &format!("kubeconfig-{id}")).await?;
+    let labels = first.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("operator.kyma-project.io/managed-by")
+            .map(String::as_str),
+        Some("infrastructure-manager")
+    );
+    assert_eq!(
+        labels.get("operator.kyma-project.io/cluster-name"),
+        Some(&id)
+    );
+    assert_eq!(labels.get("kyma-project.io/shoot-name"), Some(&shoot));
+    let owner = &first.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("GardenerCluster", id.as_str())
+    );
+    let first_sync = last_sync(&first).context("last-sync annotation")?;
+    assert!(
+        first_sync.parse::<jiff::Timestamp>().is_ok(),
+        "last-sync {first_sync} is not RFC 3339"
+    );
+    let first_kc = kubeconfig_of(&first).unwrap();
+    assert!(
+        lists_namespaces(&first_kc).await?,
+        "the issued kubeconfig cannot list namespaces in the shoot"
+    );
+    let gc = gcs.get(&id).await?;
+    assert!(
+        gc.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f.contains("infrastructure-manager"))
+    );
+    eventually("status Ready", Duration::from_secs(10), || async {
+        Ok(reason(&gcs, &id).await?.filter(|(s, _)| s == "Ready"))
+    })
+    .await?;
+
+    // Time-based rotation: a new certificate and a new last-sync; the old one still works.
+    let rotated = eventually("rotation", Duration::from_secs(30), || async {
+        let s = secrets.get(&format!("kubeconfig-{id}")).await?;
+        Ok((last_sync(&s).as_ref() != Some(&first_sync)).then_some(s))
+    })
+    .await?;
+    let rotated_kc = kubeconfig_of(&rotated).context("rotated Secret lost its key")?;
+    assert_ne!(
+        client_cert(&rotated_kc),
+        client_cert(&first_kc),
+        "rotation must issue a new certificate"
+    );
+    assert!(lists_namespaces(&rotated_kc).await?);
+    assert!(
+        lists_namespaces(&first_kc).await?,
+        "the old kubeconfig must keep working until it expires"
+    );
+    let (state, why) = reason(&gcs, &id).await?.context("status")?;
+    assert_eq!(
+        (state.as_str(), why.as_str()),
+        ("Ready", "KubeconfigSecretRotated")
+    );
+
+    let metrics = ctl.metrics_text().await?;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("infrastructure_manager_im_kubeconfig_expiration{")
+                && l.contains(&format!("runtimeId=\"{id}\""))
+                && l.contains("expirationDuration=\"600\"")
+        ),
+        "no expiration series for {id}:\n{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("infrastructure_manager_im_gardener_clusters_state{")
+            && l.contains(&format!("runtimeId=\"{id}\""))
+            && l.contains("state=\"Ready\"")),
+        "no state series for {id}"
+    );
+    ctl.stop().await;
+    assert!(
+        log_text().contains("kubeconfig written"),
+        "the log capture saw no controller lines"
+    );
+    assert_not_logged(&first_kc);
+    assert_not_logged(&rotated_kc);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-force").await?;
+    let shoot = ready_shoot(env).await?;
+    let ctl = Controller::start(env, &ns, &["--kubeconfig-expiration-time=1h"]).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    let secret_name = format!("kubeconfig-{id}");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let before = wait_for_secret(&secrets, &secret_name).await?;
+    let before_kc = kubeconfig_of(&before).unwrap();
+    eventually("status Created", Duration::from_secs(10), || async {
+        Ok(reason(&gcs, &id)
+            .await?
+            .filter(|(_, r)| r == "KubeconfigSecretCreated"))
+    })
+    .await?;
+
+    // Not due: other reconciles (a label change) must not ask Gardener.
+    let calls = ctl.adminkubeconfig_calls().await?;
+    assert!(
+        calls >= 1,
+        "the first kubeconfig must have been issued through the guarded client"
+    );
+    for i in 0..3 {
+        let patch = json!({"metadata": {"labels": {"test/poke": i.to_string()}}});
+        gcs.patch(&id, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        ctl.adminkubeconfig_calls().await?,
+        calls,
+        "reconciles without a due rotation called Gardener"
+    );
+
+    // Watch the Secret: every version must carry the key.
+    let seen: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let watch = {
+        let seen = seen.clone();
+        let stream = watcher(
+            secrets.clone(),
+            watcher::Config::default().fields(&format!("metadata.name={secret_name}")),
+        )
+        .applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(s)) = stream.next().await {
+                seen.lock()
+                    .unwrap()
+                    .push(kubeconfig_of(&s).is_some_and(|k| !k.is_empty()));
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gcs.patch(
+        &id,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+    )
+    .await?;
+
+    let after = eventually("forced rotation", Duration::from_secs(30), || async {
+        let s = secrets.get(&secret_name).await?;
+        Ok((kubeconfig_of(&s) != Some(before_kc.clone())).then_some(s))
+    })
+    .await?;
+    let after_kc = kubeconfig_of(&after).unwrap();
+    assert_ne!(client_cert(&after_kc), client_cert(&before_kc));
+    assert!(lists_namespaces(&after_kc).await?);
+    eventually(
+        "annotation removed, reason Rotated",
+        Duration::from_secs(15),
+        || async {
+            let gc = gcs.get(&id).await?;
+            let gone = !gc
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(FORCE);
+            let r = reason(&gcs, &id).await?;
+            Ok((gone
+                && r.as_ref()
+                    .is_some_and(|(s, r)| s == "Ready" && r == "KubeconfigSecretRotated"))
+            .then_some(()))
+        },
+    )
+    .await?;
+    // Upstream reverted to KubeconfigSecretCreated right after: it must stay Rotated.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, why) = reason(&gcs, &id).await?.context("status")?;
+    assert_eq!(why, "KubeconfigSecretRotated");
+    assert_eq!(
+        ctl.adminkubeconfig_calls().await?,
+        calls + 1,
+        "a forced rotation is exactly one Gardener call"
+    );
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.len() >= 2,
+        "the watcher saw {} versions of the Secret",
+        seen.len()
+    );
+    assert!(
+        seen.iter().all(|has_key| *has_key),
+        "a version of the Secret lacked its key: {seen:?}"
+    );
+
+    // A deleted Secret comes back at once (the controller watches its Secrets), not only at
+    // the next rotation an hour later.
+    secrets
+        .delete(&secret_name, &DeleteParams::default())
+        .await?;
+    let recreated = wait_for_secret(&secrets, &secret_name).await?;
+    let recreated_kc = kubeconfig_of(&recreated).unwrap();
+    assert!(lists_namespaces(&recreated_kc).await?);
+
+    ctl.stop().await;
+    assert_not_logged(&recreated_kc);
+    let errors = error_lines();
+    assert!(
+        errors.is_empty(),
+        "error-level log lines:\n{}",
+        errors.join("\n")
+    );
+    assert_not_logged(&before_kc);
+    assert_not_logged(&after_kc);
+    Ok(())
+}
+
+/// Taking over from upstream KIM: a `kubeconfig-<runtime-id>` Secret upstream wrote (its
+/// labels, an RFC 3339 `last-sync` within the rotation period, no owner of ours, here also
+/// owned by something else) is adopted with one metadata patch: our owner reference and
+/// labels are added, the other owner, the kubeconfig and `last-sync` stay, and Gardener is not
+/// asked for a new kubeconfig.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_upstream_wrote_is_adopted_with_its_kubeconfig_and_other_owners() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-adopt").await?;
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    let secret_name = format!("kubeconfig-{id}");
+    let other: k8s_openapi::api::core::v1::ConfigMap = Api::namespaced(kcp.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "other-owner"}}))?,
+        )
+        .await?;
+    let other_uid = other.metadata.uid.clone().context("uid")?;
+    let synced = jiff::Timestamp::now().to_string();
+    let upstream: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": secret_name,
+            "labels": {
+                "kyma-project.io/runtime-id": id,
+                "kyma-project.io/shoot-name": shoot,
+                "kyma-project.io/instance-id": "instance-1",
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            },
+            "annotations": {LAST_SYNC: synced},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                 "name": "other-owner", "uid": other_uid}],
+        },
+        "data": {"config": "dXBzdHJlYW0ta3ViZWNvbmZpZw=="},
+    }))?;
+    secrets.create(&PostParams::default(), &upstream).await?;
+
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let gc = gcs
+        .create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let gc_uid = gc.metadata.uid.clone().context("uid")?;
+    let adopted = eventually("the Secret adopted", Duration::from_secs(30), || async {
+        let s = secrets.get(&secret_name).await?;
+        let ours = s
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == gc_uid);
+        Ok(ours.then_some(s))
+    })
+    .await?;
+    let owners: Vec<String> = adopted
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.uid.clone())
+        .collect();
+    assert_eq!(
+        owners,
+        vec![other_uid, gc_uid],
+        "other owner kept, ours added"
+    );
+    assert_eq!(
+        kubeconfig_of(&adopted).as_deref(),
+        Some("upstream-kubeconfig")
+    );
+    assert_eq!(last_sync(&adopted), Some(synced));
+    assert_eq!(
+        adopted
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .get("operator.kyma-project.io/cluster-name"),
+        Some(&id)
+    );
+    assert_eq!(
+        ctl.adminkubeconfig_calls().await?,
+        0,
+        "no new kubeconfig asked for"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_is_deleted_when_its_gardener_cluster_went_away_while_the_controller_was_down()
+-> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-del").await?;
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    let secret_name = format!("kubeconfig-{id}");
+
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let secret = wait_for_secret(&secrets, &secret_name).await?;
+    ctl.stop().await;
+
+    gcs.delete(&id, &DeleteParams::default()).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        secrets.get_opt(&secret_name).await?.is_some(),
+        "nothing may delete the Secret while the controller is down"
+    );
+    assert!(
+        gcs.get_opt(&id).await?.is_some(),
+        "the finalizer must hold the GardenerCluster"
+    );
+
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    eventually(
+        "Secret and GardenerCluster gone",
+        Duration::from_secs(30),
+        || async {
+            let gone =
+                secrets.get_opt(&secret_name).await?.is_none() && gcs.get_opt(&id).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&kubeconfig_of(&secret).unwrap());
+    assert_no_finalizer_warnings();
+    Ok(())
+}
+
+/// Attack: a GardenerCluster names an existing Secret as its kubeconfig Secret, either one
+/// that is nobody's kubeconfig or another runtime's admin kubeconfig Secret (with that
+/// runtime's ID as its label). The controller adopted or overwrote it and deleted it with the
+/// GardenerCluster. Now both are refused with SecretNotOwned naming the Secret and survive
+/// the deletion. On the code before the fix neither condition appeared and both Secrets were
+/// taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-gc-secret").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (other_id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let shoot = ready_shoot(env).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let victim = victim_secret(&secrets, "gardener-credentials").await?;
+    let other_secret = format!("kubeconfig-{other_id}");
+    let other = secrets.get(&other_secret).await?;
+
+    let mut credentials = gardener_cluster(&ns, &unique("rt-"), &shoot);
+    credentials.spec.kubeconfig.secret.name = "gardener-credentials".into();
+    credentials.spec.kubeconfig.secret.key = "kubeconfig".into();
+    let mut hijack = gardener_cluster(&ns, &unique("rt-"), &shoot);
+    hijack.spec.kubeconfig.secret.name = other_secret.clone();
+    hijack
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kyma-project.io/runtime-id".into(), other_id.clone());
+    let mut names = Vec::new();
+    for gc in [&credentials, &hijack] {
+        gcs.create(&PostParams::default(), gc).await?;
+        names.push(gc.metadata.name.clone().context("name")?);
+    }
+    let mut conditions = Vec::new();
+    for name in &names {
+        conditions.push(
+            eventually("SecretNotOwned", Duration::from_secs(30), || async {
+                let gc = gcs.get(name).await?;
+                Ok(gc.status.and_then(|s| {
+                    let c = s.conditions?.into_iter().find(|c| {
+                        c.type_ == "KubeconfigManagement" && c.reason == "SecretNotOwned"
+                    })?;
+                    Some((s.state.unwrap_or_default(), c))
+                }))
+            })
+            .await,
+        );
+    }
+    // The Secrets are checked first: what happened to them is the attack's outcome.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert_untouched(&secrets, &other).await?;
+    for (found, secret) in conditions
+        .into_iter()
+        .zip(["gardener-credentials", &other_secret])
+    {
+        let (state, condition) = found?;
+        assert_eq!(state, "Error");
+        assert!(
+            condition.message.contains(&format!("Secret {ns}/{secret}")),
+            "the condition names the Secret: {}",
+            condition.message
+        );
+    }
+    for name in &names {
+        gcs.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("GardenerClusters gone", Duration::from_secs(30), || async {
+        let mut gone = true;
+        for name in &names {
+            gone &= gcs.get_opt(name).await?.is_none();
+        }
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert_untouched(&secrets, &other).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}

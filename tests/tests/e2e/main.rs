@@ -1,0 +1,28 @@
+//! The end-to-end tests: one test binary, one module per area, all against real control planes
+//! (`kim_tests::testenv`).
+//!
+//! Tests run in parallel within this process, and most share one environment,
+//! [`kim_tests::testenv::TestEnv::shared`]: one KCP with the real gardener-apiserver and the
+//! simulator, and one shoot cluster that every Shoot points at. A test that shares it works in
+//! namespaces and under names of its own (`env.namespace(...)`, unique runtime IDs and Shoot
+//! names, a controller per namespace with its Lease there). What cannot be kept apart that way
+//! has an environment or a log of its own:
+//! - `controller::oidc` writes the cluster-scoped OpenIDConnect objects that every provisioned
+//!   Runtime writes too: its own environment (and its two tests one at a time);
+//! - the webhook tests (`webhook`, `deploy::rbac_webhook`) register admission webhooks: a
+//!   KCP-only environment of their own ([`kim_tests::webhook::env`]), each configuration
+//!   scoped to the test's namespace;
+//! - `testenv::teardown` starts and kills environments in child processes;
+//! - `controller::api_faults` and `kubeconfig` read their controllers' log lines: those
+//!   controllers run on runtimes of their own that log into the test's buffer
+//!   ([`kim_tests::controller::KillableController::start_with_args`]), not into the process's
+//!   log, which every other test writes to.
+
+mod controller;
+mod convert_gardener;
+mod deploy;
+mod kim_dev;
+mod kubeconfig;
+mod shoot_migration;
+mod testenv;
+mod webhook;

@@ -1,0 +1,5 @@
+//! The test environment itself.
+
+mod checks;
+mod smoke;
+mod teardown;

@@ -1,0 +1,4 @@
+//! The webhook (`kim_tests::webhook`) behind the real apiserver.
+
+mod admission;
+mod rotation;
