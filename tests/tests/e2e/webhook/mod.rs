@@ -2,3 +2,4 @@
 
 mod admission;
 mod rotation;
+mod shutdown;

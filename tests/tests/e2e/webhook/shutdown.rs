@@ -19,8 +19,6 @@
 //! kim-webhook`, part of `make test`), or `KIM_WEBHOOK_BIN`.
 #![allow(clippy::unwrap_used)]
 
-mod webhook_support;
-
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,12 +28,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use kim_tests::testenv::process::{ManagedProcess, free_port};
+use kim_tests::testenv::repo_root;
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use kim_tests::webhook::{configurations, runtime_resource, valid_runtime};
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use webhook_support::{configurations, repo_root, runtime_resource, valid_runtime};
 
 /// How often the test, as the kubelet, probes readiness (a readiness probe with
 /// `periodSeconds: 1, failureThreshold: 1`).
