@@ -52,10 +52,7 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
             .find(|(_, c)| c.is_ascii_digit() || *c == '.')
             .map_or(after.len(), |(i, _)| i);
         let (unit, after) = after.split_at(unit_len);
-        let scale = GO_UNITS
-            .iter()
-            .find(|(name, _)| *name == unit)?
-            .1;
+        let scale = GO_UNITS.iter().find(|(name, _)| *name == unit)?.1;
         let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
         let mut value = whole.checked_mul(scale)?;
         // Go keeps the fraction's digits as far as they change the nanoseconds.
@@ -122,8 +119,13 @@ mod tests {
         assert_eq!(parse_go_duration(".5s"), Some(Duration::from_millis(500)));
         assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
         assert_eq!(parse_go_duration("+2s"), Some(secs(2)));
-        assert_eq!(parse_go_duration("3\u{b5}s"), Some(Duration::from_micros(3)));
-        for bad in ["", "30d", "15", "m", ".s", "-5m", "1h-2m", "1e3s", "3000000h"] {
+        assert_eq!(
+            parse_go_duration("3\u{b5}s"),
+            Some(Duration::from_micros(3))
+        );
+        for bad in [
+            "", "30d", "15", "m", ".s", "-5m", "1h-2m", "1e3s", "3000000h",
+        ] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }
     }
@@ -141,7 +143,10 @@ mod tests {
         assert_eq!(format_go_duration(Duration::from_nanos(7)), "7ns");
         assert_eq!(format_go_duration(Duration::ZERO), "0s");
         for s in ["15m0s", "720h0m0s", "2160h0m0s", "1m30s"] {
-            assert_eq!(format_go_duration(parse_go_duration(s).unwrap_or_default()), s);
+            assert_eq!(
+                format_go_duration(parse_go_duration(s).unwrap_or_default()),
+                s
+            );
         }
     }
 

@@ -474,8 +474,11 @@ fn tolerations_of_the_region_from_the_configuration() {
         "me-central2": [],
     }))
     .unwrap();
-    let tolerations =
-        |rt: &Runtime| json(&create(rt, &cfg).shoot)["spec"].get("tolerations").cloned();
+    let tolerations = |rt: &Runtime| {
+        json(&create(rt, &cfg).shoot)["spec"]
+            .get("tolerations")
+            .cloned()
+    };
     assert_eq!(
         tolerations(&runtime("gcp")),
         Some(json!([{"key": "a"}, {"key": "b", "value": "v"}]))
@@ -499,9 +502,8 @@ fn feature_gates_and_runtime_config_from_the_configuration() {
         .get_or_insert_with(Default::default);
     api.feature_gates = [("AnonymousAuthConfigurableEndpoints".to_owned(), true)].into();
     api.runtime_config = [("resource.k8s.io/v1beta1".to_owned(), true)].into();
-    cfg.converter.kubernetes.kubelet = Some(
-        serde_json::from_value(json!({"featureGates": {"KubeletTracing": false}})).unwrap(),
-    );
+    cfg.converter.kubernetes.kubelet =
+        Some(serde_json::from_value(json!({"featureGates": {"KubeletTracing": false}})).unwrap());
     let k = &json(&create(&runtime("aws"), &cfg).shoot)["spec"]["kubernetes"];
     assert_eq!(
         k["kubeAPIServer"]["featureGates"],
@@ -511,7 +513,10 @@ fn feature_gates_and_runtime_config_from_the_configuration() {
         k["kubeAPIServer"]["runtimeConfig"],
         json!({"resource.k8s.io/v1beta1": true})
     );
-    assert_eq!(k["kubelet"], json!({"featureGates": {"KubeletTracing": false}}));
+    assert_eq!(
+        k["kubelet"],
+        json!({"featureGates": {"KubeletTracing": false}})
+    );
     // The structured authentication set before them stays.
     assert!(k["kubeAPIServer"]["structuredAuthentication"].is_object());
 }
@@ -550,8 +555,10 @@ fn every_pool_gets_machine_controller_manager_defaults() {
     let mut second = rt.spec.shoot.provider.workers[0].clone();
     second.name = "pool-2".into();
     second.machine_controller_manager = Some(
-        serde_json::from_value(json!({"machineDrainTimeout": "30m", "machineHealthTimeout": "10m"}))
-            .unwrap(),
+        serde_json::from_value(
+            json!({"machineDrainTimeout": "30m", "machineHealthTimeout": "10m"}),
+        )
+        .unwrap(),
     );
     rt.spec.shoot.provider.additional_workers = Some(vec![second]);
     let workers = spec(&rt)["provider"]["workers"].clone();
@@ -569,15 +576,13 @@ fn every_pool_gets_machine_controller_manager_defaults() {
     let mut cfg = config();
     cfg.converter.provider.worker = Default::default();
     assert_eq!(
-        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]
-            ["machineControllerManager"],
+        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]["machineControllerManager"],
         json!({"machineDrainTimeout": "15m0s", "maxEvictRetries": 2})
     );
     cfg.converter.provider.worker.default_machine_drain_timeout = "1h".into();
     cfg.converter.provider.worker.default_max_evict_retries = "5".into();
     assert_eq!(
-        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]
-            ["machineControllerManager"],
+        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]["machineControllerManager"],
         json!({"machineDrainTimeout": "1h0m0s", "maxEvictRetries": 5})
     );
 }
@@ -590,9 +595,8 @@ fn with_max_pods(rt: &mut Runtime, max_pods: &[Option<i32>]) {
         .map(|(i, m)| {
             let mut w = main.clone();
             w.name = format!("pool-{i}");
-            w.kubernetes = m.map(|m| {
-                serde_json::from_value(json!({"kubelet": {"maxPods": m}})).unwrap()
-            });
+            w.kubernetes =
+                m.map(|m| serde_json::from_value(json!({"kubelet": {"maxPods": m}})).unwrap());
             w
         })
         .collect();
@@ -693,7 +697,8 @@ fn gvisor_runtimes_get_net_raw_unless_set() {
         "configFlags": {"net-raw": "true"}
     });
     let check = |spec: &Value| {
-        let runtimes = |i: usize| spec["provider"]["workers"][i]["cri"]["containerRuntimes"].clone();
+        let runtimes =
+            |i: usize| spec["provider"]["workers"][i]["cri"]["containerRuntimes"].clone();
         assert_eq!(runtimes(0), json!([gvisor(default.clone())]));
         assert_eq!(
             runtimes(1)[0]["providerConfig"]["configFlags"],
@@ -703,7 +708,10 @@ fn gvisor_runtimes_get_net_raw_unless_set() {
             runtimes(2)[0]["providerConfig"]["configFlags"],
             json!({"net-raw": "false"})
         );
-        assert_eq!(runtimes(3), json!([{"type": "other"}, gvisor(default.clone())]));
+        assert_eq!(
+            runtimes(3),
+            json!([{"type": "other"}, gvisor(default.clone())])
+        );
     };
     let created = create(&rt, &config());
     check(&json(&created.shoot)["spec"]);

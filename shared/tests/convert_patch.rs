@@ -451,8 +451,10 @@ fn todays_upstream_extenders_write_the_same_on_patch_as_on_create() {
     let w = &mut rt.spec.shoot.provider.workers[0];
     w.kubernetes = Some(serde_json::from_value(json!({"kubelet": {"maxPods": 300}})).unwrap());
     w.cri = Some(
-        serde_json::from_value(json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]}))
-            .unwrap(),
+        serde_json::from_value(
+            json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]}),
+        )
+        .unwrap(),
     );
     let mut cfg = config();
     let api = cfg

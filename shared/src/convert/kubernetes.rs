@@ -6,11 +6,11 @@ use super::{Input, version};
 use crate::duration::format_go_duration;
 use crate::gardener::Shoot;
 use crate::gardener::kubernetes::{AuditConfig, AuditPolicy, ServiceAccountConfig};
-use crate::gardener::worker::KubeletConfig;
 use crate::gardener::shoot::{
     CrossVersionObjectReference, Maintenance, MaintenanceAutoUpdate, MaintenanceTimeWindow,
     NamedResourceReference,
 };
+use crate::gardener::worker::KubeletConfig;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 /// The purpose whose Shoots get the region's maintenance window.

@@ -5,9 +5,7 @@ use super::Input;
 use crate::api::ProviderType;
 use crate::config::ProviderKind;
 use crate::gardener::Shoot;
-use crate::gardener::shoot::{
-    AccessRestrictionWithOptions, CloudProfileReference, SeedSelector,
-};
+use crate::gardener::shoot::{AccessRestrictionWithOptions, CloudProfileReference, SeedSelector};
 use crate::names::SEED_LABEL_REGION;
 use std::collections::BTreeMap;
 

@@ -106,3 +106,84 @@ pub fn machine_controller_manager(workers: &mut [Worker], defaults: &WorkerDefau
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pools(max_pods: &[Option<i32>]) -> Vec<Worker> {
+        max_pods
+            .iter()
+            .map(|m| {
+                let kubernetes = m.map(|m| json!({"kubelet": {"maxPods": m}}));
+                serde_json::from_value(json!({
+                    "name": "w", "minimum": 1, "maximum": 3, "machine": {"type": "m6i.large"},
+                    "kubernetes": kubernetes,
+                }))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    fn clamped(max_pods: &[Option<i32>], pods: &str) -> Vec<Option<i32>> {
+        let mut workers = pools(max_pods);
+        clamp_max_pods(&mut workers, pods).unwrap();
+        workers.iter().map(max_pods_of).collect()
+    }
+
+    #[test]
+    fn usable_addresses_as_upstream_counts_them() {
+        // Upstream's TestMaxPodsFromPodsCIDR cases.
+        for (prefix, usable) in [
+            (24, 254),
+            (26, 62),
+            (16, 65_534),
+            (28, 14),
+            (31, 2),
+            (32, 1),
+            (2, 1_073_741_822),
+        ] {
+            assert_eq!(usable_pod_addresses(prefix), Some(usable), "/{prefix}");
+        }
+        assert_eq!(usable_pod_addresses(1), None);
+        assert_eq!(usable_pod_addresses(0), None);
+    }
+
+    #[test]
+    fn clamping_per_node_then_from_the_last_pool_backwards() {
+        // Upstream's TestMaxPodsClamping: 2000 -> 254 within a /22; 100 + 1000 in a /24 -> 100 + 154.
+        assert_eq!(clamped(&[Some(2000)], "100.64.0.0/22"), [Some(254)]);
+        assert_eq!(clamped(&[Some(100)], "100.64.0.0/22"), [Some(100)]);
+        assert_eq!(
+            clamped(&[Some(100), Some(1000)], "100.64.0.0/24"),
+            [Some(100), Some(154)]
+        );
+        // Empty pods network: only the per-node cap.
+        assert_eq!(clamped(&[Some(300), None], ""), [Some(254), None]);
+        // A pool at 1 stays; the one before it takes the cut (/26: 62 addresses).
+        assert_eq!(
+            clamped(&[Some(100), Some(1)], "100.64.0.0/26"),
+            [Some(61), Some(1)]
+        );
+        // Pools without maxPods are skipped.
+        assert_eq!(
+            clamped(&[Some(200), None, Some(200)], "100.64.0.0/24"),
+            [Some(200), None, Some(54)]
+        );
+    }
+
+    #[test]
+    fn unusable_pods_networks_are_errors() {
+        for pods in ["not-a-cidr", "fd00::/64", "0.0.0.0/1"] {
+            let err = clamp_max_pods(&mut pools(&[None]), pods).unwrap_err();
+            assert!(err.to_string().contains("/2 to /32"), "{pods}: {err}");
+        }
+        let err = clamp_max_pods(&mut pools(&[Some(1), Some(1)]), "10.0.0.0/32").unwrap_err();
+        assert!(
+            err.to_string().contains("fewer than the 2 worker pools"),
+            "{err}"
+        );
+    }
+}
