@@ -20,8 +20,10 @@ mod values;
 pub use audit_log::{AuditLogLookupError, AuditLogTenant, AuditLogTenants};
 pub use converter::{
     AclConfig, AuditLoggingConfig, AwsConverterConfig, ClusterConfig, ConverterConfig,
-    ConverterProviderConfig, DnsConfig, GardenerConfig, KubeApiServerConfig, KubernetesConfig,
-    MachineImageDefaults, MaintenanceWindowConfig, OidcProvider, SIGNING_ALGORITHMS,
+    ConverterProviderConfig, DEFAULT_MACHINE_DRAIN_TIMEOUT, DEFAULT_MAX_EVICT_RETRIES, DnsConfig,
+    GardenerConfig, GdchConverterConfig, KubeApiServerConfig, KubeApiServerView, KubeletDefaults,
+    KubernetesConfig, MachineImageDefaults, MaintenanceWindowConfig, OidcProvider,
+    SIGNING_ALGORITHMS, TOKEN_EXPIRATION_BOUNDS, WorkerDefaults,
 };
 pub use error::{ConfigError, ConfigWarning, Problem};
 pub use maintenance::{MaintenanceWindow, MaintenanceWindows};

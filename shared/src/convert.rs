@@ -14,6 +14,7 @@
 mod dns;
 mod error;
 mod extensions;
+mod gvisor;
 mod kubernetes;
 mod metadata;
 mod oidc;
@@ -24,7 +25,7 @@ mod version;
 pub use error::ConvertError;
 pub use extensions::RegistryCache;
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
-pub use provider::zones;
+pub use provider::{pools, zones};
 
 use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};
@@ -105,7 +106,7 @@ pub fn to_shoot_with(
     let input = Input::new(rt, cfg, opts)?;
     let mut shoot = metadata::base(&input);
 
-    // Upstream's extender order; steps 1-7 are shared by create and patch.
+    // Upstream's extender order; steps 1-9 are shared by create and patch.
     metadata::annotations(&input, &mut shoot);
     metadata::labels(&input, &mut shoot);
     placement::seed_selector(&input, &mut shoot);
@@ -113,21 +114,26 @@ pub fn to_shoot_with(
     placement::cloud_profile(&input, &mut shoot);
     placement::exposure_class(&input, &mut shoot);
     placement::access_restrictions(&input, &mut shoot);
+    kubernetes::feature_gates(&input, &mut shoot);
+    kubernetes::runtime_config(&input, &mut shoot);
     let workers_removed = match live {
         None => {
             provider::create(&input, &mut shoot)?;
+            gvisor::net_raw(&mut shoot);
             placement::tolerations(&input, &mut shoot);
             dns::create(&input, &mut shoot);
             extensions::create(&input, &mut shoot);
             kubernetes::version(&input, None, &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);
+            kubernetes::service_account(&input, &mut shoot);
             false
         }
         Some(live) => {
-            // DNS and tolerations are left out on purpose: server-side apply then leaves the
-            // values set at creation alone (upstream PR 491).
+            // DNS, tolerations and the service account settings are left out on purpose:
+            // server-side apply then leaves the values set at creation alone (upstream PR 491).
             let removed = provider::patch(&input, live, &mut shoot)?;
+            gvisor::net_raw(&mut shoot);
             extensions::patch(&input, live, &mut shoot);
             kubernetes::resources(live, &mut shoot);
             kubernetes::version(&input, Some(live), &mut shoot);

@@ -116,6 +116,23 @@ pub const SHOOT_ANNOTATION_RUNTIME_GENERATION: &str =
 /// The Runtime's `licenceType`, only when non-empty.
 pub const SHOOT_ANNOTATION_LICENCE_TYPE: &str =
     "infrastructuremanager.kyma-project.io/licence-type";
+/// Gardener's grace periods, in seconds, for the finalizers of extended APIs, Kubernetes
+/// resources and webhooks when a Shoot is deleted, with the values upstream writes on every
+/// Shoot: a stuck finalizer no longer holds up the deletion for Gardener's default of hours.
+pub const SHOOT_CLEANUP_GRACE_PERIODS: [(&str, &str); 3] = [
+    (
+        "shoot.gardener.cloud/cleanup-extended-apis-finalize-grace-period-seconds",
+        "120",
+    ),
+    (
+        "shoot.gardener.cloud/cleanup-kubernetes-resources-finalize-grace-period-seconds",
+        "120",
+    ),
+    (
+        "shoot.gardener.cloud/cleanup-webhooks-finalize-grace-period-seconds",
+        "60",
+    ),
+];
 /// The Provisioner's licence-type annotation, read by the migrator.
 pub const SHOOT_ANNOTATION_PROVISIONER_LICENCE_TYPE: &str =
     "kcp.provisioner.kyma-project.io/licence-type";

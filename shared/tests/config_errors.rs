@@ -658,3 +658,55 @@ fn load_names_the_file_it_cannot_read_and_the_key_that_pointed_there() {
         "{err}"
     );
 }
+
+#[test]
+fn todays_upstream_values_that_would_fail_every_conversion_are_refused() {
+    // Upstream's TestNewExpirationTimeExtender case "30d": Go durations have no days.
+    refused_with(
+        load_edited(|v| {
+            set(
+                v,
+                "/converter/kubernetes/kubeApiServer/maxTokenExpiration",
+                json!("30d"),
+            );
+        }),
+        "converter.kubernetes.kubeApiServer.maxTokenExpiration",
+        "expected a Go duration such as `720h` (no days), found `30d`",
+    );
+    // Upstream's TestApplyMachineControllerManagerConfig "invalid ... returns error" cases.
+    refused_with(
+        load_edited(|v| {
+            set(
+                v,
+                "/converter/provider/worker/defaultMachineDrainTimeout",
+                json!("fifteen"),
+            );
+        }),
+        "converter.provider.worker.defaultMachineDrainTimeout",
+        "expected a Go duration such as `15m`, found `fifteen`",
+    );
+    for bad in ["two", "-1", "2147483648"] {
+        refused_with(
+            load_edited(|v| {
+                set(
+                    v,
+                    "/converter/provider/worker/defaultMaxEvictRetries",
+                    json!(bad),
+                );
+            }),
+            "converter.provider.worker.defaultMaxEvictRetries",
+            &format!("expected a whole number from 0 to 2147483647 such as `2`, found `{bad}`"),
+        );
+    }
+    refused_with(
+        load_edited(|v| {
+            set(
+                v,
+                "/converter/tolerations",
+                json!({"me-central2": [{"key": ""}]}),
+            );
+        }),
+        "converter.tolerations.me-central2[0].key",
+        "must not be empty",
+    );
+}

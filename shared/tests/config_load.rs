@@ -365,3 +365,58 @@ fn a_loaded_converter_config_serializes_back_to_the_same_configuration() {
     // Written back with upstream's spelling, so upstream KIM reads the flag too.
     assert!(json.contains("\"enableMachineImageVersionVersionAutoUpdate\":false"));
 }
+
+/// The keys today's upstream added to `converter_config.json` load as upstream writes them,
+/// without a warning, and give the values the conversion uses.
+#[test]
+fn todays_upstream_converter_keys_load_without_warning() {
+    let mut v: serde_json::Value = serde_json::from_str(UPSTREAM_CONVERTER).unwrap();
+    let converter = &mut v["converter"];
+    converter["kubernetes"]["kubeApiServer"] = serde_json::json!({
+        "maxTokenExpiration": "721h",
+        "acl": {"configMapName": "acl-ip-list"},
+        "featureGates": {"ImageVolume": true},
+        "runtimeConfig": {"resource.k8s.io/v1beta2": true}
+    });
+    converter["kubernetes"]["kubelet"] =
+        serde_json::json!({"featureGates": {"ImageVolume": false}});
+    converter["provider"]["worker"] =
+        serde_json::json!({"defaultMaxEvictRetries": "3", "defaultMachineDrainTimeout": "20m"});
+    converter["provider"]["gdch"] = serde_json::json!({
+        "cloudProfileName": "cat",
+        "parentReferenceName": "org",
+        "parentReferenceNamespace": "gpc-system",
+        "parentReferenceType": "Organization"
+    });
+    converter["tolerations"] =
+        serde_json::json!({"me-central2": [{"key": "ksa-assured-workload"}]});
+    let config =
+        KimConfig::from_parts(&v.to_string(), None, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+
+    let c = &config.converter;
+    let api = c.kubernetes.api_server();
+    assert_eq!(api.max_token_expiration().as_secs(), 721 * 3600);
+    assert!(api.feature_gates().unwrap()["ImageVolume"]);
+    assert!(api.runtime_config().unwrap()["resource.k8s.io/v1beta2"]);
+    assert!(!c.kubernetes.kubelet_feature_gates()["ImageVolume"]);
+    assert_eq!(c.provider.worker.max_evict_retries(), 3);
+    assert_eq!(c.provider.worker.machine_drain_timeout().as_secs(), 20 * 60);
+    assert_eq!(c.provider.gdch.cloud_profile_name, "cat");
+    assert_eq!(c.provider.gdch.parent_reference_type, "Organization");
+    assert_eq!(c.tolerations["me-central2"][0].key, "ksa-assured-workload");
+    // Written back with the same keys, so the file stays readable by upstream.
+    let written = serde_json::to_value(c).unwrap();
+    assert_eq!(
+        written["kubernetes"]["kubeApiServer"]["maxTokenExpiration"],
+        "721h"
+    );
+    assert_eq!(
+        written["provider"]["worker"]["defaultMachineDrainTimeout"],
+        "20m"
+    );
+    assert_eq!(
+        written["kubernetes"]["kubelet"]["featureGates"]["ImageVolume"],
+        false
+    );
+}

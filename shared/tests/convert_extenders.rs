@@ -63,7 +63,7 @@ fn base_object_uses_credentials_binding_and_copies_the_networks() {
 }
 
 #[test]
-fn annotations_carry_runtime_id_generation_and_licence() {
+fn annotations_carry_runtime_id_generation_cleanup_grace_periods_and_licence() {
     let mut rt = runtime("aws");
     let annotations =
         |rt: &Runtime| json(&create(rt, &config()).shoot)["metadata"]["annotations"].clone();
@@ -72,6 +72,9 @@ fn annotations_carry_runtime_id_generation_and_licence() {
         json!({
             "infrastructuremanager.kyma-project.io/runtime-id": "runtime-id-1",
             "infrastructuremanager.kyma-project.io/runtime-generation": "3",
+            "shoot.gardener.cloud/cleanup-extended-apis-finalize-grace-period-seconds": "120",
+            "shoot.gardener.cloud/cleanup-kubernetes-resources-finalize-grace-period-seconds": "120",
+            "shoot.gardener.cloud/cleanup-webhooks-finalize-grace-period-seconds": "60",
         })
     );
     rt.spec.shoot.licence_type = Some(String::new());
@@ -454,7 +457,7 @@ fn aws_imds_v2_worker_config_keeps_other_worker_settings() {
 }
 
 #[test]
-fn tolerations_only_for_the_ksa_region() {
+fn tolerations_of_the_region_from_the_configuration() {
     assert!(spec(&runtime("gcp")).get("tolerations").is_none());
     let mut rt = runtime("gcp");
     rt.spec.shoot.region = "me-central2".into();
@@ -463,6 +466,258 @@ fn tolerations_only_for_the_ksa_region() {
         spec(&rt)["tolerations"],
         json!([{"key": "ksa-assured-workload"}])
     );
+
+    // Any region, with values; a region without an entry or with an empty list gets none.
+    let mut cfg = config();
+    cfg.converter.tolerations = serde_json::from_value(json!({
+        "europe-west3": [{"key": "a"}, {"key": "b", "value": "v"}],
+        "me-central2": [],
+    }))
+    .unwrap();
+    let tolerations = |rt: &Runtime| {
+        json(&create(rt, &cfg).shoot)["spec"]
+            .get("tolerations")
+            .cloned()
+    };
+    assert_eq!(
+        tolerations(&runtime("gcp")),
+        Some(json!([{"key": "a"}, {"key": "b", "value": "v"}]))
+    );
+    assert_eq!(tolerations(&rt), None);
+}
+
+#[test]
+fn feature_gates_and_runtime_config_from_the_configuration() {
+    // The example configuration sets none: only the empty Shoot-wide kubelet, as upstream.
+    let k = &spec(&runtime("aws"))["kubernetes"];
+    assert!(k["kubeAPIServer"].get("featureGates").is_none());
+    assert!(k["kubeAPIServer"].get("runtimeConfig").is_none());
+    assert_eq!(k["kubelet"], json!({}));
+
+    let mut cfg = config();
+    let api = cfg
+        .converter
+        .kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default);
+    api.feature_gates = [("AnonymousAuthConfigurableEndpoints".to_owned(), true)].into();
+    api.runtime_config = [("resource.k8s.io/v1beta1".to_owned(), true)].into();
+    cfg.converter.kubernetes.kubelet =
+        Some(serde_json::from_value(json!({"featureGates": {"KubeletTracing": false}})).unwrap());
+    let k = &json(&create(&runtime("aws"), &cfg).shoot)["spec"]["kubernetes"];
+    assert_eq!(
+        k["kubeAPIServer"]["featureGates"],
+        json!({"AnonymousAuthConfigurableEndpoints": true})
+    );
+    assert_eq!(
+        k["kubeAPIServer"]["runtimeConfig"],
+        json!({"resource.k8s.io/v1beta1": true})
+    );
+    assert_eq!(
+        k["kubelet"],
+        json!({"featureGates": {"KubeletTracing": false}})
+    );
+    // The structured authentication set before them stays.
+    assert!(k["kubeAPIServer"]["structuredAuthentication"].is_object());
+}
+
+#[test]
+fn service_account_tokens_expire_within_30_to_90_days() {
+    let sa = |max: &str| {
+        let mut cfg = config();
+        cfg.converter
+            .kubernetes
+            .kube_api_server
+            .get_or_insert_with(Default::default)
+            .max_token_expiration = max.to_owned();
+        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["kubernetes"]["kubeAPIServer"]
+            ["serviceAccountConfig"]
+            .clone()
+    };
+    // Upstream's cases: unset and too short -> 30 days, too long -> 90 days, else as given.
+    assert_eq!(
+        sa(""),
+        json!({"extendTokenExpiration": false, "maxTokenExpiration": "720h0m0s"})
+    );
+    assert_eq!(sa("24h")["maxTokenExpiration"], "720h0m0s");
+    assert_eq!(sa("2400h")["maxTokenExpiration"], "2160h0m0s");
+    assert_eq!(sa("1200h")["maxTokenExpiration"], "1200h0m0s");
+    assert_eq!(sa("1000h30m")["maxTokenExpiration"], "1000h30m0s");
+    assert_eq!(
+        spec(&runtime("aws"))["kubernetes"]["kubeAPIServer"]["serviceAccountConfig"],
+        json!({"extendTokenExpiration": false, "maxTokenExpiration": "720h0m0s"})
+    );
+}
+
+#[test]
+fn every_pool_gets_machine_controller_manager_defaults() {
+    let mut rt = runtime("aws");
+    let mut second = rt.spec.shoot.provider.workers[0].clone();
+    second.name = "pool-2".into();
+    second.machine_controller_manager = Some(
+        serde_json::from_value(
+            json!({"machineDrainTimeout": "30m", "machineHealthTimeout": "10m"}),
+        )
+        .unwrap(),
+    );
+    rt.spec.shoot.provider.additional_workers = Some(vec![second]);
+    let workers = spec(&rt)["provider"]["workers"].clone();
+    assert_eq!(
+        workers[0]["machineControllerManager"],
+        json!({"machineDrainTimeout": "15m0s", "maxEvictRetries": 2})
+    );
+    // What the pool sets is kept; only the missing value is filled in.
+    assert_eq!(
+        workers[1]["machineControllerManager"],
+        json!({"machineDrainTimeout": "30m", "machineHealthTimeout": "10m", "maxEvictRetries": 2})
+    );
+
+    // Upstream's defaults (15m, 2) when the configuration has no `provider.worker`.
+    let mut cfg = config();
+    cfg.converter.provider.worker = Default::default();
+    assert_eq!(
+        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]["machineControllerManager"],
+        json!({"machineDrainTimeout": "15m0s", "maxEvictRetries": 2})
+    );
+    cfg.converter.provider.worker.default_machine_drain_timeout = "1h".into();
+    cfg.converter.provider.worker.default_max_evict_retries = "5".into();
+    assert_eq!(
+        json(&create(&runtime("aws"), &cfg).shoot)["spec"]["provider"]["workers"][0]["machineControllerManager"],
+        json!({"machineDrainTimeout": "1h0m0s", "maxEvictRetries": 5})
+    );
+}
+
+fn with_max_pods(rt: &mut Runtime, max_pods: &[Option<i32>]) {
+    let main = rt.spec.shoot.provider.workers[0].clone();
+    let pools: Vec<_> = max_pods
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut w = main.clone();
+            w.name = format!("pool-{i}");
+            w.kubernetes =
+                m.map(|m| serde_json::from_value(json!({"kubelet": {"maxPods": m}})).unwrap());
+            w
+        })
+        .collect();
+    rt.spec.shoot.provider.workers = vec![pools[0].clone()];
+    rt.spec.shoot.provider.additional_workers = Some(pools[1..].to_vec());
+}
+
+fn max_pods(rt: &Runtime) -> Vec<Value> {
+    spec(rt)["provider"]["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kubernetes"]["kubelet"]["maxPods"].clone())
+        .collect()
+}
+
+#[test]
+fn max_pods_is_clamped_per_node_and_to_the_pods_network() {
+    // Per node at most the usable addresses of a /24; pools without maxPods stay without.
+    let mut rt = runtime("aws");
+    with_max_pods(&mut rt, &[Some(300), None, Some(110)]);
+    assert_eq!(max_pods(&rt), vec![json!(254), Value::Null, json!(110)]);
+
+    // A /24 pods network (254 addresses): lowered from the last pool backwards, none below 1
+    // (254 + 110 = 364: the last pool to 1, then the first by the remaining 1).
+    rt.spec.shoot.networking.pods = "10.96.0.0/24".into();
+    assert_eq!(max_pods(&rt), vec![json!(253), Value::Null, json!(1)]);
+    with_max_pods(&mut rt, &[Some(110), Some(110), Some(110)]);
+    assert_eq!(max_pods(&rt), vec![json!(110), json!(110), json!(34)]);
+    // /30: 2 usable addresses; /31: 2; /32: 1.
+    rt.spec.shoot.networking.pods = "10.96.0.0/30".into();
+    with_max_pods(&mut rt, &[Some(5), Some(5)]);
+    assert_eq!(max_pods(&rt), vec![json!(1), json!(1)]);
+    rt.spec.shoot.networking.pods = "10.96.0.0/32".into();
+    with_max_pods(&mut rt, &[Some(5), None]);
+    assert_eq!(max_pods(&rt), vec![json!(1), Value::Null]);
+}
+
+#[test]
+fn max_pods_beyond_the_pods_network_is_an_error_and_refused_at_admission() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.networking.pods = "10.96.0.0/32".into();
+    with_max_pods(&mut rt, &[Some(5), Some(5)]);
+    let err = fails(&rt, &config());
+    assert_eq!(
+        err.runtime_field().as_deref(),
+        Some("spec.shoot.networking.pods")
+    );
+    assert!(err.to_string().contains("1 usable pod addresses"), "{err}");
+    let refused = kim_shared::validation::validate_create(&rt, &config());
+    assert!(
+        refused
+            .violations
+            .iter()
+            .any(|v| v.field == "spec.shoot.networking.pods" && v.message.contains("maxPods")),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn gvisor_runtimes_get_net_raw_unless_set() {
+    let mut rt = runtime("aws");
+    let cri = |runtimes: Value| {
+        serde_json::from_value(json!({"name": "containerd", "containerRuntimes": runtimes}))
+            .unwrap()
+    };
+    let main = rt.spec.shoot.provider.workers[0].clone();
+    let pool = |name: &str, runtimes: Value| {
+        let mut w = main.clone();
+        w.name = name.into();
+        w.cri = Some(cri(runtimes));
+        w
+    };
+    let gvisor = |config: Value| json!({"type": "gvisor", "providerConfig": config});
+    rt.spec.shoot.provider.workers = vec![pool("plain", json!([{"type": "gvisor"}]))];
+    rt.spec.shoot.provider.additional_workers = Some(vec![
+        pool(
+            "flags",
+            json!([gvisor(json!({
+                "apiVersion": "gvisor.runtime.extensions.config.gardener.cloud/v1alpha1",
+                "kind": "GVisorConfiguration",
+                "configFlags": {"debug": "false", "nvproxy": "false"}
+            }))]),
+        ),
+        pool(
+            "off",
+            json!([gvisor(json!({
+                "apiVersion": "gvisor.runtime.extensions.config.gardener.cloud/v1alpha1",
+                "kind": "GVisorConfiguration",
+                "configFlags": {"net-raw": "false"}
+            }))]),
+        ),
+        pool("mixed", json!([{"type": "other"}, {"type": "gvisor"}])),
+    ]);
+    let default = json!({
+        "apiVersion": "gvisor.runtime.extensions.config.gardener.cloud/v1alpha1",
+        "kind": "GVisorConfiguration",
+        "configFlags": {"net-raw": "true"}
+    });
+    let check = |spec: &Value| {
+        let runtimes =
+            |i: usize| spec["provider"]["workers"][i]["cri"]["containerRuntimes"].clone();
+        assert_eq!(runtimes(0), json!([gvisor(default.clone())]));
+        assert_eq!(
+            runtimes(1)[0]["providerConfig"]["configFlags"],
+            json!({"debug": "false", "nvproxy": "false", "net-raw": "true"})
+        );
+        assert_eq!(
+            runtimes(2)[0]["providerConfig"]["configFlags"],
+            json!({"net-raw": "false"})
+        );
+        assert_eq!(
+            runtimes(3),
+            json!([{"type": "other"}, gvisor(default.clone())])
+        );
+    };
+    let created = create(&rt, &config());
+    check(&json(&created.shoot)["spec"]);
+    // The patch form writes the same (no flip-flop against the Shoot just created).
+    let patched = to_shoot(&rt, &config(), Some(&created.shoot)).unwrap();
+    check(&json(&patched.shoot)["spec"]);
 }
 
 fn external_dns() -> KimConfig {

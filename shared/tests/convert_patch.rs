@@ -48,7 +48,7 @@ fn types(spec: &Value) -> Vec<String> {
 }
 
 #[test]
-fn unchanged_runtime_patches_to_the_created_shoot_without_dns_and_tolerations() {
+fn unchanged_runtime_patches_to_the_created_shoot_without_dns_tolerations_and_token_settings() {
     let mut rt = runtime("gcp");
     rt.spec.shoot.region = "me-central2".into();
     set_zones(&mut rt, &["me-central2-a"]);
@@ -58,6 +58,8 @@ fn unchanged_runtime_patches_to_the_created_shoot_without_dns_and_tolerations() 
     cfg.converter.dns.provider_type = "aws-route53".into();
     let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
     assert!(created.spec.dns.is_some() && created.spec.tolerations.is_some());
+    let api_server = |s: &Shoot| s.spec.kubernetes.kube_api_server.clone().unwrap();
+    assert!(api_server(&created).service_account_config.is_some());
     let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap();
     assert!(!patched.workers_removed);
     assert_eq!(
@@ -65,10 +67,16 @@ fn unchanged_runtime_patches_to_the_created_shoot_without_dns_and_tolerations() 
         "left to what was set at creation"
     );
     assert_eq!(patched.shoot.spec.tolerations, None);
-    // Everything else is the same.
+    // Upstream writes the service account settings on create only, too.
+    assert_eq!(api_server(&patched.shoot).service_account_config, None);
+    // Everything else is the same: the cleanup annotations, feature gates, machine controller
+    // manager defaults and clamped maxPods are written alike on create and patch.
     let mut expected = created.clone();
     expected.spec.dns = None;
     expected.spec.tolerations = None;
+    if let Some(api) = expected.spec.kubernetes.kube_api_server.as_mut() {
+        api.service_account_config = None;
+    }
     assert_eq!(patched.shoot, expected);
 }
 
@@ -434,4 +442,58 @@ fn broken_live_shoot_is_reported_as_such() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn todays_upstream_extenders_write_the_same_on_patch_as_on_create() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.networking.pods = "10.96.0.0/24".into();
+    let w = &mut rt.spec.shoot.provider.workers[0];
+    w.kubernetes = Some(serde_json::from_value(json!({"kubelet": {"maxPods": 300}})).unwrap());
+    w.cri = Some(
+        serde_json::from_value(
+            json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]}),
+        )
+        .unwrap(),
+    );
+    let mut cfg = config();
+    let api = cfg
+        .converter
+        .kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default);
+    api.feature_gates = [("SomeGate".to_owned(), true)].into();
+    api.runtime_config = [("some.group/v1".to_owned(), true)].into();
+    cfg.converter.kubernetes.kubelet =
+        Some(serde_json::from_value(json!({"featureGates": {"OtherGate": false}})).unwrap());
+
+    let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
+    // A live Shoot as Gardener stores it: the same values (durations already in Go's form).
+    let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap().shoot;
+    let (c, p) = (json(&created), json(&patched));
+    assert_eq!(p["metadata"]["annotations"], c["metadata"]["annotations"]);
+    for key in ["featureGates", "runtimeConfig"] {
+        assert_eq!(
+            p["spec"]["kubernetes"]["kubeAPIServer"][key],
+            c["spec"]["kubernetes"]["kubeAPIServer"][key]
+        );
+    }
+    assert_eq!(
+        p["spec"]["kubernetes"]["kubelet"],
+        json!({"featureGates": {"OtherGate": false}})
+    );
+    let worker = &p["spec"]["provider"]["workers"][0];
+    assert_eq!(worker, &c["spec"]["provider"]["workers"][0]);
+    assert_eq!(worker["kubernetes"]["kubelet"]["maxPods"], 254);
+    assert_eq!(
+        worker["machineControllerManager"],
+        json!({"machineDrainTimeout": "15m0s", "maxEvictRetries": 2})
+    );
+    assert_eq!(
+        worker["cri"]["containerRuntimes"][0]["providerConfig"]["configFlags"],
+        json!({"net-raw": "true"})
+    );
+    // Patching the patched Shoot again changes nothing (no flip-flop).
+    let again = to_shoot(&rt, &cfg, Some(&patched)).unwrap().shoot;
+    assert_eq!(again, patched);
 }

@@ -5,7 +5,22 @@ use super::error::Checker;
 use super::values::{
     KubernetesVersion, is_dns_label, is_dns_subdomain, is_url, parse_image_version,
 };
+use crate::duration::parse_go_duration;
+use crate::gardener::shoot::Toleration;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Upstream's shortest and longest service account token lifetime; a configured
+/// `maxTokenExpiration` outside them is raised or lowered to them.
+pub const TOKEN_EXPIRATION_BOUNDS: (Duration, Duration) = (
+    Duration::from_secs(30 * 24 * 3600),
+    Duration::from_secs(90 * 24 * 3600),
+);
+/// Upstream's machine drain timeout when `provider.worker.defaultMachineDrainTimeout` is empty.
+pub const DEFAULT_MACHINE_DRAIN_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// Upstream's eviction retries when `provider.worker.defaultMaxEvictRetries` is empty.
+pub const DEFAULT_MAX_EVICT_RETRIES: i32 = 2;
 
 /// The signing algorithms Gardener and the kube-apiserver accept for OIDC tokens.
 pub const SIGNING_ALGORITHMS: [&str; 9] = [
@@ -34,6 +49,9 @@ pub struct ConverterConfig {
     /// `converter.maintenanceWindow`.
     #[serde(default)]
     pub maintenance_window: MaintenanceWindowConfig,
+    /// `converter.tolerations`: per region, the seed taints the region's Shoots tolerate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tolerations: BTreeMap<String, Vec<Toleration>>,
 }
 
 /// `converter.kubernetes`.
@@ -51,8 +69,58 @@ pub struct KubernetesConfig {
     /// `defaultOperatorOidc` (required): the OIDC provider of the shoot's kube-apiserver when
     /// the Runtime names none (KEB never names one).
     pub default_operator_oidc: OidcProvider,
-    /// `kubeApiServer` (later upstream): the ConfigMap with the operator ACL CIDRs.
+    /// `kubeApiServer` (later upstream): the ConfigMap with the operator ACL CIDRs, the
+    /// service account token lifetime, feature gates and runtime config.
     pub kube_api_server: Option<KubeApiServerConfig>,
+    /// `kubelet` (later upstream): the kubelet feature gates of every Shoot.
+    pub kubelet: Option<KubeletDefaults>,
+}
+
+impl KubernetesConfig {
+    /// `kubeApiServer`, empty when absent.
+    pub fn api_server(&self) -> KubeApiServerView<'_> {
+        KubeApiServerView(self.kube_api_server.as_ref())
+    }
+
+    /// `kubelet.featureGates`, empty when absent.
+    pub fn kubelet_feature_gates(&self) -> &BTreeMap<String, bool> {
+        static EMPTY: BTreeMap<String, bool> = BTreeMap::new();
+        self.kubelet.as_ref().map_or(&EMPTY, |k| &k.feature_gates)
+    }
+}
+
+/// `converter.kubernetes.kubeApiServer` with upstream's defaults for what is absent.
+#[derive(Clone, Copy, Debug)]
+pub struct KubeApiServerView<'a>(Option<&'a KubeApiServerConfig>);
+
+impl KubeApiServerView<'_> {
+    /// `maxTokenExpiration` raised or lowered into [`TOKEN_EXPIRATION_BOUNDS`]; empty (or
+    /// unparsable, which loading refuses) is the lower bound, `720h`.
+    pub fn max_token_expiration(&self) -> Duration {
+        let (low, high) = TOKEN_EXPIRATION_BOUNDS;
+        self.0
+            .and_then(|k| parse_go_duration(&k.max_token_expiration))
+            .map_or(low, |d| d.clamp(low, high))
+    }
+
+    /// `featureGates`, empty when absent.
+    pub fn feature_gates(&self) -> Option<&BTreeMap<String, bool>> {
+        self.0.map(|k| &k.feature_gates).filter(|m| !m.is_empty())
+    }
+
+    /// `runtimeConfig`, empty when absent.
+    pub fn runtime_config(&self) -> Option<&BTreeMap<String, bool>> {
+        self.0.map(|k| &k.runtime_config).filter(|m| !m.is_empty())
+    }
+}
+
+/// `converter.kubernetes.kubelet` (later upstream).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletDefaults {
+    /// `featureGates`: Shoot `spec.kubernetes.kubelet.featureGates`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub feature_gates: BTreeMap<String, bool>,
 }
 
 /// The JSON layout of `converter.kubernetes`, before the two spellings of the machine image
@@ -71,6 +139,7 @@ struct RawKubernetesConfig {
     documented_spelling: Option<bool>,
     default_operator_oidc: OidcProvider,
     kube_api_server: Option<KubeApiServerConfig>,
+    kubelet: Option<KubeletDefaults>,
 }
 
 impl TryFrom<RawKubernetesConfig> for KubernetesConfig {
@@ -93,6 +162,7 @@ impl TryFrom<RawKubernetesConfig> for KubernetesConfig {
             enable_machine_image_version_auto_update: auto_update,
             default_operator_oidc: raw.default_operator_oidc,
             kube_api_server: raw.kube_api_server,
+            kubelet: raw.kubelet,
         })
     }
 }
@@ -100,7 +170,7 @@ impl TryFrom<RawKubernetesConfig> for KubernetesConfig {
 impl Serialize for KubernetesConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("KubernetesConfig", 5)?;
+        let mut st = s.serialize_struct("KubernetesConfig", 6)?;
         st.serialize_field("defaultVersion", &self.default_version)?;
         st.serialize_field(
             "enableKubernetesVersionAutoUpdate",
@@ -115,6 +185,9 @@ impl Serialize for KubernetesConfig {
         if let Some(k) = &self.kube_api_server {
             st.serialize_field("kubeApiServer", k)?;
         }
+        if let Some(k) = &self.kubelet {
+            st.serialize_field("kubelet", k)?;
+        }
         st.end()
     }
 }
@@ -126,6 +199,16 @@ pub struct KubeApiServerConfig {
     /// `acl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl: Option<AclConfig>,
+    /// `maxTokenExpiration`: a Go duration such as `720h` (Shoot
+    /// `kubeAPIServer.serviceAccountConfig.maxTokenExpiration`, kept within 30 to 90 days).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub max_token_expiration: String,
+    /// `featureGates`: Shoot `spec.kubernetes.kubeAPIServer.featureGates`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub feature_gates: BTreeMap<String, bool>,
+    /// `runtimeConfig`: Shoot `spec.kubernetes.kubeAPIServer.runtimeConfig`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_config: BTreeMap<String, bool>,
 }
 
 /// `converter.kubernetes.kubeApiServer.acl` (later upstream).
@@ -192,6 +275,65 @@ pub struct ConverterProviderConfig {
     /// `aws`.
     #[serde(default)]
     pub aws: AwsConverterConfig,
+    /// `worker`: machine controller manager defaults of every worker pool.
+    #[serde(default)]
+    pub worker: WorkerDefaults,
+    /// `gdch`: read and kept, used once the provider type `gdch` exists.
+    #[serde(default)]
+    pub gdch: GdchConverterConfig,
+}
+
+/// `converter.provider.worker`; upstream keeps both values as strings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerDefaults {
+    /// `defaultMaxEvictRetries`: a whole number such as `"2"`; empty means 2.
+    #[serde(default)]
+    pub default_max_evict_retries: String,
+    /// `defaultMachineDrainTimeout`: a Go duration such as `"15m"`; empty means 15 minutes.
+    #[serde(default)]
+    pub default_machine_drain_timeout: String,
+}
+
+impl WorkerDefaults {
+    /// The drain timeout of pools that set none (the default also for a value loading refuses).
+    pub fn machine_drain_timeout(&self) -> Duration {
+        parse_go_duration(&self.default_machine_drain_timeout)
+            .unwrap_or(DEFAULT_MACHINE_DRAIN_TIMEOUT)
+    }
+
+    /// The eviction retries of pools that set none (the default also for a value loading
+    /// refuses).
+    pub fn max_evict_retries(&self) -> i32 {
+        parse_evict_retries(&self.default_max_evict_retries).unwrap_or(DEFAULT_MAX_EVICT_RETRIES)
+    }
+}
+
+/// A non-negative 32-bit count as Go's `strconv.ParseInt(s, 10, 32)` reads it.
+fn parse_evict_retries(s: &str) -> Option<i32> {
+    s.strip_prefix('+')
+        .unwrap_or(s)
+        .parse::<i32>()
+        .ok()
+        .filter(|n| *n >= 0)
+}
+
+/// `converter.provider.gdch`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GdchConverterConfig {
+    /// `cloudProfileName`: the cloud profile of GDCH Shoots (upstream's default `cat`).
+    #[serde(default)]
+    pub cloud_profile_name: String,
+    /// `parentReferenceName` of the GDCH infrastructure config.
+    #[serde(default)]
+    pub parent_reference_name: String,
+    /// `parentReferenceNamespace` of the GDCH infrastructure config.
+    #[serde(default)]
+    pub parent_reference_namespace: String,
+    /// `parentReferenceType` of the GDCH infrastructure config.
+    #[serde(default)]
+    pub parent_reference_type: String,
 }
 
 /// `converter.provider.aws`.
@@ -278,6 +420,36 @@ pub(crate) fn check(converter: &ConverterConfig, cluster: &ClusterConfig, c: &mu
             "converter.kubernetes.kubeApiServer.acl.configMapName",
             format!("`{name}` is not a valid ConfigMap name (lower-case DNS subdomain)"),
         );
+    }
+
+    if let Some(api) = &k.kube_api_server {
+        let max = &api.max_token_expiration;
+        if !max.is_empty() && parse_go_duration(max).is_none() {
+            c.problem(
+                "converter.kubernetes.kubeApiServer.maxTokenExpiration",
+                format!("expected a Go duration such as `720h` (no days), found `{max}`"),
+            );
+        }
+    }
+    let worker = &converter.provider.worker;
+    let drain = &worker.default_machine_drain_timeout;
+    if !drain.is_empty() && parse_go_duration(drain).is_none() {
+        c.problem(
+            "converter.provider.worker.defaultMachineDrainTimeout",
+            format!("expected a Go duration such as `15m`, found `{drain}`"),
+        );
+    }
+    let retries = &worker.default_max_evict_retries;
+    if !retries.is_empty() && parse_evict_retries(retries).is_none() {
+        c.problem(
+            "converter.provider.worker.defaultMaxEvictRetries",
+            format!("expected a whole number from 0 to 2147483647 such as `2`, found `{retries}`"),
+        );
+    }
+    for (region, tolerations) in &converter.tolerations {
+        for (i, t) in tolerations.iter().enumerate() {
+            c.non_empty(format!("converter.tolerations.{region}[{i}].key"), &t.key);
+        }
     }
 
     let dns = &converter.dns;

@@ -45,6 +45,14 @@ pub enum ConvertError {
         prefix: u8,
     },
 
+    /// `spec.shoot.networking.pods` is no IPv4 CIDR from /2 to /32, or has fewer usable
+    /// addresses than worker pools that set `maxPods`.
+    #[error("spec.shoot.networking.pods: {message}")]
+    PodsNetwork {
+        /// What is wrong and what would be valid.
+        message: String,
+    },
+
     /// Too few or too many distinct zones over all worker pools.
     #[error(
         "spec.shoot.provider.workers[0].zones: the worker pools (workers and additionalWorkers) \
@@ -100,6 +108,7 @@ impl ConvertError {
             Self::NodesCidr { .. } | Self::NodesPrefix { .. } => {
                 "spec.shoot.networking.nodes".to_owned()
             }
+            Self::PodsNetwork { .. } => "spec.shoot.networking.pods".to_owned(),
             Self::ZoneCount { .. } => "spec.shoot.provider.workers[0].zones".to_owned(),
             Self::AzureZone { field, .. } => field.clone(),
             Self::AuditLogTenant { .. } => "spec.shoot.region".to_owned(),

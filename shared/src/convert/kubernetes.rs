@@ -1,13 +1,16 @@
-//! Kubernetes version, maintenance, audit log and (on patch) the live `spec.resources`.
+//! Kubernetes version, feature gates, runtime config, maintenance, audit log, service account
+//! tokens and (on patch) the live `spec.resources`.
 
 use super::extensions::AUDITLOG_CREDENTIALS;
 use super::{Input, version};
+use crate::duration::format_go_duration;
 use crate::gardener::Shoot;
-use crate::gardener::kubernetes::{AuditConfig, AuditPolicy};
+use crate::gardener::kubernetes::{AuditConfig, AuditPolicy, ServiceAccountConfig};
 use crate::gardener::shoot::{
     CrossVersionObjectReference, Maintenance, MaintenanceAutoUpdate, MaintenanceTimeWindow,
     NamedResourceReference,
 };
+use crate::gardener::worker::KubeletConfig;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 /// The purpose whose Shoots get the region's maintenance window.
@@ -99,4 +102,52 @@ pub(super) fn audit_log(input: &Input<'_>, shoot: &mut Shoot) {
             }),
         }),
     });
+}
+
+/// The kube-apiserver and kubelet feature gates of the configuration. Like upstream, the
+/// Shoot-wide `kubelet` is always written, empty when no kubelet gate is configured.
+pub(super) fn feature_gates(input: &Input<'_>, shoot: &mut Shoot) {
+    let k = &input.cfg.converter.kubernetes;
+    let kubernetes = &mut shoot.spec.kubernetes;
+    kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default)
+        .feature_gates = k.api_server().feature_gates().cloned();
+    let gates = k.kubelet_feature_gates();
+    kubernetes
+        .kubelet
+        .get_or_insert_with(KubeletConfig::default)
+        .feature_gates = (!gates.is_empty()).then(|| gates.clone());
+}
+
+/// The kube-apiserver `runtimeConfig` of the configuration.
+pub(super) fn runtime_config(input: &Input<'_>, shoot: &mut Shoot) {
+    let api = input.cfg.converter.kubernetes.api_server();
+    shoot
+        .spec
+        .kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default)
+        .runtime_config = api.runtime_config().cloned();
+}
+
+/// Service account tokens (create only): lifetimes are not extended, and the longest is
+/// `maxTokenExpiration` kept within 30 to 90 days (30 days when unset), written as Gardener
+/// stores it (`720h0m0s`).
+pub(super) fn service_account(input: &Input<'_>, shoot: &mut Shoot) {
+    let max = input
+        .cfg
+        .converter
+        .kubernetes
+        .api_server()
+        .max_token_expiration();
+    let config = shoot
+        .spec
+        .kubernetes
+        .kube_api_server
+        .get_or_insert_with(Default::default)
+        .service_account_config
+        .get_or_insert_with(ServiceAccountConfig::default);
+    config.extend_token_expiration = Some(false);
+    config.max_token_expiration = Some(format_go_duration(max));
 }

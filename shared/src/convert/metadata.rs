@@ -6,7 +6,8 @@ use crate::gardener::Shoot;
 use crate::gardener::shoot::{Networking, ShootSpec};
 use crate::names::{
     SHOOT_ANNOTATION_LICENCE_TYPE, SHOOT_ANNOTATION_RUNTIME_GENERATION,
-    SHOOT_ANNOTATION_RUNTIME_ID, SHOOT_LABEL_ACCOUNT, SHOOT_LABEL_SUBACCOUNT,
+    SHOOT_ANNOTATION_RUNTIME_ID, SHOOT_CLEANUP_GRACE_PERIODS, SHOOT_LABEL_ACCOUNT,
+    SHOOT_LABEL_SUBACCOUNT,
 };
 use std::collections::BTreeMap;
 
@@ -35,8 +36,8 @@ pub(super) fn base(input: &Input<'_>) -> Shoot {
     shoot
 }
 
-/// Replaces all annotations: runtime id, the Runtime generation the Shoot reflects, and the
-/// licence type when the Runtime has one.
+/// Replaces all annotations: runtime id, the Runtime generation the Shoot reflects, the three
+/// cleanup grace periods, and the licence type when the Runtime has one.
 pub(super) fn annotations(input: &Input<'_>, shoot: &mut Shoot) {
     let mut annotations = BTreeMap::from([
         (
@@ -48,6 +49,9 @@ pub(super) fn annotations(input: &Input<'_>, shoot: &mut Shoot) {
             input.rt.metadata.generation.unwrap_or(0).to_string(),
         ),
     ]);
+    for (key, seconds) in SHOOT_CLEANUP_GRACE_PERIODS {
+        annotations.insert(key.to_owned(), seconds.to_owned());
+    }
     if let Some(licence) = input
         .shoot()
         .licence_type

@@ -5,9 +5,7 @@ use super::Input;
 use crate::api::ProviderType;
 use crate::config::ProviderKind;
 use crate::gardener::Shoot;
-use crate::gardener::shoot::{
-    AccessRestrictionWithOptions, CloudProfileReference, SeedSelector, Toleration,
-};
+use crate::gardener::shoot::{AccessRestrictionWithOptions, CloudProfileReference, SeedSelector};
 use crate::names::SEED_LABEL_REGION;
 use std::collections::BTreeMap;
 
@@ -19,9 +17,6 @@ const EU_ACCESS_PLATFORM_REGIONS: [&str; 5] =
 const EU_ACCESS_RESTRICTION: &str = "eu-access-only";
 /// Exposure class of every SAP Converged Cloud (openstack) Shoot.
 const OPENSTACK_EXPOSURE_CLASS: &str = "converged-cloud-internet";
-/// Region whose seeds are tainted for the KSA assured workload, and the toleration it needs.
-const KSA_REGION: &str = "me-central2";
-const KSA_TOLERATION: &str = "ksa-assured-workload";
 
 /// The provider kind of the KIM configuration for a Runtime provider type.
 pub(super) fn kind(t: ProviderType) -> ProviderKind {
@@ -91,12 +86,16 @@ pub(super) fn access_restrictions(input: &Input<'_>, shoot: &mut Shoot) {
     }
 }
 
-/// Seeds in `me-central2` are tainted for the KSA assured workload (create only).
+/// The tolerations `converter.tolerations` lists for the Runtime's region (create only), for
+/// example `ksa-assured-workload` for the tainted seeds of `me-central2`.
 pub(super) fn tolerations(input: &Input<'_>, shoot: &mut Shoot) {
-    if input.shoot().region == KSA_REGION {
-        shoot.spec.tolerations = Some(vec![Toleration {
-            key: KSA_TOLERATION.to_owned(),
-            value: None,
-        }]);
+    if let Some(tolerations) = input
+        .cfg
+        .converter
+        .tolerations
+        .get(&input.shoot().region)
+        .filter(|t| !t.is_empty())
+    {
+        shoot.spec.tolerations = Some(tolerations.clone());
     }
 }

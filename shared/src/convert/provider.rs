@@ -3,6 +3,7 @@
 //! and `workersSettings`.
 
 mod infra;
+pub mod pools;
 pub mod zones;
 
 use super::{ConvertError, Input, version};
@@ -24,7 +25,7 @@ pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) -> Result<(), Convert
     check_zone_names(p, &zones)?;
     let nodes = nodes(input)?;
     let (infrastructure, control_plane) = infra::create(input, nodes, &zones)?;
-    finish_workers(input, &mut workers);
+    finish_workers(input, &mut workers)?;
 
     let provider = &mut shoot.spec.provider;
     provider.type_ = p.type_.as_str().to_owned();
@@ -88,7 +89,7 @@ pub(super) fn patch(
             infra::patch(input, nodes, &live_infra.0, live_cp.map(|c| &c.0), &merged)?
         };
 
-    finish_workers(input, &mut workers);
+    finish_workers(input, &mut workers)?;
     for w in &mut workers {
         if let Some(l) = live_workers.iter().find(|l| l.name == w.name) {
             align_with_live(w, l);
@@ -175,8 +176,9 @@ fn nodes(input: &Input<'_>) -> Result<Ipv4Net, ConvertError> {
         })
 }
 
-/// Machine image defaults and, on AWS with `enableIMDSv2`, the IMDSv2 worker configuration.
-fn finish_workers(input: &Input<'_>, workers: &mut [Worker]) {
+/// In upstream's order: machine image defaults, on AWS with `enableIMDSv2` the IMDSv2 worker
+/// configuration, `maxPods` clamping and the machine controller manager defaults.
+fn finish_workers(input: &Input<'_>, workers: &mut [Worker]) -> Result<(), ConvertError> {
     let kind = super::placement::kind(input.shoot().provider.type_);
     let default = input.cfg.default_machine_image(kind);
     for w in workers.iter_mut() {
@@ -198,6 +200,9 @@ fn finish_workers(input: &Input<'_>, workers: &mut [Worker]) {
             require_imds_v2(w);
         }
     }
+    pools::clamp_max_pods(workers, &input.shoot().networking.pods)?;
+    pools::machine_controller_manager(workers, &input.cfg.converter.provider.worker);
+    Ok(())
 }
 
 /// Requires IMDSv2 tokens (hop limit 2) in the pool's AWS `WorkerConfig`. Upstream replaces

@@ -22,6 +22,9 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
     let nodes = shoot_network(f, "spec.shoot.networking.nodes", &net.nodes);
     let pods = shoot_network(f, "spec.shoot.networking.pods", &net.pods);
     let services = shoot_network(f, "spec.shoot.networking.services", &net.services);
+    if pods.is_some() {
+        pods_per_pool(ctx, f);
+    }
     let named = [("nodes", nodes), ("pods", pods), ("services", services)];
     for (i, (a_key, a)) in named.iter().enumerate() {
         for (b_key, b) in &named[i + 1..] {
@@ -59,6 +62,27 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
         return None;
     }
     Some(nodes)
+}
+
+/// The pods network has room for upstream's `maxPods` clamping: a prefix from /2 and at least
+/// one address per pool that sets `kubernetes.kubelet.maxPods` (the conversion's
+/// `PodsNetwork` error).
+fn pods_per_pool(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
+    let shoot = &ctx.rt.spec.shoot;
+    let mut pools: Vec<_> = shoot
+        .provider
+        .workers
+        .iter()
+        .chain(shoot.provider.additional_workers.iter().flatten())
+        .cloned()
+        .collect();
+    if let Err(e) = crate::convert::pools::clamp_max_pods(&mut pools, &shoot.networking.pods) {
+        let message = e.to_string();
+        let message = message
+            .strip_prefix("spec.shoot.networking.pods: ")
+            .unwrap_or(&message);
+        f.violation("spec.shoot.networking.pods", message.to_owned());
+    }
 }
 
 /// Providers whose infrastructure configuration splits the nodes CIDR into zone subnets.

@@ -25,12 +25,16 @@ pub fn config() -> KimConfig {
 /// Converts each `(golden name, Runtime)` with the example configuration and compares the Shoot
 /// and structured-auth ConfigMap with `<golden_dir>/<name>.json`.
 pub fn check(samples: Vec<(String, Runtime)>, golden_dir: &Path) {
+    check_with(samples, golden_dir, &config());
+}
+
+/// [`check`] with another configuration.
+pub fn check_with(samples: Vec<(String, Runtime)>, golden_dir: &Path, cfg: &KimConfig) {
     assert!(!samples.is_empty(), "no sample to check");
-    let cfg = config();
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut mismatches = Vec::new();
     for (name, rt) in samples {
-        let converted = to_shoot(&rt, &cfg, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let converted = to_shoot(&rt, cfg, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!converted.workers_removed);
         let actual = serde_json::json!({
             "shoot": converted.shoot,

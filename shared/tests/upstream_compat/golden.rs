@@ -17,8 +17,7 @@
 //!   converged-cloud-kyma} (no `cloudProfileName`); `exposureClassName: converged-cloud-internet`
 //!   only for openstack; `seedSelector` region label only with `enforceSeedLocation: true`;
 //!   `accessRestrictions` eu-access-only only for platform region cf-eu11 (not cd-eu11, cf-us10);
-//!   no tolerations (no me-central2 sample); no `spec.dns` (the example config uses
-//!   Gardener-internal DNS).
+//!   no `spec.dns` (the example config uses Gardener-internal DNS).
 //! - kubernetes: the Runtime's version or the default `1.35`; `kubeAPIServer.structuredAuthentication`
 //!   `structured-auth-config-<shoot>` and no `oidcConfig`; audit policy ConfigMap `audit-policy`
 //!   for regions with a tenant (all samples); no `enableStaticTokenKubeconfig`.
@@ -34,6 +33,18 @@
 //! - extensions in upstream order: networking filter (disabled: every sample has egress off, so no
 //!   blackholing config), cert (shootIssuers), DNS (internal: replication on, sync from spec, no
 //!   providers), OIDC (disabled false), audit log (tenant of the region).
+//! - today's upstream extenders (reviewed against its converter and tests, name of the test case
+//!   in parentheses): the three cleanup grace-period annotations 120/120/60 on every Shoot
+//!   (`TestAnnotationsExtender` "Create with basic annotations"); `kubernetes.kubelet: {}` and no
+//!   kube-apiserver `featureGates`/`runtimeConfig`, as the example config sets none
+//!   (`TestFeatureGatesExtender`, `TestKubernetesRuntimeConfigExtender`);
+//!   `kubeAPIServer.serviceAccountConfig {extendTokenExpiration: false, maxTokenExpiration:
+//!   720h0m0s}` (`TestNewExpirationTimeExtender`, "between boundaries" with the example's `720h`);
+//!   every pool's `machineControllerManager {machineDrainTimeout: 15m0s, maxEvictRetries: 2}`
+//!   (`TestApplyMachineControllerManagerConfig` "nil settings get defaults applied"); no sample
+//!   sets `maxPods` or a gVisor runtime, so `TestMaxPodsClamping` and `TestConverter_GVisorNetRaw`
+//!   are covered by the unit tests only; no me-central2 sample, so no tolerations
+//!   (`TestTolerationsExtender` "Should not extend Tolerations for eu-de-1").
 //! - structured auth ConfigMap: the sample's `oidcConfig` (issuer + client present): audience =
 //!   clientID, username claim `sub` with the legacy default prefix `<issuer>#` (the samples set no
 //!   usernamePrefix), groups claim `groups` with prefix "".

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 /// Substitutions each golden needs (besides namespace and credentials binding); the
 /// repository's samples (`runtime-*`) need none.
-const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 17] = [
+const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 18] = [
     ("aws-freemium", &[]),
     ("aws-minimal", &[]),
     ("aws-trial", &[]),
@@ -56,6 +56,7 @@ const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 17] = [
     ("runtime-aws-pools-oidc", &[]),
     ("runtime-azure", &[]),
     ("runtime-gcp", &[]),
+    ("runtime-gcp-extenders", &[]),
     ("runtime-openstack", &[]),
     ("runtime-trial", &[]),
     ("sap-converged-cloud", &["version"]),
