@@ -573,6 +573,7 @@ pub fn provisionable(mut rt: Value, ns: &str, id: &str) -> Result<Runtime> {
 /// `Ready` with upstream's conditions and its administrators bound in the cluster, then deletes
 /// them all and checks that their Shoots are gone.
 pub async fn provision_and_delete_samples(
+    env: &TestEnv,
     namespace_prefix: &str,
     samples: Vec<(String, serde_json::Value)>,
 ) -> Result<()> {
@@ -580,7 +581,6 @@ pub async fn provision_and_delete_samples(
     use kube::api::{DeleteParams, ListParams};
     use kube::{Api, ResourceExt};
     ensure!(!samples.is_empty(), "no sample to provision");
-    let env = TestEnv::shared().await?;
     let ns = env.namespace(namespace_prefix).await?;
     let ctl = start_controller(env, &ns, &[]).await?;
     let suffix = &ns[ns.len().saturating_sub(4)..];

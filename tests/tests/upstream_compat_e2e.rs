@@ -96,7 +96,8 @@ fn yaml(v: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_upstream_sample_is_provisioned_and_deleted() -> Result<()> {
     let files = upstream_runtime_files()?;
-    provision_and_delete_samples("ctl-upstream", read_samples(&files)?).await
+    let env = kim_tests::testenv::TestEnv::shared().await?;
+    provision_and_delete_samples(env, "ctl-upstream", read_samples(&files)?).await
 }
 
 #[tokio::test]

@@ -9,6 +9,9 @@
 //! has an environment or a log of its own:
 //! - `controller::oidc` writes the cluster-scoped OpenIDConnect objects that every provisioned
 //!   Runtime writes too: its own environment (and its two tests one at a time);
+//! - `controller::samples` checks each sample's administrator bindings in the one shoot cluster,
+//!   where every other Runtime removes the bindings of administrators it does not list: its own
+//!   environment;
 //! - the webhook tests (`webhook`, `deploy::rbac_webhook`) register admission webhooks: a
 //!   KCP-only environment of their own ([`kim_tests::webhook::env`]), each configuration
 //!   scoped to the test's namespace;

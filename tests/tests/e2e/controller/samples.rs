@@ -3,9 +3,14 @@
 //! finished by the simulator, GardenerCluster created, the sample's administrators bound in the
 //! cluster, Runtime `Ready` with upstream's conditions; then deleted, finalizer last. The same
 //! over upstream's samples is part of the upstream-compatibility suite.
+//!
+//! Its own environment: every Runtime of an environment gets the same shoot cluster, where each
+//! Runtime keeps only its own administrators' bindings, so the other controller tests' Runtimes
+//! would remove the samples' bindings while this test checks them.
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, anyhow, ensure};
 use kim_tests::controller::*;
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_sample_runtime_is_provisioned_and_deleted() -> Result<()> {
@@ -24,5 +29,8 @@ async fn every_sample_runtime_is_provisioned_and_deleted() -> Result<()> {
         "expected the sample Runtimes in {}",
         dir.display()
     );
-    provision_and_delete_samples("ctl-samples", read_samples(&files)?).await
+    let env = TestEnv::start_for_process("kim-testenv-samples", TestEnvOptions::default())
+        .await
+        .map_err(|e| anyhow!("the samples test's own environment: {e}"))?;
+    provision_and_delete_samples(env, "ctl-samples", read_samples(&files)?).await
 }
