@@ -15,7 +15,7 @@ use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
 use crate::request::AdmissionContext;
 use crate::server::{
-    AppState, admin_router, admission_router, bind, drain_after, serve_plain, serve_tls,
+    AppState, admin_router, admission_router, bind, drain_after, serve_plain, serve_tls_with,
 };
 
 /// Sets up JSON (or text) logs on stdout; `RUST_LOG` filters, default `info`. Audit records
@@ -214,15 +214,24 @@ pub async fn serve(
         .with_context(|| format!("opening the audit log {} (--audit-log-path)", p.display()))?,
         None => AuditSink::log_only(),
     };
-    let state = Arc::new(AppState::new(
-        ctx,
-        audit,
-        CertResolver::new(),
-        args.max_request_bytes,
-    ));
+    let limits = args.limits();
+    let state = Arc::new(
+        AppState::new(ctx, audit, CertResolver::new(), args.max_request_bytes)
+            .with_limits(limits.clone()),
+    );
+    let client_ca = match &args.client_ca_file {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| {
+            format!("reading the client CA bundle {} (--client-ca-file)", p.display())
+        })?),
+        None => None,
+    };
     let tls = Arc::new(
-        kim_certs::server_config_with(state.resolver.clone(), args.tls_min_version)
-            .context("TLS configuration")?,
+        kim_certs::server_config_for(
+            state.resolver.clone(),
+            args.tls_min_version,
+            client_ca.as_deref(),
+        )
+        .context("TLS configuration (--client-ca-file)")?,
     );
 
     let https = bind(args.listen_addr, "--listen-addr").await?;
@@ -246,12 +255,13 @@ pub async fn serve(
         admin_router(state.clone()),
         wait(serving_stop.clone()),
     ));
-    serve_tls(
+    serve_tls_with(
         https,
         tls,
         admission_router(state, routes),
         wait(serving_stop),
         args.shutdown_grace,
+        limits,
     )
     .await;
     match admin_task.await {

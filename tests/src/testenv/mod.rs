@@ -113,6 +113,10 @@ pub struct TestEnvOptions {
     pub state_dir: Option<PathBuf>,
     /// Upper bound for the whole start-up.
     pub start_timeout: Duration,
+    /// The KCP apiserver presents a client certificate to every admission webhook it calls
+    /// (an AdmissionConfiguration whose kubeconfig names the user `*`); the certificate's CA
+    /// is [`TestEnv::webhook_client_ca_pem`].
+    pub webhook_client_cert: bool,
 }
 
 impl Default for TestEnvOptions {
@@ -125,6 +129,7 @@ impl Default for TestEnvOptions {
             simulator: Some(crate::simulator::SimulatorConfig::instant()),
             state_dir: None,
             start_timeout: Duration::from_secs(90),
+            webhook_client_cert: false,
         }
     }
 }
@@ -194,6 +199,7 @@ pub struct TestEnv {
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     startup: Duration,
     phases: Vec<(&'static str, Duration)>,
+    webhook_client_ca: Option<String>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -368,6 +374,23 @@ impl TestEnv {
         let proxy_key_file = files.write("kcp/front-proxy-client.key", &proxy_client.key_pem)?;
         let audit_policy = files.write("kcp/audit-policy.yaml", apiserver::AUDIT_POLICY)?;
         let audit_log = files.path("kcp/audit.log");
+        let (admission_config, webhook_client_ca) = if opts.webhook_client_cert {
+            let ca = Ca::new("kim-testenv-webhook-client-ca")?;
+            let cert = ca.client_cert("kube-apiserver-webhook-client", &[])?;
+            let cert_file = files.write("kcp/webhook-client.crt", &cert.cert_pem)?;
+            let key_file = files.write("kcp/webhook-client.key", &cert.key_pem)?;
+            let kubeconfig = files.write(
+                "kcp/webhook-client.kubeconfig",
+                &apiserver::webhook_client_kubeconfig(&cert_file, &key_file),
+            )?;
+            let config = files.write(
+                "kcp/admission-config.yaml",
+                &apiserver::admission_config(&kubeconfig),
+            )?;
+            (Some(config), Some(ca.pair.cert_pem.clone()))
+        } else {
+            (None, None)
+        };
         starter.spawn(
             "kcp-apiserver",
             &binaries.kube_apiserver,
@@ -378,6 +401,7 @@ impl TestEnv {
                 cert_dir: &kcp_dir,
                 audit: Some((&audit_policy, &audit_log)),
                 aggregator: Some((&proxy_ca_file, &proxy_cert_file, &proxy_key_file)),
+                admission_config: admission_config.as_deref(),
             }),
         )?;
         let kcp = ClusterAccess {
@@ -419,6 +443,7 @@ impl TestEnv {
                     cert_dir: &state_dir.join("shoot"),
                     audit: None,
                     aggregator: None,
+                    admission_config: None,
                 }),
             )?;
             let access = ClusterAccess {
@@ -514,6 +539,7 @@ impl TestEnv {
             background: Mutex::new(Vec::new()),
             startup: started.elapsed(),
             phases,
+            webhook_client_ca,
         };
         if let Some(sim) = &opts.simulator
             && let Some(info) = &env.shoot_info
@@ -580,6 +606,12 @@ impl TestEnv {
     /// serving certificates.
     pub fn ca(&self) -> &Ca {
         &self.kcp_ca
+    }
+
+    /// The CA of the client certificate the KCP apiserver presents to admission webhooks,
+    /// when started with [`TestEnvOptions::webhook_client_cert`].
+    pub fn webhook_client_ca_pem(&self) -> Option<&str> {
+        self.webhook_client_ca.as_deref()
     }
 
     /// An admin client (`system:masters`) for the KCP, which also serves the Gardener API.
