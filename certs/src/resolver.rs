@@ -156,10 +156,12 @@ pub fn server_config_for(
             if roots.is_empty() {
                 return Err(ClientCaError::Bundle("no CERTIFICATE block".into()));
             }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .build()
-                    .map_err(|e| ClientCaError::Bundle(e.to_string()))?;
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| ClientCaError::Bundle(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
     };

@@ -72,27 +72,79 @@ pub const LIST_BOUNDS: &[(&str, &str, i64)] = &[
     ("Runtime", ".spec.shoot.provider.additionalWorkers", 100),
     ("Runtime", ".spec.shoot.controlPlane.zones", 32),
     ("Runtime", ".spec.shoot.provider.workers[].zones", 32),
-    ("Runtime", ".spec.shoot.provider.additionalWorkers[].zones", 32),
-    ("Runtime", ".spec.shoot.provider.workers[].cri.containerRuntimes", 16),
-    ("Runtime", ".spec.shoot.provider.additionalWorkers[].cri.containerRuntimes", 16),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].zones",
+        32,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.workers[].cri.containerRuntimes",
+        16,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].cri.containerRuntimes",
+        16,
+    ),
     ("Runtime", ".spec.shoot.provider.workers[].dataVolumes", 64),
-    ("Runtime", ".spec.shoot.provider.additionalWorkers[].dataVolumes", 64),
-    ("Runtime", ".spec.shoot.provider.workers[].machineControllerManager.nodeConditions", 64),
-    ("Runtime", ".spec.shoot.provider.additionalWorkers[].machineControllerManager.nodeConditions", 64),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].dataVolumes",
+        64,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.workers[].machineControllerManager.nodeConditions",
+        64,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].machineControllerManager.nodeConditions",
+        64,
+    ),
     ("Runtime", ".spec.shoot.provider.workers[].taints", 128),
-    ("Runtime", ".spec.shoot.provider.additionalWorkers[].taints", 128),
-    ("Runtime", ".spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs", 1000),
-    ("Runtime", ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig", 100),
-    ("Runtime", ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[].signingAlgs", 32),
-    ("Runtime", ".spec.shoot.kubernetes.kubeAPIServer.oidcConfig.signingAlgs", 32),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].taints",
+        128,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs",
+        1000,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig",
+        100,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[].signingAlgs",
+        32,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.oidcConfig.signingAlgs",
+        32,
+    ),
     ("Runtime", ".status.conditions", 64),
     ("Runtime", ".status.shootLastErrors", 64),
     ("Runtime", ".status.shootLastErrors[].codes", 32),
     ("GardenerCluster", ".status.conditions", 64),
     ("RuntimeAccess", ".spec.clusterRole.rules", 256),
     ("RuntimeAccess", ".spec.clusterRole.rules[].apiGroups", 256),
-    ("RuntimeAccess", ".spec.clusterRole.rules[].nonResourceURLs", 256),
-    ("RuntimeAccess", ".spec.clusterRole.rules[].resourceNames", 1000),
+    (
+        "RuntimeAccess",
+        ".spec.clusterRole.rules[].nonResourceURLs",
+        256,
+    ),
+    (
+        "RuntimeAccess",
+        ".spec.clusterRole.rules[].resourceNames",
+        1000,
+    ),
     ("RuntimeAccess", ".spec.clusterRole.rules[].resources", 256),
     ("RuntimeAccess", ".spec.clusterRole.rules[].verbs", 64),
     ("RuntimeAccess", ".spec.role.rules", 256),
@@ -259,7 +311,11 @@ mod tests {
         for crd in all() {
             let kind = crd.spec.names.kind.clone();
             let mut found = Vec::new();
-            lists(&schema_of(&crd)["openAPIV3Schema"], String::new(), &mut found);
+            lists(
+                &schema_of(&crd)["openAPIV3Schema"],
+                String::new(),
+                &mut found,
+            );
             for (path, max) in found {
                 assert!(max.is_some(), "{kind} {path} has no maxItems");
                 seen.push((kind.clone(), path));

@@ -791,7 +791,10 @@ fn the_kubelet_file_layout_rules_decide_as_a_kubelet_would() {
 fn admission_port_rule(docs: &[Value]) -> Result<(Value, Value)> {
     let np = docs
         .iter()
-        .find(|d| d["kind"] == "NetworkPolicy" && d["metadata"]["name"] == "infrastructure-manager-webhook")
+        .find(|d| {
+            d["kind"] == "NetworkPolicy"
+                && d["metadata"]["name"] == "infrastructure-manager-webhook"
+        })
         .context("the webhook's NetworkPolicy")?;
     let rule = np["spec"]["ingress"]
         .as_array()
@@ -863,10 +866,7 @@ async fn the_apiserver_only_component_admits_only_the_given_cidr() -> Result<()>
             component.display()
         )
     };
-    std::fs::write(
-        overlay.path().join("kustomization.yaml"),
-        kustomization(""),
-    )?;
+    std::fs::write(overlay.path().join("kustomization.yaml"), kustomization(""))?;
     let (np, _) = admission_port_rule(&render_dir(env, overlay.path())?)?;
     let refused = dry_run_apply(env, &np).await;
     ensure!(

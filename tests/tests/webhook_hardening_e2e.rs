@@ -84,11 +84,10 @@ async fn post_without_certificate(url: &str, ca_bundle: &str) -> Result<u16, Str
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake::<_, String>(
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake::<_, String>(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     let req = http::Request::post("/validate/runtime")
         .header("host", "127.0.0.1")
@@ -169,7 +168,9 @@ async fn the_apiserver_refuses_a_runtime_above_a_list_bound() {
         );
         serde_json::from_value(rt).unwrap()
     };
-    let over = api.create(&dry_run(), &with_admins("over", bound + 1)).await;
+    let over = api
+        .create(&dry_run(), &with_admins("over", bound + 1))
+        .await;
     assert!(
         matches!(&over, Err(kube::Error::Api(s)) if s.code == 422 && s.message.contains("spec.security.administrators") && s.message.contains(&format!("must have at most {bound} items"))),
         "refused by the schema: {over:?}"

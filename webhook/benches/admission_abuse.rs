@@ -187,16 +187,18 @@ fn review(administrators: Option<Vec<String>>) -> Result<Bytes> {
     Ok(Bytes::from(serde_json::to_vec(&review)?))
 }
 
-/// A review of `size` bytes that is JSON up to its last bytes: the administrators list runs
-/// to the end and then breaks, so the server reads almost all of it before it can refuse it.
+/// A review of `size` bytes that is valid JSON but no Runtime: its administrators list fills
+/// the body and ends in a number, so the server types almost all of it before the type error,
+/// and then locates the error with a second typed pass (no JSON tree).
 fn malformed_max_size(size: usize) -> Bytes {
     let head = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"infrastructuremanager.kyma-project.io","version":"v1","kind":"Runtime"},"resource":{"group":"infrastructuremanager.kyma-project.io","version":"v1","resource":"runtimes"},"operation":"CREATE","userInfo":{"username":"x"},"object":{"spec":{"security":{"administrators":["#;
+    let tail = b"5]}}}}}";
     let mut body = head.to_vec();
     let entry = b"\"admin-0000000@example.com\",";
-    while body.len() + entry.len() + 8 < size {
+    while body.len() + entry.len() + tail.len() < size {
         body.extend_from_slice(entry);
     }
-    body.extend_from_slice(b"5,]");
+    body.extend_from_slice(tail);
     body.resize(size, b' ');
     Bytes::from(body)
 }
@@ -219,7 +221,10 @@ impl Samples {
         v[i] as f64 / 1000.0
     }
     fn max(&self) -> f64 {
-        self.ok_us.iter().max().map_or(f64::NAN, |m| *m as f64 / 1000.0)
+        self.ok_us
+            .iter()
+            .max()
+            .map_or(f64::NAN, |m| *m as f64 / 1000.0)
     }
 }
 
@@ -243,7 +248,11 @@ async fn probe_admissions(
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
         let started = Instant::now();
-        let r = tokio::time::timeout(APISERVER_TIMEOUT, conn.post("/validate/runtime", body.clone())).await;
+        let r = tokio::time::timeout(
+            APISERVER_TIMEOUT,
+            conn.post("/validate/runtime", body.clone()),
+        )
+        .await;
         let took = started.elapsed();
         let failure = match r {
             Err(_) => Some(format!("no answer within {APISERVER_TIMEOUT:?}")),
@@ -301,7 +310,10 @@ async fn slow_headers(server: Arc<Server>, stop: Arc<AtomicBool>, count: Arc<Ato
         };
         count.fetch_add(1, Ordering::Relaxed);
         for b in head.iter().cycle() {
-            if stop.load(Ordering::Relaxed) || c.write_all(&[*b]).await.is_err() || c.flush().await.is_err() {
+            if stop.load(Ordering::Relaxed)
+                || c.write_all(&[*b]).await.is_err()
+                || c.flush().await.is_err()
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -323,7 +335,10 @@ async fn slow_body(server: Arc<Server>, stop: Arc<AtomicBool>, count: Arc<Atomic
         }
         let chunk = [b' '; 1024];
         loop {
-            if stop.load(Ordering::Relaxed) || c.write_all(&chunk).await.is_err() || c.flush().await.is_err() {
+            if stop.load(Ordering::Relaxed)
+                || c.write_all(&chunk).await.is_err()
+                || c.flush().await.is_err()
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -333,7 +348,12 @@ async fn slow_body(server: Arc<Server>, stop: Arc<AtomicBool>, count: Arc<Atomic
 
 /// HTTP/2 flood: `streams` requests in flight on one connection, each a small malformed
 /// review, sent as fast as they are answered; reconnect when the connection fails.
-async fn h2_flood(server: Arc<Server>, streams: usize, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+async fn h2_flood(
+    server: Arc<Server>,
+    streams: usize,
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+) {
     while !stop.load(Ordering::Relaxed) {
         let Ok(io) = tls(&server, b"h2").await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -434,7 +454,9 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let well_formed = review(None)?;
-    let admins: Vec<String> = (0..100_000).map(|i| format!("admin-{i:06}@example.com")).collect();
+    let admins: Vec<String> = (0..100_000)
+        .map(|i| format!("admin-{i:06}@example.com"))
+        .collect();
     let hundred_thousand = review(Some(admins))?;
     let max_size = kim_webhook::server::DEFAULT_MAX_REQUEST_BYTES;
     let malformed = malformed_max_size(max_size);
@@ -449,6 +471,38 @@ fn main() -> Result<()> {
         bail!("the 100,000-administrator review exceeds the body limit; adjust the names");
     }
     let idle_rss = status_kib(pid, "VmRSS:");
+    // What the server answers to each kind of body, once, before any attack.
+    rt.block_on(async {
+        let mut c = client::Conn::connect(
+            server.https,
+            "localhost",
+            client::tls_config(&server.ca_pem, &[b"h2"]),
+        )
+        .await?;
+        for (label, body) in [
+            ("well-formed", &well_formed),
+            ("100,000 administrators", &hundred_thousand),
+            ("malformed", &malformed),
+        ] {
+            let started = Instant::now();
+            let r = c.post("/validate/runtime", body.clone()).await?;
+            let took = started.elapsed();
+            let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            let msg: String = v["response"]["status"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect();
+            println!(
+                "  {label}: HTTP {} allowed={} in {:.1} ms {msg}",
+                r.status,
+                v["response"]["allowed"],
+                took.as_secs_f64() * 1000.0
+            );
+        }
+        anyhow::Ok(())
+    })?;
 
     let phases: Vec<(&'static str, Attack)> = vec![
         ("baseline (no attack)", Attack::None),
@@ -461,8 +515,14 @@ fn main() -> Result<()> {
                 streams: 32,
             },
         ),
-        ("32 concurrent max-size malformed bodies", Attack::MalformedMax(32)),
-        ("4 concurrent Runtimes with 100,000 administrators", Attack::ManyAdministrators(4)),
+        (
+            "32 concurrent max-size malformed bodies",
+            Attack::MalformedMax(32),
+        ),
+        (
+            "4 concurrent Runtimes with 100,000 administrators",
+            Attack::ManyAdministrators(4),
+        ),
     ];
 
     // The probe's connection, as the apiserver's: opened once, before any attack.
@@ -493,7 +553,12 @@ fn main() -> Result<()> {
                     connections,
                     streams,
                 } => spawn_n(connections, &|| {
-                    tokio::spawn(h2_flood(server.clone(), streams, stop.clone(), count.clone()))
+                    tokio::spawn(h2_flood(
+                        server.clone(),
+                        streams,
+                        stop.clone(),
+                        count.clone(),
+                    ))
                 }),
                 Attack::MalformedMax(n) => spawn_n(n, &|| {
                     tokio::spawn(closed_loop(
@@ -536,7 +601,9 @@ fn main() -> Result<()> {
         done.store(true, Ordering::Relaxed);
         let (conn, admissions) = rt.block_on(admissions)?;
         probe_conn = Some(conn);
-        let health = health.join().map_err(|_| anyhow::anyhow!("health probe panicked"))?;
+        let health = health
+            .join()
+            .map_err(|_| anyhow::anyhow!("health probe panicked"))?;
         stop.store(true, Ordering::Relaxed);
         for a in attackers {
             a.abort();
@@ -611,7 +678,11 @@ fn main() -> Result<()> {
     let under_limit = mib(hwm) < MEMORY_LIMIT_MIB;
     println!(
         "\nverdict: {} (every well-formed admission answered within {APISERVER_TIMEOUT:?}, every health check answered, peak RSS under {MEMORY_LIMIT_MIB:.0} MiB)",
-        if all_ok && under_limit { "PASS" } else { "FAIL" }
+        if all_ok && under_limit {
+            "PASS"
+        } else {
+            "FAIL"
+        }
     );
     Ok(())
 }

@@ -166,9 +166,9 @@ fn undecodable<T: Object>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kim_shared::validation::Findings;
+    use serde_json::Value;
     use serde_json::json;
     use std::collections::BTreeMap;
 

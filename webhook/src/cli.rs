@@ -79,16 +79,24 @@ pub struct ServeArgs {
     /// Request body bytes that bodies larger than 64 KiB may hold in memory together; such a
     /// body reserves its size first and waits (its connection not read) until it fits. At
     /// least one largest body.
-    #[arg(long, env = "KIM_WEBHOOK_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 32 * 1024 * 1024)]
+    #[arg(long, env = "KIM_WEBHOOK_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_buffered_request_bytes: usize,
     /// Admission requests in flight; beyond, requests get 503 at once (load shedding).
-    #[arg(long, env = "KIM_WEBHOOK_MAX_REQUESTS_IN_FLIGHT", default_value_t = 1024)]
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_MAX_REQUESTS_IN_FLIGHT",
+        default_value_t = 1024
+    )]
     pub max_requests_in_flight: usize,
     /// Open connections on the admission port; beyond, new ones wait in the listen backlog.
     #[arg(long, env = "KIM_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
     pub max_connections: usize,
     /// Concurrent streams per HTTP/2 connection.
-    #[arg(long = "http2-max-concurrent-streams", env = "KIM_WEBHOOK_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 32)]
+    #[arg(
+        long = "http2-max-concurrent-streams",
+        env = "KIM_WEBHOOK_HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = 32
+    )]
     pub http2_max_concurrent_streams: u32,
     /// Time a client has for the TLS handshake.
     #[arg(long, env = "KIM_WEBHOOK_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = duration)]
@@ -347,7 +355,10 @@ mod tests {
         assert_eq!(limits.header_read_timeout, defaults.header_read_timeout);
         assert_eq!(limits.tls_handshake_timeout, defaults.tls_handshake_timeout);
         assert_eq!(limits.max_connections, defaults.max_connections);
-        assert_eq!(limits.max_requests_in_flight, defaults.max_requests_in_flight);
+        assert_eq!(
+            limits.max_requests_in_flight,
+            defaults.max_requests_in_flight
+        );
         assert_eq!(
             limits.max_buffered_request_bytes,
             defaults.max_buffered_request_bytes

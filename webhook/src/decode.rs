@@ -412,9 +412,8 @@ mod tests {
 
     #[test]
     fn a_mismatch_is_located_in_the_text() {
-        let at = |text: &str| {
-            object_mismatch::<ConfigMap>(text).map(|(path, e)| (path, e.to_string()))
-        };
+        let at =
+            |text: &str| object_mismatch::<ConfigMap>(text).map(|(path, e)| (path, e.to_string()));
         assert_eq!(at(r#"{"metadata":{"name":"cm"},"data":{"k":"v"}}"#), None);
         let (path, why) = at(r#"{"metadata":{"name":"cm"},"data":{"a":5}}"#).expect("mismatch");
         assert_eq!(path, "data.a");

@@ -221,7 +221,10 @@ pub async fn serve(
     );
     let client_ca = match &args.client_ca_file {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| {
-            format!("reading the client CA bundle {} (--client-ca-file)", p.display())
+            format!(
+                "reading the client CA bundle {} (--client-ca-file)",
+                p.display()
+            )
         })?),
         None => None,
     };

@@ -74,7 +74,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(10),
             max_connections: 256,
             max_requests_in_flight: 1024,
-            max_buffered_request_bytes: 32 * 1024 * 1024,
+            max_buffered_request_bytes: 16 * 1024 * 1024,
             http2_max_concurrent_streams: 32,
         }
     }
@@ -295,9 +295,9 @@ pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> 
         ))
         .layer(
             tower::ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(move |e: tower::BoxError| async move {
-                    overloaded(&e, timeout)
-                }))
+                .layer(HandleErrorLayer::new(
+                    move |e: tower::BoxError| async move { overloaded(&e, timeout) },
+                ))
                 .load_shed()
                 .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
                     state.limits.max_requests_in_flight,
@@ -362,7 +362,9 @@ async fn buffer_body(
             None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
         }
     }
-    let mut chunks: Vec<Bytes> = Vec::new();
+    // One allocation of the declared size (reserved above when large), each chunk copied in
+    // and dropped at once: a body never sits in memory twice.
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
     let mut len = 0usize;
     while let Some(frame) = body.frame().await {
         let data = match frame {
@@ -390,19 +392,13 @@ async fn buffer_body(
                 None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
             }
         }
-        chunks.push(data);
+        buf.extend_from_slice(&data);
     }
-    let body = if chunks.len() == 1 {
-        chunks.pop().unwrap_or_default()
-    } else {
-        let mut all = Vec::with_capacity(len);
-        for c in chunks.drain(..) {
-            all.extend_from_slice(&c);
-        }
-        Bytes::from(all)
-    };
     let response = next
-        .run(axum::extract::Request::from_parts(parts, Body::from(body)))
+        .run(axum::extract::Request::from_parts(
+            parts,
+            Body::from(Bytes::from(buf)),
+        ))
         .await;
     drop(reservation);
     response
@@ -508,7 +504,10 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        // The read buffer of a connection (hyper's default grows to about 400 KiB each);
+        // request heads are far smaller, bodies stream through it.
+        .max_buf_size(64 * 1024);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -571,18 +570,17 @@ pub async fn serve_tls_with(
         tokio::spawn(async move {
             let _slot = slot;
             // The handshake runs in the connection's task so a slow client never blocks accept.
-            let tls =
-                match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
+            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
             let peer_info = Peer {
                 addr: peer,
                 client_certificate: tls.get_ref().1.peer_certificates().is_some(),

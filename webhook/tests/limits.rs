@@ -162,7 +162,10 @@ async fn noop(s: &Running) -> u16 {
     )
     .await
     .unwrap();
-    c.post("/noop", Bytes::from_static(b"{}")).await.unwrap().status
+    c.post("/noop", Bytes::from_static(b"{}"))
+        .await
+        .unwrap()
+        .status
 }
 
 fn short(f: impl FnOnce(&mut Limits)) -> Limits {
@@ -290,12 +293,7 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
 
 #[tokio::test]
 async fn http2_streams_per_connection_are_capped() {
-    let s = start(
-        short(|l| l.http2_max_concurrent_streams = 8),
-        1 << 20,
-        None,
-    )
-    .await;
+    let s = start(short(|l| l.http2_max_concurrent_streams = 8), 1 << 20, None).await;
     let tcp = TcpStream::connect(s.https).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, &[b"h2"]))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
@@ -304,7 +302,9 @@ async fn http2_streams_per_connection_are_capped() {
     let (send, conn) = h2::client::handshake(tls).await.unwrap();
     tokio::spawn(conn);
     let mut send = send.ready().await.unwrap();
-    let req = http::Request::post("https://localhost/noop").body(()).unwrap();
+    let req = http::Request::post("https://localhost/noop")
+        .body(())
+        .unwrap();
     let (resp, mut body) = send.send_request(req, false).unwrap();
     body.send_data(Bytes::from_static(b"{}"), true).unwrap();
     assert_eq!(resp.await.unwrap().status(), 200);
@@ -424,7 +424,10 @@ async fn bodies_in_memory_are_bounded_by_the_budget() {
     );
     assert!(s.state.buffered_request_bytes() <= 256 * 1024);
     // Once the first completes, the second is served.
-    first.write_all(&vec![b' '; 256000 - 200 * 1024]).await.unwrap();
+    first
+        .write_all(&vec![b' '; 256000 - 200 * 1024])
+        .await
+        .unwrap();
     first.flush().await.unwrap();
     assert_eq!(status_of(&mut first).await, Some(200));
     let second = tokio::time::timeout(PATIENCE, second).await;
@@ -470,9 +473,13 @@ fn client_pki() -> (String, String, String) {
     };
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::default();
-    ca.distinguished_name.push(DnType::CommonName, "apiserver-client-ca");
+    ca.distinguished_name
+        .push(DnType::CommonName, "apiserver-client-ca");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().unwrap();
@@ -538,7 +545,11 @@ async fn with_a_client_ca_only_its_certificates_are_served() {
 
 #[tokio::test]
 async fn a_bad_client_ca_bundle_is_refused_at_start() {
-    for bad in ["", "not a certificate", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"] {
+    for bad in [
+        "",
+        "not a certificate",
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    ] {
         let r = kim_certs::server_config_for(
             CertResolver::new(),
             kim_certs::TlsMinVersion::default(),

@@ -381,7 +381,9 @@ fn list_bounds_are_documented_and_undocumented_ones_are_noticed() {
     shoot["networking"]["properties"]["nodes"]["maxItems"] = Value::from(3);
     let problems = compare_crds(&upstream, &ours).join("\n");
     assert!(
-        problems.contains("field .spec.shoot.networking.nodes has maxItems None upstream but Some(Number(3)) here"),
+        problems.contains(
+            "field .spec.shoot.networking.nodes has maxItems None upstream but Some(Number(3)) here"
+        ),
         "{problems}"
     );
     assert!(
