@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-controller bench-kubeconfig bench-convert fuzz-reviews
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews
 
 all: build
 
@@ -128,6 +128,14 @@ bench-webhook:
 	$(CARGO) build --release -p kim-webhook --bins
 	$(CARGO) bench -p kim-webhook --bench admission_load
 	$(CARGO) bench -p kim-tests --bench webhook_latency
+
+## kim-webhook under attack with its default limits: slow header and body senders, an HTTP/2
+## stream flood, concurrent maximum-size malformed bodies, Runtimes with 100,000 administrators;
+## peak RSS against the 128 MiB limit, health-check and well-formed admission latencies per
+## phase against a baseline of the same run (docs/benchmarks.md).
+bench-webhook-abuse:
+	$(CARGO) build --release -p kim-webhook --bins
+	$(CARGO) bench -p kim-webhook --bench admission_abuse
 
 ## GardenerCluster reconciler at scale: creation wave, Gardener calls at steady state, forced
 ## rotation wave of KIM_BENCH_CLUSTERS (10000) vs a baseline of writing as many Secrets directly.

@@ -18,5 +18,8 @@ pub mod rotation;
 pub use material::{CertMaterial, ServingNames};
 pub use plan::{CertState, Plan, PropagationClock, Reason};
 pub use policy::RotationPolicy;
-pub use resolver::{CertResolver, TlsMinVersion, server_config, server_config_with};
+pub use resolver::{
+    CertResolver, ClientCaError, TlsMinVersion, server_config, server_config_for,
+    server_config_with,
+};
 pub use rotation::{CertRotator, RotationConfig, RotationError, SyncOutcome};

@@ -112,16 +112,60 @@ pub fn server_config_with(
     resolver: Arc<CertResolver>,
     min: TlsMinVersion,
 ) -> Result<rustls::ServerConfig, rustls::Error> {
+    server_config_for(resolver, min, None).map_err(|e| match e {
+        ClientCaError::Tls(e) => e,
+        other => rustls::Error::General(other.to_string()),
+    })
+}
+
+/// The client CA bundle could not be used, or the TLS configuration not built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientCaError {
+    /// The PEM holds no certificate or is malformed.
+    #[error("client CA bundle is invalid: {0}")]
+    Bundle(String),
+    /// rustls refused the configuration.
+    #[error(transparent)]
+    Tls(#[from] rustls::Error),
+}
+
+/// As [`server_config_with`]; with `client_ca_pem`, every client must present a certificate
+/// that chains to one of its CAs (the handshake fails otherwise).
+pub fn server_config_for(
+    resolver: Arc<CertResolver>,
+    min: TlsMinVersion,
+    client_ca_pem: Option<&str>,
+) -> Result<rustls::ServerConfig, ClientCaError> {
     let versions: &[&'static rustls::SupportedProtocolVersion] = match min {
         TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(versions)?
-    .with_no_client_auth()
-    .with_cert_resolver(resolver);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)?;
+    let builder = match client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                let cert = cert.map_err(|e| ClientCaError::Bundle(e.to_string()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| ClientCaError::Bundle(e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(ClientCaError::Bundle("no CERTIFICATE block".into()));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| ClientCaError::Bundle(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut cfg = builder.with_cert_resolver(resolver);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(cfg)
 }

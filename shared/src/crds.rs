@@ -59,11 +59,128 @@ pub fn files() -> Result<Vec<(String, String)>, CrdError> {
         .collect()
 }
 
+/// `(kind, schema path, maxItems)`: the bound of every list in the CRDs (`[]` steps into a
+/// list's items). Upstream bounds none of them; unbounded lists let one object cost the
+/// webhook and the controller work in proportion to whatever a client writes (up to etcd's
+/// 1.5 MiB). Each bound is far above what KEB writes or a provider allows, and is listed in
+/// `docs/upstream-differences.md`; a test fails when a list has none.
+pub const LIST_BOUNDS: &[(&str, &str, i64)] = &[
+    // From the subaccount's administrators: generous.
+    ("Runtime", ".spec.security.administrators", 5000),
+    // Exactly one main pool (the webhook says so); AWS and Azure have at most 8 zones.
+    ("Runtime", ".spec.shoot.provider.workers", 100),
+    ("Runtime", ".spec.shoot.provider.additionalWorkers", 100),
+    ("Runtime", ".spec.shoot.controlPlane.zones", 32),
+    ("Runtime", ".spec.shoot.provider.workers[].zones", 32),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].zones",
+        32,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.workers[].cri.containerRuntimes",
+        16,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].cri.containerRuntimes",
+        16,
+    ),
+    ("Runtime", ".spec.shoot.provider.workers[].dataVolumes", 64),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].dataVolumes",
+        64,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.workers[].machineControllerManager.nodeConditions",
+        64,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].machineControllerManager.nodeConditions",
+        64,
+    ),
+    ("Runtime", ".spec.shoot.provider.workers[].taints", 128),
+    (
+        "Runtime",
+        ".spec.shoot.provider.additionalWorkers[].taints",
+        128,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs",
+        1000,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig",
+        100,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[].signingAlgs",
+        32,
+    ),
+    (
+        "Runtime",
+        ".spec.shoot.kubernetes.kubeAPIServer.oidcConfig.signingAlgs",
+        32,
+    ),
+    ("Runtime", ".status.conditions", 64),
+    ("Runtime", ".status.shootLastErrors", 64),
+    ("Runtime", ".status.shootLastErrors[].codes", 32),
+    ("GardenerCluster", ".status.conditions", 64),
+    ("RuntimeAccess", ".spec.clusterRole.rules", 256),
+    ("RuntimeAccess", ".spec.clusterRole.rules[].apiGroups", 256),
+    (
+        "RuntimeAccess",
+        ".spec.clusterRole.rules[].nonResourceURLs",
+        256,
+    ),
+    (
+        "RuntimeAccess",
+        ".spec.clusterRole.rules[].resourceNames",
+        1000,
+    ),
+    ("RuntimeAccess", ".spec.clusterRole.rules[].resources", 256),
+    ("RuntimeAccess", ".spec.clusterRole.rules[].verbs", 64),
+    ("RuntimeAccess", ".spec.role.rules", 256),
+    ("RuntimeAccess", ".spec.role.rules[].apiGroups", 256),
+    ("RuntimeAccess", ".spec.role.rules[].nonResourceURLs", 256),
+    ("RuntimeAccess", ".spec.role.rules[].resourceNames", 1000),
+    ("RuntimeAccess", ".spec.role.rules[].resources", 256),
+    ("RuntimeAccess", ".spec.role.rules[].verbs", 64),
+    ("RuntimeAccess", ".status.conditions", 64),
+    ("RuntimeAccess", ".status.shootObjects", 1000),
+];
+
+/// Sets `maxItems` on the lists of `kind` named in [`LIST_BOUNDS`].
+fn bound_lists(kind: &str, schema: &mut JSONSchemaProps, path: &str) {
+    if schema.type_.as_deref() == Some("array") {
+        if let Some((_, _, max)) = LIST_BOUNDS
+            .iter()
+            .find(|(k, p, _)| *k == kind && *p == path)
+        {
+            schema.max_items = Some(*max);
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(item)) = schema.items.as_mut() {
+            bound_lists(kind, item, &format!("{path}[]"));
+        }
+    }
+    for (name, child) in schema.properties.iter_mut().flat_map(|p| p.iter_mut()) {
+        bound_lists(kind, child, &format!("{path}.{name}"));
+    }
+}
+
 // Brings kube's generated CRD to the shape controller-gen gives upstream's:
 // - no `nullable: true` (kube marks every `Option`): upstream's apiserver drops a `null` instead
 //   of storing it, so clients never read nulls back;
 // - `apiVersion`, `kind` and `metadata` described at the root, no root `title`;
-// - `listKind` named.
+// - `listKind` named;
+// - and, unlike upstream, every list bounded ([`LIST_BOUNDS`]).
 fn normalise(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     for version in &mut crd.spec.versions {
@@ -73,6 +190,7 @@ fn normalise(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
             strip_nullable(schema);
+            bound_lists(&crd.spec.names.kind, schema, "");
             schema.title = None;
             let properties = schema.properties.get_or_insert_with(Default::default);
             properties.insert(
@@ -169,6 +287,47 @@ mod tests {
             "empty anyOf branches remain"
         );
         assert!(text.contains("\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]"));
+    }
+
+    /// Every list's path and `maxItems`.
+    fn lists(schema: &serde_json::Value, path: String, out: &mut Vec<(String, Option<i64>)>) {
+        if schema["type"] == "array" {
+            out.push((path.clone(), schema["maxItems"].as_i64()));
+            lists(&schema["items"], format!("{path}[]"), out);
+        }
+        if let Some(props) = schema["properties"].as_object() {
+            for (name, child) in props {
+                lists(child, format!("{path}.{name}"), out);
+            }
+        }
+        if schema["additionalProperties"].is_object() {
+            lists(&schema["additionalProperties"], format!("{path}{{}}"), out);
+        }
+    }
+
+    #[test]
+    fn every_list_is_bounded_and_every_bound_names_a_list() {
+        let mut seen = Vec::new();
+        for crd in all() {
+            let kind = crd.spec.names.kind.clone();
+            let mut found = Vec::new();
+            lists(
+                &schema_of(&crd)["openAPIV3Schema"],
+                String::new(),
+                &mut found,
+            );
+            for (path, max) in found {
+                assert!(max.is_some(), "{kind} {path} has no maxItems");
+                seen.push((kind.clone(), path));
+            }
+        }
+        for (kind, path, max) in LIST_BOUNDS {
+            assert!(
+                seen.iter().any(|(k, p)| k == kind && p == path),
+                "LIST_BOUNDS names {kind} {path}, which is not a list"
+            );
+            assert!(*max >= 16, "{kind} {path}: {max} leaves no room");
+        }
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub struct Options {
     pub capture: Option<Captured>,
     /// `--audit-log-path`: the audit records also go to this file (meant for one replica).
     pub audit_file: Option<std::path::PathBuf>,
+    /// `--client-ca-file`: clients must present a certificate of this CA (PEM).
+    pub client_ca_pem: Option<String>,
 }
 
 /// Admission request bodies the webhook received: (path, body).
@@ -114,6 +116,7 @@ impl Default for Options {
             kcp_client: None,
             capture: None,
             audit_file: None,
+            client_ca_pem: None,
         }
     }
 }
@@ -286,7 +289,14 @@ impl Webhook {
                     }
                 },
             ));
-            let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
+            let tls = Arc::new(
+                kim_certs::server_config_for(
+                    state.resolver.clone(),
+                    kim_certs::TlsMinVersion::default(),
+                    opts.client_ca_pem.as_deref(),
+                )
+                .unwrap(),
+            );
             let mut app = admission_router(state.clone(), kim_webhook::routes());
             if let Some(c) = &opts.capture {
                 app = capturing(app, c.clone());

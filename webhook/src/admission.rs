@@ -8,7 +8,6 @@
 use std::time::{Instant, SystemTime};
 
 use kim_shared::validation::Violation;
-use serde_json::Value;
 
 use crate::audit::AuditRecord;
 use crate::decode::{self, Typed};
@@ -152,23 +151,12 @@ fn undecodable<T: Object>(
     if kind.group != T::group(&()) || kind.kind != T::kind(&()) {
         return wrong_kind::<T>(&uid, &kind);
     }
-    // Name the field that does not match the type.
+    // Name the field that does not match the type (located in the text, no JSON tree).
     for (label, obj) in objects {
-        let Some(Ok(mut value)) = obj.map(|o| serde_json::from_str::<Value>(o.get())) else {
-            continue;
-        };
-        // Never typed (crate::decode): not what the object is refused for.
-        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-        }
-        if let Err(e) = serde_path_to_error::deserialize::<_, T>(value) {
+        if let Some((field, e)) = obj.and_then(|o| decode::object_mismatch::<T>(o.get())) {
             let violation = Violation {
-                field: e.path().to_string(),
-                message: format!(
-                    "{label} does not match the {} schema: {}",
-                    T::kind(&()),
-                    e.inner()
-                ),
+                field,
+                message: format!("{label} does not match the {} schema: {e}", T::kind(&())),
             };
             let response = Response::denied(uid, violation.to_string());
             audit.violations = vec![violation];
@@ -183,6 +171,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kim_shared::validation::ValidationOutcome;
+    use serde_json::Value;
     use serde_json::json;
     use std::collections::BTreeMap;
 

@@ -72,9 +72,47 @@ pub struct ServeArgs {
     /// Plain-HTTP address of /healthz, /readyz and /metrics.
     #[arg(long, env = "KIM_WEBHOOK_ADMIN_ADDR", default_value = "0.0.0.0:8081")]
     pub admin_addr: SocketAddr,
-    /// Largest accepted request body; larger ones get 413.
-    #[arg(long, env = "KIM_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = 7 * 1024 * 1024)]
+    /// Largest accepted request body; larger ones get 413. The default fits the largest
+    /// review the apiserver sends (two objects of etcd's 1.5 MiB and the envelope).
+    #[arg(long, env = "KIM_WEBHOOK_MAX_REQUEST_BYTES", default_value_t = crate::server::DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// Request body bytes that bodies larger than 64 KiB may hold in memory together; such a
+    /// body reserves its size first and waits (its connection not read) until it fits. At
+    /// least one largest body.
+    #[arg(long, env = "KIM_WEBHOOK_MAX_BUFFERED_REQUEST_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_buffered_request_bytes: usize,
+    /// Admission requests in flight; beyond, requests get 503 at once (load shedding).
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_MAX_REQUESTS_IN_FLIGHT",
+        default_value_t = 1024
+    )]
+    pub max_requests_in_flight: usize,
+    /// Open connections on the admission port; beyond, new ones wait in the listen backlog.
+    #[arg(long, env = "KIM_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
+    pub max_connections: usize,
+    /// Concurrent streams per HTTP/2 connection.
+    #[arg(
+        long = "http2-max-concurrent-streams",
+        env = "KIM_WEBHOOK_HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = 32
+    )]
+    pub http2_max_concurrent_streams: u32,
+    /// Time a client has for the TLS handshake.
+    #[arg(long, env = "KIM_WEBHOOK_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub tls_handshake_timeout: Duration,
+    /// Time a client has to send the headers of an HTTP/1.1 request.
+    #[arg(long, env = "KIM_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub header_read_timeout: Duration,
+    /// Time for a whole admission request after its headers (body and answer); at least the
+    /// largest `timeoutSeconds` of the webhook configurations.
+    #[arg(long, env = "KIM_WEBHOOK_REQUEST_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
+    /// CA bundle (PEM): when set, the admission port requires a client certificate that chains
+    /// to it (the kube-apiserver's, configured in its AdmissionConfiguration); the admin port
+    /// stays open. Read at start.
+    #[arg(long, env = "KIM_WEBHOOK_CLIENT_CA_FILE", value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// After SIGTERM, how long the webhook reports not ready while it keeps serving, so that the
     /// Service's endpoints drop it before it stops accepting connections.
     #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
@@ -242,6 +280,21 @@ pub struct ValidateArgs {
     pub show_defaulted: bool,
 }
 
+impl ServeArgs {
+    /// The listener limits these flags describe.
+    pub fn limits(&self) -> crate::server::Limits {
+        crate::server::Limits {
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.header_read_timeout,
+            request_timeout: self.request_timeout,
+            max_connections: self.max_connections,
+            max_requests_in_flight: self.max_requests_in_flight,
+            max_buffered_request_bytes: self.max_buffered_request_bytes,
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+        }
+    }
+}
+
 impl CertArgs {
     /// The rotation policy these flags describe.
     pub fn policy(&self) -> kim_certs::RotationPolicy {
@@ -294,6 +347,26 @@ mod tests {
         assert_eq!(a.deletion_window, Duration::from_secs(120));
         assert_eq!(a.certs.policy().validate(), Ok(()));
         assert_eq!(a.tls_min_version, kim_certs::TlsMinVersion::Tls12);
+        assert_eq!(a.max_request_bytes, 3584 * 1024);
+        assert!(a.client_ca_file.is_none());
+        let limits = a.limits();
+        let defaults = crate::server::Limits::default();
+        assert_eq!(limits.request_timeout, defaults.request_timeout);
+        assert_eq!(limits.header_read_timeout, defaults.header_read_timeout);
+        assert_eq!(limits.tls_handshake_timeout, defaults.tls_handshake_timeout);
+        assert_eq!(limits.max_connections, defaults.max_connections);
+        assert_eq!(
+            limits.max_requests_in_flight,
+            defaults.max_requests_in_flight
+        );
+        assert_eq!(
+            limits.max_buffered_request_bytes,
+            defaults.max_buffered_request_bytes
+        );
+        assert_eq!(
+            limits.http2_max_concurrent_streams,
+            defaults.http2_max_concurrent_streams
+        );
         assert!(
             a.certs
                 .names()

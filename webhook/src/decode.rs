@@ -103,6 +103,18 @@ pub fn object<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
     Ok(value)
 }
 
+/// Why an object's JSON text is not a `T`: the path of the value at fault (`spec.shoot.name`,
+/// `.` for the object itself) and serde's reason; `None` when it is one. Decodes as [`object`]
+/// does (one pass over the text, `metadata.managedFields` skipped), only tracking the path, so
+/// diagnosing a malformed review costs no JSON tree.
+pub fn object_mismatch<T: DeserializeOwned>(text: &str) -> Option<(String, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, T>(WithoutManagedFields::root(&mut de)) {
+        Ok(_) => de.end().err().map(|e| (".".to_string(), e)),
+        Err(e) => Some((e.path().to_string(), e.into_inner())),
+    }
+}
+
 /// An object's JSON text as a JSON value, without `metadata.managedFields`.
 pub fn object_value(text: &str) -> Result<Value, serde_json::Error> {
     object::<Value>(text)
@@ -396,6 +408,23 @@ mod tests {
                 .expect("decodes");
         assert_eq!(cm.data.and_then(|d| d.get("k").cloned()), Some("2".into()));
         assert_eq!(cm.metadata.name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_mismatch_is_located_in_the_text() {
+        let at =
+            |text: &str| object_mismatch::<ConfigMap>(text).map(|(path, e)| (path, e.to_string()));
+        assert_eq!(at(r#"{"metadata":{"name":"cm"},"data":{"k":"v"}}"#), None);
+        let (path, why) = at(r#"{"metadata":{"name":"cm"},"data":{"a":5}}"#).expect("mismatch");
+        assert_eq!(path, "data.a");
+        assert!(why.contains("invalid type: integer `5`"), "{why}");
+        let (path, why) = at(r#"{"metadata":{"generation":-0}}"#).expect("mismatch");
+        assert_eq!(path, "metadata.generation");
+        assert!(why.contains("floating point `-0.0`"), "{why}");
+        // managedFields are not what an object is refused for, as when decoding.
+        assert_eq!(at(r#"{"metadata":{"managedFields":5}}"#), None);
+        let (path, _) = at("[]").expect("mismatch");
+        assert_eq!(path, ".");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::audit::AuditSink;
 use crate::cli::{CertArgs, ServeArgs};
 use crate::request::AdmissionContext;
-use crate::server::{AppState, admin_router, admission_router, drain_after, serve_tls};
+use crate::server::{AppState, admin_router, admission_router, drain_after, serve_tls_with};
 
 /// Binds a TCP listener, naming the flag when it fails.
 async fn bind(
@@ -175,15 +175,27 @@ pub async fn serve(
         .with_context(|| format!("opening the audit log {} (--audit-log-path)", p.display()))?,
         None => AuditSink::log_only(),
     };
-    let state = Arc::new(AppState::new(
-        ctx,
-        audit,
-        CertResolver::new(),
-        args.max_request_bytes,
-    ));
+    let limits = args.limits();
+    let state = Arc::new(
+        AppState::new(ctx, audit, CertResolver::new(), args.max_request_bytes)
+            .with_limits(limits.clone()),
+    );
+    let client_ca = match &args.client_ca_file {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| {
+            format!(
+                "reading the client CA bundle {} (--client-ca-file)",
+                p.display()
+            )
+        })?),
+        None => None,
+    };
     let tls = Arc::new(
-        kim_certs::server_config_with(state.resolver.clone(), args.tls_min_version)
-            .context("TLS configuration")?,
+        kim_certs::server_config_for(
+            state.resolver.clone(),
+            args.tls_min_version,
+            client_ca.as_deref(),
+        )
+        .context("TLS configuration (--client-ca-file)")?,
     );
 
     let https = bind(args.listen_addr, "--listen-addr").await?;
@@ -209,12 +221,13 @@ pub async fn serve(
         admin_router(state.clone()),
         serving_stop.clone().cancelled_owned(),
     ));
-    serve_tls(
+    serve_tls_with(
         https,
         tls,
         admission_router(state, routes),
         serving_stop.cancelled_owned(),
         args.shutdown_grace,
+        limits,
     )
     .await;
     match admin_task.await {

@@ -9,16 +9,20 @@ use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use http::{HeaderValue, StatusCode, header};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use kim_certs::CertResolver;
 
@@ -28,6 +32,59 @@ use crate::defaulter::Defaulter;
 use crate::metrics::{AdmissionLabels, EndpointLabels, Metrics};
 use crate::request::{AdmissionContext, Mode, Object};
 use crate::validator::Validator;
+
+/// The largest AdmissionReview the apiserver sends, and the default of `--max-request-bytes`:
+/// a review carries `object` and `oldObject`, each at most etcd's request limit of 1.5 MiB
+/// (an object written to etcd in one request; a larger new object is refused by etcd after
+/// admission anyway), plus the envelope (uid, kind, resource, user info with groups and extra
+/// fields), for which 512 KiB is ample.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
+
+/// What the admission listener lets a client hold (flags of `serve`; the defaults are the
+/// flags' defaults). They keep a replica within its memory limit (128 MiB in `deploy/`) and
+/// answering while clients send slowly, send much or open many streams.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Time for a TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Time for the headers of an HTTP/1.1 request (slow-header senders are cut off).
+    pub header_read_timeout: Duration,
+    /// Time for a whole request after its headers: waiting for buffer space, reading the
+    /// body, answering. Longer is of no use once the apiserver has given up (the configurations
+    /// in `deploy/` wait at most 2 s; Kubernetes allows at most 30 s).
+    pub request_timeout: Duration,
+    /// Open connections; beyond, new connections wait in the listen backlog.
+    pub max_connections: usize,
+    /// Admission requests in flight (reading the body or answering); beyond, a request is
+    /// answered 503 at once.
+    pub max_requests_in_flight: usize,
+    /// Request body bytes that bodies larger than 64 KiB may hold in memory together; such a
+    /// body reserves its size before it is read and waits (its connection not read) until it
+    /// fits.
+    pub max_buffered_request_bytes: usize,
+    /// Concurrent streams per HTTP/2 connection.
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            tls_handshake_timeout: Duration::from_secs(5),
+            header_read_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            max_connections: 256,
+            max_requests_in_flight: 1024,
+            max_buffered_request_bytes: 16 * 1024 * 1024,
+            http2_max_concurrent_streams: 32,
+        }
+    }
+}
+
+/// HTTP/2 flow-control windows. hyper's defaults (1 MiB per stream and per connection) let
+/// every connection park a MiB the server has not read yet; with these, `max_connections`
+/// connections park at most 32 MiB. A 3.5 MiB review still arrives in a few dozen round trips.
+const HTTP2_STREAM_WINDOW: u32 = 64 * 1024;
+const HTTP2_CONNECTION_WINDOW: u32 = 128 * 1024;
 
 /// Everything a request handler needs.
 pub struct AppState {
@@ -48,6 +105,10 @@ pub struct AppState {
     /// Set on SIGTERM: `/readyz` fails so that endpoints stop sending reviews here while the
     /// server still answers the ones already on their way.
     pub draining: AtomicBool,
+    /// Limits of the admission listener.
+    pub limits: Limits,
+    /// Request body bytes that may still be buffered (`limits.max_buffered_request_bytes`).
+    body_budget: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -60,6 +121,7 @@ impl AppState {
     ) -> Self {
         let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry);
+        let limits = Limits::default();
         Self {
             ctx,
             audit,
@@ -69,7 +131,30 @@ impl AppState {
             config_valid: AtomicBool::new(true),
             max_body_bytes,
             draining: AtomicBool::new(false),
+            body_budget: budget(&limits, max_body_bytes),
+            limits,
         }
+    }
+
+    /// The same state with other listener limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.body_budget = budget(&limits, self.max_body_bytes);
+        self.limits = limits;
+        self
+    }
+
+    /// Request body bytes reserved right now by bodies larger than 64 KiB (at most
+    /// `limits.max_buffered_request_bytes`).
+    pub fn buffered_request_bytes(&self) -> usize {
+        self.budget_size()
+            .saturating_sub(self.body_budget.available_permits())
+    }
+
+    /// Permits of the buffer budget: never below one largest body, so that every body can
+    /// be read.
+    fn budget_size(&self) -> usize {
+        budget_size(&self.limits, self.max_body_bytes)
     }
 
     /// Ready: a certificate is loaded and the configuration is valid.
@@ -87,6 +172,18 @@ impl AppState {
     }
 }
 
+fn budget_size(limits: &Limits, max_body_bytes: usize) -> usize {
+    limits
+        .max_buffered_request_bytes
+        .max(max_body_bytes)
+        .min(Semaphore::MAX_PERMITS)
+        .min(u32::MAX as usize)
+}
+
+fn budget(limits: &Limits, max_body_bytes: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(budget_size(limits, max_body_bytes)))
+}
+
 fn json(body: Vec<u8>) -> Response {
     let mut r = Response::new(Body::from(body));
     r.headers_mut().insert(
@@ -96,14 +193,18 @@ fn json(body: Vec<u8>) -> Response {
     r
 }
 
+fn too_large(state: &AppState) -> Response {
+    state.metrics.rejected_too_large.inc();
+    let msg = format!(
+        "request body exceeds the limit of {} bytes (--max-request-bytes); the AdmissionReview was not read\n",
+        state.max_body_bytes
+    );
+    (StatusCode::PAYLOAD_TOO_LARGE, msg).into_response()
+}
+
 fn rejected(state: &AppState, rejection: BytesRejection) -> Response {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        state.metrics.rejected_too_large.inc();
-        let msg = format!(
-            "request body exceeds the limit of {} bytes (--max-request-bytes); the AdmissionReview was not read\n",
-            state.max_body_bytes
-        );
-        return (StatusCode::PAYLOAD_TOO_LARGE, msg).into_response();
+        return too_large(state);
     }
     (
         rejection.status(),
@@ -192,10 +293,134 @@ fn admission_route(
     )
 }
 
-/// The admission router: `routes` plus the body limit.
+/// The admission router: `routes` behind the listener's request limits. Outermost first: a
+/// request beyond `max_requests_in_flight` is answered 503 at once (load shedding); one not
+/// done within `request_timeout` is answered 408; the body is read under the body limit and
+/// the buffer budget ([`buffer_body`]), then handed to the route.
 pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> Router {
+    let timeout = state.limits.request_timeout;
+    routes
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            buffer_body,
+        ))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(
+                    move |e: tower::BoxError| async move { overloaded(&e, timeout) },
+                ))
+                .load_shed()
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+                    state.limits.max_requests_in_flight,
+                ))
+                .timeout(state.limits.request_timeout),
+        )
+        .with_state(state)
+}
+
+/// The answer when the limits stopped a request.
+fn overloaded(e: &tower::BoxError, timeout: Duration) -> Response {
+    if e.is::<tower::timeout::error::Elapsed>() {
+        return (
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request was not complete within {timeout:?} (--request-timeout)\n"),
+        )
+            .into_response();
+    }
+    if e.is::<tower::load_shed::error::Overloaded>() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many admission requests in flight (--max-requests-in-flight); retry\n",
+        )
+            .into_response();
+    }
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("request failed: {e}\n"),
+    )
+        .into_response()
+}
+
+/// Bodies up to this size are read without a reservation: every usual review is far smaller,
+/// and what they can hold at once is bounded by the connections and HTTP/2 windows.
+const UNRESERVED_BODY_BYTES: usize = 64 * 1024;
+
+/// Reads the body into memory and refuses it once it exceeds the body limit. A larger body
+/// first reserves its size (the declared length, or the body limit when none is declared) from
+/// the buffer budget, in one step, waiting until it fits; its connection is not read
+/// meanwhile. So many large bodies at once cost at most the budget, small reviews never wait
+/// behind them, and since a request waits only while it holds no reservation, two requests
+/// never wait for each other.
+async fn buffer_body(
+    State(state): State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let (parts, mut body) = req.into_parts();
     let limit = state.max_body_bytes;
-    routes.layer(DefaultBodyLimit::max(limit)).with_state(state)
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return too_large(&state);
+    }
+    let mut reservation: Option<OwnedSemaphorePermit> = None;
+    if let Some(n) = declared.filter(|n| *n > UNRESERVED_BODY_BYTES) {
+        match reserve(&state, n).await {
+            Some(r) => reservation = Some(r),
+            None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        }
+    }
+    // One allocation of the declared size (reserved above when large), each chunk copied in
+    // and dropped at once: a body never sits in memory twice.
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(f) => match f.into_data() {
+                Ok(d) => d,
+                // Trailers: nothing to keep.
+                Err(_) => continue,
+            },
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the request body: {e}\n"),
+                )
+                    .into_response();
+            }
+        };
+        len = len.saturating_add(data.len());
+        if len > limit || declared.is_some_and(|n| len > n) {
+            return too_large(&state);
+        }
+        if reservation.is_none() && len > UNRESERVED_BODY_BYTES {
+            // No length declared (or a wrong one): reserve for the largest body.
+            match reserve(&state, limit).await {
+                Some(r) => reservation = Some(r),
+                None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            }
+        }
+        buf.extend_from_slice(&data);
+    }
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            Body::from(Bytes::from(buf)),
+        ))
+        .await;
+    drop(reservation);
+    response
+}
+
+/// `bytes` of the buffer budget, once they are free; `None` only if the budget is closed.
+async fn reserve(state: &AppState, bytes: usize) -> Option<OwnedSemaphorePermit> {
+    // Never more than the budget holds (it is at least one largest body).
+    let n = u32::try_from(bytes.min(state.budget_size())).unwrap_or(u32::MAX);
+    state.body_budget.clone().acquire_many_owned(n).await.ok()
 }
 
 /// The admin router: liveness, readiness, metrics.
@@ -259,7 +484,8 @@ pub struct Peer {
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then drains open
-/// connections for up to `grace`. TLS 1.2 and 1.3; HTTP/1.1 and HTTP/2 chosen by ALPN.
+/// connections for up to `grace`. TLS 1.2 and 1.3; HTTP/1.1 and HTTP/2 chosen by ALPN. With
+/// the default [`Limits`].
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -267,11 +493,61 @@ pub async fn serve_tls(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    serve_tls_with(listener, tls, app, shutdown, grace, Limits::default()).await;
+}
+
+/// The HTTP/1.1 and HTTP/2 settings of the admission listener.
+fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        // The read buffer of a connection (hyper's default grows to about 400 KiB each);
+        // request heads are far smaller, bodies stream through it.
+        .max_buf_size(64 * 1024);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.http2_max_concurrent_streams)
+        // hyper's defaults, stated because they bound what a client can make us hold: header
+        // list size, streams reset by the client before we saw them, streams we had to reset.
+        .max_header_list_size(16 * 1024)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+        // Dead peers are noticed and their connection slot freed.
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10));
+    builder
+}
+
+/// [`serve_tls`] with `limits` on connections, handshakes, headers and HTTP/2 streams (the
+/// per-request limits are [`admission_router`]'s).
+pub async fn serve_tls_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Router,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    limits: Limits,
+) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let builder = http_builder(&limits);
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let handshake_timeout = limits.tls_handshake_timeout;
     tokio::pin!(shutdown);
     loop {
+        // A free connection slot first: at the cap, new connections wait in the backlog.
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = connections.clone().acquire_owned() => match slot {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+        };
         let (tcp, peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -290,19 +566,19 @@ pub async fn serve_tls(
         let app = app.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _slot = slot;
             // The handshake runs in the connection's task so a slow client never blocks accept.
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
+            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
             let peer_info = Peer {
                 addr: peer,
                 client_certificate: tls.get_ref().1.peer_certificates().is_some(),

@@ -148,6 +148,22 @@ fn walk<'a>(schema: &'a Value, path: String, out: &mut BTreeMap<String, Node<'a>
 
 fn allowed(crd: &str, path: &str, what: &str) -> bool {
     ALLOWED_DIFFERENCES.contains(&(crd, path, what))
+        || (what == "maxItems" && bounded_by_us(crd, path))
+}
+
+/// The list at `path` of CRD `crd` carries one of our documented bounds
+/// (`kim_shared::crds::LIST_BOUNDS`, each recorded in `docs/upstream-differences.md`).
+fn bounded_by_us(crd: &str, path: &str) -> bool {
+    let Some(kind) = kim_shared::crds::all()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(crd))
+        .map(|c| c.spec.names.kind)
+    else {
+        return false;
+    };
+    kim_shared::crds::LIST_BOUNDS
+        .iter()
+        .any(|(k, p, _)| *k == kind && *p == path)
 }
 
 /// Every way `ours` accepts less than (or differs in shape from) `upstream`.
@@ -218,10 +234,14 @@ fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
         }
         for keyword in SAME_IF_UPSTREAM_SETS {
             let (t, m) = (theirs.schema.get(*keyword), mine.schema.get(*keyword));
-            // A list type of ours that upstream lacks makes ours stricter (unique keys).
+            // A list type of ours that upstream lacks makes ours stricter (unique keys), and
+            // so does a bound on a list that upstream leaves unbounded.
             let differs = match t {
                 Some(t) => m.is_none_or(|m| !same_value(t, m)),
-                None => m.is_some() && keyword.starts_with("x-kubernetes-list"),
+                None => {
+                    m.is_some()
+                        && (keyword.starts_with("x-kubernetes-list") || *keyword == "maxItems")
+                }
             };
             if differs && !allowed(crd, path, keyword) {
                 problems.push(format!(
@@ -332,6 +352,42 @@ fn comparison_notices_a_missing_field_and_a_changed_type() {
         problems.contains(
             "field .spec.shoot.enforceSeedLocation has type boolean upstream but string here"
         ),
+        "{problems}"
+    );
+}
+
+#[test]
+fn list_bounds_are_documented_and_undocumented_ones_are_noticed() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/upstream-differences.md"),
+    )
+    .expect("docs/upstream-differences.md");
+    for (kind, path, max) in kim_shared::crds::LIST_BOUNDS {
+        let row = format!("| {kind} | `{path}` | {max} |");
+        assert!(
+            docs.contains(&row),
+            "docs/upstream-differences.md lacks the row {row}"
+        );
+    }
+    // A bound not in LIST_BOUNDS is a difference the comparison reports.
+    let upstream = upstream_crds()
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "runtimes.infrastructuremanager.kyma-project.io")
+        .expect("upstream Runtime CRD");
+    let mut ours = our_crds()["runtimes.infrastructuremanager.kyma-project.io"].clone();
+    let shoot = &mut ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["shoot"]["properties"];
+    assert_eq!(shoot["provider"]["properties"]["workers"]["maxItems"], 100);
+    shoot["networking"]["properties"]["nodes"]["maxItems"] = Value::from(3);
+    let problems = compare_crds(&upstream, &ours).join("\n");
+    assert!(
+        problems.contains(
+            "field .spec.shoot.networking.nodes has maxItems None upstream but Some(Number(3)) here"
+        ),
+        "{problems}"
+    );
+    assert!(
+        !problems.contains(".spec.shoot.provider.workers has maxItems"),
         "{problems}"
     );
 }

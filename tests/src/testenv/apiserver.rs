@@ -22,6 +22,8 @@ pub struct ApiServerParams<'a> {
     /// no cluster network here). ExternalName Services (the aggregated gardener-apiserver's) are
     /// then refused.
     pub aggregator_routing: bool,
+    /// `--admission-control-config-file` (e.g. [`admission_config`]), if any.
+    pub admission_config: Option<&'a Path>,
 }
 
 /// kube-apiserver arguments.
@@ -56,6 +58,12 @@ pub fn kube_apiserver_args(p: &ApiServerParams<'_>) -> Vec<String> {
         args.push(format!("--audit-log-path={}", log.display()));
         // Flush each event at once so tests can read their own requests back.
         args.push("--audit-log-mode=blocking".into());
+    }
+    if let Some(config) = p.admission_config {
+        args.push(format!(
+            "--admission-control-config-file={}",
+            config.display()
+        ));
     }
     if let Some((ca, cert, key)) = p.aggregator {
         args.extend([
@@ -106,3 +114,29 @@ rules:
   resources: [{group: "infrastructuremanager.kyma-project.io"}, {group: "core.gardener.cloud", resources: ["shoots", "shoots/status"]}]
 - level: Metadata
 "#;
+
+/// An AdmissionConfiguration in which both webhook admission plugins read the credentials
+/// they present to webhooks from `kubeconfig` ([`webhook_client_kubeconfig`]).
+pub fn admission_config(kubeconfig: &Path) -> String {
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+        plugin("ValidatingAdmissionWebhook"),
+        plugin("MutatingAdmissionWebhook")
+    )
+}
+
+/// The kubeconfig of the webhook admission plugins: the client certificate `cert`/`key` for
+/// every webhook host (user `*`).
+pub fn webhook_client_kubeconfig(cert: &Path, key: &Path) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+        cert.display(),
+        key.display()
+    )
+}

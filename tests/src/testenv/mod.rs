@@ -118,6 +118,10 @@ pub struct TestEnvOptions {
     /// test writes, as the endpoint controller would). Needs `gardener: false`: the routing
     /// refuses the ExternalName Service the Gardener aggregation uses.
     pub aggregator_routing: bool,
+    /// The KCP apiserver presents a client certificate to every admission webhook it calls
+    /// (an AdmissionConfiguration whose kubeconfig names the user `*`); the certificate's CA
+    /// is [`TestEnv::webhook_client_ca_pem`].
+    pub webhook_client_cert: bool,
 }
 
 impl Default for TestEnvOptions {
@@ -131,6 +135,7 @@ impl Default for TestEnvOptions {
             state_dir: None,
             start_timeout: Duration::from_secs(90),
             aggregator_routing: false,
+            webhook_client_cert: false,
         }
     }
 }
@@ -200,6 +205,7 @@ pub struct TestEnv {
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     startup: Duration,
     phases: Vec<(&'static str, Duration)>,
+    webhook_client_ca: Option<String>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -390,6 +396,23 @@ impl TestEnv {
         let proxy_key_file = files.write("kcp/front-proxy-client.key", &proxy_client.key_pem)?;
         let audit_policy = files.write("kcp/audit-policy.yaml", apiserver::AUDIT_POLICY)?;
         let audit_log = files.path("kcp/audit.log");
+        let (admission_config, webhook_client_ca) = if opts.webhook_client_cert {
+            let ca = Ca::new("kim-testenv-webhook-client-ca")?;
+            let cert = ca.client_cert("kube-apiserver-webhook-client", &[])?;
+            let cert_file = files.write("kcp/webhook-client.crt", &cert.cert_pem)?;
+            let key_file = files.write("kcp/webhook-client.key", &cert.key_pem)?;
+            let kubeconfig = files.write(
+                "kcp/webhook-client.kubeconfig",
+                &apiserver::webhook_client_kubeconfig(&cert_file, &key_file),
+            )?;
+            let config = files.write(
+                "kcp/admission-config.yaml",
+                &apiserver::admission_config(&kubeconfig),
+            )?;
+            (Some(config), Some(ca.pair.cert_pem.clone()))
+        } else {
+            (None, None)
+        };
         starter.spawn(
             "kcp-apiserver",
             &binaries.kube_apiserver,
@@ -401,6 +424,7 @@ impl TestEnv {
                 audit: Some((&audit_policy, &audit_log)),
                 aggregator: Some((&proxy_ca_file, &proxy_cert_file, &proxy_key_file)),
                 aggregator_routing: opts.aggregator_routing,
+                admission_config: admission_config.as_deref(),
             }),
         )?;
         let kcp = ClusterAccess {
@@ -443,6 +467,7 @@ impl TestEnv {
                     audit: None,
                     aggregator: None,
                     aggregator_routing: false,
+                    admission_config: None,
                 }),
             )?;
             let access = ClusterAccess {
@@ -538,6 +563,7 @@ impl TestEnv {
             background: Mutex::new(Vec::new()),
             startup: started.elapsed(),
             phases,
+            webhook_client_ca,
         };
         if let Some(sim) = &opts.simulator
             && let Some(info) = &env.shoot_info
@@ -604,6 +630,12 @@ impl TestEnv {
     /// serving certificates.
     pub fn ca(&self) -> &Ca {
         &self.kcp_ca
+    }
+
+    /// The CA of the client certificate the KCP apiserver presents to admission webhooks,
+    /// when started with [`TestEnvOptions::webhook_client_cert`].
+    pub fn webhook_client_ca_pem(&self) -> Option<&str> {
+        self.webhook_client_ca.as_deref()
     }
 
     /// An admin client (`system:masters`) for the KCP, which also serves the Gardener API.

@@ -14,7 +14,9 @@
 //!   environment;
 //! - the webhook tests (`webhook`, `deploy::rbac_webhook`) register admission webhooks: a
 //!   KCP-only environment of their own ([`kim_tests::webhook::env`]), each configuration
-//!   scoped to the test's namespace;
+//!   scoped to the test's namespace; `webhook::hardening` and `webhook::shutdown` need an
+//!   apiserver started with other flags (a client certificate for webhooks; aggregator
+//!   routing) and start their own;
 //! - `testenv::teardown` starts and kills environments in child processes;
 //! - `controller::api_faults` and `kubeconfig` read their controllers' log lines: those
 //!   controllers run on runtimes of their own that log into the test's buffer

@@ -784,3 +784,118 @@ fn the_kubelet_file_layout_rules_decide_as_a_kubelet_would() {
         kubelet_file(&cm, Some(0o600), None)
     ));
 }
+
+/// The admission port's rule of the webhook's NetworkPolicy as rendered.
+fn admission_port_rule(docs: &[Value]) -> Result<(Value, Value)> {
+    let np = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "NetworkPolicy"
+                && d["metadata"]["name"] == "infrastructure-manager-webhook"
+        })
+        .context("the webhook's NetworkPolicy")?;
+    let rule = np["spec"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| {
+            r["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["port"] == "https")
+        })
+        .cloned()
+        .context("an ingress rule for the https port")?;
+    Ok((np.clone(), rule))
+}
+
+/// Server-side dry run of `doc` (namespaced, in its namespace, which is created if missing).
+async fn dry_run_apply(env: &TestEnv, doc: &Value) -> Result<()> {
+    let client = env.kcp_client().await?;
+    let ns_name = doc["metadata"]["namespace"].as_str().context("namespace")?;
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let mut ns = k8s_openapi::api::core::v1::Namespace::default();
+    ns.metadata.name = Some(ns_name.into());
+    match namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let np: kube::Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        kube::Api::namespaced(client, ns_name);
+    let name = doc["metadata"]["name"].as_str().context("metadata.name")?;
+    np.patch(
+        name,
+        &kube::api::PatchParams::apply("deploy-manifests-e2e").dry_run(),
+        &kube::api::Patch::Apply(doc),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `deploy/` leaves the admission port open (the apiserver cannot be named in general); the
+/// optional component admits only the CIDR an overlay sets, and without one the apiserver
+/// refuses the NetworkPolicy instead of silently opening or closing the port.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_apiserver_only_component_admits_only_the_given_cidr() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let (_, open) = admission_port_rule(&render(env)?)?;
+    ensure!(
+        open.get("from").is_none(),
+        "deploy/ alone restricts the admission port: {open}"
+    );
+
+    let root = kim_tests::testenv::repo_root();
+    let overlay = tempfile::tempdir()?;
+    let base = relative(overlay.path(), &root.join("deploy"))?;
+    let component = relative(
+        overlay.path(),
+        &root.join("deploy/components/webhook-ingress-from-apiserver"),
+    )?;
+    let kustomization = |patches: &str| {
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n{patches}",
+            base.display(),
+            component.display()
+        )
+    };
+    std::fs::write(overlay.path().join("kustomization.yaml"), kustomization(""))?;
+    let (np, _) = admission_port_rule(&render_dir(env, overlay.path())?)?;
+    let refused = dry_run_apply(env, &np).await;
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("cidr")),
+        "without a CIDR the NetworkPolicy must be refused: {refused:?}"
+    );
+
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        kustomization(
+            "patches:\n  - target: {kind: NetworkPolicy, name: infrastructure-manager-webhook}\n    patch: |-\n      - op: replace\n        path: /spec/ingress/0/from/0/ipBlock/cidr\n        value: 10.250.0.10/32\n",
+        ),
+    )?;
+    let docs = render_dir(env, overlay.path())?;
+    let (np, rule) = admission_port_rule(&docs)?;
+    ensure!(
+        rule["from"] == serde_json::json!([{"ipBlock": {"cidr": "10.250.0.10/32"}}]),
+        "only the apiserver's CIDR reaches the admission port: {rule}"
+    );
+    let admin_rules: Vec<&Value> = np["spec"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["ports"][0]["port"] == "admin")
+        .collect();
+    ensure!(
+        admin_rules.len() == 1 && admin_rules[0]["from"][0]["namespaceSelector"].is_object(),
+        "the admin port's rule is unchanged: {admin_rules:?}"
+    );
+    dry_run_apply(env, &np).await?;
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! The webhook (`kim_tests::webhook`) behind the real apiserver.
 
 mod admission;
+mod hardening;
 mod rotation;
 mod shutdown;
