@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use kim_tests::webhook::{Options, Webhook, runtime_resource, valid_runtime};
 use kube::api::{Api, DynamicObject, PostParams};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
-use kim_tests::webhook::{Options, Webhook, runtime_resource, valid_runtime};
 
 /// A KCP whose apiserver presents a client certificate to admission webhooks, started once
 /// per test process (the other webhook tests' apiserver presents none).
