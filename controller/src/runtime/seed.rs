@@ -103,22 +103,19 @@ mod tests {
         let mut hidden = seed("aws", "r1");
         hidden["spec"]["settings"]["scheduling"]["visible"] = json!(false);
         let mut no_settings = seed("aws", "r2");
-        no_settings["spec"]
-            .as_object_mut()
-            .map(|s| s.remove("settings"));
+        no_settings["spec"] = json!({"provider": {"type": "aws", "region": "r2"}});
         let mut never_operated = seed("aws", "r3");
-        never_operated["status"]
-            .as_object_mut()
-            .map(|s| s.remove("lastOperation"));
+        never_operated["status"]["lastOperation"] = Value::Null;
         let mut gardenlet_down = seed("aws", "r4");
         gardenlet_down["status"]["conditions"][0]["status"] = json!("False");
         let mut backup_not_ready = seed("aws", "r5");
         backup_not_ready["spec"]["backup"] = json!({"provider": "aws"});
         let mut backup_ready = seed("aws", "r6");
         backup_ready["spec"]["backup"] = json!({"provider": "aws"});
-        backup_ready["status"]["conditions"]
-            .as_array_mut()
-            .map(|c| c.push(json!({"type": "BackupBucketsReady", "status": "True"})));
+        backup_ready["status"]["conditions"] = json!([
+            {"type": "GardenletReady", "status": "True"},
+            {"type": "BackupBucketsReady", "status": "True"}
+        ]);
         let seeds = [
             hidden,
             no_settings,

@@ -220,7 +220,10 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         rt.status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == condition::OIDC_AND_CONFIG_MAP_CONFIGURED))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == condition::OIDC_AND_CONFIG_MAP_CONFIGURED)
+            })
             .cloned()
     };
     eventually(

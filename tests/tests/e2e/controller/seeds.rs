@@ -65,18 +65,23 @@ async fn no_shoot_without_a_usable_seed_in_the_region() -> Result<()> {
         "{}",
         c.message
     );
-    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
     ensure!(
         shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
         "a Shoot was created for a region without a usable Seed"
     );
 
     set_gardenlet_ready(env, &seed, "True").await?;
-    eventually("the Shoot is created once the Seed is ready", RETRY_TIMEOUT, || {
-        let shoots = shoots.clone();
-        let name = rt.spec.shoot.name.clone();
-        async move { Ok(shoots.get_opt(&name).await?.is_some()) }
-    })
+    eventually(
+        "the Shoot is created once the Seed is ready",
+        RETRY_TIMEOUT,
+        || {
+            let shoots = shoots.clone();
+            let name = rt.spec.shoot.name.clone();
+            async move { Ok(shoots.get_opt(&name).await?.is_some()) }
+        },
+    )
     .await?;
     let provisioned = wait_state(env, &ns, &id, RuntimeState::Ready, RETRY_TIMEOUT).await?;
     check_ready_conditions(&provisioned)?;
