@@ -27,7 +27,7 @@ pub struct RuntimeStateLabels {
     /// The Runtime's name.
     pub runtimeName: String,
     /// `spec.shoot.name`.
-    pub shootName: String,
+    pub shoot: String,
     /// `spec.shoot.provider.type`.
     pub provider: String,
     /// `status.state`.
@@ -224,7 +224,7 @@ mod tests {
         RuntimeStateLabels {
             runtimeId: "rt-1".into(),
             runtimeName: "rt-1".into(),
-            shootName: "s1".into(),
+            shoot: "s1".into(),
             provider: "aws".into(),
             state: state.into(),
             message: "No value".into(),
@@ -240,7 +240,9 @@ mod tests {
         m.unexpected_stops.inc();
         let text = encode(&registry).unwrap();
         assert!(
-            text.contains("infrastructure_manager_im_runtime_state{runtimeId=\"rt-1\""),
+            text.contains(
+                "infrastructure_manager_im_runtime_state{runtimeId=\"rt-1\",runtimeName=\"rt-1\",shoot=\"s1\",provider=\"aws\""
+            ),
             "{text}"
         );
         assert!(text.contains("state=\"Ready\""), "{text}");

@@ -197,10 +197,11 @@ pub mod condition {
     pub const PROVISIONED: &str = "Provisioned";
     /// The GardenerCluster (and so the kubeconfig Secret) is ready.
     pub const KUBECONFIG_READY: &str = "KubeconfigReady";
-    /// OIDC is configured in the cluster (baseline).
-    pub const OIDC_CONFIGURED: &str = "OidcConfigured";
-    /// OIDC and ConfigMaps are configured (replaces [`OIDC_CONFIGURED`] upstream later).
+    /// OIDC (and upstream's `kyma-provisioning-info` ConfigMap) is configured in the cluster.
     pub const OIDC_AND_CONFIG_MAP_CONFIGURED: &str = "OidcAndConfigMapConfigured";
+    /// What earlier versions of this controller wrote for OIDC instead of
+    /// [`OIDC_AND_CONFIG_MAP_CONFIGURED`]; removed from a Runtime's status when found.
+    pub const LEGACY_OIDC_CONFIGURED: &str = "OidcConfigured";
     /// The administrators are configured.
     pub const CONFIGURED: &str = "Configured";
     /// Deletion progress.
@@ -212,7 +213,7 @@ pub mod condition {
     /// The runtime bootstrapper is ready.
     pub const RUNTIME_BOOTSTRAPPER_READY: &str = "RuntimeBootstrapperReady";
     /// A dedicated audit log is configured (audit-log ADR).
-    pub const CUSTOM_AUDITLOG_CONFIGURED: &str = "CustomAuditlogConfigured";
+    pub const CUSTOM_AUDIT_LOG_CONFIGURED: &str = "CustomAuditLogConfigured";
     /// Audit log read credentials are copied into the cluster (audit-log ADR).
     pub const AUDIT_LOG_CREDENTIALS_COPIED: &str = "AuditLogCredentialsCopied";
     /// GardenerCluster condition type.
@@ -257,8 +258,6 @@ pub mod reason {
     pub const AUDIT_LOG_ERR: &str = "AuditLogErr";
     /// Administrators are configured.
     pub const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
-    /// OIDC is configured.
-    pub const OIDC_CONFIGURED: &str = "OidcConfigured";
     /// OIDC and ConfigMaps are configured.
     pub const OIDC_AND_CONFIG_MAPS_CONFIGURED: &str = "OidcAndConfigMapsConfigured";
     /// Configuring OIDC failed.
@@ -269,10 +268,9 @@ pub mod reason {
     pub const KYMA_SYSTEM_NS_ERROR: &str = "KymaSystemNSError";
     /// The `kyma-system` namespace exists.
     pub const KYMA_SYSTEM_NS_READY: &str = "KymaSystemNSReady";
-    /// No seed available in the region.
+    /// `enforceSeedLocation` and no usable Seed of the provider in the region: no Shoot is
+    /// created.
     pub const SEED_NOT_FOUND: &str = "SeedNotFound";
-    /// Configuring the registry cache failed (baseline).
-    pub const REGISTRY_CACHE_CONFIGURATION_ERR: &str = "RegistryCacheConfigurationErr";
     /// The registry cache is configured.
     pub const REGISTRY_CACHE_CONFIGURED: &str = "RegistryCacheConfigured";
     /// Configuring the registry cache failed.
@@ -302,9 +300,13 @@ pub mod reason {
     pub const RUNTIME_BOOTSTRAPPER_CONFIGURATION_FAILED: &str =
         "RuntimeBootstrapperConfigurationFailed";
     /// Dedicated audit log configuration failed (audit-log ADR).
-    pub const CUSTOM_AUDIT_LOG_ERROR: &str = "CustomAuditLogError";
+    pub const CUSTOM_AUDIT_LOG_ERR: &str = "CustomAuditLogErr";
     /// Dedicated audit log configured (audit-log ADR).
     pub const CUSTOM_AUDIT_LOG_CONFIGURED: &str = "CustomAuditLogConfigured";
+    /// Copying the audit log read credentials into the cluster failed.
+    pub const CREDENTIALS_COPY_ERR: &str = "CredentialsCopyErr";
+    /// The audit log read credentials are copied into the cluster.
+    pub const CREDENTIALS_COPIED: &str = "CredentialsCopied";
 
     // GardenerCluster (condition type `KubeconfigManagement`).
 

@@ -19,7 +19,7 @@ pub struct ClusterStateLabels {
     /// The `kyma-project.io/runtime-id` label.
     pub runtimeId: String,
     /// The `kyma-project.io/shoot-name` label.
-    pub shootName: String,
+    pub shoot: String,
     /// `status.state`.
     pub state: String,
     /// The first condition's reason.
@@ -33,7 +33,7 @@ pub struct ExpirationLabels {
     /// The Secret's `kyma-project.io/runtime-id` label.
     pub runtimeId: String,
     /// The Secret's `kyma-project.io/shoot-name` label.
-    pub shootName: String,
+    pub shoot: String,
     /// Expiry in epoch seconds, as a string.
     pub expires: String,
     /// Rotation period in seconds (Go `%G` style).
@@ -135,7 +135,7 @@ mod tests {
         m.register(registry.sub_registry_with_prefix("infrastructure_manager_im"));
         let state = |s: &str| ClusterStateLabels {
             runtimeId: "rt".into(),
-            shootName: "s".into(),
+            shoot: "s".into(),
             state: s.into(),
             reason: "KubeconfigSecretCreated".into(),
         };
@@ -145,7 +145,7 @@ mod tests {
             "ns/rt",
             ExpirationLabels {
                 runtimeId: "rt".into(),
-                shootName: "s".into(),
+                shoot: "s".into(),
                 expires: "100".into(),
                 rotationDuration: "51840".into(),
                 expirationDuration: "86400".into(),
@@ -154,7 +154,7 @@ mod tests {
         );
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(text.contains("infrastructure_manager_im_gardener_clusters_state{runtimeId=\"rt\",shootName=\"s\",state=\"Ready\""), "{text}");
+        assert!(text.contains("infrastructure_manager_im_gardener_clusters_state{runtimeId=\"rt\",shoot=\"s\",state=\"Ready\""), "{text}");
         assert!(!text.contains("state=\"Error\""), "{text}");
         assert!(
             text.contains("infrastructure_manager_im_kubeconfig_expiration{runtimeId=\"rt\""),

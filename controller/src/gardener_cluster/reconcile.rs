@@ -605,7 +605,7 @@ fn record_state(reconciler: &Reconciler, gc: &GardenerCluster, want: &DesiredSta
         &key(gc),
         ClusterStateLabels {
             runtimeId: runtime_id.clone(),
-            shootName: gc
+            shoot: gc
                 .labels()
                 .get(names::LABEL_SHOOT_NAME)
                 .cloned()
@@ -633,7 +633,7 @@ fn record_expiration(reconciler: &Reconciler, gc: &GardenerCluster, secret: &Sec
         &key(gc),
         ExpirationLabels {
             runtimeId: runtime_id,
-            shootName: shoot,
+            shoot,
             expires: expires.to_string(),
             rotationDuration: go_float(reconciler.policy.rotation_period().as_secs()),
             expirationDuration: go_float(reconciler.policy.expiration().as_secs()),

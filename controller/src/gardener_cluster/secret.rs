@@ -131,7 +131,7 @@ pub fn belongs_to(secret: &Secret, gc: &GardenerCluster) -> bool {
     managed && !other_cluster && (by_owner || by_name || by_runtime)
 }
 
-/// `runtimeId` and `shootName` for the metrics, from the Secret's (copied) labels.
+/// `runtimeId` and `shoot` for the metrics, from the Secret's (copied) labels.
 pub fn metric_ids(labels: Option<&BTreeMap<String, String>>) -> Option<(String, String)> {
     let labels = labels?;
     let runtime_id = labels.get(names::LABEL_RUNTIME_ID)?;

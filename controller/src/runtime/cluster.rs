@@ -147,6 +147,7 @@ pub async fn after_provisioned(
         }
     };
 
+    draft.remove(condition::LEGACY_OIDC_CONFIGURED);
     if oidc::extension_enabled(shoot) {
         let default = serde_json::to_value(&reconciler.config.cluster.default_shared_ias_tenant)
             .map(oidc_spec_from_provider)
@@ -154,7 +155,7 @@ pub async fn after_provisioned(
         let specs = oidc::wanted(runtime, default);
         if let Some(action) = runtime_cluster_step(
             draft,
-            condition::OIDC_CONFIGURED,
+            condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             reason::OIDC_CONFIGURATION_ERR,
             "failed to configure OIDC",
             oidc::apply(&runtime_client, &specs),
@@ -164,16 +165,16 @@ pub async fn after_provisioned(
             return Ok(action);
         }
         draft.set(
-            condition::OIDC_CONFIGURED,
+            condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             CondStatus::True,
-            reason::OIDC_CONFIGURED,
+            reason::OIDC_AND_CONFIG_MAPS_CONFIGURED,
             "OIDC configuration completed",
         );
     } else {
         draft.set(
-            condition::OIDC_CONFIGURED,
+            condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             CondStatus::True,
-            reason::OIDC_CONFIGURED,
+            reason::OIDC_AND_CONFIG_MAPS_CONFIGURED,
             "OIDC extension disabled",
         );
     }

@@ -14,6 +14,7 @@ pub mod full_update;
 pub mod oidc;
 pub mod reconcile;
 pub mod requeue;
+pub mod seed;
 pub mod shoot_cache;
 pub mod status;
 
@@ -559,7 +560,7 @@ impl Reconciler {
                 .set_runtime_state(crate::metrics::RuntimeStateLabels {
                     runtimeId: id.to_owned(),
                     runtimeName: runtime.name_any(),
-                    shootName: runtime.spec.shoot.name.clone(),
+                    shoot: runtime.spec.shoot.name.clone(),
                     provider: runtime.spec.shoot.provider.type_.as_str().to_owned(),
                     state: draft.new.state.as_str().to_owned(),
                     message: draft.last_message(),

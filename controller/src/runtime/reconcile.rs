@@ -18,7 +18,7 @@ use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler, cluster};
+use super::{Error, Reconciler, cluster, seed};
 
 /// Does the non-deletion part of a reconcile.
 pub async fn apply(
@@ -115,6 +115,9 @@ async fn create_shoot(
             "Runtime initialized",
         );
     }
+    if let Some(action) = check_seed(reconciler, runtime, draft).await {
+        return Ok(action);
+    }
     if reconciler.ctx.settings.runtime.audit_log_mandatory
         && reconciler
             .config
@@ -173,8 +176,48 @@ async fn create_shoot(
     }
 }
 
+/// With `enforceSeedLocation`, refuses to create a Shoot Gardener could never schedule: no
+/// usable Seed of the provider in the region gives `Failed` with upstream's `SeedNotFound`,
+/// naming the regions that have one. Upstream stops there until the Runtime changes; we look
+/// again once a minute, so the Runtime proceeds once a Seed becomes usable. `None`: go on.
+async fn check_seed(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
+    if runtime.spec.shoot.enforce_seed_location != Some(true) {
+        return None;
+    }
+    let provider = runtime.spec.shoot.provider.type_.as_str();
+    let region = &runtime.spec.shoot.region;
+    match seed::usable_regions(&reconciler.ctx.gardener, provider).await {
+        Ok(regions) if regions.iter().any(|r| r == region) => None,
+        Ok(regions) => {
+            tracing::warn!(provider, %region, "no usable Seed in the region; no Shoot created");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::False,
+                reason::SEED_NOT_FOUND,
+                format!(
+                    "Cannot find available seed for the region {region}. The following regions \
+                     have seeds ready: [{}].",
+                    regions.join(" ")
+                ),
+            );
+            draft.state(RuntimeState::Failed);
+            Some(Action::requeue(PERMANENT_RETRY))
+        }
+        Err(e) => Some(gardener_failure(
+            draft,
+            reason::GARDENER_ERR,
+            &format!("Failed to verify whether seed is available for the region {region}"),
+            &e,
+        )),
+    }
+}
+
 /// Sets a condition for a failed Gardener call and picks the requeue: transient errors keep
-/// the state `Pending` (upstream shows `Failed` for them), permanent ones `Failed`.
+/// the state `Pending`, permanent ones `Failed` (upstream: `Pending` for both).
 pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube::Error) -> Action {
     let kind = classify::classify(e);
     let message = format!("{what}: {}", classify::message(e));

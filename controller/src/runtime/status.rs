@@ -94,6 +94,13 @@ impl StatusDraft {
         }
     }
 
+    /// Removes a condition type this controller no longer writes.
+    pub fn remove(&mut self, type_: &str) {
+        if let Some(conditions) = self.new.conditions.as_mut() {
+            conditions.retain(|c| c.type_ != type_);
+        }
+    }
+
     /// Sets the state.
     pub fn state(&mut self, state: RuntimeState) {
         self.new.state = state;
@@ -216,6 +223,23 @@ mod tests {
         assert_eq!(c.last_transition_time.0, t("2026-01-01T00:05:00Z"));
         assert_eq!(c.observed_generation, Some(3));
         assert_eq!(d.changes().len(), 1);
+    }
+
+    #[test]
+    fn legacy_oidc_condition_is_removed_and_written() {
+        let mut stored = runtime();
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:00Z"));
+        d.set(
+            condition::LEGACY_OIDC_CONFIGURED,
+            CondStatus::True,
+            "OidcConfigured",
+            "ok",
+        );
+        stored.status = Some(d.new.clone());
+        let mut d = StatusDraft::new(&stored, t("2026-01-02T00:00:00Z"));
+        d.remove(condition::LEGACY_OIDC_CONFIGURED);
+        assert!(d.condition(condition::LEGACY_OIDC_CONFIGURED).is_none());
+        assert!(d.changed());
     }
 
     #[test]

@@ -8,4 +8,5 @@ mod leader;
 mod lifecycle;
 mod oidc;
 mod samples;
+mod seeds;
 mod updates;

@@ -4,7 +4,7 @@
 //! accepted (it gets `sub`; upstream's object without it is refused), every object is tried
 //! and every failure named (upstream reports only the last one), and stale managed
 //! objects are removed. Through the controller: a refused OpenIDConnect leaves the Runtime
-//! `Pending` with `OidcConfigured=False/OidcConfigurationErr` naming the object and the
+//! `Pending` with `OidcAndConfigMapConfigured=False/OidcConfigurationErr` naming the object and the
 //! apiserver's reason (stored before the retry; upstream loses it), and it becomes `Ready` once
 //! the cause is gone.
 //!
@@ -220,11 +220,14 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         rt.status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == condition::OIDC_CONFIGURED))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == condition::OIDC_AND_CONFIG_MAP_CONFIGURED)
+            })
             .cloned()
     };
     eventually(
-        "OidcConfigured=False stored",
+        "OidcAndConfigMapConfigured=False stored",
         Duration::from_secs(120),
         || {
             let (runtimes, id) = (runtimes.clone(), id.clone());
@@ -266,7 +269,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     let c = oidc_condition(&ready).unwrap();
     assert_eq!(
         (c.status.as_str(), c.reason.as_str()),
-        ("True", reason::OIDC_CONFIGURED)
+        ("True", reason::OIDC_AND_CONFIG_MAPS_CONFIGURED)
     );
     assert_eq!(
         openidconnects(runtime_client)

@@ -95,6 +95,8 @@ async fn gardener_cluster_gets_a_working_secret_that_is_rotated_in_time() -> Res
             |l| l.starts_with("infrastructure_manager_im_kubeconfig_expiration{")
                 && l.contains(&format!("runtimeId=\"{id}\""))
                 && l.contains("expirationDuration=\"600\"")
+                // Today's upstream label name (it was `shootName`).
+                && l.contains("shoot=\"")
         ),
         "no expiration series for {id}:\n{metrics}"
     );

@@ -1,0 +1,129 @@
+//! Whether a region has a Seed a new Shoot can be scheduled on, checked before a Shoot with
+//! `enforceSeedLocation` is created: such a Shoot may only land on a Seed of its own region,
+//! and Gardener would accept it and leave it unscheduled.
+//!
+//! A Seed counts when it has the Runtime's provider type, is not being deleted, is visible for
+//! scheduling, has a last operation, its gardenlet is ready and, when it has a backup, its
+//! backup buckets are ready: upstream KIM's rule, so that the same Runtimes are refused.
+
+use kube::api::{DynamicObject, ListParams};
+use kube::core::ApiResource;
+use kube::{Api, Client};
+use serde_json::Value;
+
+/// The regions that have a usable Seed of `provider`, sorted and without repeats.
+pub async fn usable_regions(client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
+    let resource = ApiResource {
+        group: "core.gardener.cloud".into(),
+        version: "v1beta1".into(),
+        api_version: "core.gardener.cloud/v1beta1".into(),
+        kind: "Seed".into(),
+        plural: "seeds".into(),
+    };
+    let seeds = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list(&ListParams::default())
+        .await?;
+    let values: Vec<Value> = seeds
+        .items
+        .iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .map(|s| s.data.clone())
+        .collect();
+    Ok(regions_of(&values, provider))
+}
+
+/// The regions of the usable Seeds (their `spec` and `status`, without metadata) of `provider`.
+fn regions_of(seeds: &[Value], provider: &str) -> Vec<String> {
+    let mut regions: Vec<String> = seeds
+        .iter()
+        .filter(|s| s.pointer("/spec/provider/type").and_then(Value::as_str) == Some(provider))
+        .filter(|s| usable(s))
+        .filter_map(|s| s.pointer("/spec/provider/region").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    regions.sort();
+    regions.dedup();
+    regions
+}
+
+fn usable(seed: &Value) -> bool {
+    let visible = seed
+        .pointer("/spec/settings/scheduling/visible")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let operated = seed
+        .pointer("/status/lastOperation")
+        .is_some_and(|o| !o.is_null());
+    let backup = seed.pointer("/spec/backup").is_some_and(|b| !b.is_null());
+    visible
+        && operated
+        && condition_true(seed, "GardenletReady")
+        && (!backup || condition_true(seed, "BackupBucketsReady"))
+}
+
+fn condition_true(seed: &Value, type_: &str) -> bool {
+    seed.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn seed(provider: &str, region: &str) -> Value {
+        json!({
+            "spec": {"provider": {"type": provider, "region": region},
+                     "settings": {"scheduling": {"visible": true}}},
+            "status": {"lastOperation": {"type": "Reconcile", "state": "Succeeded"},
+                       "conditions": [{"type": "GardenletReady", "status": "True"}]}
+        })
+    }
+
+    #[test]
+    fn ready_visible_seeds_of_the_provider_give_their_regions_once() {
+        let seeds = [
+            seed("aws", "eu-central-1"),
+            seed("aws", "eu-central-1"),
+            seed("aws", "us-east-1"),
+            seed("gcp", "europe-west3"),
+        ];
+        assert_eq!(regions_of(&seeds, "aws"), ["eu-central-1", "us-east-1"]);
+        assert_eq!(regions_of(&seeds, "azure"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unusable_seeds_do_not_count() {
+        let mut hidden = seed("aws", "r1");
+        hidden["spec"]["settings"]["scheduling"]["visible"] = json!(false);
+        let mut no_settings = seed("aws", "r2");
+        no_settings["spec"] = json!({"provider": {"type": "aws", "region": "r2"}});
+        let mut never_operated = seed("aws", "r3");
+        never_operated["status"]["lastOperation"] = Value::Null;
+        let mut gardenlet_down = seed("aws", "r4");
+        gardenlet_down["status"]["conditions"][0]["status"] = json!("False");
+        let mut backup_not_ready = seed("aws", "r5");
+        backup_not_ready["spec"]["backup"] = json!({"provider": "aws"});
+        let mut backup_ready = seed("aws", "r6");
+        backup_ready["spec"]["backup"] = json!({"provider": "aws"});
+        backup_ready["status"]["conditions"] = json!([
+            {"type": "GardenletReady", "status": "True"},
+            {"type": "BackupBucketsReady", "status": "True"}
+        ]);
+        let seeds = [
+            hidden,
+            no_settings,
+            never_operated,
+            gardenlet_down,
+            backup_not_ready,
+            backup_ready,
+        ];
+        assert_eq!(regions_of(&seeds, "aws"), ["r6"]);
+    }
+}
