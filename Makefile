@@ -2,7 +2,7 @@
 SHELL := bash
 CARGO ?= cargo
 # Incremental compilation keeps a second copy of every workspace crate per build variant: about
-# 15 GB for a cold `make test`, against 4.3 GB without. It only pays off when editing and
+# 15 GB for a cold `make test`, against 3.2 GB without. It only pays off when editing and
 # rebuilding one crate over and over; `CARGO_INCREMENTAL=1 make ...` turns it back on.
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
@@ -28,7 +28,7 @@ run: testenv-bins
 test unit: testenv-bins
 
 # A full disk shows up as a compiler or linker I/O error minutes into the build; say it first.
-# A cold `make test` writes about 4.3 GB to the target directory (and the first control-plane
+# A cold `make test` writes about 3.2 GB to the target directory (and the first control-plane
 # build about 5 GB of temporary Go caches, removed afterwards). Warns only: a warm target
 # directory needs far less.
 disk-check:
