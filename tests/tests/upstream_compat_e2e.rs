@@ -25,7 +25,7 @@ fn baseline() -> PathBuf {
     let Some(root) = std::env::var_os("KIM_UPSTREAM_DIR") else {
         panic!(
             "KIM_UPSTREAM_DIR is not set: point it at the folder holding upstream/ and \
-             upstream-2026-07/ (.ci/run sets it to ../shared)"
+             upstream-2026-07/ (.ci/run sets it to the shared folder beside the checkout)"
         )
     };
     let dir = kim_tests::testenv::repo_root().join(root).join("upstream");

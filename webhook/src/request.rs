@@ -76,7 +76,7 @@ impl Default for AdmissionContext {
 
 /// The request of an AdmissionReview: what the handlers judge and the audit record names. `T`
 /// is the objects' type: the admitted type, or their JSON text as sent while decoding
-/// ([`crate::decode`]). Only what the webhook uses is read; `requestKind`, `options` and the
+/// (the `decode` module). Only what the webhook uses is read; `requestKind`, `options` and the
 /// like are skipped by the parser.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -29,7 +29,7 @@ pub fn upstream_folder(folder: &str) -> PathBuf {
     let Some(root) = std::env::var_os("KIM_UPSTREAM_DIR") else {
         panic!(
             "KIM_UPSTREAM_DIR is not set: point it at the folder holding upstream/ and \
-             upstream-2026-07/ (make test does this when it is set; .ci/run sets it to ../shared)"
+             upstream-2026-07/ (make test does this when it is set; .ci/run sets it to the shared folder beside the checkout)"
         )
     };
     let dir = repo_root().join(root).join(folder);
