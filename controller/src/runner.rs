@@ -51,6 +51,15 @@ pub enum RunError {
         /// The configuration file.
         path: std::path::PathBuf,
     },
+    /// `--api-server-acl-enabled` without the ConfigMap that holds the operator addresses.
+    #[error(
+        "--api-server-acl-enabled needs converter.kubernetes.kubeApiServer.acl.configMapName in {}: the ConfigMap with the operator CIDRs and the KCP's NAT address (keys acl-list.json and kcp-external-nat-ip.json)",
+        path.display()
+    )]
+    AclConfigMap {
+        /// The configuration file.
+        path: std::path::PathBuf,
+    },
     /// A server port could not be bound.
     #[error(transparent)]
     Bind(#[from] kim_process::http::BindError),
@@ -94,6 +103,11 @@ impl Process {
             return Err(RunError::ProjectMismatch {
                 flag: args.gardener_project_name.clone(),
                 config: configured.clone(),
+                path: args.converter_config_filepath.clone(),
+            });
+        }
+        if settings.runtime.api_server_acl && config.acl_config_map_name().is_none() {
+            return Err(RunError::AclConfigMap {
                 path: args.converter_config_filepath.clone(),
             });
         }

@@ -8,7 +8,7 @@ mod convert_fixture;
 use convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
 use kim_shared::convert::{
-    ConvertError, ConvertOptions, Converted, RegistryCache, to_shoot, to_shoot_with,
+    AclAddresses, ConvertError, ConvertOptions, Converted, RegistryCache, to_shoot, to_shoot_with,
 };
 use kim_shared::gardener::Shoot;
 use kim_shared::gardener::shoot::Extension;
@@ -342,7 +342,9 @@ fn registry_cache_nvidia_and_acl_on_patch() {
         ..Default::default()
     });
 
-    // Caching off: the live extension is switched off, its config kept; NVIDIA off: disabled.
+    // Caching off: the live extension is removed (upstream's "Should remove RegistryCache
+    // extension when cache list is empty on Runtime CR without changing order and data of
+    // other extensions"); NVIDIA off: disabled.
     let s = spec(&patch(&rt, &live));
     let find = |s: &Value, t: &str| {
         s["extensions"]
@@ -353,10 +355,14 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             .cloned()
             .unwrap()
     };
-    assert_eq!(
-        find(&s, "registry-cache"),
-        json!({"type": "registry-cache", "disabled": true, "providerConfig": {"caches": [{"upstream": "docker.io"}]}})
-    );
+    assert!(!types(&s).contains(&"registry-cache".to_owned()), "{s}");
+    let mut expected = types(&spec(&Converted {
+        shoot: live.clone(),
+        structured_auth: None,
+        workers_removed: false,
+    }));
+    expected.retain(|t| t != "registry-cache");
+    assert_eq!(types(&s), expected, "the others keep their order");
     assert_eq!(
         find(&s, "shoot-nvidia-openshell"),
         json!({"type": "shoot-nvidia-openshell", "disabled": true})
@@ -496,4 +502,134 @@ fn todays_upstream_extenders_write_the_same_on_patch_as_on_create() {
     // Patching the patched Shoot again changes nothing (no flip-flop).
     let again = to_shoot(&rt, &cfg, Some(&patched)).unwrap().shoot;
     assert_eq!(again, patched);
+}
+
+/// Upstream's `TestNewExtensionsExtenderForPatch`: "Should not add Network filter extension
+/// when network restriction is globally disabled and none exists" and "Should leave existing
+/// Network filter extension untouched when network restriction is globally disabled".
+#[test]
+fn network_restriction_off_leaves_the_networking_filter_alone() {
+    let mut rt = runtime("aws");
+    let off = ConvertOptions {
+        network_restriction: false,
+        ..Default::default()
+    };
+    let mut live = live(&rt);
+    // A live filter as a human set it: kept as it is although the Runtime asks otherwise.
+    let filter = live
+        .spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e.type_ == "shoot-networking-filter")
+        .unwrap();
+    filter.disabled = Some(false);
+    let before = live.spec.extensions.clone();
+    rt.spec.security.networking.filter =
+        serde_json::from_value(json!({"egress": {"enabled": false}})).unwrap();
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &off).unwrap();
+    assert_eq!(patched.shoot.spec.extensions, before);
+    // None on the live Shoot: none added.
+    live.spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .retain(|e| e.type_ != "shoot-networking-filter");
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &off).unwrap();
+    assert!(!types(&spec(&patched)).contains(&"shoot-networking-filter".to_owned()));
+    // On (the default): the Runtime's filter is appended.
+    let on = spec(&patch(&rt, &live));
+    assert_eq!(types(&on).last().unwrap(), "shoot-networking-filter");
+}
+
+/// Upstream's "Should update ACL extension without changing order and data of other
+/// extensions" and "Should not add ACL extension when acl is disabled".
+#[test]
+fn acl_is_updated_in_place_with_new_addresses() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.kubernetes = serde_json::from_value(
+        json!({"kubeAPIServer": {"acl": {"allowedCIDRs": ["1.1.1.1/32", "2.2.2.2/32"]}}}),
+    )
+    .unwrap();
+    let managed = |kcp: &str| ConvertOptions {
+        acl: Some(AclAddresses {
+            operator_cidrs: vec!["192.168.1.0/24".into()],
+            kcp_nat_ip: kcp.into(),
+        }),
+        ..Default::default()
+    };
+    let created = to_shoot_with(&rt, &config(), None, &managed("172.16.0.1/32"))
+        .unwrap()
+        .shoot;
+    let before = types(&json(&created)["spec"]);
+    let patched = to_shoot_with(&rt, &config(), Some(&created), &managed("172.16.0.2/32"))
+        .unwrap()
+        .shoot;
+    let s = json(&patched)["spec"].clone();
+    assert_eq!(types(&s), before, "same order, replaced in place");
+    let acl = s["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "acl")
+        .unwrap();
+    assert_eq!(
+        acl["providerConfig"]["rule"]["cidrs"],
+        json!([
+            "1.1.1.1/32",
+            "2.2.2.2/32",
+            "192.168.1.0/24",
+            "172.16.0.2/32"
+        ])
+    );
+    // Not managed (flag off) and none live: none added.
+    let mut live = created.clone();
+    live.spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .retain(|e| e.type_ != "acl");
+    assert!(!types(&spec(&patch(&rt, &live))).contains(&"acl".to_owned()));
+}
+
+/// Upstream's provider patch keeps `dualStack` of the live AWS infrastructure config; its
+/// networking extender runs on create only. A dual-stack Shoot patched, also with a zone
+/// added, stays dual stack and never loses the load balancer controller.
+#[test]
+fn dual_stack_shoot_stays_dual_stack_on_patch() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.networking.dual_stack = Some(true);
+    let mut cfg = config();
+    cfg.converter.networking.enable_dual_stack_ip = true;
+    let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
+    let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap().shoot;
+    let (c, p) = (json(&created), json(&patched));
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"],
+        c["spec"]["provider"]["infrastructureConfig"]
+    );
+    assert_eq!(
+        p["spec"]["provider"]["controlPlaneConfig"],
+        c["spec"]["provider"]["controlPlaneConfig"]
+    );
+    // The families are left to what creation set (server-side apply keeps them).
+    assert!(p["spec"]["networking"].get("ipFamilies").is_none());
+    set_zones(&mut rt, &["eu-central-1a", "eu-central-1b"]);
+    let p = json(&to_shoot(&rt, &cfg, Some(&created)).unwrap().shoot);
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"]["dualStack"],
+        json!({"enabled": true})
+    );
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"]["networks"]["zones"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        p["spec"]["provider"]["controlPlaneConfig"]["loadBalancerController"],
+        json!({"enabled": true})
+    );
 }

@@ -234,7 +234,7 @@ fn control_plane_zones_follow_the_failure_tolerance() {
 }
 
 #[test]
-fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
+fn an_acl_off_aws_and_azure_and_a_registry_cache_that_are_not_applied_are_warnings() {
     let warned = |f: &kim_shared::validation::ValidationOutcome, field: &str| {
         f.warnings.iter().any(|w| w.starts_with(field))
     };
@@ -256,11 +256,9 @@ fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
     assert!(!warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"));
     assert!(!warned(&f, "spec.imageRegistryCache"));
     let f = accepts(&asking(serde_json::json!(["10.0.0.0/8"]), true));
+    // The sample is an AWS Runtime: its ACL is applied (with `--api-server-acl-enabled`).
     assert!(
-        warned(
-            &f,
-            "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs: is not applied"
-        ),
+        !warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"),
         "{:?}",
         f.warnings
     );
@@ -268,6 +266,17 @@ fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
         warned(
             &f,
             "spec.imageRegistryCache.enabled: configures no registry cache"
+        ),
+        "{:?}",
+        f.warnings
+    );
+    let mut gcp = asking(serde_json::json!(["10.0.0.0/8"]), false);
+    gcp.spec.shoot.provider.type_ = ProviderType::Gcp;
+    let f = validate_create(&gcp, config());
+    assert!(
+        warned(
+            &f,
+            "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs: is ignored for gcp"
         ),
         "{:?}",
         f.warnings
@@ -435,4 +444,44 @@ fn kept(name: &str, at: &str, sent: &serde_json::Value, stored: &serde_json::Val
         }
         _ => assert_eq!(sent, stored, "{name}: the defaults changed {at}"),
     }
+}
+
+#[test]
+fn dual_stack_that_is_not_honoured_is_a_warning() {
+    const FIELD: &str = "spec.shoot.networking.dualStack";
+    let warned = |f: &kim_shared::validation::ValidationOutcome, needle: &str| {
+        f.warnings
+            .iter()
+            .any(|w| w.starts_with(FIELD) && w.contains(needle))
+    };
+    let dual = runtime(|rt| rt.spec.shoot.networking.dual_stack = Some(true));
+    // The example configuration does not enable dual stack.
+    let f = accepts(&dual);
+    assert!(
+        warned(&f, "converter.networking.enableDualStackIP is off"),
+        "{:?}",
+        f.warnings
+    );
+    let mut enabled = config().clone();
+    enabled.converter.networking.enable_dual_stack_ip = true;
+    let f = validate_create(&dual, &enabled);
+    assert!(f.is_allowed(), "{:?}", f.violations);
+    assert!(
+        !f.warnings.iter().any(|w| w.starts_with(FIELD)),
+        "{:?}",
+        f.warnings
+    );
+    let mut azure = dual.clone();
+    azure.spec.shoot.provider.type_ = ProviderType::Azure;
+    let f = validate_create(&azure, &enabled);
+    assert!(warned(&f, "is ignored for azure"), "{:?}", f.warnings);
+    // Creation sets the IP families; a change later does not reach the cluster.
+    let f = accepts_update(&sample(), &dual);
+    assert!(warned(&f, "changes from false to true"), "{:?}", f.warnings);
+    let f = accepts(&sample());
+    assert!(
+        !f.warnings.iter().any(|w| w.starts_with(FIELD)),
+        "{:?}",
+        f.warnings
+    );
 }

@@ -2,9 +2,10 @@
 //! apply over a live Shoot, without touching any cluster (upstream's
 //! `hack/patch-converter-runner`). Same conversion as the reconciler: `kim_shared::convert`.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::Runtime;
 use kim_shared::config::{ConfigError, ConfigPaths, KimConfig};
-use kim_shared::convert::{ConvertError, ConvertOptions, to_shoot_with};
+use kim_shared::convert::{AclAddresses, ConvertError, ConvertOptions, to_shoot_with};
 use kim_shared::gardener::Shoot;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -47,6 +48,17 @@ pub struct ConvertArgs {
     /// `--audit-log-mandatory`).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub audit_log_mandatory: bool,
+
+    /// The API server ACL ConfigMap (YAML or JSON, e.g. `kubectl get configmap acl-ip-list
+    /// -o yaml`): manages the `acl` extension with its operator CIDRs and KCP NAT address, as
+    /// the controller does with `--api-server-acl-enabled`.
+    #[arg(long, value_name = "CONFIGMAP.yaml")]
+    pub acl_config_map: Option<PathBuf>,
+
+    /// Manage the `shoot-networking-filter` extension (upstream's
+    /// `--network-restriction-enabled`).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub network_restriction_enabled: bool,
 
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
@@ -107,8 +119,23 @@ pub fn execute(
         .as_deref()
         .map(|p| read_object(p, "Shoot"))
         .transpose()?;
+    let acl = match args.acl_config_map.as_deref() {
+        Some(path) => {
+            let cm: ConfigMap = read_object(path, "ConfigMap")?;
+            let addresses = AclAddresses::from_config_map_data(&cm.data.unwrap_or_default())
+                .map_err(|message| ConvertCommandError::Parse {
+                    path: path.display().to_string(),
+                    kind: "API server ACL ConfigMap",
+                    message,
+                })?;
+            Some(addresses)
+        }
+        None => None,
+    };
     let opts = ConvertOptions {
         audit_log_mandatory: args.audit_log_mandatory,
+        network_restriction: args.network_restriction_enabled,
+        acl,
         ..ConvertOptions::default()
     };
     let converted = to_shoot_with(&runtime, &cfg, live.as_ref(), &opts)?;

@@ -104,6 +104,20 @@ pub struct RunArgs {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub structured_auth_enabled: bool,
 
+    /// Manage the kube-apiserver ACL (Gardener's `acl` extension) of AWS and Azure Runtimes
+    /// that set `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, adding the operator
+    /// CIDRs and the KCP's NAT address of the ConfigMap
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName` (in `--namespace`), which must
+    /// then be configured.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub api_server_acl_enabled: bool,
+
+    /// Manage the `shoot-networking-filter` extension from `spec.security.networking.filter`
+    /// (upstream: network restriction on the project scope). Off: new Shoots get no filter
+    /// extension and a live one is left as it is.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub network_restriction_enabled: bool,
+
     /// Safe deletion: hibernate a deleted Runtime's Shoot and delete it only after this period.
     #[arg(long, value_parser = parse_duration)]
     pub deletion_grace_period: Option<Duration>,
@@ -240,6 +254,8 @@ impl RunArgs {
                 audit_log_mandatory: self.audit_log_mandatory,
                 deletion_grace_period: self.deletion_grace_period,
                 force_deletion: self.force_deletion,
+                api_server_acl: self.api_server_acl_enabled,
+                network_restriction: self.network_restriction_enabled,
             },
             gardener_cluster: GardenerClusterSettings {
                 workers: self.gardener_cluster_ctrl_workers_cnt,
@@ -338,6 +354,8 @@ mod tests {
         assert_eq!(a.kubeconfig_expiration_time, Duration::from_secs(86400));
         assert_eq!(a.gardener_namespace(), "garden-gardener-project");
         assert_eq!(a.deletion_grace_period, None);
+        assert!(!a.api_server_acl_enabled);
+        assert!(a.network_restriction_enabled);
     }
 
     #[test]
@@ -349,6 +367,8 @@ mod tests {
             "--gardener-ctrl-reconcilation-timeout=2m",
             "--gardener-project-name=kyma-dev",
             "--metrics-bind-address=127.0.0.1:9090",
+            "--api-server-acl-enabled",
+            "--network-restriction-enabled=false",
         ])
         .unwrap();
         let a = cli.run;
@@ -360,6 +380,9 @@ mod tests {
         );
         assert_eq!(a.gardener_namespace(), "garden-kyma-dev");
         assert_eq!(a.metrics_bind_address.to_string(), "127.0.0.1:9090");
+        let runtime = a.settings().unwrap().runtime;
+        assert!(runtime.api_server_acl);
+        assert!(!runtime.network_restriction);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! progress comes from events. Shoots and GardenerClusters are read from the watch caches:
 //! a Ready Runtime costs no Gardener request.
 
+pub mod acl;
 pub mod admins;
 pub mod classify;
 pub mod cluster;
@@ -162,6 +163,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .reflect(gc_writer)
     .touched_objects();
 
+    let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
+        tokio::spawn(acl::watch_config_map(
+            ctx.clone(),
+            rt_store.clone(),
+            shutdown.clone(),
+        ))
+    });
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
@@ -199,6 +207,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
+    if let Some(task) = acl_watch {
+        // It ends on `shutdown` too; a panic in it is already logged.
+        let _ = task.await;
+    }
     tracing::info!("runtime reconciler stopped");
 }
 

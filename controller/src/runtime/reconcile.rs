@@ -252,17 +252,36 @@ async fn prepare(
     live: Option<&Shoot>,
     draft: &mut StatusDraft,
 ) -> Result<kim_shared::convert::Converted, Action> {
-    let converted = match kim_shared::convert::to_shoot_with(
-        runtime,
-        &reconciler.config,
-        live,
-        &convert_options(reconciler),
-    ) {
-        Ok(c) => c,
+    let acl = match super::acl::addresses(reconciler, runtime).await {
+        Ok(acl) => acl,
+        Err(super::acl::AclError::Api { source, .. }) => {
+            return Err(gardener_failure(
+                draft,
+                reason::CONVERSION_ERR,
+                "Failed to read the API server ACL ConfigMap",
+                &source,
+            ));
+        }
         Err(e) => {
-            return Err(conversion_failed(draft, &e));
+            // Not the Runtime's fault: looked at again once a minute, so the Runtime proceeds
+            // once the ConfigMap is right.
+            conversion_failed(draft, &e);
+            return Err(Action::requeue(PERMANENT_RETRY));
         }
     };
+    let opts = kim_shared::convert::ConvertOptions {
+        audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
+        network_restriction: reconciler.ctx.settings.runtime.network_restriction,
+        acl,
+        ..Default::default()
+    };
+    let converted =
+        match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(conversion_failed(draft, &e));
+            }
+        };
     if let Some(cm) = &converted.structured_auth
         && let Err(e) = reconciler.apply_config_map(cm).await
     {
@@ -290,14 +309,6 @@ fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> 
     );
     draft.state(RuntimeState::Failed);
     Action::await_change()
-}
-
-/// The conversion options the controller's settings give.
-fn convert_options(reconciler: &Reconciler) -> kim_shared::convert::ConvertOptions {
-    kim_shared::convert::ConvertOptions {
-        audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
-        ..Default::default()
-    }
 }
 
 /// Reads the live Shoot as Gardener stores it (every field, with its resourceVersion), applies

@@ -1,13 +1,15 @@
 //! `spec.extensions`.
 //!
-//! Create writes, in upstream's order: networking filter, cert, DNS, OIDC, audit log (with a
-//! tenant), ACL (when managed and requested), NVIDIA OpenShell (when enabled); the registry
-//! cache never on create. Patch starts from the live list and only replaces or appends the
-//! extensions it manages (audit log, networking filter, registry cache, ACL, NVIDIA); cert, DNS,
-//! OIDC and foreign extensions stay as they are.
+//! Create writes, in upstream's order: networking filter (with network restrictions on), cert,
+//! DNS, OIDC, audit log (with a tenant), ACL (when managed and requested), NVIDIA OpenShell
+//! (when enabled); the registry cache never on create. Patch starts from the live list and only
+//! replaces, appends or removes the extensions it manages (audit log, networking filter,
+//! registry cache, ACL, NVIDIA): the registry cache is removed when no longer asked for (upstream's
+//! remove strategy), ACL and NVIDIA are switched off (`disabled: true`), the others are kept;
+//! cert, DNS, OIDC and foreign extensions stay as they are.
 
 use super::Input;
-use crate::api::ProviderType;
+use crate::api::{ProviderType, Runtime};
 use crate::config::AuditLogTenant;
 use crate::gardener::shoot::Extension;
 use crate::gardener::{RawExtension, Shoot};
@@ -173,25 +175,37 @@ fn registry_cache(caches: &[RegistryCache]) -> Extension {
     )
 }
 
-/// `acl` for the Runtime's allowed CIDRs, when managed and requested: only AWS and Azure
-/// support it. `None` when the Runtime asks for no ACL.
-fn acl(input: &Input<'_>) -> Option<Extension> {
-    let addresses = input.opts.acl.as_ref()?;
-    let allowed: &[String] = input
-        .shoot()
+/// `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, empty when unset.
+fn allowed_cidrs(rt: &Runtime) -> &[String] {
+    rt.spec
+        .shoot
         .kubernetes
         .as_ref()
         .and_then(|k| k.kube_api_server.as_ref())
         .and_then(|a| a.acl.as_ref())
         .and_then(|a| a.allowed_cidrs.as_deref())
-        .unwrap_or_default();
-    let supported = matches!(
-        input.shoot().provider.type_,
+        .unwrap_or_default()
+}
+
+/// Whether the Runtime asks for a kube-apiserver ACL that the `acl` extension can enforce:
+/// allowed CIDRs on AWS or Azure (upstream's `AclNeedsToBeEnabled` without its flag). Only
+/// for such a Runtime are the [`super::AclAddresses`] needed.
+pub fn acl_requested(rt: &Runtime) -> bool {
+    matches!(
+        rt.spec.shoot.provider.type_,
         ProviderType::Aws | ProviderType::Azure
-    );
-    if !supported || allowed.is_empty() {
+    ) && !allowed_cidrs(rt).is_empty()
+}
+
+/// `acl` for the Runtime's allowed CIDRs, when managed and requested: the Runtime's CIDRs, the
+/// operators' and the KCP's NAT address, in upstream's order. `None` when the Runtime asks for
+/// no ACL.
+fn acl(input: &Input<'_>) -> Option<Extension> {
+    let addresses = input.opts.acl.as_ref()?;
+    if !acl_requested(input.rt) {
         return None;
     }
+    let allowed = allowed_cidrs(input.rt);
     let cidrs: Vec<&str> = allowed
         .iter()
         .chain(&addresses.operator_cidrs)
@@ -220,7 +234,11 @@ fn image_registry_cache_enabled(input: &Input<'_>) -> bool {
 
 /// The extensions of a new Shoot.
 pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
-    let mut list = vec![networking_filter(input), cert(), dns(input), oidc()];
+    let mut list = Vec::new();
+    if input.opts.network_restriction {
+        list.push(networking_filter(input));
+    }
+    list.extend([cert(), dns(input), oidc()]);
     if let Some(tenant) = input.audit {
         list.push(extension(
             types::AUDITLOG,
@@ -248,12 +266,9 @@ fn find<'a>(list: &'a [Extension], type_: &str) -> Option<&'a Extension> {
     list.iter().find(|e| e.type_ == type_)
 }
 
-/// Re-emits a live extension switched off, keeping its configuration.
-fn disabled(live: &Extension) -> Extension {
-    Extension {
-        disabled: Some(true),
-        ..live.clone()
-    }
+/// Removes the extension of a type from the list, if present.
+fn remove(list: &mut Vec<Extension>, type_: &str) {
+    list.retain(|e| e.type_ != type_);
 }
 
 /// The extensions of an update: the live list with the managed extensions replaced or added.
@@ -277,9 +292,10 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
         }
     }
 
-    upsert(&mut list, networking_filter(input));
+    if input.opts.network_restriction {
+        upsert(&mut list, networking_filter(input));
+    }
 
-    let live_cache = find(&list, types::REGISTRY_CACHE).cloned();
     match (
         image_registry_cache_enabled(input),
         input.opts.registry_caches.as_deref(),
@@ -287,11 +303,9 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
         (true, Some(caches)) if !caches.is_empty() => upsert(&mut list, registry_cache(caches)),
         // Caches unknown: whoever configured the live extension knows them; keep it.
         (true, None) => {}
-        _ => {
-            if let Some(live) = &live_cache {
-                upsert(&mut list, disabled(live));
-            }
-        }
+        // No longer asked for: the extension is removed (upstream's only extension with the
+        // remove strategy); the others are switched off or kept.
+        _ => remove(&mut list, types::REGISTRY_CACHE),
     }
 
     if input.opts.acl.is_some() {

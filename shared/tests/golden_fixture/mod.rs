@@ -7,7 +7,7 @@
 
 use kim_shared::api::Runtime;
 use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_shared::convert::to_shoot;
+use kim_shared::convert::{ConvertOptions, to_shoot_with};
 use std::path::{Path, PathBuf};
 
 /// The repository root.
@@ -30,11 +30,22 @@ pub fn check(samples: Vec<(String, Runtime)>, golden_dir: &Path) {
 
 /// [`check`] with another configuration.
 pub fn check_with(samples: Vec<(String, Runtime)>, golden_dir: &Path, cfg: &KimConfig) {
+    check_with_options(samples, golden_dir, cfg, &ConvertOptions::default());
+}
+
+/// [`check_with`] with conversion options (flags and KCP inputs of the controller).
+pub fn check_with_options(
+    samples: Vec<(String, Runtime)>,
+    golden_dir: &Path,
+    cfg: &KimConfig,
+    opts: &ConvertOptions,
+) {
     assert!(!samples.is_empty(), "no sample to check");
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut mismatches = Vec::new();
     for (name, rt) in samples {
-        let converted = to_shoot(&rt, cfg, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let converted =
+            to_shoot_with(&rt, cfg, None, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!converted.workers_removed);
         let actual = serde_json::json!({
             "shoot": converted.shoot,

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 /// Substitutions each golden needs (besides namespace and credentials binding); the
 /// repository's samples (`runtime-*`) need none.
-const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 18] = [
+const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 20] = [
     ("aws-freemium", &[]),
     ("aws-minimal", &[]),
     ("aws-trial", &[]),
@@ -53,6 +53,8 @@ const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 18] = [
     ),
     ("runtime-alicloud", &[]),
     ("runtime-aws", &[]),
+    ("runtime-aws-acl", &[]),
+    ("runtime-aws-dual-stack", &[]),
     ("runtime-aws-pools-oidc", &[]),
     ("runtime-azure", &[]),
     ("runtime-gcp", &[]),

@@ -128,13 +128,21 @@ pub(super) fn create(
     let cidr = input.shoot().networking.nodes.as_str();
     let entries = zone_entries(provider, nodes, zones)?;
     let (infra, cp) = match provider {
-        ProviderType::Aws => (
-            infrastructure(
+        ProviderType::Aws => {
+            let mut infra = infrastructure(
                 AWS_API_VERSION,
                 json!({"vpc": {"cidr": cidr}, "zones": entries}),
-            ),
-            control_plane(AWS_API_VERSION),
-        ),
+            );
+            let mut cp = control_plane(AWS_API_VERSION);
+            if super::super::networking::dual_stack_requested(input) {
+                infra.insert("dualStack".to_owned(), json!({"enabled": true}));
+                cp.insert(
+                    "loadBalancerController".to_owned(),
+                    json!({"enabled": true}),
+                );
+            }
+            (infra, cp)
+        }
         ProviderType::Azure => {
             let mut infra = infrastructure(
                 AZURE_API_VERSION,

@@ -1,5 +1,6 @@
 //! The controller (`kim_tests::controller`) against the shared environment.
 
+mod acl;
 mod api_faults;
 mod deletion;
 mod faults;
