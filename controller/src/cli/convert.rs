@@ -299,6 +299,58 @@ mod tests {
     }
 
     #[test]
+    fn acl_config_map_manages_the_acl_extension() {
+        let mut runtime: serde_json::Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(sample("runtime-aws.yaml")).unwrap())
+                .unwrap();
+        runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["acl"] =
+            serde_json::json!({"allowedCIDRs": ["203.0.113.0/24"]});
+        let dir = std::env::temp_dir().join(format!("kim-convert-acl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rt_path = dir.join("runtime.json");
+        std::fs::write(&rt_path, runtime.to_string()).unwrap();
+        let cm_path = dir.join("acl.yaml");
+        std::fs::write(
+            &cm_path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: acl-ip-list\ndata:\n  \
+             acl-list.json: '[\"2.2.2.2/29\"]'\n  kcp-external-nat-ip.json: '\"1.1.1.1/32\"'\n",
+        )
+        .unwrap();
+        let bad_path = dir.join("bad.yaml");
+        std::fs::write(
+            &bad_path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: acl-ip-list\ndata: {}\n",
+        )
+        .unwrap();
+        let rt = rt_path.to_str().unwrap();
+        let acl = |out: &str| {
+            documents(out)[1]["spec"]["extensions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["type"] == "acl")
+                .cloned()
+        };
+        let (result, without, _) = run(&["-f", rt]);
+        result.unwrap();
+        assert_eq!(acl(&without), None, "not managed without the ConfigMap");
+        let (result, with, _) = run(&["-f", rt, "--acl-config-map", cm_path.to_str().unwrap()]);
+        result.unwrap();
+        assert_eq!(
+            acl(&with).unwrap()["providerConfig"]["rule"]["cidrs"],
+            serde_json::json!(["203.0.113.0/24", "2.2.2.2/29", "1.1.1.1/32"])
+        );
+        let (result, _, _) = run(&["-f", rt, "--acl-config-map", bad_path.to_str().unwrap()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(
+            err.contains("bad.yaml is not a valid API server ACL ConfigMap")
+                && err.contains("acl-list.json is missing"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn patch_form_over_a_live_shoot_reports_removed_pools() {
         let path = sample("runtime-azure.yaml");
         let (result, live_json, _) = run(&["-f", path.to_str().unwrap(), "-o", "json"]);
