@@ -131,6 +131,42 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
         Some(1),
         "the Runtime itself is unchanged"
     );
+
+    // Without the ConfigMap a Runtime with an ACL cannot be converted: `ConversionErr` naming
+    // it; once it is back, the Runtime proceeds on its own.
+    cms.delete(CONFIG_MAP, &Default::default()).await?;
+    let runtimes: Api<kim_shared::api::Runtime> = Api::namespaced(kcp.clone(), &ns);
+    let patch = json!({"spec": {"shoot": {"kubernetes": {"kubeAPIServer": {"acl": {"allowedCIDRs": ["203.0.113.0/24", "198.51.100.0/24"]}}}}}});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    let failed = wait_state(env, &ns, &id, RuntimeState::Failed, TIMEOUT).await?;
+    let cond = failed
+        .condition(kim_shared::names::condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(cond.reason, kim_shared::names::reason::CONVERSION_ERR);
+    assert!(
+        cond.message.contains(&format!(
+            "the API server ACL ConfigMap {ns}/{CONFIG_MAP} does not exist"
+        )),
+        "{}",
+        cond.message
+    );
+    cms.create(&PostParams::default(), &upstream_config_map())
+        .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoot = shoots.get(&shoot_name).await?;
+    assert_eq!(
+        acl_cidrs(&shoot),
+        Some(json!([
+            "203.0.113.0/24",
+            "198.51.100.0/24",
+            "2.2.2.2/29",
+            "3.3.3.3/29",
+            "4.4.4.4/29",
+            "1.1.1.1/32"
+        ]))
+    );
     Ok(())
 }
 
