@@ -9,4 +9,5 @@ mod lifecycle;
 mod oidc;
 mod samples;
 mod seeds;
+mod takeover;
 mod updates;
