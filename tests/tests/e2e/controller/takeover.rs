@@ -213,8 +213,74 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
         );
     }
 
+    // The first change of a Runtime after the switch (here the operator's force-patch, which
+    // applies the Runtime as a change does) applies our conversion with upstream's field
+    // manager over upstream's Shoot: for these Runtimes it must be the Shoot upstream made, so
+    // neither the Shoot nor its structured-auth ConfigMap changes.
+    for l in &laid {
+        runtimes
+            .patch(
+                &l.id,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations":
+                    {names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
+            )
+            .await?;
+    }
+    for l in &laid {
+        eventually(
+            &format!("{} force-patched", l.provider),
+            TIMEOUT,
+            || async {
+                let rt = runtimes.get(&l.id).await?;
+                Ok(!rt
+                    .annotations()
+                    .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION))
+            },
+        )
+        .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for l in &laid {
+        let what = l.provider;
+        let now = shoots.get(&l.shoot).await?;
+        assert_eq!(
+            now.metadata.generation, l.shoot_before.metadata.generation,
+            "{what}: our patch changed the Shoot's generation"
+        );
+        assert_eq!(
+            now.data["spec"], l.shoot_before.data["spec"],
+            "{what}: our patch changed the Shoot's spec"
+        );
+        assert!(
+            shoot_writes(env, &user, &l.shoot)?
+                .iter()
+                .any(|(verb, code)| verb == "patch" && *code < 300),
+            "{what}: the force-patch did not apply the Shoot"
+        );
+        let cm = cms
+            .get(&format!("structured-auth-config-{}", l.shoot))
+            .await?;
+        assert_eq!(
+            cm.metadata.resource_version, l.config_map_before.metadata.resource_version,
+            "{what}: the structured-auth ConfigMap was rewritten with the same content"
+        );
+        let rt = runtimes.get(&l.id).await?;
+        let provisioned = rt
+            .condition(names::condition::PROVISIONED)
+            .context("Provisioned")?;
+        assert_eq!(
+            (provisioned.status.as_str(), provisioned.message.as_str()),
+            ("True", "Shoot patched without changes"),
+            "{what}"
+        );
+    }
+
     watch.abort();
-    let seen = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let seen = seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
     for l in &laid {
         let versions: Vec<&Runtime> = seen.iter().filter(|rt| rt.name_any() == l.id).collect();
         ensure!(
@@ -294,8 +360,11 @@ async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> 
 
     // sFnCreateShoot: the structured-auth ConfigMap, then the Shoot (a create).
     let cms: Api<ConfigMap> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
-    cms.create(&create, &serde_json::from_value(f["structuredAuth"].clone())?)
-        .await?;
+    cms.create(
+        &create,
+        &serde_json::from_value(f["structuredAuth"].clone())?,
+    )
+    .await?;
     let shoots = shoots_api(env).await?;
     let created: DynamicObject = serde_json::from_value(f["shoot"].clone())?;
     shoots
@@ -406,10 +475,7 @@ async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> 
     let synced = jiff::Timestamp::now() - if due { DUE_SYNC_AGE } else { FRESH_SYNC_AGE };
     let kubeconfig = issue_kubeconfig(env, &shoot_name).await?;
     let mut secret_labels = gc_labels.clone();
-    secret_labels.insert(
-        names::LABEL_CLUSTER_NAME.into(),
-        json!(id),
-    );
+    secret_labels.insert(names::LABEL_CLUSTER_NAME.into(), json!(id));
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), ns);
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {
@@ -420,7 +486,9 @@ async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> 
         "stringData": {"config": kubeconfig},
     }))?;
     let secret_before = secrets.create(&create, &secret).await?;
-    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     gcs.patch_status(
         id,
         &update,
@@ -476,7 +544,9 @@ async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> 
         .patch_status(id, &update, &Patch::Merge(json!({ "status": status })))
         .await?;
 
-    let config_map_before = cms.get(&format!("structured-auth-config-{shoot_name}")).await?;
+    let config_map_before = cms
+        .get(&format!("structured-auth-config-{shoot_name}"))
+        .await?;
     Ok(Laid {
         provider,
         id: id.to_owned(),
@@ -625,7 +695,9 @@ fn admin_kubeconfig_calls(env: &TestEnv, user: &str, shoot: &str) -> Result<usiz
             e["objectRef"]["resource"] == "shoots"
                 && e["objectRef"]["subresource"] == "adminkubeconfig"
                 && e["objectRef"]["name"] == shoot
-                && e["responseStatus"]["code"].as_i64().is_some_and(|c| c < 300)
+                && e["responseStatus"]["code"]
+                    .as_i64()
+                    .is_some_and(|c| c < 300)
         })
         .count())
 }
@@ -649,4 +721,3 @@ fn shoot_writes(env: &TestEnv, user: &str, shoot: &str) -> Result<Vec<(String, i
         })
         .collect())
 }
-
