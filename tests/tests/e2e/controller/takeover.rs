@@ -109,6 +109,11 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
         })
     };
 
+    // The watch must have listed the Runtimes before the controller can write the first status.
+    eventually("the watch listed the Runtimes", TIMEOUT, || async {
+        Ok(seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.len() >= laid.len())
+    })
+    .await?;
     let ctl = start_with_args(args, dir).await?;
 
     // Reconciled: every Runtime's status names its generation (written at the end of our
