@@ -194,7 +194,7 @@ pub async fn after_provisioned(
         condition::CONFIGURED,
         CondStatus::True,
         reason::ADMINISTRATORS_CONFIGURED,
-        "Cluster admin configuration complete",
+        "Cluster admin configuration completed",
     );
     draft.state(RuntimeState::Ready);
     draft.provisioning_completed();

@@ -400,8 +400,16 @@ impl Reconciler {
     }
 
     /// Creates or updates a ConfigMap in the Gardener project namespace by server-side apply.
+    /// One that already holds the same YAML documents is left alone: upstream's serialiser
+    /// quotes differently (`""` where ours writes `''`), and rewriting the structured-auth
+    /// ConfigMap of every Shoot upstream created would change its content for nothing.
     pub async fn apply_config_map(&self, cm: &ConfigMap) -> Result<(), kube::Error> {
         let name = cm.name_any();
+        if let Some(live) = self.config_maps_api().get_opt(&name).await?
+            && same_yaml_data(live.data.as_ref(), cm.data.as_ref())
+        {
+            return Ok(());
+        }
         let mut body = serde_json::to_value(cm).unwrap_or_default();
         body["apiVersion"] = json!("v1");
         body["kind"] = json!("ConfigMap");
@@ -582,9 +590,47 @@ impl Reconciler {
     }
 }
 
+/// Whether two ConfigMap `data` maps hold the same keys with equal texts or equal YAML
+/// documents.
+fn same_yaml_data(
+    a: Option<&std::collections::BTreeMap<String, String>>,
+    b: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    let parse = |text: &str| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).ok();
+    let empty = std::collections::BTreeMap::new();
+    let (a, b) = (a.unwrap_or(&empty), b.unwrap_or(&empty));
+    a.len() == b.len()
+        && a.iter().all(|(key, text)| {
+            b.get(key).is_some_and(|other| {
+                text == other || parse(text).is_some_and(|v| Some(v) == parse(other))
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_data_compares_documents_not_quoting() {
+        let map = |text: &str| {
+            std::collections::BTreeMap::from([("config.yaml".to_owned(), text.to_owned())])
+        };
+        let upstream = map(
+            "jwt:\n- claimMappings:\n    groups:\n      prefix: \"\"\n    username:\n      prefix: '-'\n",
+        );
+        let ours = map(
+            "jwt:\n- claimMappings:\n    groups:\n      prefix: ''\n    username:\n      prefix: '-'\n",
+        );
+        assert!(same_yaml_data(Some(&upstream), Some(&ours)));
+        let other = map("jwt:\n- claimMappings:\n    groups:\n      prefix: x\n");
+        assert!(!same_yaml_data(Some(&upstream), Some(&other)));
+        assert!(!same_yaml_data(None, Some(&ours)));
+        assert!(same_yaml_data(None, None));
+        let mut more = ours.clone();
+        more.insert("other".into(), "a".into());
+        assert!(!same_yaml_data(Some(&more), Some(&ours)));
+    }
 
     /// Parks 25 waiters (as many as `--runtime-ctrl-workers-cnt` in the crash test) on empty
     /// caches, fills them, and counts the waiters that finish.

@@ -570,6 +570,18 @@ fn follow_last_operation(
         .unwrap_or_default();
     match op.state.as_str() {
         state::SUCCEEDED => {
+            // A Ready Runtime that already reports a finished provisioning keeps the reason it
+            // has: upstream never revisits Ready Runtimes, so after a take-over its last word
+            // ("Shoot patched without changes", or `ShootCreationCompleted` on a Shoot Gardener
+            // has reconciled since) still holds. Our own patches set the condition to Unknown
+            // first, so their outcome is still written below.
+            let finished = draft.current_state() == RuntimeState::Ready
+                && draft
+                    .condition(condition::PROVISIONED)
+                    .is_some_and(|c| c.status == CondStatus::True.as_str());
+            if finished {
+                return None;
+            }
             if creating {
                 draft.set(
                     condition::PROVISIONED,

@@ -10,4 +10,5 @@ mod lifecycle;
 mod oidc;
 mod samples;
 mod seeds;
+mod takeover;
 mod updates;
