@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn the_text_format_names_counters_by_their_samples_and_drops_openmetrics_lines() {
         let mut om = String::new();
-        prometheus_client::encoding::text::encode(&mut om, &registry()).unwrap();
+        prometheus_client::encoding::text::encode(&mut om, &registry()).expect("encodes");
         let text = prometheus_text(&om);
         assert_eq!(
             text,

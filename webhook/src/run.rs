@@ -270,14 +270,18 @@ mod tests {
     #[test]
     fn the_expiry_of_a_certificate_file_is_read_from_its_leaf() {
         let now = SystemTime::now();
-        let ca = generate_ca(now, Duration::from_secs(86_400)).unwrap();
+        let ca = generate_ca(now, Duration::from_secs(86_400)).expect("a CA");
         let names = kim_certs::ServingNames {
             dns: vec!["localhost".into()],
             ips: vec![],
         };
-        let serving = issue_serving(&ca, &names, now, Duration::from_secs(3_600)).unwrap();
-        let not_after = serving_not_after(serving.cert_pem, serving.key_pem).unwrap();
-        let left = not_after.duration_since(now).unwrap().as_secs();
+        let serving =
+            issue_serving(&ca, &names, now, Duration::from_secs(3_600)).expect("a certificate");
+        let not_after = serving_not_after(serving.cert_pem, serving.key_pem).expect("an expiry");
+        let left = not_after
+            .duration_since(now)
+            .expect("in the future")
+            .as_secs();
         assert!((3_500..=3_600).contains(&left), "{left} s left");
         assert_eq!(serving_not_after("no PEM".into(), "none".into()), None);
     }
