@@ -41,7 +41,9 @@ prometheus-bins:
 	  command -v apt-get >/dev/null 2>&1 || { echo "kim: Prometheus is missing and there is no apt-get to fetch Debian's package: set KIM_PROMETHEUS_DIR to a folder with prometheus and promtool (2.42 or later)"; exit 1; }; \
 	  echo "kim: unpacking Debian's prometheus package into $(PROMETHEUS_CACHE) (once)"; \
 	  tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
-	  { (cd "$$tmp" && apt-get download -q prometheus) >"$$tmp/apt.log" 2>&1 || { cat "$$tmp/apt.log"; echo "kim: apt-get download prometheus failed (run apt-get update first?)"; rm -rf "$$tmp"; exit 1; }; } && \
+	  { (cd "$$tmp" && apt-get download -q prometheus) >"$$tmp/apt.log" 2>&1 || \
+	    { [ "$$(id -u)" = 0 ] && apt-get update -q >>"$$tmp/apt.log" 2>&1 && (cd "$$tmp" && apt-get download -q prometheus) >>"$$tmp/apt.log" 2>&1; } || \
+	    { cat "$$tmp/apt.log"; echo "kim: apt-get download prometheus failed (as root, run apt-get update first)"; rm -rf "$$tmp"; exit 1; }; } && \
 	  rm -rf "$(PROMETHEUS_CACHE)" && mkdir -p "$(PROMETHEUS_CACHE)" && \
 	  dpkg -x "$$tmp"/prometheus_*.deb "$(PROMETHEUS_CACHE)" && rm -rf "$$tmp" && \
 	  "$(KIM_PROMETHEUS_DIR)/promtool" --version | head -n 1; }
