@@ -14,16 +14,17 @@
 mod dns;
 mod error;
 mod extensions;
+mod gdch;
 mod gvisor;
 mod kubernetes;
 mod metadata;
 mod oidc;
 mod placement;
 mod provider;
+mod registry_cache;
 mod version;
 
 pub use error::ConvertError;
-pub use extensions::RegistryCache;
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use provider::{pools, zones};
 
@@ -31,6 +32,7 @@ use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};
 use crate::gardener::Shoot;
 use k8s_openapi::api::core::v1::ConfigMap;
+use std::collections::BTreeMap;
 
 /// The result of a conversion.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,8 +51,8 @@ pub struct Converted {
 
 /// Inputs the conversion cannot take from the Runtime or the KIM configuration because they
 /// live elsewhere (flags, the KCP, the runtime's cluster). [`Default`] is what [`to_shoot`]
-/// uses: audit logs mandatory (upstream's `--audit-log-mandatory` default), ACL and registry
-/// caches not managed.
+/// uses: audit logs mandatory (upstream's `--audit-log-mandatory` default), ACL not managed, no
+/// registry-cache credentials synchronised.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvertOptions {
     /// Upstream's `--audit-log-mandatory`: a Runtime whose provider and region have no
@@ -61,10 +63,11 @@ pub struct ConvertOptions {
     /// `converter.kubernetes.kubeApiServer.acl.configMapName`. `None`: the `acl` extension is
     /// not managed (not written on create, a live one is kept as it is).
     pub acl: Option<AclAddresses>,
-    /// The registry caches configured in the runtime's cluster (upstream reads its
-    /// `CustomConfig` objects). `None`: unknown, a live `registry-cache` extension is kept
-    /// while `spec.imageRegistryCache.enabled` is true.
-    pub registry_caches: Option<Vec<RegistryCache>>,
+    /// Per registry cache UID (`spec.imageRegistryCache[].uid`), the name of the Secret in the
+    /// Gardener project that holds the cache's upstream credentials (upstream's garden secret
+    /// manager). A cache with `secretReferenceName` whose Secret is not listed fails the patch
+    /// conversion ([`ConvertError::RegistryCacheSecret`]).
+    pub registry_cache_secrets: BTreeMap<String, String>,
 }
 
 impl Default for ConvertOptions {
@@ -72,7 +75,7 @@ impl Default for ConvertOptions {
         Self {
             audit_log_mandatory: true,
             acl: None,
-            registry_caches: None,
+            registry_cache_secrets: BTreeMap::new(),
         }
     }
 }
@@ -127,6 +130,7 @@ pub fn to_shoot_with(
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);
             kubernetes::service_account(&input, &mut shoot);
+            gdch::overlay_networking(&input, &mut shoot);
             false
         }
         Some(live) => {
@@ -134,8 +138,9 @@ pub fn to_shoot_with(
             // server-side apply then leaves the values set at creation alone (upstream PR 491).
             let removed = provider::patch(&input, live, &mut shoot)?;
             gvisor::net_raw(&mut shoot);
-            extensions::patch(&input, live, &mut shoot);
             kubernetes::resources(live, &mut shoot);
+            registry_cache::resources(&input, &mut shoot)?;
+            extensions::patch(&input, live, &mut shoot)?;
             kubernetes::version(&input, Some(live), &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);

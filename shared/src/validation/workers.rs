@@ -265,6 +265,7 @@ fn example_machine(t: ProviderType) -> &'static str {
         ProviderType::Gcp => "n2-standard-4",
         ProviderType::Openstack => "g_c4_m16",
         ProviderType::Alicloud => "ecs.g8i.xlarge",
+        ProviderType::Gdch => "n2-standard-4-gdc",
     }
 }
 
@@ -584,7 +585,7 @@ fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
         ProviderType::Aws | ProviderType::Openstack => {
             zone_suffix(zone, region).is_some_and(is_letter)
         }
-        ProviderType::Gcp => zone_suffix(zone, region)
+        ProviderType::Gcp | ProviderType::Gdch => zone_suffix(zone, region)
             .and_then(|s| s.strip_prefix('-'))
             .is_some_and(is_letter),
         ProviderType::Alicloud => {
@@ -610,7 +611,7 @@ fn is_letter(s: &str) -> bool {
 fn example_zone(t: ProviderType, region: &str) -> String {
     match t {
         ProviderType::Azure => "1".to_owned(),
-        ProviderType::Gcp => format!("{region}-a"),
+        ProviderType::Gcp | ProviderType::Gdch => format!("{region}-a"),
         ProviderType::Aws | ProviderType::Openstack | ProviderType::Alicloud => {
             format!("{region}a")
         }
@@ -633,6 +634,7 @@ fn zone_layout(
         ProviderType::Azure | ProviderType::Alicloud => {
             zones::eighths(nodes, all_zones.len()).map(drop)
         }
+        ProviderType::Gdch => zones::gdch(nodes, all_zones.len()).map(drop),
         ProviderType::Gcp | ProviderType::Openstack => Ok(()),
     };
     let why = match result {
@@ -642,8 +644,8 @@ fn zone_layout(
                 "a /{p} network cannot be split into zone subnets; use a prefix from /{MIN_NODES_PREFIX} to /{MAX_NODES_PREFIX}"
             )
         }
-        Err(ZoneSplitError::ZoneCount { count, min }) => {
-            format!("{count} zones cannot be laid out; {provider} needs {min} to {MAX_ZONES}")
+        Err(ZoneSplitError::ZoneCount { count, min, max }) => {
+            format!("{count} zones cannot be laid out; {provider} needs {min} to {max}")
         }
     };
     f.violation("spec.shoot.networking.nodes", format!("{nodes}: {why}"));

@@ -45,3 +45,8 @@ pub fn upstream_folder(folder: &str) -> PathBuf {
 pub fn baseline() -> PathBuf {
     upstream_folder("upstream")
 }
+
+/// Upstream today (`$KIM_UPSTREAM_DIR/upstream-2026-07`).
+pub fn today() -> PathBuf {
+    upstream_folder("upstream-2026-07")
+}
