@@ -415,3 +415,49 @@ fn zone_subnets_fit_the_nodes_network() {
     });
     allowed(kim_shared::validation::validate_create(&rt, &cfg));
 }
+
+#[test]
+fn max_parallel_image_pulls_is_positive_and_not_serialized() {
+    let with = |n: i32, serialize: Option<bool>| {
+        runtime(|rt| {
+            let kubelet = main_pool(rt)
+                .kubernetes
+                .get_or_insert_with(Default::default)
+                .kubelet
+                .get_or_insert_with(Default::default);
+            kubelet.max_parallel_image_pulls = Some(n);
+            kubelet.serialize_image_pulls = serialize;
+        })
+    };
+    accepts(&with(5, None));
+    accepts(&with(5, Some(false)));
+    rejects_with(
+        &with(0, None),
+        "spec.shoot.provider.workers[0].kubernetes.kubelet.maxParallelImagePulls",
+        "not a positive number",
+    );
+    rejects_with(
+        &with(3, Some(true)),
+        "spec.shoot.provider.workers[0].kubernetes.kubelet.maxParallelImagePulls",
+        "serializeImagePulls",
+    );
+}
+
+#[test]
+fn worker_control_plane_exposure_is_one_of_dns_and_extension() {
+    let with = |cp: serde_json::Value| {
+        runtime(|rt| {
+            main_pool(rt).control_plane = Some(serde_json::from_value(cp).unwrap());
+        })
+    };
+    rejects_with(
+        &with(serde_json::json!({"exposure": {"dns": {}, "extension": {"type": "aws"}}})),
+        "spec.shoot.provider.workers[0].controlPlane.exposure",
+        "mutually exclusive",
+    );
+    rejects_with(
+        &with(serde_json::json!({"backup": {"provider": ""}})),
+        "spec.shoot.provider.workers[0].controlPlane.backup.provider",
+        "must not be empty",
+    );
+}

@@ -95,6 +95,25 @@ pub(crate) fn check(
                 format!("{:?} is not supported; use containerd", cri.name),
             );
         }
+        kubelet(at, w, f);
+        if let Some(cp) = &w.control_plane
+            && let Some(exposure) = &cp.exposure
+            && exposure.dns.is_some()
+            && exposure.extension.is_some()
+        {
+            f.violation(
+                at.field("controlPlane.exposure"),
+                "sets both dns and extension; they are mutually exclusive, set one of them",
+            );
+        }
+        if let Some(backup) = w.control_plane.as_ref().and_then(|cp| cp.backup.as_ref())
+            && backup.provider.is_empty()
+        {
+            f.violation(
+                at.field("controlPlane.backup.provider"),
+                "must not be empty; name the provider of the backup bucket, for example aws",
+            );
+        }
         if let Some(s) = &w.update_strategy
             && !matches!(
                 s.as_str(),
@@ -598,6 +617,28 @@ fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
             example_zone(provider_type, region)
         )
     })
+}
+
+/// `kubernetes.kubelet.maxParallelImagePulls`: positive, and not together with serialized
+/// image pulls (the kubelet then pulls one image at a time).
+fn kubelet(at: Item, w: &Worker, f: &mut ValidationOutcome) {
+    let Some(kubelet) = w.kubernetes.as_ref().and_then(|k| k.kubelet.as_ref()) else {
+        return;
+    };
+    let Some(n) = kubelet.max_parallel_image_pulls else {
+        return;
+    };
+    if n < 1 {
+        f.violation(
+            at.field("kubernetes.kubelet.maxParallelImagePulls"),
+            format!("{n} is not a positive number; leave it out for no limit"),
+        );
+    } else if kubelet.serialize_image_pulls == Some(true) {
+        f.violation(
+            at.field("kubernetes.kubelet.maxParallelImagePulls"),
+            "cannot be set while serializeImagePulls is true (one image at a time); set serializeImagePulls to false or leave maxParallelImagePulls out",
+        );
+    }
 }
 
 fn zone_suffix<'z>(zone: &'z str, region: &str) -> Option<&'z str> {
