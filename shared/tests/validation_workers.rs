@@ -444,20 +444,21 @@ fn max_parallel_image_pulls_is_positive_and_not_serialized() {
 }
 
 #[test]
-fn worker_control_plane_exposure_is_one_of_dns_and_extension() {
+fn a_worker_control_plane_is_refused_as_gardener_refuses_it_for_project_shoots() {
     let with = |cp: serde_json::Value| {
         runtime(|rt| {
             main_pool(rt).control_plane = Some(serde_json::from_value(cp).unwrap());
         })
     };
-    rejects_with(
-        &with(serde_json::json!({"exposure": {"dns": {}, "extension": {"type": "aws"}}})),
-        "spec.shoot.provider.workers[0].controlPlane.exposure",
-        "mutually exclusive",
-    );
-    rejects_with(
-        &with(serde_json::json!({"backup": {"provider": ""}})),
-        "spec.shoot.provider.workers[0].controlPlane.backup.provider",
-        "must not be empty",
-    );
+    for cp in [
+        serde_json::json!({}),
+        serde_json::json!({"backup": {"provider": "aws", "region": "eu-central-1"}}),
+        serde_json::json!({"exposure": {"extension": {"type": "aws"}}}),
+    ] {
+        rejects_with(
+            &with(cp),
+            "spec.shoot.provider.workers[0].controlPlane",
+            "self-hosted",
+        );
+    }
 }

@@ -96,22 +96,12 @@ pub(crate) fn check(
             );
         }
         kubelet(at, w, f);
-        if let Some(cp) = &w.control_plane
-            && let Some(exposure) = &cp.exposure
-            && exposure.dns.is_some()
-            && exposure.extension.is_some()
-        {
+        if w.control_plane.is_some() {
+            // Gardener: a pool with `controlPlane` makes the Shoot self-hosted, and self-hosted
+            // Shoots must live in the `garden` namespace, never in a project's.
             f.violation(
-                at.field("controlPlane.exposure"),
-                "sets both dns and extension; they are mutually exclusive, set one of them",
-            );
-        }
-        if let Some(backup) = w.control_plane.as_ref().and_then(|cp| cp.backup.as_ref())
-            && backup.provider.is_empty()
-        {
-            f.violation(
-                at.field("controlPlane.backup.provider"),
-                "must not be empty; name the provider of the backup bucket, for example aws",
+                at.field("controlPlane"),
+                "is only for self-hosted shoots, which Gardener accepts only in the garden namespace; the infrastructure manager creates shoots in the project namespace, leave controlPlane out",
             );
         }
         if let Some(s) = &w.update_strategy
