@@ -7,9 +7,7 @@ mod convert_fixture;
 
 use convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
-use kim_shared::convert::{
-    ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with,
-};
+use kim_shared::convert::{ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with};
 use kim_shared::gardener::Shoot;
 use kim_shared::gardener::shoot::Extension;
 use serde_json::{Value, json};
@@ -440,7 +438,10 @@ fn registry_cache_nvidia_and_acl_on_patch() {
         .iter()
         .filter_map(|r| r["name"].as_str())
         .collect();
-    assert!(names.contains(&"foreign") && names.contains(&"reg-cache-abc"), "{names:?}");
+    assert!(
+        names.contains(&"foreign") && names.contains(&"reg-cache-abc"),
+        "{names:?}"
+    );
     assert!(!names.contains(&"reg-cache-old"), "{names:?}");
     rt.spec.image_registry_cache = None;
 

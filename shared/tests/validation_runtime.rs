@@ -283,7 +283,9 @@ fn registry_caches_are_checked_field_by_field() {
     ]);
     let f = accepts(&with(good));
     assert!(
-        !f.warnings.iter().any(|w| w.starts_with("spec.imageRegistryCache")),
+        !f.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.imageRegistryCache")),
         "{:?}",
         f.warnings
     );
@@ -299,17 +301,43 @@ fn registry_caches_are_checked_field_by_field() {
     let f = kim_shared::validation::validate_create(&with(bad), config());
     for (field, words) in [
         ("spec.imageRegistryCache[0].name", "must not be empty"),
-        ("spec.imageRegistryCache[0].config.upstream", "is not a registry host"),
-        ("spec.imageRegistryCache[0].config.remoteURL", "http:// or https://"),
-        ("spec.imageRegistryCache[0].config.volume.size", "positive quantity"),
-        ("spec.imageRegistryCache[0].config.garbageCollection.ttl", "is not a duration"),
-        ("spec.imageRegistryCache[0].config.secretReferenceName", "not a valid reference name"),
-        ("spec.imageRegistryCache[0].config.proxy.httpProxy", "http:// or https://"),
-        ("spec.imageRegistryCache[1].uid", "already the uid of spec.imageRegistryCache[0]"),
-        ("spec.imageRegistryCache[2].config.upstream", "already cached by spec.imageRegistryCache[1]"),
+        (
+            "spec.imageRegistryCache[0].config.upstream",
+            "is not a registry host",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.remoteURL",
+            "http:// or https://",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.volume.size",
+            "positive quantity",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.garbageCollection.ttl",
+            "is not a duration",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.secretReferenceName",
+            "not a valid reference name",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.proxy.httpProxy",
+            "http:// or https://",
+        ),
+        (
+            "spec.imageRegistryCache[1].uid",
+            "already the uid of spec.imageRegistryCache[0]",
+        ),
+        (
+            "spec.imageRegistryCache[2].config.upstream",
+            "already cached by spec.imageRegistryCache[1]",
+        ),
     ] {
         assert!(
-            f.violations.iter().any(|v| v.field == field && v.message.contains(words)),
+            f.violations
+                .iter()
+                .any(|v| v.field == field && v.message.contains(words)),
             "{field}: {words}: {:?}",
             f.violations
         );

@@ -60,7 +60,10 @@ fn upstream_runtime_files() -> Result<Vec<PathBuf>> {
         }
     }
     // Today's sample Runtime has the ACL and a gVisor pool the baseline's lacks.
-    ensure!(changed >= 1, "no sample of today's upstream differs from the baseline");
+    ensure!(
+        changed >= 1,
+        "no sample of today's upstream differs from the baseline"
+    );
     Ok(files)
 }
 

@@ -46,13 +46,14 @@ pub struct RuntimeSpec {
 }
 
 /// `spec.imageRegistryCache`: a list of caches. Objects stored before the CRD took the list
-/// shape hold an object `{enabled: bool}` there; the API server returns them unchanged, so
-/// decoding accepts both and keeps which one it read (see `docs/upstream-differences.md`).
+/// shape hold an object `{enabled: bool}` there, which the API server returns as an object
+/// (pruned by the new schema to `{}`), so decoding accepts both and keeps which one it read
+/// (see `docs/upstream-differences.md`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ImageRegistryCaches {
     /// Today's shape: one entry per `RegistryCacheConfig` of the runtime.
     List(Vec<ImageRegistryCache>),
-    /// The 2025 shape, read from a stored object; it names no cache.
+    /// The 2025 shape (any object), read from a stored object; it names no cache.
     Legacy(LegacyImageRegistryCache),
 }
 
@@ -111,7 +112,7 @@ impl JsonSchema for ImageRegistryCaches {
 /// The 2025 shape of `spec.imageRegistryCache`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct LegacyImageRegistryCache {
-    /// Whether the `registry-cache` extension was wanted.
+    /// Whether the `registry-cache` extension was wanted; false once the API server pruned it.
     #[serde(default)]
     pub enabled: bool,
 }
@@ -429,7 +430,11 @@ pub struct Egress {
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
     /// Name of the AuditLog custom resource chosen for this Runtime.
-    #[serde(rename = "auditLogCR", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "auditLogCR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub audit_log_cr: Option<String>,
     /// List of status conditions, one per type (see [`crate::names::condition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -601,5 +606,29 @@ mod tests {
         assert_eq!(oidc.jwks.as_ref().map(|j| j.0.as_slice()), Some(&b"{}"[..]));
         assert_eq!(oidc.oidc.client_id.as_deref(), Some("c"));
         pretty_assertions::assert_eq!(serde_json::to_value(&typed).expect("serializes"), spec);
+    }
+
+    #[test]
+    fn image_registry_cache_reads_the_list_and_the_2025_object() {
+        let read = |v: serde_json::Value| serde_json::from_value::<ImageRegistryCaches>(v);
+        let list = json!([{"name": "n", "namespace": "ns", "uid": "u",
+                           "config": {"upstream": "docker.io", "volume": {"size": "10Gi"}}}]);
+        let caches = read(list.clone()).expect("list");
+        assert_eq!(caches.caches()[0].config.upstream, "docker.io");
+        assert_eq!(serde_json::to_value(&caches).expect("serializes"), list);
+
+        // Stored in 2025, pruned by today's schema: any object is the 2025 shape.
+        for legacy in [json!({"enabled": true}), json!({})] {
+            let caches = read(legacy.clone()).expect("2025 shape");
+            assert!(caches.caches().is_empty());
+            assert!(matches!(caches, ImageRegistryCaches::Legacy(_)));
+            assert_eq!(serde_json::to_value(&caches).expect("serializes"), legacy);
+        }
+
+        let err = read(json!("docker.io")).expect_err("a string");
+        assert!(err.to_string().contains("spec.imageRegistryCache"), "{err}");
+        // An error inside an entry keeps serde's own message.
+        let err = read(json!([{"name": "n"}])).expect_err("an incomplete entry");
+        assert!(err.to_string().contains("missing field"), "{err}");
     }
 }

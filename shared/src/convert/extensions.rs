@@ -167,7 +167,11 @@ fn find<'a>(list: &'a [Extension], type_: &str) -> Option<&'a Extension> {
 }
 
 /// The extensions of an update: the live list with the managed extensions replaced or added.
-pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) -> Result<(), ConvertError> {
+pub(super) fn patch(
+    input: &Input<'_>,
+    live: &Shoot,
+    shoot: &mut Shoot,
+) -> Result<(), ConvertError> {
     let mut list = live.spec.extensions.clone().unwrap_or_default();
 
     if let Some(tenant) = input.audit {

@@ -44,7 +44,10 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         {
             f.violation(
                 at.field("uid"),
-                format!("{:?} is already the uid of {LIST}[{first}]; each cache has its own", cache.uid),
+                format!(
+                    "{:?} is already the uid of {LIST}[{first}]; each cache has its own",
+                    cache.uid
+                ),
             );
         }
         let c = &cache.config;
@@ -56,7 +59,10 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         } else if let Some(first) = upstreams.insert(&c.upstream, index) {
             f.violation(
                 at.field("config.upstream"),
-                format!("{:?} is already cached by {LIST}[{first}]; a registry can have one cache", c.upstream),
+                format!(
+                    "{:?} is already cached by {LIST}[{first}]; a registry can have one cache",
+                    c.upstream
+                ),
             );
         }
         if let Some(url) = &c.remote_url

@@ -500,11 +500,13 @@ fn the_list_shaped_registry_cache_is_allowed_against_the_baseline_only() {
 #[test]
 fn today_has_the_gdch_provider_and_ours_accepts_it() {
     let ours = our_crds();
-    let types = &ours["runtimes.infrastructuremanager.kyma-project.io"]["spec"]["versions"][0]
-        ["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shoot"]["properties"]
-        ["provider"]["properties"]["type"]["enum"];
+    let types = &ours["runtimes.infrastructuremanager.kyma-project.io"]["spec"]["versions"][0]["schema"]
+        ["openAPIV3Schema"]["properties"]["spec"]["properties"]["shoot"]["properties"]["provider"]
+        ["properties"]["type"]["enum"];
     assert!(
-        types.as_array().is_some_and(|t| t.contains(&Value::from("gdch"))),
+        types
+            .as_array()
+            .is_some_and(|t| t.contains(&Value::from("gdch"))),
         "{types}"
     );
 }

@@ -184,9 +184,11 @@ fn crd_schema(crd: &Value) -> &Value {
 
 /// The upstream CRD of `plural` in the folder (`upstream` or `upstream-2026-07`).
 fn upstream_crd(root: &str, plural: &str) -> Value {
-    let path = crate::upstream_folder(root).join("config/crd/bases").join(format!(
-        "infrastructuremanager.kyma-project.io_{plural}.yaml"
-    ));
+    let path = crate::upstream_folder(root)
+        .join("config/crd/bases")
+        .join(format!(
+            "infrastructuremanager.kyma-project.io_{plural}.yaml"
+        ));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_yaml_ng::Deserializer::from_str(&text)

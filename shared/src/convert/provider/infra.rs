@@ -121,12 +121,18 @@ fn zone_entries(
 /// GDCH: the nodes CIDR with one subnet per zone, egress on, and the parent network of the
 /// configuration (`converter.provider.gdch.parentReference*`; empty namespace and type are
 /// left out, the extension then uses its defaults).
-fn gdch_configs(input: &Input<'_>, entries: Vec<Value>) -> (Map<String, Value>, Map<String, Value>) {
+fn gdch_configs(
+    input: &Input<'_>,
+    entries: Vec<Value>,
+) -> (Map<String, Value>, Map<String, Value>) {
     let gdch = &input.cfg.converter.provider.gdch;
     let mut parent = Map::new();
     parent.insert("name".to_owned(), json!(gdch.parent_reference_name));
     if !gdch.parent_reference_namespace.is_empty() {
-        parent.insert("namespace".to_owned(), json!(gdch.parent_reference_namespace));
+        parent.insert(
+            "namespace".to_owned(),
+            json!(gdch.parent_reference_namespace),
+        );
     }
     if !gdch.parent_reference_type.is_empty() {
         parent.insert("type".to_owned(), json!(gdch.parent_reference_type));

@@ -19,7 +19,11 @@ const ZONE_BITS: u8 = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ZoneSplitError {
     /// Fewer zones than the provider needs or more than it allows.
-    ZoneCount { count: usize, min: usize, max: usize },
+    ZoneCount {
+        count: usize,
+        min: usize,
+        max: usize,
+    },
     /// The nodes prefix is outside `/16`..`/24`.
     Prefix(u8),
 }
@@ -212,12 +216,20 @@ mod tests {
     fn aws_limits() {
         assert_eq!(
             aws(n("10.250.0.0/16"), &[]),
-            Err(ZoneSplitError::ZoneCount { count: 0, min: 1, max: 8 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 0,
+                min: 1,
+                max: 8
+            })
         );
         let nine = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
         assert_eq!(
             aws(n("10.250.0.0/16"), &nine),
-            Err(ZoneSplitError::ZoneCount { count: 9, min: 1, max: 8 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 9,
+                min: 1,
+                max: 8
+            })
         );
         assert_eq!(
             aws(n("10.0.0.0/15"), &["a"]),
@@ -262,7 +274,11 @@ mod tests {
         assert_eq!(eighths(n("10.250.0.0/16"), 0), Ok(vec![]));
         assert_eq!(
             eighths(n("10.250.0.0/16"), 9),
-            Err(ZoneSplitError::ZoneCount { count: 9, min: 0, max: 8 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 9,
+                min: 0,
+                max: 8
+            })
         );
         assert_eq!(
             eighths(n("10.250.0.0/25"), 1),
@@ -283,18 +299,29 @@ mod tests {
             s(gdch(n("10.180.0.0/16"), 3).expect("valid")),
             ["10.180.0.0/18", "10.180.64.0/18", "10.180.128.0/18"]
         );
-        assert_eq!(s(gdch(n("10.72.0.0/19"), 1).expect("valid")), ["10.72.0.0/19"]);
+        assert_eq!(
+            s(gdch(n("10.72.0.0/19"), 1).expect("valid")),
+            ["10.72.0.0/19"]
+        );
         assert_eq!(
             s(gdch(n("10.72.0.0/19"), 2).expect("valid")),
             ["10.72.0.0/20", "10.72.16.0/20"]
         );
         assert_eq!(
             gdch(n("10.250.0.0/16"), 4),
-            Err(ZoneSplitError::ZoneCount { count: 4, min: 1, max: 3 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 4,
+                min: 1,
+                max: 3
+            })
         );
         assert_eq!(
             gdch(n("10.250.0.0/16"), 0),
-            Err(ZoneSplitError::ZoneCount { count: 0, min: 1, max: 3 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 0,
+                min: 1,
+                max: 3
+            })
         );
     }
 }

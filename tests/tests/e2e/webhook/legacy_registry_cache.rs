@@ -1,8 +1,9 @@
 //! A Runtime stored while the CRD declared the 2025 shape of `spec.imageRegistryCache`
 //! (`{enabled: bool}`), read after today's CRD (a list of caches) is installed over it, through
-//! the real kube-apiserver: our typed client decodes it, the webhook admits updates that leave
-//! the field alone (with a warning naming it), status updates pass, the apiserver refuses the
-//! old shape on new writes, and replacing it with a list ends the legacy handling
+//! the real kube-apiserver: the apiserver returns it pruned to `imageRegistryCache: {}`, our
+//! typed client decodes that, the webhook admits updates that leave the field alone (a spec
+//! update with a warning naming it), status updates pass, the apiserver refuses the old shape on
+//! new writes, and replacing it with a list ends the legacy handling
 //! (`docs/upstream-differences.md`, "Objects stored in the 2025 shape").
 #![allow(clippy::unwrap_used)]
 
@@ -100,13 +101,23 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
         "{refusal}"
     );
 
-    // Our typed client reads the stored object (get and list), keeping the shape it read.
+    // The apiserver returns the stored object with the old type, pruned by the new schema: the
+    // object stays, its `enabled` (unknown to a list) is gone.
+    let raw = dynamic.get(NAME).await.unwrap();
+    assert_eq!(
+        raw.data["spec"]["imageRegistryCache"],
+        json!({}),
+        "{:#}",
+        raw.data["spec"]
+    );
+
+    // Our typed client reads it (get and list), keeping the shape it read.
     let typed: Api<Runtime> = Api::namespaced(client.clone(), &ns);
     let stored = typed.get(NAME).await.unwrap();
     assert_eq!(
         stored.spec.image_registry_cache,
         Some(ImageRegistryCaches::Legacy(LegacyImageRegistryCache {
-            enabled: true
+            enabled: false
         }))
     );
     assert!(stored.spec.image_registry_caches().is_empty());
@@ -125,7 +136,14 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
     );
 
     // With our webhook: an update that leaves the field alone is admitted, with the warning.
-    let webhook = Webhook::start(&env, Options::default()).await;
+    let webhook = Webhook::start(
+        &env,
+        Options {
+            namespace: Some(ns.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
     let (ok, out) = kubectl(
         &env,
         &[
@@ -140,11 +158,29 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
     )
     .await;
     assert!(ok, "{out}");
+    // A spec update that leaves the field alone is admitted too, with the warning naming it.
+    let (ok, out) = kubectl(
+        &env,
+        &[
+            "patch",
+            "runtimes.infrastructuremanager.kyma-project.io",
+            NAME,
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"security":{"administrators":["erika.musterfrau@example.com","max.mustermann@example.com"]}}}"#,
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}");
     assert!(
         out.contains("spec.imageRegistryCache: holds the 2025 object shape"),
         "{out}"
     );
     let relabelled = typed.get(NAME).await.unwrap();
+    assert_eq!(relabelled.spec.security.administrators.len(), 2);
     assert_eq!(
         relabelled.label("example.com/touched"),
         Some("yes"),
@@ -155,19 +191,26 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
         Some(ImageRegistryCaches::Legacy(_))
     ));
 
-    // Writing the old shape with another value is refused by the apiserver, naming the field.
-    let err = dynamic
+    // Writing the old shape again changes nothing: `enabled` is pruned, the value stays `{}`.
+    let rewritten = dynamic
         .patch(
             NAME,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"imageRegistryCache": {"enabled": false}}})),
         )
         .await
-        .expect_err("a changed 2025 shape");
-    assert!(
-        err.to_string().contains("spec.imageRegistryCache"),
-        "{err}"
-    );
+        .unwrap();
+    assert_eq!(rewritten.data["spec"]["imageRegistryCache"], json!({}));
+    // Any other value that is not a list is refused by the apiserver, naming the field.
+    let err = dynamic
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"imageRegistryCache": "docker.io"}})),
+        )
+        .await
+        .expect_err("a string where the list belongs");
+    assert!(err.to_string().contains("spec.imageRegistryCache"), "{err}");
 
     // Replacing it with a list ends the legacy handling.
     let caches = json!([{"name": "docker", "namespace": "default", "uid": "u-1",
@@ -187,10 +230,12 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
         "docker.io"
     );
     // The CRD defaults what upstream's CRD defaults: none here, the cache sets no volume.
-    assert!(replaced.spec.image_registry_caches()[0]
-        .config
-        .volume
-        .is_none());
+    assert!(
+        replaced.spec.image_registry_caches()[0]
+            .config
+            .volume
+            .is_none()
+    );
 
     webhook.stop(&env).await;
 }
