@@ -112,9 +112,9 @@ impl JsonSchema for ImageRegistryCaches {
 /// The 2025 shape of `spec.imageRegistryCache`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct LegacyImageRegistryCache {
-    /// Whether the `registry-cache` extension was wanted; false once the API server pruned it.
-    #[serde(default)]
-    pub enabled: bool,
+    /// Whether the `registry-cache` extension was wanted; absent once the API server pruned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// `spec.imageRegistryCache[]`: one `RegistryCacheConfig` of the runtime.

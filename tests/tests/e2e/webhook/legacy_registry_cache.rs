@@ -117,7 +117,7 @@ async fn a_runtime_stored_in_the_2025_shape_is_read_and_updated_after_the_crd_up
     assert_eq!(
         stored.spec.image_registry_cache,
         Some(ImageRegistryCaches::Legacy(LegacyImageRegistryCache {
-            enabled: false
+            enabled: None
         }))
     );
     assert!(stored.spec.image_registry_caches().is_empty());
