@@ -14,6 +14,7 @@
 mod dns;
 mod error;
 mod extensions;
+mod gdch;
 mod gvisor;
 mod kubernetes;
 mod metadata;
@@ -21,10 +22,11 @@ mod networking;
 mod oidc;
 mod placement;
 mod provider;
+mod registry_cache;
 mod version;
 
 pub use error::ConvertError;
-pub use extensions::{RegistryCache, acl_requested};
+pub use extensions::acl_requested;
 pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_stack};
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use provider::{pools, zones};
@@ -33,6 +35,7 @@ use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};
 use crate::gardener::Shoot;
 use k8s_openapi::api::core::v1::ConfigMap;
+use std::collections::BTreeMap;
 
 /// The result of a conversion.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,7 +55,8 @@ pub struct Converted {
 /// Inputs the conversion cannot take from the Runtime or the KIM configuration because they
 /// live elsewhere (flags, the KCP, the runtime's cluster). [`Default`] is what [`to_shoot`]
 /// uses: audit logs mandatory and network restrictions on (upstream's `--audit-log-mandatory`
-/// and `--network-restriction-enabled` defaults), ACL and registry caches not managed.
+/// and `--network-restriction-enabled` defaults), ACL not managed, no registry-cache
+/// credentials synchronised.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvertOptions {
     /// Upstream's `--audit-log-mandatory`: a Runtime whose provider and region have no
@@ -69,10 +73,11 @@ pub struct ConvertOptions {
     /// create, a live one is kept as it is). The addresses matter only for a Runtime that
     /// [`acl_requested`]; for any other, managed-but-empty addresses are enough.
     pub acl: Option<AclAddresses>,
-    /// The registry caches configured in the runtime's cluster (upstream reads its
-    /// `CustomConfig` objects). `None`: unknown, a live `registry-cache` extension is kept
-    /// while `spec.imageRegistryCache.enabled` is true.
-    pub registry_caches: Option<Vec<RegistryCache>>,
+    /// Per registry cache UID (`spec.imageRegistryCache[].uid`), the name of the Secret in the
+    /// Gardener project that holds the cache's upstream credentials (upstream's garden secret
+    /// manager). A cache with `secretReferenceName` whose Secret is not listed fails the patch
+    /// conversion ([`ConvertError::RegistryCacheSecret`]).
+    pub registry_cache_secrets: BTreeMap<String, String>,
 }
 
 impl Default for ConvertOptions {
@@ -81,7 +86,7 @@ impl Default for ConvertOptions {
             audit_log_mandatory: true,
             network_restriction: true,
             acl: None,
-            registry_caches: None,
+            registry_cache_secrets: BTreeMap::new(),
         }
     }
 }
@@ -187,6 +192,7 @@ pub fn to_shoot_with(
             kubernetes::audit_log(&input, &mut shoot);
             kubernetes::service_account(&input, &mut shoot);
             networking::create(&input, &mut shoot);
+            gdch::overlay_networking(&input, &mut shoot);
             false
         }
         Some(live) => {
@@ -195,8 +201,9 @@ pub fn to_shoot_with(
             // (upstream PR 491; upstream's patch has no token or networking extender either).
             let removed = provider::patch(&input, live, &mut shoot)?;
             gvisor::net_raw(&mut shoot);
-            extensions::patch(&input, live, &mut shoot);
             kubernetes::resources(live, &mut shoot);
+            registry_cache::resources(&input, &mut shoot)?;
+            extensions::patch(&input, live, &mut shoot)?;
             kubernetes::version(&input, Some(live), &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);

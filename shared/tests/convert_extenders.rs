@@ -971,7 +971,8 @@ fn errors_name_the_runtime_field() {
         ConvertError::ZoneCount {
             provider: "aws",
             count: 0,
-            min: 1
+            min: 1,
+            max: 8
         }
     );
     let nine: Vec<String> = (0..9).map(|i| format!("z{i}")).collect();
@@ -984,7 +985,8 @@ fn errors_name_the_runtime_field() {
         ConvertError::ZoneCount {
             provider: "aws",
             count: 9,
-            min: 1
+            min: 1,
+            max: 8
         }
     );
     assert_eq!(field(&rt), "spec.shoot.provider.workers[0].zones");

@@ -3,8 +3,11 @@
 //! reviewed Shoot and structured-auth ConfigMap kept in `tests/golden/samples/<sample>.json`.
 //!
 //! Further goldens show what today's upstream extenders write when the example configuration
-//! and samples do not trigger them (see their tests): `runtime-gcp-extenders` (the GCP sample,
-//! changed), `runtime-aws-dual-stack` and `runtime-aws-acl` (the AWS sample, changed).
+//! and samples do not trigger them, each from a sample changed in its test:
+//! `runtime-gcp-extenders`, `runtime-aws-dual-stack` and `runtime-aws-acl`, `runtime-gdch` (the
+//! GDCH provider) and `runtime-aws-registry-cache` (an update with registry caches and
+//! `maxParallelImagePulls`; a worker `controlPlane` is refused at admission, see
+//! `docs/validation.md`).
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p kim-shared --test convert_golden` rewrites the files; review the
 //! diff before committing it. The same check over upstream's samples is part of the
@@ -97,7 +100,8 @@ fn todays_upstream_extenders_convert_to_the_reviewed_shoot() {
     );
 }
 
-fn sample(name: &str) -> Runtime {
+/// Reads a repository sample as the controller sees it once stored (generation 1).
+fn repository_sample(name: &str) -> Runtime {
     let path = fixture::root().join("config/samples").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut rt: Runtime =
@@ -116,7 +120,7 @@ fn sample(name: &str) -> Runtime {
 /// `runtime-aws`.
 #[test]
 fn dual_stack_converts_to_the_reviewed_shoot() {
-    let mut rt = sample("runtime-aws.yaml");
+    let mut rt = repository_sample("runtime-aws.yaml");
     rt.spec.shoot.networking.dual_stack = Some(true);
     let mut cfg = fixture::config();
     cfg.converter.networking.enable_dual_stack_ip = true;
@@ -136,7 +140,7 @@ fn dual_stack_converts_to_the_reviewed_shoot() {
 /// as `runtime-aws`.
 #[test]
 fn api_server_acl_converts_to_the_reviewed_shoot() {
-    let mut rt = sample("runtime-aws.yaml");
+    let mut rt = repository_sample("runtime-aws.yaml");
     let api = rt
         .spec
         .shoot
@@ -164,5 +168,91 @@ fn api_server_acl_converts_to_the_reviewed_shoot() {
         &fixture::root().join("tests/golden/samples"),
         &fixture::config(),
         &opts,
+    );
+}
+
+/// The GCP sample moved to the GDCH provider (region `us-west16`, three zones, nodes
+/// `10.180.0.0/16`). Reviewed against upstream's converter: cloud profile `cat` from
+/// `converter.provider.gdch.cloudProfileName` (`TestCloudProfileExtender` "Override cloud profile
+/// for gdch when provided"), the infrastructure config with `nodeCIDR`, three `/18` zone subnets
+/// and `enableEgress` (`TestProviderExtenderForCreateGDCH` "Create provider specific config for
+/// GDCH with three zones (reference input /16 -> three /18)"), the parent reference of
+/// `converter.provider.gdch`, the TypeMeta-only control plane config, and calico with VXLAN and
+/// overlay (`TestNetworkingExtender` "Should configure VXLan overlay networking if the provider
+/// is GDCH").
+#[test]
+fn the_gdch_provider_converts_to_the_reviewed_shoot() {
+    let mut rt = repository_sample("runtime-gcp.yaml");
+    let shoot = &mut rt.spec.shoot;
+    shoot.region = "us-west16".into();
+    shoot.secret_binding_name = "kyma-gdch".into();
+    shoot.networking.nodes = "10.180.0.0/16".into();
+    shoot.provider.type_ = kim_shared::api::ProviderType::Gdch;
+    let worker = &mut shoot.provider.workers[0];
+    worker.machine.type_ = "n2-standard-4-gdc".into();
+    if let Some(volume) = worker.volume.as_mut() {
+        volume.type_ = Some("standard-rwo".into());
+    }
+    worker.zones = Some(
+        ["us-west16-a", "us-west16-b", "us-west16-c"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let findings = kim_shared::validation::validate_create(&rt, &fixture::config());
+    assert!(findings.is_allowed(), "{:?}", findings.violations);
+    fixture::check(
+        vec![("runtime-gdch".to_owned(), rt)],
+        &fixture::root().join("tests/golden/samples"),
+    );
+}
+
+/// The AWS sample with two registry caches (one with credentials), `maxParallelImagePulls` on
+/// the main pool, converted as an update over the Shoot it was created as (upstream writes the
+/// registry cache on patch only). Reviewed against upstream's converter: the `registry-cache`
+/// extension with both caches, `secretReferenceName` = the garden Secret of the cache's UID and
+/// no `http` (`TestNewRegistryCacheExtension` "should create registry cache extension" and
+/// "should omit secret reference when SecretReferenceName is nil"), the Secret as a
+/// `spec.resources` entry of that name (`TestNewResourcesExtenderForPatch` "should remove old
+/// reg-cache resources and add new ones"), the pool's kubelet passed on unchanged
+/// (`assertProvider` of the provider tests copies the Runtime's workers).
+#[test]
+fn registry_caches_on_update_convert_to_the_reviewed_shoot() {
+    let mut rt = repository_sample("runtime-aws.yaml");
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(serde_json::json!([
+            {"name": "quay", "namespace": "kyma-system", "uid": "9c6f3a52-0d1e-4d4b-a7a4-2a6c1f0e2b11",
+             "config": {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                        "volume": {"size": "20Gi", "storageClassName": "default"},
+                        "garbageCollection": {"ttl": "72h"}, "http": {"tls": true},
+                        "secretReferenceName": "quay-credentials",
+                        "proxy": {"httpsProxy": "http://proxy.kyma-system:3128"}}},
+            {"name": "docker", "namespace": "default", "uid": "5e1b8f2d-7c3a-4e6f-9b0d-8a2c4e6f1a22",
+             "config": {"upstream": "docker.io"}}
+        ]))
+        .expect("caches"),
+    );
+    let kubelet = rt.spec.shoot.provider.workers[0]
+        .kubernetes
+        .get_or_insert_with(Default::default)
+        .kubelet
+        .get_or_insert_with(Default::default);
+    kubelet.max_parallel_image_pulls = Some(5);
+    let cfg = fixture::config();
+    let findings = kim_shared::validation::validate_create(&rt, &cfg);
+    assert!(findings.is_allowed(), "{:?}", findings.violations);
+    let opts = kim_shared::convert::ConvertOptions {
+        registry_cache_secrets: [(
+            "9c6f3a52-0d1e-4d4b-a7a4-2a6c1f0e2b11".to_owned(),
+            "reg-cache-9c6f3a52".to_owned(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    fixture::check_patch(
+        "runtime-aws-registry-cache",
+        &rt,
+        &cfg,
+        &opts,
+        &fixture::root().join("tests/golden/samples"),
     );
 }

@@ -8,7 +8,7 @@ mod convert_fixture;
 use convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
 use kim_shared::convert::{
-    AclAddresses, ConvertError, ConvertOptions, Converted, RegistryCache, to_shoot, to_shoot_with,
+    AclAddresses, ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with,
 };
 use kim_shared::gardener::Shoot;
 use kim_shared::gardener::shoot::Extension;
@@ -342,10 +342,6 @@ fn registry_cache_nvidia_and_acl_on_patch() {
         ..Default::default()
     });
 
-    // Caching off: the live extension is removed (upstream's "Should remove RegistryCache
-    // extension when cache list is empty on Runtime CR without changing order and data of
-    // other extensions"); NVIDIA off: disabled.
-    let s = spec(&patch(&rt, &live));
     let find = |s: &Value, t: &str| {
         s["extensions"]
             .as_array()
@@ -353,9 +349,14 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             .iter()
             .find(|e| e["type"] == t)
             .cloned()
-            .unwrap()
     };
-    assert!(!types(&s).contains(&"registry-cache".to_owned()), "{s}");
+
+    // No caches (upstream's remove strategy, "Should remove RegistryCache extension when cache
+    // list is empty on Runtime CR without changing order and data of other extensions"): the
+    // live registry-cache extension is dropped, the others keep their order; NVIDIA off:
+    // disabled.
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(find(&s, "registry-cache"), None);
     let mut expected = types(&spec(&Converted {
         shoot: live.clone(),
         structured_auth: None,
@@ -364,21 +365,42 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     expected.retain(|t| t != "registry-cache");
     assert_eq!(types(&s), expected, "the others keep their order");
     assert_eq!(
-        find(&s, "shoot-nvidia-openshell"),
+        find(&s, "shoot-nvidia-openshell").unwrap(),
         json!({"type": "shoot-nvidia-openshell", "disabled": true})
     );
 
-    // Caching on, caches unknown: kept as it is.
+    // The 2025 object shape names no cache: the live extension is kept as it is.
     rt.spec.image_registry_cache = Some(serde_json::from_value(json!({"enabled": true})).unwrap());
     let s = spec(&patch(&rt, &live));
-    assert_eq!(find(&s, "registry-cache")["disabled"], false);
+    assert_eq!(
+        find(&s, "registry-cache").unwrap(),
+        json!({"type": "registry-cache", "disabled": false, "providerConfig": {"caches": [{"upstream": "docker.io"}]}})
+    );
 
-    // Caching on with the caches of the cluster.
+    // Today's list: every cache with its settings, credentials by the garden Secret's name.
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+             "config": {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                        "volume": {"size": "20Gi", "storageClassName": "premium"},
+                        "garbageCollection": {"ttl": "24h"}, "http": {"tls": false},
+                        "secretReferenceName": "quay-credentials",
+                        "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}}},
+            {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+        ]))
+        .unwrap(),
+    );
+    let err = to_shoot(&rt, &config(), Some(&live)).unwrap_err();
+    assert_eq!(
+        err,
+        ConvertError::RegistryCacheSecret {
+            index: 0,
+            uid: "u-1".into()
+        }
+    );
+    assert_eq!(err.runtime_field(), None);
     let opts = ConvertOptions {
-        registry_caches: Some(vec![RegistryCache {
-            upstream: "quay.io".into(),
-            ..Default::default()
-        }]),
+        registry_cache_secrets: [("u-1".to_owned(), "reg-cache-abc".to_owned())].into(),
         ..Default::default()
     };
     let s = json(
@@ -388,13 +410,51 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     )["spec"]
         .clone();
     assert_eq!(
-        find(&s, "registry-cache"),
+        find(&s, "registry-cache").unwrap(),
         json!({
             "type": "registry-cache",
             "disabled": false,
-            "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [{"upstream": "quay.io"}]},
+            "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [
+                {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                 "volume": {"size": "20Gi", "storageClassName": "premium"},
+                 "garbageCollection": {"ttl": "24h"}, "secretReferenceName": "reg-cache-abc",
+                 "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}},
+                {"upstream": "docker.io"}
+            ]},
         })
     );
+    let resources = s["resources"].as_array().unwrap();
+    assert!(
+        resources.contains(&json!({"name": "reg-cache-abc", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-abc"}})),
+        "{resources:?}"
+    );
+
+    // A live Secret of a cache that is gone is dropped, other resources stay.
+    live.spec.resources = Some(
+        serde_json::from_value(json!([
+            {"name": "reg-cache-old", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-old"}},
+            {"name": "foreign", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "foreign"}}
+        ]))
+        .unwrap(),
+    );
+    let s = json(
+        &to_shoot_with(&rt, &config(), Some(&live), &opts)
+            .unwrap()
+            .shoot,
+    )["spec"]
+        .clone();
+    let names: Vec<&str> = s["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"foreign") && names.contains(&"reg-cache-abc"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"reg-cache-old"), "{names:?}");
+    rt.spec.image_registry_cache = None;
 
     // ACL managed but no longer requested: a live one is switched off.
     live.spec.extensions.as_mut().unwrap().push(Extension {
@@ -412,9 +472,15 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             .shoot,
     )["spec"]
         .clone();
-    assert_eq!(find(&s, "acl"), json!({"type": "acl", "disabled": true}));
+    assert_eq!(
+        find(&s, "acl").unwrap(),
+        json!({"type": "acl", "disabled": true})
+    );
     // Not managed: kept.
-    assert_eq!(find(&spec(&patch(&rt, &live)), "acl")["disabled"], false);
+    assert_eq!(
+        find(&spec(&patch(&rt, &live)), "acl").unwrap()["disabled"],
+        false
+    );
 }
 
 #[test]

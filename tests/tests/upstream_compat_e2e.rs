@@ -22,13 +22,22 @@ use serde_json::{Value, json};
 /// `$KIM_UPSTREAM_DIR/upstream` (the 2025 baseline). Panics naming the variable when it is unset
 /// and the path when the folder is missing: this suite never passes without upstream's files.
 fn baseline() -> PathBuf {
+    upstream_folder("upstream")
+}
+
+/// `$KIM_UPSTREAM_DIR/upstream-2026-07` (upstream today).
+fn today() -> PathBuf {
+    upstream_folder("upstream-2026-07")
+}
+
+fn upstream_folder(folder: &str) -> PathBuf {
     let Some(root) = std::env::var_os("KIM_UPSTREAM_DIR") else {
         panic!(
             "KIM_UPSTREAM_DIR is not set: point it at the folder holding upstream/ and \
              upstream-2026-07/ (.ci/run sets it to the shared folder beside the checkout)"
         )
     };
-    let dir = kim_tests::testenv::repo_root().join(root).join("upstream");
+    let dir = kim_tests::testenv::repo_root().join(root).join(folder);
     assert!(
         dir.is_dir(),
         "KIM_UPSTREAM_DIR: the folder {} is missing",
@@ -37,9 +46,29 @@ fn baseline() -> PathBuf {
     dir
 }
 
-/// Upstream's sample Runtime and its nine ADR examples.
+/// Upstream's sample Runtime and its nine ADR examples from the baseline, then every one of
+/// today's that differs from its baseline copy (the others are the same input).
 fn upstream_runtime_files() -> Result<Vec<PathBuf>> {
-    let root = baseline();
+    let mut files = runtime_files_of(&baseline())?;
+    let mut changed = 0;
+    for path in runtime_files_of(&today())? {
+        let rel = path.strip_prefix(today())?;
+        let old = std::fs::read(baseline().join(rel)).ok();
+        if old.as_deref() != Some(std::fs::read(&path)?.as_slice()) {
+            files.push(path);
+            changed += 1;
+        }
+    }
+    // Today's sample Runtime has the ACL and a gVisor pool the baseline's lacks.
+    ensure!(
+        changed >= 1,
+        "no sample of today's upstream differs from the baseline"
+    );
+    Ok(files)
+}
+
+/// The sample Runtime and the ADR examples of one upstream folder.
+fn runtime_files_of(root: &std::path::Path) -> Result<Vec<PathBuf>> {
     let mut files = vec![root.join("config/samples/infrastructuremanager_v1_runtime.yaml")];
     let dir = root.join("docs/adr/assets/runtime-examples");
     let mut examples: Vec<_> = std::fs::read_dir(&dir)

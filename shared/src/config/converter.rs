@@ -292,7 +292,7 @@ pub struct ConverterProviderConfig {
     /// `worker`: machine controller manager defaults of every worker pool.
     #[serde(default)]
     pub worker: WorkerDefaults,
-    /// `gdch`: read and kept, used once the provider type `gdch` exists.
+    /// `gdch`: the cloud profile and parent network of GDCH Shoots.
     #[serde(default)]
     pub gdch: GdchConverterConfig,
 }

@@ -8,12 +8,11 @@
 //! remove strategy), ACL and NVIDIA are switched off (`disabled: true`), the others are kept;
 //! cert, DNS, OIDC and foreign extensions stay as they are.
 
-use super::Input;
+use super::{ConvertError, Input};
 use crate::api::{ProviderType, Runtime};
 use crate::config::AuditLogTenant;
 use crate::gardener::shoot::Extension;
 use crate::gardener::{RawExtension, Shoot};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Extension types, as Gardener's ControllerRegistrations name them.
@@ -23,7 +22,6 @@ pub(crate) mod types {
     pub const DNS: &str = "shoot-dns-service";
     pub const OIDC: &str = "shoot-oidc-service";
     pub const AUDITLOG: &str = "shoot-auditlog-service";
-    pub const REGISTRY_CACHE: &str = "registry-cache";
     pub const ACL: &str = "acl";
     pub const NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
 }
@@ -31,62 +29,6 @@ pub(crate) mod types {
 /// Name of the `spec.resources` entry holding the audit-log credentials; the audit-log
 /// extension's `secretReferenceName`.
 pub(crate) const AUDITLOG_CREDENTIALS: &str = "auditlog-credentials";
-
-/// One registry cache of the `registry-cache` extension (`registry.extensions.gardener.cloud/
-/// v1alpha3` `RegistryConfig.caches[]`), as configured in the runtime's cluster.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCache {
-    /// The registry to cache, e.g. `docker.io` (no scheme).
-    pub upstream: String,
-    /// URL of the registry, default `https://<upstream>`.
-    #[serde(rename = "remoteURL", default, skip_serializing_if = "Option::is_none")]
-    pub remote_url: Option<String>,
-    /// The cache volume.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume: Option<RegistryCacheVolume>,
-    /// Garbage collection of cached images.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub garbage_collection: Option<RegistryCacheGarbageCollection>,
-    /// Name of the `spec.resources` entry with the upstream credentials.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_reference_name: Option<String>,
-    /// Proxy for the connection to the upstream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<RegistryCacheProxy>,
-}
-
-/// `caches[].volume`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCacheVolume {
-    /// Size, e.g. `10Gi`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<String>,
-    /// Storage class of the volume.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class_name: Option<String>,
-}
-
-/// `caches[].garbageCollection`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct RegistryCacheGarbageCollection {
-    /// Time to live of cached images, e.g. `168h`; `0s` switches collection off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<String>,
-}
-
-/// `caches[].proxy`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCacheProxy {
-    /// HTTP proxy URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_proxy: Option<String>,
-    /// HTTPS proxy URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub https_proxy: Option<String>,
-}
 
 fn extension(type_: &str, disabled: Option<bool>, config: Option<Value>) -> Extension {
     Extension {
@@ -160,21 +102,6 @@ fn auditlog_config(tenant: &AuditLogTenant) -> Value {
     })
 }
 
-/// `registry-cache`, enabled with the given caches.
-fn registry_cache(caches: &[RegistryCache]) -> Extension {
-    // Serializing plain strings cannot fail; an empty list would be rejected by the extension.
-    let caches = serde_json::to_value(caches).unwrap_or_else(|_| json!([]));
-    extension(
-        types::REGISTRY_CACHE,
-        Some(false),
-        Some(json!({
-            "apiVersion": "registry.extensions.gardener.cloud/v1alpha3",
-            "kind": "RegistryConfig",
-            "caches": caches,
-        })),
-    )
-}
-
 /// `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, empty when unset.
 fn allowed_cidrs(rt: &Runtime) -> &[String] {
     rt.spec
@@ -223,15 +150,6 @@ fn nvidia_enabled(input: &Input<'_>) -> bool {
     input.shoot().enable_nvidia_openshell == Some(true)
 }
 
-fn image_registry_cache_enabled(input: &Input<'_>) -> bool {
-    input
-        .rt
-        .spec
-        .image_registry_cache
-        .as_ref()
-        .is_some_and(|c| c.enabled)
-}
-
 /// The extensions of a new Shoot.
 pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
     let mut list = Vec::new();
@@ -266,13 +184,12 @@ fn find<'a>(list: &'a [Extension], type_: &str) -> Option<&'a Extension> {
     list.iter().find(|e| e.type_ == type_)
 }
 
-/// Removes the extension of a type from the list, if present.
-fn remove(list: &mut Vec<Extension>, type_: &str) {
-    list.retain(|e| e.type_ != type_);
-}
-
 /// The extensions of an update: the live list with the managed extensions replaced or added.
-pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
+pub(super) fn patch(
+    input: &Input<'_>,
+    live: &Shoot,
+    shoot: &mut Shoot,
+) -> Result<(), ConvertError> {
     let mut list = live.spec.extensions.clone().unwrap_or_default();
 
     if let Some(tenant) = input.audit {
@@ -296,17 +213,7 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
         upsert(&mut list, networking_filter(input));
     }
 
-    match (
-        image_registry_cache_enabled(input),
-        input.opts.registry_caches.as_deref(),
-    ) {
-        (true, Some(caches)) if !caches.is_empty() => upsert(&mut list, registry_cache(caches)),
-        // Caches unknown: whoever configured the live extension knows them; keep it.
-        (true, None) => {}
-        // No longer asked for: the extension is removed (upstream's only extension with the
-        // remove strategy); the others are switched off or kept.
-        _ => remove(&mut list, types::REGISTRY_CACHE),
-    }
+    super::registry_cache::apply(super::registry_cache::desired(input)?, &mut list);
 
     if input.opts.acl.is_some() {
         match acl(input) {
@@ -332,4 +239,5 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
     }
 
     shoot.spec.extensions = Some(list);
+    Ok(())
 }

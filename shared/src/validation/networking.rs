@@ -90,7 +90,7 @@ fn pods_per_pool(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
 pub(crate) fn needs_zone_layout(p: ProviderType) -> bool {
     matches!(
         p,
-        ProviderType::Aws | ProviderType::Azure | ProviderType::Alicloud
+        ProviderType::Aws | ProviderType::Azure | ProviderType::Alicloud | ProviderType::Gdch
     )
 }
 

@@ -2,5 +2,6 @@
 
 mod admission;
 mod hardening;
+mod legacy_registry_cache;
 mod rotation;
 mod shutdown;
