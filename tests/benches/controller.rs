@@ -525,7 +525,6 @@ async fn controller_run(
         format!("--health-probe-bind-address={health_addr}"),
         format!("--gardener-ratelimiter-qps={qps}"),
         format!("--gardener-ratelimiter-burst={qps}"),
-        "--gardener-request-timeout=30s".into(),
         format!("--runtime-ctrl-workers-cnt={c}"),
         format!("--gardener-cluster-ctrl-workers-cnt={c}"),
         "--log-format=json".into(),

@@ -1,6 +1,7 @@
 //! The controller (`kim_tests::controller`) against the shared environment.
 
 mod api_faults;
+mod burst;
 mod deletion;
 mod faults;
 mod kill;
