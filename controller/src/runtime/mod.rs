@@ -9,7 +9,6 @@
 pub mod admins;
 pub mod classify;
 pub mod cluster;
-pub mod create_limit;
 pub mod delete;
 pub mod full_update;
 pub mod oidc;
@@ -40,6 +39,7 @@ use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
+use crate::gardener::limit::{WriteLimit, WriteLimitSettings};
 use crate::records::{Backoff, Records};
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
@@ -130,7 +130,7 @@ pub struct Reconciler {
     scheduled: AtomicUsize,
     in_flight: AtomicUsize,
     /// Shoot creates in flight across all Runtimes, adapted to Gardener's answers.
-    create_limit: Arc<create_limit::CreateLimit>,
+    create_limit: Arc<WriteLimit>,
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
@@ -185,7 +185,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
-        create_limit: create_limit::CreateLimit::new(create_limit::CreateLimitSettings::default()),
+        create_limit: WriteLimit::new(WriteLimitSettings::default()),
     });
     reconciler.publish_create_limit();
     let shoot_records = records.clone();

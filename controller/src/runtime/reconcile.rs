@@ -15,11 +15,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
-use super::create_limit::CreateOutcome;
 use super::full_update::FullUpdate;
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE, SLOT_WAIT};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, cluster, seed};
+use crate::gardener::limit::WriteOutcome;
 
 /// Does the non-deletion part of a reconcile.
 pub async fn apply(
@@ -173,7 +173,7 @@ async fn create_shoot(
     if reconciler.create_unsure(runtime) {
         match reconciler.get_shoot_live(&name).await {
             Ok(Some(shoot)) => {
-                permit.finish(CreateOutcome::Other);
+                permit.finish(WriteOutcome::Other);
                 reconciler.publish_create_limit();
                 tracing::info!("Shoot was created by a create that timed out");
                 reconciler.gardener_answered(runtime);
@@ -207,7 +207,7 @@ async fn create_shoot(
     let created = api.create(&PostParams::default(), &converted.shoot).await;
     match created {
         Ok(_) => {
-            permit.finish(CreateOutcome::Answered(sent.elapsed()));
+            permit.finish(WriteOutcome::Answered(sent.elapsed()));
             reconciler.publish_create_limit();
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
@@ -222,7 +222,7 @@ async fn create_shoot(
             Ok(Action::requeue(SAFETY_REQUEUE))
         }
         Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {
-            permit.finish(CreateOutcome::Answered(sent.elapsed()));
+            permit.finish(WriteOutcome::Answered(sent.elapsed()));
             reconciler.publish_create_limit();
             reconciler.gardener_answered(runtime);
             // Our watch cache is behind (or a restart interrupted us after the create): the
@@ -260,10 +260,10 @@ async fn create_shoot(
 }
 
 /// What a create's answer tells the create limit.
-fn outcome_of(e: &kube::Error) -> CreateOutcome {
+fn outcome_of(e: &kube::Error) -> WriteOutcome {
     match classify::classify(e) {
-        ApiErrorKind::Busy => CreateOutcome::Busy,
-        _ => CreateOutcome::Other,
+        ApiErrorKind::Busy => WriteOutcome::Busy,
+        _ => WriteOutcome::Other,
     }
 }
 
