@@ -53,6 +53,16 @@ struct ClusterRecord {
     published_reason: Option<String>,
 }
 
+/// `adminkubeconfig` requests in flight: start at 8; an answer counts as slow only after 10 s, a
+/// third of the write timeout, since signing takes a few seconds on a busy gardener-apiserver
+/// and only timeouts or "try later" answers mean it is overloaded.
+const SIGNING_LIMIT: WriteLimitSettings = WriteLimitSettings {
+    initial: 8.0,
+    min: 1.0,
+    max: 64.0,
+    slow: std::time::Duration::from_secs(10),
+};
+
 /// State shared by all reconciles of this controller.
 pub struct Reconciler {
     ctx: Arc<Context>,
@@ -99,7 +109,7 @@ impl Reconciler {
             ctx,
             policy,
             metrics,
-            signing: WriteLimit::new(WriteLimitSettings::default()),
+            signing: WriteLimit::new(SIGNING_LIMIT),
         }
     }
 }

@@ -175,7 +175,9 @@ async fn create_shoot(
             Ok(Some(shoot)) => {
                 permit.finish(WriteOutcome::Other);
                 reconciler.publish_create_limit();
-                tracing::info!("Shoot was created by a create that timed out");
+                tracing::info!(
+                    "Shoot exists (an earlier create was admitted); waiting for its watch event"
+                );
                 reconciler.gardener_answered(runtime);
                 draft.shoot(Some(&shoot));
                 draft.set(
