@@ -127,6 +127,7 @@ impl Process {
                 qps: args.gardener_ratelimiter_qps,
                 burst: args.gardener_ratelimiter_burst,
                 timeout: args.gardener_request_timeout,
+                write_timeout: args.gardener_write_timeout,
             },
             metrics.clone(),
         )?;

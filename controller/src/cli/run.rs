@@ -70,9 +70,15 @@ pub struct RunArgs {
     #[arg(long = "gardener-ctrl-reconcilation-timeout", default_value = "60s", value_parser = parse_duration)]
     pub gardener_ctrl_reconciliation_timeout: Duration,
 
-    /// Timeout of one request to Gardener (until the response headers).
+    /// Timeout of one read from Gardener (GET; until the response headers).
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub gardener_request_timeout: Duration,
+
+    /// Timeout of one write to Gardener (create, patch, update, delete, adminkubeconfig; until
+    /// the response headers). Longer than reads: writes wait in Gardener's admission under
+    /// load (docs/operations.md, "Gardener timeouts").
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub gardener_write_timeout: Duration,
 
     /// Sustained requests per second to Gardener.
     #[arg(long, default_value_t = 5)]
@@ -351,6 +357,7 @@ mod tests {
         assert!(!a.leader_elect);
         assert!(a.audit_log_mandatory);
         assert_eq!(a.gardener_request_timeout, Duration::from_secs(3));
+        assert_eq!(a.gardener_write_timeout, Duration::from_secs(30));
         assert_eq!(a.kubeconfig_expiration_time, Duration::from_secs(86400));
         assert_eq!(a.gardener_namespace(), "garden-gardener-project");
         assert_eq!(a.deletion_grace_period, None);

@@ -40,6 +40,7 @@ use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
+use crate::gardener::limit::{WriteLimit, WriteLimitSettings};
 use crate::records::{Backoff, Records};
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
@@ -101,6 +102,17 @@ struct RuntimeRecord {
     /// (generation, until): no Gardener write for this generation before then, after a
     /// permanent error.
     backed_off: Option<(i64, Instant)>,
+    /// Consecutive "try later" or transient answers to this Runtime's Gardener writes.
+    refused: u32,
+    /// No Gardener write before then (after a refusal, see [`requeue::BUSY_BACKOFF`]).
+    busy_until: Option<Instant>,
+    /// A Shoot create got no answer: look for the Shoot before creating it again.
+    create_unsure: bool,
+    /// (generation, when): the objects the Shoot references were written for this generation.
+    references: Option<(i64, Instant)>,
+    /// When we created the Shoot: until the watch shows it, another create would only be
+    /// refused (after passing through Gardener's admission once more).
+    created: Option<Instant>,
 }
 
 /// State of the Runtime reconciler.
@@ -118,6 +130,8 @@ pub struct Reconciler {
     /// Runtimes whose record has `scheduled` set.
     scheduled: AtomicUsize,
     in_flight: AtomicUsize,
+    /// Shoot creates in flight across all Runtimes, adapted to Gardener's answers.
+    create_limit: Arc<WriteLimit>,
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
@@ -179,7 +193,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
+        create_limit: WriteLimit::new(WriteLimitSettings::default()),
     });
+    reconciler.publish_create_limit();
     let shoot_records = records.clone();
     let gc_records = records;
     let ns_shoot = ns.clone();
@@ -267,6 +283,7 @@ async fn reconcile(runtime: Arc<Runtime>, reconciler: Arc<Reconciler>) -> Result
         Err(e) => match e.kind() {
             classify::ApiErrorKind::Conflict => "conflict",
             classify::ApiErrorKind::Transient => "transient",
+            classify::ApiErrorKind::Busy => "busy",
             _ => "error",
         },
     };
@@ -329,7 +346,7 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, reconciler: Arc<Reconciler>)
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
-            let delay = BACKOFF.delay(failures);
+            let delay = BACKOFF.jittered(failures, rand::random::<f64>());
             if kind == classify::ApiErrorKind::Permanent {
                 tracing::error!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
             } else {
@@ -443,6 +460,97 @@ impl Reconciler {
                 record.backed_off = Some((g, Instant::now() + period))
             });
         }
+    }
+
+    /// Remaining hold after Gardener refused one of this Runtime's writes.
+    fn busy_hold(&self, runtime: &Runtime) -> Option<Duration> {
+        let until = self.record(runtime, |record| record.busy_until)?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// Gardener refused a write of this Runtime with "try later" (or a transient error): one
+    /// more refusal, and the hold until the next attempt, which is returned.
+    fn gardener_refused(&self, runtime: &Runtime) -> Duration {
+        self.record(runtime, |record| {
+            record.refused = record.refused.saturating_add(1);
+            let wait = requeue::BUSY_BACKOFF.jittered(record.refused, rand::random::<f64>());
+            record.busy_until = Some(Instant::now() + wait);
+            wait
+        })
+    }
+
+    /// Gardener answered a write of this Runtime: the backoff starts from the beginning.
+    fn gardener_answered(&self, runtime: &Runtime) {
+        self.record(runtime, |record| {
+            record.refused = 0;
+            record.busy_until = None;
+            record.create_unsure = false;
+        });
+    }
+
+    /// Whether to look for the Shoot before creating it: a create got no answer, or one
+    /// succeeded longer than [`requeue::CREATED_WATCH_WAIT`] ago and the watch has not shown
+    /// the Shoot yet.
+    fn create_unsure(&self, runtime: &Runtime) -> bool {
+        self.record(runtime, |record| {
+            record.create_unsure || record.created.is_some()
+        })
+    }
+
+    /// Time left to wait for the watch event of a Shoot we created.
+    fn awaiting_created(&self, runtime: &Runtime) -> Option<Duration> {
+        let created = self.record(runtime, |record| record.created)?;
+        (created + requeue::CREATED_WATCH_WAIT).checked_duration_since(Instant::now())
+    }
+
+    fn shoot_created(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.created = Some(Instant::now()));
+    }
+
+    fn set_create_unsure(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.create_unsure = true);
+    }
+
+    /// Whether the objects the Shoot references were written for the current generation.
+    fn references_written(&self, runtime: &Runtime) -> bool {
+        let generation = runtime.metadata.generation;
+        self.record(runtime, |record| {
+            record
+                .references
+                .is_some_and(|(g, _)| Some(g) == generation)
+        })
+    }
+
+    fn references_applied(&self, runtime: &Runtime) {
+        if let Some(g) = runtime.metadata.generation {
+            self.record(runtime, |record| {
+                record.references = Some((g, Instant::now()))
+            });
+        }
+    }
+
+    fn forget_references(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.references = None);
+    }
+
+    /// Time left until the referenced objects written for this generation have existed for
+    /// [`requeue::REFERENCES_LEAD`].
+    fn references_settling(&self, runtime: &Runtime) -> Option<Duration> {
+        let generation = runtime.metadata.generation;
+        let written = self.record(runtime, |record| record.references)?;
+        if Some(written.0) != generation {
+            return None;
+        }
+        (written.1 + requeue::REFERENCES_LEAD).checked_duration_since(Instant::now())
+    }
+
+    /// Publishes the create limit and the creates in flight.
+    fn publish_create_limit(&self) {
+        let m = &self.ctx.metrics;
+        m.shoot_create_limit
+            .set(i64::from(self.create_limit.limit()));
+        m.shoot_creates_in_flight
+            .set(i64::from(self.create_limit.in_flight()));
     }
 
     fn applied_generation(&self, runtime: &Runtime) -> Option<i64> {
