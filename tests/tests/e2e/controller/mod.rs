@@ -12,3 +12,4 @@ mod samples;
 mod seeds;
 mod takeover;
 mod updates;
+mod upstream_args;
