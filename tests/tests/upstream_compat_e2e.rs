@@ -334,7 +334,10 @@ fn deploy_renders_upstreams_deployment_names_ports_and_mounts() {
             .into_iter()
             .find(|(n, _)| n == volume)
             .unwrap_or_else(|| panic!("upstream mounts no {volume}"));
-        assert!(our_mounts.contains(&theirs), "mount {theirs:?}: {our_mounts:?}");
+        assert!(
+            our_mounts.contains(&theirs),
+            "mount {theirs:?}: {our_mounts:?}"
+        );
     }
     let our_args: Vec<&str> = our_container["args"]
         .as_array()
