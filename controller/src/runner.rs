@@ -242,8 +242,11 @@ pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    crate::logging::init(&log_filter(&args.log_level), args.log_format)
+    crate::logging::init(&log_filter(&args.log_level()), args.log_format())
         .map_err(RunError::Logging)?;
+    for flag in &args.ignored_flags {
+        tracing::warn!(%flag, "upstream flag accepted without effect");
+    }
     let shutdown = Shutdown::new();
     kim_process::signal::cancel_on_signal(shutdown.clone());
     let process = Process::start(args, shutdown).await?;

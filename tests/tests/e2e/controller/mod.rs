@@ -13,3 +13,4 @@ mod samples;
 mod seeds;
 mod takeover;
 mod updates;
+mod upstream_args;
