@@ -128,6 +128,16 @@ pub struct ServeArgs {
     /// How old a deletion confirmation may be.
     #[arg(long, env = "KIM_WEBHOOK_DELETION_WINDOW", default_value = "2m", value_parser = duration)]
     pub deletion_window: Duration,
+    /// Users, as the apiserver authenticates them, whose Runtime deletes need no confirmation
+    /// (comma-separated; `""` for none): KEB's ServiceAccount deprovisions without the
+    /// annotation.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_DELETION_TRUSTED_PRINCIPALS",
+        value_delimiter = ',',
+        default_value = kim_shared::validation::DeletionPolicy::KEB_SERVICE_ACCOUNT
+    )]
+    pub deletion_trusted_principals: Vec<String>,
 
     /// Refuse a Runtime whose provider and region have no audit-log tenant (upstream's
     /// `--audit-log-mandatory`; set it as the controller's, `=false` turns the refusal into a
@@ -414,6 +424,25 @@ mod tests {
         };
         assert!(!a.deletion_protection);
         assert_eq!(a.deletion_window, Duration::from_secs(300));
+        assert_eq!(
+            a.deletion_trusted_principals,
+            ["system:serviceaccount:kcp-system:kcp-kyma-environment-broker"]
+        );
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--deletion-trusted-principals=",
+        ])
+        .expect("parse");
+        let Command::Serve(a) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(
+            a.deletion_trusted_principals.iter().all(String::is_empty),
+            "none trusted"
+        );
     }
 
     #[test]

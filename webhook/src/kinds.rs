@@ -4,6 +4,7 @@
 
 use std::time::SystemTime;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
@@ -50,13 +51,20 @@ impl Validator<Runtime> for AdmissionContext {
         }
     }
 
-    fn validate_delete(&self, obj: &Runtime, now: SystemTime) -> ValidationOutcome {
+    fn validate_delete(
+        &self,
+        obj: &Runtime,
+        user: &UserInfo,
+        now: SystemTime,
+    ) -> ValidationOutcome {
         let policy = DeletionPolicy {
             enabled: self.deletion_protection,
             window: self.deletion_window,
+            trusted_principals: self.deletion_trusted_principals.clone(),
         };
         let now = jiff::Timestamp::try_from(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-        validation::validate_delete(obj, &policy, now)
+        let user = user.username.as_deref().unwrap_or_default();
+        validation::validate_delete_by(obj, &policy, user, now)
     }
 }
 
@@ -113,7 +121,21 @@ mod tests {
 
     #[test]
     fn create_defaults_the_volume_but_an_update_leaves_stored_pools_alone() {
-        let ctx = ctx();
+        let mut ctx = ctx();
+        // The shipped configuration has no volume default (it would change what KEB asked
+        // for); an operator may add one.
+        let mut cfg = ctx.config.as_deref().cloned().expect("config");
+        if let Some(aws) = cfg
+            .kim
+            .providers
+            .get_mut(&kim_shared::config::ProviderKind::Aws)
+        {
+            aws.defaults.volume = Some(
+                serde_json::from_value(serde_json::json!({"type": "gp3", "size": "80Gi"}))
+                    .expect("volume default"),
+            );
+        }
+        ctx.config = Some(std::sync::Arc::new(cfg));
         let mut created = stored_without_volume();
         ctx.apply_defaults(&mut created, None);
         assert!(

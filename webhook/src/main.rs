@@ -58,6 +58,12 @@ fn main() -> ExitCode {
             let ctx = AdmissionContext {
                 deletion_protection: args.deletion_protection,
                 deletion_window: args.deletion_window,
+                deletion_trusted_principals: args
+                    .deletion_trusted_principals
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .cloned()
+                    .collect(),
                 config: Some(Arc::new(config)),
                 access_policy: kim_shared::access::AccessPolicy {
                     protected_namespaces: args.runtime_access_protected_namespaces.clone(),

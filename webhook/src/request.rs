@@ -53,6 +53,8 @@ pub struct AdmissionContext {
     pub deletion_protection: bool,
     /// How old a deletion confirmation may be.
     pub deletion_window: Duration,
+    /// Users whose Runtime deletes need no confirmation (KEB's ServiceAccount by default).
+    pub deletion_trusted_principals: Vec<String>,
     /// The KIM configuration (defaults and allowed values); `None` denies Runtimes.
     pub config: Option<Arc<kim_shared::config::KimConfig>>,
     /// What RuntimeAccess objects may grant.
@@ -67,6 +69,8 @@ impl Default for AdmissionContext {
         Self {
             deletion_protection: true,
             deletion_window: Duration::from_secs(120),
+            deletion_trusted_principals: kim_shared::validation::DeletionPolicy::default()
+                .trusted_principals,
             config: None,
             access_policy: kim_shared::access::AccessPolicy::default(),
             validation: kim_shared::validation::ValidationOptions::default(),
