@@ -8,6 +8,7 @@
 //! parsing, the zone list and layout) and no clone.
 //! The full list of rules is in `docs/validation.md`.
 
+mod cloud_profile;
 mod context;
 mod deletion;
 mod gardener_cluster;
@@ -22,6 +23,7 @@ mod workers;
 
 use std::fmt;
 
+pub use cloud_profile::{Profile, validate_against_cloud_profile};
 pub use deletion::{validate_delete, validate_delete_by};
 pub use gardener_cluster::{validate_gardener_cluster, validate_gardener_cluster_update};
 pub use runtime::{PROJECT_AND_SHOOT_NAME_MAX, PURPOSES, validate_create, validate_create_with};

@@ -53,7 +53,7 @@ fn pools(rt: &mut Runtime) -> impl Iterator<Item = &mut kim_shared::gardener::Wo
 
 /// The shipped configuration plus every provider default an operator may add for aws.
 fn operator_config() -> KimConfig {
-    let mut cfg = config().clone();
+    let mut cfg = shipped_config().clone();
     let aws = cfg
         .kim
         .providers
@@ -75,7 +75,7 @@ fn operator_config() -> KimConfig {
 }
 
 fn defaulted(mut rt: Runtime) -> Runtime {
-    apply_defaults(&mut rt, config());
+    apply_defaults(&mut rt, shipped_config());
     rt
 }
 
@@ -325,7 +325,7 @@ fn another_image_without_version_is_left_to_gardener() {
 
 #[test]
 fn a_provider_without_defaults_gets_only_the_global_ones() {
-    let mut cfg = config().clone();
+    let mut cfg = shipped_config().clone();
     cfg.kim.providers.clear();
     let mut rt = bare_for_operator();
     apply_defaults(&mut rt, &cfg);

@@ -121,6 +121,16 @@ pub struct ServeArgs {
     #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
 
+    /// Kubeconfig of the Gardener API (the controller's `--gardener-kubeconfig-path`): the
+    /// webhook watches the CloudProfiles through it (read-only) and checks Runtimes against
+    /// them. Without it only the configuration's rules apply.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_GARDENER_KUBECONFIG_PATH",
+        value_name = "FILE"
+    )]
+    pub gardener_kubeconfig_path: Option<PathBuf>,
+
     /// Deny DELETE of a Runtime without a recent `operator.kyma-project.io/deletion-confirmed`
     /// annotation (`--deletion-protection=false` switches it off).
     #[arg(long, env = "KIM_WEBHOOK_DELETION_PROTECTION", default_value_t = true, action = clap::ArgAction::Set)]

@@ -8,6 +8,7 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
+use kim_shared::config::{KimConfig, ProviderKind};
 use kim_shared::validation::{self, DeletionPolicy, ValidationOutcome};
 
 use crate::defaulter::Defaulter;
@@ -39,14 +40,22 @@ impl Defaulter<Runtime> for AdmissionContext {
 impl Validator<Runtime> for AdmissionContext {
     fn validate_create(&self, obj: &Runtime) -> ValidationOutcome {
         match &self.config {
-            Some(cfg) => validation::validate_create_with(obj, cfg, &self.validation),
+            Some(cfg) => {
+                let mut f = validation::validate_create_with(obj, cfg, &self.validation);
+                f.extend(self.against_cloud_profile(obj, None, cfg));
+                f
+            }
             None => no_config(),
         }
     }
 
     fn validate_update(&self, old: &Runtime, new: &Runtime) -> ValidationOutcome {
         match &self.config {
-            Some(cfg) => validation::validate_update_with(old, new, cfg, &self.validation),
+            Some(cfg) => {
+                let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
+                f.extend(self.against_cloud_profile(new, Some(old), cfg));
+                f
+            }
             None => no_config(),
         }
     }
@@ -65,6 +74,55 @@ impl Validator<Runtime> for AdmissionContext {
         let now = jiff::Timestamp::try_from(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
         let user = user.username.as_deref().unwrap_or_default();
         validation::validate_delete_by(obj, &policy, user, now)
+    }
+}
+
+impl AdmissionContext {
+    /// The rules of the Runtime's Gardener CloudProfile, when the webhook watches them.
+    fn against_cloud_profile(
+        &self,
+        rt: &Runtime,
+        old: Option<&Runtime>,
+        cfg: &KimConfig,
+    ) -> ValidationOutcome {
+        let Some(profiles) = &self.cloud_profiles else {
+            return ValidationOutcome::default();
+        };
+        let mut f = ValidationOutcome::default();
+        // An unknown provider type is the configuration rules' finding.
+        let Ok(kind) = rt
+            .spec
+            .shoot
+            .provider
+            .type_
+            .as_str()
+            .parse::<ProviderKind>()
+        else {
+            return f;
+        };
+        let name = cfg.cloud_profile_name(kind);
+        if let Err(why) = profiles.ready() {
+            f.violation("", format!("{why}; try again shortly"));
+            return f;
+        }
+        let Some(profile) = profiles.get(name) else {
+            f.violation(
+                "spec.shoot.provider.type",
+                format!("Gardener has no CloudProfile {name} for provider {kind}; ask the operator to configure kim.providers.{kind}.cloudProfileName"),
+            );
+            return f;
+        };
+        let now = jiff::Timestamp::now();
+        validation::validate_against_cloud_profile(
+            rt,
+            old,
+            cfg,
+            validation::Profile {
+                name,
+                spec: &profile.spec,
+            },
+            now,
+        )
     }
 }
 

@@ -2,5 +2,6 @@
 
 mod admission;
 mod hardening;
+mod keb_corpus;
 mod rotation;
 mod shutdown;
