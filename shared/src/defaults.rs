@@ -3,12 +3,17 @@
 //! Pure and idempotent (running it twice changes nothing), and it never overrides a value the
 //! Runtime sets: a default only fills a field that is missing (or, for the required string
 //! fields, empty). Every default is listed in `docs/defaults.md`.
+//!
+//! Built in are only what upstream's converter fills in (Kubernetes version, machine image) and
+//! the networking type Gardener cannot do without; everything else comes from
+//! `kim.providers.<type>.defaults`, which the shipped configuration leaves empty because each
+//! such default changes what KEB asked for (KEB leaves control-plane HA out of trial, free and
+//! azure_lite on purpose).
 
 use crate::api::{ProviderType, Runtime};
 use crate::config::{KimConfig, ProviderConfig, ProviderDefaults, ProviderKind};
 use crate::gardener::shoot::{FailureTolerance, HighAvailability};
 use crate::gardener::{ControlPlane, ShootMachineImage, Volume, Worker};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The networking type when neither the Runtime nor `kim.providers.<type>.defaults.networking`
 /// names one: what KEB always sets; Gardener requires a type for clusters with workers.
@@ -132,7 +137,8 @@ fn kind_of(t: ProviderType) -> Option<ProviderKind> {
     t.as_str().parse().ok()
 }
 
-/// The defaults of one worker pool: machine image, volume, rolling update.
+/// The defaults of one worker pool: machine image and (when configured) volume. The rolling
+/// update (`maxSurge`, `maxUnavailable`) is left to Gardener, which defaults it to 1 and 0.
 fn pool(
     w: &mut Worker,
     cfg: &KimConfig,
@@ -190,13 +196,5 @@ fn pool(
                 }
             }
         }
-    }
-
-    if w.max_surge.is_none() {
-        let zones = w.zones.as_ref().map_or(0, Vec::len).max(1);
-        w.max_surge = Some(IntOrString::Int(i32::try_from(zones).unwrap_or(i32::MAX)));
-    }
-    if w.max_unavailable.is_none() {
-        w.max_unavailable = Some(IntOrString::Int(0));
     }
 }

@@ -8,6 +8,7 @@
 //! parsing, the zone list and layout) and no clone.
 //! The full list of rules is in `docs/validation.md`.
 
+mod cloud_profile;
 mod context;
 mod deletion;
 mod gardener_cluster;
@@ -23,7 +24,8 @@ mod workers;
 
 use std::fmt;
 
-pub use deletion::validate_delete;
+pub use cloud_profile::{Profile, validate_against_cloud_profile};
+pub use deletion::{validate_delete, validate_delete_by};
 pub use gardener_cluster::{validate_gardener_cluster, validate_gardener_cluster_update};
 pub use runtime::{PROJECT_AND_SHOOT_NAME_MAX, PURPOSES, validate_create, validate_create_with};
 pub use update::{validate_update, validate_update_with};
@@ -105,11 +107,18 @@ pub struct DeletionPolicy {
     pub enabled: bool,
     /// How old the confirmation may be (default 2 minutes).
     pub window: std::time::Duration,
+    /// Users (as the apiserver authenticates them, e.g.
+    /// `system:serviceaccount:<namespace>:<name>`) whose deletes need no confirmation: the
+    /// broker that deprovisions Runtimes and does not set the annotation.
+    pub trusted_principals: Vec<String>,
 }
 
 impl DeletionPolicy {
     /// The default acceptance window of a deletion confirmation.
     pub const DEFAULT_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+    /// KEB's ServiceAccount as KEB's chart deploys it in a Kyma control plane.
+    pub const KEB_SERVICE_ACCOUNT: &str =
+        "system:serviceaccount:kcp-system:kcp-kyma-environment-broker";
 }
 
 impl Default for DeletionPolicy {
@@ -117,6 +126,7 @@ impl Default for DeletionPolicy {
         Self {
             enabled: true,
             window: Self::DEFAULT_WINDOW,
+            trusted_principals: vec![Self::KEB_SERVICE_ACCOUNT.to_owned()],
         }
     }
 }

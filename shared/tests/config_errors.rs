@@ -6,12 +6,13 @@ use kim_shared::config::{ConfigError, ConfigPaths, KimConfig};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-fn example_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/config")
-}
-
+/// An operator's configuration: the shipped one with every optional list and default of
+/// `kim.providers` filled in (the shipped one leaves them out), so that each key can be broken.
 fn example() -> Value {
-    let text = std::fs::read_to_string(example_dir().join("converter_config.json")).unwrap();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/operator_converter_config.json"),
+    )
+    .unwrap();
     serde_json::from_str(&text).unwrap()
 }
 

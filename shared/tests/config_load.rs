@@ -2,9 +2,7 @@
 //! only upstream's keys (upstream's own test files are loaded by the upstream-compatibility suite).
 #![allow(clippy::unwrap_used)]
 
-use kim_shared::config::{
-    ConfigPaths, FailureToleranceType, KimConfig, KubernetesVersionRejection, ProviderKind,
-};
+use kim_shared::config::{ConfigPaths, KimConfig, KubernetesVersionRejection, ProviderKind};
 use std::path::PathBuf;
 
 fn repo_root() -> PathBuf {
@@ -22,6 +20,21 @@ fn load_example() -> KimConfig {
     .unwrap_or_else(|e| panic!("the example config must load: {e}"))
 }
 
+/// An operator's configuration that narrows every provider with the optional lists of
+/// `kim.providers` (the shipped one leaves them out: the CloudProfiles decide).
+fn load_operator() -> KimConfig {
+    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+    KimConfig::from_parts(
+        &read(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/operator_converter_config.json"),
+        ),
+        Some(&read(example_dir().join("audit_log_tenants.json"))),
+        Some(&read(example_dir().join("maintenance_windows.json"))),
+    )
+    .unwrap_or_else(|e| panic!("the operator config must load: {e}"))
+}
+
 /// A converter config with only upstream's keys, as upstream's docs describe it.
 const UPSTREAM_CONVERTER: &str = include_str!("data/upstream_converter_config.json");
 
@@ -37,15 +50,15 @@ fn the_example_config_loads_with_every_provider_and_no_warning() {
         let p = config
             .provider(kind)
             .unwrap_or_else(|| panic!("example lacks provider {kind}"));
+        // Narrowing is off: the Gardener CloudProfiles decide what exists.
         assert!(
-            p.regions.as_ref().is_some_and(|r| !r.is_empty()),
-            "{kind} has no regions"
+            p.regions.is_none()
+                && p.machine_types.is_none()
+                && p.volume_types.is_none()
+                && p.machine_images.is_none()
+                && p.kubernetes.is_none(),
+            "{kind} narrows what the CloudProfile offers"
         );
-        assert!(
-            p.machine_types.as_ref().is_some_and(|m| !m.is_empty()),
-            "{kind} has no machine types"
-        );
-        assert!(p.kubernetes.is_some(), "{kind} has no Kubernetes versions");
         assert!(
             p.check_kubernetes_version(&config.default_kubernetes_version().to_string())
                 .is_ok()
@@ -64,8 +77,8 @@ type Offer = (
 );
 
 #[test]
-fn the_example_covers_what_kyma_offers_today() {
-    let config = load_example();
+fn an_operators_narrowing_covers_what_it_lists() {
+    let config = load_operator();
     let offers: [Offer; 5] = [
         (
             "aws",
@@ -152,35 +165,18 @@ fn the_example_covers_what_kyma_offers_today() {
 }
 
 #[test]
-fn the_example_defaults_are_complete_for_the_webhook() {
+fn the_example_defaults_are_upstreams_only() {
+    // Every default beyond upstream's (Kubernetes version, machine image) changes what KEB
+    // asked for, so the shipped configuration names none (docs/defaults.md).
     let config = load_example();
     for kind in ProviderKind::ALL {
         let d = &config.provider(kind).unwrap().defaults;
-        let net = d
-            .networking
-            .as_ref()
-            .unwrap_or_else(|| panic!("{kind} has no networking defaults"));
-        assert_eq!(net.type_.as_deref(), Some("calico"));
-        assert_eq!(
-            net.nodes.map(|n| n.to_string()).as_deref(),
-            Some("10.250.0.0/16")
-        );
+        assert!(d.networking.is_none(), "{kind}: networking default");
+        assert!(d.volume.is_none(), "{kind}: volume default");
+        assert!(d.control_plane.is_none(), "{kind}: control plane default");
         assert!(d.workers.is_some_and(|w| w.minimum <= w.maximum));
         assert_eq!(config.default_machine_image(kind).name, "gardenlinux");
     }
-    let aws = config.provider("aws").unwrap();
-    let volume = aws.defaults.volume.as_ref().unwrap();
-    assert_eq!(
-        (volume.type_.as_str(), volume.size.to_string().as_str()),
-        ("gp3", "80Gi")
-    );
-    assert_eq!(
-        aws.defaults
-            .control_plane
-            .as_ref()
-            .map(|c| c.high_availability.failure_tolerance.type_),
-        Some(FailureToleranceType::Zone)
-    );
     assert_eq!(config.cloud_profile_name(ProviderKind::Azure), "az");
     assert_eq!(
         config.cloud_profile_name(ProviderKind::Openstack),
@@ -190,7 +186,7 @@ fn the_example_defaults_are_complete_for_the_webhook() {
 
 #[test]
 fn kubernetes_versions_are_checked_against_minimum_list_and_preview() {
-    let config = load_example();
+    let config = load_operator();
     let aws = config.provider(ProviderKind::Aws).unwrap();
     assert!(aws.check_kubernetes_version("1.35").is_ok());
     assert!(aws.check_kubernetes_version("1.34.4").is_ok());

@@ -8,41 +8,74 @@ mod fixtures;
 use fixtures::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kim_shared::api::Runtime;
+use kim_shared::config::KimConfig;
 use kim_shared::defaults::{apply_defaults, apply_update_defaults};
 use kim_shared::gardener::ShootMachineImage;
 use serde_json::Value;
 
-/// The sample with every defaultable field left out.
+/// The sample with every field the built-in defaults fill left out.
 fn bare() -> Runtime {
     runtime(|rt| {
         rt.spec.shoot.kubernetes.as_mut().unwrap().version = None;
         rt.spec.shoot.networking.type_ = None;
-        rt.spec.shoot.networking.nodes = String::new();
-        rt.spec.shoot.networking.pods = String::new();
-        rt.spec.shoot.networking.services = String::new();
-        rt.spec.shoot.control_plane = None;
         let mut extra = rt.spec.shoot.provider.workers[0].clone();
         extra.name = "extra".into();
         extra.zones = Some(vec!["eu-central-1a".into()]);
         rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
-        for w in rt.spec.shoot.provider.workers.iter_mut().chain(
-            rt.spec
-                .shoot
-                .provider
-                .additional_workers
-                .iter_mut()
-                .flatten(),
-        ) {
+        for w in pools(rt) {
             w.machine.image = None;
-            w.volume = None;
-            w.max_surge = None;
-            w.max_unavailable = None;
         }
     })
 }
 
+/// [`bare`] without what an operator's provider defaults fill in as well.
+fn bare_for_operator() -> Runtime {
+    let mut rt = bare();
+    rt.spec.shoot.networking.nodes = String::new();
+    rt.spec.shoot.networking.pods = String::new();
+    rt.spec.shoot.networking.services = String::new();
+    rt.spec.shoot.control_plane = None;
+    for w in pools(&mut rt) {
+        w.volume = None;
+        w.max_surge = None;
+        w.max_unavailable = None;
+    }
+    rt
+}
+
+fn pools(rt: &mut Runtime) -> impl Iterator<Item = &mut kim_shared::gardener::Worker> {
+    let provider = &mut rt.spec.shoot.provider;
+    provider
+        .workers
+        .iter_mut()
+        .chain(provider.additional_workers.iter_mut().flatten())
+}
+
+/// The shipped configuration plus every provider default an operator may add for aws.
+fn operator_config() -> KimConfig {
+    let mut cfg = shipped_config().clone();
+    let aws = cfg
+        .kim
+        .providers
+        .get_mut(&kim_shared::config::ProviderKind::Aws)
+        .unwrap();
+    aws.defaults = serde_json::from_value(serde_json::json!({
+        "machineImage": {"name": "gardenlinux", "version": "1877.8.0"},
+        "volume": {"type": "gp3", "size": "80Gi"},
+        "networking": {
+            "type": "calico",
+            "pods": "10.96.0.0/13",
+            "services": "10.104.0.0/13",
+            "nodes": "10.250.0.0/16"
+        },
+        "controlPlane": {"highAvailability": {"failureTolerance": {"type": "zone"}}}
+    }))
+    .unwrap();
+    cfg
+}
+
 fn defaulted(mut rt: Runtime) -> Runtime {
-    apply_defaults(&mut rt, config());
+    apply_defaults(&mut rt, shipped_config());
     rt
 }
 
@@ -77,18 +110,16 @@ fn changed_leaves(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
     }
 }
 
-/// The fields the CREATE table of `docs/defaults.md` lists.
-fn documented_create_defaults() -> Vec<String> {
+/// The fields of the table in the section of `docs/defaults.md` that starts with `from`
+/// and ends at the next `## `.
+fn documented_defaults(from: &str) -> Vec<String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/defaults.md"))
         .unwrap();
-    let start = doc
-        .find("## On CREATE")
-        .expect("docs/defaults.md has a CREATE section");
-    let end = doc
-        .find("## On UPDATE")
-        .expect("docs/defaults.md has an UPDATE section");
+    let start = doc.find(from).expect("docs/defaults.md has the section");
+    let rest = &doc[start + from.len()..];
+    let end = rest.find("\n## ").unwrap_or(rest.len());
     let mut fields = Vec::new();
-    for line in doc[start..end].lines().filter(|l| l.starts_with("| `")) {
+    for line in rest[..end].lines().filter(|l| l.starts_with("| `")) {
         let field = line.split('`').nth(1).unwrap();
         match field.strip_prefix("workers[*].") {
             Some(rest) => {
@@ -98,7 +129,7 @@ fn documented_create_defaults() -> Vec<String> {
             None => fields.push(field.to_owned()),
         }
     }
-    assert!(fields.len() >= 12, "{fields:?}");
+    assert!(fields.len() >= 4, "{fields:?}");
     fields
 }
 
@@ -118,7 +149,51 @@ fn a_bare_runtime_gets_exactly_the_documented_defaults() {
     let before = bare();
     let after = defaulted(before.clone());
     let mut changed = changes(&before, &after);
-    let mut documented = documented_create_defaults();
+    let mut documented = documented_defaults("## On CREATE");
+    changed.sort();
+    documented.sort();
+    assert_eq!(changed, documented);
+    accepts(&after);
+}
+
+#[test]
+fn the_shipped_configuration_adds_nothing_kim_leaves_out() {
+    // KEB leaves control-plane HA, and anything else it does not write, out on purpose (trial,
+    // free, azure_lite): the shipped defaults must not add them.
+    let before = bare_for_operator();
+    let after = defaulted(before.clone());
+    assert!(after.spec.shoot.control_plane.is_none());
+    assert_eq!(after.spec.shoot.networking.nodes, "");
+    assert!(after.spec.shoot.provider.workers[0].volume.is_none());
+    assert!(after.spec.shoot.provider.workers[0].max_surge.is_none());
+    assert!(
+        after.spec.shoot.provider.workers[0]
+            .max_unavailable
+            .is_none()
+    );
+    for name in [
+        "runtime-trial.yaml",
+        "runtime-aws.yaml",
+        "runtime-openstack.yaml",
+    ] {
+        let rt = sample_runtime(name);
+        assert_eq!(
+            changes(&rt, &defaulted(rt.clone())),
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn operator_defaults_fill_exactly_their_documented_fields() {
+    let cfg = operator_config();
+    let before = bare_for_operator();
+    let mut after = before.clone();
+    apply_defaults(&mut after, &cfg);
+    let mut changed = changes(&before, &after);
+    let mut documented = documented_defaults("## On CREATE");
+    documented.extend(documented_defaults("## Defaults an operator may add"));
     changed.sort();
     documented.sort();
     assert_eq!(changed, documented);
@@ -134,6 +209,16 @@ fn default_values_come_from_the_configuration() {
         Some("1.35")
     );
     assert_eq!(shoot.networking.type_.as_deref(), Some("calico"));
+    let main = &shoot.provider.workers[0];
+    let image = main.machine.image.as_ref().unwrap();
+    assert_eq!(
+        (image.name.as_str(), image.version.as_deref()),
+        ("gardenlinux", Some("1877.8.0"))
+    );
+
+    let mut rt = bare_for_operator();
+    apply_defaults(&mut rt, &operator_config());
+    let shoot = &rt.spec.shoot;
     assert_eq!(
         [
             &shoot.networking.nodes,
@@ -150,21 +235,11 @@ fn default_values_come_from_the_configuration() {
         .as_ref()
         .unwrap();
     assert_eq!(cp.failure_tolerance.type_, "zone");
-    let main = &shoot.provider.workers[0];
-    let image = main.machine.image.as_ref().unwrap();
-    assert_eq!(
-        (image.name.as_str(), image.version.as_deref()),
-        ("gardenlinux", Some("1877.8.0"))
-    );
-    let volume = main.volume.as_ref().unwrap();
+    let volume = shoot.provider.workers[0].volume.as_ref().unwrap();
     assert_eq!(
         (volume.type_.as_deref(), volume.size.as_str()),
         (Some("gp3"), "80Gi")
     );
-    assert_eq!(main.max_surge, Some(IntOrString::Int(3)), "one per zone");
-    assert_eq!(main.max_unavailable, Some(IntOrString::Int(0)));
-    let extra = &shoot.provider.additional_workers.as_ref().unwrap()[0];
-    assert_eq!(extra.max_surge, Some(IntOrString::Int(1)));
 }
 
 #[test]
@@ -213,7 +288,7 @@ fn partial_images_and_volumes_are_completed() {
         version: None,
     });
     w.volume.as_mut().unwrap().type_ = None;
-    let rt = defaulted(rt);
+    apply_defaults(&mut rt, &operator_config());
     let w = &rt.spec.shoot.provider.workers[0];
     let image = w.machine.image.as_ref().unwrap();
     assert_eq!(
@@ -250,9 +325,9 @@ fn another_image_without_version_is_left_to_gardener() {
 
 #[test]
 fn a_provider_without_defaults_gets_only_the_global_ones() {
-    let mut cfg = config().clone();
+    let mut cfg = shipped_config().clone();
     cfg.kim.providers.clear();
-    let mut rt = bare();
+    let mut rt = bare_for_operator();
     apply_defaults(&mut rt, &cfg);
     assert_eq!(rt.spec.shoot.networking.type_.as_deref(), Some("calico"));
     assert_eq!(rt.spec.shoot.networking.nodes, "", "no provider default");
@@ -268,6 +343,7 @@ fn a_provider_without_defaults_gets_only_the_global_ones() {
 
 #[test]
 fn on_update_only_new_pools_get_defaults_and_the_version_is_kept() {
+    let cfg = operator_config();
     let old = runtime(|rt| {
         let w = main_pool(rt);
         w.volume = None;
@@ -281,7 +357,7 @@ fn on_update_only_new_pools_get_defaults_and_the_version_is_kept() {
     pool.machine.image = None;
     new.spec.shoot.provider.additional_workers = Some(vec![pool]);
 
-    apply_update_defaults(&old, &mut new, config());
+    apply_update_defaults(&old, &mut new, &cfg);
     assert_eq!(
         new.spec
             .shoot
@@ -310,10 +386,13 @@ fn on_update_only_new_pools_get_defaults_and_the_version_is_kept() {
     );
     let added = &new.spec.shoot.provider.additional_workers.as_ref().unwrap()[0];
     assert_eq!(added.volume.as_ref().unwrap().size, "80Gi");
-    assert_eq!(added.max_surge, Some(IntOrString::Int(3)));
+    assert!(
+        added.max_surge.is_none(),
+        "the rolling update is Gardener's"
+    );
     assert_eq!(added.machine.image.as_ref().unwrap().name, "gardenlinux");
 
     let again = new.clone();
-    apply_update_defaults(&old, &mut new, config());
+    apply_update_defaults(&old, &mut new, &cfg);
     assert_eq!(new, again, "idempotent");
 }

@@ -294,8 +294,8 @@ fn deletion_protection_can_be_switched_off_and_its_window_set() {
         "2026-04-22T10:00:00Z".parse().unwrap(),
     ));
     let hour = DeletionPolicy {
-        enabled: true,
         window: std::time::Duration::from_secs(3600),
+        ..DeletionPolicy::default()
     };
     let rt = runtime(|rt| {
         set_annotation(

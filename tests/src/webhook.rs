@@ -69,6 +69,10 @@ pub struct Options {
     pub audit_file: Option<std::path::PathBuf>,
     /// `--client-ca-file`: clients must present a certificate of this CA (PEM).
     pub client_ca_pem: Option<String>,
+    /// `--gardener-kubeconfig-path`: check Runtimes against the landscape's CloudProfiles,
+    /// watched through the webhook's read-only Gardener client. Needs an environment with
+    /// Gardener (`TestEnv::shared`); [`env`] has none.
+    pub cloud_profiles: bool,
 }
 
 /// Admission request bodies the webhook received: (path, body).
@@ -117,6 +121,7 @@ impl Default for Options {
             capture: None,
             audit_file: None,
             client_ca_pem: None,
+            cloud_profiles: false,
         }
     }
 }
@@ -197,6 +202,35 @@ pub fn configurations(ns: &str, mutating_url: &str, validating_url: &str) -> Vec
     out
 }
 
+/// Starts the webhook's CloudProfile cache as the binary does (a garden kubeconfig file, the
+/// read-only client) and waits until it is ready.
+async fn watch_cloud_profiles(
+    env: &TestEnv,
+    ns: &str,
+    stop: watch::Receiver<bool>,
+) -> Arc<kim_webhook::profiles::CloudProfiles> {
+    let dir = env.state_dir().join(format!("webhook-garden-{ns}"));
+    let paths = env.write_kubeconfigs(&dir).unwrap();
+    let garden = paths
+        .iter()
+        .find(|p| p.ends_with("garden.kubeconfig"))
+        .unwrap();
+    let client = kim_webhook::profiles::gardener_client(garden)
+        .await
+        .unwrap();
+    let mut rx = stop;
+    let profiles = kim_webhook::profiles::CloudProfiles::start(client, async move {
+        let _ = rx.wait_for(|v| *v).await;
+    });
+    for _ in 0..600 {
+        if profiles.ready().is_ok() {
+            return profiles;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the CloudProfiles were not cached within 30 s");
+}
+
 impl Webhook {
     /// Starts the replicas, registers the configurations and waits until the apiserver
     /// enforces both (a server-side dry run of an invalid Runtime is denied by our webhook).
@@ -218,6 +252,11 @@ impl Webhook {
             .iter()
             .map(|l| format!("https://127.0.0.1:{}", l.local_addr().unwrap().port()))
             .collect();
+        let cloud_profiles = if opts.cloud_profiles {
+            Some(watch_cloud_profiles(env, &ns, stop_rx.clone()).await)
+        } else {
+            None
+        };
         let cfgs = configurations(&ns, &urls[0], urls.last().unwrap());
         let mutating = cfgs[0]["metadata"]["name"].as_str().unwrap().to_string();
         let validating = cfgs[1]["metadata"]["name"].as_str().unwrap().to_string();
@@ -243,6 +282,7 @@ impl Webhook {
                 access_policy: opts.access_policy.clone(),
                 deletion_window: Duration::from_secs(120),
                 config: Some(config.clone()),
+                cloud_profiles: cloud_profiles.clone(),
                 ..AdmissionContext::default()
             };
             let audit = match &opts.audit_file {

@@ -203,7 +203,12 @@ mod tests {
             }
             f
         }
-        fn validate_delete(&self, _obj: &ConfigMap, _now: SystemTime) -> ValidationOutcome {
+        fn validate_delete(
+            &self,
+            _obj: &ConfigMap,
+            _user: &k8s_openapi::api::authentication::v1::UserInfo,
+            _now: SystemTime,
+        ) -> ValidationOutcome {
             let mut f = ValidationOutcome::default();
             if self.deletion_protection {
                 f.violation("metadata.annotations[confirm]", "missing");

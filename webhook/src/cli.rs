@@ -121,6 +121,16 @@ pub struct ServeArgs {
     #[arg(long, env = "KIM_WEBHOOK_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
 
+    /// Kubeconfig of the Gardener API (the controller's `--gardener-kubeconfig-path`): the
+    /// webhook watches the CloudProfiles through it (read-only) and checks Runtimes against
+    /// them. Without it only the configuration's rules apply.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_GARDENER_KUBECONFIG_PATH",
+        value_name = "FILE"
+    )]
+    pub gardener_kubeconfig_path: Option<PathBuf>,
+
     /// Deny DELETE of a Runtime without a recent `operator.kyma-project.io/deletion-confirmed`
     /// annotation (`--deletion-protection=false` switches it off).
     #[arg(long, env = "KIM_WEBHOOK_DELETION_PROTECTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -128,6 +138,16 @@ pub struct ServeArgs {
     /// How old a deletion confirmation may be.
     #[arg(long, env = "KIM_WEBHOOK_DELETION_WINDOW", default_value = "2m", value_parser = duration)]
     pub deletion_window: Duration,
+    /// Users, as the apiserver authenticates them, whose Runtime deletes need no confirmation
+    /// (comma-separated; `""` for none): KEB's ServiceAccount deprovisions without the
+    /// annotation.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_DELETION_TRUSTED_PRINCIPALS",
+        value_delimiter = ',',
+        default_value = kim_shared::validation::DeletionPolicy::KEB_SERVICE_ACCOUNT
+    )]
+    pub deletion_trusted_principals: Vec<String>,
 
     /// Refuse a Runtime whose provider and region have no audit-log tenant (upstream's
     /// `--audit-log-mandatory`; set it as the controller's, `=false` turns the refusal into a
@@ -414,6 +434,25 @@ mod tests {
         };
         assert!(!a.deletion_protection);
         assert_eq!(a.deletion_window, Duration::from_secs(300));
+        assert_eq!(
+            a.deletion_trusted_principals,
+            ["system:serviceaccount:kcp-system:kcp-kyma-environment-broker"]
+        );
+        let cli = Cli::try_parse_from([
+            "kim-webhook",
+            "serve",
+            "--converter-config-filepath",
+            "/c.json",
+            "--deletion-trusted-principals=",
+        ])
+        .expect("parse");
+        let Command::Serve(a) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(
+            a.deletion_trusted_principals.iter().all(String::is_empty),
+            "none trusted"
+        );
     }
 
     #[test]

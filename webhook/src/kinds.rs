@@ -4,9 +4,11 @@
 
 use std::time::SystemTime;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kim_shared::access::{validate_runtime_access, validate_runtime_access_update};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime};
+use kim_shared::config::{KimConfig, ProviderKind};
 use kim_shared::validation::{self, DeletionPolicy, ValidationOutcome};
 
 use crate::defaulter::Defaulter;
@@ -38,25 +40,89 @@ impl Defaulter<Runtime> for AdmissionContext {
 impl Validator<Runtime> for AdmissionContext {
     fn validate_create(&self, obj: &Runtime) -> ValidationOutcome {
         match &self.config {
-            Some(cfg) => validation::validate_create_with(obj, cfg, &self.validation),
+            Some(cfg) => {
+                let mut f = validation::validate_create_with(obj, cfg, &self.validation);
+                f.extend(self.against_cloud_profile(obj, None, cfg));
+                f
+            }
             None => no_config(),
         }
     }
 
     fn validate_update(&self, old: &Runtime, new: &Runtime) -> ValidationOutcome {
         match &self.config {
-            Some(cfg) => validation::validate_update_with(old, new, cfg, &self.validation),
+            Some(cfg) => {
+                let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
+                f.extend(self.against_cloud_profile(new, Some(old), cfg));
+                f
+            }
             None => no_config(),
         }
     }
 
-    fn validate_delete(&self, obj: &Runtime, now: SystemTime) -> ValidationOutcome {
+    fn validate_delete(
+        &self,
+        obj: &Runtime,
+        user: &UserInfo,
+        now: SystemTime,
+    ) -> ValidationOutcome {
         let policy = DeletionPolicy {
             enabled: self.deletion_protection,
             window: self.deletion_window,
+            trusted_principals: self.deletion_trusted_principals.clone(),
         };
         let now = jiff::Timestamp::try_from(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-        validation::validate_delete(obj, &policy, now)
+        let user = user.username.as_deref().unwrap_or_default();
+        validation::validate_delete_by(obj, &policy, user, now)
+    }
+}
+
+impl AdmissionContext {
+    /// The rules of the Runtime's Gardener CloudProfile, when the webhook watches them.
+    fn against_cloud_profile(
+        &self,
+        rt: &Runtime,
+        old: Option<&Runtime>,
+        cfg: &KimConfig,
+    ) -> ValidationOutcome {
+        let Some(profiles) = &self.cloud_profiles else {
+            return ValidationOutcome::default();
+        };
+        let mut f = ValidationOutcome::default();
+        // An unknown provider type is the configuration rules' finding.
+        let Ok(kind) = rt
+            .spec
+            .shoot
+            .provider
+            .type_
+            .as_str()
+            .parse::<ProviderKind>()
+        else {
+            return f;
+        };
+        let name = cfg.cloud_profile_name(kind);
+        if let Err(why) = profiles.ready() {
+            f.violation("", format!("{why}; try again shortly"));
+            return f;
+        }
+        let Some(profile) = profiles.get(name) else {
+            f.violation(
+                "spec.shoot.provider.type",
+                format!("Gardener has no CloudProfile {name} for provider {kind}; ask the operator to configure kim.providers.{kind}.cloudProfileName"),
+            );
+            return f;
+        };
+        let now = jiff::Timestamp::now();
+        validation::validate_against_cloud_profile(
+            rt,
+            old,
+            cfg,
+            validation::Profile {
+                name,
+                spec: &profile.spec,
+            },
+            now,
+        )
     }
 }
 
@@ -113,7 +179,21 @@ mod tests {
 
     #[test]
     fn create_defaults_the_volume_but_an_update_leaves_stored_pools_alone() {
-        let ctx = ctx();
+        let mut ctx = ctx();
+        // The shipped configuration has no volume default (it would change what KEB asked
+        // for); an operator may add one.
+        let mut cfg = ctx.config.as_deref().cloned().expect("config");
+        if let Some(aws) = cfg
+            .kim
+            .providers
+            .get_mut(&kim_shared::config::ProviderKind::Aws)
+        {
+            aws.defaults.volume = Some(
+                serde_json::from_value(serde_json::json!({"type": "gp3", "size": "80Gi"}))
+                    .expect("volume default"),
+            );
+        }
+        ctx.config = Some(std::sync::Arc::new(cfg));
         let mut created = stored_without_volume();
         ctx.apply_defaults(&mut created, None);
         assert!(

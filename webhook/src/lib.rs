@@ -18,6 +18,7 @@ pub mod defaulter;
 pub mod kinds;
 pub mod metrics;
 pub mod offline;
+pub mod profiles;
 pub mod request;
 pub mod response;
 pub mod run;

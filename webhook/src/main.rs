@@ -55,10 +55,17 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let ctx = AdmissionContext {
+            let mut ctx = AdmissionContext {
                 deletion_protection: args.deletion_protection,
                 deletion_window: args.deletion_window,
+                deletion_trusted_principals: args
+                    .deletion_trusted_principals
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .cloned()
+                    .collect(),
                 config: Some(Arc::new(config)),
+                cloud_profiles: None,
                 access_policy: kim_shared::access::AccessPolicy {
                     protected_namespaces: args.runtime_access_protected_namespaces.clone(),
                     allowed_role_refs: args.runtime_access_allowed_role_refs.clone(),
@@ -71,6 +78,26 @@ fn main() -> ExitCode {
                     audit_log_mandatory: args.audit_log_mandatory,
                 },
             };
+            if let Some(path) = args.gardener_kubeconfig_path.clone() {
+                match runtime.block_on(kim_webhook::profiles::gardener_client(&path)) {
+                    Ok(client) => {
+                        let _entered = runtime.enter();
+                        ctx.cloud_profiles = Some(kim_webhook::profiles::CloudProfiles::start(
+                            client,
+                            std::future::pending(),
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = format!("{e:#}"), "cannot start");
+                        eprintln!("kim-webhook: {e:#}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                tracing::warn!(
+                    "no --gardener-kubeconfig-path: Runtimes are not checked against the Gardener CloudProfiles"
+                );
+            }
             match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

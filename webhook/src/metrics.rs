@@ -64,6 +64,9 @@ pub struct Metrics {
     pub audit_log_dropped: Gauge,
     /// Whether a certificate is loaded and the configuration valid (1) or not (0).
     pub ready: Gauge,
+    /// Seconds the cached CloudProfiles have not been confirmed by Gardener (0 while the
+    /// watch is healthy, -1 before the first list).
+    pub cloud_profiles_age: Gauge,
 }
 
 impl Metrics {
@@ -86,6 +89,7 @@ impl Metrics {
             audit_dropped: Gauge::default(),
             audit_log_dropped: Gauge::default(),
             ready: Gauge::default(),
+            cloud_profiles_age: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("kim_webhook");
         r.register(
@@ -137,6 +141,11 @@ impl Metrics {
             "audit_log_dropped_records",
             "Audit records not written to the log on stdout (writer behind)",
             m.audit_log_dropped.clone(),
+        );
+        r.register(
+            "cloud_profiles_age_seconds",
+            "Seconds the cached Gardener CloudProfiles have not been confirmed by Gardener (0 while the watch is healthy, -1 before the first list)",
+            m.cloud_profiles_age.clone(),
         );
         r.register(
             "ready",

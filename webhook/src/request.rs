@@ -1,7 +1,7 @@
 //! What every part of the webhook shares about one admission: which webhook answers ([`Mode`]),
 //! the settings of the admitted types ([`AdmissionContext`]) and the decoded request
-//! ([`Request`]). A leaf: it uses nothing else of this crate, so decoding, the handlers and the
-//! audit trail all depend on it and not on each other.
+//! ([`Request`]). Nearly a leaf: it uses only the CloudProfile cache (`profiles`, a leaf), so
+//! decoding, the handlers and the audit trail all depend on it and not on each other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,8 +53,13 @@ pub struct AdmissionContext {
     pub deletion_protection: bool,
     /// How old a deletion confirmation may be.
     pub deletion_window: Duration,
+    /// Users whose Runtime deletes need no confirmation (KEB's ServiceAccount by default).
+    pub deletion_trusted_principals: Vec<String>,
     /// The KIM configuration (defaults and allowed values); `None` denies Runtimes.
     pub config: Option<Arc<kim_shared::config::KimConfig>>,
+    /// The Gardener CloudProfiles Runtimes are checked against (`--gardener-kubeconfig-path`);
+    /// `None`: only the configuration's rules apply.
+    pub cloud_profiles: Option<Arc<crate::profiles::CloudProfiles>>,
     /// What RuntimeAccess objects may grant.
     pub access_policy: kim_shared::access::AccessPolicy,
     /// Settings of the Runtime validation that are flags (`--audit-log-mandatory`), the same
@@ -67,7 +72,10 @@ impl Default for AdmissionContext {
         Self {
             deletion_protection: true,
             deletion_window: Duration::from_secs(120),
+            deletion_trusted_principals: kim_shared::validation::DeletionPolicy::default()
+                .trusted_principals,
             config: None,
+            cloud_profiles: None,
             access_policy: kim_shared::access::AccessPolicy::default(),
             validation: kim_shared::validation::ValidationOptions::default(),
         }

@@ -157,7 +157,8 @@ impl AppState {
         budget_size(&self.limits, self.max_body_bytes)
     }
 
-    /// Ready: a certificate is loaded and the configuration is valid.
+    /// Ready: a certificate is loaded, the configuration is valid and, when the webhook
+    /// watches the Gardener CloudProfiles, they are cached.
     pub fn ready(&self) -> Result<(), &'static str> {
         if self.draining.load(Ordering::Relaxed) {
             return Err("shutting down");
@@ -167,6 +168,9 @@ impl AppState {
         }
         if !self.config_valid.load(Ordering::Relaxed) {
             return Err("the KIM configuration is not valid");
+        }
+        if let Some(profiles) = &self.ctx.cloud_profiles {
+            profiles.ready()?;
         }
         Ok(())
     }
@@ -455,6 +459,9 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
                     s.metrics
                         .audit_log_dropped
                         .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
+                    if let Some(profiles) = &s.ctx.cloud_profiles {
+                        s.metrics.cloud_profiles_age.set(profiles.age_seconds());
+                    }
                     kim_process::http::metrics_response(&s.registry, headers.get(header::ACCEPT))
                 },
             ),

@@ -3,6 +3,7 @@
 
 use std::time::SystemTime;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kim_shared::validation::ValidationOutcome;
 use kube::core::admission::Operation;
 
@@ -16,10 +17,10 @@ pub trait Validator<T> {
     fn validate_create(&self, obj: &T) -> ValidationOutcome;
     /// Validates a change from `old` to `new`.
     fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
-    /// Validates the deletion of `obj` (the stored object). Its violations are answered with
-    /// 403 Forbidden: a refusal to delete is not an invalid object. Allowed unless a type
-    /// says otherwise.
-    fn validate_delete(&self, _obj: &T, _now: SystemTime) -> ValidationOutcome {
+    /// Validates the deletion of `obj` (the stored object) by `user`. Its violations are
+    /// answered with 403 Forbidden: a refusal to delete is not an invalid object. Allowed
+    /// unless a type says otherwise.
+    fn validate_delete(&self, _obj: &T, _user: &UserInfo, _now: SystemTime) -> ValidationOutcome {
         ValidationOutcome::default()
     }
 }
@@ -48,7 +49,10 @@ pub fn handle<T: Object>(
             _ => return Response::denied(uid, "the UPDATE request lacks object or oldObject"),
         },
         Operation::Delete => match &req.old_object {
-            Some(old) => (validator.validate_delete(old, now), FORBIDDEN),
+            Some(old) => (
+                validator.validate_delete(old, &req.user_info, now),
+                FORBIDDEN,
+            ),
             // Without the stored object there is nothing to protect (e.g. a collection delete
             // of objects we cannot see); the apiserver sends oldObject for single deletes.
             None => return Response::allowed(uid),

@@ -125,9 +125,21 @@ pub struct MachineImageVersion {
 
 /// `versions[].cri[]`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
 pub struct CloudProfileCri {
     /// CRI name, `containerd`.
     pub name: String,
+    /// Additional container runtimes this CRI offers (gVisor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_runtimes: Option<Vec<CloudProfileContainerRuntime>>,
+}
+
+/// `versions[].cri[].containerRuntimes[]`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CloudProfileContainerRuntime {
+    /// Runtime type, `gvisor`.
+    #[serde(rename = "type")]
+    pub type_: String,
 }
 
 /// `spec.machineTypes[]`.

@@ -8,6 +8,21 @@ use std::time::Duration;
 
 const FIELD: &str = "metadata.annotations[operator.kyma-project.io/deletion-confirmed]";
 
+/// Validates a DELETE of `rt` (the stored object) by `user` (the name the apiserver
+/// authenticated): a principal of `policy.trusted_principals` deletes without confirmation,
+/// anyone else as [`validate_delete`] says.
+pub fn validate_delete_by(
+    rt: &Runtime,
+    policy: &DeletionPolicy,
+    user: &str,
+    now: jiff::Timestamp,
+) -> ValidationOutcome {
+    if !user.is_empty() && policy.trusted_principals.iter().any(|p| p == user) {
+        return ValidationOutcome::default();
+    }
+    validate_delete(rt, policy, now)
+}
+
 /// Validates a DELETE of `rt` (the stored object): with the policy enabled, the annotation
 /// `operator.kyma-project.io/deletion-confirmed` must hold an RFC3339 UTC time that is not after `now` and at most
 /// `policy.window` before it.
@@ -131,10 +146,38 @@ mod tests {
     }
 
     #[test]
+    fn trusted_principals_delete_without_confirmation() {
+        let rt = Runtime::new("r", Default::default());
+        let policy = DeletionPolicy::default();
+        assert!(
+            validate_delete_by(&rt, &policy, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
+                .is_allowed()
+        );
+        for user in [
+            "kubernetes-admin",
+            "system:serviceaccount:kcp-system:other",
+            "system:serviceaccount:kcp-system:kcp-kyma-environment-broker-x",
+            "",
+        ] {
+            let f = validate_delete_by(&rt, &policy, user, now());
+            assert_eq!(f.violations.len(), 1, "{user}");
+            assert_eq!(f.violations[0].field, FIELD);
+        }
+        let none = DeletionPolicy {
+            trusted_principals: Vec::new(),
+            ..DeletionPolicy::default()
+        };
+        assert!(
+            !validate_delete_by(&rt, &none, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
+                .is_allowed()
+        );
+    }
+
+    #[test]
     fn window_is_configurable() {
         let p = DeletionPolicy {
-            enabled: true,
             window: Duration::from_secs(3600),
+            ..DeletionPolicy::default()
         };
         assert!(confirmation(Some("2026-04-22T09:30:00Z"), &p, now()).is_allowed());
         assert_eq!(human(Duration::from_secs(90)), "90s");

@@ -3,7 +3,8 @@
 //! target of its own).
 //!
 //! The base Runtime is the project's AWS sample (`config/samples/runtime-aws.yaml`, shaped as KEB
-//! writes it); the configuration is the example in `deploy/config`.
+//! writes it); the configuration is an operator's that narrows every list ([`config`]) or the
+//! shipped one ([`shipped_config`]).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use kim_shared::api::{GardenerCluster, Runtime};
@@ -19,8 +20,29 @@ pub fn samples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/samples")
 }
 
-/// The example KIM configuration of `deploy/config`, loaded once.
+/// An operator's KIM configuration, loaded once: the shipped one (`deploy/config`) with every
+/// optional narrowing list and default of `kim.providers` filled in
+/// (`tests/data/operator_converter_config.json`), so that the rules on them are exercised.
 pub fn config() -> &'static KimConfig {
+    static CONFIG: OnceLock<KimConfig> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let read = |p: PathBuf| {
+            std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        };
+        KimConfig::from_parts(
+            &read(root.join("tests/data/operator_converter_config.json")),
+            Some(&read(root.join("../deploy/config/audit_log_tenants.json"))),
+            Some(&read(
+                root.join("../deploy/config/maintenance_windows.json"),
+            )),
+        )
+        .unwrap_or_else(|e| panic!("the operator configuration must load: {e}"))
+    })
+}
+
+/// The shipped KIM configuration of `deploy/config`, loaded once.
+pub fn shipped_config() -> &'static KimConfig {
     static CONFIG: OnceLock<KimConfig> = OnceLock::new();
     CONFIG.get_or_init(|| {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

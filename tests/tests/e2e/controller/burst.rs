@@ -73,7 +73,11 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
     let ns = ns.as_str();
 
     let (mut args, dir) = controller_args(env, ns, &[]).await?;
-    let defaults = kim_controller::cli::run::default_args()?;
+    let kim_controller::cli::Invocation::Run(defaults) =
+        kim_controller::cli::parse(["kim-controller"])?
+    else {
+        anyhow::bail!("no arguments must mean run");
+    };
     args.gardener_request_timeout = defaults.gardener_request_timeout;
     args.gardener_ratelimiter_qps = 500;
     args.gardener_ratelimiter_burst = 500;

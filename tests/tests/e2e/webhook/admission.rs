@@ -194,6 +194,64 @@ async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_fie
     wh.stop(env).await;
 }
 
+/// KEB deprovisions by deleting the Runtime without the confirmation annotation: its
+/// ServiceAccount (the default of `--deletion-trusted-principals`) is let through, while an
+/// operator's `kubectl delete` and any other ServiceAccount still need the annotation.
+#[tokio::test]
+async fn keb_deletes_without_confirmation_everyone_else_needs_it() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let rt = valid_runtime("deprovisioned", &wh.ns);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&rt))).await;
+    assert!(ok, "{out}");
+
+    // The admin kubeconfig may impersonate; system:masters gives the impersonated user the
+    // RBAC to delete, so only the webhook decides.
+    let keb = "--as=system:serviceaccount:kcp-system:kcp-kyma-environment-broker";
+    let other = "--as=system:serviceaccount:kcp-system:kcp-kyma-metrics-collector";
+    for who in [&[][..], &[other, "--as-group=system:masters"][..]] {
+        let mut args = vec![
+            "delete",
+            "runtime",
+            "-n",
+            &wh.ns,
+            "deprovisioned",
+            "--wait=false",
+        ];
+        args.extend_from_slice(who);
+        let (ok, out) = kubectl(env, &args, None).await;
+        assert!(!ok, "unconfirmed delete by {who:?} refused: {out}");
+        assert!(
+            out.contains("operator.kyma-project.io/deletion-confirmed")
+                && out.contains("Forbidden"),
+            "{out}"
+        );
+    }
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "delete",
+            "runtime",
+            "-n",
+            &wh.ns,
+            "deprovisioned",
+            "--wait=false",
+            keb,
+            "--as-group=system:masters",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "KEB's deprovisioning delete admitted: {out}");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.kcp_client().await.unwrap(), &wh.ns, &runtime_resource());
+    assert!(
+        api.get_opt("deprovisioned").await.unwrap().is_none(),
+        "the Runtime is gone"
+    );
+    wh.stop(env).await;
+}
+
 #[tokio::test]
 async fn update_rules_and_deletion_protection() {
     let env = env().await;

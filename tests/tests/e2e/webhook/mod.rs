@@ -2,6 +2,7 @@
 
 mod admission;
 mod hardening;
+mod keb_corpus;
 mod legacy_registry_cache;
 mod rotation;
 mod shutdown;

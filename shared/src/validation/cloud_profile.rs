@@ -1,0 +1,692 @@
+//! Rules from the Gardener CloudProfile of the Runtime's provider: what gardener-apiserver's
+//! ShootValidator admission checks against the profile, applied to the Runtime before it is
+//! stored. Region, zones, machine type (usable, offered in every zone of the pool, matching
+//! architecture), machine image and version (offered, not expired, architecture, container
+//! runtime), volume type (usable, offered in every zone) and size, and the Kubernetes version
+//! (offered, not expired; `1.36` resolves as Gardener resolves it).
+//!
+//! As in Gardener, on UPDATE only what changed is checked against the profile: a cluster whose
+//! version or machine type the profile has since dropped may still change other fields.
+
+use super::workers::pools;
+use super::{Item, ValidationOutcome};
+use crate::api::Runtime;
+use crate::config::{KimConfig, ProviderKind, parse_image_version};
+use crate::gardener::Worker;
+use crate::gardener::cloud_profile::{
+    AvailabilityZone, CloudProfileSpec, ExpirableVersion, MachineImageVersion, Region,
+};
+use crate::gardener::common::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// How many offered values a message lists before it says how many more there are.
+const SHOWN: usize = 8;
+
+/// The architecture Gardener assumes when a pool or machine type names none.
+const DEFAULT_ARCH: &str = "amd64";
+
+/// The CloudProfile a Runtime is checked against.
+#[derive(Clone, Copy, Debug)]
+pub struct Profile<'a> {
+    /// Its name (for messages).
+    pub name: &'a str,
+    /// Its spec.
+    pub spec: &'a CloudProfileSpec,
+}
+
+/// Checks `rt` (on UPDATE `old` is the stored Runtime) against `profile` at time `now`.
+/// Values the Runtime leaves out are taken as the defaults of `cfg` would fill them in.
+pub fn validate_against_cloud_profile(
+    rt: &Runtime,
+    old: Option<&Runtime>,
+    cfg: &KimConfig,
+    profile: Profile<'_>,
+    now: jiff::Timestamp,
+) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
+    let shoot = &rt.spec.shoot;
+    let spec = profile.spec;
+    let provider_type = shoot.provider.type_.as_str();
+    if spec.type_ != provider_type {
+        f.violation(
+            "spec.shoot.provider.type",
+            format!(
+                "{provider_type:?} does not match CloudProfile {} of type {:?}",
+                profile.name, spec.type_
+            ),
+        );
+        return f;
+    }
+    let c = Check {
+        rt,
+        old,
+        cfg,
+        profile,
+        now,
+    };
+    let region = c.region(&mut f);
+    c.kubernetes_version(&mut f);
+    for (at, w) in pools(rt) {
+        let before = old.and_then(|o| pools(o).map(|(_, w)| w).find(|o| o.name == w.name));
+        if let Some(region) = region {
+            c.zones(at, w, before, region, &mut f);
+        }
+        c.machine_type(at, w, before, region, &mut f);
+        c.machine_image(at, w, before, &mut f);
+        c.volume(at, w, before, region, &mut f);
+    }
+    f
+}
+
+struct Check<'a> {
+    rt: &'a Runtime,
+    old: Option<&'a Runtime>,
+    cfg: &'a KimConfig,
+    profile: Profile<'a>,
+    now: jiff::Timestamp,
+}
+
+impl<'a> Check<'a> {
+    fn spec(&self) -> &'a CloudProfileSpec {
+        self.profile.spec
+    }
+
+    /// The profile's region of the Runtime, or a violation naming what it offers.
+    fn region(&self, f: &mut ValidationOutcome) -> Option<&'a Region> {
+        let name = self.rt.spec.shoot.region.as_str();
+        let found = self.spec().regions.iter().find(|r| r.name == name);
+        let unchanged = self.old.is_some_and(|o| o.spec.shoot.region == name);
+        if found.is_none() && !unchanged {
+            let offered = self.spec().regions.iter().map(|r| r.name.as_str());
+            f.violation(
+                "spec.shoot.region",
+                format!(
+                    "{name:?} is not a region of CloudProfile {}; use one of {}",
+                    self.profile.name,
+                    shortened(offered)
+                ),
+            );
+        }
+        found
+    }
+
+    fn kubernetes_version(&self, f: &mut ValidationOutcome) {
+        const FIELD: &str = "spec.shoot.kubernetes.version";
+        let wanted = effective_kubernetes_version(self.rt, self.cfg);
+        if self
+            .old
+            .is_some_and(|o| effective_kubernetes_version(o, self.cfg) == wanted)
+        {
+            return;
+        }
+        let versions = &self.spec().kubernetes.versions;
+        let Some(parts) = version_parts(&wanted) else {
+            return; // The syntax rule reports it.
+        };
+        let creating = self.old.is_none();
+        if parts.len() < 3 {
+            // Gardener resolves `1.36` to the newest patch that is neither preview nor expired.
+            let resolved = versions
+                .iter()
+                .filter(|v| !self.expired(v.expiration_date.as_deref()))
+                .filter(|v| v.classification.as_deref() != Some("preview"))
+                .filter_map(|v| semver::Version::parse(&v.version).ok())
+                .filter(|v| v.major == parts[0] && parts.get(1).is_none_or(|m| v.minor == *m))
+                .max();
+            if resolved.is_none() {
+                f.violation(
+                    FIELD,
+                    format!(
+                        "{wanted} has no supported patch version in CloudProfile {} (preview and expired versions are not chosen for a minor version); use one of {}",
+                        self.profile.name,
+                        self.offered_kubernetes(creating)
+                    ),
+                );
+            }
+            return;
+        }
+        let listed = versions.iter().find(|v| v.version == wanted);
+        match listed {
+            Some(v) if !(creating && self.expired(v.expiration_date.as_deref())) => {}
+            Some(_) => f.violation(
+                FIELD,
+                format!(
+                    "{wanted} has expired in CloudProfile {}; use one of {}",
+                    self.profile.name,
+                    self.offered_kubernetes(creating)
+                ),
+            ),
+            None => f.violation(
+                FIELD,
+                format!(
+                    "{wanted} is not offered by CloudProfile {}; use one of {}",
+                    self.profile.name,
+                    self.offered_kubernetes(creating)
+                ),
+            ),
+        }
+    }
+
+    fn offered_kubernetes(&self, creating: bool) -> String {
+        let mut versions: Vec<&ExpirableVersion> = self
+            .spec()
+            .kubernetes
+            .versions
+            .iter()
+            .filter(|v| !(creating && self.expired(v.expiration_date.as_deref())))
+            .collect();
+        versions.sort_by_key(|v| std::cmp::Reverse(semver::Version::parse(&v.version).ok()));
+        shortened(versions.iter().map(|v| {
+            if v.classification.as_deref() == Some("preview") {
+                format!("{} (preview)", v.version)
+            } else {
+                v.version.clone()
+            }
+        }))
+    }
+
+    fn zones(
+        &self,
+        at: Item,
+        w: &Worker,
+        before: Option<&Worker>,
+        region: &Region,
+        f: &mut ValidationOutcome,
+    ) {
+        let unchanged = self
+            .old
+            .is_some_and(|o| o.spec.shoot.region == self.rt.spec.shoot.region)
+            && before.is_some_and(|b| b.zones == w.zones);
+        if unchanged {
+            return;
+        }
+        let offered = region.zones.as_deref().unwrap_or_default();
+        for (j, zone) in w.zones.iter().flatten().enumerate() {
+            if offered.iter().any(|z| &z.name == zone) {
+                continue;
+            }
+            let why = if offered.is_empty() {
+                format!(
+                    "region {} of CloudProfile {} has no zones; leave them out",
+                    region.name, self.profile.name
+                )
+            } else {
+                format!(
+                    "{zone:?} is not a zone of region {} in CloudProfile {}; use one of {}",
+                    region.name,
+                    self.profile.name,
+                    shortened(offered.iter().map(|z| z.name.as_str()))
+                )
+            };
+            f.violation(at.field(&format!("zones[{j}]")), why);
+        }
+    }
+
+    fn machine_type(
+        &self,
+        at: Item,
+        w: &Worker,
+        before: Option<&Worker>,
+        region: Option<&Region>,
+        f: &mut ValidationOutcome,
+    ) {
+        let m = &w.machine;
+        if m.type_.is_empty()
+            || before.is_some_and(|b| {
+                b.machine.type_ == m.type_ && b.machine.architecture == m.architecture
+            })
+        {
+            return;
+        }
+        let arch = arch_of(w, self.spec());
+        let zones = pool_zones(w, region);
+        let types = &self.spec().machine_types;
+        let fits = |t: &crate::gardener::cloud_profile::MachineType| {
+            t.usable != Some(false)
+                && t.architecture.as_deref().unwrap_or(DEFAULT_ARCH) == arch
+                && zones
+                    .iter()
+                    .all(|z| !listed(z.unavailable_machine_types.as_deref(), &t.name))
+        };
+        let offered = || shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
+        let Some(t) = types.iter().find(|t| t.name == m.type_) else {
+            f.violation(
+                at.field("machine.type"),
+                format!(
+                    "{:?} is not a machine type of CloudProfile {}; use one of {}",
+                    m.type_,
+                    self.profile.name,
+                    offered()
+                ),
+            );
+            return;
+        };
+        let mut why = Vec::new();
+        if t.usable == Some(false) {
+            why.push("is not usable".to_owned());
+        }
+        let t_arch = t.architecture.as_deref().unwrap_or(DEFAULT_ARCH);
+        if t_arch != arch {
+            why.push(format!("is {t_arch}, not {arch}"));
+        }
+        let missing: Vec<&str> = zones
+            .iter()
+            .filter(|z| listed(z.unavailable_machine_types.as_deref(), &t.name))
+            .map(|z| z.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            why.push(format!("is unavailable in zone {}", missing.join(", ")));
+        }
+        if !why.is_empty() {
+            f.violation(
+                at.field("machine.type"),
+                format!(
+                    "{} {} in CloudProfile {}; use one of {}",
+                    m.type_,
+                    why.join(" and "),
+                    self.profile.name,
+                    offered()
+                ),
+            );
+        }
+    }
+
+    fn machine_image(
+        &self,
+        at: Item,
+        w: &Worker,
+        before: Option<&Worker>,
+        f: &mut ValidationOutcome,
+    ) {
+        let (name, version) = self.effective_image(w);
+        if let Some(b) = before {
+            let (old_name, old_version) = self.effective_image(b);
+            if (old_name.as_str(), old_version.as_deref()) == (name.as_str(), version.as_deref())
+                && b.machine.architecture == w.machine.architecture
+                && b.cri == w.cri
+            {
+                return;
+            }
+        }
+        let arch = arch_of(w, self.spec());
+        let images = &self.spec().machine_images;
+        let Some(image) = images.iter().find(|i| i.name == name) else {
+            f.violation(
+                at.field("machine.image.name"),
+                format!(
+                    "{name:?} is not a machine image of CloudProfile {}; use one of {}",
+                    self.profile.name,
+                    shortened(images.iter().map(|i| i.name.as_str()))
+                ),
+            );
+            return;
+        };
+        let new_pool = before.is_none();
+        let old_version = before.and_then(|b| self.effective_image(b).1);
+        let usable = |v: &MachineImageVersion| {
+            supports_arch(v, arch) && !self.image_expired(v, new_pool, old_version.as_deref())
+        };
+        let offered = || {
+            let mut vs: Vec<&MachineImageVersion> =
+                image.versions.iter().filter(|v| usable(v)).collect();
+            vs.sort_by_key(|v| std::cmp::Reverse(parse_image_version(&v.version)));
+            shortened(vs.iter().map(|v| v.version.as_str()))
+        };
+        let Some(version) = version else {
+            // Gardener picks the newest version that is not preview and runs on the architecture.
+            let any = image
+                .versions
+                .iter()
+                .any(|v| usable(v) && v.classification.as_deref() != Some("preview"));
+            if !any {
+                f.violation(
+                    at.field("machine.image.version"),
+                    format!(
+                        "CloudProfile {} has no version of {name} for {arch} to choose; name one of {}",
+                        self.profile.name,
+                        offered()
+                    ),
+                );
+            }
+            return;
+        };
+        let Some(v) = image.versions.iter().find(|v| v.version == version) else {
+            f.violation(
+                at.field("machine.image.version"),
+                format!(
+                    "{name} {version} is not offered by CloudProfile {}; use one of {}",
+                    self.profile.name,
+                    offered()
+                ),
+            );
+            return;
+        };
+        let mut why = Vec::new();
+        if self.image_expired(v, new_pool, old_version.as_deref()) {
+            why.push("has expired".to_owned());
+        }
+        if !supports_arch(v, arch) {
+            why.push(format!("does not run on {arch}"));
+        }
+        if !why.is_empty() {
+            f.violation(
+                at.field("machine.image.version"),
+                format!(
+                    "{name} {version} {} in CloudProfile {}; use one of {}",
+                    why.join(" and "),
+                    self.profile.name,
+                    offered()
+                ),
+            );
+            return;
+        }
+        self.container_runtime(at, w, &name, v, f);
+    }
+
+    fn container_runtime(
+        &self,
+        at: Item,
+        w: &Worker,
+        image: &str,
+        v: &MachineImageVersion,
+        f: &mut ValidationOutcome,
+    ) {
+        let Some(cri) = &w.cri else { return };
+        // Gardener's CloudProfile defaulting gives a version without a CRI list containerd.
+        let offered = v.cri.clone().unwrap_or_else(|| {
+            vec![crate::gardener::cloud_profile::CloudProfileCri {
+                name: "containerd".into(),
+                container_runtimes: None,
+            }]
+        });
+        let Some(found) = offered.iter().find(|c| c.name == cri.name) else {
+            f.violation(
+                at.field("cri.name"),
+                format!(
+                    "{image} {} does not support CRI {:?} in CloudProfile {}; use one of {}",
+                    v.version,
+                    cri.name,
+                    self.profile.name,
+                    shortened(offered.iter().map(|c| c.name.as_str()))
+                ),
+            );
+            return;
+        };
+        let runtimes = found.container_runtimes.as_deref().unwrap_or_default();
+        for (j, r) in cri.container_runtimes.iter().flatten().enumerate() {
+            if !runtimes.iter().any(|o| o.type_ == r.type_) {
+                f.violation(
+                    at.field(&format!("cri.containerRuntimes[{j}].type")),
+                    format!(
+                        "{image} {} offers no container runtime {:?} in CloudProfile {}; offered: {}",
+                        v.version,
+                        r.type_,
+                        self.profile.name,
+                        if runtimes.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            shortened(runtimes.iter().map(|o| o.type_.as_str()))
+                        }
+                    ),
+                );
+            }
+        }
+    }
+
+    fn volume(
+        &self,
+        at: Item,
+        w: &Worker,
+        before: Option<&Worker>,
+        region: Option<&Region>,
+        f: &mut ValidationOutcome,
+    ) {
+        let Some(volume) = &w.volume else { return };
+        let Some(type_) = volume.type_.as_deref().filter(|t| !t.is_empty()) else {
+            return;
+        };
+        let types = self.spec().volume_types.as_deref().unwrap_or_default();
+        let zones = pool_zones(w, region);
+        let unchanged = before
+            .and_then(|b| b.volume.as_ref())
+            .is_some_and(|b| b.type_.as_deref() == Some(type_));
+        if !unchanged {
+            let fits = |t: &crate::gardener::cloud_profile::VolumeType| {
+                t.usable != Some(false)
+                    && zones
+                        .iter()
+                        .all(|z| !listed(z.unavailable_volume_types.as_deref(), &t.name))
+            };
+            let offered = || shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
+            match types.iter().find(|t| t.name == type_) {
+                None => {
+                    f.violation(
+                        at.field("volume.type"),
+                        format!(
+                            "{type_:?} is not a volume type of CloudProfile {}; use one of {}",
+                            self.profile.name,
+                            offered()
+                        ),
+                    );
+                    return;
+                }
+                Some(t) if !fits(t) => {
+                    let why = if t.usable == Some(false) {
+                        "is not usable".to_owned()
+                    } else {
+                        "is unavailable in a zone of the pool".to_owned()
+                    };
+                    f.violation(
+                        at.field("volume.type"),
+                        format!(
+                            "{type_} {why} in CloudProfile {}; use one of {}",
+                            self.profile.name,
+                            offered()
+                        ),
+                    );
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        let Some(size) = bytes(&volume.size) else {
+            return; // The syntax rule reports it.
+        };
+        // A machine type's own storage minimum overrides the volume type's.
+        let machine_min = self
+            .spec()
+            .machine_types
+            .iter()
+            .filter(|t| t.name == w.machine.type_)
+            .filter_map(|t| t.storage.as_ref())
+            .filter(|s| s.type_.as_deref() == Some(type_))
+            .find_map(|s| s.min_size.as_ref());
+        let type_min = types
+            .iter()
+            .find(|t| t.name == type_)
+            .and_then(|t| t.min_size.as_ref());
+        for min in [machine_min, type_min].into_iter().flatten() {
+            let text = quantity_text(min);
+            if bytes(&text).is_some_and(|m| size < m) {
+                f.violation(
+                    at.field("volume.size"),
+                    format!(
+                        "{} is below the minimum of {type_} in CloudProfile {}; use at least {text}",
+                        volume.size, self.profile.name
+                    ),
+                );
+                return;
+            }
+        }
+    }
+
+    /// The image a pool gets: its own, or the configured default (whose version only goes
+    /// with the default image).
+    fn effective_image(&self, w: &Worker) -> (String, Option<String>) {
+        let kind = self
+            .rt
+            .spec
+            .shoot
+            .provider
+            .type_
+            .as_str()
+            .parse::<ProviderKind>()
+            .ok();
+        let default = kind.map(|k| self.cfg.default_machine_image(k));
+        let default_name = default.as_ref().map_or(
+            self.cfg.converter.machine_image.default_name.as_str(),
+            |d| d.name.as_str(),
+        );
+        let default_version = default.as_ref().map_or(
+            self.cfg.converter.machine_image.default_version.as_str(),
+            |d| d.version.as_str(),
+        );
+        let image = w.machine.image.as_ref();
+        let name = image
+            .map(|i| i.name.as_str())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(default_name)
+            .to_owned();
+        let version = image
+            .and_then(|i| i.version.as_deref())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .or_else(|| (name == default_name).then(|| default_version.to_owned()));
+        (name, version)
+    }
+
+    fn expired(&self, date: Option<&str>) -> bool {
+        date.and_then(|d| d.parse::<jiff::Timestamp>().ok())
+            .is_some_and(|d| d < self.now)
+    }
+
+    /// An expired image version is still good for an existing pool that moves up to it
+    /// (Gardener's maintenance force-updates), never for a new pool or a new cluster.
+    fn image_expired(&self, v: &MachineImageVersion, new_pool: bool, old: Option<&str>) -> bool {
+        if !self.expired(v.expiration_date.as_deref()) {
+            return false;
+        }
+        if new_pool || self.old.is_none() {
+            return true;
+        }
+        match (
+            parse_image_version(&v.version),
+            old.and_then(parse_image_version),
+        ) {
+            (Some(v), Some(old)) => v < old,
+            _ => true,
+        }
+    }
+}
+
+/// The Kubernetes version the cluster asks for: the Runtime's, else the configured default.
+fn effective_kubernetes_version(rt: &Runtime, cfg: &KimConfig) -> String {
+    super::runtime::explicit_version(rt)
+        .map(str::to_owned)
+        .unwrap_or_else(|| cfg.default_kubernetes_version().to_string())
+}
+
+/// `1.36.3` -> [1, 36, 3], `1.36` -> [1, 36]; `None` when it is not such a version.
+fn version_parts(v: &str) -> Option<Vec<u64>> {
+    let parts: Option<Vec<u64>> = v.split('.').map(|p| p.parse().ok()).collect();
+    parts.filter(|p| (1..=3).contains(&p.len()))
+}
+
+/// The pool's architecture: its own, else (as Gardener defaults it) its machine type's, else
+/// amd64.
+fn arch_of<'w>(w: &'w Worker, spec: &'w CloudProfileSpec) -> &'w str {
+    w.machine.architecture.as_deref().unwrap_or_else(|| {
+        spec.machine_types
+            .iter()
+            .find(|t| t.name == w.machine.type_)
+            .and_then(|t| t.architecture.as_deref())
+            .unwrap_or(DEFAULT_ARCH)
+    })
+}
+
+fn supports_arch(v: &MachineImageVersion, arch: &str) -> bool {
+    match &v.architectures {
+        Some(archs) if !archs.is_empty() => archs.iter().any(|a| a == arch),
+        // Gardener's defaulting gives a version without architectures amd64.
+        _ => arch == DEFAULT_ARCH,
+    }
+}
+
+/// The profile's zones the pool uses (those it names that exist).
+fn pool_zones<'r>(w: &Worker, region: Option<&'r Region>) -> Vec<&'r AvailabilityZone> {
+    let Some(region) = region else {
+        return Vec::new();
+    };
+    let names = w.zones.as_deref().unwrap_or_default();
+    region
+        .zones
+        .iter()
+        .flatten()
+        .filter(|z| names.contains(&z.name))
+        .collect()
+}
+
+fn listed(list: Option<&[String]>, name: &str) -> bool {
+    list.is_some_and(|l| l.iter().any(|n| n == name))
+}
+
+/// At most [`SHOWN`] values, then how many more.
+fn shortened<S: AsRef<str>>(values: impl Iterator<Item = S>) -> String {
+    let all: Vec<S> = values.collect();
+    if all.is_empty() {
+        return "none (the CloudProfile offers nothing that fits)".to_owned();
+    }
+    let shown: Vec<&str> = all.iter().take(SHOWN).map(AsRef::as_ref).collect();
+    let mut text = shown.join(", ");
+    if all.len() > SHOWN {
+        text.push_str(&format!(" and {} more", all.len() - SHOWN));
+    }
+    text
+}
+
+fn quantity_text(q: &Quantity) -> String {
+    match &q.0 {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
+}
+
+/// A Kubernetes quantity in bytes (the binary and decimal suffixes volume sizes use).
+fn bytes(q: &str) -> Option<u128> {
+    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (digits, suffix) = q.split_at(split);
+    let n: u128 = digits.parse().ok()?;
+    let factor: u128 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_and_lists() {
+        assert_eq!(bytes("20Gi"), Some(20 << 30));
+        assert_eq!(bytes("1Ti"), Some(1 << 40));
+        assert_eq!(bytes("50G"), Some(50_000_000_000));
+        assert_eq!(bytes("x"), None);
+        assert_eq!(shortened(["a", "b"].into_iter()), "a, b");
+        let many: Vec<String> = (0..11).map(|i| i.to_string()).collect();
+        assert_eq!(shortened(many.iter()), "0, 1, 2, 3, 4, 5, 6, 7 and 3 more");
+        assert_eq!(version_parts("1.36"), Some(vec![1, 36]));
+        assert_eq!(version_parts("1.36.x"), None);
+    }
+}

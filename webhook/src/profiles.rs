@@ -1,0 +1,265 @@
+//! The Gardener CloudProfiles the validation checks Runtimes against: watched through a
+//! read-only Gardener client and cached in memory, so that an admission never waits for
+//! Gardener. The webhook is not ready until the first complete list is in the cache; when
+//! Gardener is unreachable later, the last known profiles keep being served and
+//! `kim_webhook_cloud_profiles_age_seconds` says for how long they have not been confirmed.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use http::{Method, Request, Response};
+use kim_shared::gardener::cloud_profile::CloudProfile;
+use kube::api::Api;
+use kube::client::{Body, ClientBuilder};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tower::{BoxError, Layer, Service};
+
+/// The API path prefixes the Gardener client may read; every other request, and every
+/// request that is not a GET, is refused before it leaves the process.
+pub const ALLOWED_PATHS: [&str; 1] = ["/apis/core.gardener.cloud/v1beta1/cloudprofiles"];
+
+/// How long a request may wait for Gardener's response headers (a watch then streams).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The cached CloudProfiles and whether Gardener still confirms them.
+pub struct CloudProfiles {
+    store: Store<CloudProfile>,
+    health: Mutex<Health>,
+}
+
+impl std::fmt::Debug for CloudProfiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudProfiles")
+            .field("profiles", &self.store.state().len())
+            .finish()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    /// A complete list has been cached.
+    synced: bool,
+    /// The watch's last step succeeded.
+    healthy: bool,
+    /// When the watch last succeeded.
+    last_ok: Option<Instant>,
+}
+
+impl CloudProfiles {
+    /// Starts watching the CloudProfiles with `client` until `stop` resolves.
+    pub fn start(
+        client: kube::Client,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Arc<Self> {
+        let (store, writer) = reflector::store();
+        let me = Arc::new(Self {
+            store,
+            health: Mutex::new(Health::default()),
+        });
+        let api: Api<CloudProfile> = Api::all(client);
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        let watching = me.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut stop = std::pin::pin!(stop);
+            loop {
+                let next = tokio::select! {
+                    () = &mut stop => return,
+                    next = stream.next() => next,
+                };
+                match next {
+                    Some(Ok(event)) => {
+                        watching.observe_ok(matches!(event, watcher::Event::InitDone))
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "watching CloudProfiles failed; serving the last known profiles");
+                        watching.observe_error();
+                    }
+                    None => return,
+                }
+            }
+        });
+        me
+    }
+
+    fn observe_ok(&self, init_done: bool) {
+        let mut h = self
+            .health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if init_done && !h.synced {
+            tracing::info!(profiles = self.store.state().len(), "CloudProfiles cached");
+        }
+        h.synced |= init_done;
+        h.healthy = true;
+        h.last_ok = Some(Instant::now());
+    }
+
+    fn observe_error(&self) {
+        let mut h = self
+            .health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        h.healthy = false;
+    }
+
+    /// Ready once a complete list of CloudProfiles is cached.
+    pub fn ready(&self) -> Result<(), &'static str> {
+        let h = self
+            .health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if h.synced {
+            Ok(())
+        } else {
+            Err("the Gardener CloudProfiles are not cached yet")
+        }
+    }
+
+    /// The cached profile `name`; `None` when Gardener has none of that name or nothing is
+    /// cached yet.
+    pub fn get(&self, name: &str) -> Option<Arc<CloudProfile>> {
+        self.store.get(&ObjectRef::new(name))
+    }
+
+    /// Seconds the cached profiles have not been confirmed by Gardener: 0 while the watch is
+    /// healthy, the time since it last succeeded while Gardener cannot be reached, -1 before
+    /// the first list.
+    pub fn age_seconds(&self) -> i64 {
+        let h = self
+            .health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (h.synced, h.healthy, h.last_ok) {
+            (false, _, _) | (_, _, None) => -1,
+            (true, true, Some(_)) => 0,
+            (true, false, Some(t)) => i64::try_from(t.elapsed().as_secs()).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// Reads the kubeconfig at `path` (`--gardener-kubeconfig-path`) and builds the read-only
+/// Gardener client: https with certificate verification only (as the controller's client),
+/// GET requests on [`ALLOWED_PATHS`] only, a timeout for the response headers.
+pub async fn gardener_client(path: &Path) -> anyhow::Result<kube::Client> {
+    let shown = path.display();
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+        anyhow::anyhow!("--gardener-kubeconfig-path {shown}: cannot read a kubeconfig ({e})")
+    })?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| anyhow::anyhow!("--gardener-kubeconfig-path {shown}: {e}"))?;
+    if config.cluster_url.scheme_str() != Some("https") {
+        anyhow::bail!(
+            "--gardener-kubeconfig-path {shown}: the server URL is not https; the Gardener connection must be https with certificate verification"
+        );
+    }
+    if config.accept_invalid_certs {
+        anyhow::bail!(
+            "--gardener-kubeconfig-path {shown}: insecure-skip-tls-verify is set; the Gardener connection must be https with certificate verification"
+        );
+    }
+    config.connect_timeout = Some(REQUEST_TIMEOUT);
+    let builder = ClientBuilder::try_from(config)
+        .map_err(|e| anyhow::anyhow!("--gardener-kubeconfig-path {shown}: {e}"))?;
+    Ok(builder.with_layer(&ReadOnlyLayer).build())
+}
+
+/// Refuses every request but a GET of [`ALLOWED_PATHS`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReadOnlyLayer;
+
+impl<S> Layer<S> for ReadOnlyLayer {
+    type Service = ReadOnly<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        ReadOnly { inner }
+    }
+}
+
+/// The service of [`ReadOnlyLayer`].
+#[derive(Clone, Debug)]
+pub struct ReadOnly<S> {
+    inner: S,
+}
+
+/// Whether the Gardener client may send `method` to `path`.
+pub fn allowed(method: &Method, path: &str) -> bool {
+    method == Method::GET
+        && ALLOWED_PATHS.iter().any(|p| {
+            path.strip_prefix(p).is_some_and(|rest| {
+                rest.is_empty() || rest.starts_with('/') || rest.starts_with('?')
+            })
+        })
+}
+
+impl<S, B> Service<Request<Body>> for ReadOnly<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<B>, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        if !allowed(req.method(), req.uri().path()) {
+            let what = format!(
+                "the webhook's Gardener client only reads CloudProfiles; refused {} {}",
+                req.method(),
+                req.uri().path()
+            );
+            return Box::pin(async move { Err(what.into()) });
+        }
+        let call = self.inner.call(req);
+        Box::pin(async move { call.await.map_err(Into::into) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reads_of_cloud_profiles_are_allowed() {
+        let get = Method::GET;
+        assert!(allowed(
+            &get,
+            "/apis/core.gardener.cloud/v1beta1/cloudprofiles"
+        ));
+        assert!(allowed(
+            &get,
+            "/apis/core.gardener.cloud/v1beta1/cloudprofiles/aws"
+        ));
+        assert!(!allowed(
+            &Method::POST,
+            "/apis/core.gardener.cloud/v1beta1/cloudprofiles"
+        ));
+        assert!(!allowed(
+            &Method::DELETE,
+            "/apis/core.gardener.cloud/v1beta1/cloudprofiles/aws"
+        ));
+        assert!(!allowed(
+            &get,
+            "/apis/core.gardener.cloud/v1beta1/cloudprofilesx"
+        ));
+        assert!(!allowed(
+            &get,
+            "/apis/core.gardener.cloud/v1beta1/namespaces/garden-kyma/shoots"
+        ));
+        assert!(!allowed(&get, "/api/v1/secrets"));
+    }
+}
