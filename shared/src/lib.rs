@@ -11,4 +11,5 @@ pub mod defaults;
 pub mod duration;
 pub mod gardener;
 pub mod names;
+pub mod provisioning_info;
 pub mod validation;

@@ -1,6 +1,7 @@
 //! After the Shoot is reconciled: the GardenerCluster (and so the admin kubeconfig Secret the
 //! GardenerCluster reconciler maintains), then OIDC and administrators in the new cluster
-//! through that kubeconfig (upstream `sFnHandleKubeconfig`, `sFnConfigureOidc`,
+//! through that kubeconfig, after the `kyma-system` namespace and the `kyma-provisioning-info`
+//! ConfigMap (upstream `sFnHandleKubeconfig`, `sFnCreateKymaNamespace`, `sFnConfigureSKR`,
 //! `sFnApplyClusterRoleBindings`).
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use kube::{Api, ResourceExt};
 use super::classify::{self, ApiErrorKind};
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler, admins, oidc};
+use super::{Error, Reconciler, admins, kyma_system, oidc};
 
 /// Time allowed for all calls into the new cluster in one reconcile.
 const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -147,7 +148,36 @@ pub async fn after_provisioned(
         }
     };
 
+    if let Some(action) = runtime_cluster_step(
+        draft,
+        condition::KYMA_SYSTEM_NS_CREATED,
+        reason::KYMA_SYSTEM_NS_ERROR,
+        "failed to create kyma-system namespace",
+        kyma_system::apply_namespace(&runtime_client),
+    )
+    .await
+    {
+        return Ok(action);
+    }
+    draft.set(
+        condition::KYMA_SYSTEM_NS_CREATED,
+        CondStatus::True,
+        reason::KYMA_SYSTEM_NS_READY,
+        "Creation of kyma-system Namespace",
+    );
+
     draft.remove(condition::LEGACY_OIDC_CONFIGURED);
+    if let Some(action) = runtime_cluster_step(
+        draft,
+        condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
+        reason::CONFIG_MAP_ERR,
+        "Failed to apply kyma-provisioning-info config map, scheduling for retry",
+        kyma_system::apply_provisioning_info(reconciler, &runtime_client, runtime, shoot),
+    )
+    .await
+    {
+        return Ok(action);
+    }
     if oidc::extension_enabled(shoot) {
         let default = serde_json::to_value(&reconciler.config.cluster.default_shared_ias_tenant)
             .map(oidc_spec_from_provider)
@@ -168,7 +198,7 @@ pub async fn after_provisioned(
             condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             CondStatus::True,
             reason::OIDC_AND_CONFIG_MAPS_CONFIGURED,
-            "OIDC configuration completed",
+            "OIDC and kyma-provisioning-info configuration completed",
         );
     } else {
         draft.set(

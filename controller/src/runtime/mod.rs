@@ -12,6 +12,7 @@ pub mod classify;
 pub mod cluster;
 pub mod delete;
 pub mod full_update;
+pub mod kyma_system;
 pub mod oidc;
 pub mod reconcile;
 pub mod requeue;

@@ -5,6 +5,7 @@ mod api_faults;
 mod deletion;
 mod faults;
 mod kill;
+mod kyma_system;
 mod leader;
 mod lifecycle;
 mod oidc;
