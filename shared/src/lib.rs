@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod api;
+pub mod bootstrapper;
 pub mod config;
 pub mod convert;
 pub mod crds;

@@ -118,6 +118,50 @@ pub struct RunArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub network_restriction_enabled: bool,
 
+    /// Install the runtime bootstrapper into every runtime cluster: the manifests of
+    /// `--runtime-bootstrapper-manifests-config-map-name` applied, its ConfigMap, pull Secret
+    /// and ClusterTrustBundle copied, the Runtime `Pending` until its Deployment is ready.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub runtime_bootstrapper_enabled: bool,
+
+    /// ConfigMap (in the KCP namespace `kcp-system`) whose key `manifests.yaml` holds the
+    /// runtime bootstrapper's manifests.
+    #[arg(long, default_value = "runtime-bootstrapper-manifests")]
+    pub runtime_bootstrapper_manifests_config_map_name: String,
+
+    /// ConfigMap (in `kcp-system`) copied into the runtime cluster.
+    #[arg(long, default_value = "rt-bootstrapper-config")]
+    pub runtime_bootstrapper_kcp_config_name: String,
+
+    /// Pull Secret (in `kcp-system`) copied into the runtime cluster; empty: none.
+    #[arg(long, default_value = "")]
+    pub runtime_bootstrapper_kcp_pull_secret_name: String,
+
+    /// ClusterTrustBundle copied into the runtime cluster; empty: none.
+    #[arg(long, default_value = "")]
+    pub runtime_bootstrapper_kcp_cluster_trust_bundle: String,
+
+    /// Name of the copied ConfigMap in the runtime cluster.
+    #[arg(long, default_value = "rt-bootstrapper-config")]
+    pub runtime_bootstrapper_skr_config_name: String,
+
+    /// Name of the copied pull Secret in the runtime cluster.
+    #[arg(long, default_value = "registry-credentials")]
+    pub runtime_bootstrapper_skr_pull_secret_name: String,
+
+    /// Name of the copied ClusterTrustBundle in the runtime cluster.
+    #[arg(long, default_value = "")]
+    pub runtime_bootstrapper_skr_cluster_trust_bundle: String,
+
+    /// Namespace in the runtime cluster of the copied ConfigMap and pull Secret and of the
+    /// watched Deployment.
+    #[arg(long, default_value = "kyma-system")]
+    pub runtime_bootstrapper_skr_namespace: String,
+
+    /// Deployment in the runtime cluster whose readiness tells the installation finished.
+    #[arg(long, default_value = "rt-bootstrapper-controller-manager")]
+    pub runtime_bootstrapper_skr_deployment_name: String,
+
     /// Safe deletion: hibernate a deleted Runtime's Shoot and delete it only after this period.
     #[arg(long, value_parser = parse_duration)]
     pub deletion_grace_period: Option<Duration>,
@@ -256,6 +300,24 @@ impl RunArgs {
                 force_deletion: self.force_deletion,
                 api_server_acl: self.api_server_acl_enabled,
                 network_restriction: self.network_restriction_enabled,
+                bootstrapper: kim_shared::bootstrapper::Settings {
+                    enabled: self.runtime_bootstrapper_enabled,
+                    manifests_config_map_name: self
+                        .runtime_bootstrapper_manifests_config_map_name
+                        .clone(),
+                    kcp_config_name: self.runtime_bootstrapper_kcp_config_name.clone(),
+                    kcp_pull_secret_name: self.runtime_bootstrapper_kcp_pull_secret_name.clone(),
+                    kcp_cluster_trust_bundle: self
+                        .runtime_bootstrapper_kcp_cluster_trust_bundle
+                        .clone(),
+                    skr_config_name: self.runtime_bootstrapper_skr_config_name.clone(),
+                    skr_pull_secret_name: self.runtime_bootstrapper_skr_pull_secret_name.clone(),
+                    skr_cluster_trust_bundle: self
+                        .runtime_bootstrapper_skr_cluster_trust_bundle
+                        .clone(),
+                    skr_namespace: self.runtime_bootstrapper_skr_namespace.clone(),
+                    skr_deployment_name: self.runtime_bootstrapper_skr_deployment_name.clone(),
+                },
             },
             gardener_cluster: GardenerClusterSettings {
                 workers: self.gardener_cluster_ctrl_workers_cnt,
@@ -356,6 +418,27 @@ mod tests {
         assert_eq!(a.deletion_grace_period, None);
         assert!(!a.api_server_acl_enabled);
         assert!(a.network_restriction_enabled);
+        assert_eq!(
+            a.settings().unwrap().runtime.bootstrapper,
+            kim_shared::bootstrapper::Settings::default()
+        );
+    }
+
+    #[test]
+    fn runtime_bootstrapper_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=pull",
+            "--runtime-bootstrapper-skr-namespace",
+            "rtb",
+        ])
+        .unwrap();
+        let b = cli.run.settings().unwrap().runtime.bootstrapper;
+        assert!(b.enabled);
+        assert_eq!(b.kcp_pull_secret_name, "pull");
+        assert_eq!(b.skr_namespace, "rtb");
+        assert_eq!(b.skr_deployment_name, "rt-bootstrapper-controller-manager");
     }
 
     #[test]

@@ -171,6 +171,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             shutdown.clone(),
         ))
     });
+    let bootstrapper_watch = ctx.settings.runtime.bootstrapper.enabled.then(|| {
+        tokio::spawn(crate::bootstrapper::watch_config(
+            ctx.kcp.clone(),
+            ctx.settings.namespace.clone(),
+            ctx.settings.runtime.bootstrapper.clone(),
+            rt_store.clone(),
+            shutdown.clone(),
+        ))
+    });
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
@@ -208,8 +217,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
-    if let Some(task) = acl_watch {
-        // It ends on `shutdown` too; a panic in it is already logged.
+    for task in [acl_watch, bootstrapper_watch].into_iter().flatten() {
+        // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;
     }
     tracing::info!("runtime reconciler stopped");

@@ -2,6 +2,7 @@
 
 mod acl;
 mod api_faults;
+mod bootstrapper;
 mod deletion;
 mod faults;
 mod kill;
