@@ -40,6 +40,8 @@ pub struct RuntimeSettings {
     /// Upstream's `--network-restriction-enabled`: the `shoot-networking-filter` extension
     /// is managed.
     pub network_restriction: bool,
+    /// Upstream's `--runtime-bootstrapper-*` flags.
+    pub bootstrapper: kim_shared::bootstrapper::Settings,
 }
 
 /// Settings of the GardenerCluster reconciler.

@@ -160,6 +160,7 @@ mod tests {
             "--registry-cache-listener-port",
             "9000",
             "-runtime-bootstrapper-enabled",
+            "-dedicated-audit-logging-enabled",
             "-zap-time-encoding=epoch",
             "--zap-time-encoding=iso8601",
             "-zap-log-level=debug",
@@ -170,7 +171,7 @@ mod tests {
             [
                 "--status-requeue-delay",
                 "--registry-cache-listener-port",
-                "--runtime-bootstrapper-enabled",
+                "--dedicated-audit-logging-enabled",
                 "--zap-time-encoding",
             ]
         );

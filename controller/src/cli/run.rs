@@ -317,7 +317,7 @@ pub fn parse_zap_level(s: &str) -> Result<String, String> {
 
 /// Upstream flags this process accepts but does not act on (by clap id), each logged once at
 /// start when given.
-pub const IGNORED_FLAGS: [(&str, &str); 16] = [
+pub const IGNORED_FLAGS: [(&str, &str); 6] = [
     ("structured_auth_enabled", "--structured-auth-enabled"),
     ("status_requeue_delay", "--status-requeue-delay"),
     (
@@ -335,46 +335,6 @@ pub const IGNORED_FLAGS: [(&str, &str); 16] = [
     (
         "dedicated_audit_logging_enabled",
         "--dedicated-audit-logging-enabled",
-    ),
-    (
-        "runtime-bootstrapper-enabled",
-        "--runtime-bootstrapper-enabled",
-    ),
-    (
-        "runtime-bootstrapper-manifests-config-map-name",
-        "--runtime-bootstrapper-manifests-config-map-name",
-    ),
-    (
-        "runtime-bootstrapper-kcp-config-name",
-        "--runtime-bootstrapper-kcp-config-name",
-    ),
-    (
-        "runtime-bootstrapper-kcp-pull-secret-name",
-        "--runtime-bootstrapper-kcp-pull-secret-name",
-    ),
-    (
-        "runtime-bootstrapper-kcp-cluster-trust-bundle",
-        "--runtime-bootstrapper-kcp-cluster-trust-bundle",
-    ),
-    (
-        "runtime-bootstrapper-skr-config-name",
-        "--runtime-bootstrapper-skr-config-name",
-    ),
-    (
-        "runtime-bootstrapper-skr-pull-secret-name",
-        "--runtime-bootstrapper-skr-pull-secret-name",
-    ),
-    (
-        "runtime-bootstrapper-skr-cluster-trust-bundle",
-        "--runtime-bootstrapper-skr-cluster-trust-bundle",
-    ),
-    (
-        "runtime-bootstrapper-skr-namespace",
-        "--runtime-bootstrapper-skr-namespace",
-    ),
-    (
-        "runtime-bootstrapper-skr-deployment-name",
-        "--runtime-bootstrapper-skr-deployment-name",
     ),
 ];
 
@@ -501,6 +461,18 @@ impl RunArgs {
                 force_deletion: self.force_deletion,
                 api_server_acl: self.api_server_acl_enabled,
                 network_restriction: self.network_restriction_enabled,
+                bootstrapper: kim_shared::bootstrapper::Settings {
+                    enabled: self.bootstrapper.enabled,
+                    manifests_config_map_name: self.bootstrapper.manifests_config_map_name.clone(),
+                    kcp_config_name: self.bootstrapper.kcp_config_name.clone(),
+                    kcp_pull_secret_name: self.bootstrapper.kcp_pull_secret_name.clone(),
+                    kcp_cluster_trust_bundle: self.bootstrapper.kcp_cluster_trust_bundle.clone(),
+                    skr_config_name: self.bootstrapper.skr_config_name.clone(),
+                    skr_pull_secret_name: self.bootstrapper.skr_pull_secret_name.clone(),
+                    skr_cluster_trust_bundle: self.bootstrapper.skr_cluster_trust_bundle.clone(),
+                    skr_namespace: self.bootstrapper.skr_namespace.clone(),
+                    skr_deployment_name: self.bootstrapper.skr_deployment_name.clone(),
+                },
             },
             gardener_cluster: GardenerClusterSettings {
                 workers: self.gardener_cluster_ctrl_workers_cnt,
@@ -610,6 +582,27 @@ mod tests {
         assert_eq!(a.deletion_grace_period, None);
         assert!(!a.api_server_acl_enabled);
         assert!(a.network_restriction_enabled);
+        assert_eq!(
+            a.settings().unwrap().runtime.bootstrapper,
+            kim_shared::bootstrapper::Settings::default()
+        );
+    }
+
+    #[test]
+    fn runtime_bootstrapper_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=pull",
+            "--runtime-bootstrapper-skr-namespace",
+            "rtb",
+        ])
+        .unwrap();
+        let b = cli.run.settings().unwrap().runtime.bootstrapper;
+        assert!(b.enabled);
+        assert_eq!(b.kcp_pull_secret_name, "pull");
+        assert_eq!(b.skr_namespace, "rtb");
+        assert_eq!(b.skr_deployment_name, "rt-bootstrapper-controller-manager");
     }
 
     #[test]

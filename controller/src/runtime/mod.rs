@@ -12,6 +12,7 @@ pub mod classify;
 pub mod cluster;
 pub mod delete;
 pub mod full_update;
+pub mod kyma_system;
 pub mod oidc;
 pub mod reconcile;
 pub mod requeue;
@@ -184,6 +185,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             shutdown.clone(),
         ))
     });
+    let bootstrapper_watch = ctx.settings.runtime.bootstrapper.enabled.then(|| {
+        tokio::spawn(crate::bootstrapper::watch_config(
+            ctx.kcp.clone(),
+            ctx.settings.namespace.clone(),
+            ctx.settings.runtime.bootstrapper.clone(),
+            rt_store.clone(),
+            shutdown.clone(),
+        ))
+    });
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
@@ -223,8 +233,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
-    if let Some(task) = acl_watch {
-        // It ends on `shutdown` too; a panic in it is already logged.
+    for task in [acl_watch, bootstrapper_watch].into_iter().flatten() {
+        // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;
     }
     tracing::info!("runtime reconciler stopped");

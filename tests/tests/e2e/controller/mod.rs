@@ -2,10 +2,12 @@
 
 mod acl;
 mod api_faults;
+mod bootstrapper;
 mod burst;
 mod deletion;
 mod faults;
 mod kill;
+mod kyma_system;
 mod leader;
 mod lifecycle;
 mod oidc;

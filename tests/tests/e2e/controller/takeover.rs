@@ -64,9 +64,7 @@ struct Laid {
     shoot_before: DynamicObject,
     secret_before: Secret,
     config_map_before: ConfigMap,
-    /// (type, status, reason, message) of the conditions after the take-over: upstream's, but
-    /// for the message of `OidcAndConfigMapConfigured` (we write no kyma-provisioning-info
-    /// ConfigMap, docs/upstream-differences.md "OIDC failures are `False`").
+    /// (type, status, reason, message) of the conditions after the take-over: upstream's.
     conditions: Vec<(String, String, String, String)>,
 }
 
@@ -563,16 +561,11 @@ async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> 
         conditions: conditions
             .iter()
             .map(|(t, r, m)| {
-                let m = if *t == names::condition::OIDC_AND_CONFIG_MAP_CONFIGURED {
-                    "OIDC configuration completed"
-                } else {
-                    m
-                };
                 (
                     (*t).to_owned(),
                     "True".to_owned(),
                     (*r).to_owned(),
-                    m.to_owned(),
+                    (*m).to_owned(),
                 )
             })
             .collect(),
