@@ -161,17 +161,6 @@ async fn every_upstream_sample_is_admitted_with_only_the_documented_defaults() {
     wh.stop(env).await;
 }
 
-/// `$KIM_UPSTREAM_DIR/upstream-2026-07` (upstream today).
-fn today() -> PathBuf {
-    let dir = baseline().with_file_name("upstream-2026-07");
-    assert!(
-        dir.is_dir(),
-        "KIM_UPSTREAM_DIR: the folder {} is missing",
-        dir.display()
-    );
-    dir
-}
-
 /// The manager container of upstream's `config/default` as kustomize renders it, for what
 /// upstream's files use: the base Deployment of `config/manager`, then each strategic-merge
 /// patch in order, containers merged by name; `command` and `args` are replaced (no merge key),
