@@ -641,7 +641,8 @@ fn patch_failure(
     what: &str,
     e: &kube::Error,
 ) -> Action {
-    match classify::classify(e) {
+    let kind = classify::classify(e);
+    match kind {
         ApiErrorKind::Conflict => {
             tracing::info!(error = %e, "conflict while writing the Shoot; retrying");
             draft.set(
@@ -655,7 +656,7 @@ fn patch_failure(
         }
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
             let wait = reconciler.gardener_refused(runtime);
-            let busy = classify::classify(e) == ApiErrorKind::Busy;
+            let busy = kind == ApiErrorKind::Busy;
             if busy {
                 reconciler.ctx.metrics.count_gardener_busy("patch");
             }
