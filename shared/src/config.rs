@@ -28,9 +28,9 @@ pub use converter::{
 pub use error::{ConfigError, ConfigWarning, Problem};
 pub use maintenance::{MaintenanceWindow, MaintenanceWindows};
 pub use providers::{
-    Architecture, Classification, ControlPlaneDefaults, FailureToleranceDefaults,
-    FailureToleranceType, HighAvailabilityDefaults, ImageVersion, KimExtension,
-    KubernetesVersionEntry, KubernetesVersionRejection, KubernetesVersionsConfig,
+    Architecture, Classification, ControlPlaneDefaults, DEFAULT_SEED_NETWORKS,
+    FailureToleranceDefaults, FailureToleranceType, HighAvailabilityDefaults, ImageVersion,
+    KimExtension, KubernetesVersionEntry, KubernetesVersionRejection, KubernetesVersionsConfig,
     MachineImageConfig, MachineImageRef, MachineTypeConfig, NetworkingDefaults, ProviderConfig,
     ProviderDefaults, ProviderKind, RegionConfig, UnknownProvider, VolumeDefaults,
     VolumeTypeConfig, WorkerScalingBounds, WorkerScalingDefaults,
@@ -200,6 +200,7 @@ impl KimConfig {
             kubernetes_version: &file.converter.kubernetes.default_version,
             machine_image_name: &file.converter.machine_image.default_name,
             machine_image_version: &file.converter.machine_image.default_version,
+            seed_networks: file.kim.seed_networks(),
         };
         for (kind, p) in &file.kim.providers {
             providers::check_provider(*kind, p, &global, &mut c);

@@ -14,6 +14,7 @@ mod deletion;
 mod gardener_cluster;
 mod labels;
 mod networking;
+mod node_metadata;
 mod oidc;
 mod registry_cache;
 mod runtime;
@@ -89,12 +90,18 @@ pub struct ValidationOptions {
     /// Upstream's `--audit-log-mandatory` (default true): a Runtime whose provider and region
     /// have no audit-log tenant is rejected; when false it gets a warning instead.
     pub audit_log_mandatory: bool,
+    /// The rules that hold new Runtimes to more than Gardener and the conversion need (networks
+    /// clear of `kim.seedNetworks`, `dualStack` only where the provider supports it); default
+    /// true. The controller, which validates stored Runtimes before converting them, turns
+    /// them off, so that a Runtime stored before such a rule existed keeps being reconciled.
+    pub admission_policy: bool,
 }
 
 impl Default for ValidationOptions {
     fn default() -> Self {
         Self {
             audit_log_mandatory: true,
+            admission_policy: true,
         }
     }
 }

@@ -711,3 +711,33 @@ fn todays_upstream_values_that_would_fail_every_conversion_are_refused() {
         "must not be empty",
     );
 }
+
+#[test]
+fn seed_networks_are_canonical_cidrs_and_provider_defaults_stay_clear_of_them() {
+    refused(
+        load_edited(|v| {
+            set(
+                v,
+                "/kim/seedNetworks",
+                json!(["10.242.0.0/16", "10.243.1.0/16"]),
+            )
+        }),
+        "converter_config.json: kim.seedNetworks: `10.243.1.0/16` is not in canonical form: write `10.243.0.0/16`",
+    );
+    refused_with(
+        load_edited(|v| {
+            set(v, "/kim/seedNetworks", json!(["fd00::/8", "10.96.0.0/12"]));
+        }),
+        "kim.providers.aws.defaults.networking.pods",
+        "10.96.0.0/13 overlaps the seed network 10.96.0.0/12 (kim.seedNetworks)",
+    );
+    // Absent: the defaults, which the example's default networks (KEB's) stay clear of.
+    let cfg = load_edited(|_| {}).unwrap();
+    assert_eq!(cfg.kim.seed_networks, None);
+    assert_eq!(
+        cfg.kim.seed_networks(),
+        kim_shared::config::DEFAULT_SEED_NETWORKS
+    );
+    let cfg = load_edited(|v| set(v, "/kim/seedNetworks", json!([]))).unwrap();
+    assert!(cfg.kim.seed_networks().is_empty());
+}

@@ -138,6 +138,7 @@ fn region_needs_an_audit_log_tenant_when_audit_logs_are_mandatory() {
     denied(validate_create(&rt, &cfg), "spec.shoot.region");
     let relaxed = ValidationOptions {
         audit_log_mandatory: false,
+        ..ValidationOptions::default()
     };
     let f = allowed(validate_create_with(&rt, &cfg, &relaxed));
     assert!(
@@ -429,6 +430,104 @@ fn networks_must_avoid_gardeners_reserved_ranges() {
 }
 
 #[test]
+fn networks_must_stay_clear_of_the_seed_networks() {
+    for (field, value, seed) in [
+        ("nodes", "10.242.0.0/20", "10.242.0.0/16"),
+        ("pods", "10.64.0.0/13", "10.64.0.0/11"),
+        ("services", "192.168.0.0/16", "192.168.123.0/24"),
+    ] {
+        let rt = runtime(|rt| {
+            let n = &mut rt.spec.shoot.networking;
+            *match field {
+                "nodes" => &mut n.nodes,
+                "pods" => &mut n.pods,
+                _ => &mut n.services,
+            } = value.into();
+        });
+        let v = rejects_with(
+            &rt,
+            &format!("spec.shoot.networking.{field}"),
+            &format!("overlaps the seed network {seed}"),
+        );
+        assert!(
+            v.message.contains("10.242.0.0/16, 10.243.0.0/16, 10.64.0.0/11, 10.254.0.0/16, 192.168.123.0/24 (kim.seedNetworks)"),
+            "{v}"
+        );
+        // The controller does not hold stored Runtimes to it.
+        let stored = ValidationOptions {
+            admission_policy: false,
+            ..ValidationOptions::default()
+        };
+        let f = validate_create_with(&rt, config(), &stored);
+        assert!(
+            !f.violations.iter().any(|v| v.message.contains("seed")),
+            "{:?}",
+            f.violations
+        );
+        // A stored Runtime keeps its (immutable) networks through updates.
+        let mut changed = rt.clone();
+        changed
+            .spec
+            .security
+            .administrators
+            .push("john.doe@example.com".into());
+        accepts_update(&rt, &changed);
+    }
+    // Configured seed networks replace the defaults; IPv6 seed networks concern only IPv6
+    // networks, and an empty list switches the rule off.
+    let mut cfg = config().clone();
+    cfg.kim.seed_networks = Some(vec![
+        "10.250.0.0/24".parse().unwrap(),
+        "fd00::/8".parse().unwrap(),
+    ]);
+    let f = validate_create(&sample(), &cfg);
+    let v = denied(f, "spec.shoot.networking.nodes");
+    assert!(v.message.contains("seed network 10.250.0.0/24"), "{v}");
+    assert!(!v.message.contains("e.g. 10.250.0.0/16"), "{v}");
+    let on_seed = runtime(|rt| rt.spec.shoot.networking.nodes = "10.242.0.0/16".into());
+    cfg.kim.seed_networks = Some(vec!["fd00::/8".parse().unwrap()]);
+    assert!(validate_create(&on_seed, &cfg).is_allowed());
+    cfg.kim.seed_networks = Some(Vec::new());
+    assert!(validate_create(&on_seed, &cfg).is_allowed());
+}
+
+#[test]
+fn fields_without_effect_are_admitted_with_a_warning() {
+    let rt = runtime(|rt| {
+        rt.spec.audit_log_access_enabled = Some(true);
+        rt.spec.shoot.networking.vpc_network = Some("vpc-0a1b2c".into());
+    });
+    let f = accepts(&rt);
+    for field in [
+        "spec.auditLogAccessEnabled",
+        "spec.shoot.networking.vpcNetwork",
+    ] {
+        assert!(
+            f.warnings
+                .iter()
+                .any(|w| w.starts_with(field) && w.contains("has no effect yet")),
+            "{field}: {:?}",
+            f.warnings
+        );
+    }
+    // Said once: an update that leaves them as they are does not repeat it.
+    let mut changed = rt.clone();
+    changed
+        .spec
+        .security
+        .administrators
+        .push("john.doe@example.com".into());
+    let f = accepts_update(&rt, &changed);
+    assert!(
+        !f.warnings.iter().any(|w| w.contains("has no effect yet")),
+        "{:?}",
+        f.warnings
+    );
+    let off = runtime(|rt| rt.spec.audit_log_access_enabled = Some(false));
+    assert!(accepts(&off).warnings.is_empty());
+}
+
+#[test]
 fn nodes_prefix_is_16_to_24_where_the_provider_splits_it_into_zones() {
     rejects_with(
         &runtime(|rt| rt.spec.shoot.networking.nodes = "10.0.0.0/15".into()),
@@ -522,7 +621,7 @@ fn kept(name: &str, at: &str, sent: &serde_json::Value, stored: &serde_json::Val
 }
 
 #[test]
-fn dual_stack_that_is_not_honoured_is_a_warning() {
+fn dual_stack_only_where_the_provider_supports_it() {
     const FIELD: &str = "spec.shoot.networking.dualStack";
     let warned = |f: &kim_shared::validation::ValidationOutcome, needle: &str| {
         f.warnings
@@ -546,12 +645,41 @@ fn dual_stack_that_is_not_honoured_is_a_warning() {
         "{:?}",
         f.warnings
     );
+    let refused = |f: &kim_shared::validation::ValidationOutcome| {
+        f.violations.iter().find(|v| v.field == FIELD).cloned()
+    };
+    // The example configuration restricts azure; only dualStack matters here.
+    enabled.kim.providers.clear();
     let mut azure = dual.clone();
     azure.spec.shoot.provider.type_ = ProviderType::Azure;
-    let f = validate_create(&azure, &enabled);
+    azure.spec.shoot.provider.workers[0].zones = Some(vec!["1".into()]);
+    let refusal = refused(&validate_create(&azure, &enabled)).unwrap();
+    assert!(
+        refusal
+            .message
+            .contains("only aws and gcp clusters can be dual stack"),
+        "{refusal}"
+    );
+    // `false` on any provider is what every cluster gets anyway.
+    let mut ipv4 = azure.clone();
+    ipv4.spec.shoot.networking.dual_stack = Some(false);
+    assert_eq!(refused(&validate_create(&ipv4, &enabled)), None);
+    // The controller validates stored Runtimes without the admission policy: an azure Runtime
+    // stored with dualStack (which upstream ignores) keeps being converted.
+    let stored = ValidationOptions {
+        admission_policy: false,
+        ..ValidationOptions::default()
+    };
+    let f = validate_create_with(&azure, &enabled, &stored);
+    assert_eq!(refused(&f), None);
     assert!(warned(&f, "is ignored for azure"), "{:?}", f.warnings);
     // Creation sets the IP families; a change later does not reach the cluster.
     let f = accepts_update(&sample(), &dual);
+    assert!(warned(&f, "changes from false to true"), "{:?}", f.warnings);
+    let mut azure_before = azure.clone();
+    azure_before.spec.shoot.networking.dual_stack = None;
+    let f = kim_shared::validation::validate_update(&azure_before, &azure, &enabled);
+    assert_eq!(refused(&f), None, "an update is not refused for it");
     assert!(warned(&f, "changes from false to true"), "{:?}", f.warnings);
     let f = accepts(&sample());
     assert!(

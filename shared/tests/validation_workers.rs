@@ -462,3 +462,39 @@ fn a_worker_control_plane_is_refused_as_gardener_refuses_it_for_project_shoots()
         );
     }
 }
+
+#[test]
+fn node_labels_and_taints_follow_kubernetes_rules() {
+    let taint = |key: &str, effect: &str| k8s_openapi::api::core::v1::Taint {
+        key: key.into(),
+        effect: effect.into(),
+        ..Default::default()
+    };
+    accepts(&runtime(|rt| {
+        let w = main_pool(rt);
+        w.labels = Some([("example.com/gpu".to_owned(), "true".to_owned())].into());
+        w.taints = Some(vec![taint("nvidia.com/gpu", "NoSchedule")]);
+    }));
+    let rt = with_extra_pool(|w| {
+        w.labels = Some([("bad key".to_owned(), "v".to_owned())].into());
+        w.taints = Some(vec![taint("dedicated", "NoWhere")]);
+    });
+    let f = kim_shared::validation::validate_create(&rt, config());
+    let fields: Vec<&str> = f.violations.iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.shoot.provider.additionalWorkers[0].labels[bad key]",
+            "spec.shoot.provider.additionalWorkers[0].taints[0].effect",
+        ],
+        "{:?}",
+        f.violations
+    );
+    assert!(
+        f.violations[1]
+            .message
+            .contains("use one of NoSchedule, PreferNoSchedule, NoExecute"),
+        "{:?}",
+        f.violations
+    );
+}

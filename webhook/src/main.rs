@@ -76,6 +76,7 @@ fn main() -> ExitCode {
                 },
                 validation: kim_shared::validation::ValidationOptions {
                     audit_log_mandatory: args.audit_log_mandatory,
+                    ..kim_shared::validation::ValidationOptions::default()
                 },
             };
             if let Some(path) = args.gardener_kubeconfig_path.clone() {

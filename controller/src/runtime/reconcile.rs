@@ -32,9 +32,11 @@ pub async fn apply(
 
     // Validation first: a Runtime stored before the webhook existed must fail clearly. A
     // missing audit-log tenant is left to the step below, which fails with upstream's reason
-    // `AuditLogErr` when `--audit-log-mandatory` is set.
+    // `AuditLogErr` when `--audit-log-mandatory` is set. The admission policy rules are the
+    // webhook's business: a stored Runtime that predates them still converts.
     let opts = kim_shared::validation::ValidationOptions {
         audit_log_mandatory: false,
+        admission_policy: false,
     };
     let findings = kim_shared::validation::validate_create_with(runtime, &reconciler.config, &opts);
     if !findings.is_allowed() {

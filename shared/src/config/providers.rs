@@ -115,6 +115,57 @@ pub struct KimExtension {
     /// listed is not restricted and has no defaults of its own.
     #[serde(default, deserialize_with = "providers_by_name")]
     pub providers: BTreeMap<ProviderKind, ProviderConfig>,
+    /// `kim.seedNetworks`: the networks of the Gardener seeds that may host a Runtime's control
+    /// plane; the nodes, pods and services networks of a new Runtime must stay clear of them.
+    /// Absent: [`DEFAULT_SEED_NETWORKS`]; an empty list switches the rule off.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_cidr_list"
+    )]
+    pub seed_networks: Option<Vec<IpNet>>,
+}
+
+/// The seed networks KEB keeps a Runtime's custom networks clear of (its `GardenerSeedCIDRs`,
+/// `10.243.0.0/17` and `10.243.128.0/17` folded into `10.243.0.0/16`; `240.0.0.0/8` is one of
+/// the ranges Gardener reserves, which every Runtime must avoid anyway). KEB's default networks
+/// (nodes `10.250.0.0/16`, pods `10.96.0.0/13`, services `10.104.0.0/13`) are clear of them.
+pub const DEFAULT_SEED_NETWORKS: [IpNet; 5] = [
+    net4([10, 242, 0, 0], 16),
+    net4([10, 243, 0, 0], 16),
+    net4([10, 64, 0, 0], 11),
+    net4([10, 254, 0, 0], 16),
+    net4([192, 168, 123, 0], 24),
+];
+
+const fn net4(a: [u8; 4], prefix: u8) -> IpNet {
+    IpNet::V4(ipnet::Ipv4Net::new_assert(
+        std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]),
+        prefix,
+    ))
+}
+
+impl KimExtension {
+    /// The seed networks in effect: `kim.seedNetworks`, else [`DEFAULT_SEED_NETWORKS`].
+    pub fn seed_networks(&self) -> &[IpNet] {
+        self.seed_networks
+            .as_deref()
+            .unwrap_or(&DEFAULT_SEED_NETWORKS)
+    }
+}
+
+/// `deserialize_with` for an optional list of canonical CIDRs (IPv4 or IPv6).
+fn optional_cidr_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<IpNet>>, D::Error> {
+    use serde::de::Error;
+    let Some(list) = Option::<Vec<String>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    list.iter()
+        .map(|s| super::values::parse_cidr(s).map_err(D::Error::custom))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// `kim.providers` read as a struct, so that every error path names the provider
@@ -563,6 +614,8 @@ pub(crate) struct GlobalDefaults<'a> {
     pub kubernetes_version: &'a KubernetesVersion,
     pub machine_image_name: &'a str,
     pub machine_image_version: &'a str,
+    /// The seed networks in effect (`kim.seedNetworks` or the defaults).
+    pub seed_networks: &'a [IpNet],
 }
 
 /// Checks one provider's section; `path` is `kim.providers.<provider>`.
@@ -810,7 +863,13 @@ fn check_defaults(
         }
     }
     if let Some(net) = &d.networking {
-        check_networking(kind, net, &format!("{path}.networking"), c);
+        check_networking(
+            kind,
+            net,
+            global.seed_networks,
+            &format!("{path}.networking"),
+            c,
+        );
     }
     if let Some(workers) = &d.workers {
         let at = format!("{path}.workers");
@@ -852,6 +911,7 @@ const RESERVED_FIRST_OCTETS: std::ops::RangeInclusive<u8> = 240..=244;
 fn check_networking(
     kind: ProviderKind,
     net: &NetworkingDefaults,
+    seeds: &[IpNet],
     path: &str,
     c: &mut super::error::Checker,
 ) {
@@ -886,6 +946,18 @@ fn check_networking(
             c.problem(
                 format!("{path}.{key}"),
                 format!("{cidr} overlaps 240.0.0.0/8-244.0.0.0/8, which Gardener reserves"),
+            );
+        }
+    }
+    for (key, cidr) in named {
+        if let Some(cidr) = cidr
+            && let Some(seed) = seeds
+                .iter()
+                .find(|s| s.contains(&cidr) || cidr.contains(*s))
+        {
+            c.problem(
+                format!("{path}.{key}"),
+                format!("{cidr} overlaps the seed network {seed} (kim.seedNetworks); every Runtime that takes this default would be refused"),
             );
         }
     }

@@ -1,5 +1,6 @@
-//! CIDR rules: parse, canonical form, IPv4, no overlap between pods, services and nodes, and
-//! clear of the ranges Gardener reserves.
+//! CIDR rules: parse, canonical form, IPv4, no overlap between pods, services and nodes, clear
+//! of the ranges Gardener reserves and of the seed networks; `dualStack` only where the
+//! provider supports it.
 
 use super::context::Ctx;
 use super::{ValidationOutcome, syntax};
@@ -26,10 +27,13 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
         pods_per_pool(ctx, f);
     }
     let named = [("nodes", nodes), ("pods", pods), ("services", services)];
+    if ctx.opts.admission_policy {
+        seed_networks(ctx, &named, f);
+    }
     for (i, (a_key, a)) in named.iter().enumerate() {
         for (b_key, b) in &named[i + 1..] {
             if let (Some(a), Some(b)) = (a, b)
-                && overlaps(*a, *b)
+                && same_family_overlap(IpNet::V4(*a), IpNet::V4(*b))
             {
                 f.violation(
                     format!("spec.shoot.networking.{b_key}"),
@@ -133,9 +137,66 @@ pub(crate) fn shoot_network(
     Some(net)
 }
 
-/// `spec.shoot.networking.dualStack`: warns when it will not be honoured, as upstream silently
-/// makes such a Shoot IPv4 only, and when it changes on an existing cluster (only creation
-/// sets the IP families).
+/// KEB's default networks, the examples of a network clear of the seed networks.
+fn example_network(key: &str) -> &'static str {
+    match key {
+        "pods" => "10.96.0.0/13",
+        "services" => "10.104.0.0/13",
+        _ => "10.250.0.0/16",
+    }
+}
+
+/// The nodes, pods and services networks stay clear of the seed networks (`kim.seedNetworks`),
+/// each compared with the seed networks of its own IP family. On UPDATE only a network that
+/// changes is checked (they are immutable, so a stored Runtime keeps its networks).
+fn seed_networks(ctx: &Ctx<'_>, named: &[(&str, Option<Ipv4Net>); 3], f: &mut ValidationOutcome) {
+    let seeds = ctx.cfg.kim.seed_networks();
+    if seeds.is_empty() {
+        return;
+    }
+    let now = &ctx.rt.spec.shoot.networking;
+    let before = ctx.old.map(|o| &o.spec.shoot.networking);
+    let values = [
+        (&now.nodes, before.map(|b| &b.nodes)),
+        (&now.pods, before.map(|b| &b.pods)),
+        (&now.services, before.map(|b| &b.services)),
+    ];
+    for ((key, cidr), (now, before)) in named.iter().zip(values) {
+        let Some(cidr) = *cidr else { continue };
+        if before == Some(now) {
+            continue;
+        }
+        let Some(seed) = seeds
+            .iter()
+            .find(|s| same_family_overlap(**s, IpNet::V4(cidr)))
+        else {
+            continue;
+        };
+        let clear: Vec<String> = seeds.iter().map(ToString::to_string).collect();
+        let example = example_network(key);
+        let example = if example
+            .parse::<IpNet>()
+            .is_ok_and(|e| seeds.iter().all(|s| !same_family_overlap(*s, e)))
+        {
+            format!(", e.g. {example}")
+        } else {
+            String::new()
+        };
+        f.violation(
+            format!("spec.shoot.networking.{key}"),
+            format!(
+                "{cidr} overlaps the seed network {seed}; the cluster's control plane may run on a seed with that network, so choose a range clear of the seed networks {} (kim.seedNetworks){example}",
+                clear.join(", ")
+            ),
+        );
+    }
+}
+
+/// `spec.shoot.networking.dualStack`: on CREATE, `true` is refused where the provider cannot
+/// be dual stack (upstream silently makes such a Shoot IPv4 only; with
+/// [`ValidationOptions::admission_policy`](super::ValidationOptions) off it is only a warning).
+/// Warns when the landscape does not support dual stack, and when it changes on an existing
+/// cluster (only creation sets the IP families).
 fn dual_stack(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     const FIELD: &str = "spec.shoot.networking.dualStack";
     let requested = ctx.rt.spec.shoot.networking.dual_stack;
@@ -158,10 +219,17 @@ fn dual_stack(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         return;
     }
     if !crate::convert::supports_dual_stack(provider) {
-        f.warning(
-            FIELD,
-            format_args!("is ignored for {provider}: only aws and gcp clusters can be dual stack; the cluster is IPv4 only"),
-        );
+        if ctx.opts.admission_policy {
+            f.violation(
+                FIELD,
+                format!("true is not supported for {provider}: only aws and gcp clusters can be dual stack (IPv4 and IPv6); leave dualStack out or set it to false for an IPv4 cluster"),
+            );
+        } else {
+            f.warning(
+                FIELD,
+                format_args!("is ignored for {provider}: only aws and gcp clusters can be dual stack; the cluster is IPv4 only"),
+            );
+        }
     } else if !ctx.cfg.converter.networking.enable_dual_stack_ip {
         f.warning(
             FIELD,
@@ -173,6 +241,16 @@ fn dual_stack(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
 /// Whether two IPv4 networks share an address.
 pub(crate) fn overlaps(a: Ipv4Net, b: Ipv4Net) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// Whether two networks of the same IP family share an address; networks of different
+/// families never overlap (a dual-stack cluster's IPv4 and IPv6 ranges are compared apart).
+pub(crate) fn same_family_overlap(a: IpNet, b: IpNet) -> bool {
+    match (a, b) {
+        (IpNet::V4(a), IpNet::V4(b)) => overlaps(a, b),
+        (IpNet::V6(a), IpNet::V6(b)) => a.contains(&b.network()) || b.contains(&a.network()),
+        _ => false,
+    }
 }
 
 /// Parses an ACL CIDR (IPv4 or IPv6). Returns the parsed network, or a message for a violation.
@@ -211,5 +289,20 @@ mod tests {
         assert!(overlaps(n("10.0.0.0/8"), n("10.250.0.0/16")));
         assert!(overlaps(n("10.250.0.0/16"), n("10.0.0.0/8")));
         assert!(!overlaps(n("10.96.0.0/13"), n("10.104.0.0/13")));
+        let m = |s: &str| s.parse::<IpNet>().unwrap();
+        assert!(same_family_overlap(m("fd00::/8"), m("fd00:1::/64")));
+        assert!(!same_family_overlap(m("fd00::/8"), m("fe80::/10")));
+        assert!(!same_family_overlap(m("10.0.0.0/8"), m("::/0")));
+        assert!(!same_family_overlap(m("::/0"), m("10.0.0.0/8")));
+    }
+
+    #[test]
+    fn keb_default_networks_are_clear_of_the_default_seed_networks() {
+        for net in ["10.250.0.0/16", "10.96.0.0/13", "10.104.0.0/13"] {
+            let net: IpNet = net.parse().unwrap();
+            for seed in crate::config::DEFAULT_SEED_NETWORKS {
+                assert!(!same_family_overlap(seed, net), "{net} overlaps {seed}");
+            }
+        }
     }
 }

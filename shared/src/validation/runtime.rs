@@ -37,6 +37,7 @@ pub fn validate_create_with(
 pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     shoot_name(ctx, f);
     shoot_fields(ctx, f);
+    without_effect(ctx, f);
     let version = kubernetes_version(ctx, f);
     let nodes = networking::check(ctx, f);
     workers::check(ctx, nodes, version, f);
@@ -168,6 +169,40 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         f.warning(
             "spec.shoot.provider.controlPlaneConfig",
             "is ignored: the infrastructure manager generates the control plane configuration",
+        );
+    }
+}
+
+/// Fields KEB writes that the infrastructure manager does not act on yet (neither does
+/// upstream's by default): admitted with a warning, on CREATE and when an update changes them.
+fn without_effect(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
+    let rt = ctx.rt;
+    let audit = rt.spec.audit_log_access_enabled;
+    if audit == Some(true)
+        && ctx
+            .old
+            .is_none_or(|o| o.spec.audit_log_access_enabled != audit)
+    {
+        f.warning(
+            "spec.auditLogAccessEnabled",
+            "has no effect yet: dedicated audit logging is not implemented (upstream's --dedicated-audit-logging-enabled, off by default); the cluster's audit logs go to the shared audit-log tenant of its region",
+        );
+    }
+    let vpc = rt
+        .spec
+        .shoot
+        .networking
+        .vpc_network
+        .as_deref()
+        .filter(|v| !v.is_empty());
+    if let Some(vpc) = vpc
+        && ctx
+            .old
+            .is_none_or(|o| o.spec.shoot.networking.vpc_network.as_deref() != Some(vpc))
+    {
+        f.warning(
+            "spec.shoot.networking.vpcNetwork",
+            format_args!("{vpc:?} has no effect yet: the infrastructure manager creates a new network laid out from spec.shoot.networking.nodes (as upstream does); an existing VPC or VNet cannot be used"),
         );
     }
 }

@@ -34,6 +34,37 @@ pub fn is_config_key(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// Longest name part of a qualified name and longest label value (Kubernetes).
+pub const QUALIFIED_NAME_MAX: usize = 63;
+
+/// Whether `s` is 1-63 characters of `A-Z`, `a-z`, `0-9`, `-`, `_` and `.`, starting and
+/// ending with a letter or digit: the name part of a qualified name and a non-empty label
+/// value (Kubernetes' `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`).
+fn is_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= QUALIFIED_NAME_MAX
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Whether `s` is a Kubernetes qualified name, the form of label keys, annotation keys and
+/// taint keys: an optional DNS subdomain prefix and `/`, then a name part (1-63 characters of
+/// letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit).
+pub fn is_qualified_name(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_name_part(name),
+        None => is_name_part(s),
+    }
+}
+
+/// Whether `s` is a Kubernetes label value: empty, or a name part (see [`is_qualified_name`]).
+pub fn is_label_value(s: &str) -> bool {
+    s.is_empty() || is_name_part(s)
+}
+
 /// A volume size in the only form Gardener accepts (`^(\d)+Gi$`), as gibibytes.
 /// `None` when the form is wrong or the number does not fit.
 pub fn parse_gi(s: &str) -> Option<u64> {
@@ -194,6 +225,36 @@ mod tests {
         assert!(!is_dns_subdomain("hyperscaler secret"));
         assert!(!is_dns_subdomain("a..b"));
         assert!(!is_dns_subdomain(""));
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        for ok in [
+            "a",
+            "Pool_1.x",
+            "example.com/pool",
+            "node.kubernetes.io/role",
+            &"a".repeat(63),
+        ] {
+            assert!(is_qualified_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "a b",
+            "/a",
+            "example.com/",
+            "Example.com/a",
+            "a/b/c",
+            "example.com/-a",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_qualified_name(bad), "{bad}");
+        }
+        assert!(is_label_value("") && is_label_value("v1.2_x-y"));
+        assert!(!is_label_value("a b") && !is_label_value("-a") && !is_label_value("a/b"));
+        assert!(!is_label_value(&"a".repeat(64)));
     }
 
     #[test]

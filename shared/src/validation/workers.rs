@@ -96,6 +96,7 @@ pub(crate) fn check(
             );
         }
         kubelet(at, w, f);
+        super::node_metadata::check(at, w, f);
         if w.control_plane.is_some() {
             // Gardener: a pool with `controlPlane` makes the Shoot self-hosted, and self-hosted
             // Shoots must live in the `garden` namespace, never in a project's.
