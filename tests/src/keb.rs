@@ -253,6 +253,22 @@ pub fn corpus() -> Vec<KebRuntime> {
     ));
     shapes.push((
         Shape::new(
+            "aws-custom-networks",
+            "aws",
+            "aws",
+            "eu-central-1",
+            "m7i.large",
+            &["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+        ),
+        Box::new(|rt: &mut Value| {
+            let net = &mut rt["spec"]["shoot"]["networking"];
+            net["nodes"] = json!("10.180.0.0/20");
+            net["pods"] = json!("172.16.0.0/13");
+            net["services"] = json!("172.24.0.0/14");
+        }),
+    ));
+    shapes.push((
+        Shape::new(
             "aws-r8i-us-east-1",
             "aws",
             "aws",
@@ -508,6 +524,29 @@ pub fn corpus() -> Vec<KebRuntime> {
         ),
         plain(),
     ));
+    // KEB's provisioning parameters: custom networks (clear of KEB's seed ranges, which KEB
+    // checks), dualStack where KEB's provider configuration offers it, and the audit-log
+    // access flag when KEB's auditLogAccess feature is on.
+    shapes.push((
+        Shape::new(
+            "gcp-params",
+            "gcp",
+            "gcp",
+            "europe-west3",
+            "n2-standard-4",
+            &["europe-west3-a", "europe-west3-b", "europe-west3-c"],
+        ),
+        Box::new(|rt: &mut Value| {
+            rt["spec"]["auditLogAccessEnabled"] = json!(true);
+            rt["spec"]["shoot"]["networking"] = json!({
+                "type": "calico",
+                "nodes": "10.180.0.0/20",
+                "pods": "100.64.0.0/12",
+                "services": "100.104.0.0/13",
+                "dualStack": true
+            });
+        }),
+    ));
     shapes.push((
         Shape::new(
             "gcp-osaka",
@@ -757,7 +796,9 @@ pub struct InvalidVariant {
 
 /// Variants of a corpus Runtime, each with one field Gardener refuses: a region, zone, machine
 /// type, volume type, image version or Kubernetes version the landscape does not offer, an
-/// expired version, an arm64 machine type on an amd64 pool, an unusable machine type.
+/// expired version, an arm64 machine type on an amd64 pool, an unusable machine type, a
+/// malformed node taint or label; and each with one the webhook's policy refuses: a network
+/// on a seed network, dualStack on a provider that cannot be dual stack.
 pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
     let provider = base.runtime["spec"]["shoot"]["provider"]["type"]
         .as_str()
@@ -831,6 +872,37 @@ pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
             },
         ),
     ];
+    out.push(edit(
+        "nodes network on a seed network",
+        "spec.shoot.networking.nodes",
+        &|rt| {
+            rt["spec"]["shoot"]["networking"]["nodes"] = json!("10.242.0.0/16");
+        },
+    ));
+    out.push(edit(
+        "node taint effect",
+        "spec.shoot.provider.workers[0].taints[0].effect",
+        &|rt| {
+            rt["spec"]["shoot"]["provider"]["workers"][0]["taints"] =
+                json!([{"key": "dedicated", "value": "kyma", "effect": "NoWhere"}]);
+        },
+    ));
+    out.push(edit(
+        "node label key",
+        "spec.shoot.provider.workers[0].labels[pool type]",
+        &|rt| {
+            rt["spec"]["shoot"]["provider"]["workers"][0]["labels"] = json!({"pool type": "gpu"});
+        },
+    ));
+    if !matches!(provider.as_str(), "aws" | "gcp") {
+        out.push(edit(
+            "dualStack on a provider without it",
+            "spec.shoot.networking.dualStack",
+            &|rt| {
+                rt["spec"]["shoot"]["networking"]["dualStack"] = json!(true);
+            },
+        ));
+    }
     if base.runtime["spec"]["shoot"]["provider"]["workers"][0]["volume"]["type"].is_string() {
         out.push(edit(
             "volume type",

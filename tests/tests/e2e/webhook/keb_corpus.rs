@@ -75,8 +75,35 @@ async fn keb_runtimes_are_admitted_as_sent_and_broken_ones_refused_naming_the_fi
     wh.stop(env).await;
 }
 
+/// The refusal of a machine type the aws CloudProfile does not list.
+const NOT_OFFERED: &str = "is not a machine type of CloudProfile aws";
+
+/// Polls a dry-run create of `obj` every 100 ms until it is admitted (`admitted`) or refused
+/// for a machine type the profile does not offer (`!admitted`); returns the seconds it took,
+/// or the last answer after 30 s.
+async fn until(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    admitted: bool,
+) -> Result<f64, String> {
+    let since = std::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..300 {
+        match api.create(&dry_run(), obj).await.map_err(|e| e.to_string()) {
+            Ok(_) if admitted => return Ok(since.elapsed().as_secs_f64()),
+            Err(e) if !admitted && e.contains(NOT_OFFERED) => {
+                return Ok(since.elapsed().as_secs_f64());
+            }
+            Ok(_) => "admitted".clone_into(&mut last),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(last)
+}
+
 /// A machine type added to the CloudProfile is admitted once the watch has delivered the
-/// change, without a restart of the webhook.
+/// change, without a restart of the webhook; once removed again, it is refused again.
 #[tokio::test]
 async fn a_machine_type_added_to_the_cloud_profile_is_honoured_without_restart() {
     let env = TestEnv::shared().await.unwrap();
@@ -89,8 +116,7 @@ async fn a_machine_type_added_to_the_cloud_profile_is_honoured_without_restart()
     let obj: DynamicObject = serde_json::from_value(rt).unwrap();
     let err = api.create(&dry_run(), &obj).await.unwrap_err().to_string();
     assert!(
-        err.contains("spec.shoot.provider.workers[0].machine.type")
-            && err.contains("is not a machine type of CloudProfile aws"),
+        err.contains("spec.shoot.provider.workers[0].machine.type") && err.contains(NOT_OFFERED),
         "{err}"
     );
 
@@ -102,25 +128,28 @@ async fn a_machine_type_added_to_the_cloud_profile_is_honoured_without_restart()
     let types = aws.data["spec"]["machineTypes"].as_array_mut().unwrap();
     types.push(json!({"name": new_type, "cpu": "2", "gpu": "0", "memory": "8Gi", "usable": true, "architecture": "amd64"}));
     let patch: Value = json!({"spec": {"machineTypes": types.clone()}});
-    let changed = std::time::Instant::now();
     profiles
         .patch("aws", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let mut last = String::new();
-    for _ in 0..300 {
-        match api.create(&dry_run(), &obj).await {
-            Ok(_) => {
-                println!(
-                    "new machine type admitted {:.2} s after the CloudProfile change",
-                    changed.elapsed().as_secs_f64()
-                );
-                wh.stop(env).await;
-                return;
-            }
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("the new machine type was not admitted within 30 s: {last}");
+    let added = until(&api, &obj, true)
+        .await
+        .unwrap_or_else(|last| panic!("the new machine type was not admitted within 30 s: {last}"));
+    println!("new machine type admitted {added:.2} s after the CloudProfile change");
+
+    // Take it out again (the shared landscape stays as it was): refused again, also without
+    // a restart.
+    let mut aws = profiles.get("aws").await.unwrap();
+    let types = aws.data["spec"]["machineTypes"].as_array_mut().unwrap();
+    types.retain(|t| t["name"] != json!(new_type));
+    let patch: Value = json!({"spec": {"machineTypes": types.clone()}});
+    profiles
+        .patch("aws", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let removed = until(&api, &obj, false).await.unwrap_or_else(|last| {
+        panic!("the removed machine type was still admitted after 30 s: {last}")
+    });
+    println!("removed machine type refused {removed:.2} s after the CloudProfile change");
+    wh.stop(env).await;
 }
