@@ -33,7 +33,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
     for (i, (a_key, a)) in named.iter().enumerate() {
         for (b_key, b) in &named[i + 1..] {
             if let (Some(a), Some(b)) = (a, b)
-                && same_family_overlap(IpNet::V4(*a), IpNet::V4(*b))
+                && overlaps(*a, *b)
             {
                 f.violation(
                     format!("spec.shoot.networking.{b_key}"),
