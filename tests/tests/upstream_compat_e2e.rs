@@ -372,3 +372,70 @@ fn deploy_renders_upstreams_deployment_names_ports_and_mounts() {
         assert!(our_args.contains(&arg), "{arg} in {our_args:?}");
     }
 }
+
+/// `schema` without descriptions: what decides which objects a CRD accepts and how it stores
+/// them.
+fn without_descriptions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "description")
+                .map(|(k, v)| (k.clone(), without_descriptions(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        // controller-gen writes `minimum: 0`, our generator `0.0`: the same number.
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            json!(n.as_f64().unwrap() as i64)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The upgrade test (`e2e controller::upgrade`) stands in today's upstream CRDs with
+/// `kim_tests::fixtures::upstream_crds`, derived from ours; it must be exactly upstream's
+/// schema, or the rollback it checks would be to a CRD upstream never shipped.
+#[test]
+fn the_upgrade_tests_upstream_crds_are_upstreams() {
+    let dir = today().join("config/crd/bases");
+    let derived = kim_tests::fixtures::upstream_crds::crds().unwrap();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let theirs = read_yaml(&path);
+        let name = theirs["metadata"]["name"].as_str().unwrap();
+        let ours = derived
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no derived CRD {name}"));
+        let ours = serde_json::to_value(ours).unwrap();
+        for key in ["group", "names", "scope"] {
+            assert_eq!(ours["spec"][key], theirs["spec"][key], "{name}: spec.{key}");
+        }
+        let (our_versions, their_versions) = (
+            ours["spec"]["versions"].as_array().unwrap(),
+            theirs["spec"]["versions"].as_array().unwrap(),
+        );
+        assert_eq!(our_versions.len(), their_versions.len(), "{name}: versions");
+        for (o, t) in our_versions.iter().zip(their_versions) {
+            for key in ["name", "served", "storage", "subresources"] {
+                assert_eq!(o[key], t[key], "{name}: version {key}");
+            }
+            assert_eq!(
+                without_descriptions(&o["additionalPrinterColumns"]),
+                without_descriptions(&t["additionalPrinterColumns"]),
+                "{name}: printer columns"
+            );
+            assert_eq!(
+                without_descriptions(&o["schema"]),
+                without_descriptions(&t["schema"]),
+                "{name}: schema"
+            );
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, derived.len(), "upstream's CRDs in {}", dir.display());
+}
