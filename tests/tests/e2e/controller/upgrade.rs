@@ -32,8 +32,8 @@ use serde_json::{Value, json};
 
 use super::takeover::{Laid, TIMEOUT, UPSTREAM_MANAGER, conditions_of, last_sync, lay_down, shoots_api};
 
-/// The field manager the document's `kubectl apply --server-side` uses for the CRDs, both ways:
-/// applying upstream's CRDs again with it removes what ours added.
+/// The field manager the document's `kubectl apply --server-side` of our CRDs uses (the CRDs'
+/// managed fields then say who installed them).
 const CRD_FIELD_MANAGER: &str = "kim-upgrade";
 
 /// Metadata of one object: (labels, annotations, finalizers, owner UIDs).
@@ -172,7 +172,7 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         );
     }
 
-    // Step 4: the webhook and its registration.
+    // Step 4: the webhook and its registration ...
     let wh = Webhook::start(
         env,
         Options {
@@ -228,7 +228,7 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         "{refusal}"
     );
 
-    // Step 5: our controller.
+    // ... and our controller.
     let ctl = start_with_args(args, dir).await?;
     for l in &laid {
         eventually(&format!("{} reconciled", l.provider), TIMEOUT, || async {
@@ -295,6 +295,25 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         ),
         1.0,
         "the invalid Runtime shows as Failed (alert KimRuntimeFailed)"
+    );
+    // No Shoot or structured-auth ConfigMap written; one kubeconfig requested (the due one).
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "infrastructure_manager_im_gardener_requests_total",
+            &["method=\"PATCH\""]
+        ),
+        0.0,
+        "Gardener PATCHes"
+    );
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "infrastructure_manager_im_gardener_requests_total",
+            &["method=\"POST\""]
+        ),
+        laid.iter().filter(|l| l.due).count() as f64,
+        "Gardener POSTs"
     );
     assert_eq!(
         metric_sum(
@@ -406,6 +425,20 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
     // R2: the webhook registration goes before the webhook, or every Runtime write fails.
     let webhook_secret = wh.secret.clone();
     let (mutating, validating) = (wh.mutating.clone(), wh.validating.clone());
+    let deleted = kubectl_ok(
+        env,
+        &[
+            "delete",
+            "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+            "-l",
+            "app.kubernetes.io/name=infrastructure-manager-webhook",
+        ],
+    )
+    .await?;
+    ensure!(
+        deleted.contains(&mutating) && deleted.contains(&validating),
+        "the label names the registration: {deleted}"
+    );
     wh.stop(env).await;
     for (kind, name) in [
         ("mutatingwebhookconfiguration", &mutating),
@@ -434,14 +467,11 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         )
         .await?;
     }
-    // R5: upstream's CRDs back with the same field manager, which removes what ours added;
-    // our RuntimeAccess CRD goes.
+    // R5: upstream's CRDs back (each schema is replaced whole); our RuntimeAccess CRD goes.
     let rollback_crds = [
         "apply",
         "--server-side",
         "--force-conflicts",
-        "--field-manager",
-        CRD_FIELD_MANAGER,
         "-f",
         &upstream_crd_arg,
     ];
