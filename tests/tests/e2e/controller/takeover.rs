@@ -335,7 +335,12 @@ fn fixture(provider: &str, ns: &str, id: &str, shoot: &str) -> Result<Value> {
 }
 
 /// Writes one Runtime and everything upstream keeps for it, in the order upstream does.
-pub(super) async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> Result<Laid> {
+pub(super) async fn lay_down(
+    env: &TestEnv,
+    ns: &str,
+    provider: &'static str,
+    id: &str,
+) -> Result<Laid> {
     let shoot_name = shoot_name(id);
     let f = fixture(provider, ns, id, &shoot_name)?;
     let kcp = env.kcp_client().await?;

@@ -23,14 +23,18 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::names;
 use kim_tests::controller::*;
-use kim_tests::fixtures::upstream_crds::{self, GARDENER_CLUSTER_CRD, RUNTIME_ACCESS_CRD, RUNTIME_CRD};
+use kim_tests::fixtures::upstream_crds::{
+    self, GARDENER_CLUSTER_CRD, RUNTIME_ACCESS_CRD, RUNTIME_CRD,
+};
 use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kim_tests::webhook::{Options, Webhook, kubectl, runtime_resource};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use super::takeover::{Laid, TIMEOUT, UPSTREAM_MANAGER, conditions_of, last_sync, lay_down, shoots_api};
+use super::takeover::{
+    Laid, TIMEOUT, UPSTREAM_MANAGER, conditions_of, last_sync, lay_down, shoots_api,
+};
 
 /// The field manager the document's `kubectl apply --server-side` of our CRDs uses (the CRDs'
 /// managed fields then say who installed them).
@@ -123,24 +127,30 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         "the report names the field: {report}"
     );
 
-    // Step 3: our CRDs over upstream's. (`--force-conflicts` takes over the descriptions
-    // upstream's client-side apply owns; the upstream-compatibility suite shows the conflict
-    // with upstream's own files, whose descriptions differ from ours.)
+    // Step 3: our CRDs over upstream's. Upstream's client-side apply owns `spec.versions`, an
+    // atomic list holding the schema, and ours differs: without `--force-conflicts` the apply
+    // stops at that conflict.
     let crds_dir = repo_root().join("crds").display().to_string();
-    kubectl_ok(
+    let mut apply_ours = vec![
+        "apply",
+        "--server-side",
+        "--field-manager",
+        CRD_FIELD_MANAGER,
+        "-f",
+        &crds_dir,
+    ];
+    let (ok, out) = kubectl(env, &apply_ours, None).await;
+    ensure!(
+        !ok && out.contains("conflict") && out.contains(".spec.versions"),
+        "our CRDs applied without --force-conflicts: {out}"
+    );
+    apply_ours.insert(1, "--force-conflicts");
+    kubectl_ok(env, &apply_ours).await?;
+    crds_established(
         env,
-        &[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager",
-            CRD_FIELD_MANAGER,
-            "-f",
-            &crds_dir,
-        ],
+        &[RUNTIME_CRD, GARDENER_CLUSTER_CRD, RUNTIME_ACCESS_CRD],
     )
     .await?;
-    crds_established(env, &[RUNTIME_CRD, GARDENER_CLUSTER_CRD, RUNTIME_ACCESS_CRD]).await?;
     stored_schema_is(env, &kim_shared::crds::all()).await?;
     // The apiserver now validates with our schema (a Runtime needs `spec`) ...
     let raw: Api<DynamicObject> = Api::namespaced_with(kcp.clone(), &ns, &runtime_resource());
@@ -331,7 +341,10 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         let shoot = shoots.get(&l.shoot).await?;
         assert_eq!(
             (shoot.metadata.generation, &shoot.data["spec"]),
-            (l.shoot_before.metadata.generation, &l.shoot_before.data["spec"]),
+            (
+                l.shoot_before.metadata.generation,
+                &l.shoot_before.data["spec"]
+            ),
             "{what}: the Shoot changed"
         );
         let secret = secrets.get(&names::kubeconfig_secret_name(&l.id)).await?;
@@ -360,7 +373,11 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         let before = &runtimes_before[&l.id];
         assert_eq!(
             (&rt.spec, rt.metadata.generation, rt.finalizers()),
-            (&before.spec, before.metadata.generation, before.finalizers()),
+            (
+                &before.spec,
+                before.metadata.generation,
+                before.finalizers()
+            ),
             "{what}: Runtime"
         );
         assert_eq!(
@@ -467,7 +484,7 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
         )
         .await?;
     }
-    // R5: upstream's CRDs back (each schema is replaced whole); our RuntimeAccess CRD goes.
+    // R5: upstream's CRDs back (`spec.versions` is replaced whole); our RuntimeAccess CRD goes.
     let rollback_crds = [
         "apply",
         "--server-side",
@@ -530,7 +547,9 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
     gcs.delete(id, &DeleteParams::default()).await?;
     gone(&gcs, id).await?;
     let secret_name = names::kubeconfig_secret_name(id);
-    secrets.delete(&secret_name, &DeleteParams::default()).await?;
+    secrets
+        .delete(&secret_name, &DeleteParams::default())
+        .await?;
     gone(&secrets, &secret_name).await?;
     runtimes
         .patch(
@@ -653,7 +672,8 @@ async fn stored_schema_is(env: &TestEnv, expected: &[CustomResourceDefinition]) 
 /// `kim-webhook validate -f - --converter-config-filepath <the test configuration>` on `yaml`:
 /// (exit code, output).
 async fn kim_webhook_validate(dir: &Path, yaml: &str) -> Result<(Option<i32>, String)> {
-    let config = kim_tests::fixtures::write_converter_config(dir, kim_tests::fixtures::PROJECT_NAME)?;
+    let config =
+        kim_tests::fixtures::write_converter_config(dir, kim_tests::fixtures::PROJECT_NAME)?;
     let bin = sibling_binary("kim-webhook");
     let yaml = yaml.to_owned();
     tokio::task::spawn_blocking(move || -> Result<(Option<i32>, String)> {
@@ -739,7 +759,10 @@ fn shoot_writes_by(env: &TestEnv, user: &str) -> Result<Vec<(String, String, i64
         .map(|e| {
             (
                 e["verb"].as_str().unwrap_or_default().to_owned(),
-                e["objectRef"]["name"].as_str().unwrap_or_default().to_owned(),
+                e["objectRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 e["responseStatus"]["code"].as_i64().unwrap_or_default(),
             )
         })
