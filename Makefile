@@ -129,8 +129,10 @@ KUBECTL ?= kubectl
 
 ## Installs the CRDs and the whole manager (namespace kcp-system) into the cluster of the current
 ## KUBECONFIG. The images are built from deploy/Containerfile (see its header).
+# --force-conflicts: over CRDs applied client-side (upstream KIM's), `spec.versions` is an
+# atomic list owned by kubectl-client-side-apply (docs/upgrade-from-upstream.md, step 3).
 deploy:
-	$(KUBECTL) apply --server-side -f crds/
+	$(KUBECTL) apply --server-side --force-conflicts -f crds/
 	$(KUBECTL) apply -k deploy/
 
 ## Regenerates crds/*.yaml from the Rust types.

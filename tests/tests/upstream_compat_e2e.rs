@@ -372,3 +372,339 @@ fn deploy_renders_upstreams_deployment_names_ports_and_mounts() {
         assert!(our_args.contains(&arg), "{arg} in {our_args:?}");
     }
 }
+
+/// `schema` without descriptions: what decides which objects a CRD accepts and how it stores
+/// them.
+fn without_descriptions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "description")
+                .map(|(k, v)| (k.clone(), without_descriptions(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        // controller-gen writes `minimum: 0`, our generator `0.0`: the same number.
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            json!(n.as_f64().unwrap() as i64)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The upgrade test (`e2e controller::upgrade`) stands in today's upstream CRDs with
+/// `kim_tests::fixtures::upstream_crds`, derived from ours; it must be exactly upstream's
+/// schema, or the rollback it checks would be to a CRD upstream never shipped.
+#[test]
+fn the_upgrade_tests_upstream_crds_are_upstreams() {
+    let dir = today().join("config/crd/bases");
+    let derived = kim_tests::fixtures::upstream_crds::crds().unwrap();
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let theirs = read_yaml(&path);
+        let name = theirs["metadata"]["name"].as_str().unwrap();
+        let ours = derived
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no derived CRD {name}"));
+        let ours = serde_json::to_value(ours).unwrap();
+        for key in ["group", "names", "scope"] {
+            assert_eq!(ours["spec"][key], theirs["spec"][key], "{name}: spec.{key}");
+        }
+        let (our_versions, their_versions) = (
+            ours["spec"]["versions"].as_array().unwrap(),
+            theirs["spec"]["versions"].as_array().unwrap(),
+        );
+        assert_eq!(our_versions.len(), their_versions.len(), "{name}: versions");
+        for (o, t) in our_versions.iter().zip(their_versions) {
+            for key in ["name", "served", "storage", "subresources"] {
+                assert_eq!(o[key], t[key], "{name}: version {key}");
+            }
+            assert_eq!(
+                without_descriptions(&o["additionalPrinterColumns"]),
+                without_descriptions(&t["additionalPrinterColumns"]),
+                "{name}: printer columns"
+            );
+            assert_eq!(
+                without_descriptions(&o["schema"]),
+                without_descriptions(&t["schema"]),
+                "{name}: schema"
+            );
+        }
+        compared += 1;
+    }
+    assert_eq!(
+        compared,
+        derived.len(),
+        "upstream's CRDs in {}",
+        dir.display()
+    );
+}
+
+/// The schemas of a CRD, typed (so `minimum: 0` and `0.0` compare equal).
+fn schemas_of(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Vec<Value> {
+    crd.spec
+        .versions
+        .iter()
+        .map(|v| serde_json::to_value(&v.schema).unwrap())
+        .collect()
+}
+
+/// The CRD steps of docs/upgrade-from-upstream.md on upstream's own files: upstream's CRDs as
+/// its deployment applies them (client-side), ours over them with server-side apply (which
+/// stops at the conflict without `--force-conflicts`: upstream's client-side apply owns
+/// `spec.versions`), then upstream's again server-side, which leaves exactly upstream's schemas.
+#[tokio::test]
+async fn the_documented_crd_steps_switch_to_ours_and_back_to_upstreams_exactly() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let env = kim_tests::testenv::TestEnv::start(kim_tests::testenv::TestEnvOptions {
+        crds_dir: None,
+        ..kim_tests::testenv::TestEnvOptions::kcp_only()
+    })
+    .await
+    .unwrap();
+    let upstream_dir = today().join("config/crd/bases");
+    let upstream_arg = upstream_dir.display().to_string();
+    let ours_arg = kim_tests::testenv::repo_root()
+        .join("crds")
+        .display()
+        .to_string();
+    let (ok, out) = kubectl(&env, &["apply", "-f", &upstream_arg], None).await;
+    assert!(ok, "upstream's client-side apply: {out}");
+
+    let server_side = |dir: &str, force: bool| -> Vec<String> {
+        let mut args = vec![
+            "apply".to_owned(),
+            "--server-side".to_owned(),
+            "--field-manager=kim-upgrade".to_owned(),
+            "-f".to_owned(),
+            dir.to_owned(),
+        ];
+        if force {
+            args.insert(1, "--force-conflicts".to_owned());
+        }
+        args
+    };
+    let call = |args: Vec<String>| {
+        let env = &env;
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            kubectl(env, &refs, None).await
+        }
+    };
+    let (ok, out) = call(server_side(&ours_arg, false)).await;
+    assert!(
+        !ok && out.contains("conflict") && out.contains(".spec.versions"),
+        "ours without --force-conflicts: {out}"
+    );
+    let (ok, out) = call(server_side(&ours_arg, true)).await;
+    assert!(ok, "ours with --force-conflicts: {out}");
+    let api: Api<CustomResourceDefinition> = Api::all(env.kcp_client().await.unwrap());
+    for crd in kim_shared::crds::all() {
+        let name = crd.metadata.name.clone().unwrap();
+        assert_eq!(
+            schemas_of(&api.get(&name).await.unwrap()),
+            schemas_of(&crd),
+            "{name}: ours after the upgrade"
+        );
+    }
+
+    // The rollback: upstream's files server-side under kubectl's own field manager. A CRD's
+    // `spec.versions` (holding the schemas) is an atomic list, so it is replaced whole.
+    let (ok, out) = kubectl(
+        &env,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            &upstream_arg,
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "upstream's CRDs again: {out}");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&upstream_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let theirs: CustomResourceDefinition = serde_json::from_value(read_yaml(&path)).unwrap();
+        let name = theirs.metadata.name.clone().unwrap();
+        assert_eq!(
+            schemas_of(&api.get(&name).await.unwrap()),
+            schemas_of(&theirs),
+            "{name}: upstream's after the rollback"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 2, "upstream's CRDs in {upstream_arg}");
+}
+
+/// Upstream's controller Deployment as its `config/default` renders it, for what the switch
+/// touches: the base Deployment with the name prefix and namespace, the manager container of
+/// [`upstream_manager_container`] and the volumes of the patches, in order.
+fn upstream_deployment() -> Value {
+    let root = today().join("config");
+    let kustomization = read_yaml(&root.join("default/kustomization.yaml"));
+    let prefix = kustomization["namePrefix"].as_str().unwrap();
+    let namespace = kustomization["namespace"].as_str().unwrap();
+    let base = std::fs::read_to_string(root.join("manager/manager.yaml")).unwrap();
+    let mut deployment = serde_yaml_ng::Deserializer::from_str(&base)
+        .map(|d| Value::deserialize(d).unwrap())
+        .find(|d| d["kind"] == "Deployment")
+        .unwrap();
+    let name = format!(
+        "{prefix}{}",
+        deployment["metadata"]["name"].as_str().unwrap()
+    );
+    deployment["metadata"]["name"] = json!(name);
+    deployment["metadata"]["namespace"] = json!(namespace);
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    pod["serviceAccountName"] = json!(format!(
+        "{prefix}{}",
+        pod["serviceAccountName"].as_str().unwrap()
+    ));
+    pod["containers"] = json!([upstream_manager_container()]);
+    let mut volumes = Vec::new();
+    for patch in kustomization["patchesStrategicMerge"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+    {
+        let patch = read_yaml(&root.join("default").join(patch));
+        volumes.extend(
+            patch["spec"]["template"]["spec"]["volumes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+    }
+    pod["volumes"] = Value::Array(volumes);
+    deployment
+}
+
+/// What of a Deployment's pod template the switch must carry over exactly: volumes and their
+/// mounts, the containers' command, arguments, environment (by name) and resources, the pod's
+/// security context and replicas. (The apiserver adds defaults elsewhere.)
+fn switched_fields(deployment: &Value) -> Value {
+    let pod = &deployment["spec"]["template"]["spec"];
+    let names = |list: &Value, key: &str| -> Vec<Value> {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| v[key].clone())
+            .collect()
+    };
+    let containers: Vec<Value> = pod["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c["name"], "command": c["command"], "args": c["args"],
+                "env": names(&c["env"], "name"), "resources": c["resources"],
+                "mounts": c["volumeMounts"].as_array().into_iter().flatten()
+                    .map(|m| json!([m["name"], m["mountPath"]])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "replicas": deployment["spec"]["replicas"],
+        "selector": deployment["spec"]["selector"],
+        "volumes": names(&pod["volumes"], "name"),
+        "containers": containers,
+        "securityContext": pod["securityContext"],
+        "serviceAccountName": pod["serviceAccountName"],
+    })
+}
+
+/// Steps 1 and 5 of docs/upgrade-from-upstream.md and R3/R7 for the controller Deployment,
+/// which has upstream's name: upstream's applied client-side (as `kubectl apply` of its
+/// kustomization does) and scaled to zero, ours applied client-side over it, then upstream's
+/// again. Each time the Deployment is exactly the one applied last: no volume, mount,
+/// argument or setting of the other is left behind.
+#[tokio::test]
+async fn the_documented_deployment_steps_replace_upstreams_deployment_and_back() {
+    let env = kim_tests::testenv::TestEnv::start(kim_tests::testenv::TestEnvOptions {
+        crds_dir: None,
+        ..kim_tests::testenv::TestEnvOptions::kcp_only()
+    })
+    .await
+    .unwrap();
+    let theirs = upstream_deployment();
+    let name = theirs["metadata"]["name"].as_str().unwrap().to_owned();
+    let namespace = theirs["metadata"]["namespace"].as_str().unwrap().to_owned();
+    let ours = our_rendered_objects()
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == *name.as_str())
+        .unwrap();
+    assert_ne!(switched_fields(&ours), switched_fields(&theirs));
+    kubectl_ok(&env, &["create", "namespace", &namespace]).await;
+    let env = &env;
+    apply_manifest(env, &theirs).await;
+    assert_eq!(
+        switched_fields(&stored_deployment(env, &name, &namespace).await),
+        switched_fields(&theirs)
+    );
+    kubectl_ok(
+        env,
+        &[
+            "scale",
+            "deployment",
+            &name,
+            "-n",
+            &namespace,
+            "--replicas=0",
+        ],
+    )
+    .await;
+    apply_manifest(env, &ours).await;
+    assert_eq!(
+        switched_fields(&stored_deployment(env, &name, &namespace).await),
+        switched_fields(&ours),
+        "ours over upstream's"
+    );
+    kubectl_ok(
+        env,
+        &[
+            "scale",
+            "deployment",
+            &name,
+            "-n",
+            &namespace,
+            "--replicas=0",
+        ],
+    )
+    .await;
+    apply_manifest(env, &theirs).await;
+    assert_eq!(
+        switched_fields(&stored_deployment(env, &name, &namespace).await),
+        switched_fields(&theirs),
+        "upstream's again"
+    );
+}
+
+async fn kubectl_ok(env: &kim_tests::testenv::TestEnv, args: &[&str]) -> String {
+    let (ok, out) = kubectl(env, args, None).await;
+    assert!(ok, "kubectl {}: {out}", args.join(" "));
+    out
+}
+
+async fn apply_manifest(env: &kim_tests::testenv::TestEnv, manifest: &Value) {
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(manifest))).await;
+    assert!(ok, "{out}");
+}
+
+async fn stored_deployment(env: &kim_tests::testenv::TestEnv, name: &str, ns: &str) -> Value {
+    let out = kubectl_ok(env, &["get", "deployment", name, "-n", ns, "-o", "json"]).await;
+    serde_json::from_str(&out).unwrap()
+}

@@ -15,4 +15,5 @@ mod samples;
 mod seeds;
 mod takeover;
 mod updates;
+mod upgrade;
 mod upstream_args;

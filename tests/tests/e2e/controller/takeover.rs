@@ -44,28 +44,28 @@ use serde_json::{Value, json};
 
 /// The field manager of upstream's creates, updates and status updates: client-go names it
 /// after the binary, which upstream's image calls `manager`.
-const UPSTREAM_MANAGER: &str = "manager";
+pub(super) const UPSTREAM_MANAGER: &str = "manager";
 /// The field manager of upstream's server-side applies of a Shoot.
 const UPSTREAM_APPLY_MANAGER: &str = "kim";
 /// The test controller's `--kubeconfig-expiration-time` is 1h with upstream's rotation ratio
 /// 0.6: a rotation is due 0.95 x 36 min after the last sync.
 const FRESH_SYNC_AGE: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
 const DUE_SYNC_AGE: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
-const TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One Runtime as upstream left it.
-struct Laid {
-    provider: &'static str,
-    id: String,
-    shoot: String,
+pub(super) struct Laid {
+    pub(super) provider: &'static str,
+    pub(super) id: String,
+    pub(super) shoot: String,
     /// Whether its kubeconfig is due for rotation.
-    due: bool,
+    pub(super) due: bool,
     /// The Shoot as it was before our controller started.
-    shoot_before: DynamicObject,
-    secret_before: Secret,
-    config_map_before: ConfigMap,
+    pub(super) shoot_before: DynamicObject,
+    pub(super) secret_before: Secret,
+    pub(super) config_map_before: ConfigMap,
     /// (type, status, reason, message) of the conditions after the take-over: upstream's.
-    conditions: Vec<(String, String, String, String)>,
+    pub(super) conditions: Vec<(String, String, String, String)>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -313,7 +313,7 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
     Ok(())
 }
 
-async fn shoots_api(env: &TestEnv) -> Result<Api<DynamicObject>> {
+pub(super) async fn shoots_api(env: &TestEnv) -> Result<Api<DynamicObject>> {
     Ok(Api::namespaced_with(
         env.garden_client().await?,
         PROJECT_NAMESPACE,
@@ -335,7 +335,12 @@ fn fixture(provider: &str, ns: &str, id: &str, shoot: &str) -> Result<Value> {
 }
 
 /// Writes one Runtime and everything upstream keeps for it, in the order upstream does.
-async fn lay_down(env: &TestEnv, ns: &str, provider: &'static str, id: &str) -> Result<Laid> {
+pub(super) async fn lay_down(
+    env: &TestEnv,
+    ns: &str,
+    provider: &'static str,
+    id: &str,
+) -> Result<Laid> {
     let shoot_name = shoot_name(id);
     let f = fixture(provider, ns, id, &shoot_name)?;
     let kcp = env.kcp_client().await?;
@@ -660,7 +665,7 @@ async fn ensure_admin_binding(env: &TestEnv, admin: &str) -> Result<()> {
     Ok(())
 }
 
-fn last_sync(secret: &Secret) -> Option<String> {
+pub(super) fn last_sync(secret: &Secret) -> Option<String> {
     secret
         .metadata
         .annotations
@@ -669,7 +674,7 @@ fn last_sync(secret: &Secret) -> Option<String> {
         .cloned()
 }
 
-fn conditions_of(rt: &Runtime) -> Vec<(String, String, String, String)> {
+pub(super) fn conditions_of(rt: &Runtime) -> Vec<(String, String, String, String)> {
     rt.status
         .iter()
         .flat_map(|s| s.conditions.iter().flatten())
