@@ -75,13 +75,6 @@ pub struct BusyLabels {
     pub operation: String,
 }
 
-/// Labels of the provisioning and deletion durations.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProviderLabels {
-    /// `spec.shoot.provider.type` (a handful of values).
-    pub provider: String,
-}
-
 /// Labels of `infrastructure_manager_im_gardener_health`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HealthLabels {
@@ -117,10 +110,12 @@ pub struct Metrics {
     pub shoot_create_limit: Gauge,
     /// Shoot creates in flight.
     pub shoot_creates_in_flight: Gauge,
-    /// From a Runtime's creation to its first Ready, by provider.
-    pub runtime_provisioning_duration: Family<ProviderLabels, Histogram, fn() -> Histogram>,
-    /// From a Runtime's deletion timestamp to the removal of its finalizer, by provider.
-    pub runtime_deletion_duration: Family<ProviderLabels, Histogram, fn() -> Histogram>,
+    /// From a Runtime's creation to its first Ready. Without labels, so the series exists
+    /// from the start and the first Runtime counts in `increase()` (a series born with its
+    /// first observation does not).
+    pub runtime_provisioning_duration: Histogram,
+    /// From a Runtime's deletion timestamp to the removal of its finalizer.
+    pub runtime_deletion_duration: Histogram,
     /// Time each Gardener request waited in the client's token-bucket rate limiter
     /// (`--gardener-ratelimiter-qps/-burst`), zero included.
     pub gardener_rate_limit_wait: Histogram,
@@ -142,8 +137,8 @@ impl Metrics {
             gardener_busy: Family::default(),
             shoot_create_limit: Gauge::default(),
             shoot_creates_in_flight: Gauge::default(),
-            runtime_provisioning_duration: Family::new_with_constructor(lifecycle_histogram),
-            runtime_deletion_duration: Family::new_with_constructor(lifecycle_histogram),
+            runtime_provisioning_duration: lifecycle_histogram(),
+            runtime_deletion_duration: lifecycle_histogram(),
             gardener_rate_limit_wait: rate_limit_histogram(),
         };
         // Upstream registers this counter without a prefix.
@@ -201,12 +196,12 @@ impl Metrics {
         );
         sub.register(
             "runtime_provisioning_duration_seconds",
-            "Time from a Runtime's creation to its first Ready state, by provider",
+            "Time from a Runtime's creation to its first Ready state",
             m.runtime_provisioning_duration.clone(),
         );
         sub.register(
             "runtime_deletion_duration_seconds",
-            "Time from a Runtime's deletion timestamp to the removal of its finalizer, by provider",
+            "Time from a Runtime's deletion timestamp to the removal of its finalizer",
             m.runtime_deletion_duration.clone(),
         );
         sub.register(
@@ -218,21 +213,14 @@ impl Metrics {
     }
 
     /// Records a Runtime's first Ready, `took` after its creation.
-    pub fn observe_provisioning(&self, provider: &str, took: Duration) {
+    pub fn observe_provisioning(&self, took: Duration) {
         self.runtime_provisioning_duration
-            .get_or_create(&ProviderLabels {
-                provider: provider.to_owned(),
-            })
             .observe(took.as_secs_f64());
     }
 
     /// Records a Runtime's finalizer removal, `took` after its deletion timestamp.
-    pub fn observe_deletion(&self, provider: &str, took: Duration) {
-        self.runtime_deletion_duration
-            .get_or_create(&ProviderLabels {
-                provider: provider.to_owned(),
-            })
-            .observe(took.as_secs_f64());
+    pub fn observe_deletion(&self, took: Duration) {
+        self.runtime_deletion_duration.observe(took.as_secs_f64());
     }
 
     /// Counts one "try later" answer to `operation`.
@@ -395,14 +383,14 @@ mod tests {
     fn lifecycle_durations_by_provider_and_rate_limit_waits() {
         let mut registry = Registry::default();
         let m = Metrics::register(&mut registry);
-        m.observe_provisioning("aws", Duration::from_secs(700));
-        m.observe_deletion("gcp", Duration::from_secs(3));
+        m.observe_provisioning(Duration::from_secs(700));
+        m.observe_deletion(Duration::from_secs(3));
         m.gardener_rate_limit_wait.observe(0.0);
         let text = encode(&registry).unwrap();
         for line in [
-            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"600.0\",provider=\"aws\"} 0",
-            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"900.0\",provider=\"aws\"} 1",
-            "infrastructure_manager_im_runtime_deletion_duration_seconds_bucket{le=\"5.0\",provider=\"gcp\"} 1",
+            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"600.0\"} 0",
+            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"900.0\"} 1",
+            "infrastructure_manager_im_runtime_deletion_duration_seconds_bucket{le=\"5.0\"} 1",
             "infrastructure_manager_im_gardener_rate_limit_wait_seconds_bucket{le=\"0.001\"} 1",
         ] {
             assert!(text.contains(line), "{line} in {text}");

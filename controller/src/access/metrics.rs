@@ -24,6 +24,10 @@ pub struct TokenMetrics {
 impl TokenMetrics {
     /// Registers the counter in the `infrastructure_manager_im` sub-registry.
     pub fn register(&self, registry: &mut Registry) {
+        // Every result from the start, so the first of each counts in `increase()`.
+        for result in ["issued", "rotated", "failed"] {
+            let _ = self.tokens.get_or_create(&TokenLabels { result });
+        }
         registry.register(
             "runtime_access_tokens",
             "ServiceAccount tokens of RuntimeAccesses written into their kubeconfig Secrets (issued, rotated) and attempts that failed",

@@ -674,10 +674,9 @@ impl Reconciler {
             if draft.completes_provisioning()
                 && let Some(created) = runtime.metadata.creation_timestamp.as_ref()
             {
-                self.ctx.metrics.observe_provisioning(
-                    runtime.spec.shoot.provider.type_.as_str(),
-                    elapsed_since(created.0),
-                );
+                self.ctx
+                    .metrics
+                    .observe_provisioning(elapsed_since(created.0));
             }
             let reference = runtime.object_ref(&());
             for change in draft.changes() {
