@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins prometheus-bins prometheus-checks run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins prometheus-bins prometheus-checks dashboards-picture run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews
 
 all: build
 
@@ -56,6 +56,17 @@ prometheus-bins:
 prometheus-checks: testenv-bins prometheus-bins
 	$(CARGO) build -p kim-webhook --bins
 	$(CARGO) test -p kim-tests --test e2e deploy::prometheus
+
+## The dashboards as pictures (docs/img/dashboard-*.png, docs/operations.md): the e2e test
+## `deploy::prometheus` writes every dashboard query's series from its real Prometheus
+## (KIM_DASHBOARD_DATA), and tests/prometheus/render.py draws them with matplotlib (pip install
+## matplotlib, or Debian's python3-matplotlib). Not part of `make test`.
+DASHBOARD_DATA := $(abspath $(or $(CARGO_TARGET_DIR),target))/dashboard-series.json
+dashboards-picture: testenv-bins prometheus-bins
+	@python3 -c 'import matplotlib' 2>/dev/null || { echo "kim: python3 has no matplotlib: pip install matplotlib, or apt-get install python3-matplotlib"; exit 1; }
+	$(CARGO) build -p kim-webhook --bins
+	KIM_DASHBOARD_DATA=$(DASHBOARD_DATA) $(CARGO) test -p kim-tests --test e2e deploy::prometheus::dashboards_and_alerts
+	python3 tests/prometheus/render.py $(DASHBOARD_DATA) docs/img
 
 # A full disk shows up as a compiler or linker I/O error minutes into the build; say it first.
 # A cold `make test` writes about 3.2 GB to the target directory (and the first control-plane

@@ -1,6 +1,6 @@
 //! Metrics of the process: upstream's names where upstream has them
-//! (`infrastructure_manager_im_*`), plus reconcile duration, queue depth and Gardener requests by
-//! code.
+//! (`infrastructure_manager_im_*`), plus reconcile duration, queue depth, Gardener requests by
+//! code and rate-limit waits, and how long Runtimes take to provision and to delete.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -110,6 +110,15 @@ pub struct Metrics {
     pub shoot_create_limit: Gauge,
     /// Shoot creates in flight.
     pub shoot_creates_in_flight: Gauge,
+    /// From a Runtime's creation to its first Ready. Without labels, so the series exists
+    /// from the start and the first Runtime counts in `increase()` (a series born with its
+    /// first observation does not).
+    pub runtime_provisioning_duration: Histogram,
+    /// From a Runtime's deletion timestamp to the removal of its finalizer.
+    pub runtime_deletion_duration: Histogram,
+    /// Time each Gardener request waited in the client's token-bucket rate limiter
+    /// (`--gardener-ratelimiter-qps/-burst`), zero included.
+    pub gardener_rate_limit_wait: Histogram,
 }
 
 impl Metrics {
@@ -128,6 +137,9 @@ impl Metrics {
             gardener_busy: Family::default(),
             shoot_create_limit: Gauge::default(),
             shoot_creates_in_flight: Gauge::default(),
+            runtime_provisioning_duration: lifecycle_histogram(),
+            runtime_deletion_duration: lifecycle_histogram(),
+            gardener_rate_limit_wait: rate_limit_histogram(),
         };
         // Upstream registers this counter without a prefix.
         registry.register(
@@ -182,7 +194,33 @@ impl Metrics {
             "Shoot creates in flight",
             m.shoot_creates_in_flight.clone(),
         );
+        sub.register(
+            "runtime_provisioning_duration_seconds",
+            "Time from a Runtime's creation to its first Ready state",
+            m.runtime_provisioning_duration.clone(),
+        );
+        sub.register(
+            "runtime_deletion_duration_seconds",
+            "Time from a Runtime's deletion timestamp to the removal of its finalizer",
+            m.runtime_deletion_duration.clone(),
+        );
+        sub.register(
+            "gardener_rate_limit_wait_seconds",
+            "Time a Gardener request waited in the client's rate limiter (--gardener-ratelimiter-qps/-burst)",
+            m.gardener_rate_limit_wait.clone(),
+        );
         std::sync::Arc::new(m)
+    }
+
+    /// Records a Runtime's first Ready, `took` after its creation.
+    pub fn observe_provisioning(&self, took: Duration) {
+        self.runtime_provisioning_duration
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records a Runtime's finalizer removal, `took` after its deletion timestamp.
+    pub fn observe_deletion(&self, took: Duration) {
+        self.runtime_deletion_duration.observe(took.as_secs_f64());
     }
 
     /// Counts one "try later" answer to `operation`.
@@ -281,6 +319,22 @@ fn request_histogram() -> Histogram {
     ])
 }
 
+/// Provisioning and deletion: Gardener takes minutes to an hour; seconds in tests.
+fn lifecycle_histogram() -> Histogram {
+    Histogram::new([
+        1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+        7200.0,
+    ])
+}
+
+/// Rate-limit waits: none while under the burst, then fractions of a second per request, up
+/// to seconds when a relist meets a busy bucket.
+fn rate_limit_histogram() -> Histogram {
+    Histogram::new([
+        0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
 /// Renders the registry in the OpenMetrics text format.
 pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
     let mut out = String::new();
@@ -323,6 +377,24 @@ mod tests {
         m.remove_runtime_state("rt-1");
         let text = encode(&registry).unwrap();
         assert!(!text.contains("runtimeId=\"rt-1\""), "{text}");
+    }
+
+    #[test]
+    fn lifecycle_durations_by_provider_and_rate_limit_waits() {
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.observe_provisioning(Duration::from_secs(700));
+        m.observe_deletion(Duration::from_secs(3));
+        m.gardener_rate_limit_wait.observe(0.0);
+        let text = encode(&registry).unwrap();
+        for line in [
+            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"600.0\"} 0",
+            "infrastructure_manager_im_runtime_provisioning_duration_seconds_bucket{le=\"900.0\"} 1",
+            "infrastructure_manager_im_runtime_deletion_duration_seconds_bucket{le=\"5.0\"} 1",
+            "infrastructure_manager_im_gardener_rate_limit_wait_seconds_bucket{le=\"0.001\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Prometheus metrics of the webhook (served on the plain-HTTP admin port at `/metrics`).
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -33,6 +35,60 @@ pub struct EndpointLabels {
     pub kind: &'static str,
 }
 
+/// Labels of a denial's field.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DenialLabels {
+    /// Admitted kind.
+    pub kind: &'static str,
+    /// Path of the field at fault, list indices and map keys as `[]` (see [`field_label`]).
+    pub field: String,
+}
+
+/// Distinct `field` values the denial counter keeps; later ones are counted as `other`.
+/// Field paths come from the validation rules, which name a few hundred fields at most.
+pub const MAX_DENIAL_FIELDS: usize = 256;
+
+/// Longest `field` value kept; longer paths are cut here.
+const MAX_FIELD_LEN: usize = 160;
+
+/// A violation's field path as a label value of bounded cardinality: the contents of every
+/// `[...]` (list indices such as `workers[3]`, and map keys such as `labels[kyma-project.io/x]`
+/// or `requiredClaims[aud]`, which the client chooses) become `[]`, and the result is cut at
+/// 160 characters.
+pub fn field_label(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut depth = 0usize;
+    for c in field.chars() {
+        match c {
+            '[' => {
+                if depth == 0 {
+                    out.push('[');
+                }
+                depth += 1;
+            }
+            ']' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    out.push(']');
+                }
+            }
+            _ if depth > 0 => {}
+            _ => out.push(c),
+        }
+    }
+    if depth > 0 {
+        out.push(']');
+    }
+    if out.len() > MAX_FIELD_LEN {
+        let mut end = MAX_FIELD_LEN;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
+}
+
 /// Labels of certificate rotations.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CertLabels {
@@ -44,6 +100,10 @@ pub struct CertLabels {
 pub struct Metrics {
     /// Admissions by outcome.
     pub admissions: Family<AdmissionLabels, Counter>,
+    /// Violations of denied admissions by kind and field.
+    pub denials: Family<DenialLabels, Counter>,
+    /// The `field` values `denials` has series for (at most [`MAX_DENIAL_FIELDS`]).
+    denial_fields: Mutex<HashSet<String>>,
     /// Handler latency.
     pub latency: Family<EndpointLabels, Histogram>,
     /// Requests rejected before admission (body too large).
@@ -74,6 +134,8 @@ impl Metrics {
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self {
             admissions: Family::default(),
+            denials: Family::default(),
+            denial_fields: Mutex::default(),
             latency: Family::new_with_constructor(|| {
                 Histogram::new([
                     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5,
@@ -96,6 +158,11 @@ impl Metrics {
             "admission_requests",
             "Admission requests answered",
             m.admissions.clone(),
+        );
+        r.register(
+            "admission_denials",
+            "Violations of denied admissions by kind and field path (list indices and map keys as [])",
+            m.denials.clone(),
         );
         r.register(
             "admission_duration_seconds",
@@ -155,6 +222,30 @@ impl Metrics {
         m
     }
 
+    /// Counts the violations of one denied admission of `kind`: each distinct field once.
+    pub fn count_denial<'a>(&self, kind: &'static str, fields: impl IntoIterator<Item = &'a str>) {
+        let mut labels: Vec<String> = fields.into_iter().map(field_label).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        for field in labels {
+            let field = {
+                let mut known = self
+                    .denial_fields
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if known.contains(&field) || known.len() < MAX_DENIAL_FIELDS {
+                    known.insert(field.clone());
+                    field
+                } else {
+                    "other".to_owned()
+                }
+            };
+            self.denials
+                .get_or_create(&DenialLabels { kind, field })
+                .inc();
+        }
+    }
+
     /// Publishes the expiry of the serving certificate in use.
     pub fn set_serving_not_after(&self, not_after: SystemTime) {
         let secs = not_after
@@ -198,5 +289,69 @@ impl Metrics {
                     .set(i64::try_from(o.bundle_size).unwrap_or(i64::MAX));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_labels_drop_indices_and_keys() {
+        for (field, label) in [
+            (
+                "spec.shoot.provider.workers[3].name",
+                "spec.shoot.provider.workers[].name",
+            ),
+            (
+                "spec.shoot.provider.workers[0].zones[12]",
+                "spec.shoot.provider.workers[].zones[]",
+            ),
+            (
+                "metadata.labels[kyma-project.io/runtime-id]",
+                "metadata.labels[]",
+            ),
+            ("x.requiredClaims[a[b]c]", "x.requiredClaims[]"),
+            ("spec.unclosed[7", "spec.unclosed[]"),
+            ("spec.shoot.name", "spec.shoot.name"),
+        ] {
+            assert_eq!(field_label(field), label, "{field}");
+        }
+        assert_eq!(field_label(&"é".repeat(200)).len(), MAX_FIELD_LEN);
+    }
+
+    #[test]
+    fn denials_count_each_field_once_and_stay_bounded() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        m.count_denial(
+            "Runtime",
+            [
+                "spec.shoot.provider.workers[0].name",
+                "spec.shoot.provider.workers[1].name",
+            ],
+        );
+        for i in 0..MAX_DENIAL_FIELDS + 10 {
+            m.count_denial("Runtime", [format!("spec.f{i}").as_str()]);
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains(
+                "kim_webhook_admission_denials_total{kind=\"Runtime\",field=\"spec.shoot.provider.workers[].name\"} 1\n"
+            ),
+            "{text}"
+        );
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("kim_webhook_admission_denials_total{"))
+            .count();
+        assert_eq!(series, MAX_DENIAL_FIELDS + 1, "{text}");
+        assert!(
+            text.contains(
+                "kim_webhook_admission_denials_total{kind=\"Runtime\",field=\"other\"} 11\n"
+            ),
+            "{text}"
+        );
     }
 }

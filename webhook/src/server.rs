@@ -273,6 +273,9 @@ fn admission_route(
                     allowed: if a.audit.allowed { "true" } else { "false" },
                 })
                 .inc();
+            if !a.audit.allowed {
+                m.count_denial(kind, a.audit.violations.iter().map(|v| v.field.as_str()));
+            }
             m.latency
                 .get_or_create(&EndpointLabels {
                     webhook: mode.as_str(),

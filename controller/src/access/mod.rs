@@ -6,6 +6,7 @@
 //! on deletion (finalizer), removes everything it created.
 
 pub mod kubeconfig;
+pub mod metrics;
 pub mod reconcile;
 pub mod record;
 pub mod shoot;
@@ -56,7 +57,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     );
     let metrics = Arc::new(shoot_client::ShootMetrics::default());
     ctx.register_metrics(|r| metrics.register(r));
-    let reconciler = Arc::new(reconcile::Reconciler::new(ctx.clone(), settings, metrics));
+    let tokens = Arc::new(metrics::TokenMetrics::default());
+    ctx.register_metrics(|r| tokens.register(r));
+    let reconciler = Arc::new(reconcile::Reconciler::new(
+        ctx.clone(),
+        settings,
+        metrics,
+        tokens,
+    ));
     Controller::new(requests, watcher::Config::default())
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

@@ -24,6 +24,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::kubeconfig::token_kubeconfig;
+use super::metrics::TokenMetrics;
 use super::record::{self, SecretFacts};
 use super::shoot::{self, RbacObject};
 use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
@@ -52,22 +53,27 @@ pub struct Reconciler {
     ctx: Arc<Context>,
     settings: AccessSettings,
     clients: ShootClients,
+    /// Tokens delivered and failed.
+    tokens: Arc<TokenMetrics>,
     /// Failures per RuntimeAccess (the backoff).
     records: Records<()>,
 }
 
 impl Reconciler {
-    /// A reconciler with the given settings; its shoot clients count requests in `metrics`.
+    /// A reconciler with the given settings; its shoot clients count requests in `metrics`,
+    /// its tokens are counted in `tokens`.
     pub fn new(
         ctx: Arc<Context>,
         settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
+        tokens: Arc<TokenMetrics>,
     ) -> Self {
         let timeout = settings.shoot_request_timeout;
         Self {
             ctx,
             settings,
             clients: ShootClients::new(metrics, timeout),
+            tokens,
             records: Records::default(),
         }
     }
@@ -443,6 +449,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         let a = match shoot_access(reconciler, ra, &admin).await {
             Ok(a) => a,
             Err(e) => {
+                reconciler.tokens.failed(decision);
                 return fail(
                     reconciler,
                     ra,
@@ -467,7 +474,10 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 access = Some((a, sa));
                 created
             }
-            Err(f) => return fail(reconciler, ra, f.reason, &f.what, f.error, now).await,
+            Err(f) => {
+                reconciler.tokens.failed(decision);
+                return fail(reconciler, ra, f.reason, &f.what, f.error, now).await;
+            }
         }
     } else {
         facts
@@ -494,6 +504,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     let a = match shoot_access(reconciler, ra, &admin).await {
                         Ok(a) => a,
                         Err(e) => {
+                            reconciler.tokens.failed(decision);
                             return fail(
                                 reconciler,
                                 ra,
@@ -508,6 +519,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     match ensure_shoot_objects(&a.client, ra, Vec::new()).await {
                         Ok((_, sa)) => (a, sa),
                         Err(f) => {
+                            reconciler.tokens.failed(decision);
                             return fail(reconciler, ra, f.reason, &f.what, f.error, now).await;
                         }
                     }
@@ -519,6 +531,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             let issued = match shoot::request_token(&access.client, &sa, lifetime).await {
                 Ok(t) => t,
                 Err(e) => {
+                    reconciler.tokens.failed(decision);
                     return fail(
                         reconciler,
                         ra,
@@ -537,9 +550,12 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 &ra.spec.service_account.namespace,
                 &issued.token,
             )
-            .map_err(|e| Error::AdminKubeconfig {
-                runtime: ra.spec.runtime_id.clone(),
-                reason: e.to_string(),
+            .map_err(|e| {
+                reconciler.tokens.failed(decision);
+                Error::AdminKubeconfig {
+                    runtime: ra.spec.runtime_id.clone(),
+                    reason: e.to_string(),
+                }
             })?;
             let reason = record::issue_reason(cause);
             let mut desired = kubeconfig_secret(
@@ -581,8 +597,12 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 }
             };
             match written {
-                Ok(s) => resource_version = s.metadata.resource_version,
+                Ok(s) => {
+                    resource_version = s.metadata.resource_version;
+                    reconciler.tokens.delivered(cause);
+                }
                 Err(e) => {
+                    reconciler.tokens.failed(decision);
                     return fail(
                         reconciler,
                         ra,

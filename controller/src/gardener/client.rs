@@ -170,7 +170,12 @@ where
                 tracing::error!(%denied, "request blocked by the Gardener allow-list");
                 return Err(Box::new(denied) as BoxError);
             }
+            let queued = std::time::Instant::now();
             guard.limiter.until_ready().await;
+            guard
+                .metrics
+                .gardener_rate_limit_wait
+                .observe(queued.elapsed().as_secs_f64());
             let fut = {
                 let mut svc = inner.lock().await;
                 svc.ready().await.map_err(Into::into)?;

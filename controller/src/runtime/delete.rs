@@ -301,6 +301,12 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
     )
     .await
     .map_err(|e| Error::api("remove the finalizer from the Runtime", e))?;
+    if let Some(since) = runtime.meta().deletion_timestamp.as_ref() {
+        reconciler
+            .ctx
+            .metrics
+            .observe_deletion(super::elapsed_since(since.0));
+    }
     reconciler.forget(runtime);
     tracing::info!("Runtime deleted: Shoot gone, finalizer removed");
     Ok(Deleted::Finalized)

@@ -671,6 +671,13 @@ impl Reconciler {
                 )
                 .await
                 .map_err(|e| Error::api("write the Runtime status", e))?;
+            if draft.completes_provisioning()
+                && let Some(created) = runtime.metadata.creation_timestamp.as_ref()
+            {
+                self.ctx
+                    .metrics
+                    .observe_provisioning(elapsed_since(created.0));
+            }
             let reference = runtime.object_ref(&());
             for change in draft.changes() {
                 let event = Event {
@@ -706,6 +713,12 @@ impl Reconciler {
         }
         Ok(())
     }
+}
+
+/// Time from `since` until now; zero when `since` lies ahead (clock skew between the API
+/// server and this process).
+pub(crate) fn elapsed_since(since: jiff::Timestamp) -> std::time::Duration {
+    std::time::Duration::try_from(jiff::Timestamp::now().duration_since(since)).unwrap_or_default()
 }
 
 /// Whether two ConfigMap `data` maps hold the same keys with equal texts or equal YAML

@@ -131,6 +131,13 @@ impl StatusDraft {
         self.new.provisioning_completed = Some(true);
     }
 
+    /// Whether this status is the first to say provisioning completed (the Runtime's first
+    /// Ready; later updates and hibernation cycles never reset it).
+    pub fn completes_provisioning(&self) -> bool {
+        self.old.provisioning_completed != Some(true)
+            && self.new.provisioning_completed == Some(true)
+    }
+
     /// Copies the Shoot's last operation and errors.
     pub fn shoot(&mut self, shoot: Option<&Shoot>) {
         let st = shoot.and_then(|s| s.status.as_ref());

@@ -7,10 +7,14 @@
 //!   quiet otherwise;
 //! - the dashboards' ConfigMaps are their JSON files, labelled for Grafana's sidecar;
 //! - Prometheus scrapes a running controller and webhook (every second) while Runtimes (one
-//!   Ready, deleted, one Failed), GardenerClusters (one in Error), a RuntimeAccess, admissions
-//!   and denials, and Gardener 503s and 429s happen; afterwards every dashboard query and every
-//!   alert expression evaluates without error, returns series over the scenario, Prometheus
-//!   evaluated every rule without error, and `promtool check metrics` accepts both `/metrics`.
+//!   provisioned to Ready and deleted, one Failed), GardenerClusters (one in Error), two
+//!   RuntimeAccesses (one rotating its token, one failing), admissions and denials, Gardener
+//!   503s and 429s, and waits in the controller's Gardener rate limiter happen; afterwards every
+//!   dashboard query and every alert expression evaluates without error, every dashboard query
+//!   returns series with a number (not only NaN) over the scenario, Prometheus evaluated every
+//!   rule without error, and `promtool check metrics` accepts both `/metrics`. With
+//!   `KIM_DASHBOARD_DATA=<file>` the dashboards' series are also written there as JSON, which
+//!   `tests/prometheus/render.py` draws (`make dashboards-picture`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -493,6 +497,15 @@ fn selectors_are_vector_selectors_with_their_matchers() {
     );
 }
 
+/// Whether a series of a range query has a value that is a number (`histogram_quantile` of
+/// zero rates is NaN).
+fn has_number(series: &Value) -> bool {
+    series["values"].as_array().into_iter().flatten().any(|v| {
+        v[1].as_str()
+            .is_some_and(|x| x.parse::<f64>().is_ok_and(f64::is_finite))
+    })
+}
+
 /// A URL query value, percent-encoded.
 fn form_encode(s: &str) -> String {
     s.bytes()
@@ -817,6 +830,20 @@ async fn wait_metric(addr: std::net::SocketAddr, prefix: &str, parts: &[&str]) -
     .await
 }
 
+/// Waits until the controller's counter `metric` (full sample name) with `label` is at least 1
+/// (its series exist at 0 from the start).
+async fn wait_count(addr: std::net::SocketAddr, metric: &str, label: &str) -> Result<()> {
+    eventually(
+        &format!("{metric}{{{label}}} >= 1 in the controller's /metrics"),
+        Duration::from_secs(90),
+        || async move {
+            let text = kim_tests::controller::metrics_text(addr).await?;
+            Ok(kim_tests::controller::metric_sum(&text, metric, &[label]) >= 1.0)
+        },
+    )
+    .await
+}
+
 /// What happens while Prometheus watches: Runtimes provisioned (one Failed, one deleted),
 /// admissions allowed and denied, a GardenerCluster in Error, a RuntimeAccess, Gardener faults.
 async fn scenario(
@@ -919,6 +946,28 @@ async fn scenario(
             .is_some_and(|s| s.state.as_deref() == Some("Ready")))
     })
     .await?;
+    // With --access-rotation-ratio=0.01 its 600 s token is rotated after 6 s.
+    wait_count(
+        metrics,
+        "infrastructure_manager_im_runtime_access_tokens_total",
+        "result=\"rotated\"",
+    )
+    .await?;
+    // One whose ServiceAccount namespace does not exist in the runtime: no token, retried.
+    let mut broken = serde_json::to_value(&access)?;
+    broken["metadata"]["name"] = json!("no-namespace");
+    broken["spec"]["serviceAccount"] =
+        json!({"name": "reader", "namespace": format!("missing-{suffix}")});
+    broken["spec"]["role"]["namespace"] = json!(format!("missing-{suffix}"));
+    accesses
+        .create(&PostParams::default(), &serde_json::from_value(broken)?)
+        .await?;
+    wait_count(
+        metrics,
+        "infrastructure_manager_im_runtime_access_tokens_total",
+        "result=\"failed\"",
+    )
+    .await?;
 
     // Gardener answers 503 until the health probe reports it, then 429 twice.
     proxy.inject(Rule {
@@ -1008,13 +1057,21 @@ async fn dashboards_and_alerts_return_series_on_a_prometheus_scraping_the_runnin
         gardener: Some(proxy.access_via(env.kcp())),
         ..Wiring::default()
     };
-    let ctl = kim_tests::controller::start_controller_wired(
+    // Token rotations within the run (0.01 of 600 s), and a Gardener rate limit the probe and
+    // the reconciles meet (the harness's default of 200 per second never makes them wait).
+    let (mut args, ctl_dir) = kim_tests::controller::controller_args_wired(
         env,
         &ns,
-        &["--gardener-health-interval=1s"],
+        &[
+            "--gardener-health-interval=1s",
+            "--access-rotation-ratio=0.01",
+        ],
         &wiring,
     )
     .await?;
+    args.gardener_ratelimiter_qps = 5;
+    args.gardener_ratelimiter_burst = 2;
+    let ctl = kim_tests::controller::start_with_args(args, ctl_dir).await?;
     let started = start_webhook(env, &ns, dir.path()).await;
     let (webhook, webhook_admin) = match started {
         Ok(w) => w,
@@ -1058,6 +1115,7 @@ async fn check(
 
     // Every dashboard query.
     let queries = dashboard_queries()?;
+    let mut data = serde_json::Map::new();
     for q in &queries {
         let expr = q.expr.replace("$__rate_interval", RATE_INTERVAL);
         match prometheus.range(&expr).await {
@@ -1065,12 +1123,23 @@ async fn check(
                 "dashboard {} / {}: no series for {expr}",
                 q.dashboard, q.panel
             )),
-            Ok(_) => {}
+            Ok(series) if !series.iter().any(has_number) => failures.push(format!(
+                "dashboard {} / {}: only NaN for {expr}",
+                q.dashboard, q.panel
+            )),
+            Ok(series) => {
+                data.insert(q.expr.clone(), Value::Array(series));
+            }
             Err(e) => failures.push(format!(
                 "dashboard {} / {}: {expr}: {e}",
                 q.dashboard, q.panel
             )),
         }
+    }
+    if let Some(path) = std::env::var_os("KIM_DASHBOARD_DATA") {
+        let out = json!({"start": prometheus.start, "end": now(), "series": data});
+        std::fs::write(&path, serde_json::to_vec(&out)?)
+            .with_context(|| format!("writing KIM_DASHBOARD_DATA={}", path.to_string_lossy()))?;
     }
 
     // Every alert expression, and each of its selectors.
