@@ -465,6 +465,10 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
                     if let Some(profiles) = &s.ctx.cloud_profiles {
                         s.metrics.cloud_profiles_age.set(profiles.age_seconds());
                     }
+                    // Also here, not only on /readyz: a replica nobody probes yet (or a
+                    // Prometheus scraping before the kubelet's first probe) must not read as
+                    // not ready while it is.
+                    s.metrics.ready.set(i64::from(s.ready().is_ok()));
                     kim_process::http::metrics_response(&s.registry, headers.get(header::ACCEPT))
                 },
             ),

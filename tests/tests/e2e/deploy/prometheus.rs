@@ -1093,7 +1093,14 @@ async fn dashboards_and_alerts_return_series_on_a_prometheus_scraping_the_runnin
     // The last states are scraped and the rules evaluated.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let webhook_text = http(&webhook_admin, "/metrics", None).await?.1;
+    // Nothing probes /readyz here: the gauge must still say the replica is ready.
+    let ready_gauge = webhook_text
+        .lines()
+        .any(|l| l.trim() == "kim_webhook_ready 1");
     let verdict = match outcome {
+        Ok(_) if !ready_gauge => Err(anyhow::anyhow!(
+            "kim_webhook_ready is not 1 on a scrape of a ready webhook"
+        )),
         Ok(controller_text) => check(&tools, &prometheus, &controller_text, &webhook_text).await,
         Err(e) => Err(e),
     };
