@@ -144,7 +144,7 @@ impl Report {
 /// Two replicas with `--shutdown-delay delay` in a new namespace, load, SIGTERM or SIGKILL
 /// (`stop`) to the replica the apiserver is talking to, the kubelet's and endpoint
 /// controller's part, the end of load. With `retry`, a client retries a failed create once
-/// after a second, as KEB does.
+/// after a second.
 pub(super) async fn scenario(
     env: &TestEnv,
     bin: &Path,
