@@ -351,23 +351,17 @@ async fn create_until_stored(env: &TestEnv, ns: &str, id: &str) -> Result<u32> {
     }
 }
 
-/// Shoot creates by `user` in the KCP audit log (Gardener is aggregated into the KCP): the
-/// Shoot's name and the HTTP code. The records of requests in flight when the apiserver is
-/// killed are lost with it.
-fn shoot_creates(env: &TestEnv, user: &str) -> Result<Vec<(String, i64)>> {
+/// The HTTP codes of the Shoot creates by `user` in the KCP audit log (Gardener is aggregated
+/// into the KCP, which passes the requests on undecoded: the records name no Shoot). The
+/// records of requests in flight when the apiserver is killed are lost with it.
+fn shoot_creates(env: &TestEnv, user: &str) -> Result<Vec<i64>> {
     Ok(env
         .audit_events_of(user)?
         .iter()
         .filter(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "shoots")
         // Not `shoots/adminkubeconfig`.
         .filter(|e| e["objectRef"]["subresource"].is_null())
-        .filter_map(|e| {
-            // The KCP passes the request on to Gardener undecoded: the name is in the body.
-            let name = ["requestObject", "responseObject"]
-                .iter()
-                .find_map(|o| e[*o]["metadata"]["name"].as_str())?;
-            Some((name.to_owned(), e["responseStatus"]["code"].as_i64()?))
-        })
+        .filter_map(|e| e["responseStatus"]["code"].as_i64())
         .collect())
 }
 
@@ -414,21 +408,13 @@ async fn the_kcp_apiserver_restarted_under_load_misses_no_runtime() -> Result<()
         let shoots = shoots_of(env, id).await?;
         ensure!(shoots.len() == 1, "Runtime {id} has Shoots {shoots:?}");
     }
-    // No Shoot was stored twice, and no create came for a Runtime whose Shoot existed under
-    // another name (the annotation check above).
+    // No more Shoots stored than Runtimes (a second Shoot of a Runtime, under another name,
+    // would also show in the annotation check above).
     let creates = shoot_creates(env, &user)?;
-    for id in &ids {
-        let name = shoot_name(id);
-        let stored = creates
-            .iter()
-            .filter(|(n, c)| *n == name && *c == 201)
-            .count();
-        ensure!(stored <= 1, "Shoot {name} created {stored} times");
-    }
-    let stored = creates.iter().filter(|(_, c)| *c == 201).count();
+    let stored = creates.iter().filter(|c| **c == 201).count();
     ensure!(
         stored > 0 && stored <= ids.len(),
-        "{stored} Shoot creates stored for {} Runtimes",
+        "{stored} Shoot creates stored for {} Runtimes: {creates:?}",
         ids.len()
     );
     // The controller's watches resumed on the restarted apiserver.
