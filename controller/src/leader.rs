@@ -1,9 +1,19 @@
 //! Leader election on a Lease (upstream ID `f1c68560.kyma-project.io`) with
 //! `kube-lease-manager`. Reconcilers run only while this replica holds the Lease; a replica
 //! that loses it stops reconciling at once and the process exits, like controller-runtime.
+//!
+//! The Lease manager only reports a change of holder it has read from the API server: a leader
+//! cut off from the API server (a network partition) cannot renew, yet keeps reporting that it
+//! leads while a follower takes the expired Lease. So this replica also times its own
+//! renewals (every successful write to the Lease, seen on the client the manager uses) and
+//! steps down when the Lease it last wrote is about to expire, as controller-runtime does
+//! after its renew deadline.
+
+use std::time::Duration;
 
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Leader election failed.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +52,44 @@ pub struct LeaderElection {
 /// This replica's part in the election; dropping it releases the Lease.
 pub struct Leadership {
     rx: watch::Receiver<bool>,
+    /// When the Lease this replica last wrote expires.
+    expiry: watch::Receiver<Instant>,
+    /// How long before that expiry this replica stops leading.
+    margin: Duration,
+}
+
+/// `client` whose successful writes (PATCH) to the Lease `namespace/name` move `expiry` to
+/// their start plus `duration`: the manager writes the renew time before it sends, so the
+/// Lease is valid until at most then.
+fn timing_renewals(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+    duration: Duration,
+    expiry: watch::Sender<Instant>,
+) -> kube::Client {
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
+    let default_namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (client, expiry) = (client.clone(), expiry.clone());
+        let renewal = req.method() == http::Method::PATCH && req.uri().path() == path;
+        async move {
+            let sent = Instant::now();
+            let resp = client.send(req).await?;
+            if renewal && resp.status().is_success() {
+                expiry.send_if_modified(|e| {
+                    let until = sent + duration;
+                    let later = until > *e;
+                    if later {
+                        *e = until;
+                    }
+                    later
+                });
+            }
+            Ok::<_, kube::Error>(resp)
+        }
+    });
+    kube::Client::new(service, default_namespace)
 }
 
 impl Leadership {
@@ -59,6 +107,15 @@ impl Leadership {
         // The Lease manager panics on other values; keep them in range whatever the caller says.
         let duration = timing.0.max(2);
         let grace = timing.1.clamp(1, duration - 1);
+        // Nothing written yet: not valid until the manager's first write.
+        let (expiry_tx, expiry) = watch::channel(Instant::now());
+        let client = timing_renewals(
+            client,
+            namespace,
+            name,
+            Duration::from_secs(duration),
+            expiry_tx,
+        );
         let manager = LeaseManagerBuilder::new(client, name)
             .with_namespace(namespace)
             .with_identity(identity)
@@ -81,17 +138,42 @@ impl Leadership {
             }
         }
         tracing::info!(lease = name, namespace, identity, "became leader");
-        Ok(Self { rx })
+        Ok(Self {
+            rx,
+            expiry,
+            // The manager renews `grace` before the expiry; half of that is left for the
+            // renewal's round trip, the other half keeps this replica's last writes clear of a
+            // follower that takes the Lease at the expiry by its own clock.
+            margin: Duration::from_secs(grace) / 2,
+        })
     }
 
-    /// Resolves when this replica no longer leads.
+    /// Resolves when this replica no longer leads: the Lease manager says so, or the Lease
+    /// this replica last wrote is about to expire without a renewal.
     pub async fn lost(&mut self) {
+        let mut timing = true;
         loop {
             if !*self.rx.borrow_and_update() {
                 return;
             }
-            if self.rx.changed().await.is_err() {
+            let expiry = *self.expiry.borrow_and_update();
+            let deadline = expiry.checked_sub(self.margin).unwrap_or(expiry);
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    margin = ?self.margin,
+                    "could not renew the Lease in time (API server unreachable?); stepping down before it expires"
+                );
                 return;
+            }
+            tokio::select! {
+                changed = self.rx.changed() => if changed.is_err() {
+                    return;
+                },
+                changed = self.expiry.changed(), if timing => if changed.is_err() {
+                    // The manager is gone; the deadline still holds.
+                    timing = false;
+                },
+                () = tokio::time::sleep_until(deadline) => {}
             }
         }
     }

@@ -194,6 +194,13 @@ impl Process {
                 Err(RunError::LostLeadership)
             }
         };
+        if result.is_err() {
+            // Another replica may lead by now: no reconcile may finish its writes, so none is
+            // drained (controller-runtime exits at once too).
+            for (_, task) in &tasks {
+                task.abort();
+            }
+        }
         // A reconcile that hangs (a request without timeout, a bug) must not keep the process
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
         // process keeps its Lease until it expires.
@@ -214,6 +221,8 @@ async fn join_within(
     for (name, mut task) in tasks {
         match tokio::time::timeout_at(deadline, &mut task).await {
             Ok(Ok(())) => {}
+            // Aborted on lost leadership.
+            Ok(Err(e)) if e.is_cancelled() => {}
             Ok(Err(e)) => {
                 tracing::error!(reconciler = name, error = %e, "reconciler task panicked")
             }

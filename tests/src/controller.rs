@@ -109,6 +109,9 @@ pub struct Wiring {
     /// Reach Gardener through this access instead, e.g. a fault proxy's
     /// [`crate::faultproxy::FaultProxy::access_via`] of the KCP.
     pub gardener: Option<crate::testenv::ClusterAccess>,
+    /// Reach the KCP through this access instead (Gardener too, unless `gardener` says
+    /// otherwise).
+    pub kcp: Option<crate::testenv::ClusterAccess>,
 }
 
 /// Writes the KCP and Gardener kubeconfigs `wiring` asks for into `dir`.
@@ -127,15 +130,17 @@ fn write_wired_kubeconfigs(
         )),
         None => None,
     };
-    if let Some((user, pair)) = &pair {
-        kcp = dir.join("kcp-user.kubeconfig");
-        crate::testenv::access::write_private(
-            &kcp,
-            &env.kcp().kubeconfig(user, Credentials::Cert(pair)),
-        )?;
+    let kcp_access = wiring.kcp.clone().unwrap_or_else(|| env.kcp().clone());
+    if wiring.kcp.is_some() || pair.is_some() {
+        kcp = dir.join("kcp-wired.kubeconfig");
+        let yaml = match &pair {
+            Some((user, pair)) => kcp_access.kubeconfig(user, Credentials::Cert(pair)),
+            None => kcp_access.admin_kubeconfig(),
+        };
+        crate::testenv::access::write_private(&kcp, &yaml)?;
     }
-    if wiring.gardener.is_some() || pair.is_some() {
-        let mut access = wiring.gardener.clone().unwrap_or_else(|| env.kcp().clone());
+    if wiring.gardener.is_some() || wiring.kcp.is_some() || pair.is_some() {
+        let mut access = wiring.gardener.clone().unwrap_or(kcp_access);
         access.name = "garden".into();
         access.namespace = Some(crate::fixtures::PROJECT_NAMESPACE.to_owned());
         let yaml = match &pair {
@@ -375,6 +380,13 @@ impl KillableController {
             _dir: dir,
         };
         Ok((controller, identity, metrics))
+    }
+
+    /// Whether its process has ended (e.g. on lost leadership).
+    pub fn finished(&self) -> bool {
+        self.task
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished)
     }
 
     /// Kills it: no graceful shutdown, in-flight requests are dropped.

@@ -5,11 +5,17 @@
 //! gives under load (API Priority and Fairness), on concurrent writes and while its admission
 //! plugins resync after a restart.
 //!
+//! It also plays a network partition ([`FaultProxy::partition`]): open connections are cut and
+//! new ones closed unanswered until [`FaultProxy::heal`]; and it keeps a log of the requests it
+//! passed on ([`FaultProxy::forwarded`]), so a test can tell when a client last wrote.
+//!
 //! Identity: a client certificate (signed by the environment CA) is passed on by impersonating
 //! its user and group with the admin credentials; a bearer token is passed on as is.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
@@ -108,11 +114,41 @@ pub struct Served {
     pub fault: ApiFault,
 }
 
+/// One request the proxy passed on to the upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forwarded {
+    /// When it arrived (wall clock, to compare with the times in API objects).
+    pub at: SystemTime,
+    /// HTTP method.
+    pub method: String,
+    /// Path (without the query).
+    pub path: String,
+    /// The query, e.g. `watch=true&resourceVersion=...`.
+    pub query: String,
+}
+
+impl Forwarded {
+    /// Whether it is a watch (`watch=true` or `watch=1`).
+    pub fn is_watch(&self) -> bool {
+        self.query
+            .split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1")
+    }
+
+    /// Whether it changes something (not GET, HEAD or OPTIONS).
+    pub fn is_write(&self) -> bool {
+        !matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS")
+    }
+}
+
 /// A running proxy; stops when dropped.
 pub struct FaultProxy {
     url: String,
     rules: Arc<Mutex<Vec<Rule>>>,
     hits: Arc<Mutex<Vec<Served>>>,
+    forwarded: Arc<Mutex<Vec<Forwarded>>>,
+    partitioned: Arc<AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -202,11 +238,32 @@ impl FaultProxy {
         let addr: SocketAddr = listener.local_addr().map_err(other)?;
         let rules: Arc<Mutex<Vec<Rule>>> = Arc::default();
         let hits: Arc<Mutex<Vec<Served>>> = Arc::default();
-        let (r, h) = (rules.clone(), hits.clone());
+        let forwarded: Arc<Mutex<Vec<Forwarded>>> = Arc::default();
+        let partitioned: Arc<AtomicBool> = Arc::default();
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let (r, h, f, p, c) = (
+            rules.clone(),
+            hits.clone(),
+            forwarded.clone(),
+            partitioned.clone(),
+            cut.clone(),
+        );
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, upstream, rules, hits) =
-                    (acceptor.clone(), upstream.clone(), r.clone(), h.clone());
+                // Subscribed before the check: a partition that starts after it cuts this one.
+                let mut cut_rx = c.subscribe();
+                if p.load(Ordering::SeqCst) {
+                    drop(tcp);
+                    continue;
+                }
+                let (acceptor, upstream, rules, hits, forwarded, partitioned) = (
+                    acceptor.clone(),
+                    upstream.clone(),
+                    r.clone(),
+                    h.clone(),
+                    f.clone(),
+                    p.clone(),
+                );
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
@@ -223,14 +280,20 @@ impl FaultProxy {
                             upstream.clone(),
                             rules.clone(),
                             hits.clone(),
+                            forwarded.clone(),
+                            partitioned.clone(),
                             identity.clone(),
                         )
                     });
                     let io = hyper_util::rt::TokioIo::new(tls);
-                    let _ = hyper::server::conn::http1::Builder::new()
+                    let serve = hyper::server::conn::http1::Builder::new()
                         .serve_connection(io, service)
-                        .with_upgrades()
-                        .await;
+                        .with_upgrades();
+                    // Dropping the connection closes it, with any watch streaming through it.
+                    tokio::select! {
+                        _ = serve => {}
+                        _ = cut_rx.changed() => {}
+                    }
                 });
             }
         });
@@ -238,6 +301,9 @@ impl FaultProxy {
             url: format!("https://{addr}"),
             rules,
             hits,
+            forwarded,
+            partitioned,
+            cut,
             task,
         })
     }
@@ -267,6 +333,27 @@ impl FaultProxy {
         if let Ok(mut rules) = self.rules.lock() {
             rules.clear();
         }
+    }
+
+    /// Cuts every open connection (watches included); clients reconnect at once.
+    pub fn cut_connections(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Starts a network partition: open connections are cut, new ones closed unanswered.
+    pub fn partition(&self) {
+        self.partitioned.store(true, Ordering::SeqCst);
+        self.cut_connections();
+    }
+
+    /// Ends the partition.
+    pub fn heal(&self) {
+        self.partitioned.store(false, Ordering::SeqCst);
+    }
+
+    /// Every request passed on to the upstream so far, in order.
+    pub fn forwarded(&self) -> Vec<Forwarded> {
+        self.forwarded.lock().map(|f| f.clone()).unwrap_or_default()
     }
 
     /// How many requests got a fault so far.
@@ -351,8 +438,14 @@ async fn handle(
     upstream: Arc<Upstream>,
     rules: Arc<Mutex<Vec<Rule>>>,
     hits: Arc<Mutex<Vec<Served>>>,
+    forwarded: Arc<Mutex<Vec<Forwarded>>>,
+    partitioned: Arc<AtomicBool>,
     identity: Option<(String, Vec<String>)>,
 ) -> std::result::Result<Response<Body>, hyper::Error> {
+    if partitioned.load(Ordering::SeqCst) {
+        // Never answered: the partition cuts this connection.
+        std::future::pending::<()>().await;
+    }
     let path = req.uri().path().to_string();
     let fault = rules.lock().ok().and_then(|mut rules| {
         let i = rules.iter().position(|r| {
@@ -401,6 +494,14 @@ async fn handle(
             return Ok(resp);
         }
         return Ok(status_response(&f, &path));
+    }
+    if let Ok(mut f) = forwarded.lock() {
+        f.push(Forwarded {
+            at: SystemTime::now(),
+            method: req.method().as_str().to_owned(),
+            path: path.clone(),
+            query: req.uri().query().unwrap_or_default().to_owned(),
+        });
     }
     // Pass the caller's identity on.
     let tls = if req.headers().contains_key(http::header::AUTHORIZATION) {

@@ -206,6 +206,9 @@ pub struct TestEnv {
     startup: Duration,
     phases: Vec<(&'static str, Duration)>,
     webhook_client_ca: Option<String>,
+    etcd_url: String,
+    /// Flags of the API servers a test may stop and start again, by process name.
+    apiserver_args: Vec<(&'static str, Vec<String>)>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -413,20 +416,22 @@ impl TestEnv {
         } else {
             (None, None)
         };
+        let kcp_apiserver_args = apiserver::kube_apiserver_args(&apiserver::ApiServerParams {
+            port: ports.kcp,
+            etcd_url: &etcd_url,
+            etcd_prefix: "/registry",
+            cert_dir: &kcp_dir,
+            audit: Some((&audit_policy, &audit_log)),
+            aggregator: Some((&proxy_ca_file, &proxy_cert_file, &proxy_key_file)),
+            aggregator_routing: opts.aggregator_routing,
+            admission_config: admission_config.as_deref(),
+        });
         starter.spawn(
             "kcp-apiserver",
             &binaries.kube_apiserver,
-            &apiserver::kube_apiserver_args(&apiserver::ApiServerParams {
-                port: ports.kcp,
-                etcd_url: &etcd_url,
-                etcd_prefix: "/registry",
-                cert_dir: &kcp_dir,
-                audit: Some((&audit_policy, &audit_log)),
-                aggregator: Some((&proxy_ca_file, &proxy_cert_file, &proxy_key_file)),
-                aggregator_routing: opts.aggregator_routing,
-                admission_config: admission_config.as_deref(),
-            }),
+            &kcp_apiserver_args,
         )?;
+        let mut apiserver_args = vec![("kcp-apiserver", kcp_apiserver_args)];
         let kcp = ClusterAccess {
             name: "kcp".into(),
             server: format!("https://127.0.0.1:{}", ports.kcp),
@@ -456,20 +461,18 @@ impl TestEnv {
             let (sa_key, sa_pub) = pki::signing_key_pem()?;
             files.write("shoot/sa.key", &sa_key)?;
             files.write("shoot/sa.pub", &sa_pub)?;
-            starter.spawn(
-                "shoot-apiserver",
-                &binaries.kube_apiserver,
-                &apiserver::kube_apiserver_args(&apiserver::ApiServerParams {
-                    port: ports.shoot,
-                    etcd_url: &etcd_url,
-                    etcd_prefix: "/kim-shoot",
-                    cert_dir: &state_dir.join("shoot"),
-                    audit: None,
-                    aggregator: None,
-                    aggregator_routing: false,
-                    admission_config: None,
-                }),
-            )?;
+            let args = apiserver::kube_apiserver_args(&apiserver::ApiServerParams {
+                port: ports.shoot,
+                etcd_url: &etcd_url,
+                etcd_prefix: "/kim-shoot",
+                cert_dir: &state_dir.join("shoot"),
+                audit: None,
+                aggregator: None,
+                aggregator_routing: false,
+                admission_config: None,
+            });
+            starter.spawn("shoot-apiserver", &binaries.kube_apiserver, &args)?;
+            apiserver_args.push(("shoot-apiserver", args));
             let access = ClusterAccess {
                 name: "shoot".into(),
                 server: format!("https://127.0.0.1:{}", ports.shoot),
@@ -564,6 +567,8 @@ impl TestEnv {
             startup: started.elapsed(),
             phases,
             webhook_client_ca,
+            etcd_url,
+            apiserver_args,
         };
         if let Some(sim) = &opts.simulator
             && let Some(info) = &env.shoot_info
@@ -588,6 +593,107 @@ impl TestEnv {
     /// Start-up milestones with the time since the start.
     pub fn startup_phases(&self) -> &[(&'static str, Duration)] {
         &self.phases
+    }
+
+    /// Kills the KCP kube-apiserver, as a crash or an evicted Pod would end it, and starts it
+    /// again with the same flags and data; returns once it answers `/readyz`, with how long it
+    /// was gone. Everything else keeps running (etcd, Gardener, the shoot cluster). Only for an
+    /// environment of the test's own: every client of the shared one would see the outage.
+    pub async fn restart_kcp_apiserver(&self) -> Result<Duration> {
+        let started = Instant::now();
+        self.stop_apiserver("kcp-apiserver")?;
+        self.start_apiserver("kcp-apiserver").await?;
+        Ok(started.elapsed())
+    }
+
+    /// Kills the API server `name` (`kcp-apiserver` or `shoot-apiserver`): its clients get
+    /// "connection refused" until [`TestEnv::start_apiserver`]. Only for an environment of the
+    /// test's own.
+    pub fn stop_apiserver(&self, name: &str) -> Result<()> {
+        let mut procs = self
+            .procs
+            .lock()
+            .map_err(|_| TestEnvError::Other("process list poisoned".into()))?;
+        procs
+            .iter_mut()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| TestEnvError::Other(format!("no {name} to stop")))?
+            .stop();
+        Ok(())
+    }
+
+    /// Starts the API server `name` stopped by [`TestEnv::stop_apiserver`] again, with the same
+    /// flags and data; returns once it answers `/readyz`.
+    pub async fn start_apiserver(&self, name: &str) -> Result<()> {
+        let args = self
+            .apiserver_args
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, a)| a)
+            .ok_or_else(|| TestEnvError::Other(format!("no API server {name}")))?;
+        {
+            let mut procs = self
+                .procs
+                .lock()
+                .map_err(|_| TestEnvError::Other("process list poisoned".into()))?;
+            let p = procs
+                .iter_mut()
+                .find(|p| p.name() == name)
+                .ok_or_else(|| TestEnvError::Other(format!("no {name} to start")))?;
+            p.stop();
+            let log = p.log_path().to_path_buf();
+            *p = ManagedProcess::spawn(name, &self.binaries.kube_apiserver, args, &[], &log)?;
+        }
+        let access = if name == "kcp-apiserver" {
+            &self.kcp
+        } else {
+            self.shoot()?
+        };
+        let client = access.admin_client().await?;
+        wait::until(
+            &format!("{name} /readyz after a restart"),
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                let client = client.clone();
+                async move {
+                    let req = http::Request::get("/readyz")
+                        .body(Vec::new())
+                        .map_err(|e| e.to_string())?;
+                    client
+                        .request_text(req)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string().into())
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Compacts etcd's history up to its current revision (etcd's v3 HTTP gateway,
+    /// `/v3/kv/compaction`, as `etcdctl compact` does), so that a watch or list at any older
+    /// resourceVersion is answered `410 Gone`. Returns the revision compacted to.
+    pub async fn compact_etcd(&self) -> Result<i64> {
+        let addr = self.etcd_url.trim_start_matches("http://");
+        let other = |e: String| TestEnvError::Other(format!("etcd compaction: {e}"));
+        // Any range read answers with the current revision in its header ("AA==" is key 0x00).
+        let range = http_post_plain(addr, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#)
+            .await
+            .map_err(other)?;
+        let revision: i64 = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| other(format!("no revision in {range}")))?;
+        let body = serde_json::json!({"revision": revision.to_string(), "physical": true});
+        let compacted = http_post_plain(addr, "/v3/kv/compaction", &body.to_string())
+            .await
+            .map_err(other)?;
+        if compacted.get("error").is_some() || compacted.get("code").is_some() {
+            return Err(other(format!("refused: {compacted}")));
+        }
+        Ok(revision)
     }
 
     /// Directory with certificates, logs and kubeconfigs.
@@ -894,6 +1000,30 @@ impl Starter<'_> {
         .await;
         Ok(r?)
     }
+}
+
+/// Minimal HTTP/1.0 POST of JSON to etcd's plain-HTTP gRPC gateway; the JSON answer.
+async fn http_post_plain(addr: &str, path: &str, body: &str) -> Result<serde_json::Value, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let req = format!(
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)
+        .await
+        .map_err(|e| e.to_string())?;
+    let json = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .ok_or_else(|| format!("no HTTP body in {buf:?}"))?;
+    serde_json::from_str(json).map_err(|e| format!("{e}: {json}"))
 }
 
 /// Minimal HTTP/1.0 GET for etcd's plain-HTTP health endpoint.

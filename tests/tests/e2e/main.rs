@@ -20,6 +20,10 @@
 //!   scoped to the test's namespace; `webhook::hardening` and `webhook::shutdown` need an
 //!   apiserver started with other flags (a client certificate for webhooks; aggregator
 //!   routing) and start their own;
+//! - `controller::failures`' KCP apiserver restart and etcd compaction tests stop the KCP
+//!   apiserver: an environment of their own each;
+//! - `webhook::failures` kills a webhook replica behind a Service, as `webhook::shutdown`
+//!   stops one: its own KCP-only environment with aggregator routing;
 //! - `testenv::teardown` starts and kills environments in child processes;
 //! - `controller::api_faults` and `kubeconfig` read their controllers' log lines: those
 //!   controllers run on runtimes of their own that log into the test's buffer

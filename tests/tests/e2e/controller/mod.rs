@@ -5,6 +5,7 @@ mod api_faults;
 mod bootstrapper;
 mod burst;
 mod deletion;
+mod failures;
 mod faults;
 mod kill;
 mod kyma_system;

@@ -38,11 +38,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How often the test, as the kubelet, probes readiness (a readiness probe with
 /// `periodSeconds: 1, failureThreshold: 1`).
-const PROBE_PERIOD: Duration = Duration::from_secs(1);
+pub(super) const PROBE_PERIOD: Duration = Duration::from_secs(1);
 /// Concurrent clients creating Runtimes.
 const CREATORS: usize = 6;
 const SERVICE: &str = "kim-webhook";
 const PORT_NAME: &str = "https";
+
+/// How the replica under load is stopped.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Stop {
+    /// SIGTERM: a rollout, a scale-down, a drained node.
+    Term,
+    /// SIGKILL: the OOM killer, a crashed node.
+    Kill,
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_delay() {
@@ -55,7 +64,7 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
     .await
     .unwrap();
 
-    let with_delay = scenario(&env, &bin, ip, "5s").await;
+    let with_delay = scenario(&env, &bin, ip, "5s", Stop::Term, false).await;
     println!("--shutdown-delay 5s: {}", with_delay.summary());
     assert!(
         with_delay.failures.is_empty(),
@@ -73,7 +82,7 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
         with_delay.summary()
     );
 
-    let without = scenario(&env, &bin, ip, "0s").await;
+    let without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
     println!("--shutdown-delay 0s: {}", without.summary());
     for f in &without.failures {
         println!("  {}", f.split(": InternalError").next().unwrap_or(f));
@@ -94,16 +103,20 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
 }
 
 /// What one stop under load showed.
-struct Report {
+pub(super) struct Report {
     delay: String,
-    created: u64,
-    failures: Vec<String>,
+    stop: Stop,
+    pub(super) created: u64,
+    /// Creates that failed (after the client's retries, if any): when, and the error.
+    pub(super) failures: Vec<String>,
+    /// Creates that failed once and succeeded on the client's retry.
+    pub(super) retried: Vec<String>,
     /// Reviews the stopped replica answered after its SIGTERM.
     stopped_served_after_term: usize,
     /// Reviews the other replica answered after the stopped one exited.
-    other_served_after_exit: usize,
+    pub(super) other_served_after_exit: usize,
     /// SIGTERM to the removal of the stopped replica's EndpointSlice.
-    until_removed: Duration,
+    pub(super) until_removed: Duration,
     /// SIGTERM to its exit.
     until_exit: Duration,
     /// Connections the apiserver opened to the stopped and to the other replica.
@@ -111,25 +124,35 @@ struct Report {
 }
 
 impl Report {
-    fn summary(&self) -> String {
+    pub(super) fn summary(&self) -> String {
         format!(
-            "{} creates, {} failed; the stopped replica answered {} reviews after SIGTERM, was removed from the endpoints after {:.2} s and exited after {:.2} s; the other answered {} after that",
+            "{} creates, {} failed, {} succeeded on a retry; the stopped replica answered {} reviews after the signal, was removed from the endpoints after {:.2} s and exited after {:.2} s; the other answered {} after that",
             self.created,
             self.failures.len(),
+            self.retried.len(),
             self.stopped_served_after_term,
             self.until_removed.as_secs_f64(),
             self.until_exit.as_secs_f64(),
             self.other_served_after_exit,
         ) + &format!(
-            " (--shutdown-delay {}; the apiserver opened {} connections to it, {} to the other)",
-            self.delay, self.connections.0, self.connections.1
+            " (--shutdown-delay {}, {:?}; the apiserver opened {} connections to it, {} to the other)",
+            self.delay, self.stop, self.connections.0, self.connections.1
         )
     }
 }
 
-/// Two replicas with `--shutdown-delay delay` in a new namespace, load, SIGTERM to the replica
-/// the apiserver is talking to, the kubelet's and endpoint controller's part, the end of load.
-async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report {
+/// Two replicas with `--shutdown-delay delay` in a new namespace, load, SIGTERM or SIGKILL
+/// (`stop`) to the replica the apiserver is talking to, the kubelet's and endpoint
+/// controller's part, the end of load. With `retry`, a client retries a failed create once
+/// after a second.
+pub(super) async fn scenario(
+    env: &TestEnv,
+    bin: &Path,
+    ip: IpAddr,
+    delay: &str,
+    stop_by: Stop,
+    retry: bool,
+) -> Report {
     let client = env.kcp_client().await.unwrap();
     let ns = env.namespace("shutdown").await.unwrap();
     let dir = env.state_dir().join(format!("shutdown-{ns}"));
@@ -188,14 +211,16 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
     let stop = Arc::new(AtomicBool::new(false));
     let created = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let retried = Arc::new(Mutex::new(Vec::<String>::new()));
     let started = Instant::now();
     let mut creators = Vec::new();
     for c in 0..CREATORS {
-        let (api, stop, created, failures) = (
+        let (api, stop, created, failures, retried) = (
             runtimes.clone(),
             stop.clone(),
             created.clone(),
             failures.clone(),
+            retried.clone(),
         );
         let ns = ns.clone();
         creators.push(tokio::spawn(async move {
@@ -204,7 +229,16 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
                 let obj: DynamicObject =
                     serde_json::from_value(valid_runtime(&format!("load-{c}-{i}"), &ns)).unwrap();
                 i += 1;
-                match api.create(&PostParams::default(), &obj).await {
+                let mut result = api.create(&PostParams::default(), &obj).await;
+                if let (true, Err(e)) = (retry, &result) {
+                    let first = format!("{:.2} s: {e}", started.elapsed().as_secs_f64());
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    result = api.create(&PostParams::default(), &obj).await;
+                    if result.is_ok() {
+                        retried.lock().unwrap().push(first);
+                    }
+                }
+                match result {
                     Ok(_) => {
                         created.fetch_add(1, Ordering::Relaxed);
                     }
@@ -246,7 +280,14 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
     );
     let answered_at_term = replicas[stopped].answered();
     let term = Instant::now();
-    replicas[stopped].terminate();
+    match stop_by {
+        Stop::Term => replicas[stopped].terminate(),
+        Stop::Kill => replicas[stopped].process.stop(),
+    }
+    println!(
+        "stopped replica {stopped} ({stop_by:?}) {:.2} s into the load",
+        started.elapsed().as_secs_f64()
+    );
     loop {
         tokio::time::sleep(PROBE_PERIOD).await;
         if readyz(replicas[stopped].admin).await != Ok(200) {
@@ -279,8 +320,10 @@ async fn scenario(env: &TestEnv, bin: &Path, ip: IpAddr, delay: &str) -> Report 
     }
     let report = Report {
         delay: delay.to_owned(),
+        stop: stop_by,
         created: created.load(Ordering::Relaxed),
         failures: failures.lock().unwrap().clone(),
+        retried: retried.lock().unwrap().clone(),
         stopped_served_after_term: replicas[stopped].answered() - answered_at_term,
         other_served_after_exit: replicas[other].answered() - other_at_exit,
         until_removed,
@@ -514,7 +557,7 @@ async fn unregister(client: &kube::Client, ns: &str) {
 }
 
 /// The HTTP status of `GET /readyz` on the admin port, or why there is none.
-async fn readyz(port: u16) -> Result<u16, String> {
+pub(super) async fn readyz(port: u16) -> Result<u16, String> {
     let probe = async {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -538,7 +581,7 @@ async fn readyz(port: u16) -> Result<u16, String> {
 
 /// This machine's first IPv4 address that an EndpointSlice accepts (not loopback, not
 /// link-local).
-fn host_address() -> IpAddr {
+pub(super) fn host_address() -> IpAddr {
     let out = std::process::Command::new("hostname")
         .arg("-I")
         .output()
@@ -556,7 +599,7 @@ fn host_address() -> IpAddr {
 }
 
 /// The kim-webhook binary: `KIM_WEBHOOK_BIN`, or the one built next to this test.
-fn webhook_bin() -> PathBuf {
+pub(super) fn webhook_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("KIM_WEBHOOK_BIN") {
         return PathBuf::from(p);
     }
