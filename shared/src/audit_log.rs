@@ -114,7 +114,10 @@ fn orphaned(a: &AuditLog) -> bool {
 }
 
 fn assignee(a: &AuditLog) -> Option<&str> {
-    a.spec.assigned_to_runtime_id.as_deref().filter(|s| !s.is_empty())
+    a.spec
+        .assigned_to_runtime_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
 }
 
 fn reserved_for(a: &AuditLog) -> Option<&str> {
@@ -236,7 +239,8 @@ pub fn tenant(a: &AuditLog) -> Result<AuditLogTenant, AuditLogError> {
     let config = a.spec.config.as_ref();
     let filled = |v: Option<&String>| v.filter(|s| !s.is_empty()).cloned();
     Ok(AuditLogTenant {
-        tenant_id: filled(a.spec.subaccount_id.as_ref()).ok_or_else(|| missing("spec.subaccountID"))?,
+        tenant_id: filled(a.spec.subaccount_id.as_ref())
+            .ok_or_else(|| missing("spec.subaccountID"))?,
         service_url: filled(config.and_then(|c| c.service_url.as_ref()))
             .ok_or_else(|| missing("spec.config.serviceURL"))?,
         secret_name: filled(config.and_then(|c| c.gardener_secret_name.as_ref()))
@@ -355,7 +359,8 @@ mod tests {
     }
 
     fn reserved(mut a: AuditLog, id: &str) -> AuditLog {
-        a.metadata.labels = Some([(LABEL_RESERVED_FOR_RUNTIME_ID.to_owned(), id.to_owned())].into());
+        a.metadata.labels =
+            Some([(LABEL_RESERVED_FOR_RUNTIME_ID.to_owned(), id.to_owned())].into());
         a
     }
 
@@ -515,7 +520,8 @@ mod tests {
         rt.metadata.name = Some("rt-1".into());
         rt.metadata.labels = Some([(names::LABEL_RUNTIME_ID.to_owned(), "rt-1".to_owned())].into());
         assert_eq!(runtime_id(&rt), Ok("rt-1"));
-        rt.metadata.labels = Some([(names::LABEL_RUNTIME_ID.to_owned(), "victim".to_owned())].into());
+        rt.metadata.labels =
+            Some([(names::LABEL_RUNTIME_ID.to_owned(), "victim".to_owned())].into());
         assert!(matches!(
             runtime_id(&rt),
             Err(AuditLogError::ForeignRuntimeId { .. })

@@ -715,7 +715,9 @@ fn a_dedicated_audit_log_tenant_replaces_the_shared_one_and_is_then_in_place() {
         dedicated_audit_log: Some(dedicated.clone()),
         ..Default::default()
     };
-    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts).unwrap().shoot;
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts)
+        .unwrap()
+        .shoot;
     let s = json(&patched)["spec"].clone();
     let ext = s["extensions"]
         .as_array()
@@ -729,12 +731,17 @@ fn a_dedicated_audit_log_tenant_replaces_the_shared_one_and_is_then_in_place() {
         "https://auditlog.dedicated.example"
     );
     assert!(
-        s["resources"].as_array().unwrap().iter().any(|r| r["name"]
-            == "auditlog-credentials"
-            && r["resourceRef"]["name"] == "dedicated-write-1"),
+        s["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "auditlog-credentials"
+                && r["resourceRef"]["name"] == "dedicated-write-1"),
         "{s}"
     );
-    assert!(kim_shared::convert::audit_log_in_place(&patched, &dedicated));
+    assert!(kim_shared::convert::audit_log_in_place(
+        &patched, &dedicated
+    ));
     // A region without a shared tenant converts with the dedicated one even when audit logs
     // are mandatory.
     let mut far = rt.clone();

@@ -171,7 +171,6 @@ mod tests {
             [
                 "--status-requeue-delay",
                 "--registry-cache-listener-port",
-                "--dedicated-audit-logging-enabled",
                 "--zap-time-encoding",
             ]
         );

@@ -63,7 +63,11 @@ pub struct AuditLogSpec {
 #[serde(rename_all = "camelCase")]
 pub struct AuditLogConfig {
     /// URL of the audit-log service the Shoot writes to.
-    #[serde(rename = "serviceURL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceURL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_url: Option<String>,
     /// Secret in the Gardener project with the write credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
