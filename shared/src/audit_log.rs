@@ -486,7 +486,10 @@ mod tests {
     #[test]
     fn read_credentials_of_another_stack_or_a_kubeconfig_are_refused() {
         let a = audit_log("a", "Assigned", &["r"]);
-        assert_eq!(read_credentials_source(std::slice::from_ref(&a), &a), Ok("read-a"));
+        assert_eq!(
+            read_credentials_source(std::slice::from_ref(&a), &a),
+            Ok("read-a")
+        );
         let mut b = audit_log("b", "Assigned", &["r"]);
         b.spec.config.as_mut().unwrap().read_creds_secret_name = Some("read-a".into());
         assert!(matches!(

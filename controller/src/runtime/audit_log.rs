@@ -9,7 +9,6 @@
 //!
 //! Names of Secrets appear in conditions and logs; their data never do.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -33,6 +32,8 @@ use super::{Error, Reconciler};
 const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Retry after losing a race for an `AuditLog` (another Runtime or KALM changed it).
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
+/// Requeue after the claim when the Shoot must be patched to the dedicated tenant.
+const PATCH_SOON: Duration = Duration::from_millis(100);
 
 fn enabled(reconciler: &Reconciler) -> bool {
     reconciler.ctx.settings.runtime.dedicated_audit_logging
@@ -84,7 +85,7 @@ fn fail(draft: &mut StatusDraft, type_: &str, reason: &str, message: String) -> 
     Action::requeue(PERMANENT_RETRY)
 }
 
-/// Waits: `Pending`, retried soon.
+/// Waits: `Pending` (a `Failed` Runtime stays so), retried soon.
 fn wait(draft: &mut StatusDraft, type_: &str, reason: &str, message: String) -> Action {
     tracing::info!(reason, %message, "dedicated audit logging");
     draft.set(type_, CondStatus::False, reason, message);
@@ -255,46 +256,90 @@ pub async fn tenant_for_patch(
     })
 }
 
+/// Whether the Shoot of a Runtime whose `AuditLog` is claimed must be patched to its tenant
+/// (after [`configure`] found it elsewhere). Looked at only while `CustomAuditLogConfigured`
+/// is set and not True, so other Runtimes cost no request. `Ok(Some(why))`: patch; `Err` is the
+/// action to return.
+pub async fn shoot_patch_needed(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    shoot: &Shoot,
+    draft: &mut StatusDraft,
+) -> Result<Option<&'static str>, Action> {
+    let pending = draft
+        .condition(condition::CUSTOM_AUDIT_LOG_CONFIGURED)
+        .is_some_and(|c| c.status != CondStatus::True.as_str());
+    if !enabled(reconciler) || !pending {
+        return Ok(None);
+    }
+    let Ok(id) = pool::runtime_id(runtime) else {
+        return Ok(None);
+    };
+    const WHAT: &str = "Custom AuditLog shoot configuration could not be patched, will retry";
+    let all = list(reconciler)
+        .await
+        .map_err(|e| api_failed(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
+    let Some(Pick::Claimed(chosen)) = pool::pick(&all, id, &runtime.spec.shoot.region, false)
+    else {
+        return Ok(None);
+    };
+    let Ok(tenant) = pool::tenant(chosen) else {
+        return Ok(None);
+    };
+    match reconciler.get_shoot_live(&shoot.name_any()).await {
+        Ok(Some(live)) if !kim_shared::convert::audit_log_in_place(&live, &tenant) => {
+            Ok(Some("dedicated audit log"))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => Err(api_failed(
+            draft,
+            condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+            "Gardener API shoot get error",
+            &e,
+        )),
+    }
+}
+
 /// The last step before `Ready` (upstream's `sFnMigrateToDedicatedAuditLog` and
 /// `sFnCopyAuditLogReadCredentials`): claims the Runtime's `AuditLog`, patches the Shoot to
 /// its tenant when it is not there yet, then copies the read credentials into the runtime
 /// cluster. Without the flag it removes what the flag left in the status. `None`: go on.
 pub async fn configure(
-    reconciler: &Arc<Reconciler>,
+    reconciler: &Reconciler,
     runtime: &Runtime,
     shoot: &Shoot,
     runtime_client: &kube::Client,
     draft: &mut StatusDraft,
-) -> Result<Option<Action>, Error> {
+) -> Option<Action> {
     if !enabled(reconciler) {
         draft.remove(condition::CUSTOM_AUDIT_LOG_CONFIGURED);
         draft.remove(condition::AUDIT_LOG_CREDENTIALS_COPIED);
         draft.new.audit_log_cr = None;
-        return Ok(None);
+        return None;
     }
     let requested = pool::requested(runtime);
     const WHAT: &str = "Failed to get and claim dedicated audit log configuration";
     let id = match pool::runtime_id(runtime) {
         Ok(id) => id,
-        Err(_) if !requested => return Ok(None),
+        Err(_) if !requested => return None,
         Err(e) => {
-            return Ok(Some(fail(
+            return Some(fail(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 reason::CUSTOM_AUDIT_LOG_ERR,
                 format!("{WHAT}: {e}"),
-            )));
+            ));
         }
     };
     let all = match list(reconciler).await {
         Ok(all) => all,
         Err(e) => {
-            return Ok(Some(api_failed(
+            return Some(api_failed(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 WHAT,
                 &e,
-            )));
+            ));
         }
     };
     let region = &runtime.spec.shoot.region;
@@ -303,12 +348,12 @@ pub async fn configure(
         Some(Pick::Reserved(a) | Pick::Available(a)) => {
             let name = a.name_any();
             if let Err(e) = patch(reconciler, &name, &pool::claim_patch(a, id, now_unix())).await {
-                return Ok(Some(api_failed(
+                return Some(api_failed(
                     draft,
                     condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                     WHAT,
                     &e,
-                )));
+                ));
             }
             tracing::info!(audit_log = %name, "Successfully claimed AuditLogCR");
             a
@@ -317,61 +362,53 @@ pub async fn configure(
             let e = AuditLogError::PoolEmpty {
                 region: region.clone(),
             };
-            return Ok(Some(fail(
+            return Some(fail(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 reason::CUSTOM_AUDIT_LOG_ERR,
                 format!("{WHAT}: {e}"),
-            )));
+            ));
         }
-        None => return Ok(None),
+        None => return None,
     };
     draft.new.audit_log_cr = Some(chosen.name_any());
     let tenant = match pool::tenant(chosen) {
         Ok(t) => t,
         Err(e) => {
-            return Ok(Some(wait(
+            return Some(wait(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 reason::CUSTOM_AUDIT_LOG_ERR,
                 e.to_string(),
-            )));
+            ));
         }
     };
 
     // The watch cache keeps no provider configs: the extension is compared on the live Shoot.
     let live = match reconciler.get_shoot_live(&shoot.name_any()).await {
         Ok(Some(live)) => live,
-        Ok(None) => return Ok(Some(Action::requeue(RETRY))),
+        Ok(None) => return Some(Action::requeue(RETRY)),
         Err(e) => {
-            return Ok(Some(api_failed(
+            return Some(api_failed(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 "Gardener API shoot get error",
                 &e,
-            )));
+            ));
         }
     };
     if !kim_shared::convert::audit_log_in_place(&live, &tenant) {
+        // The Runtime reconciler patches the Shoot on the next pass ([`shoot_patch_needed`]),
+        // through the ordinary conversion, which takes the claimed tenant.
         tracing::info!("Shoot audit log configuration differs, patching shoot");
         draft.set(
             condition::CUSTOM_AUDIT_LOG_CONFIGURED,
             CondStatus::Unknown,
             reason::CUSTOM_AUDIT_LOG_CONFIGURED,
-            "Custom AuditLog shoot configuration completed",
+            "Custom AuditLog shoot configuration pending",
         );
-        // The ordinary patch: its conversion takes the claimed tenant (`tenant_for_patch`),
-        // so later patches keep it. A patch without changes continues with the next steps,
-        // where the tenant is then in place.
-        let action = Box::pin(super::reconcile::patch_shoot(
-            reconciler,
-            runtime,
-            shoot,
-            draft,
-            "dedicated audit log",
-        ))
-        .await?;
-        return Ok(Some(action));
+        draft.state(RuntimeState::Pending);
+        return Some(Action::requeue(PATCH_SOON));
     }
     draft.set(
         condition::CUSTOM_AUDIT_LOG_CONFIGURED,
@@ -379,7 +416,7 @@ pub async fn configure(
         reason::CUSTOM_AUDIT_LOG_CONFIGURED,
         "Custom AuditLog shoot configuration completed",
     );
-    Ok(copy_read_credentials(reconciler, &all, chosen, runtime_client, draft).await)
+    copy_read_credentials(reconciler, &all, chosen, runtime_client, draft).await
 }
 
 /// Copies the `AuditLog`'s read credentials into `kyma-system/auditlog-read-credentials` of

@@ -233,7 +233,7 @@ pub async fn after_provisioned(
         "Cluster admin configuration completed",
     );
     if let Some(action) =
-        super::audit_log::configure(reconciler, runtime, shoot, &runtime_client, draft).await?
+        super::audit_log::configure(reconciler, runtime, shoot, &runtime_client, draft).await
     {
         return Ok(action);
     }

@@ -91,6 +91,11 @@ pub async fn apply(
     if let Some(action) = follow_last_operation(reconciler, &shoot, draft) {
         return Ok(action);
     }
+    match super::audit_log::shoot_patch_needed(reconciler, runtime, &shoot, draft).await {
+        Ok(Some(why)) => return patch_shoot(reconciler, runtime, &shoot, draft, why).await,
+        Ok(None) => {}
+        Err(action) => return Ok(action),
+    }
     cluster::after_provisioned(reconciler, runtime, &shoot, draft).await
 }
 
@@ -543,7 +548,7 @@ fn should_patch(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> Pa
     PatchDecision::UpToDate
 }
 
-pub(super) async fn patch_shoot(
+async fn patch_shoot(
     reconciler: &Arc<Reconciler>,
     runtime: &Runtime,
     cached: &Shoot,
