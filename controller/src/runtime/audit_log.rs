@@ -303,7 +303,8 @@ pub async fn shoot_patch_needed(
 /// The last step before `Ready` (upstream's `sFnMigrateToDedicatedAuditLog` and
 /// `sFnCopyAuditLogReadCredentials`): claims the Runtime's `AuditLog`, patches the Shoot to
 /// its tenant when it is not there yet, then copies the read credentials into the runtime
-/// cluster. Without the flag it removes what the flag left in the status. `None`: go on.
+/// cluster. Without the flag it removes what the flag left: the read credentials in the runtime
+/// cluster and the conditions and `status.auditLogCR`. `None`: go on.
 pub async fn configure(
     reconciler: &Reconciler,
     runtime: &Runtime,
@@ -312,6 +313,20 @@ pub async fn configure(
     draft: &mut StatusDraft,
 ) -> Option<Action> {
     if !enabled(reconciler) {
+        if unfinished(reconciler, runtime)
+            && let Err(cause) = remove_read_credentials(runtime_client).await
+        {
+            return Some(wait(
+                draft,
+                condition::AUDIT_LOG_CREDENTIALS_COPIED,
+                reason::CREDENTIALS_COPY_ERR,
+                format!(
+                    "Failed to remove read credentials: Secret {}/{}: {cause}",
+                    pool::READ_CREDENTIALS_NAMESPACE,
+                    pool::READ_CREDENTIALS_SECRET
+                ),
+            ));
+        }
         draft.remove(condition::CUSTOM_AUDIT_LOG_CONFIGURED);
         draft.remove(condition::AUDIT_LOG_CREDENTIALS_COPIED);
         draft.new.audit_log_cr = None;
@@ -503,6 +518,34 @@ async fn copy_read_credentials(
         "Audit log read credentials copied to runtime",
     );
     None
+}
+
+/// Without the flag, the read credentials a Runtime got while it was on are deleted from the
+/// runtime cluster (only the Secret we wrote: it carries our label).
+async fn remove_read_credentials(runtime_client: &kube::Client) -> Result<(), String> {
+    let api: Api<Secret> =
+        Api::namespaced(runtime_client.clone(), pool::READ_CREDENTIALS_NAMESPACE);
+    let work = async {
+        let Some(secret) = api.get_opt(pool::READ_CREDENTIALS_SECRET).await? else {
+            return Ok(());
+        };
+        let ours = secret
+            .labels()
+            .get(kim_shared::names::LABEL_MANAGED_BY)
+            .is_some_and(|v| v == kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+        if ours {
+            api.delete(pool::READ_CREDENTIALS_SECRET, &Default::default())
+                .await?;
+            tracing::info!("read credentials removed from the runtime cluster");
+        }
+        Ok::<_, kube::Error>(())
+    };
+    match tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, work).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if classify::classify(&e) == ApiErrorKind::NotFound => Ok(()),
+        Ok(Err(e)) => Err(message(&e)),
+        Err(_) => Err("timed out".to_owned()),
+    }
 }
 
 /// On deletion (upstream's `ReleaseDedicated`): the Runtime's `AuditLog` is marked orphaned
