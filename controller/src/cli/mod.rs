@@ -183,6 +183,22 @@ mod tests {
     }
 
     #[test]
+    fn dedicated_audit_logging_reaches_the_runtime_settings() {
+        let on = |args: &[&str]| {
+            run(args)
+                .settings()
+                .map(|s| s.runtime.dedicated_audit_logging)
+                .ok()
+        };
+        assert_eq!(on(&[]), Some(false));
+        assert_eq!(on(&["-dedicated-audit-logging-enabled"]), Some(true));
+        assert_eq!(
+            on(&["--dedicated-audit-logging-enabled=false"]),
+            Some(false)
+        );
+    }
+
+    #[test]
     fn zap_flags_map_to_our_logging() {
         // Without zap flags, ours (`--log-level` may come from RUST_LOG).
         let a = run(&["--log-format=json"]);

@@ -334,7 +334,12 @@ pub async fn configure(
     }
     let requested = pool::requested(runtime);
     // Neither asked for nor given one: no request (upstream's migration step returns here too).
-    if !requested && runtime.status.as_ref().is_none_or(|s| s.audit_log_cr.is_none()) {
+    if !requested
+        && runtime
+            .status
+            .as_ref()
+            .is_none_or(|s| s.audit_log_cr.is_none())
+    {
         return None;
     }
     const WHAT: &str = "Failed to get and claim dedicated audit log configuration";
