@@ -8,7 +8,9 @@
 //!   is patched to the stack's tenant, the read credentials land in
 //!   `kyma-system/auditlog-read-credentials` of the shoot cluster, `status.auditLogCR` names the
 //!   stack, the conditions and Events carry upstream's names;
-//! - a new Runtime reserves before its Shoot exists and claims at the end (ADR 004);
+//! - a new Runtime reserves before its Shoot exists and claims at the end (ADR 004); a Ready
+//!   Runtime whose spec asks only now claims on its patch, and keeps the stack when it stops
+//!   asking;
 //! - attacks: a Runtime carrying another Runtime's runtime ID gets nothing and takes nothing
 //!   when deleted; an `AuditLog` naming an admin kubeconfig as read credentials gets it
 //!   refused; an empty pool fails the Runtime until KALM adds a stack;
@@ -311,7 +313,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     add_audit_log(&pool, "al-2", &[REGION], "RegistrationReady", "read-al-2").await?;
     add_audit_log(&pool, "al-pending", &[REGION], "Pending", "read-al-pending").await?;
     // The write credentials the Shoots reference must exist in the Gardener project.
-    for name in ["al-1", "al-2", "al-3"] {
+    for name in ["al-1", "al-2", "al-3", "al-4"] {
         let mut s = Secret::default();
         s.metadata.name = Some(format!("write-{name}"));
         s.string_data = Some(BTreeMap::from([(
@@ -527,11 +529,66 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         "the runtime cluster keeps B's credentials, never A's kubeconfig"
     );
 
-    // 6. Deletion orphans the claimed stacks; the others stay as they are.
-    for id in [&id_b, &id_c] {
+    // 6. An existing Runtime that asks only now (a spec change) claims directly on its patch;
+    // turning the request off again keeps the dedicated tenant (irreversible).
+    add_read_secret(&secrets, "read-al-4", &secret_values[2]).await?;
+    add_audit_log(&pool, "al-4", &[REGION], "SiemApproved", "read-al-4").await?;
+    let id_e = format!("ale-{suffix}");
+    create(env, &sample_runtime(&ns, &id_e)?).await?;
+    let e = wait_state(env, &ns, &id_e, RuntimeState::Ready, WAIT).await?;
+    assert_eq!(e.status.as_ref().and_then(|s| s.audit_log_cr.clone()), None);
+    assert_eq!(assigned(&pool.get("al-4").await?), None);
+    let set_access = |on: bool| {
+        let runtimes = runtimes.clone();
+        let id_e = id_e.clone();
+        async move {
+            runtimes
+                .patch(
+                    &id_e,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"auditLogAccessEnabled": on}})),
+                )
+                .await
+        }
+    };
+    set_access(true).await?;
+    let e = wait_dedicated(env, &runtimes, &ns, &id_e).await?;
+    assert_eq!(
+        e.status.as_ref().and_then(|s| s.audit_log_cr.as_deref()),
+        Some("al-4")
+    );
+    assert_eq!(assigned(&pool.get("al-4").await?), Some(id_e.as_str()));
+    assert_eq!(
+        shoot_tenant(&garden, &e.spec.shoot.name).await?.0,
+        "sa-al-4"
+    );
+    assert_eq!(
+        skr_secrets.get("auditlog-read-credentials").await?.data,
+        secrets.get("read-al-4").await?.data
+    );
+    let patched = set_access(false).await?;
+    let generation = patched.metadata.generation;
+    eventually("E is Ready at its new generation", WAIT, || {
+        let runtimes = runtimes.clone();
+        let id_e = id_e.clone();
+        async move {
+            let rt = runtimes.get(&id_e).await?;
+            Ok(rt.status.as_ref().is_some_and(|s| {
+                s.state == RuntimeState::Ready && s.observed_generation == generation
+            }))
+        }
+    })
+    .await?;
+    assert_eq!(
+        shoot_tenant(&garden, &e.spec.shoot.name).await?.0,
+        "sa-al-4"
+    );
+
+    // 7. Deletion orphans the claimed stacks; the others stay as they are.
+    for id in [&id_b, &id_c, &id_e] {
         runtimes.delete(id, &DeleteParams::default()).await?;
     }
-    for id in [&id_b, &id_c] {
+    for id in [&id_b, &id_c, &id_e] {
         eventually(&format!("{id} gone"), WAIT, || {
             let runtimes = runtimes.clone();
             let id = id.clone();
@@ -543,6 +600,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         ("al-1", Some(id_a.as_str()), None),
         ("al-2", Some(id_b.as_str()), Some(true)),
         ("al-3", Some(id_c.as_str()), Some(true)),
+        ("al-4", Some(id_e.as_str()), Some(true)),
         ("al-0-other", None, None),
         ("al-pending", None, None),
     ] {
@@ -551,7 +609,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     }
     ctl.stop().await;
 
-    // 7. Flag off again: the copied credentials and the status fields go; the claim stays.
+    // 8. Flag off again: the copied credentials and the status fields go; the claim stays.
     let ctl = start(env, &ns, &user, false).await?;
     eventually("A's audit-log status is removed", WAIT, || {
         let runtimes = runtimes.clone();
