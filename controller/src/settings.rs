@@ -42,6 +42,9 @@ pub struct RuntimeSettings {
     pub network_restriction: bool,
     /// Upstream's `--runtime-bootstrapper-*` flags.
     pub bootstrapper: kim_shared::bootstrapper::Settings,
+    /// Upstream's `--dedicated-audit-logging-enabled`: Runtimes with
+    /// `spec.auditLogAccessEnabled` get an `AuditLog` of KALM's pool.
+    pub dedicated_audit_logging: bool,
 }
 
 /// Settings of the GardenerCluster reconciler.

@@ -1,5 +1,6 @@
 //! The custom resources of the infrastructure manager (`infrastructuremanager.kyma-project.io`).
 
+pub mod audit_log;
 pub mod gardener_cluster;
 pub mod runtime;
 pub mod runtime_access;

@@ -26,7 +26,7 @@ mod registry_cache;
 mod version;
 
 pub use error::ConvertError;
-pub use extensions::acl_requested;
+pub use extensions::{acl_requested, audit_log_in_place};
 pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_stack};
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use provider::{pools, zones};
@@ -78,6 +78,10 @@ pub struct ConvertOptions {
     /// manager). A cache with `secretReferenceName` whose Secret is not listed fails the patch
     /// conversion ([`ConvertError::RegistryCacheSecret`]).
     pub registry_cache_secrets: BTreeMap<String, String>,
+    /// The tenant of the dedicated audit log (an `AuditLog` of KALM's pool claimed or reserved
+    /// for this Runtime, upstream's `--dedicated-audit-logging-enabled`). When set it replaces
+    /// the tenant of the audit-log tenant file for the Runtime's provider and region.
+    pub dedicated_audit_log: Option<AuditLogTenant>,
 }
 
 impl Default for ConvertOptions {
@@ -87,6 +91,7 @@ impl Default for ConvertOptions {
             network_restriction: true,
             acl: None,
             registry_cache_secrets: BTreeMap::new(),
+            dedicated_audit_log: None,
         }
     }
 }
@@ -248,7 +253,11 @@ impl<'a> Input<'a> {
         let global_account_id = label(LABEL_GLOBAL_ACCOUNT_ID)?;
         let subaccount_id = label(LABEL_SUBACCOUNT_ID)?;
         let shoot = &rt.spec.shoot;
-        let audit = match cfg.audit_log_tenant(shoot.provider.type_.as_str(), &shoot.region) {
+        let tenant = match opts.dedicated_audit_log.as_ref() {
+            Some(dedicated) => Ok(dedicated),
+            None => cfg.audit_log_tenant(shoot.provider.type_.as_str(), &shoot.region),
+        };
+        let audit = match tenant {
             Ok(tenant) => Some(tenant),
             Err(_) if opts.audit_log_mandatory => {
                 return Err(ConvertError::AuditLogTenant {

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod api;
+pub mod audit_log;
 pub mod bootstrapper;
 pub mod config;
 pub mod convert;

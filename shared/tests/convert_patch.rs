@@ -699,3 +699,53 @@ fn dual_stack_shoot_stays_dual_stack_on_patch() {
         json!({"enabled": true})
     );
 }
+
+#[test]
+fn a_dedicated_audit_log_tenant_replaces_the_shared_one_and_is_then_in_place() {
+    use kim_shared::config::AuditLogTenant;
+    let rt = runtime("aws");
+    let live = live(&rt);
+    let dedicated = AuditLogTenant {
+        tenant_id: "subaccount-1".into(),
+        service_url: "https://auditlog.dedicated.example".into(),
+        secret_name: "dedicated-write-1".into(),
+    };
+    assert!(!kim_shared::convert::audit_log_in_place(&live, &dedicated));
+    let opts = ConvertOptions {
+        dedicated_audit_log: Some(dedicated.clone()),
+        ..Default::default()
+    };
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts)
+        .unwrap()
+        .shoot;
+    let s = json(&patched)["spec"].clone();
+    let ext = s["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "shoot-auditlog-service")
+        .unwrap();
+    assert_eq!(ext["providerConfig"]["tenantID"], "subaccount-1");
+    assert_eq!(
+        ext["providerConfig"]["serviceURL"],
+        "https://auditlog.dedicated.example"
+    );
+    assert!(
+        s["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "auditlog-credentials"
+                && r["resourceRef"]["name"] == "dedicated-write-1"),
+        "{s}"
+    );
+    assert!(kim_shared::convert::audit_log_in_place(
+        &patched, &dedicated
+    ));
+    // A region without a shared tenant converts with the dedicated one even when audit logs
+    // are mandatory.
+    let mut far = rt.clone();
+    far.spec.shoot.region = "nowhere-1".into();
+    assert!(to_shoot_with(&far, &config(), Some(&live), &ConvertOptions::default()).is_err());
+    assert!(to_shoot_with(&far, &config(), Some(&live), &opts).is_ok());
+}

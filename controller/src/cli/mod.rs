@@ -171,7 +171,6 @@ mod tests {
             [
                 "--status-requeue-delay",
                 "--registry-cache-listener-port",
-                "--dedicated-audit-logging-enabled",
                 "--zap-time-encoding",
             ]
         );
@@ -181,6 +180,22 @@ mod tests {
             panic!("run subcommand")
         };
         assert_eq!(sub.ignored_flags, ["--zap-stacktrace-level"]);
+    }
+
+    #[test]
+    fn dedicated_audit_logging_reaches_the_runtime_settings() {
+        let on = |args: &[&str]| {
+            run(args)
+                .settings()
+                .map(|s| s.runtime.dedicated_audit_logging)
+                .ok()
+        };
+        assert_eq!(on(&[]), Some(false));
+        assert_eq!(on(&["-dedicated-audit-logging-enabled"]), Some(true));
+        assert_eq!(
+            on(&["--dedicated-audit-logging-enabled=false"]),
+            Some(false)
+        );
     }
 
     #[test]

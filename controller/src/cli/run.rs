@@ -317,7 +317,7 @@ pub fn parse_zap_level(s: &str) -> Result<String, String> {
 
 /// Upstream flags this process accepts but does not act on (by clap id), each logged once at
 /// start when given.
-pub const IGNORED_FLAGS: [(&str, &str); 6] = [
+pub const IGNORED_FLAGS: [(&str, &str); 5] = [
     ("structured_auth_enabled", "--structured-auth-enabled"),
     ("status_requeue_delay", "--status-requeue-delay"),
     (
@@ -331,10 +331,6 @@ pub const IGNORED_FLAGS: [(&str, &str); 6] = [
     (
         "registry_cache_config_controller_enabled",
         "--registry-cache-config-controller-enabled",
-    ),
-    (
-        "dedicated_audit_logging_enabled",
-        "--dedicated-audit-logging-enabled",
     ),
 ];
 
@@ -473,6 +469,7 @@ impl RunArgs {
                     skr_namespace: self.bootstrapper.skr_namespace.clone(),
                     skr_deployment_name: self.bootstrapper.skr_deployment_name.clone(),
                 },
+                dedicated_audit_logging: self.dedicated_audit_logging_enabled,
             },
             gardener_cluster: GardenerClusterSettings {
                 workers: self.gardener_cluster_ctrl_workers_cnt,

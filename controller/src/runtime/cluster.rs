@@ -232,6 +232,11 @@ pub async fn after_provisioned(
         reason::ADMINISTRATORS_CONFIGURED,
         "Cluster admin configuration completed",
     );
+    if let Some(action) =
+        super::audit_log::configure(reconciler, runtime, shoot, &runtime_client, draft).await
+    {
+        return Ok(action);
+    }
     draft.state(RuntimeState::Ready);
     draft.provisioning_completed();
     reconciler.record_ready(runtime, shoot);

@@ -47,6 +47,9 @@ pub async fn run(
     draft.shoot(shoot.as_deref());
     let runtime_id = reconciler.runtime_id(runtime);
 
+    // 0. The dedicated audit log goes back to KALM (orphaned, or a reservation returned).
+    super::audit_log::release(reconciler, runtime).await?;
+
     // 1. GardenerCluster (its reconciler then deletes the kubeconfig Secret).
     if let Some(action) = delete_gardener_cluster(reconciler, runtime, &runtime_id, draft).await? {
         return Ok(Deleted::Pending(action));

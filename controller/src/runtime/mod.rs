@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod admins;
+pub mod audit_log;
 pub mod classify;
 pub mod cluster;
 pub mod delete;

@@ -83,7 +83,8 @@ pub async fn apply(
         .as_ref()
         .is_some_and(|s| s.state == RuntimeState::Ready)
         && runtime.status.as_ref().and_then(|s| s.observed_generation)
-            == runtime.metadata.generation;
+            == runtime.metadata.generation
+        && !super::audit_log::unfinished(reconciler, runtime);
     if ready {
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
@@ -91,6 +92,11 @@ pub async fn apply(
 
     if let Some(action) = follow_last_operation(reconciler, &shoot, draft) {
         return Ok(action);
+    }
+    match super::audit_log::shoot_patch_needed(reconciler, runtime, &shoot, draft).await {
+        Ok(Some(why)) => return patch_shoot(reconciler, runtime, &shoot, draft, why).await,
+        Ok(None) => {}
+        Err(action) => return Ok(action),
     }
     cluster::after_provisioned(reconciler, runtime, &shoot, draft).await
 }
@@ -152,6 +158,9 @@ async fn create_shoot(
     if let Some(wait) = reconciler.awaiting_created(runtime) {
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(wait.min(RETRY)));
+    }
+    if let Some(action) = super::audit_log::reserve(reconciler, runtime, draft).await {
+        return Ok(action);
     }
     let converted = match prepare(reconciler, runtime, None, draft).await {
         Ok(c) => c,
@@ -413,7 +422,13 @@ async fn prepare(
             return Err(Action::requeue(PERMANENT_RETRY));
         }
     };
+    // A new Shoot starts with the shared tenant; the dedicated one comes with a patch.
+    let dedicated_audit_log = match live {
+        Some(_) => super::audit_log::tenant_for_patch(reconciler, runtime, draft).await?,
+        None => None,
+    };
     let opts = kim_shared::convert::ConvertOptions {
+        dedicated_audit_log,
         audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
         network_restriction: reconciler.ctx.settings.runtime.network_restriction,
         acl,

@@ -102,6 +102,33 @@ fn auditlog_config(tenant: &AuditLogTenant) -> Value {
     })
 }
 
+/// Whether `shoot` already sends its audit logs to `tenant` as a conversion writes it: the
+/// `shoot-auditlog-service` extension carries the tenant's keys and the `auditlog-credentials`
+/// resource names the tenant's Secret. A patch with this tenant changes neither when true.
+pub fn audit_log_in_place(shoot: &Shoot, tenant: &AuditLogTenant) -> bool {
+    let desired = auditlog_config(tenant);
+    let extension = shoot
+        .spec
+        .extensions
+        .as_deref()
+        .and_then(|list| find(list, types::AUDITLOG))
+        .and_then(|e| e.provider_config.as_ref())
+        .and_then(|c| c.0.as_object())
+        .is_some_and(|live| {
+            desired
+                .as_object()
+                .is_some_and(|d| d.iter().all(|(k, v)| live.get(k) == Some(v)))
+        });
+    let credentials = shoot.spec.resources.as_deref().is_some_and(|list| {
+        list.iter().any(|r| {
+            r.name == AUDITLOG_CREDENTIALS
+                && r.resource_ref.kind == "Secret"
+                && r.resource_ref.name == tenant.secret_name
+        })
+    });
+    extension && credentials
+}
+
 /// `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, empty when unset.
 fn allowed_cidrs(rt: &Runtime) -> &[String] {
     rt.spec

@@ -2,6 +2,7 @@
 
 mod acl;
 mod api_faults;
+mod audit_log;
 mod bootstrapper;
 mod burst;
 mod deletion;

@@ -1,0 +1,583 @@
+//! Dedicated audit logging behind `--dedicated-audit-logging-enabled` (upstream's
+//! `sFnCreateShoot` reservation, `sFnMigrateToDedicatedAuditLog`,
+//! `sFnCopyAuditLogReadCredentials`, the claim of `sFnPatchExistingShoot` and the release of
+//! `sFnDeleteShoot`). What to reserve, claim, write and copy is decided in
+//! `kim_shared::audit_log`; here are the reads and writes: `AuditLog`s of KALM's pool in the
+//! controller's namespace (listed only while a Runtime has audit-log work, so a Ready Runtime
+//! costs no request), the Shoot patch through the ordinary conversion, and the read
+//! credentials applied into the runtime cluster.
+//!
+//! Names of Secrets appear in conditions and logs; their data never do.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kim_shared::api::audit_log::AuditLog;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::audit_log::{self as pool, AuditLogError, Pick};
+use kim_shared::config::AuditLogTenant;
+use kim_shared::gardener::Shoot;
+use kim_shared::names::{condition, reason};
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::classify::{self, ApiErrorKind, message};
+use super::oidc::RUNTIME_CLUSTER_FIELD_MANAGER;
+use super::requeue::{PERMANENT_RETRY, RETRY};
+use super::status::{CondStatus, StatusDraft};
+use super::{Error, Reconciler};
+
+/// Time allowed for the copy into the runtime cluster.
+const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retry after losing a race for an `AuditLog` (another Runtime or KALM changed it).
+const CONFLICT_RETRY: Duration = Duration::from_millis(500);
+/// Requeue after the claim when the Shoot must be patched to the dedicated tenant.
+const PATCH_SOON: Duration = Duration::from_millis(100);
+
+fn enabled(reconciler: &Reconciler) -> bool {
+    reconciler.ctx.settings.runtime.dedicated_audit_logging
+}
+
+fn audit_logs(reconciler: &Reconciler) -> Api<AuditLog> {
+    Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &reconciler.ctx.settings.namespace,
+    )
+}
+
+async fn list(reconciler: &Reconciler) -> Result<Vec<AuditLog>, kube::Error> {
+    Ok(audit_logs(reconciler)
+        .list(&ListParams::default())
+        .await?
+        .items)
+}
+
+fn now_unix() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// Whether the Runtime still has audit-log work, from its status alone (no request): with
+/// the flag, a Runtime that asks for (or has) a dedicated audit log until both conditions are
+/// True; without it, one that still shows what the flag left (removed on the next pass).
+pub fn unfinished(reconciler: &Reconciler, runtime: &Runtime) -> bool {
+    let status = runtime.status.as_ref();
+    let cond = |t: &str| runtime.condition(t);
+    let has_cr = status.is_some_and(|s| s.audit_log_cr.is_some());
+    if enabled(reconciler) {
+        let done = |t: &str| cond(t).is_some_and(|c| c.status == CondStatus::True.as_str());
+        (pool::requested(runtime) || has_cr)
+            && !(done(condition::CUSTOM_AUDIT_LOG_CONFIGURED)
+                && done(condition::AUDIT_LOG_CREDENTIALS_COPIED))
+    } else {
+        has_cr
+            || cond(condition::CUSTOM_AUDIT_LOG_CONFIGURED).is_some()
+            || cond(condition::AUDIT_LOG_CREDENTIALS_COPIED).is_some()
+    }
+}
+
+/// Stops provisioning: `Failed`, looked at again once a minute (upstream stops until the
+/// Runtime changes; a pool KALM refills then lets it proceed).
+fn fail(draft: &mut StatusDraft, type_: &str, reason: &str, message: String) -> Action {
+    tracing::warn!(reason, %message, "dedicated audit logging");
+    draft.set(type_, CondStatus::False, reason, message);
+    draft.state(RuntimeState::Failed);
+    Action::requeue(PERMANENT_RETRY)
+}
+
+/// Waits: `Pending` (a `Failed` Runtime stays so), retried soon.
+fn wait(draft: &mut StatusDraft, type_: &str, reason: &str, message: String) -> Action {
+    tracing::info!(reason, %message, "dedicated audit logging");
+    draft.set(type_, CondStatus::False, reason, message);
+    if draft.current_state() != RuntimeState::Failed {
+        draft.state(RuntimeState::Pending);
+    }
+    Action::requeue(RETRY)
+}
+
+/// An API call about `AuditLog`s failed: a lost race is retried at once, anything else
+/// waits under `type_`.
+fn api_failed(draft: &mut StatusDraft, type_: &str, what: &str, e: &kube::Error) -> Action {
+    if classify::classify(e) == ApiErrorKind::Conflict {
+        tracing::info!(error = %e, "{what}: changed concurrently; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    wait(
+        draft,
+        type_,
+        reason::CUSTOM_AUDIT_LOG_ERR,
+        format!("{what}: {}", message(e)),
+    )
+}
+
+async fn patch(
+    reconciler: &Reconciler,
+    name: &str,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    audit_logs(reconciler)
+        .patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .map(|_| ())
+}
+
+/// Before the Shoot is created (upstream's phase 1): a Runtime asking for dedicated audit
+/// logging gets an `AuditLog` of its region reserved, or fails with `CustomAuditLogErr`
+/// before any Shoot exists. `None`: go on and create the Shoot with the shared tenant.
+pub async fn reserve(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
+    if !enabled(reconciler) || !pool::requested(runtime) {
+        return None;
+    }
+    const WHAT: &str = "Dedicated audit logging requested but no available configuration found";
+    let id = match pool::runtime_id(runtime) {
+        Ok(id) => id,
+        Err(e) => {
+            return Some(fail(
+                draft,
+                condition::PROVISIONED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+    };
+    let region = &runtime.spec.shoot.region;
+    let all = match list(reconciler).await {
+        Ok(all) => all,
+        Err(e) => return Some(api_failed(draft, condition::PROVISIONED, WHAT, &e)),
+    };
+    let chosen = match pool::pick(&all, id, region, true) {
+        Some(Pick::Claimed(a) | Pick::Reserved(a)) => a,
+        Some(Pick::Available(a)) => {
+            let name = a.name_any();
+            if let Err(e) = patch(reconciler, &name, &pool::reserve_patch(a, id, now_unix())).await
+            {
+                return Some(api_failed(draft, condition::PROVISIONED, WHAT, &e));
+            }
+            tracing::info!(audit_log = %name, %region, "AuditLog reserved");
+            a
+        }
+        None => {
+            let e = AuditLogError::PoolEmpty {
+                region: region.clone(),
+            };
+            return Some(fail(
+                draft,
+                condition::PROVISIONED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+    };
+    draft.new.audit_log_cr = Some(chosen.name_any());
+    None
+}
+
+/// The tenant the conversion of a patch uses: the dedicated one when the Runtime has an
+/// `AuditLog` (kept even when `auditLogAccessEnabled` was turned off: dedicated logging is
+/// irreversible), claimed now for an existing Runtime that asks for one (upstream's direct
+/// claim, ADR 006); `None` for the shared tenant. `Err` is the action to return.
+pub async fn tenant_for_patch(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Result<Option<AuditLogTenant>, Action> {
+    if !enabled(reconciler) {
+        return Ok(None);
+    }
+    let requested = pool::requested(runtime);
+    const WHAT: &str = "Dedicated audit logging requested but no available configuration found";
+    let id = match pool::runtime_id(runtime) {
+        Ok(id) => id,
+        Err(_) if !requested => return Ok(None),
+        Err(e) => {
+            return Err(fail(
+                draft,
+                condition::PROVISIONED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+    };
+    let all = list(reconciler)
+        .await
+        .map_err(|e| api_failed(draft, condition::PROVISIONED, WHAT, &e))?;
+    let region = &runtime.spec.shoot.region;
+    let chosen = match pool::pick(&all, id, region, requested) {
+        Some(Pick::Claimed(a)) => {
+            if !requested {
+                tracing::info!(
+                    "Dedicated audit logging is irreversible - ignoring attempt to disable"
+                );
+            }
+            a
+        }
+        // Provisioning has not reached the claim yet: the reserved tenant, unclaimed (as
+        // upstream reads it).
+        Some(Pick::Reserved(a)) => a,
+        Some(Pick::Available(a)) => {
+            let name = a.name_any();
+            patch(reconciler, &name, &pool::claim_patch(a, id, now_unix()))
+                .await
+                .map_err(|e| api_failed(draft, condition::PROVISIONED, WHAT, &e))?;
+            tracing::info!(audit_log = %name, %region, "Upgrading shared to dedicated audit logging: AuditLog claimed");
+            draft.set(
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                CondStatus::Unknown,
+                reason::CUSTOM_AUDIT_LOG_CONFIGURED,
+                "Dedicated audit logging claimed, configuring shoot",
+            );
+            a
+        }
+        None if requested => {
+            let e = AuditLogError::PoolEmpty {
+                region: region.clone(),
+            };
+            return Err(fail(
+                draft,
+                condition::PROVISIONED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+        None => return Ok(None),
+    };
+    draft.new.audit_log_cr = Some(chosen.name_any());
+    pool::tenant(chosen).map(Some).map_err(|e| {
+        wait(
+            draft,
+            condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+            reason::CUSTOM_AUDIT_LOG_ERR,
+            e.to_string(),
+        )
+    })
+}
+
+/// Whether the Shoot of a Runtime whose `AuditLog` is claimed must be patched to its tenant
+/// (after [`configure`] found it elsewhere). Looked at only while `CustomAuditLogConfigured`
+/// is set and not True, so other Runtimes cost no request. `Ok(Some(why))`: patch; `Err` is the
+/// action to return.
+pub async fn shoot_patch_needed(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    shoot: &Shoot,
+    draft: &mut StatusDraft,
+) -> Result<Option<&'static str>, Action> {
+    let pending = draft
+        .condition(condition::CUSTOM_AUDIT_LOG_CONFIGURED)
+        .is_some_and(|c| c.status != CondStatus::True.as_str());
+    if !enabled(reconciler) || !pending {
+        return Ok(None);
+    }
+    let Ok(id) = pool::runtime_id(runtime) else {
+        return Ok(None);
+    };
+    const WHAT: &str = "Custom AuditLog shoot configuration could not be patched, will retry";
+    let all = list(reconciler)
+        .await
+        .map_err(|e| api_failed(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
+    let Some(Pick::Claimed(chosen)) = pool::pick(&all, id, &runtime.spec.shoot.region, false)
+    else {
+        return Ok(None);
+    };
+    let Ok(tenant) = pool::tenant(chosen) else {
+        return Ok(None);
+    };
+    match reconciler.get_shoot_live(&shoot.name_any()).await {
+        Ok(Some(live)) if !kim_shared::convert::audit_log_in_place(&live, &tenant) => {
+            Ok(Some("dedicated audit log"))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => Err(api_failed(
+            draft,
+            condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+            "Gardener API shoot get error",
+            &e,
+        )),
+    }
+}
+
+/// The last step before `Ready` (upstream's `sFnMigrateToDedicatedAuditLog` and
+/// `sFnCopyAuditLogReadCredentials`): claims the Runtime's `AuditLog`, patches the Shoot to
+/// its tenant when it is not there yet, then copies the read credentials into the runtime
+/// cluster. Without the flag it removes what the flag left: the read credentials in the runtime
+/// cluster and the conditions and `status.auditLogCR`. `None`: go on.
+pub async fn configure(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    shoot: &Shoot,
+    runtime_client: &kube::Client,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
+    if !enabled(reconciler) {
+        if unfinished(reconciler, runtime)
+            && let Err(cause) = remove_read_credentials(runtime_client).await
+        {
+            return Some(wait(
+                draft,
+                condition::AUDIT_LOG_CREDENTIALS_COPIED,
+                reason::CREDENTIALS_COPY_ERR,
+                format!(
+                    "Failed to remove read credentials: Secret {}/{}: {cause}",
+                    pool::READ_CREDENTIALS_NAMESPACE,
+                    pool::READ_CREDENTIALS_SECRET
+                ),
+            ));
+        }
+        draft.remove(condition::CUSTOM_AUDIT_LOG_CONFIGURED);
+        draft.remove(condition::AUDIT_LOG_CREDENTIALS_COPIED);
+        draft.new.audit_log_cr = None;
+        return None;
+    }
+    let requested = pool::requested(runtime);
+    // Neither asked for nor given one: no request (upstream's migration step returns here too).
+    if !requested
+        && runtime
+            .status
+            .as_ref()
+            .is_none_or(|s| s.audit_log_cr.is_none())
+    {
+        return None;
+    }
+    const WHAT: &str = "Failed to get and claim dedicated audit log configuration";
+    let id = match pool::runtime_id(runtime) {
+        Ok(id) => id,
+        Err(_) if !requested => return None,
+        Err(e) => {
+            return Some(fail(
+                draft,
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+    };
+    let all = match list(reconciler).await {
+        Ok(all) => all,
+        Err(e) => {
+            return Some(api_failed(
+                draft,
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                WHAT,
+                &e,
+            ));
+        }
+    };
+    let region = &runtime.spec.shoot.region;
+    let chosen = match pool::pick(&all, id, region, requested) {
+        Some(Pick::Claimed(a)) => a,
+        Some(Pick::Reserved(a) | Pick::Available(a)) => {
+            let name = a.name_any();
+            if let Err(e) = patch(reconciler, &name, &pool::claim_patch(a, id, now_unix())).await {
+                return Some(api_failed(
+                    draft,
+                    condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                    WHAT,
+                    &e,
+                ));
+            }
+            tracing::info!(audit_log = %name, "Successfully claimed AuditLogCR");
+            a
+        }
+        None if requested => {
+            let e = AuditLogError::PoolEmpty {
+                region: region.clone(),
+            };
+            return Some(fail(
+                draft,
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                format!("{WHAT}: {e}"),
+            ));
+        }
+        None => return None,
+    };
+    draft.new.audit_log_cr = Some(chosen.name_any());
+    let tenant = match pool::tenant(chosen) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(wait(
+                draft,
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                reason::CUSTOM_AUDIT_LOG_ERR,
+                e.to_string(),
+            ));
+        }
+    };
+
+    // The watch cache keeps no provider configs: the extension is compared on the live Shoot.
+    let live = match reconciler.get_shoot_live(&shoot.name_any()).await {
+        Ok(Some(live)) => live,
+        Ok(None) => return Some(Action::requeue(RETRY)),
+        Err(e) => {
+            return Some(api_failed(
+                draft,
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                "Gardener API shoot get error",
+                &e,
+            ));
+        }
+    };
+    if !kim_shared::convert::audit_log_in_place(&live, &tenant) {
+        // The Runtime reconciler patches the Shoot on the next pass ([`shoot_patch_needed`]),
+        // through the ordinary conversion, which takes the claimed tenant.
+        tracing::info!("Shoot audit log configuration differs, patching shoot");
+        draft.set(
+            condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+            CondStatus::Unknown,
+            reason::CUSTOM_AUDIT_LOG_CONFIGURED,
+            "Custom AuditLog shoot configuration pending",
+        );
+        draft.state(RuntimeState::Pending);
+        return Some(Action::requeue(PATCH_SOON));
+    }
+    draft.set(
+        condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+        CondStatus::True,
+        reason::CUSTOM_AUDIT_LOG_CONFIGURED,
+        "Custom AuditLog shoot configuration completed",
+    );
+    copy_read_credentials(reconciler, &all, chosen, runtime_client, draft).await
+}
+
+/// Copies the `AuditLog`'s read credentials into `kyma-system/auditlog-read-credentials` of
+/// the runtime cluster (server-side apply). `None`: copied.
+async fn copy_read_credentials(
+    reconciler: &Reconciler,
+    all: &[AuditLog],
+    chosen: &AuditLog,
+    runtime_client: &kube::Client,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
+    let refused = |draft: &mut StatusDraft, e: AuditLogError| {
+        Some(fail(
+            draft,
+            condition::AUDIT_LOG_CREDENTIALS_COPIED,
+            reason::CREDENTIALS_COPY_ERR,
+            format!("Failed to copy read credentials: {e}"),
+        ))
+    };
+    let source = match pool::read_credentials_source(all, chosen) {
+        Ok(s) => s,
+        Err(AuditLogError::Incomplete { .. }) => {
+            return Some(wait(
+                draft,
+                condition::AUDIT_LOG_CREDENTIALS_COPIED,
+                reason::CREDENTIALS_COPY_ERR,
+                "Waiting for read credentials secret to be configured".to_owned(),
+            ));
+        }
+        Err(e) => return refused(draft, e),
+    };
+    let secrets: Api<Secret> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &reconciler.ctx.settings.namespace,
+    );
+    let secret = match secrets.get(source).await {
+        Ok(s) => s,
+        Err(e) => {
+            return Some(wait(
+                draft,
+                condition::AUDIT_LOG_CREDENTIALS_COPIED,
+                reason::CREDENTIALS_COPY_ERR,
+                format!(
+                    "Failed to copy read credentials: Secret {source}: {}",
+                    message(&e)
+                ),
+            ));
+        }
+    };
+    if let Err(e) = pool::check_source_secret(chosen, source, secret.metadata.labels.as_ref()) {
+        return refused(draft, e);
+    }
+    let body = pool::read_credentials_secret(secret.data.as_ref(), secret.type_.as_deref());
+    let target: Api<Secret> =
+        Api::namespaced(runtime_client.clone(), pool::READ_CREDENTIALS_NAMESPACE);
+    let pp = PatchParams::apply(RUNTIME_CLUSTER_FIELD_MANAGER).force();
+    let applied = tokio::time::timeout(
+        RUNTIME_CLUSTER_TIMEOUT,
+        target.patch(pool::READ_CREDENTIALS_SECRET, &pp, &Patch::Apply(&body)),
+    )
+    .await;
+    let cause = match applied {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(message(&e)),
+        Err(_) => Some("timed out".to_owned()),
+    };
+    if let Some(cause) = cause {
+        return Some(wait(
+            draft,
+            condition::AUDIT_LOG_CREDENTIALS_COPIED,
+            reason::CREDENTIALS_COPY_ERR,
+            format!(
+                "Failed to copy read credentials: Secret {}/{}: {cause}",
+                pool::READ_CREDENTIALS_NAMESPACE,
+                pool::READ_CREDENTIALS_SECRET
+            ),
+        ));
+    }
+    tracing::info!(source_secret = %source, "Successfully copied read credentials to SKR");
+    draft.set(
+        condition::AUDIT_LOG_CREDENTIALS_COPIED,
+        CondStatus::True,
+        reason::CREDENTIALS_COPIED,
+        "Audit log read credentials copied to runtime",
+    );
+    None
+}
+
+/// Without the flag, the read credentials a Runtime got while it was on are deleted from the
+/// runtime cluster (only the Secret we wrote: it carries our label).
+async fn remove_read_credentials(runtime_client: &kube::Client) -> Result<(), String> {
+    let api: Api<Secret> =
+        Api::namespaced(runtime_client.clone(), pool::READ_CREDENTIALS_NAMESPACE);
+    let work = async {
+        let Some(secret) = api.get_opt(pool::READ_CREDENTIALS_SECRET).await? else {
+            return Ok(());
+        };
+        let ours = secret
+            .labels()
+            .get(kim_shared::names::LABEL_MANAGED_BY)
+            .is_some_and(|v| v == kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+        if ours {
+            api.delete(pool::READ_CREDENTIALS_SECRET, &Default::default())
+                .await?;
+            tracing::info!("read credentials removed from the runtime cluster");
+        }
+        Ok::<_, kube::Error>(())
+    };
+    match tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, work).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) if classify::classify(&e) == ApiErrorKind::NotFound => Ok(()),
+        Ok(Err(e)) => Err(message(&e)),
+        Err(_) => Err("timed out".to_owned()),
+    }
+}
+
+/// On deletion (upstream's `ReleaseDedicated`): the Runtime's `AuditLog` is marked orphaned
+/// and a reservation never claimed goes back to the pool. A failure keeps the finalizer (the
+/// caller retries), so a Runtime created again under the same name never finds the old
+/// claim.
+pub async fn release(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), Error> {
+    if !enabled(reconciler) {
+        return Ok(());
+    }
+    // A Runtime whose runtime ID is not its name never got an AuditLog from us; one carrying
+    // that ID belongs to the Runtime of that name.
+    let Ok(id) = pool::runtime_id(runtime) else {
+        return Ok(());
+    };
+    let all = list(reconciler)
+        .await
+        .map_err(|e| Error::api("list the AuditLogs", e))?;
+    for r in pool::releases(&all, id) {
+        patch(reconciler, &r.name, &r.patch)
+            .await
+            .map_err(|e| Error::api("release the Runtime's AuditLog", e))?;
+        tracing::info!(audit_log = %r.name, "released dedicated audit log");
+    }
+    Ok(())
+}

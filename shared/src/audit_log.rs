@@ -1,0 +1,553 @@
+//! Dedicated audit logging (upstream's `--dedicated-audit-logging-enabled`): which `AuditLog`
+//! of KALM's pool a Runtime gets, how it is reserved, claimed and released, what the Shoot's
+//! audit-log tenant becomes and which read credentials go into the runtime cluster. Pure
+//! decisions; the controller lists, patches and copies.
+//!
+//! A Runtime is known to the pool by its runtime ID. Reservation (labels) happens before the
+//! Shoot is created, the claim (`spec.assignedToRuntimeID`) once the runtime cluster is set up
+//! or, for a Runtime that exists already, when it asks for dedicated logging; deletion marks
+//! the claimed `AuditLog` orphaned and returns a reservation that was never claimed.
+
+use crate::api::Runtime;
+use crate::api::audit_log::{AuditLog, state};
+use crate::config::AuditLogTenant;
+use crate::names;
+use serde_json::{Value, json};
+
+/// Label naming the runtime ID an `AuditLog` is reserved for (upstream's).
+pub const LABEL_RESERVED_FOR_RUNTIME_ID: &str = "reserved-for-runtime-id";
+/// Label with the Unix time of the reservation (upstream's).
+pub const LABEL_RESERVED_AT: &str = "reserved-for-runtime-at";
+/// The Secret with the read credentials in the runtime cluster (upstream's name).
+pub const READ_CREDENTIALS_SECRET: &str = "auditlog-read-credentials";
+/// Namespace of [`READ_CREDENTIALS_SECRET`] in the runtime cluster.
+pub const READ_CREDENTIALS_NAMESPACE: &str = "kyma-system";
+
+/// Why a Runtime cannot have (or use) its dedicated audit log. Messages name objects, never
+/// the content of a Secret.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuditLogError {
+    /// The runtime ID is not the Runtime's own: another Runtime's `AuditLog` could be taken.
+    #[error(
+        "the label {label} ({id:?}) must equal the Runtime's name ({name:?}) for dedicated audit logging"
+    )]
+    ForeignRuntimeId {
+        /// The label.
+        label: &'static str,
+        /// Its value.
+        id: String,
+        /// The Runtime's name.
+        name: String,
+    },
+    /// Nothing in the pool for the region (upstream's message).
+    #[error("no available AuditLogCR in the pool for region {region}")]
+    PoolEmpty {
+        /// The Runtime's region.
+        region: String,
+    },
+    /// The chosen `AuditLog` lacks a field KALM fills in.
+    #[error("AuditLog {name} has no {field} yet")]
+    Incomplete {
+        /// The `AuditLog`.
+        name: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// The read-credentials Secret is one the Runtime must not get.
+    #[error("AuditLog {name}: read credentials Secret {secret:?} refused: {why}")]
+    SecretRefused {
+        /// The `AuditLog`.
+        name: String,
+        /// The Secret named in `spec.config.readCredsSecretName`.
+        secret: String,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// Whether a Runtime asks for dedicated audit logging (`spec.auditLogAccessEnabled`).
+pub fn requested(runtime: &Runtime) -> bool {
+    runtime.spec.audit_log_access_enabled == Some(true)
+}
+
+/// The runtime ID under which `runtime` is known to the pool. It must equal the Runtime's
+/// name: names are unique in the namespace, labels are not, and a second Runtime carrying
+/// the label of another would otherwise get that Runtime's `AuditLog` and read credentials.
+pub fn runtime_id(runtime: &Runtime) -> Result<&str, AuditLogError> {
+    let name = runtime.metadata.name.as_deref().unwrap_or_default();
+    match runtime.runtime_id() {
+        Some(id) if id == name && !id.is_empty() => Ok(id),
+        other => Err(AuditLogError::ForeignRuntimeId {
+            label: names::LABEL_RUNTIME_ID,
+            id: other.unwrap_or_default().to_owned(),
+            name: name.to_owned(),
+        }),
+    }
+}
+
+/// Where a Runtime stands with the pool.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pick<'a> {
+    /// Assigned to the Runtime.
+    Claimed(&'a AuditLog),
+    /// Reserved for it (labels), not assigned yet.
+    Reserved(&'a AuditLog),
+    /// Free and serving its region: may be reserved or claimed.
+    Available(&'a AuditLog),
+}
+
+impl<'a> Pick<'a> {
+    /// The `AuditLog`.
+    pub fn audit_log(self) -> &'a AuditLog {
+        match self {
+            Self::Claimed(a) | Self::Reserved(a) | Self::Available(a) => a,
+        }
+    }
+}
+
+fn name(a: &AuditLog) -> &str {
+    a.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn orphaned(a: &AuditLog) -> bool {
+    a.spec.orphaned == Some(true)
+}
+
+fn assignee(a: &AuditLog) -> Option<&str> {
+    a.spec
+        .assigned_to_runtime_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+}
+
+fn reserved_for(a: &AuditLog) -> Option<&str> {
+    a.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_RESERVED_FOR_RUNTIME_ID))
+        .map(String::as_str)
+}
+
+/// The `AuditLog` of `runtime_id`: the one assigned to it, else the one reserved for it, else
+/// (when `take_new`) the first free one serving `region` by name. Orphaned ones belong to a
+/// Runtime that is gone and are never picked; neither is one reserved for this runtime ID
+/// but assigned to another.
+pub fn pick<'a>(
+    pool: &'a [AuditLog],
+    runtime_id: &str,
+    region: &str,
+    take_new: bool,
+) -> Option<Pick<'a>> {
+    let mut live: Vec<&AuditLog> = pool.iter().filter(|a| !orphaned(a)).collect();
+    live.sort_by(|a, b| name(a).cmp(name(b)));
+    if let Some(a) = live.iter().find(|a| assignee(a) == Some(runtime_id)) {
+        return Some(Pick::Claimed(a));
+    }
+    if let Some(a) = live
+        .iter()
+        .find(|a| reserved_for(a) == Some(runtime_id) && assignee(a).is_none())
+    {
+        return Some(Pick::Reserved(a));
+    }
+    if !take_new {
+        return None;
+    }
+    live.into_iter()
+        .find(|a| {
+            let st = a.status.as_ref().map(|s| s.state.as_str()).unwrap_or("");
+            (st == state::SIEM_APPROVED || st == state::REGISTRATION_READY)
+                && assignee(a).is_none()
+                && reserved_for(a).is_none()
+                && a.spec.regions.iter().any(|r| r == region)
+        })
+        .map(Pick::Available)
+}
+
+/// `metadata.resourceVersion` as a precondition: a concurrent change of the `AuditLog` makes
+/// the patch fail with a conflict instead of two Runtimes taking the same one.
+fn precondition(a: &AuditLog) -> Value {
+    json!(a.metadata.resource_version)
+}
+
+/// Merge patch reserving `a` for `runtime_id` at `now_unix` (upstream's labels).
+pub fn reserve_patch(a: &AuditLog, runtime_id: &str, now_unix: i64) -> Value {
+    json!({"metadata": {
+        "resourceVersion": precondition(a),
+        "labels": {
+            LABEL_RESERVED_FOR_RUNTIME_ID: runtime_id,
+            LABEL_RESERVED_AT: now_unix.to_string(),
+        },
+    }})
+}
+
+/// Merge patch assigning `a` to `runtime_id`; the reservation labels are set too, so a claim
+/// without an earlier reservation (an existing Runtime) looks like one that had it.
+pub fn claim_patch(a: &AuditLog, runtime_id: &str, now_unix: i64) -> Value {
+    let mut labels = serde_json::Map::new();
+    if reserved_for(a) != Some(runtime_id) {
+        labels.insert(LABEL_RESERVED_FOR_RUNTIME_ID.into(), json!(runtime_id));
+        labels.insert(LABEL_RESERVED_AT.into(), json!(now_unix.to_string()));
+    }
+    json!({
+        "metadata": {"resourceVersion": precondition(a), "labels": labels},
+        "spec": {"assignedToRuntimeID": runtime_id},
+    })
+}
+
+/// What deleting a Runtime does to one `AuditLog`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Release {
+    /// The `AuditLog`.
+    pub name: String,
+    /// The merge patch.
+    pub patch: Value,
+}
+
+/// The `AuditLog`s to release when `runtime_id`'s Runtime is deleted: the assigned one is
+/// marked orphaned (KALM keeps its logs for the retention period), a reservation never
+/// claimed loses its labels and returns to the pool.
+pub fn releases(pool: &[AuditLog], runtime_id: &str) -> Vec<Release> {
+    pool.iter()
+        .filter(|a| !orphaned(a))
+        .filter_map(|a| {
+            let patch = if assignee(a) == Some(runtime_id) {
+                json!({"metadata": {"resourceVersion": precondition(a)},
+                       "spec": {"orphaned": true}})
+            } else if assignee(a).is_none() && reserved_for(a) == Some(runtime_id) {
+                json!({"metadata": {"resourceVersion": precondition(a), "labels": {
+                    LABEL_RESERVED_FOR_RUNTIME_ID: null,
+                    LABEL_RESERVED_AT: null,
+                }}})
+            } else {
+                return None;
+            };
+            Some(Release {
+                name: name(a).to_owned(),
+                patch,
+            })
+        })
+        .collect()
+}
+
+/// The Shoot's audit-log tenant from an `AuditLog`: the subaccount as tenant, the service URL
+/// and the Gardener Secret with the write credentials.
+pub fn tenant(a: &AuditLog) -> Result<AuditLogTenant, AuditLogError> {
+    let missing = |field| AuditLogError::Incomplete {
+        name: name(a).to_owned(),
+        field,
+    };
+    let config = a.spec.config.as_ref();
+    let filled = |v: Option<&String>| v.filter(|s| !s.is_empty()).cloned();
+    Ok(AuditLogTenant {
+        tenant_id: filled(a.spec.subaccount_id.as_ref())
+            .ok_or_else(|| missing("spec.subaccountID"))?,
+        service_url: filled(config.and_then(|c| c.service_url.as_ref()))
+            .ok_or_else(|| missing("spec.config.serviceURL"))?,
+        secret_name: filled(config.and_then(|c| c.gardener_secret_name.as_ref()))
+            .ok_or_else(|| missing("spec.config.gardenerSecretName"))?,
+    })
+}
+
+/// The Secret (in the `AuditLog`'s namespace) whose data go into the runtime cluster as the
+/// read credentials of `chosen`, the `AuditLog` of `runtime_id`. Refused: a Secret another
+/// `AuditLog` of the pool names (the credentials of another stack), and the Secrets the
+/// infrastructure manager keeps there itself (admin kubeconfigs of runtime clusters).
+pub fn read_credentials_source<'a>(
+    pool: &[AuditLog],
+    chosen: &'a AuditLog,
+) -> Result<&'a str, AuditLogError> {
+    let secret = chosen
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.read_creds_secret_name.as_deref())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| AuditLogError::Incomplete {
+            name: name(chosen).to_owned(),
+            field: "spec.config.readCredsSecretName",
+        })?;
+    let refuse = |why| AuditLogError::SecretRefused {
+        name: name(chosen).to_owned(),
+        secret: secret.to_owned(),
+        why,
+    };
+    let shared = pool.iter().any(|other| {
+        name(other) != name(chosen)
+            && other.spec.config.as_ref().is_some_and(|c| {
+                c.read_creds_secret_name.as_deref() == Some(secret)
+                    || c.gardener_secret_name.as_deref() == Some(secret)
+            })
+    });
+    if shared {
+        return Err(refuse("another AuditLog names it"));
+    }
+    if secret.starts_with(&names::kubeconfig_secret_name("")) {
+        return Err(refuse("it is a runtime cluster's kubeconfig Secret"));
+    }
+    Ok(secret)
+}
+
+/// Whether the Secret read as the source of the read credentials may be copied: one the
+/// infrastructure manager wrote itself (label `operator.kyma-project.io/managed-by`) is a
+/// kubeconfig or another copy, never KALM's credentials.
+pub fn check_source_secret(
+    audit_log: &AuditLog,
+    secret: &str,
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<(), AuditLogError> {
+    let ours = labels
+        .and_then(|l| l.get(names::LABEL_MANAGED_BY))
+        .is_some_and(|v| v == names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+    if ours {
+        return Err(AuditLogError::SecretRefused {
+            name: name(audit_log).to_owned(),
+            secret: secret.to_owned(),
+            why: "the infrastructure manager wrote it",
+        });
+    }
+    Ok(())
+}
+
+/// The read-credentials Secret for the runtime cluster, for server-side apply: the source's
+/// `data` and `type`, upstream's name, namespace and label.
+pub fn read_credentials_secret(
+    data: Option<&std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+    type_: Option<&str>,
+) -> Value {
+    let mut secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": READ_CREDENTIALS_SECRET,
+            "namespace": READ_CREDENTIALS_NAMESPACE,
+            "labels": {names::LABEL_MANAGED_BY: names::MANAGED_BY_INFRASTRUCTURE_MANAGER},
+        },
+        "data": data.cloned().unwrap_or_default(),
+    });
+    if let Some(t) = type_ {
+        secret["type"] = json!(t);
+    }
+    secret
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::api::audit_log::{AuditLogConfig, AuditLogSpec, AuditLogStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn audit_log(name: &str, st: &str, regions: &[&str]) -> AuditLog {
+        AuditLog {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            },
+            spec: AuditLogSpec {
+                platform_region: "cf-eu10".into(),
+                regions: regions.iter().map(|r| (*r).to_owned()).collect(),
+                subaccount_id: Some(format!("sa-{name}")),
+                config: Some(AuditLogConfig {
+                    service_url: Some("https://auditlog.example".into()),
+                    gardener_secret_name: Some(format!("write-{name}")),
+                    read_creds_secret_name: Some(format!("read-{name}")),
+                }),
+                ..Default::default()
+            },
+            status: Some(AuditLogStatus { state: st.into() }),
+        }
+    }
+
+    fn reserved(mut a: AuditLog, id: &str) -> AuditLog {
+        a.metadata.labels =
+            Some([(LABEL_RESERVED_FOR_RUNTIME_ID.to_owned(), id.to_owned())].into());
+        a
+    }
+
+    fn assigned(mut a: AuditLog, id: &str) -> AuditLog {
+        a.spec.assigned_to_runtime_id = Some(id.into());
+        a
+    }
+
+    fn picked(p: Option<Pick<'_>>) -> Option<(&'static str, String)> {
+        p.map(|p| {
+            let kind = match p {
+                Pick::Claimed(_) => "claimed",
+                Pick::Reserved(_) => "reserved",
+                Pick::Available(_) => "available",
+            };
+            (kind, name(p.audit_log()).to_owned())
+        })
+    }
+
+    #[test]
+    fn a_free_audit_log_of_the_region_in_a_ready_state_is_available() {
+        let pool = vec![
+            audit_log("a", "Pending", &["eu-central-1"]),
+            audit_log("b", "SiemApproved", &["us-east-1"]),
+            audit_log("d", "RegistrationReady", &["eu-central-1"]),
+            audit_log("c", "SiemApproved", &["eu-west-1", "eu-central-1"]),
+            assigned(audit_log("0", "Assigned", &["eu-central-1"]), "other"),
+            reserved(audit_log("1", "SiemApproved", &["eu-central-1"]), "other"),
+        ];
+        assert_eq!(
+            picked(pick(&pool, "rt", "eu-central-1", true)),
+            Some(("available", "c".into()))
+        );
+        assert_eq!(pick(&pool, "rt", "eu-central-1", false), None);
+        assert_eq!(pick(&pool, "rt", "ap-south-1", true), None);
+    }
+
+    #[test]
+    fn the_runtimes_own_claim_comes_before_its_reservation_and_the_pool() {
+        let pool = vec![
+            audit_log("a", "SiemApproved", &["r"]),
+            reserved(audit_log("b", "SiemApproved", &["r"]), "rt"),
+            assigned(audit_log("c", "Assigned", &["x"]), "rt"),
+        ];
+        assert_eq!(
+            picked(pick(&pool, "rt", "r", true)),
+            Some(("claimed", "c".into()))
+        );
+        assert_eq!(
+            picked(pick(&pool[..2], "rt", "r", false)),
+            Some(("reserved", "b".into()))
+        );
+    }
+
+    #[test]
+    fn orphaned_and_foreign_claims_are_never_picked() {
+        let mut gone = assigned(audit_log("a", "Orphaned", &["r"]), "rt");
+        gone.spec.orphaned = Some(true);
+        // Reserved for us by label, but assigned to another Runtime.
+        let taken = assigned(reserved(audit_log("b", "Assigned", &["r"]), "rt"), "other");
+        let pool = vec![gone, taken];
+        assert_eq!(pick(&pool, "rt", "r", true), None);
+    }
+
+    #[test]
+    fn patches_carry_the_resource_version_as_precondition() {
+        let a = audit_log("a", "SiemApproved", &["r"]);
+        let p = reserve_patch(&a, "rt", 1700);
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["metadata"]["labels"][LABEL_RESERVED_FOR_RUNTIME_ID], "rt");
+        assert_eq!(p["metadata"]["labels"][LABEL_RESERVED_AT], "1700");
+        let c = claim_patch(&a, "rt", 1800);
+        assert_eq!(c["spec"]["assignedToRuntimeID"], "rt");
+        assert_eq!(c["metadata"]["resourceVersion"], "7");
+        assert_eq!(c["metadata"]["labels"][LABEL_RESERVED_AT], "1800");
+        // A reservation keeps its time.
+        let c = claim_patch(&reserved(a, "rt"), "rt", 1800);
+        assert_eq!(c["metadata"]["labels"], json!({}));
+    }
+
+    #[test]
+    fn deletion_orphans_the_claim_and_returns_an_unclaimed_reservation() {
+        let pool = vec![
+            assigned(audit_log("a", "Assigned", &["r"]), "rt"),
+            reserved(audit_log("b", "SiemApproved", &["r"]), "rt"),
+            assigned(audit_log("c", "Assigned", &["r"]), "other"),
+            audit_log("d", "SiemApproved", &["r"]),
+        ];
+        let r = releases(&pool, "rt");
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].name, "a");
+        assert_eq!(r[0].patch["spec"]["orphaned"], true);
+        assert_eq!(r[1].name, "b");
+        assert_eq!(
+            r[1].patch["metadata"]["labels"][LABEL_RESERVED_FOR_RUNTIME_ID],
+            Value::Null
+        );
+        let mut done = pool[0].clone();
+        done.spec.orphaned = Some(true);
+        assert!(releases(&[done], "rt").is_empty());
+    }
+
+    #[test]
+    fn the_tenant_is_the_subaccount_url_and_write_secret() {
+        let a = audit_log("a", "Assigned", &["r"]);
+        assert_eq!(
+            tenant(&a),
+            Ok(AuditLogTenant {
+                tenant_id: "sa-a".into(),
+                service_url: "https://auditlog.example".into(),
+                secret_name: "write-a".into(),
+            })
+        );
+        let mut b = a.clone();
+        b.spec.subaccount_id = None;
+        assert_eq!(
+            tenant(&b).map_err(|e| e.to_string()),
+            Err("AuditLog a has no spec.subaccountID yet".into())
+        );
+    }
+
+    #[test]
+    fn read_credentials_of_another_stack_or_a_kubeconfig_are_refused() {
+        let a = audit_log("a", "Assigned", &["r"]);
+        assert_eq!(
+            read_credentials_source(std::slice::from_ref(&a), &a),
+            Ok("read-a")
+        );
+        let mut b = audit_log("b", "Assigned", &["r"]);
+        b.spec.config.as_mut().unwrap().read_creds_secret_name = Some("read-a".into());
+        assert!(matches!(
+            read_credentials_source(&[a.clone(), b.clone()], &b),
+            Err(AuditLogError::SecretRefused { .. })
+        ));
+        b.spec.config.as_mut().unwrap().read_creds_secret_name = Some("write-a".into());
+        assert!(read_credentials_source(&[a.clone(), b.clone()], &b).is_err());
+        b.spec.config.as_mut().unwrap().read_creds_secret_name = Some("kubeconfig-rt".into());
+        assert!(read_credentials_source(&[b.clone()], &b).is_err());
+        b.spec.config.as_mut().unwrap().read_creds_secret_name = None;
+        assert!(matches!(
+            read_credentials_source(&[b.clone()], &b),
+            Err(AuditLogError::Incomplete { .. })
+        ));
+    }
+
+    #[test]
+    fn a_source_secret_we_wrote_ourselves_is_refused() {
+        let a = audit_log("a", "Assigned", &["r"]);
+        let ours = std::collections::BTreeMap::from([(
+            names::LABEL_MANAGED_BY.to_owned(),
+            names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+        )]);
+        assert!(check_source_secret(&a, "read-a", Some(&ours)).is_err());
+        assert!(check_source_secret(&a, "read-a", None).is_ok());
+    }
+
+    #[test]
+    fn the_runtime_id_must_be_the_runtimes_name() {
+        let mut rt = Runtime::default();
+        rt.metadata.name = Some("rt-1".into());
+        rt.metadata.labels = Some([(names::LABEL_RUNTIME_ID.to_owned(), "rt-1".to_owned())].into());
+        assert_eq!(runtime_id(&rt), Ok("rt-1"));
+        rt.metadata.labels =
+            Some([(names::LABEL_RUNTIME_ID.to_owned(), "victim".to_owned())].into());
+        assert!(matches!(
+            runtime_id(&rt),
+            Err(AuditLogError::ForeignRuntimeId { .. })
+        ));
+        rt.metadata.labels = None;
+        assert!(runtime_id(&rt).is_err());
+    }
+
+    #[test]
+    fn the_copied_secret_has_upstreams_name_label_and_the_source_data() {
+        let data = std::collections::BTreeMap::from([(
+            "clientid".to_owned(),
+            k8s_openapi::ByteString(b"id".to_vec()),
+        )]);
+        let s = read_credentials_secret(Some(&data), Some("Opaque"));
+        assert_eq!(s["metadata"]["name"], "auditlog-read-credentials");
+        assert_eq!(s["metadata"]["namespace"], "kyma-system");
+        assert_eq!(
+            s["metadata"]["labels"]["operator.kyma-project.io/managed-by"],
+            "infrastructure-manager"
+        );
+        assert_eq!(s["data"]["clientid"], "aWQ=");
+        assert_eq!(s["type"], "Opaque");
+    }
+}
