@@ -147,6 +147,16 @@ pub enum Refusal {
         /// The Secret given.
         secret: String,
     },
+    /// The runtime cluster holds no such Secret.
+    #[error("registry cache {namespace}/{name}: the runtime cluster holds no Secret {secret:?}")]
+    NoSecret {
+        /// The `RegistryCacheConfig`'s name.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+        /// The Secret.
+        secret: String,
+    },
     /// The Secret does not hold exactly `username` and `password`.
     #[error(
         "registry cache {namespace}/{name}: Secret {secret:?} must hold exactly the keys \
@@ -430,6 +440,19 @@ pub fn config_status(
     json!({"state": state, "conditions": conditions})
 }
 
+/// Whether the registry cache controller ([`FIELD_MANAGER`]) owns a Runtime's
+/// `spec.imageRegistryCache`, by its managed fields.
+pub fn written_by_registry_cache(
+    managed_fields: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+) -> bool {
+    managed_fields.iter().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0["f:spec"].get("f:imageRegistryCache").is_some())
+    })
+}
+
 /// Extracts the PEM certificate of the `X-Forwarded-Client-Cert` header (the `Cert="..."`
 /// element, URL-encoded by the gateway), still URL-encoded; `None` when there is none.
 pub fn xfcc_certificate(header: &str) -> Option<&str> {
@@ -655,6 +678,25 @@ mod tests {
         let s = config_status(&json!({}), ConfigState::Failed, "R", "m", None, "t3");
         assert_eq!(s["state"], "Error");
         assert_eq!(s["conditions"][0]["message"], "m");
+    }
+
+    #[test]
+    fn ownership_of_the_cache_list_is_read_from_managed_fields() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |manager: &str, fields: Value| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            fields_v1: Some(FieldsV1(fields)),
+            ..Default::default()
+        };
+        let ours = entry(
+            FIELD_MANAGER,
+            json!({"f:spec": {"f:imageRegistryCache": {}}}),
+        );
+        let keb = entry("keb", json!({"f:spec": {"f:shoot": {}}}));
+        let other = entry(FIELD_MANAGER, json!({"f:metadata": {}}));
+        assert!(written_by_registry_cache(&[keb.clone(), ours]));
+        assert!(!written_by_registry_cache(&[keb, other]));
+        assert!(!written_by_registry_cache(&[]));
     }
 
     #[test]

@@ -170,7 +170,6 @@ mod tests {
             a.ignored_flags,
             [
                 "--status-requeue-delay",
-                "--registry-cache-listener-port",
                 "--dedicated-audit-logging-enabled",
                 "--zap-time-encoding",
             ]

@@ -411,11 +411,16 @@ async fn prepare(
             return Err(Action::requeue(PERMANENT_RETRY));
         }
     };
+    // Upstream writes the registry cache on patch only, never on create.
+    let registry_cache_secrets = match live {
+        Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft).await?,
+        None => Default::default(),
+    };
     let opts = kim_shared::convert::ConvertOptions {
         audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
         network_restriction: reconciler.ctx.settings.runtime.network_restriction,
         acl,
-        ..Default::default()
+        registry_cache_secrets,
     };
     let converted =
         match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {
