@@ -138,3 +138,80 @@ fn runtime_id(headers: &HeaderMap) -> Result<String, (StatusCode, String)> {
     }
     Ok(cn.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use http::Request;
+    use tower::ServiceExt;
+
+    fn cert(cn: &str) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    fn encoded(pem: &str) -> String {
+        percent_encoding::utf8_percent_encode(pem, percent_encoding::NON_ALPHANUMERIC).to_string()
+    }
+
+    const BODY: &str = r#"{"watched":{"name":"c","namespace":"n"},"watchedGvk":{"group":"core.kyma-project.io","version":"v1beta1","kind":"RegistryCacheConfig"}}"#;
+
+    async fn call(xfcc: Option<String>, body: &str) -> (StatusCode, Option<String>) {
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut req = Request::post(path());
+        if let Some(v) = xfcc {
+            req = req.header(rc::XFCC_HEADER, v);
+        }
+        let res = router(tx)
+            .oneshot(req.body(Body::from(body.to_owned())).unwrap())
+            .await
+            .unwrap();
+        (res.status(), rx.try_recv().ok())
+    }
+
+    #[tokio::test]
+    async fn the_certificate_common_name_is_the_runtime_id() {
+        let header = format!("Hash=ab;Cert=\"{}\";Subject=\"\"", encoded(&cert("rt-1")));
+        assert_eq!(
+            call(Some(header), BODY).await,
+            (StatusCode::OK, Some("rt-1".to_owned()))
+        );
+    }
+
+    #[tokio::test]
+    async fn events_without_a_usable_certificate_are_refused() {
+        assert_eq!(call(None, BODY).await, (StatusCode::UNAUTHORIZED, None));
+        assert_eq!(
+            call(Some("Hash=ab".into()), BODY).await,
+            (StatusCode::UNAUTHORIZED, None)
+        );
+        assert_eq!(
+            call(Some("Cert=\"not-a-pem\"".into()), BODY).await,
+            (StatusCode::BAD_REQUEST, None)
+        );
+        let path_trick = format!("Cert=\"{}\"", encoded(&cert("../kube-system")));
+        assert_eq!(
+            call(Some(path_trick), BODY).await,
+            (StatusCode::BAD_REQUEST, None)
+        );
+        let header = format!("Cert=\"{}\"", encoded(&cert("rt-1")));
+        assert_eq!(
+            call(Some(header.clone()), "{}").await,
+            (StatusCode::BAD_REQUEST, None)
+        );
+        let big = format!(
+            "{{\"watched\":\"{}\"}}",
+            "x".repeat(rc::LISTENER_BODY_LIMIT)
+        );
+        assert_eq!(
+            call(Some(header), &big).await.0,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! With `--registry-cache-config-controller-enabled` off: what the registry cache wrote is
 //! removed. The cache lists the registry cache controller wrote into Runtimes are removed (the
 //! Runtime reconciler then removes the Shoots' `registry-cache` extension and their Secret
-//! references), and the garden Secrets are deleted once no Shoot references them. At most one
+//! references), and their garden Secrets are deleted once their Shoot no longer references
+//! them. At most one
 //! list of Runtimes and one of registry cache Secrets per start when there is nothing to do.
 
 use std::sync::Arc;
@@ -95,8 +96,10 @@ async fn clear_runtimes(ctx: &Context) -> Result<usize, kube::Error> {
     }
 }
 
-/// Deletes the registry cache Secrets no Shoot references (a Secret of a Runtime that is gone
-/// is referenced by nothing); returns how many are left.
+/// Deletes the registry cache Secrets of this namespace's Runtimes that their Shoot no longer
+/// references; returns how many are left. Secrets of Runtimes not found here are left alone:
+/// they may be another KCP namespace's (the Gardener project can be shared), and a deleted
+/// Runtime's Secrets go with its finalizer.
 async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
     let secrets = GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace);
     let all = secrets.all().await?;
@@ -107,14 +110,14 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
     let shoots: Api<Shoot> = Api::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace);
     let mut left = 0;
     for (info, _) in all {
-        let referenced = match runtimes.get_opt(&info.runtime_id).await? {
-            None => false,
-            Some(runtime) => shoots
-                .get_opt(&runtime.spec.shoot.name)
-                .await?
-                .and_then(|s| s.spec.resources)
-                .is_some_and(|r| r.iter().any(|r| r.resource_ref.name == info.name)),
+        let Some(runtime) = runtimes.get_opt(&info.runtime_id).await? else {
+            continue;
         };
+        let referenced = shoots
+            .get_opt(&runtime.spec.shoot.name)
+            .await?
+            .and_then(|s| s.spec.resources)
+            .is_some_and(|r| r.iter().any(|r| r.resource_ref.name == info.name));
         if referenced {
             left += 1;
         } else {

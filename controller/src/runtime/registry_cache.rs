@@ -364,15 +364,13 @@ pub async fn after_provisioned(
     None
 }
 
-/// When the Runtime is deleted and its Shoot is gone: every garden Secret of the Runtime goes.
+/// When the Runtime is deleted and its Shoot is gone: every garden Secret of the Runtime goes,
+/// with the registry cache on or off (off, nothing else would delete them).
 pub async fn on_delete(
     reconciler: &super::Reconciler,
     runtime: &kim_shared::api::Runtime,
 ) -> Result<(), kube::Error> {
     let ctx = &reconciler.ctx;
-    if !ctx.settings.registry_cache.enabled {
-        return Ok(());
-    }
     GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace)
         .delete_all(&reconciler.runtime_id(runtime))
         .await

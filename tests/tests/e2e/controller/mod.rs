@@ -11,6 +11,7 @@ mod kyma_system;
 mod leader;
 mod lifecycle;
 mod oidc;
+mod registry_cache;
 mod samples;
 mod seeds;
 mod takeover;
