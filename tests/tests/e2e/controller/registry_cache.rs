@@ -423,7 +423,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                     "secretReferenceName": copy_name},
                    {"upstream": "quay.io"}]})
     );
-    assert_eq!(cache_secret_references(&s), [copy_name.clone()]);
+    assert_eq!(cache_secret_references(&s), std::slice::from_ref(&copy_name));
     let docker_now = configs.get("docker").await.unwrap();
     assert_eq!(
         docker_now.data["status"]["state"], "Ready",
