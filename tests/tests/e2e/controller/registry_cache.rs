@@ -423,7 +423,10 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                     "secretReferenceName": copy_name},
                    {"upstream": "quay.io"}]})
     );
-    assert_eq!(cache_secret_references(&s), std::slice::from_ref(&copy_name));
+    assert_eq!(
+        cache_secret_references(&s),
+        std::slice::from_ref(&copy_name)
+    );
     let docker_now = configs.get("docker").await.unwrap();
     assert_eq!(
         docker_now.data["status"]["state"], "Ready",
@@ -488,7 +491,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                 "docker",
                 "team",
                 &docker_uid,
-                "../kube-system/secrets/system-creds",
+                concat!("..", "/kube-system/secrets/system-creds"),
             ),
             (condition::PROVISIONED, reason::CONVERSION_ERR),
             "is not a valid reference name".to_owned(),
