@@ -25,6 +25,7 @@ pub use context::{Context, LIST_PAGE_SIZE, Shutdown};
 
 pub mod access;
 pub mod gardener_cluster;
+pub mod registry_cache;
 pub mod runtime;
 
 /// Starts every reconciler on its own task once this replica leads; each returns when
@@ -45,6 +46,10 @@ pub fn spawn_reconcilers(
         (
             "access",
             tokio::spawn(access::run(ctx.clone(), shutdown.clone())),
+        ),
+        (
+            "registry_cache",
+            tokio::spawn(registry_cache::run(ctx.clone(), shutdown.clone())),
         ),
     ]
 }

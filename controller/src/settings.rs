@@ -20,6 +20,19 @@ pub struct Settings {
     pub gardener_cluster: GardenerClusterSettings,
     /// The RuntimeAccess reconciler's.
     pub access: AccessSettings,
+    /// The registry cache's.
+    pub registry_cache: RegistryCacheSettings,
+}
+
+/// Settings of the registry cache (`--registry-cache-*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistryCacheSettings {
+    /// `--registry-cache-config-controller-enabled`.
+    pub enabled: bool,
+    /// Port of the runtime watcher's listener.
+    pub listener_port: u16,
+    /// Period of the registry cache controller.
+    pub reconcile_period: Duration,
 }
 
 /// Settings of the Runtime reconciler.

@@ -14,4 +14,5 @@ pub mod duration;
 pub mod gardener;
 pub mod names;
 pub mod provisioning_info;
+pub mod registry_cache;
 pub mod validation;

@@ -168,11 +168,7 @@ mod tests {
         ]);
         assert_eq!(
             a.ignored_flags,
-            [
-                "--status-requeue-delay",
-                "--registry-cache-listener-port",
-                "--zap-time-encoding",
-            ]
+            ["--status-requeue-delay", "--zap-time-encoding",]
         );
         let Ok(Invocation::Run(sub)) =
             parse(["kim-controller", "run", "-zap-stacktrace-level=panic"])

@@ -11,7 +11,9 @@ use kim_shared::access::AccessPolicy;
 use crate::access::{MAX_ROTATION_RATIO, MIN_ROTATION_RATIO};
 use crate::gardener_cluster::rotation::{RotationPolicy, RotationPolicyError};
 use crate::leader::LeaderElection;
-use crate::settings::{AccessSettings, GardenerClusterSettings, RuntimeSettings, Settings};
+use crate::settings::{
+    AccessSettings, GardenerClusterSettings, RegistryCacheSettings, RuntimeSettings, Settings,
+};
 
 /// Flags of `kim-controller run` (the default subcommand).
 #[derive(clap::Args, Debug, Clone)]
@@ -162,15 +164,21 @@ pub struct RunArgs {
     #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
     pub status_requeue_delay: Duration,
 
-    /// Upstream's port of the registry-cache listener the runtime watcher calls.
-    #[arg(long, default_value = "8082")]
+    /// Port of the listener the runtime watcher calls when a runtime cluster's registry cache
+    /// configuration changes (`POST /v2/infrastructure-manager-registry-cache/event`, all
+    /// interfaces), with `--registry-cache-config-controller-enabled`.
+    #[arg(long, default_value = "8082", value_parser = parse_port)]
     pub registry_cache_listener_port: String,
 
-    /// Upstream's period of the registry-cache reconciler.
+    /// How often the registry cache controller reads each runtime cluster's configuration
+    /// without an event; 0 reads it only on events (as upstream).
     #[arg(long, default_value = "60m", value_parser = parse_duration)]
     pub registry_cache_reconcile_period: Duration,
 
-    /// Upstream's switch of the registry-cache configuration controller.
+    /// The registry cache (upstream ADRs 002 and 003): the runtime clusters'
+    /// `RegistryCacheConfig`s become `spec.imageRegistryCache` of their Runtimes, their
+    /// credentials are copied into the Gardener project and the Shoots get the `registry-cache`
+    /// extension. Off: what the registry cache wrote is removed (docs/configuration.md).
     #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
     pub registry_cache_config_controller_enabled: bool,
 
@@ -317,21 +325,9 @@ pub fn parse_zap_level(s: &str) -> Result<String, String> {
 
 /// Upstream flags this process accepts but does not act on (by clap id), each logged once at
 /// start when given.
-pub const IGNORED_FLAGS: [(&str, &str); 5] = [
+pub const IGNORED_FLAGS: [(&str, &str); 2] = [
     ("structured_auth_enabled", "--structured-auth-enabled"),
     ("status_requeue_delay", "--status-requeue-delay"),
-    (
-        "registry_cache_listener_port",
-        "--registry-cache-listener-port",
-    ),
-    (
-        "registry_cache_reconcile_period",
-        "--registry-cache-reconcile-period",
-    ),
-    (
-        "registry_cache_config_controller_enabled",
-        "--registry-cache-config-controller-enabled",
-    ),
 ];
 
 /// Flags logged once at start when given, besides [`IGNORED_FLAGS`].
@@ -480,6 +476,11 @@ impl RunArgs {
                 )?,
             },
             access: self.access.settings(),
+            registry_cache: RegistryCacheSettings {
+                enabled: self.registry_cache_config_controller_enabled,
+                listener_port: self.registry_cache_listener_port.parse().unwrap_or(8082),
+                reconcile_period: self.registry_cache_reconcile_period,
+            },
         })
     }
 
@@ -539,6 +540,14 @@ pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
     };
     full.parse()
         .map_err(|e| format!("bind address {s:?} is not host:port or :port ({e})"))
+}
+
+/// Parses a port number given as text (upstream's flag is a string); 0 is refused.
+pub fn parse_port(s: &str) -> Result<String, String> {
+    match s.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(s.to_owned()),
+        _ => Err(format!("{s:?} is not a port (1-65535)")),
+    }
 }
 
 /// Parses `--leader-elect-lease-duration`: a duration of whole seconds, at least 2s (the

@@ -7,8 +7,9 @@ use http::Method;
 /// A request the allow-list refuses; it never reaches Gardener.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "the Gardener client may not {method} {path}: only Shoots (and shoots/adminkubeconfig) and \
-     ConfigMaps in namespace {namespace}, Seeds (read) and discovery are allowed"
+    "the Gardener client may not {method} {path}: only Shoots (and shoots/adminkubeconfig), \
+     ConfigMaps and registry cache Secrets in namespace {namespace}, Seeds (read) and discovery \
+     are allowed"
 )]
 pub struct Denied {
     /// The refused method.
@@ -45,8 +46,8 @@ impl AllowList {
 
     /// Checks one request; `path` may carry a query string, which is ignored.
     pub fn check(&self, method: &Method, path: &str) -> Result<(), Denied> {
-        let path = path.split('?').next().unwrap_or_default();
-        if self.allowed(method, path) {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        if self.allowed(method, path, query) {
             Ok(())
         } else {
             Err(Denied {
@@ -57,7 +58,7 @@ impl AllowList {
         }
     }
 
-    fn allowed(&self, method: &Method, path: &str) -> bool {
+    fn allowed(&self, method: &Method, path: &str, query: &str) -> bool {
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         match segs.as_slice() {
             // discovery and health
@@ -89,9 +90,42 @@ impl AllowList {
             ["api", "v1", "namespaces", ns, "configmaps", _] if *ns == self.namespace => {
                 CONFIGMAP_VERBS.contains(method)
             }
+            // Registry cache credentials: lists only of the Secrets labelled as the registry
+            // cache's (a list would otherwise read every credential of the project), and only
+            // Secrets named as the registry cache names them.
+            ["api", "v1", "namespaces", ns, "secrets"] if *ns == self.namespace => {
+                method == Method::POST
+                    || (method == Method::GET && selects_registry_cache_secrets(query))
+            }
+            ["api", "v1", "namespaces", ns, "secrets", name] if *ns == self.namespace => {
+                name.starts_with(kim_shared::registry_cache::SECRET_PREFIX)
+                    && [Method::GET, Method::PATCH, Method::DELETE].contains(method)
+            }
             _ => false,
         }
     }
+}
+
+/// Whether a list's query requires the registry cache's label
+/// (`kyma-project.io/registry-cache-id` present or equal to a value): only Secrets carrying it
+/// are listed.
+fn selects_registry_cache_secrets(query: &str) -> bool {
+    let label = kim_shared::registry_cache::LABEL_CACHE_ID;
+    query.split('&').any(|pair| {
+        pair.split_once('=').is_some_and(|(key, value)| {
+            key == "labelSelector"
+                && percent_encoding::percent_decode_str(value)
+                    .decode_utf8_lossy()
+                    .split(',')
+                    .map(str::trim)
+                    .any(|req| {
+                        req == label
+                            || req
+                                .strip_prefix(label)
+                                .is_some_and(|rest| rest.starts_with('='))
+                    })
+        })
+    })
 }
 
 #[cfg(test)]
@@ -162,6 +196,38 @@ mod tests {
         );
         allows(Method::POST, "/api/v1/namespaces/garden-kyma/configmaps");
         allows(Method::GET, "/apis/core.gardener.cloud/v1beta1");
+    }
+
+    #[test]
+    fn registry_cache_secrets_only() {
+        let base = "/api/v1/namespaces/garden-kyma/secrets";
+        allows(Method::POST, base);
+        allows(
+            Method::GET,
+            &format!(
+                "{base}?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dinfrastructure-manager%2Ckyma-project.io%2Fregistry-cache-id"
+            ),
+        );
+        allows(
+            Method::GET,
+            &format!("{base}?labelSelector=kyma-project.io/registry-cache-id"),
+        );
+        allows(Method::DELETE, &format!("{base}/reg-cache-1"));
+        allows(Method::PATCH, &format!("{base}/reg-cache-1"));
+        denies(Method::GET, base);
+        denies(Method::GET, &format!("{base}?labelSelector=app%3Dx"));
+        denies(
+            Method::GET,
+            &format!("{base}?labelSelector=kyma-project.io%2Fregistry-cache-id%21%3Dx"),
+        );
+        denies(
+            Method::GET,
+            &format!("{base}?labelSelector=%21kyma-project.io%2Fregistry-cache-id"),
+        );
+        denies(Method::GET, &format!("{base}/audit-log-credentials"));
+        denies(Method::DELETE, &format!("{base}/other"));
+        denies(Method::PUT, &format!("{base}/reg-cache-1"));
+        denies(Method::POST, "/api/v1/namespaces/garden-other/secrets");
     }
 
     #[test]

@@ -172,6 +172,12 @@ pub async fn after_provisioned(
         return Ok(action);
     }
 
+    if let Some(action) =
+        super::registry_cache::after_provisioned(reconciler, &runtime_client, runtime, draft).await
+    {
+        return Ok(action);
+    }
+
     draft.remove(condition::LEGACY_OIDC_CONFIGURED);
     if let Some(action) = runtime_cluster_step(
         draft,

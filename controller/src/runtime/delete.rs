@@ -297,6 +297,9 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
             ));
         }
     }
+    super::registry_cache::on_delete(reconciler, runtime)
+        .await
+        .map_err(|e| Error::api("delete the registry cache Secrets", e))?;
     crate::finalizing::remove(
         &reconciler.runtimes(runtime),
         runtime,

@@ -16,6 +16,7 @@ pub mod full_update;
 pub mod kyma_system;
 pub mod oidc;
 pub mod reconcile;
+pub mod registry_cache;
 pub mod requeue;
 pub mod seed;
 pub mod shoot_cache;

@@ -427,12 +427,17 @@ async fn prepare(
         Some(_) => super::audit_log::tenant_for_patch(reconciler, runtime, draft).await?,
         None => None,
     };
+    // Upstream writes the registry cache on patch only, never on create.
+    let registry_cache_secrets = match live {
+        Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft).await?,
+        None => Default::default(),
+    };
     let opts = kim_shared::convert::ConvertOptions {
         dedicated_audit_log,
         audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
         network_restriction: reconciler.ctx.settings.runtime.network_restriction,
         acl,
-        ..Default::default()
+        registry_cache_secrets,
     };
     let converted =
         match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {

@@ -13,6 +13,7 @@ mod kyma_system;
 mod leader;
 mod lifecycle;
 mod oidc;
+mod registry_cache;
 mod samples;
 mod seeds;
 mod takeover;

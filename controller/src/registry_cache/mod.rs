@@ -1,0 +1,288 @@
+//! The registry cache (upstream ADRs 002 and 003, `--registry-cache-config-controller-enabled`).
+//!
+//! On: the registry cache controller reads each runtime cluster's `RegistryCacheConfig`s (when
+//! its Kyma resource lists the `registry-cache` module) and writes them into the Runtime's
+//! `spec.imageRegistryCache` by server-side apply. It is triggered as upstream's: by the KCP
+//! kubeconfig Secret of the Runtime (created, labels or annotations changed), by the runtime
+//! watcher calling the [`listener`], and every `--registry-cache-reconcile-period`. The Runtime
+//! reconciler then copies the credentials into the Gardener project
+//! ([`crate::runtime::registry_cache`]) and writes the
+//! Shoot's `registry-cache` extension.
+//!
+//! Off: [`sweep`] removes what the registry cache wrote.
+
+pub mod listener;
+pub mod sweep;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kim_shared::api::runtime::ImageRegistryCache;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::names;
+use kim_shared::registry_cache as rc;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, Predicate, PredicateConfig, WatchStreamExt, predicates, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tracing::Instrument;
+
+use crate::{Context, LIST_PAGE_SIZE, Shutdown};
+
+/// Time allowed for one reconcile's calls into the runtime cluster and the KCP.
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retry after a failed reconcile.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// Runs the registry cache (on) or its sweeper (off) until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+    if ctx.settings.registry_cache.enabled {
+        run_controller(ctx, shutdown).await;
+    } else {
+        sweep::run(ctx, shutdown).await;
+    }
+}
+
+/// A reconcile failed; retried after [`RETRY`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call failed.
+    #[error("cannot {action}: {source}")]
+    Api {
+        /// What we tried.
+        action: &'static str,
+        /// Why it failed.
+        source: kube::Error,
+    },
+    /// The runtime cluster cannot be reached.
+    #[error(transparent)]
+    RuntimeCluster(#[from] crate::runtime::cluster::SkrError),
+    /// The reconcile took longer than [`RECONCILE_TIMEOUT`].
+    #[error("timed out")]
+    Timeout,
+}
+
+fn api(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Api { action, source }
+}
+
+struct Reconciler {
+    ctx: Arc<Context>,
+}
+
+async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
+    let ns = ctx.settings.namespace.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
+    let listener = tokio::spawn(listener::serve(
+        ctx.settings.registry_cache.listener_port,
+        tx,
+        shutdown.clone(),
+    ));
+    let selector = format!(
+        "{},{}={}",
+        names::LABEL_RUNTIME_ID,
+        names::LABEL_MANAGED_BY,
+        rc::MANAGED_BY
+    );
+    let (store, writer) = reflector::store::<Secret>();
+    // Only which kubeconfig Secrets exist matters here; their data stays out of the cache.
+    let secrets = watcher(
+        Api::<Secret>::namespaced(ctx.kcp.clone(), &ns),
+        watcher::Config::default()
+            .labels(&selector)
+            .page_size(LIST_PAGE_SIZE),
+    )
+    .default_backoff()
+    .modify(|s| {
+        s.data = None;
+        s.string_data = None;
+        s.managed_fields_mut().clear();
+    })
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(
+        predicates::labels.combine(predicates::annotations),
+        PredicateConfig::default(),
+    );
+    let events = futures::stream::unfold(rx, move |mut rx| {
+        let ns = ns.clone();
+        async move {
+            let runtime_id = rx.recv().await?;
+            let key = ObjectRef::new(&names::kubeconfig_secret_name(&runtime_id)).within(&ns);
+            Some((key, rx))
+        }
+    });
+    let reconciler = Arc::new(Reconciler { ctx: ctx.clone() });
+    tracing::info!("registry cache controller started");
+    Controller::for_stream(secrets, store)
+        .with_config(ControllerConfig::default().concurrency(1))
+        .reconcile_on(events)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, reconciler)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "registry cache controller event");
+            }
+        })
+        .await;
+    let _ = listener.await;
+    tracing::info!("registry cache controller stopped");
+}
+
+async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<Action, Error> {
+    let ctx = &reconciler.ctx;
+    // Upstream's "controlled by KIM" check, and the name that goes with the label: a Secret
+    // labelled with another Runtime's ID does not make us read that Runtime's cluster through
+    // it (the cluster is reached through the Runtime's own kubeconfig Secret anyway).
+    let labels = secret.labels();
+    let Some(runtime_id) = labels
+        .get(names::LABEL_RUNTIME_ID)
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(Action::await_change());
+    };
+    if labels.get(names::LABEL_MANAGED_BY).map(String::as_str) != Some(rc::MANAGED_BY)
+        || secret.name_any() != names::kubeconfig_secret_name(runtime_id)
+    {
+        return Ok(Action::await_change());
+    }
+    let span = tracing::info_span!("registry_cache", runtime_id = %runtime_id);
+    let period = ctx.settings.registry_cache.reconcile_period;
+    match tokio::time::timeout(RECONCILE_TIMEOUT, apply(ctx, runtime_id).instrument(span)).await {
+        Ok(Ok(true)) if !period.is_zero() => Ok(Action::requeue(period)),
+        Ok(Ok(_)) => Ok(Action::await_change()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::Timeout),
+    }
+}
+
+fn error_policy(secret: Arc<Secret>, err: &Error, _: Arc<Reconciler>) -> Action {
+    tracing::warn!(secret = %secret.name_any(), error = %err, retry_in = ?RETRY, "registry cache: reconcile failed; retrying");
+    Action::requeue(RETRY)
+}
+
+/// Reads the runtime cluster's configuration into the Runtime. `false`: there is no Runtime to
+/// keep current (gone or being deleted).
+async fn apply(ctx: &Context, runtime_id: &str) -> Result<bool, Error> {
+    let ns = &ctx.settings.namespace;
+    let runtimes: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), ns);
+    let Some(runtime) = runtimes
+        .get_opt(runtime_id)
+        .await
+        .map_err(api("read the Runtime"))?
+    else {
+        return Ok(false);
+    };
+    let terminating = runtime
+        .status
+        .as_ref()
+        .is_some_and(|s| s.state == RuntimeState::Terminating);
+    if runtime.metadata.deletion_timestamp.is_some() || terminating {
+        return Ok(false);
+    }
+    let client = crate::runtime::cluster::runtime_cluster_client(&ctx.kcp, ns, runtime_id).await?;
+    let desired = read_caches(&client).await?;
+    if runtime.spec.image_registry_caches() == desired.as_slice() {
+        return Ok(true);
+    }
+    tracing::info!(
+        runtime_id,
+        caches = desired.len(),
+        "updating the Runtime with the runtime cluster's registry cache configuration"
+    );
+    write_caches(&runtimes, runtime_id, &desired).await?;
+    Ok(true)
+}
+
+/// The Kyma resource's API.
+fn kyma_resource() -> ApiResource {
+    ApiResource {
+        group: "operator.kyma-project.io".to_owned(),
+        version: "v1beta2".to_owned(),
+        api_version: rc::KYMA_API_VERSION.to_owned(),
+        kind: "Kyma".to_owned(),
+        plural: "kymas".to_owned(),
+    }
+}
+
+/// The runtime cluster's caches: none unless its Kyma resource lists the registry-cache
+/// module.
+pub async fn read_caches(client: &kube::Client) -> Result<Vec<ImageRegistryCache>, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt(rc::KYMA_CRD)
+        .await
+        .map_err(api("read the Kyma CRD of the runtime cluster"))?
+        .is_none()
+    {
+        return Ok(Vec::new());
+    }
+    let kymas: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), rc::KYMA_NAMESPACE, &kyma_resource());
+    let Some(kyma) = kymas
+        .get_opt(rc::KYMA_NAME)
+        .await
+        .map_err(api("read the Kyma resource of the runtime cluster"))?
+    else {
+        return Ok(Vec::new());
+    };
+    if !rc::module_enabled(&kyma.data) {
+        return Ok(Vec::new());
+    }
+    let configs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &crate::runtime::registry_cache::config_resource(),
+    );
+    let list = match configs.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        // The module is listed but its CRD is not installed yet.
+        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+        Err(e) => {
+            return Err(api("list the RegistryCacheConfigs of the runtime cluster")(
+                e,
+            ));
+        }
+    };
+    let values: Vec<serde_json::Value> = list
+        .into_iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect();
+    Ok(rc::caches_from_configs(&values))
+}
+
+/// Writes `spec.imageRegistryCache`: a list by server-side apply (field manager
+/// `registrycachecontroller`, as upstream's), removed when empty (upstream leaves it out).
+async fn write_caches(
+    runtimes: &Api<Runtime>,
+    name: &str,
+    caches: &[ImageRegistryCache],
+) -> Result<(), Error> {
+    if caches.is_empty() {
+        let body = json!({"spec": {"imageRegistryCache": null}});
+        runtimes
+            .patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .await
+            .map_err(api("remove the registry caches from the Runtime"))?;
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "Runtime",
+        "metadata": {"name": name},
+        "spec": {"imageRegistryCache": caches},
+    });
+    runtimes
+        .patch(
+            name,
+            &PatchParams::apply(rc::FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(api("write the registry caches into the Runtime"))?;
+    Ok(())
+}

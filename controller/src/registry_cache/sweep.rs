@@ -1,0 +1,129 @@
+//! With `--registry-cache-config-controller-enabled` off: what the registry cache wrote is
+//! removed. The cache lists the registry cache controller wrote into Runtimes are removed (the
+//! Runtime reconciler then removes the Shoots' `registry-cache` extension and their Secret
+//! references), and their garden Secrets are deleted once their Shoot no longer references
+//! them. At most one
+//! list of Runtimes and one of registry cache Secrets per start when there is nothing to do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kim_shared::api::Runtime;
+use kim_shared::gardener::Shoot;
+use kim_shared::registry_cache as rc;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::runtime::registry_cache::GardenSecrets;
+use crate::{Context, LIST_PAGE_SIZE, Shutdown};
+
+/// Pause between two sweeps while Secrets are still referenced.
+const INTERVAL: Duration = Duration::from_secs(15);
+
+/// Sweeps until nothing of the registry cache is left, or `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+    let mut runtimes_cleared = false;
+    loop {
+        if !runtimes_cleared {
+            match clear_runtimes(&ctx).await {
+                Ok(n) => {
+                    runtimes_cleared = true;
+                    if n > 0 {
+                        tracing::info!(
+                            runtimes = n,
+                            "registry cache off: removed the registry caches from Runtimes"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "registry cache off: cannot clear Runtimes; retrying")
+                }
+            }
+        }
+        match delete_unreferenced(&ctx).await {
+            Ok(0) if runtimes_cleared => return,
+            Ok(left) => {
+                tracing::debug!(
+                    left,
+                    "registry cache off: Secrets still referenced by Shoots"
+                )
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "registry cache off: cannot delete registry cache Secrets; retrying")
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(INTERVAL) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Removes `spec.imageRegistryCache` from the Runtimes where the registry cache controller
+/// wrote it; returns how many.
+async fn clear_runtimes(ctx: &Context) -> Result<usize, kube::Error> {
+    let api: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), &ctx.settings.namespace);
+    let mut params = ListParams::default().limit(LIST_PAGE_SIZE);
+    let mut cleared = 0;
+    loop {
+        let page = api.list(&params).await?;
+        for runtime in &page.items {
+            if runtime.spec.image_registry_caches().is_empty()
+                || !rc::written_by_registry_cache(
+                    runtime
+                        .metadata
+                        .managed_fields
+                        .as_deref()
+                        .unwrap_or_default(),
+                )
+            {
+                continue;
+            }
+            let body = json!({"spec": {"imageRegistryCache": null}});
+            api.patch(
+                &runtime.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(body),
+            )
+            .await?;
+            cleared += 1;
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(cleared),
+        }
+    }
+}
+
+/// Deletes the registry cache Secrets of this namespace's Runtimes that their Shoot no longer
+/// references; returns how many are left. Secrets of Runtimes not found here are left alone:
+/// they may be another KCP namespace's (the Gardener project can be shared), and a deleted
+/// Runtime's Secrets go with its finalizer.
+async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
+    let secrets = GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace);
+    let all = secrets.all().await?;
+    if all.is_empty() {
+        return Ok(0);
+    }
+    let runtimes: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), &ctx.settings.namespace);
+    let shoots: Api<Shoot> = Api::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace);
+    let mut left = 0;
+    for (info, _) in all {
+        let Some(runtime) = runtimes.get_opt(&info.runtime_id).await? else {
+            continue;
+        };
+        let referenced = shoots
+            .get_opt(&runtime.spec.shoot.name)
+            .await?
+            .and_then(|s| s.spec.resources)
+            .is_some_and(|r| r.iter().any(|r| r.resource_ref.name == info.name));
+        if referenced {
+            left += 1;
+        } else {
+            secrets.delete(&info.name).await?;
+            tracing::info!(secret = %info.name, runtime_id = %info.runtime_id, "registry cache off: Secret deleted");
+        }
+    }
+    Ok(left)
+}

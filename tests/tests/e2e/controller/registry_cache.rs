@@ -1,0 +1,645 @@
+//! The registry cache (`--registry-cache-config-controller-enabled`, upstream ADRs 002 and 003)
+//! against the shoot apiserver of the environment, which plays the runtime cluster with the
+//! registry-cache module's `RegistryCacheConfig` and Kyma's `Kyma` resource:
+//!
+//! - the runtime cluster's configuration becomes `spec.imageRegistryCache` (field manager
+//!   `registrycachecontroller`), the credentials are copied into the Gardener project, the
+//!   Shoot gets the `registry-cache` extension and the Secret reference, the Runtime
+//!   `RegistryCacheConfigured=True` (with its Event), the runtime cluster's configs `Ready`;
+//! - a Runtime cannot make us copy a Secret it should not reach: a system namespace, a name
+//!   with path tricks, a Secret no `RegistryCacheConfig` of the cluster references, a Secret
+//!   that does not hold registry credentials: each is refused with
+//!   `RegistryCacheGardenClusterConfigurationFailed` and nothing is copied;
+//! - the runtime watcher's event on the listener makes the controller read the cluster again;
+//!   a removed config's Secret is deleted;
+//! - with the flag off, the cache list, the extension, the Secret reference, the garden Secrets
+//!   and the condition are gone.
+//!
+//! Its own environment: every Runtime of an environment gets the same shoot cluster.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::names::{condition, reason};
+use kim_shared::registry_cache as rc;
+use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
+use kim_tests::fixtures::{self, PROJECT_NAMESPACE};
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn crd(group: &str, version: &str, kind: &str, plural: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                      "listKind": format!("{kind}List")},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap()
+}
+
+fn resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap();
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn configs_resource() -> ApiResource {
+    resource(
+        &format!("{}/{}", rc::CONFIG_GROUP, rc::CONFIG_VERSION),
+        rc::CONFIG_KIND,
+        rc::CONFIG_PLURAL,
+    )
+}
+
+fn object(api_version: &str, kind: &str, ns: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+    .unwrap()
+}
+
+fn secret(ns: &str, name: &str, data: &[(&str, &str)]) -> Secret {
+    let data: BTreeMap<String, String> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns},
+        "stringData": data}))
+    .unwrap()
+}
+
+fn condition_of(rt: &Runtime, type_: &str) -> Option<(String, String, String)> {
+    rt.condition(type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// The registry cache Secrets of the Gardener project labelled for `runtime_id`.
+async fn garden_secrets(garden: &kube::Client, runtime_id: &str) -> Vec<Secret> {
+    Api::<Secret>::namespaced(garden.clone(), PROJECT_NAMESPACE)
+        .list(&ListParams::default().labels(&format!("{}={runtime_id}", rc::LABEL_RUNTIME_ID)))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn shoot(garden: &kube::Client, name: &str) -> Value {
+    let res = fixtures::api_resource("core.gardener.cloud/v1beta1", "Shoot").unwrap();
+    let s: DynamicObject = Api::namespaced_with(garden.clone(), PROJECT_NAMESPACE, &res)
+        .get(name)
+        .await
+        .unwrap();
+    serde_json::to_value(s).unwrap()
+}
+
+fn registry_extension(shoot: &Value) -> Option<Value> {
+    shoot["spec"]["extensions"]
+        .as_array()?
+        .iter()
+        .find(|e| e["type"] == "registry-cache")
+        .cloned()
+}
+
+fn cache_secret_references(shoot: &Value) -> Vec<String> {
+    shoot["spec"]["resources"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|r| r["name"].as_str())
+                .filter(|n| n.starts_with(rc::SECRET_PREFIX))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the runtime watcher sends for a changed `RegistryCacheConfig`, through the KCP
+/// gateway (which forwards its client certificate in `X-Forwarded-Client-Cert`); the HTTP
+/// status.
+async fn watcher_event(port: u16, cert_pem: &str) -> u16 {
+    let encoded: String = cert_pem
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let body = json!({"watched": {"name": "docker", "namespace": "team"},
+        "watchedGvk": {"group": rc::CONFIG_GROUP, "version": rc::CONFIG_VERSION,
+                       "kind": rc::CONFIG_KIND}})
+    .to_string();
+    let request = format!(
+        "POST /v2/{}/event HTTP/1.1\r\nHost: kim\r\nContent-Type: application/json\r\n\
+         X-Forwarded-Client-Cert: Hash=00;Cert=\"{encoded}\";Subject=\"\"\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        rc::LISTENER_COMPONENT,
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until the Runtime's `RegistryCacheConfigured` condition is `status` with a message
+/// containing `message`.
+async fn wait_condition(runtimes: &Api<Runtime>, id: &str, status: &str, message: &str) {
+    wait_for(
+        runtimes,
+        id,
+        condition::REGISTRY_CACHE_CONFIGURED,
+        status,
+        message,
+    )
+    .await;
+}
+
+/// Waits until the Runtime's condition `type_` is `status` with a message containing
+/// `message`.
+async fn wait_for(runtimes: &Api<Runtime>, id: &str, type_: &str, status: &str, message: &str) {
+    eventually(
+        &format!("{type_} {status} with {message:?}"),
+        TIMEOUT,
+        || async {
+            let rt = runtimes.get(id).await?;
+            Ok(
+                condition_of(&rt, type_)
+                    .is_some_and(|(s, _, m)| s == status && m.contains(message)),
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!("{e}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_nothing() {
+    let env = TestEnv::start_for_process("kim-testenv-regcache", TestEnvOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("the registry cache test's own environment: {e}"));
+    let ns = env.namespace("ctl-regcache").await.unwrap();
+    let kcp = env.kcp_client().await.unwrap();
+    let garden = env.garden_client().await.unwrap();
+    let skr = env.shoot_client().await.unwrap();
+    let pp = PostParams::default();
+
+    // The runtime cluster as Kyma and the registry-cache module leave it.
+    kim_tests::testenv::crds::install(
+        &skr,
+        &[
+            crd("operator.kyma-project.io", "v1beta2", "Kyma", "kymas"),
+            crd(
+                rc::CONFIG_GROUP,
+                rc::CONFIG_VERSION,
+                rc::CONFIG_KIND,
+                rc::CONFIG_PLURAL,
+            ),
+        ],
+        TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let namespaces: Api<Namespace> = Api::all(skr.clone());
+    for name in ["kyma-system", "team"] {
+        let n: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let _ = namespaces.create(&pp, &n).await;
+    }
+    let kymas: Api<DynamicObject> = Api::namespaced_with(
+        skr.clone(),
+        "kyma-system",
+        &resource(rc::KYMA_API_VERSION, "Kyma", "kymas"),
+    );
+    kymas
+        .create(
+            &pp,
+            &object(
+                rc::KYMA_API_VERSION,
+                "Kyma",
+                "kyma-system",
+                "default",
+                json!({"channel": "regular", "modules": [{"name": "registry-cache"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let team_secrets: Api<Secret> = Api::namespaced(skr.clone(), "team");
+    team_secrets
+        .create(
+            &pp,
+            &secret("team", "creds", &[("username", "u1"), ("password", "p1")]),
+        )
+        .await
+        .unwrap();
+    // Secrets a Runtime must not make us copy.
+    team_secrets
+        .create(
+            &pp,
+            &secret(
+                "team",
+                "unreferenced",
+                &[("username", "u2"), ("password", "p2")],
+            ),
+        )
+        .await
+        .unwrap();
+    team_secrets
+        .create(
+            &pp,
+            &secret("team", "sa-token", &[("token", "t"), ("ca.crt", "c")]),
+        )
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(skr.clone(), "kube-system")
+        .create(
+            &pp,
+            &secret(
+                "kube-system",
+                "system-creds",
+                &[("username", "sys"), ("password", "sys")],
+            ),
+        )
+        .await
+        .unwrap();
+    let configs: Api<DynamicObject> =
+        Api::namespaced_with(skr.clone(), "team", &configs_resource());
+    let api_version = format!("{}/{}", rc::CONFIG_GROUP, rc::CONFIG_VERSION);
+    let docker_spec = json!({"upstream": "docker.io", "secretReferenceName": "creds",
+                             "volume": {"size": "20Gi"}});
+    let docker = configs
+        .create(
+            &pp,
+            &object(
+                &api_version,
+                rc::CONFIG_KIND,
+                "team",
+                "docker",
+                docker_spec.clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    let quay = configs
+        .create(
+            &pp,
+            &object(
+                &api_version,
+                rc::CONFIG_KIND,
+                "team",
+                "quay",
+                json!({"upstream": "quay.io"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let docker_uid = docker.metadata.uid.clone().unwrap();
+    let quay_uid = quay.metadata.uid.clone().unwrap();
+
+    let port = free_port();
+    let port_flag = format!("--registry-cache-listener-port={port}");
+    let ctl = start_controller(
+        env,
+        &ns,
+        &[
+            "--registry-cache-config-controller-enabled",
+            &port_flag,
+            "--registry-cache-reconcile-period=60m",
+        ],
+    )
+    .await
+    .unwrap();
+    let id = format!("regcache-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id).unwrap();
+    create(env, &rt).await.unwrap();
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+
+    // 1. The configuration reaches the Runtime, the Gardener project and the Shoot.
+    wait_condition(
+        &runtimes,
+        &id,
+        "True",
+        "Registry cache configured successfully",
+    )
+    .await;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT)
+        .await
+        .unwrap();
+    let caches = ready.spec.image_registry_caches();
+    assert_eq!(
+        caches
+            .iter()
+            .map(|c| (c.name.as_str(), c.namespace.as_str(), c.uid.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("docker", "team", docker_uid.as_str()),
+            ("quay", "team", quay_uid.as_str())
+        ]
+    );
+    assert_eq!(
+        caches[0].config.secret_reference_name.as_deref(),
+        Some("creds")
+    );
+    assert!(
+        ready
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some(rc::FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")),
+        "the cache list is applied by {}",
+        rc::FIELD_MANAGER
+    );
+    assert_eq!(
+        condition_of(&ready, condition::REGISTRY_CACHE_CONFIGURED),
+        Some((
+            "True".into(),
+            reason::REGISTRY_CACHE_CONFIGURED.into(),
+            "Registry cache configured successfully".into()
+        ))
+    );
+    let copied = garden_secrets(&garden, &id).await;
+    assert_eq!(copied.len(), 1, "one cache has credentials: {copied:?}");
+    let copy = &copied[0];
+    let copy_name = copy.metadata.name.clone().unwrap();
+    assert!(copy_name.starts_with(rc::SECRET_PREFIX), "{copy_name}");
+    let labels = copy.metadata.labels.clone().unwrap();
+    assert_eq!(labels[rc::LABEL_CACHE_ID], docker_uid);
+    assert_eq!(labels[rc::LABEL_MANAGED_BY], rc::MANAGED_BY);
+    let annotations = copy.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations[rc::ANNOTATION_CACHE_NAME], "docker");
+    assert_eq!(annotations[rc::ANNOTATION_CACHE_NAMESPACE], "team");
+    assert_eq!(copy.immutable, Some(true));
+    let source = team_secrets.get("creds").await.unwrap();
+    assert_eq!(
+        copy.data, source.data,
+        "the credentials are copied as they are"
+    );
+
+    let s = shoot(&garden, &rt.spec.shoot.name).await;
+    let ext = registry_extension(&s).expect("the Shoot has the registry-cache extension");
+    assert_eq!(ext["disabled"], false);
+    assert_eq!(
+        ext["providerConfig"],
+        json!({"apiVersion": "registry.extensions.gardener.cloud/v1alpha3",
+               "kind": "RegistryConfig",
+               "caches": [
+                   {"upstream": "docker.io", "volume": {"size": "20Gi"},
+                    "secretReferenceName": copy_name},
+                   {"upstream": "quay.io"}]})
+    );
+    assert_eq!(
+        cache_secret_references(&s),
+        std::slice::from_ref(&copy_name)
+    );
+    let docker_now = configs.get("docker").await.unwrap();
+    assert_eq!(
+        docker_now.data["status"]["state"], "Ready",
+        "{:?}",
+        docker_now.data
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(kcp.clone(), &ns);
+    assert!(
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id.as_str())
+                    && e.reason.as_deref() == Some(reason::REGISTRY_CACHE_CONFIGURED)
+            }),
+        "an Event with reason {}",
+        reason::REGISTRY_CACHE_CONFIGURED
+    );
+
+    // 2. Attacks: Runtime entries written by whoever may write Runtimes.
+    let tokens = configs
+        .create(
+            &pp,
+            &object(
+                &api_version,
+                rc::CONFIG_KIND,
+                "team",
+                "tokens",
+                json!({"upstream": "ghcr.io", "secretReferenceName": "sa-token"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let benign: Vec<Value> = caches
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let entry = |name: &str, namespace: &str, uid: &str, secret: &str| {
+        json!({"name": name, "namespace": namespace, "uid": uid,
+               "config": {"upstream": "evil.io", "secretReferenceName": secret}})
+    };
+    // (entry, condition that refuses it, its reason, text of the refusal). A name with path
+    // tricks is refused by validation already (the Runtime is `Failed` with `ConversionErr`,
+    // as the webhook refuses it at admission); the others get past validation and are refused
+    // when the credentials would be copied.
+    let cache_refused = (
+        condition::REGISTRY_CACHE_CONFIGURED,
+        reason::REGISTRY_CACHE_GARDEN_CLUSTER_CONFIGURATION_FAILED,
+    );
+    let tokens_uid = tokens.metadata.uid.clone().unwrap();
+    let attacks = [
+        (
+            entry("docker", "kube-system", &docker_uid, "system-creds"),
+            cache_refused,
+            "may not hold registry credentials".to_owned(),
+        ),
+        (
+            entry(
+                "docker",
+                "team",
+                &docker_uid,
+                concat!("..", "/kube-system/secrets/system-creds"),
+            ),
+            (condition::PROVISIONED, reason::CONVERSION_ERR),
+            "is not a valid reference name".to_owned(),
+        ),
+        (
+            entry("docker", "team", &docker_uid, "unreferenced"),
+            cache_refused,
+            format!(
+                "holds no RegistryCacheConfig with UID {docker_uid} that references Secret \"unreferenced\""
+            ),
+        ),
+        (
+            entry("forged", "team", "00000000-forged", "unreferenced"),
+            cache_refused,
+            "holds no RegistryCacheConfig with UID 00000000-forged".to_owned(),
+        ),
+        (
+            entry("tokens", "team", &tokens_uid, "sa-token"),
+            cache_refused,
+            "must hold exactly the keys username and password".to_owned(),
+        ),
+    ];
+    let foreign_data: Vec<_> = [
+        ("team", "unreferenced"),
+        ("team", "sa-token"),
+        ("kube-system", "system-creds"),
+    ]
+    .into_iter()
+    .map(|(n, s)| async {
+        Api::<Secret>::namespaced(skr.clone(), n)
+            .get(s)
+            .await
+            .unwrap()
+            .data
+    })
+    .collect();
+    let foreign_data = futures::future::join_all(foreign_data).await;
+    for (attack, (type_, why), refusal) in attacks {
+        let mut list = vec![benign[1].clone()];
+        list.push(attack.clone());
+        runtimes
+            .patch(
+                &id,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"imageRegistryCache": list}})),
+            )
+            .await
+            .unwrap();
+        wait_for(&runtimes, &id, type_, "False", &refusal).await;
+        let rt = runtimes.get(&id).await.unwrap();
+        assert_eq!(condition_of(&rt, type_).unwrap().1, why, "{attack}");
+        let all: Vec<Secret> = Api::<Secret>::namespaced(garden.clone(), PROJECT_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        for s in &all {
+            assert!(
+                !foreign_data.contains(&s.data),
+                "{attack}: Secret {:?} holds a foreign Secret's data",
+                s.metadata.name
+            );
+        }
+        let ours = garden_secrets(&garden, &id).await;
+        assert!(
+            ours.iter()
+                .all(|s| s.metadata.labels.as_ref().unwrap()[rc::LABEL_CACHE_ID] == docker_uid),
+            "{attack}: only the docker cache's Secret exists"
+        );
+    }
+    configs
+        .delete("tokens", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // 3. The runtime watcher's event: the controller reads the cluster again. A caller
+    // without a client certificate is turned away.
+    let client_cert = env.ca().client_cert(&id, &[]).unwrap();
+    assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    wait_condition(
+        &runtimes,
+        &id,
+        "True",
+        "Registry cache configured successfully",
+    )
+    .await;
+    let rt = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(rt.spec.image_registry_caches(), caches);
+
+    // A removed config: its Secret and the Shoot's reference go.
+    configs
+        .delete("docker", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    eventually("the docker cache's Secret is deleted", TIMEOUT, || async {
+        Ok(garden_secrets(&garden, &id).await.is_empty())
+    })
+    .await
+    .unwrap();
+    let s = shoot(&garden, &rt.spec.shoot.name).await;
+    assert_eq!(
+        registry_extension(&s).unwrap()["providerConfig"]["caches"],
+        json!([{"upstream": "quay.io"}])
+    );
+    assert!(cache_secret_references(&s).is_empty(), "{s}");
+    // And back: a new config's credentials are copied again.
+    configs
+        .create(
+            &pp,
+            &object(&api_version, rc::CONFIG_KIND, "team", "docker", docker_spec),
+        )
+        .await
+        .unwrap();
+    assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    eventually(
+        "the new docker cache's Secret is copied",
+        TIMEOUT,
+        || async { Ok(garden_secrets(&garden, &id).await.len() == 1) },
+    )
+    .await
+    .unwrap();
+    wait_condition(
+        &runtimes,
+        &id,
+        "True",
+        "Registry cache configured successfully",
+    )
+    .await;
+    ctl.stop().await;
+
+    // 4. Flag off: nothing of the registry cache is left.
+    let ctl = start_controller(env, &ns, &[]).await.unwrap();
+    eventually("the registry cache is gone", TIMEOUT, || async {
+        let rt = runtimes.get(&id).await?;
+        let s = shoot(&garden, &rt.spec.shoot.name).await;
+        Ok(rt.spec.image_registry_cache.is_none()
+            && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED).is_none()
+            && registry_extension(&s).is_none()
+            && cache_secret_references(&s).is_empty()
+            && garden_secrets(&garden, &id).await.is_empty())
+    })
+    .await
+    .unwrap();
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT)
+        .await
+        .unwrap();
+    ctl.stop().await;
+}
