@@ -749,3 +749,33 @@ fn a_dedicated_audit_log_tenant_replaces_the_shared_one_and_is_then_in_place() {
     assert!(to_shoot_with(&far, &config(), Some(&live), &ConvertOptions::default()).is_err());
     assert!(to_shoot_with(&far, &config(), Some(&live), &opts).is_ok());
 }
+
+#[test]
+fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
+    let mut rt = runtime("aws");
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+        ]))
+        .unwrap(),
+    );
+    // Created without the extension (upstream's create), so one patch is due.
+    let created = to_shoot(&rt, &config(), None).unwrap().shoot;
+    assert!(kim_shared::convert::registry_cache_missing(&rt, &created));
+    // The patch writes it; after it nothing more is due.
+    let patched = patch(&rt, &live(&rt)).shoot;
+    assert!(!kim_shared::convert::registry_cache_missing(&rt, &patched));
+    // A disabled extension is not the cache asked for.
+    let mut disabled = patched.clone();
+    for e in disabled.spec.extensions.iter_mut().flatten() {
+        if e.type_ == "registry-cache" {
+            e.disabled = Some(true);
+        }
+    }
+    assert!(kim_shared::convert::registry_cache_missing(&rt, &disabled));
+    // No caches asked for (none, an empty list, the 2025 shape): nothing is due.
+    for caches in [None, Some(json!([])), Some(json!({"enabled": true}))] {
+        rt.spec.image_registry_cache = caches.map(|c| serde_json::from_value(c).unwrap());
+        assert!(!kim_shared::convert::registry_cache_missing(&rt, &created));
+    }
+}

@@ -552,6 +552,9 @@ fn should_patch(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> Pa
     if reconciler.shoot_drifted(runtime, shoot) {
         return PatchDecision::Patch("Shoot spec changed outside of the infrastructure manager");
     }
+    if kim_shared::convert::registry_cache_missing(runtime, shoot) {
+        return PatchDecision::Patch("registry caches asked for are not on the Shoot");
+    }
     PatchDecision::UpToDate
 }
 

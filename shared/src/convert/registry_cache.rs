@@ -83,6 +83,23 @@ fn cache_entry(cache: &ImageRegistryCache, secret: Option<&str>) -> Value {
     Value::Object(m)
 }
 
+/// Whether `rt` asks for registry caches that `shoot` does not run: the conversion writes the
+/// extension on patch only (as upstream does; a new Shoot has none), so such a Shoot needs one
+/// patch once it exists. Upstream's periodic patch adds it eventually; ours patches on changes
+/// only, so this asks for that patch.
+pub fn registry_cache_missing(rt: &crate::api::Runtime, shoot: &Shoot) -> bool {
+    let asks = matches!(
+        &rt.spec.image_registry_cache,
+        Some(ImageRegistryCaches::List(caches)) if !caches.is_empty()
+    );
+    asks && !shoot
+        .spec
+        .extensions
+        .iter()
+        .flatten()
+        .any(|e| e.type_ == EXTENSION_TYPE && e.disabled != Some(true))
+}
+
 /// The extension the Runtime asks for. `http.tls` is not part of the extension's cache
 /// (upstream does not pass it on either).
 pub(super) fn desired(input: &Input<'_>) -> Result<Desired, ConvertError> {
