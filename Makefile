@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins prometheus-bins prometheus-checks run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews
 
 all: build
 
@@ -24,8 +24,38 @@ run: testenv-bins
 	$(CARGO) build --workspace --bins
 	$(CARGO) run -q -p kim-tests --bin kim-dev -- $(RUN_ARGS)
 
-# The end-to-end tests need the control-plane binaries (built once, cached).
-test unit: testenv-bins
+# The end-to-end tests need the control-plane binaries (built once, cached) and Prometheus.
+test unit: testenv-bins prometheus-bins
+
+## Prometheus and promtool from Debian's `prometheus` package, unpacked once (no root, no
+## service started) into the cache outside the repository; the e2e tests `deploy::prometheus`
+## scrape the controller and webhook with it and run `promtool check rules`, `promtool test
+## rules` and `promtool check metrics` (docs/testing.md). KIM_PROMETHEUS_DIR points the tests
+## at another folder holding both binaries.
+PROMETHEUS_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kim-tools/prometheus
+KIM_PROMETHEUS_DIR ?= $(PROMETHEUS_CACHE)/usr/bin
+export KIM_PROMETHEUS_DIR
+prometheus-bins:
+	@[ -x "$(KIM_PROMETHEUS_DIR)/prometheus" ] && [ -x "$(KIM_PROMETHEUS_DIR)/promtool" ] || { \
+	  [ "$(KIM_PROMETHEUS_DIR)" = "$(PROMETHEUS_CACHE)/usr/bin" ] || { echo "kim: KIM_PROMETHEUS_DIR=$(KIM_PROMETHEUS_DIR) holds no prometheus and promtool"; exit 1; }; \
+	  command -v apt-get >/dev/null 2>&1 || { echo "kim: Prometheus is missing and there is no apt-get to fetch Debian's package: set KIM_PROMETHEUS_DIR to a folder with prometheus and promtool (2.42 or later)"; exit 1; }; \
+	  echo "kim: unpacking Debian's prometheus package into $(PROMETHEUS_CACHE) (once)"; \
+	  tmp=$$(mktemp -d) && chmod 755 "$$tmp" && \
+	  { (cd "$$tmp" && apt-get download -q prometheus) >"$$tmp/apt.log" 2>&1 || \
+	    { [ "$$(id -u)" = 0 ] && apt-get update -q >>"$$tmp/apt.log" 2>&1 && (cd "$$tmp" && apt-get download -q prometheus) >>"$$tmp/apt.log" 2>&1; } || \
+	    { cat "$$tmp/apt.log"; echo "kim: apt-get download prometheus failed (as root, run apt-get update first)"; rm -rf "$$tmp"; exit 1; }; } && \
+	  rm -rf "$(PROMETHEUS_CACHE)" && mkdir -p "$(PROMETHEUS_CACHE)" && \
+	  dpkg -x "$$tmp"/prometheus_*.deb "$(PROMETHEUS_CACHE)" && rm -rf "$$tmp" && \
+	  "$(KIM_PROMETHEUS_DIR)/promtool" --version | head -n 1; }
+
+## Only the Prometheus checks: alerts (`promtool check rules`, `promtool test rules` with
+## tests/prometheus/*.yaml), the dashboards' ConfigMaps, and a real Prometheus scraping the
+## controller and webhook while Runtimes, GardenerClusters, RuntimeAccesses and admissions
+## happen (every dashboard query and alert expression returns series; `promtool check metrics`
+## on both /metrics). `make test` runs them with everything else.
+prometheus-checks: testenv-bins prometheus-bins
+	$(CARGO) build -p kim-webhook --bins
+	$(CARGO) test -p kim-tests --test e2e deploy::prometheus
 
 # A full disk shows up as a compiler or linker I/O error minutes into the build; say it first.
 # A cold `make test` writes about 3.2 GB to the target directory (and the first control-plane
@@ -44,9 +74,12 @@ upstream-compat: testenv-bins
 fmt:
 	$(CARGO) fmt --all
 
+# `--all-targets` leaves out targets with `test = false`: the upstream suite's end-to-end half is
+# named so that it is compiled and linted even where KIM_UPSTREAM_DIR is not set.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p kim-tests --test upstream_compat_e2e -- -D warnings
 
 # kim-dev's end-to-end test starts the kim-webhook and kim-controller binaries: build them first
 # (cargo test builds a package's binaries only for that package's own integration tests).

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod bootstrapper;
 pub mod cli;
 pub mod context;
 pub mod finalizing;

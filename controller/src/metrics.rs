@@ -61,6 +61,20 @@ pub struct GardenerRequestLabels {
     pub code: String,
 }
 
+/// Labels of a Gardener request's duration.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    /// HTTP method.
+    pub method: String,
+}
+
+/// Labels of a "try later" answer from Gardener.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BusyLabels {
+    /// What was refused: `create`, `patch`, `config_map`, ...
+    pub operation: String,
+}
+
 /// Labels of `infrastructure_manager_im_gardener_health`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HealthLabels {
@@ -87,6 +101,15 @@ pub struct Metrics {
     pub gardener_requests: Family<GardenerRequestLabels, Counter>,
     /// Latest Gardener health probe: 1 for the current status, 0 for the others.
     pub gardener_health: Family<HealthLabels, Gauge>,
+    /// Time until Gardener's response headers, by method (timeouts not included).
+    pub gardener_request_duration: Family<MethodLabels, Histogram, fn() -> Histogram>,
+    /// Gardener answers that said "try later" (429, 503, 504, rate-limit or not-ready 403,
+    /// timeout) by the operation refused; the Runtime stays `Pending` and retries.
+    pub gardener_busy: Family<BusyLabels, Counter>,
+    /// Shoot creates allowed in flight at once (adapts to Gardener's answers).
+    pub shoot_create_limit: Gauge,
+    /// Shoot creates in flight.
+    pub shoot_creates_in_flight: Gauge,
 }
 
 impl Metrics {
@@ -101,6 +124,10 @@ impl Metrics {
             queue_depth: Family::default(),
             gardener_requests: Family::default(),
             gardener_health: Family::default(),
+            gardener_request_duration: Family::new_with_constructor(request_histogram),
+            gardener_busy: Family::default(),
+            shoot_create_limit: Gauge::default(),
+            shoot_creates_in_flight: Gauge::default(),
         };
         // Upstream registers this counter without a prefix.
         registry.register(
@@ -135,7 +162,45 @@ impl Metrics {
             "Latest Gardener health probe (1 marks the current status)",
             m.gardener_health.clone(),
         );
+        sub.register(
+            "gardener_request_duration_seconds",
+            "Time until Gardener's response headers by method",
+            m.gardener_request_duration.clone(),
+        );
+        sub.register(
+            "gardener_busy",
+            "Gardener answers that said try later (429, 503, 504, rate-limit or not-ready 403, timeout) by operation",
+            m.gardener_busy.clone(),
+        );
+        sub.register(
+            "shoot_create_limit",
+            "Shoot creates allowed in flight at once (grows on quick answers, halves when Gardener is busy)",
+            m.shoot_create_limit.clone(),
+        );
+        sub.register(
+            "shoot_creates_in_flight",
+            "Shoot creates in flight",
+            m.shoot_creates_in_flight.clone(),
+        );
         std::sync::Arc::new(m)
+    }
+
+    /// Counts one "try later" answer to `operation`.
+    pub fn count_gardener_busy(&self, operation: &str) {
+        self.gardener_busy
+            .get_or_create(&BusyLabels {
+                operation: operation.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how long Gardener took to answer a request.
+    pub fn observe_gardener_request(&self, method: &str, took: Duration) {
+        self.gardener_request_duration
+            .get_or_create(&MethodLabels {
+                method: method.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// Sets the state series of one runtime, removing its previous series.
@@ -206,6 +271,13 @@ impl Metrics {
 fn duration_histogram() -> Histogram {
     Histogram::new([
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+/// Gardener answers: from a fast read to admission queueing of tens of seconds.
+fn request_histogram() -> Histogram {
+    Histogram::new([
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0,
     ])
 }
 

@@ -30,6 +30,14 @@ impl Backoff {
         let doublings = failures.saturating_sub(1).min(20);
         self.first.saturating_mul(1 << doublings).min(self.cap)
     }
+
+    /// [`Backoff::delay`] with "equal jitter": half the delay plus up to the other half at
+    /// random, so objects that failed together (a burst refused at once) do not come back
+    /// together. `random` is a number in `[0, 1)`.
+    pub fn jittered(&self, failures: u32, random: f64) -> Duration {
+        let delay = self.delay(failures);
+        delay / 2 + delay.mul_f64(random.clamp(0.0, 1.0) / 2.0)
+    }
 }
 
 struct Entry<R> {
@@ -141,6 +149,24 @@ mod tests {
         let delays: Vec<u64> = (1..=6).map(|n| b.delay(n).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 15, 15]);
         assert_eq!(b.delay(u32::MAX), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn jitter_keeps_the_delay_between_half_and_whole() {
+        let b = Backoff {
+            first: Duration::from_secs(2),
+            cap: Duration::from_secs(30),
+        };
+        assert_eq!(b.jittered(1, 0.0), Duration::from_secs(1));
+        assert_eq!(b.jittered(1, 0.5), Duration::from_millis(1500));
+        let top = b.jittered(3, 0.999_999);
+        assert!(
+            top > Duration::from_millis(7_999) && top < Duration::from_secs(8),
+            "{top:?}"
+        );
+        assert_eq!(b.jittered(10, 0.0), Duration::from_secs(15));
+        // Out-of-range randomness cannot push the delay past the cap.
+        assert_eq!(b.jittered(10, 7.0), Duration::from_secs(30));
     }
 
     #[test]

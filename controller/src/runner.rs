@@ -51,6 +51,15 @@ pub enum RunError {
         /// The configuration file.
         path: std::path::PathBuf,
     },
+    /// `--api-server-acl-enabled` without the ConfigMap that holds the operator addresses.
+    #[error(
+        "--api-server-acl-enabled needs converter.kubernetes.kubeApiServer.acl.configMapName in {}: the ConfigMap with the operator CIDRs and the KCP's NAT address (keys acl-list.json and kcp-external-nat-ip.json)",
+        path.display()
+    )]
+    AclConfigMap {
+        /// The configuration file.
+        path: std::path::PathBuf,
+    },
     /// A server port could not be bound.
     #[error(transparent)]
     Bind(#[from] kim_process::http::BindError),
@@ -97,6 +106,11 @@ impl Process {
                 path: args.converter_config_filepath.clone(),
             });
         }
+        if settings.runtime.api_server_acl && config.acl_config_map_name().is_none() {
+            return Err(RunError::AclConfigMap {
+                path: args.converter_config_filepath.clone(),
+            });
+        }
         for warning in config.warnings() {
             tracing::warn!(%warning, "configuration");
         }
@@ -113,6 +127,7 @@ impl Process {
                 qps: args.gardener_ratelimiter_qps,
                 burst: args.gardener_ratelimiter_burst,
                 timeout: args.gardener_request_timeout,
+                write_timeout: args.gardener_write_timeout,
             },
             metrics.clone(),
         )?;
@@ -227,8 +242,11 @@ pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    crate::logging::init(&log_filter(&args.log_level), args.log_format)
+    crate::logging::init(&log_filter(&args.log_level()), args.log_format())
         .map_err(RunError::Logging)?;
+    for flag in &args.ignored_flags {
+        tracing::warn!(%flag, "upstream flag accepted without effect");
+    }
     let shutdown = Shutdown::new();
     kim_process::signal::cancel_on_signal(shutdown.clone());
     let process = Process::start(args, shutdown).await?;

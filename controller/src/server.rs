@@ -52,6 +52,12 @@ async fn spawn(
     Ok(bound)
 }
 
-async fn metrics(State(registry): State<Arc<Mutex<Registry>>>) -> Response {
-    metrics_response(&crate::records::lock(&registry))
+async fn metrics(
+    State(registry): State<Arc<Mutex<Registry>>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    metrics_response(
+        &crate::records::lock(&registry),
+        headers.get(axum::http::header::ACCEPT),
+    )
 }

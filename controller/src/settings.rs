@@ -33,6 +33,15 @@ pub struct RuntimeSettings {
     pub deletion_grace_period: Option<Duration>,
     /// Confirm force deletion on a deleting Shoot when Gardener reports an error it accepts.
     pub force_deletion: bool,
+    /// Upstream's `--api-server-acl-enabled`: the `acl` extension is managed, with the
+    /// operator CIDRs and the KCP's NAT address of the ConfigMap
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName` in [`Settings::namespace`].
+    pub api_server_acl: bool,
+    /// Upstream's `--network-restriction-enabled`: the `shoot-networking-filter` extension
+    /// is managed.
+    pub network_restriction: bool,
+    /// Upstream's `--runtime-bootstrapper-*` flags.
+    pub bootstrapper: kim_shared::bootstrapper::Settings,
 }
 
 /// Settings of the GardenerCluster reconciler.

@@ -22,8 +22,8 @@ pub use converter::{
     AclConfig, AuditLoggingConfig, AwsConverterConfig, ClusterConfig, ConverterConfig,
     ConverterProviderConfig, DEFAULT_MACHINE_DRAIN_TIMEOUT, DEFAULT_MAX_EVICT_RETRIES, DnsConfig,
     GardenerConfig, GdchConverterConfig, KubeApiServerConfig, KubeApiServerView, KubeletDefaults,
-    KubernetesConfig, MachineImageDefaults, MaintenanceWindowConfig, OidcProvider,
-    SIGNING_ALGORITHMS, TOKEN_EXPIRATION_BOUNDS, WorkerDefaults,
+    KubernetesConfig, MachineImageDefaults, MaintenanceWindowConfig, NetworkingConfig,
+    OidcProvider, SIGNING_ALGORITHMS, TOKEN_EXPIRATION_BOUNDS, WorkerDefaults,
 };
 pub use error::{ConfigError, ConfigWarning, Problem};
 pub use maintenance::{MaintenanceWindow, MaintenanceWindows};
@@ -240,6 +240,15 @@ impl KimConfig {
         config
             .warnings
             .extend(config.cross_file_warnings(audit_name.as_deref()));
+        if config.converter.gardener.enable_credential_binding == Some(false) {
+            config.warnings.push(ConfigWarning {
+                file: converter.name.clone(),
+                path: "converter.gardener.enableCredentialBinding".to_owned(),
+                message: "false is not honoured: every Shoot gets credentialsBindingName (the \
+                          deprecated secretBindingName is never written)"
+                    .to_owned(),
+            });
+        }
         Ok(config)
     }
 
@@ -272,6 +281,17 @@ impl KimConfig {
                 name: self.converter.machine_image.default_name.clone(),
                 version: self.converter.machine_image.default_version.clone(),
             })
+    }
+
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName`, when set and not empty.
+    pub fn acl_config_map_name(&self) -> Option<&str> {
+        self.converter
+            .kubernetes
+            .kube_api_server
+            .as_ref()
+            .and_then(|k| k.acl.as_ref())
+            .and_then(|a| a.config_map_name.as_deref())
+            .filter(|n| !n.is_empty())
     }
 
     /// `converter.kubernetes.defaultVersion`.

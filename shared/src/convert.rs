@@ -14,16 +14,20 @@
 mod dns;
 mod error;
 mod extensions;
+mod gdch;
 mod gvisor;
 mod kubernetes;
 mod metadata;
+mod networking;
 mod oidc;
 mod placement;
 mod provider;
+mod registry_cache;
 mod version;
 
 pub use error::ConvertError;
-pub use extensions::RegistryCache;
+pub use extensions::acl_requested;
+pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_stack};
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use provider::{pools, zones};
 
@@ -31,6 +35,7 @@ use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};
 use crate::gardener::Shoot;
 use k8s_openapi::api::core::v1::ConfigMap;
+use std::collections::BTreeMap;
 
 /// The result of a conversion.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,30 +54,39 @@ pub struct Converted {
 
 /// Inputs the conversion cannot take from the Runtime or the KIM configuration because they
 /// live elsewhere (flags, the KCP, the runtime's cluster). [`Default`] is what [`to_shoot`]
-/// uses: audit logs mandatory (upstream's `--audit-log-mandatory` default), ACL and registry
-/// caches not managed.
+/// uses: audit logs mandatory and network restrictions on (upstream's `--audit-log-mandatory`
+/// and `--network-restriction-enabled` defaults), ACL not managed, no registry-cache
+/// credentials synchronised.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvertOptions {
     /// Upstream's `--audit-log-mandatory`: a Runtime whose provider and region have no
     /// audit-log tenant fails to convert ([`ConvertError::AuditLogTenant`]); when false it
     /// converts without audit logging.
     pub audit_log_mandatory: bool,
+    /// Upstream's `--network-restriction-enabled`: the `shoot-networking-filter` extension is
+    /// written from `spec.security.networking.filter`. When false it is not written on create
+    /// and a live one is kept as it is on patch.
+    pub network_restriction: bool,
     /// The operator CIDRs and the KCP NAT address upstream reads from the ConfigMap
-    /// `converter.kubernetes.kubeApiServer.acl.configMapName`. `None`: the `acl` extension is
-    /// not managed (not written on create, a live one is kept as it is).
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName` (upstream's
+    /// `--api-server-acl-enabled`). `None`: the `acl` extension is not managed (not written on
+    /// create, a live one is kept as it is). The addresses matter only for a Runtime that
+    /// [`acl_requested`]; for any other, managed-but-empty addresses are enough.
     pub acl: Option<AclAddresses>,
-    /// The registry caches configured in the runtime's cluster (upstream reads its
-    /// `CustomConfig` objects). `None`: unknown, a live `registry-cache` extension is kept
-    /// while `spec.imageRegistryCache.enabled` is true.
-    pub registry_caches: Option<Vec<RegistryCache>>,
+    /// Per registry cache UID (`spec.imageRegistryCache[].uid`), the name of the Secret in the
+    /// Gardener project that holds the cache's upstream credentials (upstream's garden secret
+    /// manager). A cache with `secretReferenceName` whose Secret is not listed fails the patch
+    /// conversion ([`ConvertError::RegistryCacheSecret`]).
+    pub registry_cache_secrets: BTreeMap<String, String>,
 }
 
 impl Default for ConvertOptions {
     fn default() -> Self {
         Self {
             audit_log_mandatory: true,
+            network_restriction: true,
             acl: None,
-            registry_caches: None,
+            registry_cache_secrets: BTreeMap::new(),
         }
     }
 }
@@ -84,6 +98,56 @@ pub struct AclAddresses {
     pub operator_cidrs: Vec<String>,
     /// The KCP's external NAT address (upstream ConfigMap key `kcp-external-nat-ip.json`).
     pub kcp_nat_ip: String,
+}
+
+/// Key of the ACL ConfigMap holding the operator CIDRs, a JSON list of strings.
+pub const ACL_OPERATOR_CIDRS_KEY: &str = "acl-list.json";
+/// Key of the ACL ConfigMap holding the KCP's external NAT address, a JSON string.
+pub const ACL_KCP_NAT_IP_KEY: &str = "kcp-external-nat-ip.json";
+
+impl AclAddresses {
+    /// Reads the ACL ConfigMap's `data` (upstream's format:
+    /// `acl-list.json: ["2.2.2.2/29", ...]`, `kcp-external-nat-ip.json: "1.1.1.1/32"`). Every
+    /// entry must be a CIDR (a bare address is taken as a single-address network): a wrong one
+    /// would make Gardener refuse every Shoot with an ACL. The error names the key.
+    pub fn from_config_map_data(
+        data: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let get = |key: &str| {
+            data.get(key)
+                .ok_or_else(|| format!("data key {key} is missing"))
+        };
+        let operator_cidrs: Vec<String> = serde_json::from_str(get(ACL_OPERATOR_CIDRS_KEY)?)
+            .map_err(|e| {
+                format!(
+                    "{ACL_OPERATOR_CIDRS_KEY}: expected a JSON list of CIDRs such as \
+                     [\"203.0.113.0/29\"]: {e}"
+                )
+            })?;
+        let kcp_nat_ip: String = serde_json::from_str(get(ACL_KCP_NAT_IP_KEY)?).map_err(|e| {
+            format!("{ACL_KCP_NAT_IP_KEY}: expected a JSON string such as \"203.0.113.7/32\": {e}")
+        })?;
+        for (i, cidr) in operator_cidrs.iter().enumerate() {
+            check_acl_cidr(cidr).map_err(|why| format!("{ACL_OPERATOR_CIDRS_KEY}[{i}]: {why}"))?;
+        }
+        check_acl_cidr(&kcp_nat_ip).map_err(|why| format!("{ACL_KCP_NAT_IP_KEY}: {why}"))?;
+        Ok(Self {
+            operator_cidrs,
+            kcp_nat_ip,
+        })
+    }
+}
+
+fn check_acl_cidr(value: &str) -> Result<(), String> {
+    let is_cidr = value.parse::<ipnet::IpNet>().is_ok();
+    let is_address = value.parse::<std::net::IpAddr>().is_ok();
+    if is_cidr || is_address {
+        Ok(())
+    } else {
+        Err(format!(
+            "{value:?} is not a CIDR; use the form 203.0.113.0/24 or 2001:db8::/32"
+        ))
+    }
 }
 
 /// Converts `rt` into the Shoot to create (`live == None`) or to apply over the live Shoot,
@@ -127,15 +191,19 @@ pub fn to_shoot_with(
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);
             kubernetes::service_account(&input, &mut shoot);
+            networking::create(&input, &mut shoot);
+            gdch::overlay_networking(&input, &mut shoot);
             false
         }
         Some(live) => {
-            // DNS, tolerations and the service account settings are left out on purpose:
-            // server-side apply then leaves the values set at creation alone (upstream PR 491).
+            // DNS, tolerations, the service account settings and the IP families are left out
+            // on purpose: server-side apply then leaves the values set at creation alone
+            // (upstream PR 491; upstream's patch has no token or networking extender either).
             let removed = provider::patch(&input, live, &mut shoot)?;
             gvisor::net_raw(&mut shoot);
-            extensions::patch(&input, live, &mut shoot);
             kubernetes::resources(live, &mut shoot);
+            registry_cache::resources(&input, &mut shoot)?;
+            extensions::patch(&input, live, &mut shoot)?;
             kubernetes::version(&input, Some(live), &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);

@@ -67,6 +67,8 @@ pub fn files() -> Result<Vec<(String, String)>, CrdError> {
 pub const LIST_BOUNDS: &[(&str, &str, i64)] = &[
     // From the subaccount's administrators: generous.
     ("Runtime", ".spec.security.administrators", 5000),
+    // One entry per RegistryCacheConfig of the runtime; one cache per upstream registry.
+    ("Runtime", ".spec.imageRegistryCache", 100),
     // Exactly one main pool (the webhook says so); AWS and Azure have at most 8 zones.
     ("Runtime", ".spec.shoot.provider.workers", 100),
     ("Runtime", ".spec.shoot.provider.additionalWorkers", 100),

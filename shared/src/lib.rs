@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod api;
+pub mod bootstrapper;
 pub mod config;
 pub mod convert;
 pub mod crds;
@@ -11,4 +12,5 @@ pub mod defaults;
 pub mod duration;
 pub mod gardener;
 pub mod names;
+pub mod provisioning_info;
 pub mod validation;

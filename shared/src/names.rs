@@ -252,6 +252,10 @@ pub mod reason {
     pub const CREATION_ERR: &str = "CreationErr";
     /// A Gardener API call failed.
     pub const GARDENER_ERR: &str = "GardenerErr";
+    /// Gardener answered "try later" (429, 503, 504, an admission plugin's rate-limit or
+    /// not-ready 403, no answer in time): the Runtime stays `Pending` and retries with backoff.
+    /// Ours; upstream reports these as `GardenerErr`.
+    pub const GARDENER_BUSY: &str = "GardenerBusy";
     /// A Kubernetes API call failed.
     pub const KUBERNETES_ERR: &str = "KubernetesErr";
     /// No audit log tenant for the provider and region.

@@ -15,6 +15,7 @@ mod gardener_cluster;
 mod labels;
 mod networking;
 mod oidc;
+mod registry_cache;
 mod runtime;
 mod security;
 pub mod syntax;

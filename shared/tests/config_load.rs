@@ -386,9 +386,17 @@ fn todays_upstream_converter_keys_load_without_warning() {
     });
     converter["tolerations"] =
         serde_json::json!({"me-central2": [{"key": "ksa-assured-workload"}]});
+    converter["networking"] = serde_json::json!({"enableDualStackIP": true});
+    converter["gardener"]["enableCredentialBinding"] = serde_json::json!(true);
     let config =
         KimConfig::from_parts(&v.to_string(), None, None).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    assert!(config.converter.networking.enable_dual_stack_ip);
+    assert_eq!(
+        config.converter.gardener.enable_credential_binding,
+        Some(true)
+    );
+    assert_eq!(config.acl_config_map_name(), Some("acl-ip-list"));
 
     let c = &config.converter;
     let api = c.kubernetes.api_server();
@@ -414,5 +422,29 @@ fn todays_upstream_converter_keys_load_without_warning() {
     assert_eq!(
         written["kubernetes"]["kubelet"]["featureGates"]["ImageVolume"],
         false
+    );
+    assert_eq!(written["networking"]["enableDualStackIP"], true);
+    assert_eq!(written["gardener"]["enableCredentialBinding"], true);
+}
+
+/// Upstream writes the deprecated `secretBindingName` when `enableCredentialBinding` is false;
+/// we always write `credentialsBindingName`, and say so when the key asks otherwise.
+#[test]
+fn credential_binding_switched_off_is_a_warning() {
+    let mut v: serde_json::Value = serde_json::from_str(UPSTREAM_CONVERTER).unwrap();
+    v["converter"]["gardener"]["enableCredentialBinding"] = serde_json::json!(false);
+    let config =
+        KimConfig::from_parts(&v.to_string(), None, None).unwrap_or_else(|e| panic!("{e}"));
+    let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "converter_config.json: converter.gardener.enableCredentialBinding: false is not honoured"
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        !config.converter.networking.enable_dual_stack_ip,
+        "off by default"
     );
 }

@@ -971,7 +971,8 @@ fn errors_name_the_runtime_field() {
         ConvertError::ZoneCount {
             provider: "aws",
             count: 0,
-            min: 1
+            min: 1,
+            max: 8
         }
     );
     let nine: Vec<String> = (0..9).map(|i| format!("z{i}")).collect();
@@ -984,7 +985,8 @@ fn errors_name_the_runtime_field() {
         ConvertError::ZoneCount {
             provider: "aws",
             count: 9,
-            min: 1
+            min: 1,
+            max: 8
         }
     );
     assert_eq!(field(&rt), "spec.shoot.provider.workers[0].zones");
@@ -1005,4 +1007,187 @@ fn errors_name_the_runtime_field() {
     let mut rt = runtime("openstack");
     set_zones(&mut rt, &[]);
     assert!(to_shoot(&rt, &cfg, None).is_ok());
+}
+
+fn dual_stack_config(enabled: bool) -> KimConfig {
+    let mut cfg = config();
+    cfg.converter.networking.enable_dual_stack_ip = enabled;
+    cfg
+}
+
+fn dual_stack_runtime(provider: &str, dual_stack: Option<bool>) -> Runtime {
+    let mut rt = runtime(provider);
+    rt.spec.shoot.networking.dual_stack = dual_stack;
+    rt
+}
+
+/// Upstream's `TestExtendWithNetworking` "Should configure an DualStackIP shoot if the provider
+/// is AWS, landscape supports DualStack and DualStack is enabled on RuntimeCR" and
+/// `TestProviderExtenderForCreateAWS` "Create dual stack IP provider config for AWS with worker
+/// config and three zones".
+#[test]
+fn dual_stack_aws_sets_ip_families_infrastructure_and_load_balancer_controller() {
+    let mut rt = dual_stack_runtime("aws", Some(true));
+    set_zones(
+        &mut rt,
+        &["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+    );
+    let spec = json(&create(&rt, &dual_stack_config(true)).shoot)["spec"].clone();
+    assert_eq!(spec["networking"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    let infra = &spec["provider"]["infrastructureConfig"];
+    assert_eq!(infra["dualStack"], json!({"enabled": true}));
+    assert_eq!(infra["networks"]["zones"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        spec["provider"]["controlPlaneConfig"],
+        json!({
+            "apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
+            "kind": "ControlPlaneConfig",
+            "loadBalancerController": {"enabled": true},
+        })
+    );
+    // The other networking fields stay (upstream's "Should append DualStackIP configuration
+    // to existing networking config").
+    assert_eq!(spec["networking"]["type"], "calico");
+    assert_eq!(spec["networking"]["nodes"], "10.250.0.0/16");
+}
+
+/// Upstream's "Should configure an DualStackIP shoot if the provider is GCP, landscape
+/// supports DualStack and DualStack is enabled on RuntimeCR": only the IP families, GCP's
+/// provider configs have no dual-stack settings.
+#[test]
+fn dual_stack_gcp_sets_only_the_ip_families() {
+    let rt = dual_stack_runtime("gcp", Some(true));
+    let dual = json(&create(&rt, &dual_stack_config(true)).shoot)["spec"].clone();
+    let single = json(&create(&rt, &dual_stack_config(false)).shoot)["spec"].clone();
+    assert_eq!(dual["networking"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    assert_eq!(dual["provider"], single["provider"]);
+}
+
+/// Upstream's "Should do not configure an DualStackIP shoot if the provider is other than AWS
+/// or GCP", "... if the landscape do not supports DualStack" and "... if the DualStack was
+/// disabled for RuntimeCR": the Shoot is exactly the single-stack one.
+#[test]
+fn dual_stack_not_honoured_gives_the_single_stack_shoot() {
+    for (provider, dual_stack, enabled) in [
+        ("azure", Some(true), true),
+        ("openstack", Some(true), true),
+        ("alicloud", Some(true), true),
+        ("aws", Some(true), false),
+        ("gcp", Some(true), false),
+        ("aws", Some(false), true),
+        ("aws", None, true),
+    ] {
+        let rt = dual_stack_runtime(provider, dual_stack);
+        let got = create(&rt, &dual_stack_config(enabled)).shoot;
+        let single = create(&runtime(provider), &config()).shoot;
+        assert_eq!(
+            got, single,
+            "{provider} dualStack={dual_stack:?} enabled={enabled}"
+        );
+        assert!(json(&got)["spec"]["networking"].get("ipFamilies").is_none());
+    }
+}
+
+/// Upstream's `TestNewApiServerACLExtension` "Should create enabled ACL extension with user,
+/// operator and KCP IPs", with the addresses of upstream's test ConfigMap.
+#[test]
+fn acl_from_upstreams_config_map() {
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_yaml_ng::from_str(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: acl-ip-list\n  namespace: kcp-system\n\
+         data:\n  acl-list.json: >-\n    [\"2.2.2.2/29\",\"3.3.3.3/29\",\"4.4.4.4/29\"]\n  \
+         kcp-external-nat-ip.json: '\"1.1.1.1/32\"'\n",
+    )
+    .unwrap();
+    let addresses = AclAddresses::from_config_map_data(&cm.data.unwrap()).unwrap();
+    assert_eq!(
+        addresses,
+        AclAddresses {
+            operator_cidrs: vec![
+                "2.2.2.2/29".into(),
+                "3.3.3.3/29".into(),
+                "4.4.4.4/29".into()
+            ],
+            kcp_nat_ip: "1.1.1.1/32".into(),
+        }
+    );
+    let mut rt = runtime("azure");
+    rt.spec.shoot.kubernetes = serde_json::from_value(
+        json!({"kubeAPIServer": {"acl": {"allowedCIDRs": ["10.0.0.1/32", "10.0.0.2/32"]}}}),
+    )
+    .unwrap();
+    assert!(kim_shared::convert::acl_requested(&rt));
+    let opts = ConvertOptions {
+        acl: Some(addresses),
+        ..Default::default()
+    };
+    let spec = json(&to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert_eq!(
+        extension(&spec, "acl").unwrap(),
+        json!({
+            "type": "acl",
+            "disabled": false,
+            "providerConfig": {"rule": {
+                "action": "ALLOW",
+                "cidrs": ["10.0.0.1/32", "10.0.0.2/32", "2.2.2.2/29", "3.3.3.3/29", "4.4.4.4/29", "1.1.1.1/32"],
+                "type": "remote_ip",
+            }},
+        })
+    );
+    // Upstream's "Should not include ACL extension for new Shoot when ACL is empty on Runtime
+    // CR".
+    rt.spec.shoot.kubernetes =
+        serde_json::from_value(json!({"kubeAPIServer": {"acl": {"allowedCIDRs": []}}})).unwrap();
+    assert!(!kim_shared::convert::acl_requested(&rt));
+    let spec = json(&to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert!(extension(&spec, "acl").is_none());
+}
+
+#[test]
+fn acl_config_map_errors_name_the_key() {
+    let data = |operators: &str, kcp: &str| {
+        [
+            ("acl-list.json".to_owned(), operators.to_owned()),
+            ("kcp-external-nat-ip.json".to_owned(), kcp.to_owned()),
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let err = |d| AclAddresses::from_config_map_data(&d).unwrap_err();
+    assert!(err(data("[\"2.2.2.2/29\"]", "1.1.1.1/32")).starts_with("kcp-external-nat-ip.json:"));
+    assert!(err(data("2.2.2.2/29", "\"1.1.1.1/32\"")).starts_with("acl-list.json:"));
+    assert!(
+        err(data("[\"2.2.2.2/29\", \"nope\"]", "\"1.1.1.1/32\"")).starts_with("acl-list.json[1]:")
+    );
+    let missing = AclAddresses::from_config_map_data(&Default::default()).unwrap_err();
+    assert!(missing.contains("acl-list.json is missing"), "{missing}");
+    // A bare address is a single-address network.
+    assert!(AclAddresses::from_config_map_data(&data("[]", "\"1.1.1.1\"")).is_ok());
+}
+
+/// Upstream's `TestNewExtensionsExtenderForCreate` "Should not include Network filter
+/// extension for new Shoot when network restriction is globally disabled".
+#[test]
+fn network_restriction_off_writes_no_networking_filter() {
+    let rt = runtime("aws");
+    let opts = ConvertOptions {
+        network_restriction: false,
+        ..Default::default()
+    };
+    let spec = json(&to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot)["spec"].clone();
+    assert!(extension(&spec, "shoot-networking-filter").is_none());
+    let types: Vec<&str> = spec["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service"
+        ]
+    );
 }

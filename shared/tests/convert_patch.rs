@@ -8,7 +8,7 @@ mod convert_fixture;
 use convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
 use kim_shared::convert::{
-    ConvertError, ConvertOptions, Converted, RegistryCache, to_shoot, to_shoot_with,
+    AclAddresses, ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with,
 };
 use kim_shared::gardener::Shoot;
 use kim_shared::gardener::shoot::Extension;
@@ -342,8 +342,6 @@ fn registry_cache_nvidia_and_acl_on_patch() {
         ..Default::default()
     });
 
-    // Caching off: the live extension is switched off, its config kept; NVIDIA off: disabled.
-    let s = spec(&patch(&rt, &live));
     let find = |s: &Value, t: &str| {
         s["extensions"]
             .as_array()
@@ -351,28 +349,58 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             .iter()
             .find(|e| e["type"] == t)
             .cloned()
-            .unwrap()
     };
+
+    // No caches (upstream's remove strategy, "Should remove RegistryCache extension when cache
+    // list is empty on Runtime CR without changing order and data of other extensions"): the
+    // live registry-cache extension is dropped, the others keep their order; NVIDIA off:
+    // disabled.
+    let s = spec(&patch(&rt, &live));
+    assert_eq!(find(&s, "registry-cache"), None);
+    let mut expected = types(&spec(&Converted {
+        shoot: live.clone(),
+        structured_auth: None,
+        workers_removed: false,
+    }));
+    expected.retain(|t| t != "registry-cache");
+    assert_eq!(types(&s), expected, "the others keep their order");
     assert_eq!(
-        find(&s, "registry-cache"),
-        json!({"type": "registry-cache", "disabled": true, "providerConfig": {"caches": [{"upstream": "docker.io"}]}})
-    );
-    assert_eq!(
-        find(&s, "shoot-nvidia-openshell"),
+        find(&s, "shoot-nvidia-openshell").unwrap(),
         json!({"type": "shoot-nvidia-openshell", "disabled": true})
     );
 
-    // Caching on, caches unknown: kept as it is.
+    // The 2025 object shape names no cache: the live extension is kept as it is.
     rt.spec.image_registry_cache = Some(serde_json::from_value(json!({"enabled": true})).unwrap());
     let s = spec(&patch(&rt, &live));
-    assert_eq!(find(&s, "registry-cache")["disabled"], false);
+    assert_eq!(
+        find(&s, "registry-cache").unwrap(),
+        json!({"type": "registry-cache", "disabled": false, "providerConfig": {"caches": [{"upstream": "docker.io"}]}})
+    );
 
-    // Caching on with the caches of the cluster.
+    // Today's list: every cache with its settings, credentials by the garden Secret's name.
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+             "config": {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                        "volume": {"size": "20Gi", "storageClassName": "premium"},
+                        "garbageCollection": {"ttl": "24h"}, "http": {"tls": false},
+                        "secretReferenceName": "quay-credentials",
+                        "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}}},
+            {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+        ]))
+        .unwrap(),
+    );
+    let err = to_shoot(&rt, &config(), Some(&live)).unwrap_err();
+    assert_eq!(
+        err,
+        ConvertError::RegistryCacheSecret {
+            index: 0,
+            uid: "u-1".into()
+        }
+    );
+    assert_eq!(err.runtime_field(), None);
     let opts = ConvertOptions {
-        registry_caches: Some(vec![RegistryCache {
-            upstream: "quay.io".into(),
-            ..Default::default()
-        }]),
+        registry_cache_secrets: [("u-1".to_owned(), "reg-cache-abc".to_owned())].into(),
         ..Default::default()
     };
     let s = json(
@@ -382,13 +410,51 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     )["spec"]
         .clone();
     assert_eq!(
-        find(&s, "registry-cache"),
+        find(&s, "registry-cache").unwrap(),
         json!({
             "type": "registry-cache",
             "disabled": false,
-            "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [{"upstream": "quay.io"}]},
+            "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [
+                {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                 "volume": {"size": "20Gi", "storageClassName": "premium"},
+                 "garbageCollection": {"ttl": "24h"}, "secretReferenceName": "reg-cache-abc",
+                 "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}},
+                {"upstream": "docker.io"}
+            ]},
         })
     );
+    let resources = s["resources"].as_array().unwrap();
+    assert!(
+        resources.contains(&json!({"name": "reg-cache-abc", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-abc"}})),
+        "{resources:?}"
+    );
+
+    // A live Secret of a cache that is gone is dropped, other resources stay.
+    live.spec.resources = Some(
+        serde_json::from_value(json!([
+            {"name": "reg-cache-old", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-old"}},
+            {"name": "foreign", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "foreign"}}
+        ]))
+        .unwrap(),
+    );
+    let s = json(
+        &to_shoot_with(&rt, &config(), Some(&live), &opts)
+            .unwrap()
+            .shoot,
+    )["spec"]
+        .clone();
+    let names: Vec<&str> = s["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"foreign") && names.contains(&"reg-cache-abc"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"reg-cache-old"), "{names:?}");
+    rt.spec.image_registry_cache = None;
 
     // ACL managed but no longer requested: a live one is switched off.
     live.spec.extensions.as_mut().unwrap().push(Extension {
@@ -406,9 +472,15 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             .shoot,
     )["spec"]
         .clone();
-    assert_eq!(find(&s, "acl"), json!({"type": "acl", "disabled": true}));
+    assert_eq!(
+        find(&s, "acl").unwrap(),
+        json!({"type": "acl", "disabled": true})
+    );
     // Not managed: kept.
-    assert_eq!(find(&spec(&patch(&rt, &live)), "acl")["disabled"], false);
+    assert_eq!(
+        find(&spec(&patch(&rt, &live)), "acl").unwrap()["disabled"],
+        false
+    );
 }
 
 #[test]
@@ -496,4 +568,134 @@ fn todays_upstream_extenders_write_the_same_on_patch_as_on_create() {
     // Patching the patched Shoot again changes nothing (no flip-flop).
     let again = to_shoot(&rt, &cfg, Some(&patched)).unwrap().shoot;
     assert_eq!(again, patched);
+}
+
+/// Upstream's `TestNewExtensionsExtenderForPatch`: "Should not add Network filter extension
+/// when network restriction is globally disabled and none exists" and "Should leave existing
+/// Network filter extension untouched when network restriction is globally disabled".
+#[test]
+fn network_restriction_off_leaves_the_networking_filter_alone() {
+    let mut rt = runtime("aws");
+    let off = ConvertOptions {
+        network_restriction: false,
+        ..Default::default()
+    };
+    let mut live = live(&rt);
+    // A live filter as a human set it: kept as it is although the Runtime asks otherwise.
+    let filter = live
+        .spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e.type_ == "shoot-networking-filter")
+        .unwrap();
+    filter.disabled = Some(false);
+    let before = live.spec.extensions.clone();
+    rt.spec.security.networking.filter =
+        serde_json::from_value(json!({"egress": {"enabled": false}})).unwrap();
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &off).unwrap();
+    assert_eq!(patched.shoot.spec.extensions, before);
+    // None on the live Shoot: none added.
+    live.spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .retain(|e| e.type_ != "shoot-networking-filter");
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &off).unwrap();
+    assert!(!types(&spec(&patched)).contains(&"shoot-networking-filter".to_owned()));
+    // On (the default): the Runtime's filter is appended.
+    let on = spec(&patch(&rt, &live));
+    assert_eq!(types(&on).last().unwrap(), "shoot-networking-filter");
+}
+
+/// Upstream's "Should update ACL extension without changing order and data of other
+/// extensions" and "Should not add ACL extension when acl is disabled".
+#[test]
+fn acl_is_updated_in_place_with_new_addresses() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.kubernetes = serde_json::from_value(
+        json!({"kubeAPIServer": {"acl": {"allowedCIDRs": ["1.1.1.1/32", "2.2.2.2/32"]}}}),
+    )
+    .unwrap();
+    let managed = |kcp: &str| ConvertOptions {
+        acl: Some(AclAddresses {
+            operator_cidrs: vec!["192.168.1.0/24".into()],
+            kcp_nat_ip: kcp.into(),
+        }),
+        ..Default::default()
+    };
+    let created = to_shoot_with(&rt, &config(), None, &managed("172.16.0.1/32"))
+        .unwrap()
+        .shoot;
+    let before = types(&json(&created)["spec"]);
+    let patched = to_shoot_with(&rt, &config(), Some(&created), &managed("172.16.0.2/32"))
+        .unwrap()
+        .shoot;
+    let s = json(&patched)["spec"].clone();
+    assert_eq!(types(&s), before, "same order, replaced in place");
+    let acl = s["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "acl")
+        .unwrap();
+    assert_eq!(
+        acl["providerConfig"]["rule"]["cidrs"],
+        json!([
+            "1.1.1.1/32",
+            "2.2.2.2/32",
+            "192.168.1.0/24",
+            "172.16.0.2/32"
+        ])
+    );
+    // Not managed (flag off) and none live: none added.
+    let mut live = created.clone();
+    live.spec
+        .extensions
+        .as_mut()
+        .unwrap()
+        .retain(|e| e.type_ != "acl");
+    assert!(!types(&spec(&patch(&rt, &live))).contains(&"acl".to_owned()));
+}
+
+/// Upstream's provider patch keeps `dualStack` of the live AWS infrastructure config; its
+/// networking extender runs on create only. A dual-stack Shoot patched, also with a zone
+/// added, stays dual stack and never loses the load balancer controller.
+#[test]
+fn dual_stack_shoot_stays_dual_stack_on_patch() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.networking.dual_stack = Some(true);
+    let mut cfg = config();
+    cfg.converter.networking.enable_dual_stack_ip = true;
+    let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
+    let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap().shoot;
+    let (c, p) = (json(&created), json(&patched));
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"],
+        c["spec"]["provider"]["infrastructureConfig"]
+    );
+    assert_eq!(
+        p["spec"]["provider"]["controlPlaneConfig"],
+        c["spec"]["provider"]["controlPlaneConfig"]
+    );
+    // The families are left to what creation set (server-side apply keeps them).
+    assert!(p["spec"]["networking"].get("ipFamilies").is_none());
+    set_zones(&mut rt, &["eu-central-1a", "eu-central-1b"]);
+    let p = json(&to_shoot(&rt, &cfg, Some(&created)).unwrap().shoot);
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"]["dualStack"],
+        json!({"enabled": true})
+    );
+    assert_eq!(
+        p["spec"]["provider"]["infrastructureConfig"]["networks"]["zones"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        p["spec"]["provider"]["controlPlaneConfig"]["loadBalancerController"],
+        json!({"enabled": true})
+    );
 }

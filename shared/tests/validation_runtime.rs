@@ -234,11 +234,11 @@ fn control_plane_zones_follow_the_failure_tolerance() {
 }
 
 #[test]
-fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
+fn an_acl_off_aws_and_azure_is_a_warning() {
     let warned = |f: &kim_shared::validation::ValidationOutcome, field: &str| {
         f.warnings.iter().any(|w| w.starts_with(field))
     };
-    let asking = |cidrs: serde_json::Value, cache: bool| {
+    let asking = |cidrs: serde_json::Value| {
         runtime(|rt| {
             let k = rt
                 .spec
@@ -248,34 +248,118 @@ fn an_acl_and_a_registry_cache_that_are_not_applied_are_warnings() {
             let api = k.kube_api_server.get_or_insert_with(Default::default);
             api.acl =
                 Some(serde_json::from_value(serde_json::json!({"allowedCIDRs": cidrs})).unwrap());
-            rt.spec.image_registry_cache =
-                Some(kim_shared::api::runtime::ImageRegistryCache { enabled: cache });
         })
     };
     let f = accepts(&sample());
     assert!(!warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"));
-    assert!(!warned(&f, "spec.imageRegistryCache"));
-    let f = accepts(&asking(serde_json::json!(["10.0.0.0/8"]), true));
+    let f = accepts(&asking(serde_json::json!(["10.0.0.0/8"])));
+    // The sample is an AWS Runtime: its ACL is applied (with `--api-server-acl-enabled`).
+    assert!(
+        !warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"),
+        "{:?}",
+        f.warnings
+    );
+    let mut gcp = asking(serde_json::json!(["10.0.0.0/8"]));
+    gcp.spec.shoot.provider.type_ = ProviderType::Gcp;
+    let f = validate_create(&gcp, config());
     assert!(
         warned(
             &f,
-            "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs: is not applied"
+            "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs: is ignored for gcp"
         ),
         "{:?}",
         f.warnings
     );
-    assert!(
-        warned(
-            &f,
-            "spec.imageRegistryCache.enabled: configures no registry cache"
-        ),
-        "{:?}",
-        f.warnings
-    );
-    // An empty list and a disabled cache ask for nothing.
-    let f = accepts(&asking(serde_json::json!([]), false));
+    // An empty list asks for nothing.
+    let f = accepts(&asking(serde_json::json!([])));
     assert!(!warned(&f, "spec.shoot.kubernetes.kubeAPIServer.acl"));
-    assert!(!warned(&f, "spec.imageRegistryCache"));
+}
+
+#[test]
+fn registry_caches_are_checked_field_by_field() {
+    let with = |caches: serde_json::Value| {
+        runtime(|rt| {
+            rt.spec.image_registry_cache = Some(serde_json::from_value(caches).unwrap());
+        })
+    };
+    let good = serde_json::json!([
+        {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+         "config": {"upstream": "quay.io:443", "remoteURL": "https://quay.io",
+                    "volume": {"size": "20Gi"}, "garbageCollection": {"ttl": "0s"},
+                    "secretReferenceName": "quay-credentials",
+                    "proxy": {"httpsProxy": "http://proxy:3128"}}},
+        {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+    ]);
+    let f = accepts(&with(good));
+    assert!(
+        !f.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.imageRegistryCache")),
+        "{:?}",
+        f.warnings
+    );
+    let bad = serde_json::json!([
+        {"name": "", "namespace": "ns", "uid": "u-1",
+         "config": {"upstream": "https://quay.io", "remoteURL": "quay.io",
+                    "volume": {"size": "0"}, "garbageCollection": {"ttl": "a week"},
+                    "secretReferenceName": "Not_Valid",
+                    "proxy": {"httpProxy": "proxy:3128"}}},
+        {"name": "b", "namespace": "ns", "uid": "u-1", "config": {"upstream": "docker.io"}},
+        {"name": "c", "namespace": "ns", "uid": "u-3", "config": {"upstream": "docker.io"}}
+    ]);
+    let f = kim_shared::validation::validate_create(&with(bad), config());
+    for (field, words) in [
+        ("spec.imageRegistryCache[0].name", "must not be empty"),
+        (
+            "spec.imageRegistryCache[0].config.upstream",
+            "is not a registry host",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.remoteURL",
+            "http:// or https://",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.volume.size",
+            "positive quantity",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.garbageCollection.ttl",
+            "is not a duration",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.secretReferenceName",
+            "not a valid reference name",
+        ),
+        (
+            "spec.imageRegistryCache[0].config.proxy.httpProxy",
+            "http:// or https://",
+        ),
+        (
+            "spec.imageRegistryCache[1].uid",
+            "already the uid of spec.imageRegistryCache[0]",
+        ),
+        (
+            "spec.imageRegistryCache[2].config.upstream",
+            "already cached by spec.imageRegistryCache[1]",
+        ),
+    ] {
+        assert!(
+            f.violations
+                .iter()
+                .any(|v| v.field == field && v.message.contains(words)),
+            "{field}: {words}: {:?}",
+            f.violations
+        );
+    }
+    // The 2025 object shape is admitted with a warning naming the field.
+    let f = accepts(&with(serde_json::json!({"enabled": true})));
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.imageRegistryCache: holds the 2025 object shape")),
+        "{:?}",
+        f.warnings
+    );
 }
 
 #[test]
@@ -435,4 +519,44 @@ fn kept(name: &str, at: &str, sent: &serde_json::Value, stored: &serde_json::Val
         }
         _ => assert_eq!(sent, stored, "{name}: the defaults changed {at}"),
     }
+}
+
+#[test]
+fn dual_stack_that_is_not_honoured_is_a_warning() {
+    const FIELD: &str = "spec.shoot.networking.dualStack";
+    let warned = |f: &kim_shared::validation::ValidationOutcome, needle: &str| {
+        f.warnings
+            .iter()
+            .any(|w| w.starts_with(FIELD) && w.contains(needle))
+    };
+    let dual = runtime(|rt| rt.spec.shoot.networking.dual_stack = Some(true));
+    // The example configuration does not enable dual stack.
+    let f = accepts(&dual);
+    assert!(
+        warned(&f, "converter.networking.enableDualStackIP is off"),
+        "{:?}",
+        f.warnings
+    );
+    let mut enabled = config().clone();
+    enabled.converter.networking.enable_dual_stack_ip = true;
+    let f = validate_create(&dual, &enabled);
+    assert!(f.is_allowed(), "{:?}", f.violations);
+    assert!(
+        !f.warnings.iter().any(|w| w.starts_with(FIELD)),
+        "{:?}",
+        f.warnings
+    );
+    let mut azure = dual.clone();
+    azure.spec.shoot.provider.type_ = ProviderType::Azure;
+    let f = validate_create(&azure, &enabled);
+    assert!(warned(&f, "is ignored for azure"), "{:?}", f.warnings);
+    // Creation sets the IP families; a change later does not reach the cluster.
+    let f = accepts_update(&sample(), &dual);
+    assert!(warned(&f, "changes from false to true"), "{:?}", f.warnings);
+    let f = accepts(&sample());
+    assert!(
+        !f.warnings.iter().any(|w| w.starts_with(FIELD)),
+        "{:?}",
+        f.warnings
+    );
 }

@@ -415,3 +415,50 @@ fn zone_subnets_fit_the_nodes_network() {
     });
     allowed(kim_shared::validation::validate_create(&rt, &cfg));
 }
+
+#[test]
+fn max_parallel_image_pulls_is_positive_and_not_serialized() {
+    let with = |n: i32, serialize: Option<bool>| {
+        runtime(|rt| {
+            let kubelet = main_pool(rt)
+                .kubernetes
+                .get_or_insert_with(Default::default)
+                .kubelet
+                .get_or_insert_with(Default::default);
+            kubelet.max_parallel_image_pulls = Some(n);
+            kubelet.serialize_image_pulls = serialize;
+        })
+    };
+    accepts(&with(5, None));
+    accepts(&with(5, Some(false)));
+    rejects_with(
+        &with(0, None),
+        "spec.shoot.provider.workers[0].kubernetes.kubelet.maxParallelImagePulls",
+        "not a positive number",
+    );
+    rejects_with(
+        &with(3, Some(true)),
+        "spec.shoot.provider.workers[0].kubernetes.kubelet.maxParallelImagePulls",
+        "serializeImagePulls",
+    );
+}
+
+#[test]
+fn a_worker_control_plane_is_refused_as_gardener_refuses_it_for_project_shoots() {
+    let with = |cp: serde_json::Value| {
+        runtime(|rt| {
+            main_pool(rt).control_plane = Some(serde_json::from_value(cp).unwrap());
+        })
+    };
+    for cp in [
+        serde_json::json!({}),
+        serde_json::json!({"backup": {"provider": "aws", "region": "eu-central-1"}}),
+        serde_json::json!({"exposure": {"extension": {"type": "aws"}}}),
+    ] {
+        rejects_with(
+            &with(cp),
+            "spec.shoot.provider.workers[0].controlPlane",
+            "self-hosted",
+        );
+    }
+}

@@ -148,6 +148,33 @@ fn write_wired_kubeconfigs(
     Ok((kcp, garden))
 }
 
+/// What a test controller reads, in a folder that lives as long as this value.
+pub struct ControllerFiles {
+    /// kubeconfig of the KCP.
+    pub kcp: PathBuf,
+    /// kubeconfig of the Gardener project.
+    pub garden: PathBuf,
+    /// The KIM configuration (`converter_config.json`, the fixtures' project).
+    pub config: PathBuf,
+    /// The folder holding them.
+    pub dir: tempfile::TempDir,
+}
+
+/// Writes the files a controller against the shared environment reads, and creates the
+/// audit-log Secrets its Shoots reference.
+pub async fn controller_files(env: &TestEnv, wiring: &Wiring) -> Result<ControllerFiles> {
+    ensure_audit_secrets(env).await?;
+    let dir = tempfile::tempdir()?;
+    let (kcp, garden) = write_wired_kubeconfigs(env, dir.path(), wiring)?;
+    let config = write_config(dir.path())?;
+    Ok(ControllerFiles {
+        kcp,
+        garden,
+        config,
+        dir,
+    })
+}
+
 /// Flags for a controller of namespace `ns` against the shared environment.
 pub async fn controller_args(
     env: &TestEnv,
@@ -164,10 +191,12 @@ pub async fn controller_args_wired(
     extra: &[&str],
     wiring: &Wiring,
 ) -> Result<(RunArgs, tempfile::TempDir)> {
-    ensure_audit_secrets(env).await?;
-    let dir = tempfile::tempdir()?;
-    let (kcp, garden) = write_wired_kubeconfigs(env, dir.path(), wiring)?;
-    let config = write_config(dir.path())?;
+    let ControllerFiles {
+        kcp,
+        garden,
+        config,
+        dir,
+    } = controller_files(env, wiring).await?;
     let mut argv: Vec<String> = vec![
         "kim-controller".into(),
         format!("--kcp-kubeconfig-path={}", kcp.display()),

@@ -21,14 +21,18 @@
 mod client;
 #[path = "support/review_sample.rs"]
 mod review_sample;
+#[path = "support/webhook_process.rs"]
+#[allow(dead_code)]
+mod webhook_process;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use webhook_process::{Server, http_get, repo_root, start_server, status_kib};
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use hyper::body::Bytes;
@@ -44,124 +48,6 @@ const MEMORY_LIMIT_MIB: f64 = 128.0;
 const APISERVER_TIMEOUT: Duration = Duration::from_secs(2);
 /// The probe's pace: one well-formed review and one health check every this long.
 const PROBE_EVERY: Duration = Duration::from_millis(50);
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Plain-HTTP GET on the admin port; the status code.
-fn http_get(addr: SocketAddr, path: &str) -> Result<u16> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0))
-}
-
-/// A line of /proc/<pid>/status in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
-struct Server {
-    child: Child,
-    https: SocketAddr,
-    admin: SocketAddr,
-    ca_pem: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The release binary with every limit at its default.
-fn start_server() -> Result<Server> {
-    let bin = std::env::var_os("KIM_WEBHOOK_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/release/kim-webhook"));
-    if !bin.exists() {
-        bail!(
-            "{} is missing: run `cargo build --release -p kim-webhook` first (make bench-webhook-abuse does)",
-            bin.display()
-        );
-    }
-    let dir = tempfile::tempdir()?;
-    let now = SystemTime::now();
-    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(3600))?;
-    let names = kim_certs::ServingNames {
-        dns: vec!["localhost".into()],
-        ips: vec!["127.0.0.1".parse()?],
-    };
-    let serving = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(3600))?;
-    std::fs::write(dir.path().join("tls.crt"), &serving.cert_pem)?;
-    std::fs::write(dir.path().join("tls.key"), &serving.key_pem)?;
-    let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-    let child = Command::new(&bin)
-        .arg("serve")
-        .arg("--converter-config-filepath")
-        .arg(repo_root().join("deploy/config/converter_config.json"))
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
-        .arg("--listen-addr")
-        .arg(https.to_string())
-        .arg("--admin-addr")
-        .arg(admin.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let server = Server {
-        child,
-        https,
-        admin,
-        ca_pem: ca.cert_pem,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(200) = http_get(admin, "/readyz") {
-            return Ok(server);
-        }
-        if Instant::now() > deadline {
-            bail!("the webhook did not become ready within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// A validating CREATE review of the AWS sample Runtime as the apiserver sends it, with
 /// `administrators` replaced when given.
@@ -280,7 +166,7 @@ fn probe_health(admin: SocketAddr, stop: Arc<AtomicBool>) -> Samples {
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         match http_get(admin, "/healthz") {
-            Ok(200) => s.ok_us.push(started.elapsed().as_micros() as u64),
+            Ok((200, _)) => s.ok_us.push(started.elapsed().as_micros() as u64),
             other => {
                 s.failures += 1;
                 s.first_failure.get_or_insert(format!("{other:?}"));
@@ -447,7 +333,7 @@ fn main() -> Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
     let phase_len = Duration::from_secs(secs);
-    let server = Arc::new(start_server()?);
+    let server = Arc::new(start_server("warn", Stdio::null())?);
     let pid = server.child.id();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

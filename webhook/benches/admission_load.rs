@@ -25,11 +25,14 @@
 mod client;
 #[path = "support/review_sample.rs"]
 mod review_sample;
+#[path = "support/webhook_process.rs"]
+mod webhook_process;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use webhook_process::{Server, free_port, http_get, repo_root, start_server, status_kib};
+
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -107,54 +110,6 @@ fn serve_reference(addr: SocketAddr) -> Result<()> {
     })
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Plain-HTTP GET on the admin port (no client library needed for two endpoints).
-fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
 /// CPU seconds (user + system) of a process, from /proc (clock ticks of 10 ms).
 fn cpu_secs(pid: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -167,83 +122,6 @@ fn cpu_secs(pid: &str) -> f64 {
             Some((u + k) / 100.0)
         })
         .unwrap_or(0.0)
-}
-
-struct Server {
-    child: Child,
-    https: SocketAddr,
-    admin: SocketAddr,
-    ca_pem: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server() -> Result<Server> {
-    let bin = std::env::var_os("KIM_WEBHOOK_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/release/kim-webhook"));
-    if !bin.exists() {
-        bail!(
-            "{} is missing: run `cargo build --release -p kim-webhook` first (make bench-webhook does)",
-            bin.display()
-        );
-    }
-    let dir = tempfile::tempdir()?;
-    let now = SystemTime::now();
-    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(3600))?;
-    let names = kim_certs::ServingNames {
-        dns: vec!["localhost".into()],
-        ips: vec!["127.0.0.1".parse()?],
-    };
-    let serving = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(3600))?;
-    std::fs::write(dir.path().join("tls.crt"), &serving.cert_pem)?;
-    std::fs::write(dir.path().join("tls.key"), &serving.key_pem)?;
-    let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-    let child = Command::new(&bin)
-        .arg("serve")
-        .arg("--converter-config-filepath")
-        .arg(repo_root().join("deploy/config/converter_config.json"))
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
-        .arg("--listen-addr")
-        .arg(https.to_string())
-        .arg("--admin-addr")
-        .arg(admin.to_string())
-        .env(
-            "RUST_LOG",
-            std::env::var("KIM_BENCH_RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        // The audit records go to stdout as in production; /dev/null keeps the terminal quiet.
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let server = Server {
-        child,
-        https,
-        admin,
-        ca_pem: ca.cert_pem,
-        dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok((200, _)) = http_get(admin, "/readyz") {
-            return Ok(server);
-        }
-        if Instant::now() > deadline {
-            bail!("the webhook did not become ready within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// This binary as the reference server, with the webhook's serving certificate; `admin` is
@@ -715,10 +593,13 @@ fn main() -> Result<()> {
         .unwrap_or(5);
     let measure = Duration::from_secs(secs);
     let warmup = Duration::from_secs(1);
-    let server = start_server()?;
+    let server = start_server(
+        &std::env::var("KIM_BENCH_RUST_LOG").unwrap_or_else(|_| "info".into()),
+        Stdio::inherit(),
+    )?;
     let reference = start_reference(&server)?;
     std::thread::sleep(Duration::from_secs(1));
-    let idle_rss = rss_kib(server.child.id());
+    let idle_rss = status_kib(server.child.id(), "VmRSS:");
     // The admission endpoints are the webhook's, the others the reference server's.
     let serving = |path: &str| {
         if webhook_of(path).is_some() {
@@ -864,7 +745,7 @@ fn main() -> Result<()> {
     ));
     let server_p99 = server_pct(&before, &after, 0.99);
     let server_p50 = server_pct(&before, &after, 0.5);
-    let loaded_rss = rss_kib(server.child.id());
+    let loaded_rss = status_kib(server.child.id(), "VmRSS:");
     println!(
         "paced {PACED_RATE} req/s validate: achieved {:.0} req/s, client p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms, server p50 <= {} ms, server p99 <= {} ms, handler mean {} us, errors {}",
         paced.rps(),

@@ -155,6 +155,16 @@ impl Metrics {
         m
     }
 
+    /// Publishes the expiry of the serving certificate in use.
+    pub fn set_serving_not_after(&self, not_after: SystemTime) {
+        let secs = not_after
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.serving_not_after
+            .set(i64::try_from(secs).unwrap_or(i64::MAX));
+    }
+
     /// Records one certificate synchronisation; `unpropagated_cas` is the rotator's count
     /// after it (also known when the synchronisation failed).
     pub fn observe_cert_sync(
@@ -182,12 +192,7 @@ impl Metrics {
                         .inc();
                 }
                 if let Some(t) = o.serving_not_after {
-                    let secs = t
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0);
-                    self.serving_not_after
-                        .set(i64::try_from(secs).unwrap_or(i64::MAX));
+                    self.set_serving_not_after(t);
                 }
                 self.bundle_size
                     .set(i64::try_from(o.bundle_size).unwrap_or(i64::MAX));

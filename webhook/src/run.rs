@@ -66,7 +66,7 @@ where
 
 /// Loads a certificate from files into the resolver and re-loads it when the files change.
 async fn watch_files(
-    resolver: Arc<CertResolver>,
+    state: Arc<AppState>,
     cert: PathBuf,
     key: PathBuf,
     every: Duration,
@@ -98,12 +98,17 @@ async fn watch_files(
                 std::fs::read_to_string(&c).with_context(|| format!("reading {}", c.display()))?;
             let key_pem =
                 std::fs::read_to_string(&k).with_context(|| format!("reading {}", k.display()))?;
-            Ok(CertResolver::certified_key(&cert_pem, &key_pem)?)
+            let key = CertResolver::certified_key(&cert_pem, &key_pem)?;
+            Ok((key, serving_not_after(cert_pem, key_pem)))
         })
         .await;
         match loaded {
-            Ok(Ok(ck)) => {
-                resolver.set(ck);
+            Ok(Ok((ck, not_after))) => {
+                state.resolver.set(ck);
+                // The expiry alert reads this gauge in both certificate modes.
+                if let Some(t) = not_after {
+                    state.metrics.set_serving_not_after(t);
+                }
                 last = Some(m);
                 tracing::info!(cert = %cert.display(), "loaded serving certificate from file");
             }
@@ -115,12 +120,32 @@ async fn watch_files(
     }
 }
 
+/// Expiry of the leaf certificate of a PEM pair, read as the Secret's material is.
+fn serving_not_after(cert_pem: String, key_pem: String) -> Option<SystemTime> {
+    let data = [
+        (
+            kim_certs::material::TLS_CERT_KEY.to_owned(),
+            cert_pem.into_bytes(),
+        ),
+        (
+            kim_certs::material::TLS_KEY_KEY.to_owned(),
+            key_pem.into_bytes(),
+        ),
+    ]
+    .into();
+    kim_certs::CertMaterial::from_secret_data(&data)
+        .ok()?
+        .state(&kim_certs::ServingNames::default())
+        .serving
+        .map(|s| s.not_after)
+}
+
 /// Starts certificate management: from files, or in the Secret with rotation.
 async fn start_certs(certs: &CertArgs, state: Arc<AppState>, stop: Shutdown) -> anyhow::Result<()> {
     let resolver = state.resolver.clone();
     if let (Some(cert), Some(key)) = (&certs.tls_cert_file, &certs.tls_key_file) {
         tokio::spawn(watch_files(
-            resolver,
+            state.clone(),
             cert.clone(),
             key.clone(),
             certs.cert_check_interval,
@@ -234,5 +259,30 @@ pub async fn serve(
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(anyhow::anyhow!("admin server failed: {e}")),
         Err(e) => Err(anyhow::anyhow!("admin server task failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kim_certs::material::{generate_ca, issue_serving};
+
+    #[test]
+    fn the_expiry_of_a_certificate_file_is_read_from_its_leaf() {
+        let now = SystemTime::now();
+        let ca = generate_ca(now, Duration::from_secs(86_400)).expect("a CA");
+        let names = kim_certs::ServingNames {
+            dns: vec!["localhost".into()],
+            ips: vec![],
+        };
+        let serving =
+            issue_serving(&ca, &names, now, Duration::from_secs(3_600)).expect("a certificate");
+        let not_after = serving_not_after(serving.cert_pem, serving.key_pem).expect("an expiry");
+        let left = not_after
+            .duration_since(now)
+            .expect("in the future")
+            .as_secs();
+        assert!((3_500..=3_600).contains(&left), "{left} s left");
+        assert_eq!(serving_not_after("no PEM".into(), "none".into()), None);
     }
 }

@@ -451,18 +451,20 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/metrics",
-            get(|State(s): State<Arc<AppState>>| async move {
-                s.metrics
-                    .audit_dropped
-                    .set(i64::try_from(s.audit.dropped()).unwrap_or(i64::MAX));
-                s.metrics
-                    .audit_log_dropped
-                    .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
-                if let Some(profiles) = &s.ctx.cloud_profiles {
-                    s.metrics.cloud_profiles_age.set(profiles.age_seconds());
-                }
-                kim_process::http::metrics_response(&s.registry)
-            }),
+            get(
+                |State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap| async move {
+                    s.metrics
+                        .audit_dropped
+                        .set(i64::try_from(s.audit.dropped()).unwrap_or(i64::MAX));
+                    s.metrics
+                        .audit_log_dropped
+                        .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
+                    if let Some(profiles) = &s.ctx.cloud_profiles {
+                        s.metrics.cloud_profiles_age.set(profiles.age_seconds());
+                    }
+                    kim_process::http::metrics_response(&s.registry, headers.get(header::ACCEPT))
+                },
+            ),
         )
         .with_state(state)
 }

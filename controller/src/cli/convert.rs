@@ -2,9 +2,10 @@
 //! apply over a live Shoot, without touching any cluster (upstream's
 //! `hack/patch-converter-runner`). Same conversion as the reconciler: `kim_shared::convert`.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::Runtime;
 use kim_shared::config::{ConfigError, ConfigPaths, KimConfig};
-use kim_shared::convert::{ConvertError, ConvertOptions, to_shoot_with};
+use kim_shared::convert::{AclAddresses, ConvertError, ConvertOptions, to_shoot_with};
 use kim_shared::gardener::Shoot;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -47,6 +48,17 @@ pub struct ConvertArgs {
     /// `--audit-log-mandatory`).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub audit_log_mandatory: bool,
+
+    /// The API server ACL ConfigMap (YAML or JSON, e.g. `kubectl get configmap acl-ip-list
+    /// -o yaml`): manages the `acl` extension with its operator CIDRs and KCP NAT address, as
+    /// the controller does with `--api-server-acl-enabled`.
+    #[arg(long, value_name = "CONFIGMAP.yaml")]
+    pub acl_config_map: Option<PathBuf>,
+
+    /// Manage the `shoot-networking-filter` extension (upstream's
+    /// `--network-restriction-enabled`).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub network_restriction_enabled: bool,
 
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
@@ -107,8 +119,23 @@ pub fn execute(
         .as_deref()
         .map(|p| read_object(p, "Shoot"))
         .transpose()?;
+    let acl = match args.acl_config_map.as_deref() {
+        Some(path) => {
+            let cm: ConfigMap = read_object(path, "ConfigMap")?;
+            let addresses = AclAddresses::from_config_map_data(&cm.data.unwrap_or_default())
+                .map_err(|message| ConvertCommandError::Parse {
+                    path: path.display().to_string(),
+                    kind: "API server ACL ConfigMap",
+                    message,
+                })?;
+            Some(addresses)
+        }
+        None => None,
+    };
     let opts = ConvertOptions {
         audit_log_mandatory: args.audit_log_mandatory,
+        network_restriction: args.network_restriction_enabled,
+        acl,
         ..ConvertOptions::default()
     };
     let converted = to_shoot_with(&runtime, &cfg, live.as_ref(), &opts)?;
@@ -269,6 +296,58 @@ mod tests {
         )
         .unwrap();
         assert_eq!(docs[1]["spec"], golden["shoot"]["spec"]);
+    }
+
+    #[test]
+    fn acl_config_map_manages_the_acl_extension() {
+        let mut runtime: serde_json::Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(sample("runtime-aws.yaml")).unwrap())
+                .unwrap();
+        runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["acl"] =
+            serde_json::json!({"allowedCIDRs": ["203.0.113.0/24"]});
+        let dir = std::env::temp_dir().join(format!("kim-convert-acl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rt_path = dir.join("runtime.json");
+        std::fs::write(&rt_path, runtime.to_string()).unwrap();
+        let cm_path = dir.join("acl.yaml");
+        std::fs::write(
+            &cm_path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: acl-ip-list\ndata:\n  \
+             acl-list.json: '[\"2.2.2.2/29\"]'\n  kcp-external-nat-ip.json: '\"1.1.1.1/32\"'\n",
+        )
+        .unwrap();
+        let bad_path = dir.join("bad.yaml");
+        std::fs::write(
+            &bad_path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: acl-ip-list\ndata: {}\n",
+        )
+        .unwrap();
+        let rt = rt_path.to_str().unwrap();
+        let acl = |out: &str| {
+            documents(out)[1]["spec"]["extensions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["type"] == "acl")
+                .cloned()
+        };
+        let (result, without, _) = run(&["-f", rt]);
+        result.unwrap();
+        assert_eq!(acl(&without), None, "not managed without the ConfigMap");
+        let (result, with, _) = run(&["-f", rt, "--acl-config-map", cm_path.to_str().unwrap()]);
+        result.unwrap();
+        assert_eq!(
+            acl(&with).unwrap()["providerConfig"]["rule"]["cidrs"],
+            serde_json::json!(["203.0.113.0/24", "2.2.2.2/29", "1.1.1.1/32"])
+        );
+        let (result, _, _) = run(&["-f", rt, "--acl-config-map", bad_path.to_str().unwrap()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = result.unwrap_err().to_string();
+        assert!(
+            err.contains("bad.yaml is not a valid API server ACL ConfigMap")
+                && err.contains("acl-list.json is missing"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::goflags::{self, parse_duration, parse_positive_duration};
 use kim_shared::access::AccessPolicy;
-use kim_shared::duration::parse_duration;
 
 use crate::access::{MAX_ROTATION_RATIO, MIN_ROTATION_RATIO};
 use crate::gardener_cluster::rotation::{RotationPolicy, RotationPolicyError};
@@ -25,7 +25,7 @@ pub struct RunArgs {
     pub health_probe_bind_address: SocketAddr,
 
     /// Run the reconcilers only while this replica holds the Lease.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
 
     /// Name of the leader-election Lease (upstream's ID).
@@ -46,8 +46,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "kcp-system")]
     pub namespace: String,
 
-    /// kubeconfig of the KCP cluster; in-cluster or `KUBECONFIG` when unset.
-    #[arg(long, env = "KCP_KUBECONFIG")]
+    /// kubeconfig of the KCP cluster; in-cluster or `KUBECONFIG` when unset. `--kubeconfig` is
+    /// controller-runtime's name of it, which upstream's binary takes.
+    #[arg(long, env = "KCP_KUBECONFIG", alias = "kubeconfig")]
     pub kcp_kubeconfig_path: Option<PathBuf>,
 
     /// kubeconfig of the Gardener project (service account of the project).
@@ -70,9 +71,15 @@ pub struct RunArgs {
     #[arg(long = "gardener-ctrl-reconcilation-timeout", default_value = "60s", value_parser = parse_duration)]
     pub gardener_ctrl_reconciliation_timeout: Duration,
 
-    /// Timeout of one request to Gardener (until the response headers).
+    /// Timeout of one read from Gardener (GET; until the response headers).
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub gardener_request_timeout: Duration,
+
+    /// Timeout of one write to Gardener (create, patch, update, delete, adminkubeconfig; until
+    /// the response headers). Longer than reads: writes wait in Gardener's admission under
+    /// load (docs/operations.md, "Gardener timeouts").
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub gardener_write_timeout: Duration,
 
     /// Sustained requests per second to Gardener.
     #[arg(long, default_value_t = 5)]
@@ -95,14 +102,28 @@ pub struct RunArgs {
     pub converter_config_filepath: PathBuf,
 
     /// Fail provisioning when no audit-log tenant exists for provider and region.
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
     pub audit_log_mandatory: bool,
 
     /// Upstream's switch between the legacy `oidcConfig` and structured authentication.
     /// Accepted for compatibility, without effect: Gardener removed `oidcConfig`, so every
     /// Shoot uses structured authentication, and its ConfigMap is deleted with the Runtime.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
     pub structured_auth_enabled: bool,
+
+    /// Manage the kube-apiserver ACL (Gardener's `acl` extension) of AWS and Azure Runtimes
+    /// that set `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, adding the operator
+    /// CIDRs and the KCP's NAT address of the ConfigMap
+    /// `converter.kubernetes.kubeApiServer.acl.configMapName` (in `--namespace`), which must
+    /// then be configured.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub api_server_acl_enabled: bool,
+
+    /// Manage the `shoot-networking-filter` extension from `spec.security.networking.filter`
+    /// (upstream: network restriction on the project scope). Off: new Shoots get no filter
+    /// extension and a live one is left as it is.
+    #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub network_restriction_enabled: bool,
 
     /// Safe deletion: hibernate a deleted Runtime's Shoot and delete it only after this period.
     #[arg(long, value_parser = parse_duration)]
@@ -110,7 +131,7 @@ pub struct RunArgs {
 
     /// Set `confirmation.gardener.cloud/force-deletion` on a deleting Shoot when Gardener
     /// reports an error code it accepts for force deletion.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
     pub force_deletion: bool,
 
     /// At shutdown, how long to wait for in-flight reconciles before exiting anyway (as
@@ -134,6 +155,204 @@ pub struct RunArgs {
     /// Flags of the RuntimeAccess (RBAC kubeconfig) reconciler.
     #[command(flatten)]
     pub access: AccessArgs,
+
+    /// Upstream's delay before its state machine re-reads a Runtime it just wrote. Accepted
+    /// without effect (our reconciler reads its own writes from the answer); refused at 0 as
+    /// upstream refuses it.
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    pub status_requeue_delay: Duration,
+
+    /// Upstream's port of the registry-cache listener the runtime watcher calls.
+    #[arg(long, default_value = "8082")]
+    pub registry_cache_listener_port: String,
+
+    /// Upstream's period of the registry-cache reconciler.
+    #[arg(long, default_value = "60m", value_parser = parse_duration)]
+    pub registry_cache_reconcile_period: Duration,
+
+    /// Upstream's switch of the registry-cache configuration controller.
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub registry_cache_config_controller_enabled: bool,
+
+    /// Upstream's switch of dedicated BTP audit logging (AuditLog resources per Runtime).
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub dedicated_audit_logging_enabled: bool,
+
+    /// Upstream's runtime bootstrapper and its names.
+    #[command(flatten)]
+    pub bootstrapper: BootstrapperArgs,
+
+    /// controller-runtime's logging flags (`-zap-*`), mapped to ours.
+    #[command(flatten)]
+    pub zap: ZapArgs,
+
+    /// Upstream flags given on the command line that this process accepts but does not act
+    /// on; each is logged once at start. Filled by [`crate::cli::parse`].
+    #[arg(skip)]
+    pub ignored_flags: Vec<String>,
+}
+
+/// Upstream's `--runtime-bootstrapper-*` flags, same names and defaults.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct BootstrapperArgs {
+    /// Upstream's switch of the runtime bootstrapper.
+    #[arg(id = "runtime-bootstrapper-enabled", long = "runtime-bootstrapper-enabled", default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub enabled: bool,
+    /// ConfigMap (KCP) with the bootstrapper's manifests.
+    #[arg(
+        id = "runtime-bootstrapper-manifests-config-map-name",
+        long = "runtime-bootstrapper-manifests-config-map-name",
+        default_value = "runtime-bootstrapper-manifests"
+    )]
+    pub manifests_config_map_name: String,
+    /// ConfigMap (KCP) copied to the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-kcp-config-name",
+        long = "runtime-bootstrapper-kcp-config-name",
+        default_value = "rt-bootstrapper-config"
+    )]
+    pub kcp_config_name: String,
+    /// Pull Secret (KCP) copied to the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-kcp-pull-secret-name",
+        long = "runtime-bootstrapper-kcp-pull-secret-name",
+        default_value = ""
+    )]
+    pub kcp_pull_secret_name: String,
+    /// ClusterTrustBundle (KCP) copied to the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-kcp-cluster-trust-bundle",
+        long = "runtime-bootstrapper-kcp-cluster-trust-bundle",
+        default_value = ""
+    )]
+    pub kcp_cluster_trust_bundle: String,
+    /// Name of the copied ConfigMap in the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-skr-config-name",
+        long = "runtime-bootstrapper-skr-config-name",
+        default_value = "rt-bootstrapper-config"
+    )]
+    pub skr_config_name: String,
+    /// Name of the copied pull Secret in the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-skr-pull-secret-name",
+        long = "runtime-bootstrapper-skr-pull-secret-name",
+        default_value = "registry-credentials"
+    )]
+    pub skr_pull_secret_name: String,
+    /// Name of the copied ClusterTrustBundle in the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-skr-cluster-trust-bundle",
+        long = "runtime-bootstrapper-skr-cluster-trust-bundle",
+        default_value = ""
+    )]
+    pub skr_cluster_trust_bundle: String,
+    /// Namespace of the bootstrapper in the runtime cluster.
+    #[arg(
+        id = "runtime-bootstrapper-skr-namespace",
+        long = "runtime-bootstrapper-skr-namespace",
+        default_value = "kyma-system"
+    )]
+    pub skr_namespace: String,
+    /// Deployment in the runtime cluster whose rollout means the bootstrapper is installed.
+    #[arg(
+        id = "runtime-bootstrapper-skr-deployment-name",
+        long = "runtime-bootstrapper-skr-deployment-name",
+        default_value = "rt-bootstrapper-controller-manager"
+    )]
+    pub skr_deployment_name: String,
+}
+
+/// controller-runtime's `zap.Options` flags, as upstream's binary registers them. Where given,
+/// they win over `--log-level` and `--log-format`.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+pub struct ZapArgs {
+    /// Development mode: text lines and `debug` unless `--zap-encoder` or `--zap-log-level`
+    /// say otherwise.
+    #[arg(id = "zap-devel", long = "zap-devel", default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = goflags::parse_bool, action = clap::ArgAction::Set)]
+    pub devel: bool,
+    /// `json` (our `--log-format=json`) or `console` (`--log-format=text`).
+    #[arg(id = "zap-encoder", long = "zap-encoder", value_parser = parse_zap_encoder)]
+    pub encoder: Option<crate::logging::LogFormat>,
+    /// `debug`, `info`, `error`, `panic` (logged as `error`), or a verbosity above 0 (1 is
+    /// `debug`, 2 and more `trace`).
+    #[arg(id = "zap-log-level", long = "zap-log-level", value_parser = parse_zap_level)]
+    pub log_level: Option<String>,
+    /// Accepted without effect: our lines carry no stack traces.
+    #[arg(id = "zap-stacktrace-level", long = "zap-stacktrace-level", value_parser = ["info", "error", "panic"])]
+    pub stacktrace_level: Option<String>,
+    /// Accepted without effect: our timestamps are RFC 3339 (upstream's default is epoch).
+    #[arg(id = "zap-time-encoding", long = "zap-time-encoding", value_parser = ["epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"])]
+    pub time_encoding: Option<String>,
+}
+
+/// Parses `--zap-encoder`.
+pub fn parse_zap_encoder(s: &str) -> Result<crate::logging::LogFormat, String> {
+    match s {
+        "json" => Ok(crate::logging::LogFormat::Json),
+        "console" => Ok(crate::logging::LogFormat::Text),
+        _ => Err(format!("{s:?} is not an encoder (json or console)")),
+    }
+}
+
+/// Parses `--zap-log-level` into our log filter's level.
+pub fn parse_zap_level(s: &str) -> Result<String, String> {
+    let level = match s {
+        "debug" => "debug",
+        "info" => "info",
+        "warn" => "warn",
+        "error" | "panic" => "error",
+        _ => match s.parse::<u8>() {
+            Ok(1) => "debug",
+            Ok(v) if v > 1 => "trace",
+            _ => {
+                return Err(format!(
+                    "{s:?} is not a level (debug, info, error, panic, or an integer above 0)"
+                ));
+            }
+        },
+    };
+    Ok(level.to_owned())
+}
+
+/// Upstream flags this process accepts but does not act on (by clap id), each logged once at
+/// start when given.
+pub const IGNORED_FLAGS: [(&str, &str); 6] = [
+    ("structured_auth_enabled", "--structured-auth-enabled"),
+    ("status_requeue_delay", "--status-requeue-delay"),
+    (
+        "registry_cache_listener_port",
+        "--registry-cache-listener-port",
+    ),
+    (
+        "registry_cache_reconcile_period",
+        "--registry-cache-reconcile-period",
+    ),
+    (
+        "registry_cache_config_controller_enabled",
+        "--registry-cache-config-controller-enabled",
+    ),
+    (
+        "dedicated_audit_logging_enabled",
+        "--dedicated-audit-logging-enabled",
+    ),
+];
+
+/// Flags logged once at start when given, besides [`IGNORED_FLAGS`].
+pub const IGNORED_ZAP_FLAGS: [(&str, &str); 2] = [
+    ("zap-stacktrace-level", "--zap-stacktrace-level"),
+    ("zap-time-encoding", "--zap-time-encoding"),
+];
+
+/// The flags of [`IGNORED_FLAGS`] and [`IGNORED_ZAP_FLAGS`] that `matches` has from the command
+/// line, each once, in that order.
+pub fn ignored_flags(matches: &clap::ArgMatches) -> Vec<String> {
+    IGNORED_FLAGS
+        .iter()
+        .chain(IGNORED_ZAP_FLAGS.iter())
+        .filter(|(id, _)| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|(_, flag)| (*flag).to_owned())
+        .collect()
 }
 
 /// Flags of the RuntimeAccess reconciler, flattened into `kim-controller run`.
@@ -240,6 +459,20 @@ impl RunArgs {
                 audit_log_mandatory: self.audit_log_mandatory,
                 deletion_grace_period: self.deletion_grace_period,
                 force_deletion: self.force_deletion,
+                api_server_acl: self.api_server_acl_enabled,
+                network_restriction: self.network_restriction_enabled,
+                bootstrapper: kim_shared::bootstrapper::Settings {
+                    enabled: self.bootstrapper.enabled,
+                    manifests_config_map_name: self.bootstrapper.manifests_config_map_name.clone(),
+                    kcp_config_name: self.bootstrapper.kcp_config_name.clone(),
+                    kcp_pull_secret_name: self.bootstrapper.kcp_pull_secret_name.clone(),
+                    kcp_cluster_trust_bundle: self.bootstrapper.kcp_cluster_trust_bundle.clone(),
+                    skr_config_name: self.bootstrapper.skr_config_name.clone(),
+                    skr_pull_secret_name: self.bootstrapper.skr_pull_secret_name.clone(),
+                    skr_cluster_trust_bundle: self.bootstrapper.skr_cluster_trust_bundle.clone(),
+                    skr_namespace: self.bootstrapper.skr_namespace.clone(),
+                    skr_deployment_name: self.bootstrapper.skr_deployment_name.clone(),
+                },
             },
             gardener_cluster: GardenerClusterSettings {
                 workers: self.gardener_cluster_ctrl_workers_cnt,
@@ -251,6 +484,24 @@ impl RunArgs {
             },
             access: self.access.settings(),
         })
+    }
+
+    /// The log filter: `--zap-log-level`, else `debug` with `--zap-devel`, else `--log-level`.
+    pub fn log_level(&self) -> String {
+        match (&self.zap.log_level, self.zap.devel) {
+            (Some(level), _) => level.clone(),
+            (None, true) => "debug".to_owned(),
+            (None, false) => self.log_level.clone(),
+        }
+    }
+
+    /// The log format: `--zap-encoder`, else text with `--zap-devel`, else `--log-format`.
+    pub fn log_format(&self) -> crate::logging::LogFormat {
+        match (self.zap.encoder, self.zap.devel) {
+            (Some(format), _) => format,
+            (None, true) => crate::logging::LogFormat::Text,
+            (None, false) => self.log_format,
+        }
     }
 
     /// The leader election these flags ask for, if any.
@@ -280,16 +531,6 @@ impl RunArgs {
             .as_deref()
             .unwrap_or(&self.namespace)
     }
-}
-
-/// The flags of `run` when no subcommand is given (defaults and environment only).
-pub fn default_args() -> Result<RunArgs, clap::Error> {
-    #[derive(clap::Parser)]
-    struct Only {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    <Only as clap::Parser>::try_parse_from(["kim-controller"]).map(|o| o.run)
 }
 
 /// Parses Go-style bind addresses: `:8080` means every interface.
@@ -335,9 +576,33 @@ mod tests {
         assert!(!a.leader_elect);
         assert!(a.audit_log_mandatory);
         assert_eq!(a.gardener_request_timeout, Duration::from_secs(3));
+        assert_eq!(a.gardener_write_timeout, Duration::from_secs(30));
         assert_eq!(a.kubeconfig_expiration_time, Duration::from_secs(86400));
         assert_eq!(a.gardener_namespace(), "garden-gardener-project");
         assert_eq!(a.deletion_grace_period, None);
+        assert!(!a.api_server_acl_enabled);
+        assert!(a.network_restriction_enabled);
+        assert_eq!(
+            a.settings().unwrap().runtime.bootstrapper,
+            kim_shared::bootstrapper::Settings::default()
+        );
+    }
+
+    #[test]
+    fn runtime_bootstrapper_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=pull",
+            "--runtime-bootstrapper-skr-namespace",
+            "rtb",
+        ])
+        .unwrap();
+        let b = cli.run.settings().unwrap().runtime.bootstrapper;
+        assert!(b.enabled);
+        assert_eq!(b.kcp_pull_secret_name, "pull");
+        assert_eq!(b.skr_namespace, "rtb");
+        assert_eq!(b.skr_deployment_name, "rt-bootstrapper-controller-manager");
     }
 
     #[test]
@@ -349,6 +614,8 @@ mod tests {
             "--gardener-ctrl-reconcilation-timeout=2m",
             "--gardener-project-name=kyma-dev",
             "--metrics-bind-address=127.0.0.1:9090",
+            "--api-server-acl-enabled",
+            "--network-restriction-enabled=false",
         ])
         .unwrap();
         let a = cli.run;
@@ -360,6 +627,9 @@ mod tests {
         );
         assert_eq!(a.gardener_namespace(), "garden-kyma-dev");
         assert_eq!(a.metrics_bind_address.to_string(), "127.0.0.1:9090");
+        let runtime = a.settings().unwrap().runtime;
+        assert!(runtime.api_server_acl);
+        assert!(!runtime.network_restriction);
     }
 
     #[test]

@@ -55,7 +55,10 @@ pub enum GardenerClientError {
 
 /// A request that timed out before Gardener answered.
 #[derive(Debug, thiserror::Error)]
-#[error("Gardener did not answer within {0:?} (--gardener-request-timeout)")]
+#[error(
+    "Gardener did not answer within {0:?} (--gardener-request-timeout for reads, \
+     --gardener-write-timeout for writes)"
+)]
 pub struct Timeout(pub Duration);
 
 /// Settings of the guard layer.
@@ -67,8 +70,11 @@ pub struct GuardSettings {
     pub qps: u32,
     /// Burst above the sustained rate.
     pub burst: u32,
-    /// Time until the response headers arrive.
+    /// Time until the response headers of a read (GET, HEAD) arrive.
     pub timeout: Duration,
+    /// Time until the response headers of a write arrive: writes pass Gardener's admission,
+    /// which queues them under load, and a write given up on still runs to its end there.
+    pub write_timeout: Duration,
 }
 
 /// The tower layer guarding every Gardener request.
@@ -81,6 +87,7 @@ struct Guard {
     allow: AllowList,
     limiter: DefaultDirectRateLimiter,
     timeout: Duration,
+    write_timeout: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -98,6 +105,7 @@ impl GardenerGuardLayer {
                 allow: settings.allow,
                 limiter,
                 timeout: settings.timeout,
+                write_timeout: settings.write_timeout,
                 metrics,
             }),
         })
@@ -168,12 +176,18 @@ where
                 svc.ready().await.map_err(Into::into)?;
                 svc.call(req)
             };
-            match tokio::time::timeout(guard.timeout, fut).await {
+            let sent = std::time::Instant::now();
+            let timeout = if method == http::Method::GET || method == http::Method::HEAD {
+                guard.timeout
+            } else {
+                guard.write_timeout
+            };
+            match tokio::time::timeout(timeout, fut).await {
                 Err(_) => {
                     guard
                         .metrics
                         .count_gardener_request(method.as_str(), "timeout");
-                    Err(Box::new(Timeout(guard.timeout)) as BoxError)
+                    Err(Box::new(Timeout(timeout)) as BoxError)
                 }
                 Ok(Err(e)) => {
                     guard
@@ -185,6 +199,9 @@ where
                     guard
                         .metrics
                         .count_gardener_request(method.as_str(), resp.status().as_str());
+                    guard
+                        .metrics
+                        .observe_gardener_request(method.as_str(), sent.elapsed());
                     Ok(resp)
                 }
             }
@@ -404,6 +421,7 @@ users:
             qps: 0,
             burst: 5,
             timeout: Duration::from_secs(1),
+            write_timeout: Duration::from_secs(1),
         };
         let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
         assert!(matches!(

@@ -4,3 +4,4 @@
 pub mod allow;
 pub mod client;
 pub mod health;
+pub mod limit;

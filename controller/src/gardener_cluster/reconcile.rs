@@ -24,7 +24,9 @@ use super::rotation::{self, RotationDecision, RotationPolicy};
 use super::secret::{self as kubeconfig_secret, SecretLocation};
 use super::status::{self, DesiredStatus, Reason};
 use crate::Context;
+use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records};
+use crate::runtime::classify::ApiErrorKind;
 
 /// Field manager of everything this reconciler applies.
 pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
@@ -51,12 +53,25 @@ struct ClusterRecord {
     published_reason: Option<String>,
 }
 
+/// `adminkubeconfig` requests in flight: start at 8; an answer counts as slow only after 10 s, a
+/// third of the write timeout, since signing takes a few seconds on a busy gardener-apiserver
+/// and only timeouts or "try later" answers mean it is overloaded.
+const SIGNING_LIMIT: WriteLimitSettings = WriteLimitSettings {
+    initial: 8.0,
+    min: 1.0,
+    max: 64.0,
+    slow: std::time::Duration::from_secs(10),
+};
+
 /// State shared by all reconciles of this controller.
 pub struct Reconciler {
     ctx: Arc<Context>,
     policy: RotationPolicy,
     metrics: Arc<KubeconfigMetrics>,
     records: Records<ClusterRecord>,
+    /// `adminkubeconfig` requests in flight: gardener-apiserver signs each on its own CPUs, and
+    /// a request given up on is still signed.
+    signing: Arc<WriteLimit>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -94,6 +109,7 @@ impl Reconciler {
             ctx,
             policy,
             metrics,
+            signing: WriteLimit::new(SIGNING_LIMIT),
         }
     }
 }
@@ -250,14 +266,29 @@ async fn apply(
         }
         RotationDecision::Rotate(cause) => {
             let shoot = gc.spec.shoot.name.clone();
-            let issued = match issue_admin_kubeconfig(
+            let permit = reconciler.signing.acquire().await;
+            let sent = std::time::Instant::now();
+            let issued = issue_admin_kubeconfig(
                 &reconciler.ctx.gardener,
                 &reconciler.ctx.gardener_namespace,
                 &shoot,
                 reconciler.policy.expiration_seconds(),
             )
-            .await
-            {
+            .await;
+            permit.finish(match &issued {
+                Ok(_) => WriteOutcome::Answered(sent.elapsed()),
+                Err(IssueError::Refused { source, .. })
+                    if crate::runtime::classify::classify(source) == ApiErrorKind::Busy =>
+                {
+                    reconciler
+                        .ctx
+                        .metrics
+                        .count_gardener_busy("adminkubeconfig");
+                    WriteOutcome::Busy
+                }
+                Err(_) => WriteOutcome::Other,
+            });
+            let issued = match issued {
                 Ok(k) => k,
                 Err(e) => {
                     let msg = e.to_string();

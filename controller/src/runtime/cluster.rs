@@ -1,6 +1,7 @@
 //! After the Shoot is reconciled: the GardenerCluster (and so the admin kubeconfig Secret the
 //! GardenerCluster reconciler maintains), then OIDC and administrators in the new cluster
-//! through that kubeconfig (upstream `sFnHandleKubeconfig`, `sFnConfigureOidc`,
+//! through that kubeconfig, after the `kyma-system` namespace and the `kyma-provisioning-info`
+//! ConfigMap (upstream `sFnHandleKubeconfig`, `sFnCreateKymaNamespace`, `sFnConfigureSKR`,
 //! `sFnApplyClusterRoleBindings`).
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use kube::{Api, ResourceExt};
 use super::classify::{self, ApiErrorKind};
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler, admins, oidc};
+use super::{Error, Reconciler, admins, kyma_system, oidc};
 
 /// Time allowed for all calls into the new cluster in one reconcile.
 const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -147,7 +148,42 @@ pub async fn after_provisioned(
         }
     };
 
+    if let Some(action) = runtime_cluster_step(
+        draft,
+        condition::KYMA_SYSTEM_NS_CREATED,
+        reason::KYMA_SYSTEM_NS_ERROR,
+        "failed to create kyma-system namespace",
+        kyma_system::apply_namespace(&runtime_client),
+    )
+    .await
+    {
+        return Ok(action);
+    }
+    draft.set(
+        condition::KYMA_SYSTEM_NS_CREATED,
+        CondStatus::True,
+        reason::KYMA_SYSTEM_NS_READY,
+        "Creation of kyma-system Namespace",
+    );
+
+    if reconciler.ctx.settings.runtime.bootstrapper.enabled
+        && let Some(action) = bootstrap(reconciler, &runtime_client, draft).await
+    {
+        return Ok(action);
+    }
+
     draft.remove(condition::LEGACY_OIDC_CONFIGURED);
+    if let Some(action) = runtime_cluster_step(
+        draft,
+        condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
+        reason::CONFIG_MAP_ERR,
+        "Failed to apply kyma-provisioning-info config map, scheduling for retry",
+        kyma_system::apply_provisioning_info(reconciler, &runtime_client, runtime, shoot),
+    )
+    .await
+    {
+        return Ok(action);
+    }
     if oidc::extension_enabled(shoot) {
         let default = serde_json::to_value(&reconciler.config.cluster.default_shared_ias_tenant)
             .map(oidc_spec_from_provider)
@@ -168,7 +204,7 @@ pub async fn after_provisioned(
             condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             CondStatus::True,
             reason::OIDC_AND_CONFIG_MAPS_CONFIGURED,
-            "OIDC configuration completed",
+            "OIDC and kyma-provisioning-info configuration completed",
         );
     } else {
         draft.set(
@@ -194,7 +230,7 @@ pub async fn after_provisioned(
         condition::CONFIGURED,
         CondStatus::True,
         reason::ADMINISTRATORS_CONFIGURED,
-        "Cluster admin configuration complete",
+        "Cluster admin configuration completed",
     );
     draft.state(RuntimeState::Ready);
     draft.provisioning_completed();
@@ -202,6 +238,95 @@ pub async fn after_provisioned(
     tracing::info!("Runtime is Ready");
     Ok(Action::await_change())
 }
+
+/// The runtime bootstrapper (upstream `sFnInitializeRuntimeBootstrapper`): the configuration
+/// copied, the manifests applied when the Deployment is missing or of another version, and
+/// the Runtime kept `Pending` (retried every [`BOOTSTRAP_RETRY`]) until the Deployment is ready;
+/// `None` when it is.
+async fn bootstrap(
+    reconciler: &Reconciler,
+    runtime_client: &kube::Client,
+    draft: &mut StatusDraft,
+) -> Option<Action> {
+    use crate::bootstrapper::{BootstrapError, apply_manifests, configure, installation};
+    use kim_shared::bootstrapper::{Status, condition_for};
+    let kcp = &reconciler.ctx.kcp;
+    let ns = &reconciler.ctx.settings.namespace;
+    let s = &reconciler.ctx.settings.runtime.bootstrapper;
+    let pending = |draft: &mut StatusDraft, reason: &str, message: &str| {
+        draft.set(
+            condition::RUNTIME_BOOTSTRAPPER_READY,
+            CondStatus::False,
+            reason,
+            message,
+        );
+        draft.state(RuntimeState::Pending);
+        Some(Action::requeue(BOOTSTRAP_RETRY))
+    };
+    let result = tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, async {
+        configure(kcp, ns, runtime_client, s).await?;
+        let (status, manifests) = installation(kcp, ns, runtime_client, s).await?;
+        let applied = match status {
+            Status::NotStarted | Status::UpgradeNeeded => {
+                Some(apply_manifests(runtime_client, &manifests).await)
+            }
+            _ => None,
+        };
+        Ok::<_, BootstrapError>((status, applied))
+    })
+    .await;
+    let (status, applied) = match result {
+        Err(_) => {
+            return pending(
+                draft,
+                reason::RUNTIME_BOOTSTRAPPER_STATUS_UNKNOWN,
+                "Runtime bootstrapper status check failed",
+            );
+        }
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "runtime bootstrapper");
+            return match e {
+                BootstrapError::Configure(_) => pending(
+                    draft,
+                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURATION_FAILED,
+                    "Failed to copy configuration to the runtime cluster",
+                ),
+                _ => pending(
+                    draft,
+                    reason::RUNTIME_BOOTSTRAPPER_STATUS_UNKNOWN,
+                    "Runtime bootstrapper status check failed",
+                ),
+            };
+        }
+        Ok(Ok(r)) => r,
+    };
+    let apply_failed = match &applied {
+        Some(Err(e)) => {
+            tracing::info!(error = %e, "runtime bootstrapper manifests");
+            true
+        }
+        _ => false,
+    };
+    let (type_, cond_status, cond_reason, message) = condition_for(status, apply_failed);
+    match status {
+        Status::Ready => {
+            draft.set(type_, CondStatus::True, cond_reason, message);
+            None
+        }
+        Status::Failed => {
+            draft.set(type_, CondStatus::False, cond_reason, message);
+            draft.state(RuntimeState::Failed);
+            Some(Action::requeue(PERMANENT_RETRY))
+        }
+        _ => {
+            debug_assert_eq!(cond_status, "False");
+            pending(draft, cond_reason, message)
+        }
+    }
+}
+
+/// How often an unfinished runtime bootstrapper installation is looked at again (upstream's).
+const BOOTSTRAP_RETRY: Duration = Duration::from_secs(30);
 
 /// The config's OIDC provider (camelCase JSON) as an `OpenIDConnect` spec.
 fn oidc_spec_from_provider(v: serde_json::Value) -> serde_json::Value {

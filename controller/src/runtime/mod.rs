@@ -6,11 +6,13 @@
 //! progress comes from events. Shoots and GardenerClusters are read from the watch caches:
 //! a Ready Runtime costs no Gardener request.
 
+pub mod acl;
 pub mod admins;
 pub mod classify;
 pub mod cluster;
 pub mod delete;
 pub mod full_update;
+pub mod kyma_system;
 pub mod oidc;
 pub mod reconcile;
 pub mod requeue;
@@ -39,6 +41,7 @@ use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
 
+use crate::gardener::limit::{WriteLimit, WriteLimitSettings};
 use crate::records::{Backoff, Records};
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
@@ -100,6 +103,17 @@ struct RuntimeRecord {
     /// (generation, until): no Gardener write for this generation before then, after a
     /// permanent error.
     backed_off: Option<(i64, Instant)>,
+    /// Consecutive "try later" or transient answers to this Runtime's Gardener writes.
+    refused: u32,
+    /// No Gardener write before then (after a refusal, see [`requeue::BUSY_BACKOFF`]).
+    busy_until: Option<Instant>,
+    /// A Shoot create got no answer: look for the Shoot before creating it again.
+    create_unsure: bool,
+    /// (generation, when): the objects the Shoot references were written for this generation.
+    references: Option<(i64, Instant)>,
+    /// When we created the Shoot: until the watch shows it, another create would only be
+    /// refused (after passing through Gardener's admission once more).
+    created: Option<Instant>,
 }
 
 /// State of the Runtime reconciler.
@@ -117,6 +131,8 @@ pub struct Reconciler {
     /// Runtimes whose record has `scheduled` set.
     scheduled: AtomicUsize,
     in_flight: AtomicUsize,
+    /// Shoot creates in flight across all Runtimes, adapted to Gardener's answers.
+    create_limit: Arc<WriteLimit>,
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
@@ -162,6 +178,22 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .reflect(gc_writer)
     .touched_objects();
 
+    let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
+        tokio::spawn(acl::watch_config_map(
+            ctx.clone(),
+            rt_store.clone(),
+            shutdown.clone(),
+        ))
+    });
+    let bootstrapper_watch = ctx.settings.runtime.bootstrapper.enabled.then(|| {
+        tokio::spawn(crate::bootstrapper::watch_config(
+            ctx.kcp.clone(),
+            ctx.settings.namespace.clone(),
+            ctx.settings.runtime.bootstrapper.clone(),
+            rt_store.clone(),
+            shutdown.clone(),
+        ))
+    });
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
@@ -171,7 +203,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
+        create_limit: WriteLimit::new(WriteLimitSettings::default()),
     });
+    reconciler.publish_create_limit();
     let shoot_records = records.clone();
     let gc_records = records;
     let ns_shoot = ns.clone();
@@ -199,6 +233,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
+    for task in [acl_watch, bootstrapper_watch].into_iter().flatten() {
+        // They end on `shutdown` too; a panic in one is already logged.
+        let _ = task.await;
+    }
     tracing::info!("runtime reconciler stopped");
 }
 
@@ -255,6 +293,7 @@ async fn reconcile(runtime: Arc<Runtime>, reconciler: Arc<Reconciler>) -> Result
         Err(e) => match e.kind() {
             classify::ApiErrorKind::Conflict => "conflict",
             classify::ApiErrorKind::Transient => "transient",
+            classify::ApiErrorKind::Busy => "busy",
             _ => "error",
         },
     };
@@ -317,7 +356,7 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, reconciler: Arc<Reconciler>)
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
-            let delay = BACKOFF.delay(failures);
+            let delay = BACKOFF.jittered(failures, rand::random::<f64>());
             if kind == classify::ApiErrorKind::Permanent {
                 tracing::error!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
             } else {
@@ -388,8 +427,16 @@ impl Reconciler {
     }
 
     /// Creates or updates a ConfigMap in the Gardener project namespace by server-side apply.
+    /// One that already holds the same YAML documents is left alone: upstream's serialiser
+    /// quotes differently (`""` where ours writes `''`), and rewriting the structured-auth
+    /// ConfigMap of every Shoot upstream created would change its content for nothing.
     pub async fn apply_config_map(&self, cm: &ConfigMap) -> Result<(), kube::Error> {
         let name = cm.name_any();
+        if let Some(live) = self.config_maps_api().get_opt(&name).await?
+            && same_yaml_data(live.data.as_ref(), cm.data.as_ref())
+        {
+            return Ok(());
+        }
         let mut body = serde_json::to_value(cm).unwrap_or_default();
         body["apiVersion"] = json!("v1");
         body["kind"] = json!("ConfigMap");
@@ -423,6 +470,97 @@ impl Reconciler {
                 record.backed_off = Some((g, Instant::now() + period))
             });
         }
+    }
+
+    /// Remaining hold after Gardener refused one of this Runtime's writes.
+    fn busy_hold(&self, runtime: &Runtime) -> Option<Duration> {
+        let until = self.record(runtime, |record| record.busy_until)?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// Gardener refused a write of this Runtime with "try later" (or a transient error): one
+    /// more refusal, and the hold until the next attempt, which is returned.
+    fn gardener_refused(&self, runtime: &Runtime) -> Duration {
+        self.record(runtime, |record| {
+            record.refused = record.refused.saturating_add(1);
+            let wait = requeue::BUSY_BACKOFF.jittered(record.refused, rand::random::<f64>());
+            record.busy_until = Some(Instant::now() + wait);
+            wait
+        })
+    }
+
+    /// Gardener answered a write of this Runtime: the backoff starts from the beginning.
+    fn gardener_answered(&self, runtime: &Runtime) {
+        self.record(runtime, |record| {
+            record.refused = 0;
+            record.busy_until = None;
+            record.create_unsure = false;
+        });
+    }
+
+    /// Whether to look for the Shoot before creating it: a create got no answer, or one
+    /// succeeded longer than [`requeue::CREATED_WATCH_WAIT`] ago and the watch has not shown
+    /// the Shoot yet.
+    fn create_unsure(&self, runtime: &Runtime) -> bool {
+        self.record(runtime, |record| {
+            record.create_unsure || record.created.is_some()
+        })
+    }
+
+    /// Time left to wait for the watch event of a Shoot we created.
+    fn awaiting_created(&self, runtime: &Runtime) -> Option<Duration> {
+        let created = self.record(runtime, |record| record.created)?;
+        (created + requeue::CREATED_WATCH_WAIT).checked_duration_since(Instant::now())
+    }
+
+    fn shoot_created(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.created = Some(Instant::now()));
+    }
+
+    fn set_create_unsure(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.create_unsure = true);
+    }
+
+    /// Whether the objects the Shoot references were written for the current generation.
+    fn references_written(&self, runtime: &Runtime) -> bool {
+        let generation = runtime.metadata.generation;
+        self.record(runtime, |record| {
+            record
+                .references
+                .is_some_and(|(g, _)| Some(g) == generation)
+        })
+    }
+
+    fn references_applied(&self, runtime: &Runtime) {
+        if let Some(g) = runtime.metadata.generation {
+            self.record(runtime, |record| {
+                record.references = Some((g, Instant::now()))
+            });
+        }
+    }
+
+    fn forget_references(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.references = None);
+    }
+
+    /// Time left until the referenced objects written for this generation have existed for
+    /// [`requeue::REFERENCES_LEAD`].
+    fn references_settling(&self, runtime: &Runtime) -> Option<Duration> {
+        let generation = runtime.metadata.generation;
+        let written = self.record(runtime, |record| record.references)?;
+        if Some(written.0) != generation {
+            return None;
+        }
+        (written.1 + requeue::REFERENCES_LEAD).checked_duration_since(Instant::now())
+    }
+
+    /// Publishes the create limit and the creates in flight.
+    fn publish_create_limit(&self) {
+        let m = &self.ctx.metrics;
+        m.shoot_create_limit
+            .set(i64::from(self.create_limit.limit()));
+        m.shoot_creates_in_flight
+            .set(i64::from(self.create_limit.in_flight()));
     }
 
     fn applied_generation(&self, runtime: &Runtime) -> Option<i64> {
@@ -570,9 +708,47 @@ impl Reconciler {
     }
 }
 
+/// Whether two ConfigMap `data` maps hold the same keys with equal texts or equal YAML
+/// documents.
+fn same_yaml_data(
+    a: Option<&std::collections::BTreeMap<String, String>>,
+    b: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    let parse = |text: &str| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).ok();
+    let empty = std::collections::BTreeMap::new();
+    let (a, b) = (a.unwrap_or(&empty), b.unwrap_or(&empty));
+    a.len() == b.len()
+        && a.iter().all(|(key, text)| {
+            b.get(key).is_some_and(|other| {
+                text == other || parse(text).is_some_and(|v| Some(v) == parse(other))
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_data_compares_documents_not_quoting() {
+        let map = |text: &str| {
+            std::collections::BTreeMap::from([("config.yaml".to_owned(), text.to_owned())])
+        };
+        let upstream = map(
+            "jwt:\n- claimMappings:\n    groups:\n      prefix: \"\"\n    username:\n      prefix: '-'\n",
+        );
+        let ours = map(
+            "jwt:\n- claimMappings:\n    groups:\n      prefix: ''\n    username:\n      prefix: '-'\n",
+        );
+        assert!(same_yaml_data(Some(&upstream), Some(&ours)));
+        let other = map("jwt:\n- claimMappings:\n    groups:\n      prefix: x\n");
+        assert!(!same_yaml_data(Some(&upstream), Some(&other)));
+        assert!(!same_yaml_data(None, Some(&ours)));
+        assert!(same_yaml_data(None, None));
+        let mut more = ours.clone();
+        more.insert("other".into(), "a".into());
+        assert!(!same_yaml_data(Some(&more), Some(&ours)));
+    }
 
     /// Parks 25 waiters (as many as `--runtime-ctrl-workers-cnt` in the crash test) on empty
     /// caches, fills them, and counts the waiters that finish.

@@ -3,7 +3,7 @@
 //! `Ready`. Each step records conditions in a [`StatusDraft`]; the caller writes it once.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
@@ -16,9 +16,10 @@ use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
-use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
+use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE, SLOT_WAIT};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, cluster, seed};
+use crate::gardener::limit::WriteOutcome;
 
 /// Does the non-deletion part of a reconcile.
 pub async fn apply(
@@ -141,14 +142,78 @@ async fn create_shoot(
         draft.state(RuntimeState::Failed);
         return Ok(Action::await_change());
     }
+    // Gardener said "try later" to this Runtime recently: no request before the hold ends.
+    if let Some(wait) = reconciler.busy_hold(runtime) {
+        return Ok(Action::requeue(wait));
+    }
+    // We created the Shoot and the watch has not shown it yet (it lags under load).
+    if let Some(wait) = reconciler.awaiting_created(runtime) {
+        draft.state(RuntimeState::Pending);
+        return Ok(Action::requeue(wait.min(RETRY)));
+    }
     let converted = match prepare(reconciler, runtime, None, draft).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
+    // The objects the Shoot references exist a while before the Shoot, so gardener-apiserver's
+    // admission finds them in its informer cache instead of reading them through its own
+    // rate-limited client.
+    if let Some(wait) = reconciler.references_settling(runtime) {
+        return Ok(Action::requeue(wait));
+    }
+    let Some(permit) = reconciler.create_limit.try_acquire() else {
+        reconciler.publish_create_limit();
+        return Ok(Action::requeue(
+            SLOT_WAIT.jittered(1, rand::random::<f64>()),
+        ));
+    };
+    reconciler.publish_create_limit();
+    let name = converted.shoot.name_any();
+    // A create that timed out may have been admitted after we stopped waiting: look first.
+    if reconciler.create_unsure(runtime) {
+        match reconciler.get_shoot_live(&name).await {
+            Ok(Some(shoot)) => {
+                permit.finish(WriteOutcome::Other);
+                reconciler.publish_create_limit();
+                tracing::info!(
+                    "Shoot exists (an earlier create was admitted); waiting for its watch event"
+                );
+                reconciler.gardener_answered(runtime);
+                draft.shoot(Some(&shoot));
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::Unknown,
+                    reason::SHOOT_CREATION_PENDING,
+                    "Shoot is pending",
+                );
+                draft.state(RuntimeState::Pending);
+                return Ok(Action::requeue(SAFETY_REQUEUE));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                permit.finish(outcome_of(&e));
+                reconciler.publish_create_limit();
+                return Ok(gardener_failure(
+                    reconciler,
+                    runtime,
+                    draft,
+                    reason::GARDENER_ERR,
+                    "Gardener API shoot get error",
+                    &e,
+                ));
+            }
+        }
+    }
     let api: Api<Shoot> = reconciler.shoots_api();
-    match api.create(&PostParams::default(), &converted.shoot).await {
+    let sent = Instant::now();
+    let created = api.create(&PostParams::default(), &converted.shoot).await;
+    match created {
         Ok(_) => {
+            permit.finish(WriteOutcome::Answered(sent.elapsed()));
+            reconciler.publish_create_limit();
             tracing::info!("Shoot created");
+            reconciler.gardener_answered(runtime);
+            reconciler.shoot_created(runtime);
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::Unknown,
@@ -159,6 +224,9 @@ async fn create_shoot(
             Ok(Action::requeue(SAFETY_REQUEUE))
         }
         Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {
+            permit.finish(WriteOutcome::Answered(sent.elapsed()));
+            reconciler.publish_create_limit();
+            reconciler.gardener_answered(runtime);
             // Our watch cache is behind (or a restart interrupted us after the create): the
             // Shoot exists; its watch event brings it.
             tracing::debug!("Shoot already exists; waiting for its watch event");
@@ -166,13 +234,38 @@ async fn create_shoot(
             Ok(Action::requeue(RETRY))
         }
         Err(e) => {
-            let action =
-                gardener_failure(draft, reason::GARDENER_ERR, "Gardener API create error", &e);
-            if classify::classify(&e) == ApiErrorKind::Permanent {
+            permit.finish(outcome_of(&e));
+            reconciler.publish_create_limit();
+            // No answer at all (a timeout, a broken connection): the create may have been
+            // admitted after all.
+            if !matches!(e, kube::Error::Api(_)) {
+                reconciler.set_create_unsure(runtime);
+            }
+            let kind = classify::classify(&e);
+            let action = gardener_failure(
+                reconciler,
+                runtime,
+                draft,
+                reason::GARDENER_ERR,
+                "Gardener API create error",
+                &e,
+            );
+            if kind == ApiErrorKind::Permanent {
                 reconciler.back_off(runtime, PERMANENT_RETRY);
+                // Write the referenced objects again before the next attempt: one of them may
+                // be what Gardener refused.
+                reconciler.forget_references(runtime);
             }
             Ok(action)
         }
+    }
+}
+
+/// What a create's answer tells the create limit.
+fn outcome_of(e: &kube::Error) -> WriteOutcome {
+    match classify::classify(e) {
+        ApiErrorKind::Busy => WriteOutcome::Busy,
+        _ => WriteOutcome::Other,
     }
 }
 
@@ -208,6 +301,8 @@ async fn check_seed(
             Some(Action::requeue(PERMANENT_RETRY))
         }
         Err(e) => Some(gardener_failure(
+            reconciler,
+            runtime,
             draft,
             reason::GARDENER_ERR,
             &format!("Failed to verify whether seed is available for the region {region}"),
@@ -217,15 +312,45 @@ async fn check_seed(
 }
 
 /// Sets a condition for a failed Gardener call and picks the requeue: transient errors keep
-/// the state `Pending`, permanent ones `Failed` (upstream: `Pending` for both).
-pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube::Error) -> Action {
+/// the state `Pending`, permanent ones `Failed` (upstream: `Pending` for both). "Try later"
+/// answers ([`ApiErrorKind::Busy`]) and other transient errors hold the Runtime's Gardener
+/// writes for a growing, jittered time ([`BUSY_BACKOFF`]); a busy Gardener gets the reason
+/// `GardenerBusy`.
+pub fn gardener_failure(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+    why: &str,
+    what: &str,
+    e: &kube::Error,
+) -> Action {
     let kind = classify::classify(e);
     let message = format!("{what}: {}", classify::message(e));
     match kind {
-        ApiErrorKind::Conflict
-        | ApiErrorKind::Transient
-        | ApiErrorKind::AlreadyExists
-        | ApiErrorKind::NotFound => {
+        ApiErrorKind::Busy | ApiErrorKind::Transient => {
+            let wait = reconciler.gardener_refused(runtime);
+            if kind == ApiErrorKind::Busy {
+                reconciler
+                    .ctx
+                    .metrics
+                    .count_gardener_busy(operation_of(what));
+                tracing::info!(error = %e, retry_in = ?wait, "{what}: Gardener is busy; retrying");
+                draft.set(
+                    condition::PROVISIONED,
+                    CondStatus::Unknown,
+                    reason::GARDENER_BUSY,
+                    format!("Gardener is busy, retrying: {message}"),
+                );
+            } else {
+                tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
+                draft.set(condition::PROVISIONED, CondStatus::Unknown, why, message);
+            }
+            if draft.current_state() != RuntimeState::Ready {
+                draft.state(RuntimeState::Pending);
+            }
+            Action::requeue(wait)
+        }
+        ApiErrorKind::Conflict | ApiErrorKind::AlreadyExists | ApiErrorKind::NotFound => {
             tracing::info!(error = %e, "{what}; retrying");
             draft.set(condition::PROVISIONED, CondStatus::Unknown, why, message);
             if draft.current_state() != RuntimeState::Ready {
@@ -242,6 +367,21 @@ pub fn gardener_failure(draft: &mut StatusDraft, why: &str, what: &str, e: &kube
     }
 }
 
+/// The `operation` label of `gardener_busy_total` for a failed call's description.
+fn operation_of(what: &str) -> &'static str {
+    if what.contains("create") && what.contains("config map") {
+        "config_map"
+    } else if what.contains("create") {
+        "create"
+    } else if what.contains("patch") || what.contains("update") {
+        "patch"
+    } else if what.contains("get") {
+        "get"
+    } else {
+        "other"
+    }
+}
+
 /// What creating and patching share before they write the Shoot: the conversion (an error
 /// fails the Runtime with `ConversionErr`), the structured-authentication ConfigMap the Shoot
 /// points to, and the hold after a recent permanent error for this generation (no hammering of
@@ -252,26 +392,56 @@ async fn prepare(
     live: Option<&Shoot>,
     draft: &mut StatusDraft,
 ) -> Result<kim_shared::convert::Converted, Action> {
-    let converted = match kim_shared::convert::to_shoot_with(
-        runtime,
-        &reconciler.config,
-        live,
-        &convert_options(reconciler),
-    ) {
-        Ok(c) => c,
+    let acl = match super::acl::addresses(reconciler, runtime).await {
+        Ok(acl) => acl,
+        Err(super::acl::AclError::Api { source, .. }) => {
+            return Err(gardener_failure(
+                reconciler,
+                runtime,
+                draft,
+                reason::CONVERSION_ERR,
+                "Failed to read the API server ACL ConfigMap",
+                &source,
+            ));
+        }
         Err(e) => {
-            return Err(conversion_failed(draft, &e));
+            // Not the Runtime's fault: looked at again once a minute, so the Runtime proceeds
+            // once the ConfigMap is right.
+            conversion_failed(draft, &e);
+            return Err(Action::requeue(PERMANENT_RETRY));
         }
     };
+    let opts = kim_shared::convert::ConvertOptions {
+        audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
+        network_restriction: reconciler.ctx.settings.runtime.network_restriction,
+        acl,
+        ..Default::default()
+    };
+    let converted =
+        match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(conversion_failed(draft, &e));
+            }
+        };
+    // Before a create, once per generation: a retried create reuses the ConfigMap already
+    // written (and does not reset its settling time).
     if let Some(cm) = &converted.structured_auth
-        && let Err(e) = reconciler.apply_config_map(cm).await
+        && (live.is_some() || !reconciler.references_written(runtime))
     {
-        return Err(gardener_failure(
-            draft,
-            reason::OIDC_CONFIGURATION_ERR,
-            "Failed to create structured authentication config map",
-            &e,
-        ));
+        if let Err(e) = reconciler.apply_config_map(cm).await {
+            return Err(gardener_failure(
+                reconciler,
+                runtime,
+                draft,
+                reason::OIDC_CONFIGURATION_ERR,
+                "Failed to create structured authentication config map",
+                &e,
+            ));
+        }
+        if live.is_none() {
+            reconciler.references_applied(runtime);
+        }
     }
     if let Some(wait) = reconciler.backoff_remaining(runtime) {
         return Err(Action::requeue(wait));
@@ -290,14 +460,6 @@ fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> 
     );
     draft.state(RuntimeState::Failed);
     Action::await_change()
-}
-
-/// The conversion options the controller's settings give.
-fn convert_options(reconciler: &Reconciler) -> kim_shared::convert::ConvertOptions {
-    kim_shared::convert::ConvertOptions {
-        audit_log_mandatory: reconciler.ctx.settings.runtime.audit_log_mandatory,
-        ..Default::default()
-    }
 }
 
 /// Reads the live Shoot as Gardener stores it (every field, with its resourceVersion), applies
@@ -479,7 +641,8 @@ fn patch_failure(
     what: &str,
     e: &kube::Error,
 ) -> Action {
-    match classify::classify(e) {
+    let kind = classify::classify(e);
+    match kind {
         ApiErrorKind::Conflict => {
             tracing::info!(error = %e, "conflict while writing the Shoot; retrying");
             draft.set(
@@ -491,16 +654,32 @@ fn patch_failure(
             draft.state(RuntimeState::Pending);
             Action::requeue(Duration::from_secs(1))
         }
-        ApiErrorKind::Transient => {
-            tracing::info!(error = %e, "{what}; retrying");
+        ApiErrorKind::Busy | ApiErrorKind::Transient => {
+            let wait = reconciler.gardener_refused(runtime);
+            let busy = kind == ApiErrorKind::Busy;
+            if busy {
+                reconciler.ctx.metrics.count_gardener_busy("patch");
+            }
+            tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::Unknown,
-                reason::PROCESSING,
-                format!("{what}: {}", classify::message(e)),
+                if busy {
+                    reason::GARDENER_BUSY
+                } else {
+                    reason::PROCESSING
+                },
+                if busy {
+                    format!(
+                        "Gardener is busy, retrying: {what}: {}",
+                        classify::message(e)
+                    )
+                } else {
+                    format!("{what}: {}", classify::message(e))
+                },
             );
             draft.state(RuntimeState::Pending);
-            Action::requeue(RETRY)
+            Action::requeue(wait)
         }
         _ => {
             tracing::warn!(error = %e, "{what}");
@@ -559,6 +738,18 @@ fn follow_last_operation(
         .unwrap_or_default();
     match op.state.as_str() {
         state::SUCCEEDED => {
+            // A Ready Runtime that already reports a finished provisioning keeps the reason it
+            // has: upstream never revisits Ready Runtimes, so after a take-over its last word
+            // ("Shoot patched without changes", or `ShootCreationCompleted` on a Shoot Gardener
+            // has reconciled since) still holds. Our own patches set the condition to Unknown
+            // first, so their outcome is still written below.
+            let finished = draft.current_state() == RuntimeState::Ready
+                && draft
+                    .condition(condition::PROVISIONED)
+                    .is_some_and(|c| c.status == CondStatus::True.as_str());
+            if finished {
+                return None;
+            }
             if creating {
                 draft.set(
                     condition::PROVISIONED,

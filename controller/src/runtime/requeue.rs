@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::records::Backoff;
+
 /// Requeue while something progresses without an event we watch (safety net only: Shoot and
 /// GardenerCluster changes arrive as events).
 pub const SAFETY_REQUEUE: Duration = Duration::from_secs(300);
@@ -9,3 +11,22 @@ pub const SAFETY_REQUEUE: Duration = Duration::from_secs(300);
 pub const RETRY: Duration = Duration::from_secs(5);
 /// Requeue after an error that needs a change of input (a spec change triggers earlier).
 pub const PERMANENT_RETRY: Duration = Duration::from_secs(60);
+/// Per-Runtime hold after Gardener said "try later" (or a transient error) to one of its
+/// writes: 2 s, 4 s ... capped at 60 s, with jitter so Runtimes refused together do not return
+/// together.
+pub const BUSY_BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(2),
+    cap: Duration::from_secs(60),
+};
+/// How long a Runtime waits for a free Shoot-create slot before it looks again (jittered
+/// between half and all of it).
+pub const SLOT_WAIT: Backoff = Backoff {
+    first: Duration::from_secs(2),
+    cap: Duration::from_secs(2),
+};
+/// How long the objects a Shoot references (the structured-authentication ConfigMap) exist
+/// before the Shoot is created, so gardener-apiserver's informer has seen them.
+pub const REFERENCES_LEAD: Duration = Duration::from_secs(1);
+/// How long a Runtime whose Shoot we created waits for the Shoot's watch event before it looks
+/// the Shoot up (instead of creating it again).
+pub const CREATED_WATCH_WAIT: Duration = Duration::from_secs(30);

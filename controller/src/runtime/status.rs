@@ -18,7 +18,8 @@ pub enum CondStatus {
 }
 
 impl CondStatus {
-    fn as_str(self) -> &'static str {
+    /// The condition's `status` string.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::True => "True",
             Self::False => "False",

@@ -5,7 +5,7 @@
 //! today (`auditLogAccessEnabled`, `enableNvidiaOpenshell`, `acl`, `dualStack`, `vpcNetwork`,
 //! `jwks`). Worker pools are Gardener's own [`Worker`] shape, embedded unchanged.
 
-use crate::gardener::common::{RawExtension, byte_string};
+use crate::gardener::common::{Quantity, RawExtension, byte_string};
 use crate::gardener::{ControlPlane, LastError, LastOperation, OidcConfig, Worker};
 use k8s_openapi::ByteString;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -35,20 +35,177 @@ pub struct RuntimeSpec {
     /// Whether the customer may read the runtime's audit logs (set by KEB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log_access_enabled: Option<bool>,
-    /// Image registry cache opt-in (set by the registry cache controller).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub image_registry_cache: Option<ImageRegistryCache>,
+    /// The registry caches of the runtime (written by the registry cache controller); the
+    /// conversion configures them in the Shoot's `registry-cache` extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_registry_cache: Option<ImageRegistryCaches>,
     /// Administrators and network filtering.
     pub security: Security,
     /// The cluster to create.
     pub shoot: RuntimeShoot,
 }
 
-/// `spec.imageRegistryCache`.
+/// `spec.imageRegistryCache`: a list of caches. Objects stored before the CRD took the list
+/// shape hold an object `{enabled: bool}` there, which the API server returns as an object
+/// (pruned by the new schema to `{}`), so decoding accepts both and keeps which one it read
+/// (see `docs/upstream-differences.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ImageRegistryCaches {
+    /// Today's shape: one entry per `RegistryCacheConfig` of the runtime.
+    List(Vec<ImageRegistryCache>),
+    /// The 2025 shape (any object), read from a stored object; it names no cache.
+    Legacy(LegacyImageRegistryCache),
+}
+
+impl ImageRegistryCaches {
+    /// The caches; none for the 2025 shape.
+    pub fn caches(&self) -> &[ImageRegistryCache] {
+        match self {
+            Self::List(caches) => caches,
+            Self::Legacy(_) => &[],
+        }
+    }
+}
+
+impl Serialize for ImageRegistryCaches {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::List(caches) => caches.serialize(s),
+            Self::Legacy(legacy) => legacy.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ImageRegistryCaches {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        // Decided by the JSON type, so that an error inside a list entry keeps its own message.
+        match serde_json::Value::deserialize(d)? {
+            value @ serde_json::Value::Array(_) => serde_json::from_value(value)
+                .map(Self::List)
+                .map_err(D::Error::custom),
+            value @ serde_json::Value::Object(_) => serde_json::from_value(value)
+                .map(Self::Legacy)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "spec.imageRegistryCache: expected a list of caches, found {other}"
+            ))),
+        }
+    }
+}
+
+impl JsonSchema for ImageRegistryCaches {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ImageRegistryCaches".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    // The CRD declares only today's list shape: new objects are written as lists.
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Vec<ImageRegistryCache>>::json_schema(generator)
+    }
+}
+
+/// The 2025 shape of `spec.imageRegistryCache`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct LegacyImageRegistryCache {
+    /// Whether the `registry-cache` extension was wanted; absent once the API server pruned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// `spec.imageRegistryCache[]`: one `RegistryCacheConfig` of the runtime.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 pub struct ImageRegistryCache {
-    /// Whether the `registry-cache` extension is configured on the shoot.
-    pub enabled: bool,
+    /// The cache's configuration.
+    pub config: RegistryCacheConfigSpec,
+    /// Name of the `RegistryCacheConfig`.
+    pub name: String,
+    /// Namespace of the `RegistryCacheConfig`.
+    pub namespace: String,
+    /// UID of the `RegistryCacheConfig`; keys the garden Secret with its credentials.
+    pub uid: String,
+}
+
+/// RegistryCacheConfigSpec defines the desired state of RegistryCacheConfig.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheConfigSpec {
+    /// GarbageCollection contains settings for the garbage collection of content from the cache.
+    /// Defaults to enabled garbage collection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_collection: Option<RegistryCacheGarbageCollection>,
+    /// HTTP contains settings for the HTTP server that hosts the registry cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<RegistryCacheHttp>,
+    /// Proxy contains settings for a proxy used in the registry cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<RegistryCacheProxy>,
+    /// RemoteURL is the remote registry URL, `<scheme><host>[:<port>]` with scheme `https://`
+    /// or `http://`; the host corresponds to `upstream`.
+    #[serde(rename = "remoteURL", default, skip_serializing_if = "Option::is_none")]
+    pub remote_url: Option<String>,
+    /// SecretReferenceName is the name of the reference for the Secret containing the upstream
+    /// registry credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_reference_name: Option<String>,
+    /// Upstream is the remote registry host to cache.
+    pub upstream: String,
+    /// Volume contains settings for the registry cache volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<RegistryCacheVolume>,
+}
+
+/// `config.garbageCollection`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct RegistryCacheGarbageCollection {
+    /// TTL is the time to live of a blob in the cache.
+    /// Set to 0s to disable the garbage collection.
+    /// Defaults to 168h (7 days).
+    #[schemars(extend("default" = "168h"))]
+    pub ttl: String,
+}
+
+/// `config.http`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct RegistryCacheHttp {
+    /// TLS indicates whether TLS is enabled for the HTTP server of the registry cache.
+    /// Defaults to true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<bool>,
+}
+
+/// `config.proxy`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheProxy {
+    /// HTTPProxy field represents the proxy server for HTTP connections which is used by the
+    /// registry cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_proxy: Option<String>,
+    /// HTTPSProxy field represents the proxy server for HTTPS connections which is used by the
+    /// registry cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_proxy: Option<String>,
+}
+
+/// `config.volume`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheVolume {
+    /// Size is the size of the registry cache volume.
+    /// Defaults to 10Gi.
+    /// This field is immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "10Gi"))]
+    pub size: Option<Quantity>,
+    /// StorageClassName is the name of the StorageClass used by the registry cache volume.
+    /// This field is immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
 }
 
 /// `spec.shoot`: the cluster to create.
@@ -171,16 +328,19 @@ pub enum ProviderType {
     Openstack,
     /// Alibaba Cloud.
     Alicloud,
+    /// Google Distributed Cloud Hosted.
+    Gdch,
 }
 
 impl ProviderType {
     /// Every provider type, in upstream's enum order.
-    pub const ALL: [ProviderType; 5] = [
+    pub const ALL: [ProviderType; 6] = [
         Self::Aws,
         Self::Azure,
         Self::Gcp,
         Self::Openstack,
         Self::Alicloud,
+        Self::Gdch,
     ];
 
     /// The JSON value, for example `aws`.
@@ -191,6 +351,7 @@ impl ProviderType {
             Self::Gcp => "gcp",
             Self::Openstack => "openstack",
             Self::Alicloud => "alicloud",
+            Self::Gdch => "gdch",
         }
     }
 }
@@ -268,6 +429,13 @@ pub struct Egress {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
+    /// Name of the AuditLog custom resource chosen for this Runtime.
+    #[serde(
+        rename = "auditLogCR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub audit_log_cr: Option<String>,
     /// List of status conditions, one per type (see [`crate::names::condition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::conditions_schema")]
@@ -317,6 +485,16 @@ impl RuntimeState {
 impl fmt::Display for RuntimeState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl RuntimeSpec {
+    /// The registry caches of `spec.imageRegistryCache`; none when the field is absent or holds
+    /// the 2025 object shape.
+    pub fn image_registry_caches(&self) -> &[ImageRegistryCache] {
+        self.image_registry_cache
+            .as_ref()
+            .map_or(&[], ImageRegistryCaches::caches)
     }
 }
 
@@ -428,5 +606,29 @@ mod tests {
         assert_eq!(oidc.jwks.as_ref().map(|j| j.0.as_slice()), Some(&b"{}"[..]));
         assert_eq!(oidc.oidc.client_id.as_deref(), Some("c"));
         pretty_assertions::assert_eq!(serde_json::to_value(&typed).expect("serializes"), spec);
+    }
+
+    #[test]
+    fn image_registry_cache_reads_the_list_and_the_2025_object() {
+        let read = |v: serde_json::Value| serde_json::from_value::<ImageRegistryCaches>(v);
+        let list = json!([{"name": "n", "namespace": "ns", "uid": "u",
+                           "config": {"upstream": "docker.io", "volume": {"size": "10Gi"}}}]);
+        let caches = read(list.clone()).expect("list");
+        assert_eq!(caches.caches()[0].config.upstream, "docker.io");
+        assert_eq!(serde_json::to_value(&caches).expect("serializes"), list);
+
+        // Stored in 2025, pruned by today's schema: any object is the 2025 shape.
+        for legacy in [json!({"enabled": true}), json!({})] {
+            let caches = read(legacy.clone()).expect("2025 shape");
+            assert!(caches.caches().is_empty());
+            assert!(matches!(caches, ImageRegistryCaches::Legacy(_)));
+            assert_eq!(serde_json::to_value(&caches).expect("serializes"), legacy);
+        }
+
+        let err = read(json!("docker.io")).expect_err("a string");
+        assert!(err.to_string().contains("spec.imageRegistryCache"), "{err}");
+        // An error inside an entry keeps serde's own message.
+        let err = read(json!([{"name": "n"}])).expect_err("an incomplete entry");
+        assert!(err.to_string().contains("missing field"), "{err}");
     }
 }

@@ -52,6 +52,20 @@ pub struct ConverterConfig {
     /// `converter.tolerations`: per region, the seed taints the region's Shoots tolerate.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tolerations: BTreeMap<String, Vec<Toleration>>,
+    /// `converter.networking`: what the landscape's infrastructure supports.
+    #[serde(default)]
+    pub networking: NetworkingConfig,
+}
+
+/// `converter.networking`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingConfig {
+    /// `enableDualStackIP`: the landscape supports dual-stack (IPv4 + IPv6) Shoots, so a
+    /// Runtime's `spec.shoot.networking.dualStack` is honoured on AWS and GCP. Off: every Shoot
+    /// is IPv4 only.
+    #[serde(default, rename = "enableDualStackIP")]
+    pub enable_dual_stack_ip: bool,
 }
 
 /// `converter.kubernetes`.
@@ -278,7 +292,7 @@ pub struct ConverterProviderConfig {
     /// `worker`: machine controller manager defaults of every worker pool.
     #[serde(default)]
     pub worker: WorkerDefaults,
-    /// `gdch`: read and kept, used once the provider type `gdch` exists.
+    /// `gdch`: the cloud profile and parent network of GDCH Shoots.
     #[serde(default)]
     pub gdch: GdchConverterConfig,
 }
@@ -361,6 +375,12 @@ pub struct MachineImageDefaults {
 pub struct GardenerConfig {
     /// `projectName`: Shoots live in namespace `garden-<projectName>`.
     pub project_name: String,
+    /// `enableCredentialBinding`: upstream writes `credentialsBindingName` when true and the
+    /// deprecated `secretBindingName` when false. Read for compatibility only: every Shoot
+    /// gets `credentialsBindingName` (the Gardener we target has removed `secretBindingName`),
+    /// and loading warns when it is set to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_credential_binding: Option<bool>,
 }
 
 impl GardenerConfig {

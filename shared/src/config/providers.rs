@@ -27,16 +27,19 @@ pub enum ProviderKind {
     Openstack,
     /// Alibaba Cloud, `alicloud`.
     Alicloud,
+    /// Google Distributed Cloud Hosted, `gdch`.
+    Gdch,
 }
 
 impl ProviderKind {
     /// Every provider, in declaration order.
-    pub const ALL: [ProviderKind; 5] = [
+    pub const ALL: [ProviderKind; 6] = [
         Self::Aws,
         Self::Azure,
         Self::Gcp,
         Self::Openstack,
         Self::Alicloud,
+        Self::Gdch,
     ];
 
     /// The provider type as written in the Runtime and the Shoot (`aws`).
@@ -47,11 +50,13 @@ impl ProviderKind {
             Self::Gcp => "gcp",
             Self::Openstack => "openstack",
             Self::Alicloud => "alicloud",
+            Self::Gdch => "gdch",
         }
     }
 
     /// The CloudProfile upstream KIM uses for this provider (`az` for azure,
-    /// `converged-cloud-kyma` for openstack), unless the configuration names another.
+    /// `converged-cloud-kyma` for openstack, `cat` for gdch), unless the configuration names
+    /// another.
     pub fn default_cloud_profile_name(&self) -> &'static str {
         match self {
             Self::Aws => "aws",
@@ -59,6 +64,7 @@ impl ProviderKind {
             Self::Gcp => "gcp",
             Self::Openstack => "converged-cloud-kyma",
             Self::Alicloud => "alicloud",
+            Self::Gdch => "cat",
         }
     }
 }
@@ -71,7 +77,7 @@ impl fmt::Display for ProviderKind {
 
 /// A provider type that is not one of [`ProviderKind::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown provider type `{0}`; expected one of aws, azure, gcp, openstack, alicloud")]
+#[error("unknown provider type `{0}`; expected one of aws, azure, gcp, openstack, alicloud, gdch")]
 pub struct UnknownProvider(pub String);
 
 impl FromStr for ProviderKind {
@@ -121,6 +127,7 @@ struct ProvidersByName {
     gcp: Option<ProviderConfig>,
     openstack: Option<ProviderConfig>,
     alicloud: Option<ProviderConfig>,
+    gdch: Option<ProviderConfig>,
 }
 
 fn providers_by_name<'de, D: serde::Deserializer<'de>>(
@@ -133,6 +140,7 @@ fn providers_by_name<'de, D: serde::Deserializer<'de>>(
         (ProviderKind::Gcp, p.gcp),
         (ProviderKind::Openstack, p.openstack),
         (ProviderKind::Alicloud, p.alicloud),
+        (ProviderKind::Gdch, p.gdch),
     ]
     .into_iter()
     .filter_map(|(kind, config)| config.map(|c| (kind, c)))

@@ -2,7 +2,7 @@
 //! broken live Shoot, the Shoot field) and says what would be valid; `docs/conversion.md` lists
 //! them with the validation rule that rejects the same Runtime at admission.
 
-use super::provider::zones::{MAX_NODES_PREFIX, MAX_ZONES, MIN_NODES_PREFIX};
+use super::provider::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};
 
 /// A Runtime the conversion cannot turn into a Shoot.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -56,7 +56,7 @@ pub enum ConvertError {
     /// Too few or too many distinct zones over all worker pools.
     #[error(
         "spec.shoot.provider.workers[0].zones: the worker pools (workers and additionalWorkers) \
-         use {count} distinct zones; {provider} needs {min} to {MAX_ZONES}"
+         use {count} distinct zones; {provider} needs {min} to {max}"
     )]
     ZoneCount {
         /// Provider type.
@@ -65,6 +65,8 @@ pub enum ConvertError {
         count: usize,
         /// Fewest zones the provider needs.
         min: usize,
+        /// Most zones the provider allows.
+        max: usize,
     },
 
     /// An Azure zone that is not a number from 1 to 8.
@@ -88,6 +90,19 @@ pub enum ConvertError {
         region: String,
     },
 
+    /// A registry cache with credentials whose garden Secret is not synchronised yet; nothing in
+    /// the Runtime is at fault, the conversion succeeds once the Secret is there.
+    #[error(
+        "spec.imageRegistryCache[{index}].config.secretReferenceName: the garden Secret with the \
+         credentials of registry cache {uid} is not there yet; the Shoot is updated once it is"
+    )]
+    RegistryCacheSecret {
+        /// Position of the cache in `spec.imageRegistryCache`.
+        index: usize,
+        /// The cache's UID.
+        uid: String,
+    },
+
     /// The live Shoot lacks what a patch needs; nothing in the Runtime is at fault.
     #[error("live Shoot {field}: {message}")]
     LiveShoot {
@@ -100,7 +115,8 @@ pub enum ConvertError {
 
 impl ConvertError {
     /// The Runtime field at fault, as a validation `Violation` names it; `None` for
-    /// [`ConvertError::LiveShoot`], where the live Shoot is at fault.
+    /// [`ConvertError::LiveShoot`], where the live Shoot is at fault, and for
+    /// [`ConvertError::RegistryCacheSecret`], where a Secret is not synchronised yet.
     pub fn runtime_field(&self) -> Option<String> {
         Some(match self {
             Self::MissingLabel { label } => format!("metadata.labels[{label}]"),
@@ -112,7 +128,7 @@ impl ConvertError {
             Self::ZoneCount { .. } => "spec.shoot.provider.workers[0].zones".to_owned(),
             Self::AzureZone { field, .. } => field.clone(),
             Self::AuditLogTenant { .. } => "spec.shoot.region".to_owned(),
-            Self::LiveShoot { .. } => return None,
+            Self::LiveShoot { .. } | Self::RegistryCacheSecret { .. } => return None,
         })
     }
 }

@@ -1,17 +1,18 @@
 //! `spec.extensions`.
 //!
-//! Create writes, in upstream's order: networking filter, cert, DNS, OIDC, audit log (with a
-//! tenant), ACL (when managed and requested), NVIDIA OpenShell (when enabled); the registry
-//! cache never on create. Patch starts from the live list and only replaces or appends the
-//! extensions it manages (audit log, networking filter, registry cache, ACL, NVIDIA); cert, DNS,
-//! OIDC and foreign extensions stay as they are.
+//! Create writes, in upstream's order: networking filter (with network restrictions on), cert,
+//! DNS, OIDC, audit log (with a tenant), ACL (when managed and requested), NVIDIA OpenShell
+//! (when enabled); the registry cache never on create. Patch starts from the live list and only
+//! replaces, appends or removes the extensions it manages (audit log, networking filter,
+//! registry cache, ACL, NVIDIA): the registry cache is removed when no longer asked for (upstream's
+//! remove strategy), ACL and NVIDIA are switched off (`disabled: true`), the others are kept;
+//! cert, DNS, OIDC and foreign extensions stay as they are.
 
-use super::Input;
-use crate::api::ProviderType;
+use super::{ConvertError, Input};
+use crate::api::{ProviderType, Runtime};
 use crate::config::AuditLogTenant;
 use crate::gardener::shoot::Extension;
 use crate::gardener::{RawExtension, Shoot};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Extension types, as Gardener's ControllerRegistrations name them.
@@ -21,7 +22,6 @@ pub(crate) mod types {
     pub const DNS: &str = "shoot-dns-service";
     pub const OIDC: &str = "shoot-oidc-service";
     pub const AUDITLOG: &str = "shoot-auditlog-service";
-    pub const REGISTRY_CACHE: &str = "registry-cache";
     pub const ACL: &str = "acl";
     pub const NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
 }
@@ -29,62 +29,6 @@ pub(crate) mod types {
 /// Name of the `spec.resources` entry holding the audit-log credentials; the audit-log
 /// extension's `secretReferenceName`.
 pub(crate) const AUDITLOG_CREDENTIALS: &str = "auditlog-credentials";
-
-/// One registry cache of the `registry-cache` extension (`registry.extensions.gardener.cloud/
-/// v1alpha3` `RegistryConfig.caches[]`), as configured in the runtime's cluster.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCache {
-    /// The registry to cache, e.g. `docker.io` (no scheme).
-    pub upstream: String,
-    /// URL of the registry, default `https://<upstream>`.
-    #[serde(rename = "remoteURL", default, skip_serializing_if = "Option::is_none")]
-    pub remote_url: Option<String>,
-    /// The cache volume.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume: Option<RegistryCacheVolume>,
-    /// Garbage collection of cached images.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub garbage_collection: Option<RegistryCacheGarbageCollection>,
-    /// Name of the `spec.resources` entry with the upstream credentials.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_reference_name: Option<String>,
-    /// Proxy for the connection to the upstream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<RegistryCacheProxy>,
-}
-
-/// `caches[].volume`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCacheVolume {
-    /// Size, e.g. `10Gi`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<String>,
-    /// Storage class of the volume.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class_name: Option<String>,
-}
-
-/// `caches[].garbageCollection`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct RegistryCacheGarbageCollection {
-    /// Time to live of cached images, e.g. `168h`; `0s` switches collection off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<String>,
-}
-
-/// `caches[].proxy`.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCacheProxy {
-    /// HTTP proxy URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_proxy: Option<String>,
-    /// HTTPS proxy URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub https_proxy: Option<String>,
-}
 
 fn extension(type_: &str, disabled: Option<bool>, config: Option<Value>) -> Extension {
     Extension {
@@ -158,40 +102,37 @@ fn auditlog_config(tenant: &AuditLogTenant) -> Value {
     })
 }
 
-/// `registry-cache`, enabled with the given caches.
-fn registry_cache(caches: &[RegistryCache]) -> Extension {
-    // Serializing plain strings cannot fail; an empty list would be rejected by the extension.
-    let caches = serde_json::to_value(caches).unwrap_or_else(|_| json!([]));
-    extension(
-        types::REGISTRY_CACHE,
-        Some(false),
-        Some(json!({
-            "apiVersion": "registry.extensions.gardener.cloud/v1alpha3",
-            "kind": "RegistryConfig",
-            "caches": caches,
-        })),
-    )
-}
-
-/// `acl` for the Runtime's allowed CIDRs, when managed and requested: only AWS and Azure
-/// support it. `None` when the Runtime asks for no ACL.
-fn acl(input: &Input<'_>) -> Option<Extension> {
-    let addresses = input.opts.acl.as_ref()?;
-    let allowed: &[String] = input
-        .shoot()
+/// `spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs`, empty when unset.
+fn allowed_cidrs(rt: &Runtime) -> &[String] {
+    rt.spec
+        .shoot
         .kubernetes
         .as_ref()
         .and_then(|k| k.kube_api_server.as_ref())
         .and_then(|a| a.acl.as_ref())
         .and_then(|a| a.allowed_cidrs.as_deref())
-        .unwrap_or_default();
-    let supported = matches!(
-        input.shoot().provider.type_,
+        .unwrap_or_default()
+}
+
+/// Whether the Runtime asks for a kube-apiserver ACL that the `acl` extension can enforce:
+/// allowed CIDRs on AWS or Azure (upstream's `AclNeedsToBeEnabled` without its flag). Only
+/// for such a Runtime are the [`super::AclAddresses`] needed.
+pub fn acl_requested(rt: &Runtime) -> bool {
+    matches!(
+        rt.spec.shoot.provider.type_,
         ProviderType::Aws | ProviderType::Azure
-    );
-    if !supported || allowed.is_empty() {
+    ) && !allowed_cidrs(rt).is_empty()
+}
+
+/// `acl` for the Runtime's allowed CIDRs, when managed and requested: the Runtime's CIDRs, the
+/// operators' and the KCP's NAT address, in upstream's order. `None` when the Runtime asks for
+/// no ACL.
+fn acl(input: &Input<'_>) -> Option<Extension> {
+    let addresses = input.opts.acl.as_ref()?;
+    if !acl_requested(input.rt) {
         return None;
     }
+    let allowed = allowed_cidrs(input.rt);
     let cidrs: Vec<&str> = allowed
         .iter()
         .chain(&addresses.operator_cidrs)
@@ -209,18 +150,13 @@ fn nvidia_enabled(input: &Input<'_>) -> bool {
     input.shoot().enable_nvidia_openshell == Some(true)
 }
 
-fn image_registry_cache_enabled(input: &Input<'_>) -> bool {
-    input
-        .rt
-        .spec
-        .image_registry_cache
-        .as_ref()
-        .is_some_and(|c| c.enabled)
-}
-
 /// The extensions of a new Shoot.
 pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
-    let mut list = vec![networking_filter(input), cert(), dns(input), oidc()];
+    let mut list = Vec::new();
+    if input.opts.network_restriction {
+        list.push(networking_filter(input));
+    }
+    list.extend([cert(), dns(input), oidc()]);
     if let Some(tenant) = input.audit {
         list.push(extension(
             types::AUDITLOG,
@@ -248,16 +184,12 @@ fn find<'a>(list: &'a [Extension], type_: &str) -> Option<&'a Extension> {
     list.iter().find(|e| e.type_ == type_)
 }
 
-/// Re-emits a live extension switched off, keeping its configuration.
-fn disabled(live: &Extension) -> Extension {
-    Extension {
-        disabled: Some(true),
-        ..live.clone()
-    }
-}
-
 /// The extensions of an update: the live list with the managed extensions replaced or added.
-pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
+pub(super) fn patch(
+    input: &Input<'_>,
+    live: &Shoot,
+    shoot: &mut Shoot,
+) -> Result<(), ConvertError> {
     let mut list = live.spec.extensions.clone().unwrap_or_default();
 
     if let Some(tenant) = input.audit {
@@ -277,22 +209,11 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
         }
     }
 
-    upsert(&mut list, networking_filter(input));
-
-    let live_cache = find(&list, types::REGISTRY_CACHE).cloned();
-    match (
-        image_registry_cache_enabled(input),
-        input.opts.registry_caches.as_deref(),
-    ) {
-        (true, Some(caches)) if !caches.is_empty() => upsert(&mut list, registry_cache(caches)),
-        // Caches unknown: whoever configured the live extension knows them; keep it.
-        (true, None) => {}
-        _ => {
-            if let Some(live) = &live_cache {
-                upsert(&mut list, disabled(live));
-            }
-        }
+    if input.opts.network_restriction {
+        upsert(&mut list, networking_filter(input));
     }
+
+    super::registry_cache::apply(super::registry_cache::desired(input)?, &mut list);
 
     if input.opts.acl.is_some() {
         match acl(input) {
@@ -318,4 +239,5 @@ pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
     }
 
     shoot.spec.extensions = Some(list);
+    Ok(())
 }

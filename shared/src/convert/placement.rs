@@ -26,6 +26,7 @@ pub(super) fn kind(t: ProviderType) -> ProviderKind {
         ProviderType::Gcp => ProviderKind::Gcp,
         ProviderType::Openstack => ProviderKind::Openstack,
         ProviderType::Alicloud => ProviderKind::Alicloud,
+        ProviderType::Gdch => ProviderKind::Gdch,
     }
 }
 
@@ -44,11 +45,20 @@ pub(super) fn seed_selector(input: &Input<'_>, shoot: &mut Shoot) {
 }
 
 /// `cloudProfile{kind: CloudProfile, name}`; upstream's `cloudProfileName` is forbidden from
-/// Kubernetes 1.34. The name is upstream's per provider unless the configuration names another.
+/// Kubernetes 1.34. The name is upstream's per provider unless the configuration names another:
+/// `kim.providers.<p>.cloudProfileName`, for gdch also upstream's
+/// `converter.provider.gdch.cloudProfileName`.
 pub(super) fn cloud_profile(input: &Input<'_>, shoot: &mut Shoot) {
-    let name = input
+    let kind = kind(input.shoot().provider.type_);
+    let gdch = &input.cfg.converter.provider.gdch.cloud_profile_name;
+    let own = input
         .cfg
-        .cloud_profile_name(kind(input.shoot().provider.type_));
+        .provider(kind)
+        .and_then(|p| p.cloud_profile_name.as_deref());
+    let name = match (kind, own) {
+        (ProviderKind::Gdch, None) if !gdch.is_empty() => gdch.as_str(),
+        _ => input.cfg.cloud_profile_name(kind),
+    };
     shoot.spec.cloud_profile = Some(CloudProfileReference {
         kind: Some("CloudProfile".to_owned()),
         name: name.to_owned(),

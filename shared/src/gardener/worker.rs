@@ -146,10 +146,95 @@ pub struct ClusterAutoscalerOptions {
     pub scale_down_utilization_threshold: Option<f64>,
 }
 
-/// `workers[].controlPlane`: only meaningful for self-hosted shoots. Upstream's Runtime CRD
-/// accepts an object here and keeps none of its fields; so does this type.
+/// `workers[].controlPlane`: ControlPlane specifies that the shoot cluster control plane
+/// components should be running in this worker pool. This is only relevant for self-hosted
+/// shoot clusters.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
-pub struct WorkerControlPlane {}
+pub struct WorkerControlPlane {
+    /// Backup holds the object store configuration for the backups of shoot (currently only
+    /// etcd). If it is not specified, then there won't be any backups taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<WorkerControlPlaneBackup>,
+    /// Exposure holds the exposure configuration for the shoot (either `extension` or `dns` or
+    /// omitted/empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposure: Option<WorkerControlPlaneExposure>,
+}
+
+/// `workers[].controlPlane.backup`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerControlPlaneBackup {
+    /// CredentialsRef is reference to a resource holding the credentials used for
+    /// authentication with the object store service where the backups are stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_ref: Option<CredentialsReference>,
+    /// Provider is a provider name. This field is immutable.
+    pub provider: String,
+    /// ProviderConfig is the configuration passed to BackupBucket resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<RawExtension>,
+    /// Region is a region name. This field is immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+}
+
+/// A Kubernetes `ObjectReference`, replaced as a whole by server-side apply.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct CredentialsReference {
+    /// API version of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// If referring to a piece of an object instead of an entire object, the field access
+    /// statement, such as `spec.containers{name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_path: Option<String>,
+    /// Kind of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Specific resourceVersion to which this reference is made, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// UID of the referent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// `workers[].controlPlane.exposure`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct WorkerControlPlaneExposure {
+    /// DNS specifies that this shoot will be exposed by DNS. Mutually exclusive with Extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsExposure>,
+    /// Extension holds the type and provider config of the exposure extension. Mutually
+    /// exclusive with DNS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<ExtensionExposure>,
+}
+
+/// `workers[].controlPlane.exposure.dns`: no settings (Gardener's type has none yet).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct DnsExposure {}
+
+/// `workers[].controlPlane.exposure.extension`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionExposure {
+    /// ProviderConfig holds the extension specific configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_config: Option<RawExtension>,
+    /// Type defines the type of the extension exposure. Defaults to `.spec.provider.type`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+}
 
 /// `workers[].cri`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -277,6 +362,10 @@ pub struct KubeletConfig {
     /// Resources reserved for Kubernetes components.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kube_reserved: Option<KubeletConfigReserved>,
+    /// Maximum number of image pulls in parallel; positive, not with `serializeImagePulls`.
+    /// Unset means no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_parallel_image_pulls: Option<i32>,
     /// Maximum number of pods per node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pods: Option<i32>,

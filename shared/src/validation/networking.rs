@@ -48,6 +48,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
             ),
         );
     }
+    dual_stack(ctx, f);
     let provider = ctx.rt.spec.shoot.provider.type_;
     let nodes = nodes?;
     if needs_zone_layout(provider)
@@ -89,7 +90,7 @@ fn pods_per_pool(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
 pub(crate) fn needs_zone_layout(p: ProviderType) -> bool {
     matches!(
         p,
-        ProviderType::Aws | ProviderType::Azure | ProviderType::Alicloud
+        ProviderType::Aws | ProviderType::Azure | ProviderType::Alicloud | ProviderType::Gdch
     )
 }
 
@@ -130,6 +131,43 @@ pub(crate) fn shoot_network(
         f.violation(field, format!("{value} overlaps {r}, which Gardener reserves; choose a range outside 240.0.0.0/8-244.0.0.0/8"));
     }
     Some(net)
+}
+
+/// `spec.shoot.networking.dualStack`: warns when it will not be honoured, as upstream silently
+/// makes such a Shoot IPv4 only, and when it changes on an existing cluster (only creation
+/// sets the IP families).
+fn dual_stack(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
+    const FIELD: &str = "spec.shoot.networking.dualStack";
+    let requested = ctx.rt.spec.shoot.networking.dual_stack;
+    let provider = ctx.rt.spec.shoot.provider.type_;
+    if let Some(old) = ctx.old {
+        let before = old.spec.shoot.networking.dual_stack;
+        if before.unwrap_or(false) != requested.unwrap_or(false) {
+            f.warning(
+                FIELD,
+                format_args!(
+                    "changes from {} to {}, which does not change the existing cluster: its IP families are set when it is created",
+                    before.unwrap_or(false),
+                    requested.unwrap_or(false)
+                ),
+            );
+        }
+        return;
+    }
+    if requested != Some(true) {
+        return;
+    }
+    if !crate::convert::supports_dual_stack(provider) {
+        f.warning(
+            FIELD,
+            format_args!("is ignored for {provider}: only aws and gcp clusters can be dual stack; the cluster is IPv4 only"),
+        );
+    } else if !ctx.cfg.converter.networking.enable_dual_stack_ip {
+        f.warning(
+            FIELD,
+            "is ignored: this landscape does not support dual stack (converter.networking.enableDualStackIP is off); the cluster is IPv4 only",
+        );
+    }
 }
 
 /// Whether two IPv4 networks share an address.

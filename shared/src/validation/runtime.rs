@@ -42,25 +42,7 @@ pub(crate) fn spec(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     workers::check(ctx, nodes, version, f);
     oidc::check(ctx, f);
     security::check(ctx, f);
-    registry_cache(ctx, f);
-}
-
-/// `spec.imageRegistryCache`: accepted, not applied.
-fn registry_cache(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
-    if ctx
-        .rt
-        .spec
-        .image_registry_cache
-        .as_ref()
-        .is_some_and(|c| c.enabled)
-    {
-        // The controller passes no caches to the conversion (`ConvertOptions::registry_caches`
-        // is `None`: they are defined in the runtime's cluster, which it does not read).
-        f.warning(
-            "spec.imageRegistryCache.enabled",
-            "configures no registry cache yet: the caches are defined in the runtime's cluster, which this infrastructure manager does not read; a registry-cache extension the Shoot already has is kept as it is",
-        );
-    }
+    super::registry_cache::check(ctx, f);
 }
 
 fn shoot_name(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
@@ -198,6 +180,7 @@ fn example_region(t: crate::api::ProviderType) -> &'static str {
         Gcp => "europe-west3",
         Openstack => "eu-de-1",
         Alicloud => "eu-central-1",
+        Gdch => "us-west16",
     }
 }
 

@@ -3,6 +3,7 @@
 use super::ValidationOutcome;
 use super::context::Ctx;
 use super::networking::acl_cidr;
+use crate::api::ProviderType;
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let security = &ctx.rt.spec.security;
@@ -49,12 +50,13 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         .and_then(|k| k.kube_api_server.as_ref())
         .and_then(|a| a.acl.as_ref())
         .and_then(|a| a.allowed_cidrs.as_ref());
-    if acl.is_some_and(|cidrs| !cidrs.is_empty()) {
-        // The controller passes no ACL addresses to the conversion (`ConvertOptions::acl`
-        // is `None`), so the `acl` extension is not managed.
+    let provider = ctx.rt.spec.shoot.provider.type_;
+    if acl.is_some_and(|cidrs| !cidrs.is_empty())
+        && !matches!(provider, ProviderType::Aws | ProviderType::Azure)
+    {
         f.warning(
             "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs",
-            "is not applied: this infrastructure manager does not manage the kube-apiserver ACL (Gardener's acl extension) yet, so the API server stays reachable from any address",
+            format_args!("is ignored for {provider}: only aws and azure clusters support the kube-apiserver ACL (Gardener's acl extension), so the API server stays reachable from any address"),
         );
     }
     for (i, cidr) in acl.into_iter().flatten().enumerate() {

@@ -95,6 +95,15 @@ pub(crate) fn check(
                 format!("{:?} is not supported; use containerd", cri.name),
             );
         }
+        kubelet(at, w, f);
+        if w.control_plane.is_some() {
+            // Gardener: a pool with `controlPlane` makes the Shoot self-hosted, and self-hosted
+            // Shoots must live in the `garden` namespace, never in a project's.
+            f.violation(
+                at.field("controlPlane"),
+                "is only for self-hosted shoots, which Gardener accepts only in the garden namespace; the infrastructure manager creates shoots in the project namespace, leave controlPlane out",
+            );
+        }
         if let Some(s) = &w.update_strategy
             && !matches!(
                 s.as_str(),
@@ -265,6 +274,7 @@ fn example_machine(t: ProviderType) -> &'static str {
         ProviderType::Gcp => "n2-standard-4",
         ProviderType::Openstack => "g_c4_m16",
         ProviderType::Alicloud => "ecs.g8i.xlarge",
+        ProviderType::Gdch => "n2-standard-4-gdc",
     }
 }
 
@@ -584,7 +594,7 @@ fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
         ProviderType::Aws | ProviderType::Openstack => {
             zone_suffix(zone, region).is_some_and(is_letter)
         }
-        ProviderType::Gcp => zone_suffix(zone, region)
+        ProviderType::Gcp | ProviderType::Gdch => zone_suffix(zone, region)
             .and_then(|s| s.strip_prefix('-'))
             .is_some_and(is_letter),
         ProviderType::Alicloud => {
@@ -599,6 +609,28 @@ fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
     })
 }
 
+/// `kubernetes.kubelet.maxParallelImagePulls`: positive, and not together with serialized
+/// image pulls (the kubelet then pulls one image at a time).
+fn kubelet(at: Item, w: &Worker, f: &mut ValidationOutcome) {
+    let Some(kubelet) = w.kubernetes.as_ref().and_then(|k| k.kubelet.as_ref()) else {
+        return;
+    };
+    let Some(n) = kubelet.max_parallel_image_pulls else {
+        return;
+    };
+    if n < 1 {
+        f.violation(
+            at.field("kubernetes.kubelet.maxParallelImagePulls"),
+            format!("{n} is not a positive number; leave it out for no limit"),
+        );
+    } else if kubelet.serialize_image_pulls == Some(true) {
+        f.violation(
+            at.field("kubernetes.kubelet.maxParallelImagePulls"),
+            "cannot be set while serializeImagePulls is true (one image at a time); set serializeImagePulls to false or leave maxParallelImagePulls out",
+        );
+    }
+}
+
 fn zone_suffix<'z>(zone: &'z str, region: &str) -> Option<&'z str> {
     zone.strip_prefix(region).filter(|_| !region.is_empty())
 }
@@ -610,7 +642,7 @@ fn is_letter(s: &str) -> bool {
 fn example_zone(t: ProviderType, region: &str) -> String {
     match t {
         ProviderType::Azure => "1".to_owned(),
-        ProviderType::Gcp => format!("{region}-a"),
+        ProviderType::Gcp | ProviderType::Gdch => format!("{region}-a"),
         ProviderType::Aws | ProviderType::Openstack | ProviderType::Alicloud => {
             format!("{region}a")
         }
@@ -633,6 +665,7 @@ fn zone_layout(
         ProviderType::Azure | ProviderType::Alicloud => {
             zones::eighths(nodes, all_zones.len()).map(drop)
         }
+        ProviderType::Gdch => zones::gdch(nodes, all_zones.len()).map(drop),
         ProviderType::Gcp | ProviderType::Openstack => Ok(()),
     };
     let why = match result {
@@ -642,8 +675,8 @@ fn zone_layout(
                 "a /{p} network cannot be split into zone subnets; use a prefix from /{MIN_NODES_PREFIX} to /{MAX_NODES_PREFIX}"
             )
         }
-        Err(ZoneSplitError::ZoneCount { count, min }) => {
-            format!("{count} zones cannot be laid out; {provider} needs {min} to {MAX_ZONES}")
+        Err(ZoneSplitError::ZoneCount { count, min, max }) => {
+            format!("{count} zones cannot be laid out; {provider} needs {min} to {max}")
         }
     };
     f.violation("spec.shoot.networking.nodes", format!("{nodes}: {why}"));

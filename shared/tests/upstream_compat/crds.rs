@@ -1,11 +1,12 @@
 //! Our CRDs accept everything upstream's CRDs accept.
 //!
-//! Reads every CRD in upstream's `config/crd/bases/` (the 2025 baseline) and walks its `openAPIV3Schema`
-//! next to ours: every field path upstream has must exist in ours with the same type (and
+//! Reads every CRD in `config/crd/bases/` of both upstream folders (the 2025 baseline
+//! `upstream/` and today's `upstream-2026-07/`) and walks its `openAPIV3Schema` next to ours: every field path upstream has must exist in ours with the same type (and
 //! format, int-or-string, preserve-unknown-fields, list type, validations), the same required
 //! fields and at least upstream's enum values. CRD names, scope, versions, subresources and
 //! printer columns must be the same. The few deliberate differences are listed in
-//! [`ALLOWED_DIFFERENCES`] and recorded in `docs/upstream-differences.md`.
+//! [`ALLOWED_DIFFERENCES`] and recorded in `docs/upstream-differences.md`; the baseline may
+//! differ where upstream itself changed a field since ([`BASELINE_CHANGED_UPSTREAM`]).
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +34,37 @@ const ALLOWED_DIFFERENCES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// `(CRD name, schema path, what differs)`: fields upstream changed after the 2025 baseline;
+/// ours follow today's upstream, so only the baseline comparison allows them.
+const BASELINE_CHANGED_UPSTREAM: &[(&str, &str, &str)] = &[
+    // An object `{enabled}` in 2025, a list of caches today. Objects stored in the 2025 shape
+    // are still read (docs/upstream-differences.md, "Objects stored in the 2025 shape").
+    (
+        "runtimes.infrastructuremanager.kyma-project.io",
+        ".spec.imageRegistryCache",
+        "type",
+    ),
+    (
+        "runtimes.infrastructuremanager.kyma-project.io",
+        ".spec.imageRegistryCache.enabled",
+        "missing",
+    ),
+    (
+        "runtimes.infrastructuremanager.kyma-project.io",
+        ".spec.imageRegistryCache",
+        "required",
+    ),
+];
+
+/// Which upstream folder a comparison reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Folder {
+    /// `upstream/`, the 2025 baseline.
+    Baseline,
+    /// `upstream-2026-07/`, upstream today.
+    Today,
+}
+
 /// Validation keywords that must be equal wherever upstream sets them.
 const SAME_IF_UPSTREAM_SETS: &[&str] = &[
     "format",
@@ -49,12 +81,16 @@ const SAME_IF_UPSTREAM_SETS: &[&str] = &[
     "anyOf",
 ];
 
-fn upstream_crd_dir() -> PathBuf {
-    crate::baseline().join("config/crd/bases")
+fn upstream_crd_dir(folder: Folder) -> PathBuf {
+    let root = match folder {
+        Folder::Baseline => crate::baseline(),
+        Folder::Today => crate::today(),
+    };
+    root.join("config/crd/bases")
 }
 
-fn upstream_crds() -> Vec<Value> {
-    let dir = upstream_crd_dir();
+fn upstream_crds(folder: Folder) -> Vec<Value> {
+    let dir = upstream_crd_dir(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("upstream CRDs expected in {}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
@@ -146,8 +182,9 @@ fn walk<'a>(schema: &'a Value, path: String, out: &mut BTreeMap<String, Node<'a>
     }
 }
 
-fn allowed(crd: &str, path: &str, what: &str) -> bool {
+fn allowed(folder: Folder, crd: &str, path: &str, what: &str) -> bool {
     ALLOWED_DIFFERENCES.contains(&(crd, path, what))
+        || (folder == Folder::Baseline && BASELINE_CHANGED_UPSTREAM.contains(&(crd, path, what)))
         || (what == "maxItems" && bounded_by_us(crd, path))
 }
 
@@ -167,7 +204,7 @@ fn bounded_by_us(crd: &str, path: &str) -> bool {
 }
 
 /// Every way `ours` accepts less than (or differs in shape from) `upstream`.
-fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
+fn compare_schemas(folder: Folder, crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
     let mut theirs_nodes = BTreeMap::new();
     let mut our_nodes = BTreeMap::new();
     walk(upstream, String::new(), &mut theirs_nodes);
@@ -189,10 +226,12 @@ fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
             continue;
         }
         let Some(mine) = our_nodes.get(path) else {
-            problems.push(format!("{crd}: field {shown} is missing"));
+            if !allowed(folder, crd, path, "missing") {
+                problems.push(format!("{crd}: field {shown} is missing"));
+            }
             continue;
         };
-        if theirs.kind() != mine.kind() {
+        if theirs.kind() != mine.kind() && !allowed(folder, crd, path, "type") {
             problems.push(format!(
                 "{crd}: field {shown} has type {} upstream but {} here",
                 theirs.kind(),
@@ -207,7 +246,7 @@ fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
                 ));
             }
         }
-        if theirs.required() != mine.required() && !allowed(crd, path, "required") {
+        if theirs.required() != mine.required() && !allowed(folder, crd, path, "required") {
             problems.push(format!(
                 "{crd}: field {shown} requires {:?} upstream but {:?} here",
                 theirs.required(),
@@ -225,7 +264,7 @@ fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
             (Some(_), None) => {
                 problems.push(format!("{crd}: field {shown} lost upstream's enum"));
             }
-            (None, Some(my_values)) if !allowed(crd, path, "enum") => {
+            (None, Some(my_values)) if !allowed(folder, crd, path, "enum") => {
                 problems.push(format!(
                     "{crd}: field {shown} restricts values to {my_values:?}; upstream does not"
                 ));
@@ -243,7 +282,7 @@ fn compare_schemas(crd: &str, upstream: &Value, ours: &Value) -> Vec<String> {
                         && (keyword.starts_with("x-kubernetes-list") || *keyword == "maxItems")
                 }
             };
-            if differs && !allowed(crd, path, keyword) {
+            if differs && !allowed(folder, crd, path, keyword) {
                 problems.push(format!(
                     "{crd}: field {shown} has {keyword} {t:?} upstream but {m:?} here"
                 ));
@@ -261,7 +300,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn compare_crds(upstream: &Value, ours: &Value) -> Vec<String> {
+fn compare_crds(folder: Folder, upstream: &Value, ours: &Value) -> Vec<String> {
     let name = upstream["metadata"]["name"]
         .as_str()
         .unwrap_or("<unnamed>")
@@ -298,6 +337,7 @@ fn compare_crds(upstream: &Value, ours: &Value) -> Vec<String> {
             }
         }
         problems.extend(compare_schemas(
+            folder,
             &name,
             &theirs["schema"]["openAPIV3Schema"],
             &mine["schema"]["openAPIV3Schema"],
@@ -306,19 +346,36 @@ fn compare_crds(upstream: &Value, ours: &Value) -> Vec<String> {
     problems
 }
 
-#[test]
-fn our_crds_accept_everything_upstream_accepts() {
+/// Every incompatibility of ours with the CRDs of `folder`.
+fn incompatibilities(folder: Folder) -> Vec<String> {
     let ours = our_crds();
     let mut problems = Vec::new();
-    for upstream in upstream_crds() {
+    for upstream in upstream_crds(folder) {
         let name = upstream["metadata"]["name"]
             .as_str()
             .expect("upstream CRD has a name");
         match ours.get(name) {
-            Some(mine) => problems.extend(compare_crds(&upstream, mine)),
+            Some(mine) => problems.extend(compare_crds(folder, &upstream, mine)),
             None => problems.push(format!("{name}: no CRD of ours")),
         }
     }
+    problems
+}
+
+#[test]
+fn our_crds_accept_everything_upstream_accepts_today() {
+    let problems = incompatibilities(Folder::Today);
+    assert!(
+        problems.is_empty(),
+        "{} incompatibilities with today's upstream:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn our_crds_accept_everything_the_baseline_accepts() {
+    let problems = incompatibilities(Folder::Baseline);
     assert!(
         problems.is_empty(),
         "{} incompatibilities:\n{}",
@@ -330,7 +387,7 @@ fn our_crds_accept_everything_upstream_accepts() {
 #[test]
 fn comparison_notices_a_missing_field_and_a_changed_type() {
     // The checker itself must be able to fail: remove one field and retype another.
-    let upstream = upstream_crds()
+    let upstream = upstream_crds(Folder::Today)
         .into_iter()
         .find(|c| c["metadata"]["name"] == "runtimes.infrastructuremanager.kyma-project.io")
         .expect("upstream Runtime CRD");
@@ -343,7 +400,7 @@ fn comparison_notices_a_missing_field_and_a_changed_type() {
         .remove("licenceType");
     shoot["enforceSeedLocation"]["type"] = Value::String("string".into());
 
-    let problems = compare_crds(&upstream, &ours).join("\n");
+    let problems = compare_crds(Folder::Today, &upstream, &ours).join("\n");
     assert!(
         problems.contains("field .spec.shoot.licenceType is missing"),
         "{problems}"
@@ -370,7 +427,7 @@ fn list_bounds_are_documented_and_undocumented_ones_are_noticed() {
         );
     }
     // A bound not in LIST_BOUNDS is a difference the comparison reports.
-    let upstream = upstream_crds()
+    let upstream = upstream_crds(Folder::Today)
         .into_iter()
         .find(|c| c["metadata"]["name"] == "runtimes.infrastructuremanager.kyma-project.io")
         .expect("upstream Runtime CRD");
@@ -379,7 +436,7 @@ fn list_bounds_are_documented_and_undocumented_ones_are_noticed() {
         ["properties"]["shoot"]["properties"];
     assert_eq!(shoot["provider"]["properties"]["workers"]["maxItems"], 100);
     shoot["networking"]["properties"]["nodes"]["maxItems"] = Value::from(3);
-    let problems = compare_crds(&upstream, &ours).join("\n");
+    let problems = compare_crds(Folder::Today, &upstream, &ours).join("\n");
     assert!(
         problems.contains(
             "field .spec.shoot.networking.nodes has maxItems None upstream but Some(Number(3)) here"
@@ -408,4 +465,48 @@ fn runtime_conditions_are_a_map_keyed_by_type() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn the_list_shaped_registry_cache_is_allowed_against_the_baseline_only() {
+    // Today's upstream and ours agree on the list; the 2025 object shape differs, and only the
+    // baseline comparison lets that pass. Turning ours back into the object shape must fail
+    // against today's CRD.
+    let today = upstream_crds(Folder::Today)
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "runtimes.infrastructuremanager.kyma-project.io")
+        .expect("today's Runtime CRD");
+    let mut ours = our_crds()["runtimes.infrastructuremanager.kyma-project.io"].clone();
+    let spec = &mut ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"];
+    spec["imageRegistryCache"] = serde_json::json!({
+        "type": "object",
+        "properties": {"enabled": {"type": "boolean"}},
+        "required": ["enabled"],
+    });
+    let problems = compare_crds(Folder::Today, &today, &ours).join("\n");
+    assert!(
+        problems.contains("field .spec.imageRegistryCache has type array upstream but object here"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("field .spec.imageRegistryCache[].config.upstream is missing"),
+        "{problems}"
+    );
+    let baseline = incompatibilities(Folder::Baseline);
+    assert!(baseline.is_empty(), "{baseline:?}");
+}
+
+#[test]
+fn today_has_the_gdch_provider_and_ours_accepts_it() {
+    let ours = our_crds();
+    let types = &ours["runtimes.infrastructuremanager.kyma-project.io"]["spec"]["versions"][0]["schema"]
+        ["openAPIV3Schema"]["properties"]["spec"]["properties"]["shoot"]["properties"]["provider"]
+        ["properties"]["type"]["enum"];
+    assert!(
+        types
+            .as_array()
+            .is_some_and(|t| t.contains(&Value::from("gdch"))),
+        "{types}"
+    );
 }

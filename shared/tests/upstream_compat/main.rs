@@ -45,3 +45,11 @@ pub fn upstream_folder(folder: &str) -> PathBuf {
 pub fn baseline() -> PathBuf {
     upstream_folder("upstream")
 }
+
+/// The two upstream folders the samples are read from: the 2025 baseline and today.
+pub const FOLDERS: [&str; 2] = ["upstream", "upstream-2026-07"];
+
+/// Upstream today (`$KIM_UPSTREAM_DIR/upstream-2026-07`).
+pub fn today() -> PathBuf {
+    upstream_folder("upstream-2026-07")
+}

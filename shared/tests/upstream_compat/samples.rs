@@ -1,5 +1,5 @@
-//! Every upstream sample (`config/samples/*.yaml`, `docs/adr/assets/runtime-examples/*.yaml`,
-//! multi-document files included) deserializes into our types and serializes back without
+//! Every upstream sample of both folders (`config/samples/*.yaml`,
+//! `docs/adr/assets/runtime-examples/*.yaml`, multi-document files included) deserializes into our types and serializes back without
 //! losing or inventing a field. Each field of a sample must also be one that upstream's CRD
 //! and ours accept.
 //!
@@ -15,7 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// `(sample document, field path, corrected value)`: sample fields upstream's CRD refuses.
+/// `(sample document, field path, corrected value)`: sample fields upstream's CRD refuses; the
+/// document is named relative to its upstream folder.
 const NOT_ACCEPTED_UPSTREAM: &[(&str, &str, &str)] = &[
     // `enforceSeedLocation: "true"`: a string where the CRD wants a boolean.
     (
@@ -25,27 +26,28 @@ const NOT_ACCEPTED_UPSTREAM: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn upstream_dir() -> PathBuf {
-    crate::baseline()
-}
-
-/// `(file, document)` for every YAML document of the upstream samples.
+/// `(file, document)` for every YAML document of the upstream samples of both folders; the
+/// file is named `<upstream folder>/<path>`.
 fn samples() -> Vec<(String, Value)> {
     let mut documents = Vec::new();
-    for folder in ["config/samples", "docs/adr/assets/runtime-examples"] {
-        let dir = upstream_dir().join(folder);
+    for (root, folder) in crate::FOLDERS.into_iter().flat_map(|root| {
+        ["config/samples", "docs/adr/assets/runtime-examples"].map(|folder| (root, folder))
+    }) {
+        let dir = crate::upstream_folder(root).join(folder);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("upstream samples expected in {}: {e}", dir.display()))
             .map(|entry| entry.expect("directory entry").path())
             .filter(|path| path.extension().is_some_and(|e| e == "yaml" || e == "yml"))
             .collect();
+        // Today's folder also holds the samples' kustomization, which is no object.
+        files.retain(|path| !path.ends_with("kustomization.yaml"));
         files.sort();
         assert!(!files.is_empty(), "no sample in {}", dir.display());
         for path in files {
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
             let name = format!(
-                "{folder}/{}",
+                "{root}/{folder}/{}",
                 path.file_name().expect("name").to_string_lossy()
             );
             for (index, document) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
@@ -97,7 +99,10 @@ fn every_sample_round_trips_through_our_types() {
     for (name, sample) in &samples {
         let kind = sample["kind"].as_str().unwrap_or_default();
         let mut sample = sample.clone();
-        for (_, path, corrected) in NOT_ACCEPTED_UPSTREAM.iter().filter(|(n, _, _)| n == name) {
+        for (_, path, corrected) in NOT_ACCEPTED_UPSTREAM
+            .iter()
+            .filter(|(n, _, _)| name.split_once('/').is_some_and(|(_, rel)| rel == *n))
+        {
             assert!(
                 serde_json::from_value::<Runtime>(sample.clone()).is_err(),
                 "{name}: {path} is invalid upstream, our type must refuse it too"
@@ -118,9 +123,9 @@ fn every_sample_round_trips_through_our_types() {
         );
         kinds.push(kind.to_string());
     }
-    // Guard against a silently empty fixture set.
+    // Guard against a silently empty fixture set: ten Runtimes in each folder.
     assert!(
-        kinds.iter().filter(|k| *k == "Runtime").count() >= 10,
+        kinds.iter().filter(|k| *k == "Runtime").count() >= 20,
         "Runtime samples: {kinds:?}"
     );
     assert!(
@@ -179,10 +184,13 @@ fn crd_schema(crd: &Value) -> &Value {
     &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 }
 
-fn upstream_crd(plural: &str) -> Value {
-    let path = upstream_dir().join("config/crd/bases").join(format!(
-        "infrastructuremanager.kyma-project.io_{plural}.yaml"
-    ));
+/// The upstream CRD of `plural` in the folder (`upstream` or `upstream-2026-07`).
+fn upstream_crd(root: &str, plural: &str) -> Value {
+    let path = crate::upstream_folder(root)
+        .join("config/crd/bases")
+        .join(format!(
+            "infrastructuremanager.kyma-project.io_{plural}.yaml"
+        ));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_yaml_ng::Deserializer::from_str(&text)
@@ -205,7 +213,9 @@ fn every_sample_field_is_declared_upstream_and_here() {
             Some("GardenerCluster") => "gardenerclusters",
             other => panic!("{name}: unexpected kind {other:?}"),
         };
-        let upstream = upstream_crd(plural);
+        // Each sample against the CRD of its own folder.
+        let root = name.split('/').next().expect("folder");
+        let upstream = upstream_crd(root, plural);
         let mine = ours
             .iter()
             .find(|c| c["spec"]["names"]["plural"] == plural)
@@ -219,9 +229,10 @@ fn every_sample_field_is_declared_upstream_and_here() {
                 .remove("metadata");
             undeclared_fields(crd_schema(crd), &body, "", &mut fields);
             for field in fields {
-                let known = NOT_ACCEPTED_UPSTREAM
-                    .iter()
-                    .any(|(n, p, _)| *n == name && field.starts_with(&format!("{p} ")));
+                let known = NOT_ACCEPTED_UPSTREAM.iter().any(|(n, p, _)| {
+                    name.split_once('/').is_some_and(|(_, rel)| rel == *n)
+                        && field.starts_with(&format!("{p} "))
+                });
                 if !known {
                     problems.push(format!("{name}: {field} is not accepted by {whose} CRD"));
                 } else if whose == "upstream" {
@@ -233,7 +244,9 @@ fn every_sample_field_is_declared_upstream_and_here() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     for (name, path, _) in NOT_ACCEPTED_UPSTREAM {
         assert!(
-            refused_upstream.iter().any(|n| n == name),
+            crate::FOLDERS
+                .iter()
+                .all(|root| refused_upstream.contains(&format!("{root}/{name}"))),
             "{name}: {path} is listed as refused upstream but upstream's CRD accepts it"
         );
     }

@@ -1,17 +1,21 @@
-//! Every upstream sample Runtime is admitted after defaulting, once the placeholders a real
+//! Every upstream sample Runtime of both folders (the 2025 baseline and today) is admitted after
+//! defaulting, once the placeholders a real
 //! Gardener would refuse too are replaced ([`SAMPLE_REPLACEMENTS`], each with its reason), and
 //! the admitted Runtime converts.
 
-use crate::baseline;
 use crate::fixtures::{allowed, config};
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::defaults::apply_defaults;
 use kim_shared::validation::validate_create;
 
-/// Reads an upstream YAML file (`path` relative to the baseline) as JSON, so that a test can
-/// correct a placeholder before it meets the typed decoder.
+/// Reads an upstream YAML file (`path` = `<upstream folder>/<path in it>`, for example
+/// `upstream-2026-07/config/samples/...`) as JSON, so that a test can correct a placeholder
+/// before it meets the typed decoder.
 pub fn upstream_json(path: &str) -> serde_json::Value {
-    let file = baseline().join(path);
+    let (root, rel) = path
+        .split_once('/')
+        .unwrap_or_else(|| panic!("{path} names no upstream folder"));
+    let file = crate::upstream_folder(root).join(rel);
     let text = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("upstream sample expected at {}: {e}", file.display()));
     serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{} is not YAML: {e}", file.display()))
@@ -50,26 +54,28 @@ pub fn upstream_runtime(path: &str) -> Runtime {
         .unwrap_or_else(|e| panic!("{path} does not decode as a Runtime: {e}"))
 }
 
-/// Every Runtime YAML of the two upstream sample folders, relative to the upstream copy.
+/// Every Runtime YAML of the two sample folders of both upstream folders.
 fn runtime_samples() -> Vec<String> {
     let mut out = Vec::new();
-    for folder in ["config/samples", "docs/adr/assets/runtime-examples"] {
-        let dir = baseline().join(folder);
+    for (root, folder) in crate::FOLDERS.into_iter().flat_map(|root| {
+        ["config/samples", "docs/adr/assets/runtime-examples"].map(|folder| (root, folder))
+    }) {
+        let dir = crate::upstream_folder(root).join(folder);
         let entries = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("upstream samples expected in {}: {e}", dir.display()));
         for entry in entries {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             if name.ends_with(".yaml")
-                && upstream_json(&format!("{folder}/{name}"))["kind"] == "Runtime"
+                && upstream_json(&format!("{root}/{folder}/{name}"))["kind"] == "Runtime"
             {
-                out.push(format!("{folder}/{name}"));
+                out.push(format!("{root}/{folder}/{name}"));
             }
         }
     }
     out.sort();
     assert!(
-        out.len() >= 10,
-        "expected the 10 upstream Runtime samples, found {out:?}"
+        out.len() >= 20,
+        "expected the 10 upstream Runtime samples of each folder, found {out:?}"
     );
     out
 }
@@ -98,7 +104,7 @@ fn every_upstream_sample_is_admitted_after_defaulting_and_converts() {
 #[test]
 fn the_raw_samples_are_refused_for_exactly_the_replaced_placeholders() {
     // Without the replacements, the validation names the fields the replacements fix.
-    let json = upstream_json("config/samples/infrastructuremanager_v1_runtime.yaml");
+    let json = upstream_json("upstream/config/samples/infrastructuremanager_v1_runtime.yaml");
     let mut rt: Runtime = serde_json::from_value(json).unwrap();
     apply_defaults(&mut rt, config());
     let f = validate_create(&rt, config());
@@ -117,7 +123,8 @@ fn the_raw_samples_are_refused_for_exactly_the_replaced_placeholders() {
 
 #[test]
 fn the_gardener_cluster_sample_is_admitted() {
-    let json = upstream_json("config/samples/infrastructuremanager_v1_gardenercluster.yaml");
+    let json =
+        upstream_json("upstream/config/samples/infrastructuremanager_v1_gardenercluster.yaml");
     let gc: GardenerCluster = serde_json::from_value(json).unwrap();
     allowed(kim_shared::validation::validate_gardener_cluster(&gc));
 }

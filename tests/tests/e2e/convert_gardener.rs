@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 
 /// Substitutions each golden needs (besides namespace and credentials binding); the
 /// repository's samples (`runtime-*`) need none.
-const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 18] = [
+const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 22] = [
     ("aws-freemium", &[]),
     ("aws-minimal", &[]),
     ("aws-trial", &[]),
@@ -53,10 +53,14 @@ const EXPECTED_SUBSTITUTIONS: [(&str, &[&str]); 18] = [
     ),
     ("runtime-alicloud", &[]),
     ("runtime-aws", &[]),
+    ("runtime-aws-acl", &[]),
+    ("runtime-aws-dual-stack", &[]),
+    ("runtime-aws-registry-cache", &[]),
     ("runtime-aws-pools-oidc", &[]),
     ("runtime-azure", &[]),
     ("runtime-gcp", &[]),
     ("runtime-gcp-extenders", &[]),
+    ("runtime-gdch", &[]),
     ("runtime-openstack", &[]),
     ("runtime-trial", &[]),
     ("sap-converged-cloud", &["version"]),
@@ -130,7 +134,7 @@ async fn prepare(client: &kube::Client) {
     .unwrap();
     ensure(&cms, &policy).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    for provider in ["aws", "azure", "gcp", "openstack", "alicloud"] {
+    for provider in ["aws", "azure", "gcp", "openstack", "alicloud", "gdch"] {
         let secret: Secret = serde_json::from_value(json!({
             "metadata": {"name": format!("auditlog-credentials-{provider}")},
             "stringData": {"clientID": "fake", "clientSecret": "fake"}
@@ -138,9 +142,20 @@ async fn prepare(client: &kube::Client) {
         .unwrap();
         ensure(&secrets, &secret).await;
     }
+    // The garden Secret of the registry cache with credentials in `runtime-aws-registry-cache`,
+    // as upstream's garden secret manager would have synchronised it.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": REGISTRY_CACHE_SECRET},
+        "stringData": {"username": "fake", "password": "fake"}
+    }))
+    .unwrap();
+    ensure(&secrets, &secret).await;
     // The ExposureClass and the `eu-access-only` regions the goldens name are fixtures of the
     // test landscape (kim_tests::fixtures).
 }
+
+/// The garden Secret `runtime-aws-registry-cache` references.
+const REGISTRY_CACHE_SECRET: &str = "reg-cache-9c6f3a52";
 
 #[tokio::test]
 async fn every_golden_shoot_is_accepted_by_gardener() {
@@ -293,6 +308,63 @@ async fn every_golden_shoot_is_accepted_by_gardener() {
             }
         }
     }
+
+    // The registry cache's Secret is checked (ResourceReferenceManager): a golden naming one
+    // that does not exist is refused, so the acceptance above saw the reference resolve.
+    let (_, mut golden) = self::goldens()
+        .into_iter()
+        .find(|(n, _)| n == "runtime-aws-registry-cache")
+        .unwrap();
+    let shoot_json = &mut golden["shoot"];
+    adapt(shoot_json);
+    let resources = shoot_json["spec"]["resources"].as_array_mut().unwrap();
+    let entry = resources
+        .iter_mut()
+        .find(|r| r["name"] == REGISTRY_CACHE_SECRET)
+        .expect("the registry cache's resource");
+    entry["resourceRef"]["name"] = json!("reg-cache-missing");
+    let shoot: Shoot = serde_json::from_value(shoot_json.clone()).unwrap();
+    let err = shoots
+        .create(&dry_run, &shoot)
+        .await
+        .expect_err("a missing registry cache Secret");
+    assert!(err.to_string().contains("reg-cache-missing"), "{err}");
+
+    // A worker pool with `controlPlane` (today's upstream CRD has the field) makes the Shoot
+    // self-hosted, which Gardener refuses outside the `garden` namespace: what the webhook's
+    // rule for `workers[i].controlPlane` refuses at admission.
+    let (_, mut golden) = self::goldens()
+        .into_iter()
+        .find(|(n, _)| n == "runtime-aws")
+        .unwrap();
+    let shoot_json = &mut golden["shoot"];
+    adapt(shoot_json);
+    shoot_json["spec"]["provider"]["workers"][0]["controlPlane"] = json!({});
+    let shoot: Shoot = serde_json::from_value(shoot_json.clone()).unwrap();
+    let err = shoots
+        .create(&dry_run, &shoot)
+        .await
+        .expect_err("a self-hosted Shoot in a project namespace");
+    assert!(
+        err.to_string()
+            .contains("self-hosted shoots must be in the \"garden\" namespace"),
+        "{err}"
+    );
+
+    // The GDCH golden is checked against its CloudProfile: the provider type must match.
+    let (_, mut golden) = self::goldens()
+        .into_iter()
+        .find(|(n, _)| n == "runtime-gdch")
+        .unwrap();
+    let shoot_json = &mut golden["shoot"];
+    adapt(shoot_json);
+    shoot_json["spec"]["cloudProfile"]["name"] = json!("gcp");
+    let shoot: Shoot = serde_json::from_value(shoot_json.clone()).unwrap();
+    let err = shoots
+        .create(&dry_run, &shoot)
+        .await
+        .expect_err("a gdch Shoot on the gcp CloudProfile");
+    assert!(err.to_string().contains("provider"), "{err}");
 
     // Access restrictions are checked against the region: the CloudProfile addition above is
     // what a real landscape has, not a way around a check.

@@ -9,6 +9,9 @@
 //! has an environment or a log of its own:
 //! - `controller::oidc` writes the cluster-scoped OpenIDConnect objects that every provisioned
 //!   Runtime writes too: its own environment (and its two tests one at a time);
+//! - `controller::burst` loads gardener-apiserver's admission to its limit on purpose (a burst
+//!   of Runtimes at once, `KIM_BURST_RUNTIMES`, 60 by default): its own environment, so the
+//!   other tests' Shoot creates are not refused meanwhile;
 //! - `controller::samples` checks each sample's administrator bindings in the one shoot cluster,
 //!   where every other Runtime removes the bindings of administrators it does not list: its own
 //!   environment;

@@ -12,6 +12,8 @@ const AZURE_API_VERSION: &str = "azure.provider.extensions.gardener.cloud/v1alph
 const GCP_API_VERSION: &str = "gcp.provider.extensions.gardener.cloud/v1alpha1";
 const OPENSTACK_API_VERSION: &str = "openstack.provider.extensions.gardener.cloud/v1alpha1";
 const ALICLOUD_API_VERSION: &str = "alicloud.provider.extensions.gardener.cloud/v1alpha1";
+/// The GDCH provider extension is not Gardener's own: its API group is Google's.
+const GDCH_API_VERSION: &str = "gdch.provider.extensions.gardener.gdc.goog/v1alpha1";
 
 /// Floating IP pool and load balancer provider of SAP Converged Cloud (upstream constants).
 const OPENSTACK_FLOATING_POOL: &str = "FloatingIP-external-kyma-01";
@@ -48,10 +50,11 @@ fn control_plane(api_version: &str) -> Map<String, Value> {
 
 fn split_error(provider: ProviderType, e: ZoneSplitError) -> ConvertError {
     match e {
-        ZoneSplitError::ZoneCount { count, min } => ConvertError::ZoneCount {
+        ZoneSplitError::ZoneCount { count, min, max } => ConvertError::ZoneCount {
             provider: provider.as_str(),
             count,
             min,
+            max,
         },
         ZoneSplitError::Prefix(prefix) => ConvertError::NodesPrefix {
             provider: provider.as_str(),
@@ -106,8 +109,44 @@ fn zone_entries(
             .zip(zones::eighths(nodes, names.len()).map_err(err)?)
             .map(|(name, cidr)| json!({"name": name, "workers": cidr.to_string()}))
             .collect(),
+        ProviderType::Gdch => names
+            .iter()
+            .zip(zones::gdch(nodes, names.len()).map_err(err)?)
+            .map(|(name, cidr)| json!({"CIDR": cidr.to_string(), "name": name}))
+            .collect(),
         ProviderType::Gcp | ProviderType::Openstack => Vec::new(),
     })
+}
+
+/// GDCH: the nodes CIDR with one subnet per zone, egress on, and the parent network of the
+/// configuration (`converter.provider.gdch.parentReference*`; empty namespace and type are
+/// left out, the extension then uses its defaults).
+fn gdch_configs(
+    input: &Input<'_>,
+    entries: Vec<Value>,
+) -> (Map<String, Value>, Map<String, Value>) {
+    let gdch = &input.cfg.converter.provider.gdch;
+    let mut parent = Map::new();
+    parent.insert("name".to_owned(), json!(gdch.parent_reference_name));
+    if !gdch.parent_reference_namespace.is_empty() {
+        parent.insert(
+            "namespace".to_owned(),
+            json!(gdch.parent_reference_namespace),
+        );
+    }
+    if !gdch.parent_reference_type.is_empty() {
+        parent.insert("type".to_owned(), json!(gdch.parent_reference_type));
+    }
+    let mut infra = infrastructure(
+        GDCH_API_VERSION,
+        json!({
+            "nodeCIDR": input.shoot().networking.nodes,
+            "parentReference": parent,
+            "zones": entries,
+        }),
+    );
+    infra.insert("enableEgress".to_owned(), json!(true));
+    (infra, control_plane(GDCH_API_VERSION))
 }
 
 /// The configurations of a new Shoot for the pools' zones.
@@ -123,18 +162,31 @@ pub(super) fn create(
             provider: provider.as_str(),
             count: zones.len(),
             min,
+            max: if provider == ProviderType::Gdch {
+                zones::GDCH_MAX_ZONES
+            } else {
+                zones::MAX_ZONES
+            },
         });
     }
     let cidr = input.shoot().networking.nodes.as_str();
     let entries = zone_entries(provider, nodes, zones)?;
     let (infra, cp) = match provider {
-        ProviderType::Aws => (
-            infrastructure(
+        ProviderType::Aws => {
+            let mut infra = infrastructure(
                 AWS_API_VERSION,
                 json!({"vpc": {"cidr": cidr}, "zones": entries}),
-            ),
-            control_plane(AWS_API_VERSION),
-        ),
+            );
+            let mut cp = control_plane(AWS_API_VERSION);
+            if super::super::networking::dual_stack_requested(input) {
+                infra.insert("dualStack".to_owned(), json!({"enabled": true}));
+                cp.insert(
+                    "loadBalancerController".to_owned(),
+                    json!({"enabled": true}),
+                );
+            }
+            (infra, cp)
+        }
         ProviderType::Azure => {
             let mut infra = infrastructure(
                 AZURE_API_VERSION,
@@ -170,6 +222,7 @@ pub(super) fn create(
             ),
             control_plane(ALICLOUD_API_VERSION),
         ),
+        ProviderType::Gdch => gdch_configs(input, entries),
     };
     Ok((Value::Object(infra), Value::Object(cp)))
 }
@@ -204,7 +257,8 @@ fn not_an_object() -> ConvertError {
 /// with everything in it; only the entries of new zones are added to `networks.zones`, each with
 /// the subnets of its position (live zones first), and a missing VPC/VNet CIDR is set. The live
 /// control plane config is kept. GCP and SAP Converged Cloud configure no zones: both configs
-/// stay as they are (GCP's control plane keeps its first zone).
+/// stay as they are (GCP's control plane keeps its first zone). GDCH, as upstream does, gets
+/// both configs generated anew for the live zones followed by the new ones.
 pub(super) fn patch(
     input: &Input<'_>,
     nodes: Ipv4Net,
@@ -218,6 +272,11 @@ pub(super) fn patch(
         ProviderType::Azure => "vnet",
         ProviderType::Gcp | ProviderType::Openstack => {
             return Ok((live_infra.clone(), live_cp.cloned()));
+        }
+        ProviderType::Gdch => {
+            let entries = zone_entries(provider, nodes, merged)?;
+            let (infra, cp) = gdch_configs(input, entries);
+            return Ok((Value::Object(infra), Some(Value::Object(cp))));
         }
     };
 

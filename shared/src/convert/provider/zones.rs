@@ -18,8 +18,12 @@ const ZONE_BITS: u8 = 3;
 /// Why the nodes CIDR cannot be split; the caller names the Runtime field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ZoneSplitError {
-    /// More zones than [`MAX_ZONES`] (or fewer than the provider needs).
-    ZoneCount { count: usize, min: usize },
+    /// Fewer zones than the provider needs or more than it allows.
+    ZoneCount {
+        count: usize,
+        min: usize,
+        max: usize,
+    },
     /// The nodes prefix is outside `/16`..`/24`.
     Prefix(u8),
 }
@@ -37,9 +41,9 @@ pub struct AwsZoneSubnets {
     pub internal: Ipv4Net,
 }
 
-fn check(nodes: Ipv4Net, count: usize, min: usize) -> Result<(), ZoneSplitError> {
-    if count < min || count > MAX_ZONES {
-        return Err(ZoneSplitError::ZoneCount { count, min });
+fn check(nodes: Ipv4Net, count: usize, min: usize, max: usize) -> Result<(), ZoneSplitError> {
+    if count < min || count > max {
+        return Err(ZoneSplitError::ZoneCount { count, min, max });
     }
     let prefix = nodes.prefix_len();
     if !(MIN_NODES_PREFIX..=MAX_NODES_PREFIX).contains(&prefix) {
@@ -57,7 +61,7 @@ fn net(base: u32, prefix: u8) -> Result<Ipv4Net, ZoneSplitError> {
 /// `public /(w+1)` and `internal /(w+1)` (two `/w` blocks in all); zones four to eight take
 /// three consecutive `/(w+3)` blocks from what is left. 1 to 8 zones, nodes prefix 16 to 24.
 pub fn aws(nodes: Ipv4Net, zones: &[&str]) -> Result<Vec<AwsZoneSubnets>, ZoneSplitError> {
-    check(nodes, zones.len(), 1)?;
+    check(nodes, zones.len(), 1, MAX_ZONES)?;
     let w = nodes.prefix_len() + ZONE_BITS;
     // Size of a /(w+1) block, and of a /(w+3) block for the small zones.
     let half = 1u32 << (31 - u32::from(w));
@@ -93,11 +97,31 @@ pub fn aws(nodes: Ipv4Net, zones: &[&str]) -> Result<Vec<AwsZoneSubnets>, ZoneSp
 /// Azure and Alibaba Cloud: zone `k` (by position) gets the `k`-th `/(nodes prefix + 3)` block.
 /// 0 to 8 zones (no zones is the legacy non-zoned "azure-lite" layout), nodes prefix 16 to 24.
 pub fn eighths(nodes: Ipv4Net, count: usize) -> Result<Vec<Ipv4Net>, ZoneSplitError> {
-    check(nodes, count, 0)?;
+    check(nodes, count, 0, MAX_ZONES)?;
     let w = nodes.prefix_len() + ZONE_BITS;
     let step = 1u32 << (32 - u32::from(w));
     let base = u32::from(nodes.network());
     // count <= 8, so the index fits in u32 and every block lies inside the nodes CIDR.
+    (0..count as u32).map(|k| net(base + k * step, w)).collect()
+}
+
+/// Most zones of a GDCH cluster.
+pub const GDCH_MAX_ZONES: usize = 3;
+
+/// GDCH (upstream's `hyperscaler/gdch/zones.go`): the nodes CIDR is cut into 1, 2 or 4 equal
+/// blocks for 1, 2 or 3 zones; zone `k` (by position) takes the `k`-th block. Nodes prefix 16
+/// to 24, as for every other provider.
+pub fn gdch(nodes: Ipv4Net, count: usize) -> Result<Vec<Ipv4Net>, ZoneSplitError> {
+    check(nodes, count, 1, GDCH_MAX_ZONES)?;
+    let shift: u8 = match count {
+        1 => 0,
+        2 => 1,
+        _ => 2,
+    };
+    let w = nodes.prefix_len() + shift;
+    let step = 1u32 << (32 - u32::from(w));
+    let base = u32::from(nodes.network());
+    // count <= 3 blocks of at most /26: every block lies inside the nodes CIDR.
     (0..count as u32).map(|k| net(base + k * step, w)).collect()
 }
 
@@ -192,12 +216,20 @@ mod tests {
     fn aws_limits() {
         assert_eq!(
             aws(n("10.250.0.0/16"), &[]),
-            Err(ZoneSplitError::ZoneCount { count: 0, min: 1 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 0,
+                min: 1,
+                max: 8
+            })
         );
         let nine = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
         assert_eq!(
             aws(n("10.250.0.0/16"), &nine),
-            Err(ZoneSplitError::ZoneCount { count: 9, min: 1 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 9,
+                min: 1,
+                max: 8
+            })
         );
         assert_eq!(
             aws(n("10.0.0.0/15"), &["a"]),
@@ -242,11 +274,54 @@ mod tests {
         assert_eq!(eighths(n("10.250.0.0/16"), 0), Ok(vec![]));
         assert_eq!(
             eighths(n("10.250.0.0/16"), 9),
-            Err(ZoneSplitError::ZoneCount { count: 9, min: 0 })
+            Err(ZoneSplitError::ZoneCount {
+                count: 9,
+                min: 0,
+                max: 8
+            })
         );
         assert_eq!(
             eighths(n("10.250.0.0/25"), 1),
             Err(ZoneSplitError::Prefix(25))
+        );
+    }
+
+    /// Upstream's `TestProviderExtenderForCreateGDCH` table: /24 -> three /26, /16 -> three
+    /// /18, /19 -> one /19, /19 -> two /20.
+    #[test]
+    fn gdch_reference_examples() {
+        let s = |v: Vec<Ipv4Net>| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            s(gdch(n("10.72.0.0/24"), 3).expect("valid")),
+            ["10.72.0.0/26", "10.72.0.64/26", "10.72.0.128/26"]
+        );
+        assert_eq!(
+            s(gdch(n("10.180.0.0/16"), 3).expect("valid")),
+            ["10.180.0.0/18", "10.180.64.0/18", "10.180.128.0/18"]
+        );
+        assert_eq!(
+            s(gdch(n("10.72.0.0/19"), 1).expect("valid")),
+            ["10.72.0.0/19"]
+        );
+        assert_eq!(
+            s(gdch(n("10.72.0.0/19"), 2).expect("valid")),
+            ["10.72.0.0/20", "10.72.16.0/20"]
+        );
+        assert_eq!(
+            gdch(n("10.250.0.0/16"), 4),
+            Err(ZoneSplitError::ZoneCount {
+                count: 4,
+                min: 1,
+                max: 3
+            })
+        );
+        assert_eq!(
+            gdch(n("10.250.0.0/16"), 0),
+            Err(ZoneSplitError::ZoneCount {
+                count: 0,
+                min: 1,
+                max: 3
+            })
         );
     }
 }

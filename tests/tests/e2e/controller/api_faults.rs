@@ -140,8 +140,12 @@ struct Faults {
     admin: ApiFault,
     /// HTTP codes the controller must have counted in `..._gardener_requests_total`.
     codes: &'static [&'static str],
-    /// Message part of `Provisioned` while the patch fails (reason `Processing`).
+    /// Message part of `Provisioned` while the patch fails (reason `Processing`, or
+    /// `GardenerBusy` for `busy` answers).
     patch_message: &'static str,
+    /// The answers are Gardener's "try later" ones (429, not yet ready): `Provisioned` says
+    /// `GardenerBusy` while creates and patches fail, instead of upstream's reasons.
+    busy: bool,
 }
 
 async fn wait_runtime(
@@ -207,13 +211,21 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     // Create: reason GardenerErr "Gardener API create error: ...", retried; transient, so
     // Pending (upstream shows Failed until the next pass; docs/upstream-differences.md,
     // "Transient errors keep `Pending`").
+    let (create_reason, create_message) = if faults.busy {
+        (
+            reason::GARDENER_BUSY,
+            "Gardener is busy, retrying: Gardener API create error",
+        )
+    } else {
+        (reason::GARDENER_ERR, "Gardener API create error")
+    };
     wait_runtime(env, &ns, &id, "create fault in Provisioned", |rt| {
         has_condition(
             rt,
             condition::PROVISIONED,
             "Unknown",
-            reason::GARDENER_ERR,
-            "Gardener API create error",
+            create_reason,
+            create_message,
         ) && state(rt) == Some(RuntimeState::Pending)
     })
     .await?;
@@ -270,7 +282,11 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
             rt,
             condition::PROVISIONED,
             "Unknown",
-            reason::PROCESSING,
+            if faults.busy {
+                reason::GARDENER_BUSY
+            } else {
+                reason::PROCESSING
+            },
             faults.patch_message,
         ) && state(rt) == Some(RuntimeState::Pending)
     })
@@ -391,6 +407,7 @@ async fn conflicts_are_retried_and_never_logged_as_errors() -> Result<()> {
             admin: ApiFault::Conflict,
             codes: &["409"],
             patch_message: "Shoot is pending for update after conflict error",
+            busy: false,
         },
     )
     .await?;
@@ -427,6 +444,7 @@ async fn server_errors_are_transient() -> Result<()> {
             admin: ApiFault::ServerError(500),
             codes: &["500", "502", "503", "504"],
             patch_message: "Gardener API shoot patch error",
+            busy: false,
         },
     )
     .await
@@ -445,6 +463,7 @@ async fn too_many_requests_are_transient() -> Result<()> {
             admin: fault,
             codes: &["429"],
             patch_message: "Gardener API shoot patch error",
+            busy: true,
         },
     )
     .await
@@ -462,6 +481,7 @@ async fn not_yet_ready_forbidden_is_transient() -> Result<()> {
             admin: ApiFault::NotYetReady,
             codes: &["403"],
             patch_message: "not yet ready to handle request",
+            busy: true,
         },
     )
     .await

@@ -3,5 +3,6 @@
 mod admission;
 mod hardening;
 mod keb_corpus;
+mod legacy_registry_cache;
 mod rotation;
 mod shutdown;

@@ -3,108 +3,34 @@
 //! many large bodies, clients without the apiserver's certificate. Each test performs the
 //! attack and checks that the replica cuts it off and keeps answering.
 
-#![allow(clippy::unwrap_used)]
-
-#[path = "../benches/support/client.rs"]
-#[allow(dead_code)]
-mod client;
-
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use hyper::body::Bytes;
-use kim_certs::{CertResolver, ServingNames};
-use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_webhook::audit::AuditSink;
-use kim_webhook::request::AdmissionContext;
-use kim_webhook::server::{
-    AppState, DEFAULT_MAX_REQUEST_BYTES, Limits, admin_router, admission_router, serve_plain,
-    serve_tls_with,
-};
+use kim_certs::CertResolver;
+use kim_webhook::server::{DEFAULT_MAX_REQUEST_BYTES, Limits};
 use rustls::pki_types::ServerName;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+
+use crate::client;
+use crate::support::{self, Options, Running};
 
 /// Upper bound for waiting on something the server must do; far above every limit the tests
 /// configure, so only a missing limit runs into it.
 const PATIENCE: Duration = Duration::from_secs(5);
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn config() -> KimConfig {
-    KimConfig::load(&ConfigPaths::new(
-        repo().join("deploy/config/converter_config.json"),
-    ))
-    .expect("example config loads")
-}
-
-struct Running {
-    https: SocketAddr,
-    admin: SocketAddr,
-    state: Arc<AppState>,
-    ca_pem: String,
-}
-
 /// The webhook's routes plus `/noop` (reads the body, answers a constant), behind `limits`.
 async fn start(limits: Limits, max_body: usize, client_ca: Option<&str>) -> Running {
-    let ctx = AdmissionContext {
-        config: Some(Arc::new(config())),
-        ..AdmissionContext::default()
-    };
-    let state = Arc::new(
-        AppState::new(ctx, AuditSink::log_only(), CertResolver::new(), max_body)
-            .with_limits(limits.clone()),
-    );
-    let now = SystemTime::now();
-    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(600)).unwrap();
-    let names = ServingNames {
-        dns: vec!["localhost".into()],
-        ips: vec!["127.0.0.1".parse().unwrap()],
-    };
-    let s = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(300)).unwrap();
-    state
-        .resolver
-        .set(CertResolver::certified_key(&s.cert_pem, &s.key_pem).unwrap());
-    let tls = Arc::new(
-        kim_certs::server_config_for(
-            state.resolver.clone(),
-            kim_certs::TlsMinVersion::default(),
-            client_ca,
-        )
-        .unwrap(),
-    );
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (https, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
-    let noop = axum::routing::post(|_body: Bytes| async { "{}" });
-    let app = admission_router(state.clone(), kim_webhook::routes().route("/noop", noop));
-    tokio::spawn(serve_tls_with(
-        l,
-        tls,
-        app,
-        std::future::pending(),
-        Duration::from_secs(1),
+    support::start(Options {
         limits,
-    ));
-    tokio::spawn(serve_plain(
-        a,
-        admin_router(state.clone()),
-        std::future::pending(),
-    ));
-    Running {
-        https,
-        admin,
-        state,
-        ca_pem: ca.cert_pem,
-    }
+        max_body,
+        client_ca: client_ca.map(str::to_owned),
+        ..Options::default()
+    })
+    .await
 }
 
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;

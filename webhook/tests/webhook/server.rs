@@ -1,121 +1,40 @@
-//! The admission server in-process over real TLS: protocols, routes, limits, readiness,
-//! metrics, certificate swap on a live connection.
-
-#![allow(clippy::unwrap_used)]
-
-#[path = "../benches/support/client.rs"]
-#[allow(dead_code)]
-mod client;
+//! The admission server over real TLS: protocols, routes, limits, readiness, metrics,
+//! certificate swap on a live connection.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use hyper::body::Bytes;
-use kim_certs::{CertResolver, ServingNames};
-use kim_shared::config::{ConfigPaths, KimConfig};
-use kim_webhook::audit::AuditSink;
-use kim_webhook::request::AdmissionContext;
-use kim_webhook::server::{AppState, admin_router, admission_router, serve_plain, serve_tls};
+use kim_certs::CertResolver;
+use kim_webhook::server::AppState;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use crate::client;
+use crate::support::{self, Options, Running, pki, repo};
 
-fn config() -> KimConfig {
-    KimConfig::load(&ConfigPaths::new(
-        repo().join("deploy/config/converter_config.json"),
-    ))
-    .expect("example config loads")
-}
-
-struct Pki {
-    ca_pem: String,
-    cert_pem: String,
-    key_pem: String,
-}
-
-fn pki() -> Pki {
-    let now = SystemTime::now();
-    let ca = kim_certs::material::generate_ca(now, Duration::from_secs(600)).unwrap();
-    let names = ServingNames {
-        dns: vec!["localhost".into()],
-        ips: vec!["127.0.0.1".parse().unwrap()],
-    };
-    let s = kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(300)).unwrap();
-    Pki {
-        ca_pem: ca.cert_pem,
-        cert_pem: s.cert_pem,
-        key_pem: s.key_pem,
-    }
-}
-
-struct Running {
-    https: SocketAddr,
-    admin: SocketAddr,
-    state: Arc<AppState>,
-}
-
-/// The webhook's routes plus a cheap `/noop` for the tests of the transport (it reads the
-/// body and answers a constant).
+/// The webhook's routes plus a cheap `/noop`, started without a serving certificate.
 async fn start(max_body: usize) -> Running {
-    let noop = axum::routing::post(|_body: Bytes| async { "{}" });
-    start_with(max_body, kim_webhook::routes().route("/noop", noop)).await
+    start_with(max_body, support::routes_with_noop()).await
 }
 
 async fn start_with(max_body: usize, routes: axum::Router<Arc<AppState>>) -> Running {
     start_with_shutdown(max_body, routes, None).await
 }
 
-/// The server; with `drain = Some((signal, delay))` it shuts down as `kim-webhook serve` does on
-/// SIGTERM: not ready at once, serving until `delay` has passed.
 async fn start_with_shutdown(
     max_body: usize,
     routes: axum::Router<Arc<AppState>>,
     drain: Option<(tokio::sync::oneshot::Receiver<()>, Duration)>,
 ) -> Running {
-    let ctx = AdmissionContext {
-        config: Some(Arc::new(config())),
-        ..AdmissionContext::default()
-    };
-    let state = Arc::new(AppState::new(
-        ctx,
-        AuditSink::log_only(),
-        CertResolver::new(),
+    support::start(Options {
         max_body,
-    ));
-    let tls = Arc::new(kim_certs::server_config(state.resolver.clone()).unwrap());
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (https, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
-    let app = admission_router(state.clone(), routes);
-    let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match drain {
-        Some((signal, delay)) => Box::pin(kim_webhook::server::drain_after(
-            state.clone(),
-            async {
-                let _ = signal.await;
-            },
-            delay,
-        )),
-        None => Box::pin(std::future::pending()),
-    };
-    tokio::spawn(serve_tls(l, tls, app, stop, Duration::from_secs(1)));
-    tokio::spawn(serve_plain(
-        a,
-        admin_router(state.clone()),
-        std::future::pending(),
-    ));
-    Running {
-        https,
-        admin,
-        state,
-    }
+        routes,
+        drain,
+        certificate: false,
+        ..Options::default()
+    })
+    .await
 }
 
 /// Gives the webhook a fresh serving certificate and opens an HTTP/1.1 connection trusting it.

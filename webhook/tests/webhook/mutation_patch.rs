@@ -1,31 +1,15 @@
 //! The defaults patch of `/mutate/runtime` over every sample Runtime of the repository: applied
 //! to the object exactly as sent, it yields the defaulted object.
 
-#![allow(clippy::unwrap_used)]
-
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use base64::Engine;
 use kim_shared::api::Runtime;
-use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_webhook::admission::{AdmissionContext, mutate};
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn config() -> KimConfig {
-    KimConfig::load(&ConfigPaths::new(
-        repo().join("deploy/config/converter_config.json"),
-    ))
-    .expect("example config loads")
-}
+use crate::support::{config, repo};
 
 /// Every sample Runtime of the repository (`config/samples`), as JSON, plus variants without the fields the defaults
 /// fill in (so that additions below missing parents are exercised too).

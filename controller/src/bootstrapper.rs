@@ -1,0 +1,340 @@
+//! The runtime bootstrapper's reads and writes (behind `--runtime-bootstrapper-enabled`; the
+//! decisions are `kim_shared::bootstrapper`'s): the KCP ConfigMap, pull Secret and
+//! ClusterTrustBundle copied into the runtime cluster, the manifests applied, the Deployment
+//! read; and the config reload watcher, which marks every Runtime with the force-patch
+//! annotation when one of those KCP objects changes, so each runtime cluster gets the change.
+//!
+//! Errors name objects and the apiserver's reason, never their data (the pull Secret and the
+//! manifests may hold credentials).
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use kim_shared::api::Runtime;
+use kim_shared::bootstrapper::{
+    DEFAULT_NAMESPACE, FIELD_MANAGER, MANIFESTS_KEY, Settings, Status, Watched, parse_manifests,
+    status,
+};
+use kim_shared::names;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::Scope;
+use kube::runtime::reflector::Store;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::Shutdown;
+
+/// What went wrong, with the step that failed (it decides the condition's reason).
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// Reading or copying the ConfigMap, pull Secret or ClusterTrustBundle.
+    #[error("{0}")]
+    Configure(String),
+    /// Reading the manifests or the Deployment.
+    #[error("{0}")]
+    Status(String),
+    /// Applying the manifests.
+    #[error("{0}")]
+    Apply(String),
+}
+
+fn gvk_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+fn api_message(what: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{what}: {} ({})", s.message, s.code),
+        other => format!("{what}: {other}"),
+    }
+}
+
+/// Copies the configuration into the runtime cluster (upstream `Configure`).
+pub async fn configure(
+    kcp: &Client,
+    kcp_namespace: &str,
+    runtime_client: &Client,
+    s: &Settings,
+) -> Result<(), BootstrapError> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
+    let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
+        .get(&s.kcp_config_name)
+        .await
+        .map_err(|e| {
+            BootstrapError::Configure(api_message(
+                &format!("reading ConfigMap {kcp_namespace}/{}", s.kcp_config_name),
+                &e,
+            ))
+        })?;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": s.skr_config_name, "namespace": s.skr_namespace},
+        "data": cm.data.get("data").cloned().unwrap_or(Value::Null)});
+    Api::<DynamicObject>::namespaced_with(runtime_client.clone(), &s.skr_namespace, &cm_res)
+        .patch(&s.skr_config_name, &pp, &Patch::Apply(body))
+        .await
+        .map_err(|e| {
+            BootstrapError::Configure(api_message(
+                &format!(
+                    "applying ConfigMap {}/{}",
+                    s.skr_namespace, s.skr_config_name
+                ),
+                &e,
+            ))
+        })?;
+
+    if !s.kcp_pull_secret_name.is_empty() {
+        let res = gvk_resource("", "v1", "Secret", "secrets");
+        let secret = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &res)
+            .get(&s.kcp_pull_secret_name)
+            .await
+            .map_err(|e| {
+                BootstrapError::Configure(api_message(
+                    &format!("reading Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
+                    &e,
+                ))
+            })?;
+        let body = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": s.skr_pull_secret_name, "namespace": s.skr_namespace},
+            "type": secret.data.get("type").cloned().unwrap_or(Value::Null),
+            "data": secret.data.get("data").cloned().unwrap_or(Value::Null)});
+        Api::<DynamicObject>::namespaced_with(runtime_client.clone(), &s.skr_namespace, &res)
+            .patch(&s.skr_pull_secret_name, &pp, &Patch::Apply(body))
+            .await
+            .map_err(|e| {
+                BootstrapError::Configure(api_message(
+                    &format!(
+                        "applying Secret {}/{}",
+                        s.skr_namespace, s.skr_pull_secret_name
+                    ),
+                    &e,
+                ))
+            })?;
+    }
+
+    if !s.kcp_cluster_trust_bundle.is_empty() {
+        let res = cluster_trust_bundles();
+        let ctb = Api::<DynamicObject>::all_with(kcp.clone(), &res)
+            .get(&s.kcp_cluster_trust_bundle)
+            .await
+            .map_err(|e| {
+                BootstrapError::Configure(api_message(
+                    &format!("reading ClusterTrustBundle {}", s.kcp_cluster_trust_bundle),
+                    &e,
+                ))
+            })?;
+        let body = json!({"apiVersion": "certificates.k8s.io/v1beta1",
+            "kind": "ClusterTrustBundle",
+            "metadata": {"name": s.skr_cluster_trust_bundle},
+            "spec": ctb.data.get("spec").cloned().unwrap_or(Value::Null)});
+        Api::<DynamicObject>::all_with(runtime_client.clone(), &res)
+            .patch(&s.skr_cluster_trust_bundle, &pp, &Patch::Apply(body))
+            .await
+            .map_err(|e| {
+                BootstrapError::Configure(api_message(
+                    &format!("applying ClusterTrustBundle {}", s.skr_cluster_trust_bundle),
+                    &e,
+                ))
+            })?;
+    }
+    Ok(())
+}
+
+fn cluster_trust_bundles() -> ApiResource {
+    gvk_resource(
+        "certificates.k8s.io",
+        "v1beta1",
+        "ClusterTrustBundle",
+        "clustertrustbundles",
+    )
+}
+
+/// Where the installation stands, with the wanted manifests (upstream `InstallationInfo`).
+pub async fn installation(
+    kcp: &Client,
+    kcp_namespace: &str,
+    runtime_client: &Client,
+    s: &Settings,
+) -> Result<(Status, Vec<Value>), BootstrapError> {
+    let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
+    let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
+        .get(&s.manifests_config_map_name)
+        .await
+        .map_err(|e| {
+            BootstrapError::Status(api_message(
+                &format!(
+                    "reading ConfigMap {kcp_namespace}/{}",
+                    s.manifests_config_map_name
+                ),
+                &e,
+            ))
+        })?;
+    let text = cm
+        .data
+        .pointer(&format!("/data/{}", MANIFESTS_KEY.replace('/', "~1")))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let manifests = parse_manifests(text).map_err(|e| {
+        BootstrapError::Status(format!(
+            "ConfigMap {kcp_namespace}/{}: {e}",
+            s.manifests_config_map_name
+        ))
+    })?;
+    let deployments = gvk_resource("apps", "v1", "Deployment", "deployments");
+    let dep = Api::<DynamicObject>::namespaced_with(
+        runtime_client.clone(),
+        &s.skr_namespace,
+        &deployments,
+    )
+    .get_opt(&s.skr_deployment_name)
+    .await
+    .map_err(|e| {
+        BootstrapError::Status(api_message(
+            &format!(
+                "reading Deployment {}/{}",
+                s.skr_namespace, s.skr_deployment_name
+            ),
+            &e,
+        ))
+    })?;
+    let dep = dep.map(|d| serde_json::to_value(d).unwrap_or(Value::Null));
+    Ok((status(dep.as_ref(), &manifests), manifests))
+}
+
+/// Applies the manifests by server-side apply, each object's resource found by discovery.
+pub async fn apply_manifests(
+    runtime_client: &Client,
+    manifests: &[Value],
+) -> Result<(), BootstrapError> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for obj in manifests {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = kube::discovery::pinned_kind(runtime_client, &gvk)
+            .await
+            .map_err(|e| {
+                BootstrapError::Apply(api_message(&format!("finding {api_version} {kind}"), &e))
+            })?;
+        let mut body = obj.clone();
+        let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
+            let ns = obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(DEFAULT_NAMESPACE)
+                .to_owned();
+            body["metadata"]["namespace"] = json!(ns);
+            Api::namespaced_with(runtime_client.clone(), &ns, &resource)
+        } else {
+            if let Some(m) = body["metadata"].as_object_mut() {
+                m.remove("namespace");
+            }
+            Api::all_with(runtime_client.clone(), &resource)
+        };
+        api.patch(name, &pp, &Patch::Apply(body))
+            .await
+            .map_err(|e| {
+                BootstrapError::Apply(api_message(&format!("applying {kind} {name}"), &e))
+            })?;
+    }
+    Ok(())
+}
+
+/// The config reload watcher: watches the KCP objects the bootstrapper depends on until
+/// `shutdown`; when one changes after it was first seen, every Runtime of `runtimes` gets the
+/// force-patch annotation. The first sight only records the content: a (re)start must not
+/// re-reconcile every Runtime.
+pub async fn watch_config(
+    kcp: Client,
+    kcp_namespace: String,
+    settings: Settings,
+    runtimes: Store<Runtime>,
+    shutdown: Shutdown,
+) {
+    let watched = settings.watched();
+    if watched.is_empty() {
+        return;
+    }
+    let streams = watched.into_iter().map(|w| {
+        let (res, namespaced, name) = match w {
+            Watched::ConfigMap(n) => (gvk_resource("", "v1", "ConfigMap", "configmaps"), true, n),
+            Watched::Secret(n) => (gvk_resource("", "v1", "Secret", "secrets"), true, n),
+            Watched::ClusterTrustBundle(n) => (cluster_trust_bundles(), false, n),
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(kcp.clone(), &kcp_namespace, &res)
+        } else {
+            Api::all_with(kcp.clone(), &res)
+        };
+        let kind = res.kind.clone();
+        watcher(
+            api,
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        )
+        .default_backoff()
+        .applied_objects()
+        .map(move |r| (kind.clone(), r))
+        .boxed()
+    });
+    let mut events = futures::stream::select_all(streams);
+    let mut seen: BTreeMap<(String, String), Value> = BTreeMap::new();
+    loop {
+        let (kind, obj) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            next = events.next() => match next {
+                Some((kind, Ok(o))) => (kind, o),
+                Some((kind, Err(e))) => {
+                    tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
+                    continue;
+                }
+                None => return,
+            },
+        };
+        let name = obj.name_any();
+        let mut content = obj.data.clone();
+        if let Some(m) = content.as_object_mut() {
+            m.remove("metadata");
+        }
+        let before = seen.insert((kind.clone(), name.clone()), content.clone());
+        if before.is_some_and(|b| b != content) {
+            tracing::info!(
+                kind,
+                name,
+                "runtime bootstrapper configuration changed; re-reconciling every Runtime"
+            );
+            force_patch_all(&kcp, &runtimes).await;
+        }
+    }
+}
+
+/// Sets the force-patch annotation on every Runtime that is not being deleted and has not got
+/// it yet.
+async fn force_patch_all(kcp: &Client, runtimes: &Store<Runtime>) {
+    let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
+    for rt in runtimes.state() {
+        if rt.metadata.deletion_timestamp.is_some()
+            || rt.annotations().get(key).is_some_and(|v| v == "true")
+        {
+            continue;
+        }
+        let api: Api<Runtime> = Api::namespaced(kcp.clone(), &rt.namespace().unwrap_or_default());
+        let patch = json!({"metadata": {"annotations": {key: "true"}}});
+        if let Err(e) = api
+            .patch(
+                &rt.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            tracing::warn!(runtime = %rt.name_any(), error = %e, "cannot set the force-patch annotation after the runtime bootstrapper configuration changed");
+        }
+    }
+}

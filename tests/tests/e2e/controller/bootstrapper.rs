@@ -1,0 +1,295 @@
+//! The runtime bootstrapper (`--runtime-bootstrapper-enabled`, `kim_controller::bootstrapper`)
+//! against the shoot apiserver of the environment. Flag off: the Runtime becomes `Ready` and
+//! the runtime cluster holds none of the bootstrapper's objects, its status no
+//! `RuntimeBootstrapperReady`. Flag on: the KCP ConfigMap and pull Secret are copied, the
+//! manifests applied (namespaced and cluster-scoped objects, field manager
+//! `kim-bootstrapper`), the Runtime stays `Pending` until the Deployment is ready (the test
+//! plays the deployment controller, which the test apiserver lacks) and then is `Ready` with
+//! `RuntimeBootstrapperReady=True/RuntimeBootstrapperConfigured`; a change of the KCP
+//! ConfigMap reaches the runtime cluster through the config reload watcher.
+//!
+//! Its own environment: every Runtime of an environment gets the same shoot cluster.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::names::{self, condition, reason};
+use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
+use kim_tests::testenv::{TestEnv, TestEnvOptions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const MANIFESTS: &str = "\
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: rtb-sa, namespace: kyma-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: rtb-role}
+rules: []
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: rt-bootstrapper-controller-manager
+  namespace: kyma-system
+  labels: {app.kubernetes.io/version: '1.0.0'}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: rtb}}
+  template:
+    metadata: {labels: {app: rtb}}
+    spec:
+      containers: [{name: manager, image: example.invalid/rtb:1.0.0}]
+";
+
+fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
+    rt.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == condition::RUNTIME_BOOTSTRAPPER_READY)
+        })
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration() {
+    let env = TestEnv::start_for_process("kim-testenv-rtb", TestEnvOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("the bootstrapper test's own environment: {e}"));
+    let ns = env.namespace("ctl-rtb").await.unwrap();
+    let kcp = env.kcp_client().await.unwrap();
+    let pp = PostParams::default();
+    let kcp_cms: Api<ConfigMap> = Api::namespaced(kcp.clone(), &ns);
+    let config: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "rt-bootstrapper-config"},
+            "data": {"config.yaml": "level: 1\n"}}))
+        .unwrap();
+    kcp_cms.create(&pp, &config).await.unwrap();
+    let manifests: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "runtime-bootstrapper-manifests"},
+            "data": {"manifests.yaml": MANIFESTS}}),
+    )
+    .unwrap();
+    kcp_cms.create(&pp, &manifests).await.unwrap();
+    let pull: Secret = serde_json::from_value(json!({"metadata": {"name": "rtb-pull"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": "{\"auths\":{}}"}}))
+    .unwrap();
+    Api::<Secret>::namespaced(kcp.clone(), &ns)
+        .create(&pp, &pull)
+        .await
+        .unwrap();
+
+    // Flag off.
+    let ctl = start_controller(env, &ns, &[]).await.unwrap();
+    let id = format!("rtb-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id).unwrap();
+    create(env, &rt).await.unwrap();
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
+        .await
+        .unwrap();
+    assert_eq!(bootstrapper_condition(&ready), None);
+    let skr = env.shoot_client().await.unwrap();
+    let skr_cms: Api<ConfigMap> = Api::namespaced(skr.clone(), "kyma-system");
+    let skr_deps: Api<Deployment> = Api::namespaced(skr.clone(), "kyma-system");
+    let skr_secrets: Api<Secret> = Api::namespaced(skr.clone(), "kyma-system");
+    assert!(
+        skr_cms
+            .get_opt("rt-bootstrapper-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        skr_deps
+            .get_opt("rt-bootstrapper-controller-manager")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        skr_secrets
+            .get_opt("registry-credentials")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ClusterRole>::all(skr.clone())
+            .get_opt("rtb-role")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    ctl.stop().await;
+
+    // Flag on: the next configuration pass installs.
+    let ctl = start_controller(
+        env,
+        &ns,
+        &[
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
+        ],
+    )
+    .await
+    .unwrap();
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the Deployment is applied",
+        Duration::from_secs(120),
+        || {
+            let skr_deps = skr_deps.clone();
+            async move {
+                Ok(skr_deps
+                    .get_opt("rt-bootstrapper-controller-manager")
+                    .await?
+                    .is_some())
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // The installation runs: Pending with upstream's reason, while the deployment
+    // controller (played here) reports progress.
+    let status_patch = |available: &str, ready: i32| {
+        json!({"status": {"replicas": 1, "readyReplicas": ready, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "m"},
+            {"type": "Available", "status": available, "reason": "R", "message": "m"}]}})
+    };
+    skr_deps
+        .patch_status(
+            "rt-bootstrapper-controller-manager",
+            &PatchParams::default(),
+            &Patch::Merge(status_patch("False", 0)),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "RuntimeBootstrapperReady=False/InstallationInProgress",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(bootstrapper_condition(&rt)
+                    == Some((
+                        "False".into(),
+                        reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS.into(),
+                    ))
+                    && rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Pending))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    skr_deps
+        .patch_status(
+            "rt-bootstrapper-controller-manager",
+            &PatchParams::default(),
+            &Patch::Merge(status_patch("True", 1)),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the Runtime is Ready again",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(
+                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
+                        && bootstrapper_condition(&rt)
+                            == Some((
+                                "True".into(),
+                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
+                            )),
+                )
+            }
+        },
+    )
+    .await
+    .unwrap();
+
+    // What upstream's would hold, written by the bootstrapper's field manager.
+    let copied = skr_cms.get("rt-bootstrapper-config").await.unwrap();
+    assert_eq!(copied.data, config.data);
+    let secret = skr_secrets.get("registry-credentials").await.unwrap();
+    assert_eq!(
+        secret.type_.as_deref(),
+        Some("kubernetes.io/dockerconfigjson")
+    );
+    assert_eq!(
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(".dockerconfigjson"))
+            .map(|b| b.0.clone()),
+        Some(b"{\"auths\":{}}".to_vec())
+    );
+    Api::<ServiceAccount>::namespaced(skr.clone(), "kyma-system")
+        .get("rtb-sa")
+        .await
+        .unwrap();
+    let role = Api::<ClusterRole>::all(skr.clone())
+        .get("rtb-role")
+        .await
+        .unwrap();
+    assert!(
+        role.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some("kim-bootstrapper")),
+        "{:?}",
+        role.metadata.managed_fields
+    );
+
+    // A change of the KCP ConfigMap reaches the runtime cluster.
+    kcp_cms
+        .patch(
+            "rt-bootstrapper-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"config.yaml": "level: 2\n"}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the copied ConfigMap follows",
+        Duration::from_secs(120),
+        || {
+            let skr_cms = skr_cms.clone();
+            async move {
+                let cm = skr_cms.get("rt-bootstrapper-config").await?;
+                Ok(cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("config.yaml"))
+                    .is_some_and(|v| v == "level: 2\n"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    ctl.stop().await;
+}
