@@ -29,6 +29,7 @@ pub use error::ConvertError;
 pub use extensions::acl_requested;
 pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_stack};
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
+pub use placement::access_restriction_names;
 pub use provider::{pools, zones};
 
 use crate::api::Runtime;
