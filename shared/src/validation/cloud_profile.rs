@@ -722,8 +722,7 @@ fn classification_at<'v>(
     match lifecycle.filter(|l| !l.is_empty()) {
         Some(stages) => stages
             .iter()
-            .filter(|s| started(s.start_time.as_deref()))
-            .last()
+            .rfind(|s| started(s.start_time.as_deref()))
             .map_or(UNAVAILABLE, |s| s.classification.as_str()),
         None if expiration.is_some_and(|d| started(Some(d))) => EXPIRED,
         None => classification.unwrap_or(SUPPORTED),
