@@ -265,11 +265,14 @@ impl KimConfig {
         self.kim.providers.get(&kind.try_into().ok()?)
     }
 
-    /// The CloudProfile for Shoots of `kind`: `kim.providers.<kind>.cloudProfileName`, else
-    /// upstream's fixed name.
+    /// The CloudProfile Shoots of `kind` reference (and the webhook checks them against):
+    /// `kim.providers.<kind>.cloudProfileName`, for gdch else upstream's
+    /// `converter.provider.gdch.cloudProfileName`, else upstream's fixed name.
     pub fn cloud_profile_name(&self, kind: ProviderKind) -> &str {
+        let gdch = self.converter.provider.gdch.cloud_profile_name.as_str();
         self.provider(kind)
             .and_then(|p| p.cloud_profile_name.as_deref())
+            .or_else(|| (kind == ProviderKind::Gdch && !gdch.is_empty()).then_some(gdch))
             .unwrap_or_else(|| kind.default_cloud_profile_name())
     }
 

@@ -185,6 +185,31 @@ fn the_example_defaults_are_upstreams_only() {
 }
 
 #[test]
+fn gdch_shoots_and_the_webhook_use_upstreams_gdch_cloud_profile_unless_kim_names_one() {
+    let mut config = load_example();
+    config.converter.provider.gdch.cloud_profile_name = "cat-eu".into();
+    assert_eq!(config.cloud_profile_name(ProviderKind::Gdch), "cat");
+    config
+        .kim
+        .providers
+        .get_mut(&ProviderKind::Gdch)
+        .unwrap()
+        .cloud_profile_name = None;
+    assert_eq!(config.cloud_profile_name(ProviderKind::Gdch), "cat-eu");
+    config.converter.provider.gdch.cloud_profile_name = String::new();
+    assert_eq!(config.cloud_profile_name(ProviderKind::Gdch), "cat");
+    // Other providers have no such upstream key.
+    config
+        .kim
+        .providers
+        .get_mut(&ProviderKind::Aws)
+        .unwrap()
+        .cloud_profile_name = None;
+    config.converter.provider.gdch.cloud_profile_name = "cat-eu".into();
+    assert_eq!(config.cloud_profile_name(ProviderKind::Aws), "aws");
+}
+
+#[test]
 fn kubernetes_versions_are_checked_against_minimum_list_and_preview() {
     let config = load_operator();
     let aws = config.provider(ProviderKind::Aws).unwrap();

@@ -279,8 +279,14 @@ fn cri_and_update_strategy_are_gardeners_values() {
         &field("updateStrategy"),
     );
     accepts(&runtime(|rt| {
-        main_pool(rt).update_strategy = Some("AutoInPlaceUpdate".into())
+        main_pool(rt).update_strategy = Some("AutoRollingUpdate".into())
     }));
+    for in_place in ["AutoInPlaceUpdate", "ManualInPlaceUpdate"] {
+        rejects(
+            &runtime(|rt| main_pool(rt).update_strategy = Some(in_place.into())),
+            &field("updateStrategy"),
+        );
+    }
 }
 
 #[test]

@@ -797,8 +797,9 @@ pub struct InvalidVariant {
 /// Variants of a corpus Runtime, each with one field Gardener refuses: a region, zone, machine
 /// type, volume type, image version or Kubernetes version the landscape does not offer, an
 /// expired version, an arm64 machine type on an amd64 pool, an unusable machine type, a
-/// malformed node taint or label; and each with one the webhook's policy refuses: a network
-/// on a seed network, dualStack on a provider that cannot be dual stack.
+/// malformed node taint or label, an EU platform region in a region without Gardener's
+/// `eu-access-only`; and each with one the webhook's policy refuses: a network on a seed
+/// network, dualStack on a provider that cannot be dual stack.
 pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
     let provider = base.runtime["spec"]["shoot"]["provider"]["type"]
         .as_str()
@@ -930,6 +931,21 @@ pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
         v.runtime["spec"]["shoot"]["provider"]["workers"][0]["machine"]["architecture"] =
             json!("amd64");
         out.push(v);
+    }
+    let region = base.runtime["spec"]["shoot"]["region"]
+        .as_str()
+        .unwrap_or_default();
+    if !crate::fixtures::EU_ACCESS_REGIONS.contains(&(provider.as_str(), region)) {
+        // The Shoot of an EU platform region carries `eu-access-only`, which this region does
+        // not offer.
+        out.push(edit(
+            "EU platform region outside the EU-access regions",
+            "spec.shoot.region",
+            &|rt| {
+                rt["spec"]["shoot"]["platformRegion"] = json!("cf-eu11");
+                rt["metadata"]["labels"]["kyma-project.io/platform-region"] = json!("cf-eu11");
+            },
+        ));
     }
     if provider == "aws" {
         out.push(edit(

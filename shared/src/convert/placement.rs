@@ -45,23 +45,13 @@ pub(super) fn seed_selector(input: &Input<'_>, shoot: &mut Shoot) {
 }
 
 /// `cloudProfile{kind: CloudProfile, name}`; upstream's `cloudProfileName` is forbidden from
-/// Kubernetes 1.34. The name is upstream's per provider unless the configuration names another:
-/// `kim.providers.<p>.cloudProfileName`, for gdch also upstream's
-/// `converter.provider.gdch.cloudProfileName`.
+/// Kubernetes 1.34. The name is upstream's per provider unless the configuration names another
+/// (`KimConfig::cloud_profile_name`, which the webhook's CloudProfile rules use too).
 pub(super) fn cloud_profile(input: &Input<'_>, shoot: &mut Shoot) {
     let kind = kind(input.shoot().provider.type_);
-    let gdch = &input.cfg.converter.provider.gdch.cloud_profile_name;
-    let own = input
-        .cfg
-        .provider(kind)
-        .and_then(|p| p.cloud_profile_name.as_deref());
-    let name = match (kind, own) {
-        (ProviderKind::Gdch, None) if !gdch.is_empty() => gdch.as_str(),
-        _ => input.cfg.cloud_profile_name(kind),
-    };
     shoot.spec.cloud_profile = Some(CloudProfileReference {
         kind: Some("CloudProfile".to_owned()),
-        name: name.to_owned(),
+        name: input.cfg.cloud_profile_name(kind).to_owned(),
     });
 }
 
@@ -72,9 +62,20 @@ pub(super) fn exposure_class(input: &Input<'_>, shoot: &mut Shoot) {
     }
 }
 
+/// The access restrictions a Shoot of `platform_region` carries: Gardener's `eu-access-only`
+/// for the EU platform regions, none for the others. Gardener admits the Shoot only in a region
+/// whose CloudProfile entry lists each of them.
+pub fn access_restriction_names(platform_region: &str) -> &'static [&'static str] {
+    if EU_ACCESS_PLATFORM_REGIONS.contains(&platform_region) {
+        &[EU_ACCESS_RESTRICTION]
+    } else {
+        &[]
+    }
+}
+
 /// EU platform regions get Gardener's `eu-access-only` restriction for nodes and add-ons.
 pub(super) fn access_restrictions(input: &Input<'_>, shoot: &mut Shoot) {
-    if EU_ACCESS_PLATFORM_REGIONS.contains(&input.shoot().platform_region.as_str()) {
+    for name in access_restriction_names(&input.shoot().platform_region) {
         let options = BTreeMap::from([
             (
                 "support.gardener.cloud/eu-access-for-cluster-addons".to_owned(),
@@ -90,7 +91,7 @@ pub(super) fn access_restrictions(input: &Input<'_>, shoot: &mut Shoot) {
             .access_restrictions
             .get_or_insert_with(Vec::new)
             .push(AccessRestrictionWithOptions {
-                name: EU_ACCESS_RESTRICTION.to_owned(),
+                name: (*name).to_owned(),
                 options: Some(options),
             });
     }

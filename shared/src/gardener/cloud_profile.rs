@@ -74,8 +74,23 @@ pub struct ExpirableVersion {
     /// When the version expires (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expiration_date: Option<String>,
+    /// The classifications the version goes through (Gardener's successor of `classification`
+    /// and `expirationDate`, which count only without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Vec<LifecycleStage>>,
     /// The version, `X.Y.Z`.
     pub version: String,
+}
+
+/// `versions[].lifecycle[]`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleStage {
+    /// `unavailable`, `preview`, `supported`, `deprecated` or `expired`.
+    pub classification: String,
+    /// From when (RFC 3339); unset: from the beginning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
 }
 
 /// `spec.limits`.
@@ -116,6 +131,9 @@ pub struct MachineImageVersion {
     /// When the version expires (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expiration_date: Option<String>,
+    /// See [`ExpirableVersion::lifecycle`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Vec<LifecycleStage>>,
     /// Constraint on the kubelet versions this image supports.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubelet_version_constraint: Option<String>,

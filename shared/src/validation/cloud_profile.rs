@@ -1,9 +1,10 @@
 //! Rules from the Gardener CloudProfile of the Runtime's provider: what gardener-apiserver's
 //! ShootValidator admission checks against the profile, applied to the Runtime before it is
 //! stored. Region, zones, machine type (usable, offered in every zone of the pool, matching
-//! architecture), machine image and version (offered, not expired, architecture, container
-//! runtime), volume type (usable, offered in every zone) and size, and the Kubernetes version
-//! (offered, not expired; `1.36` resolves as Gardener resolves it).
+//! architecture), machine image and version (offered, active, architecture, container
+//! runtime), volume type (usable, offered in every zone) and size, the Kubernetes
+//! versions of the cluster and of its pools (offered, active; `1.36` resolves as Gardener
+//! resolves it), and the access restrictions of the region.
 //!
 //! As in Gardener, on UPDATE only what changed is checked against the profile: a cluster whose
 //! version or machine type the profile has since dropped may still change other fields.
@@ -12,9 +13,11 @@ use super::workers::pools;
 use super::{Item, ValidationOutcome};
 use crate::api::Runtime;
 use crate::config::{KimConfig, ProviderKind, parse_image_version};
+use crate::convert::access_restriction_names;
 use crate::gardener::Worker;
 use crate::gardener::cloud_profile::{
-    AvailabilityZone, CloudProfileSpec, ExpirableVersion, MachineImageVersion, Region,
+    AvailabilityZone, CloudProfileSpec, ExpirableVersion, LifecycleStage, MachineImageVersion,
+    Region,
 };
 use crate::gardener::common::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -65,12 +68,16 @@ pub fn validate_against_cloud_profile(
         now,
     };
     let region = c.region(&mut f);
+    if let Some(region) = region {
+        c.access_restrictions(region, &mut f);
+    }
     c.kubernetes_version(&mut f);
     for (at, w) in pools(rt) {
         let before = old.and_then(|o| pools(o).map(|(_, w)| w).find(|o| o.name == w.name));
         if let Some(region) = region {
             c.zones(at, w, before, region, &mut f);
         }
+        c.pool_kubernetes_version(at, w, before, &mut f);
         c.machine_type(at, w, before, region, &mut f);
         c.machine_image(at, w, before, &mut f);
         c.volume(at, w, before, region, &mut f);
@@ -110,8 +117,50 @@ impl<'a> Check<'a> {
         found
     }
 
+    /// The access restrictions the Shoot gets from the platform region (`eu-access-only` for
+    /// the EU ones) must be offered by its region; as in Gardener, checked when they change.
+    fn access_restrictions(&self, region: &Region, f: &mut ValidationOutcome) {
+        let platform_region = self.rt.spec.shoot.platform_region.as_str();
+        let wanted = access_restriction_names(platform_region);
+        if self
+            .old
+            .is_some_and(|o| access_restriction_names(&o.spec.shoot.platform_region) == wanted)
+        {
+            return;
+        }
+        let offers = |r: &Region, name: &str| {
+            r.access_restrictions
+                .iter()
+                .flatten()
+                .any(|a| a.name == name)
+        };
+        let missing: Vec<&str> = wanted
+            .iter()
+            .copied()
+            .filter(|name| !offers(region, name))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let fitting = self
+            .spec()
+            .regions
+            .iter()
+            .filter(|r| wanted.iter().all(|name| offers(r, name)))
+            .map(|r| r.name.as_str());
+        f.violation(
+            "spec.shoot.region",
+            format!(
+                "region {} of CloudProfile {} does not offer the access restriction {}, which platform region {platform_region} requires; use one of {}",
+                region.name,
+                self.profile.name,
+                missing.join(", "),
+                shortened(fitting)
+            ),
+        );
+    }
+
     fn kubernetes_version(&self, f: &mut ValidationOutcome) {
-        const FIELD: &str = "spec.shoot.kubernetes.version";
         let wanted = effective_kubernetes_version(self.rt, self.cfg);
         if self
             .old
@@ -119,49 +168,83 @@ impl<'a> Check<'a> {
         {
             return;
         }
+        self.check_kubernetes(
+            "spec.shoot.kubernetes.version",
+            &wanted,
+            self.old.is_none(),
+            f,
+        );
+    }
+
+    /// A pool's own Kubernetes version, checked as Gardener checks it: when it differs from
+    /// the pool's old one (or, for a pool without one, the cluster's old version); expired
+    /// versions only for pools that exist already.
+    fn pool_kubernetes_version(
+        &self,
+        at: Item,
+        w: &Worker,
+        before: Option<&Worker>,
+        f: &mut ValidationOutcome,
+    ) {
+        let version_of = |w: &Worker| w.kubernetes.as_ref().and_then(|k| k.version.clone());
+        let Some(wanted) = version_of(w).filter(|v| !v.is_empty()) else {
+            return;
+        };
+        let old = before
+            .and_then(version_of)
+            .or_else(|| self.old.map(|o| effective_kubernetes_version(o, self.cfg)));
+        if old.as_deref() == Some(wanted.as_str()) {
+            return;
+        }
+        let strict = self.old.is_none() || before.is_none();
+        self.check_kubernetes(&at.field("kubernetes.version"), &wanted, strict, f);
+    }
+
+    /// `wanted` (`X.Y` or `X.Y.Z`) against the profile's versions; `strict` (a new cluster or
+    /// pool) refuses versions that are not active (expired or not yet available).
+    fn check_kubernetes(&self, field: &str, wanted: &str, strict: bool, f: &mut ValidationOutcome) {
         let versions = &self.spec().kubernetes.versions;
-        let Some(parts) = version_parts(&wanted) else {
+        let Some(parts) = version_parts(wanted) else {
             return; // The syntax rule reports it.
         };
-        let creating = self.old.is_none();
         if parts.len() < 3 {
-            // Gardener resolves `1.36` to the newest patch that is neither preview nor expired.
+            // Gardener resolves `1.36` to the newest patch classified `supported` now.
             let resolved = versions
                 .iter()
-                .filter(|v| !self.expired(v.expiration_date.as_deref()))
-                .filter(|v| v.classification.as_deref() != Some("preview"))
+                .filter(|v| self.kubernetes_class(v) == SUPPORTED)
                 .filter_map(|v| semver::Version::parse(&v.version).ok())
                 .filter(|v| v.major == parts[0] && parts.get(1).is_none_or(|m| v.minor == *m))
                 .max();
             if resolved.is_none() {
                 f.violation(
-                    FIELD,
+                    field,
                     format!(
-                        "{wanted} has no supported patch version in CloudProfile {} (preview and expired versions are not chosen for a minor version); use one of {}",
+                        "{wanted} has no supported patch version in CloudProfile {} (only versions classified supported are chosen for a minor version, not preview, deprecated or expired ones); use one of {}",
                         self.profile.name,
-                        self.offered_kubernetes(creating)
+                        self.offered_kubernetes(strict)
                     ),
                 );
             }
             return;
         }
         let listed = versions.iter().find(|v| v.version == wanted);
-        match listed {
-            Some(v) if !(creating && self.expired(v.expiration_date.as_deref())) => {}
-            Some(_) => f.violation(
-                FIELD,
+        match listed.map(|v| self.kubernetes_class(v)) {
+            Some(class) if !strict || active(class) => {}
+            Some(class) => f.violation(
+                field,
                 format!(
-                    "{wanted} has expired in CloudProfile {}; use one of {}",
+                    "{wanted} {} in CloudProfile {}; use one of {}",
+                    inactive_reason(class),
                     self.profile.name,
-                    self.offered_kubernetes(creating)
+                    self.offered_kubernetes(strict)
                 ),
             ),
             None => f.violation(
-                FIELD,
+                field,
                 format!(
                     "{wanted} is not offered by CloudProfile {}; use one of {}",
                     self.profile.name,
-                    self.offered_kubernetes(creating)
+                    self.offered_kubernetes(strict)
                 ),
             ),
         }
@@ -173,11 +256,11 @@ impl<'a> Check<'a> {
             .kubernetes
             .versions
             .iter()
-            .filter(|v| !(creating && self.expired(v.expiration_date.as_deref())))
+            .filter(|v| !creating || active(self.kubernetes_class(v)))
             .collect();
         versions.sort_by_key(|v| std::cmp::Reverse(semver::Version::parse(&v.version).ok()));
         shortened(versions.iter().map(|v| {
-            if v.classification.as_deref() == Some("preview") {
+            if self.kubernetes_class(v) == PREVIEW {
                 format!("{} (preview)", v.version)
             } else {
                 v.version.clone()
@@ -323,8 +406,11 @@ impl<'a> Check<'a> {
         };
         let new_pool = before.is_none();
         let old_version = before.and_then(|b| self.effective_image(b).1);
+        if version.is_none() && before.is_some_and(|b| self.effective_image(b).0 == name) {
+            return; // Gardener keeps the pool's image.
+        }
         let usable = |v: &MachineImageVersion| {
-            supports_arch(v, arch) && !self.image_expired(v, new_pool, old_version.as_deref())
+            supports_arch(v, arch) && !self.image_inactive(v, new_pool, old_version.as_deref())
         };
         let offered = || {
             let mut vs: Vec<&MachineImageVersion> =
@@ -333,20 +419,41 @@ impl<'a> Check<'a> {
             shortened(vs.iter().map(|v| v.version.as_str()))
         };
         let Some(version) = version else {
-            // Gardener picks the newest version that is not preview and runs on the architecture.
-            let any = image
+            // Gardener picks the newest version for the architecture that is not preview,
+            // preferring ones that are not deprecated, and then checks it like a named one.
+            let candidates: Vec<&MachineImageVersion> = image
                 .versions
                 .iter()
-                .any(|v| usable(v) && v.classification.as_deref() != Some("preview"));
-            if !any {
-                f.violation(
+                .filter(|v| supports_arch(v, arch) && self.image_class(v) != PREVIEW)
+                .collect();
+            let newest_of = |deprecated_too: bool| {
+                candidates
+                    .iter()
+                    .copied()
+                    .filter(|v| deprecated_too || self.image_class(v) != DEPRECATED)
+                    .max_by_key(|v| parse_image_version(&v.version))
+            };
+            let chosen = newest_of(false).or_else(|| newest_of(true));
+            match chosen {
+                None => f.violation(
                     at.field("machine.image.version"),
                     format!(
                         "CloudProfile {} has no version of {name} for {arch} to choose; name one of {}",
                         self.profile.name,
                         offered()
                     ),
-                );
+                ),
+                Some(v) if !usable(v) => f.violation(
+                    at.field("machine.image.version"),
+                    format!(
+                        "Gardener would choose {name} {}, which {} in CloudProfile {}; name one of {}",
+                        v.version,
+                        inactive_reason(self.image_class(v)),
+                        self.profile.name,
+                        offered()
+                    ),
+                ),
+                Some(_) => {}
             }
             return;
         };
@@ -362,8 +469,8 @@ impl<'a> Check<'a> {
             return;
         };
         let mut why = Vec::new();
-        if self.image_expired(v, new_pool, old_version.as_deref()) {
-            why.push("has expired".to_owned());
+        if self.image_inactive(v, new_pool, old_version.as_deref()) {
+            why.push(inactive_reason(self.image_class(v)).to_owned());
         }
         if !supports_arch(v, arch) {
             why.push(format!("does not run on {arch}"));
@@ -555,18 +662,33 @@ impl<'a> Check<'a> {
         (name, version)
     }
 
-    fn expired(&self, date: Option<&str>) -> bool {
-        date.and_then(|d| d.parse::<jiff::Timestamp>().ok())
-            .is_some_and(|d| d < self.now)
+    fn kubernetes_class(&self, v: &'a ExpirableVersion) -> &'a str {
+        classification_at(
+            v.classification.as_deref(),
+            v.expiration_date.as_deref(),
+            v.lifecycle.as_deref(),
+            self.now,
+        )
     }
 
-    /// An expired image version is still good for an existing pool that moves up to it
-    /// (Gardener's maintenance force-updates), never for a new pool or a new cluster.
-    fn image_expired(&self, v: &MachineImageVersion, new_pool: bool, old: Option<&str>) -> bool {
-        if !self.expired(v.expiration_date.as_deref()) {
+    fn image_class<'v>(&self, v: &'v MachineImageVersion) -> &'v str {
+        classification_at(
+            v.classification.as_deref(),
+            v.expiration_date.as_deref(),
+            v.lifecycle.as_deref(),
+            self.now,
+        )
+    }
+
+    /// Whether an image version may not be used: it is not active, except that an existing
+    /// pool may move up to an expired version (Gardener's maintenance force-updates); a new
+    /// pool or a new cluster never may.
+    fn image_inactive(&self, v: &MachineImageVersion, new_pool: bool, old: Option<&str>) -> bool {
+        let class = self.image_class(v);
+        if active(class) {
             return false;
         }
-        if new_pool || self.old.is_none() {
+        if class != EXPIRED || new_pool || self.old.is_none() {
             return true;
         }
         match (
@@ -576,6 +698,47 @@ impl<'a> Check<'a> {
             (Some(v), Some(old)) => v < old,
             _ => true,
         }
+    }
+}
+
+const PREVIEW: &str = "preview";
+const SUPPORTED: &str = "supported";
+const DEPRECATED: &str = "deprecated";
+const EXPIRED: &str = "expired";
+const UNAVAILABLE: &str = "unavailable";
+
+/// A version's classification at `now`, as Gardener derives it: with a `lifecycle`, the last
+/// stage that has started (none: unavailable); else `classification` (default supported) until
+/// `expirationDate`, expired from then on.
+fn classification_at<'v>(
+    classification: Option<&'v str>,
+    expiration: Option<&'v str>,
+    lifecycle: Option<&'v [LifecycleStage]>,
+    now: jiff::Timestamp,
+) -> &'v str {
+    let started = |start: Option<&str>| {
+        start.is_none_or(|t| t.parse::<jiff::Timestamp>().is_ok_and(|t| t < now))
+    };
+    match lifecycle.filter(|l| !l.is_empty()) {
+        Some(stages) => stages
+            .iter()
+            .rfind(|s| started(s.start_time.as_deref()))
+            .map_or(UNAVAILABLE, |s| s.classification.as_str()),
+        None if expiration.is_some_and(|d| started(Some(d))) => EXPIRED,
+        None => classification.unwrap_or(SUPPORTED),
+    }
+}
+
+/// Gardener lets new clusters and pools use only active versions.
+fn active(class: &str) -> bool {
+    class != EXPIRED && class != UNAVAILABLE
+}
+
+fn inactive_reason(class: &str) -> &'static str {
+    if class == EXPIRED {
+        "has expired"
+    } else {
+        "is not available yet"
     }
 }
 
@@ -674,6 +837,7 @@ fn bytes(q: &str) -> Option<u128> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -688,5 +852,38 @@ mod tests {
         assert_eq!(shortened(many.iter()), "0, 1, 2, 3, 4, 5, 6, 7 and 3 more");
         assert_eq!(version_parts("1.36"), Some(vec![1, 36]));
         assert_eq!(version_parts("1.36.x"), None);
+    }
+
+    #[test]
+    fn classifications_follow_gardener() {
+        let now: jiff::Timestamp = "2027-01-01T00:00:00Z".parse().unwrap();
+        let past = Some("2026-01-01T00:00:00Z");
+        let future = Some("2028-01-01T00:00:00Z");
+        assert_eq!(classification_at(None, None, None, now), SUPPORTED);
+        assert_eq!(
+            classification_at(Some(DEPRECATED), future, None, now),
+            DEPRECATED
+        );
+        assert_eq!(
+            classification_at(Some(DEPRECATED), past, None, now),
+            EXPIRED
+        );
+        assert_eq!(classification_at(Some(PREVIEW), None, None, now), PREVIEW);
+        let stage = |c: &str, t: Option<&str>| LifecycleStage {
+            classification: c.to_owned(),
+            start_time: t.map(str::to_owned),
+        };
+        // The lifecycle replaces the legacy fields.
+        let lifecycle = [stage(SUPPORTED, past), stage(DEPRECATED, future)];
+        assert_eq!(
+            classification_at(Some(PREVIEW), past, Some(&lifecycle), now),
+            SUPPORTED
+        );
+        let later = [stage(PREVIEW, future)];
+        assert_eq!(
+            classification_at(None, None, Some(&later), now),
+            UNAVAILABLE
+        );
+        assert!(!active(UNAVAILABLE) && !active(EXPIRED) && active(DEPRECATED));
     }
 }

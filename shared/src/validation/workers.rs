@@ -105,16 +105,18 @@ pub(crate) fn check(
                 "is only for self-hosted shoots, which Gardener accepts only in the garden namespace; the infrastructure manager creates shoots in the project namespace, leave controlPlane out",
             );
         }
-        if let Some(s) = &w.update_strategy
-            && !matches!(
-                s.as_str(),
-                "AutoRollingUpdate" | "AutoInPlaceUpdate" | "ManualInPlaceUpdate"
-            )
-        {
-            f.violation(
+        match w.update_strategy.as_deref() {
+            None | Some("AutoRollingUpdate") => {}
+            // Gardener refuses both unless its alpha feature gate InPlaceNodeUpdates is on; it
+            // is off by default.
+            Some(s @ ("AutoInPlaceUpdate" | "ManualInPlaceUpdate")) => f.violation(
                 at.field("updateStrategy"),
-                format!("{s:?} is not an update strategy; use AutoRollingUpdate, AutoInPlaceUpdate or ManualInPlaceUpdate"),
-            );
+                format!("{s} needs Gardener's alpha feature gate InPlaceNodeUpdates, which is off; use AutoRollingUpdate or leave it out"),
+            ),
+            Some(s) => f.violation(
+                at.field("updateStrategy"),
+                format!("{s:?} is not an update strategy; use AutoRollingUpdate or leave it out"),
+            ),
         }
         if w.provider_config.is_some()
             && rt.spec.shoot.provider.type_ == ProviderType::Aws

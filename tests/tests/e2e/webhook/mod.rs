@@ -1,6 +1,7 @@
 //! The webhook (`kim_tests::webhook`) behind the real apiserver.
 
 mod admission;
+mod agreement;
 mod failures;
 mod hardening;
 mod keb_corpus;
