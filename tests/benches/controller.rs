@@ -32,7 +32,8 @@
 //! same for the controller and the baseline, so the ratio compares like with like.
 //!
 //! Knobs (environment): `KIM_BENCH_SIZES` (`1000,10000`), `KIM_BENCH_CONCURRENCY` (32: bench
-//! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`),
+//! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`;
+//! 5 is the controller's default; each rate has its own block in docs/benchmarks.md),
 //! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` in this
 //! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
 //! A bench target (not part of `make test`); run by `make bench-controller`.
@@ -884,19 +885,21 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
     md
 }
 
-/// Replaces the marked block in docs/benchmarks.md (creating the section if absent).
-fn write_doc(block: &str) -> Result<()> {
-    const START: &str = "<!-- controller-bench:start";
-    const END: &str = "<!-- controller-bench:end -->";
+/// Replaces the marked block in docs/benchmarks.md (creating the section if absent). One block
+/// per client rate: the bench at the default 5 QPS and at 500 QPS measures different limits
+/// (the controller's own client, gardener-apiserver's admission).
+fn write_doc(block: &str, qps: u64) -> Result<()> {
+    let start = format!("<!-- controller-bench-qps{qps}:start");
+    let end_marker = format!("<!-- controller-bench-qps{qps}:end -->");
     const HEADING: &str = "## Controller (`make bench-controller`)";
     let path = repo_root().join("docs/benchmarks.md");
     let text = std::fs::read_to_string(&path)?;
     let marked = format!(
-        "{START} (written by `make bench-controller`; edit the bench, not this block) -->\n{block}{END}\n"
+        "{start} (written by `make bench-controller` with KIM_BENCH_QPS={qps}; edit the bench, not this block) -->\n{block}{end_marker}\n"
     );
-    let new = match (text.find(START), text.find(END)) {
+    let new = match (text.find(&start), text.find(&end_marker)) {
         (Some(a), Some(b)) if b > a => {
-            let mut end = b + END.len();
+            let mut end = b + end_marker.len();
             if text[end..].starts_with('\n') {
                 end += 1;
             }
@@ -956,7 +959,7 @@ async fn bench_controller() -> Result<()> {
     let md = report(&results, c, qps);
     println!("== make bench-controller ==\n{md}");
     if std::env::var("KIM_BENCH_NO_DOC").is_err() {
-        write_doc(&md)?;
+        write_doc(&md, qps)?;
         println!("(written to docs/benchmarks.md)");
     }
     Ok(())

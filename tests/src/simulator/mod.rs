@@ -461,9 +461,25 @@ async fn write_status(
     Ok(())
 }
 
+/// Binds the Shoot to a Seed, as gardener-scheduler does. The decision to bind comes from the
+/// watch cache, which lags under load: the Shoot is read from the apiserver first, and one that
+/// is already bound counts as done (binding it again is refused with a 500 "already assigned",
+/// and retrying that refusal every half second is what kept the simulator busy at 300 Shoots).
 async fn bind(client: &kube::Client, shoot: &Shoot) -> Result<(), SimError> {
     let ns = shoot.namespace().unwrap_or_default();
     let name = shoot.name_any();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &crate::testenv::gardener_shoot_resource(),
+    );
+    let mut raw = api
+        .get(&name)
+        .await
+        .map_err(kerr(format!("reading Shoot {ns}/{name}")))?;
+    if bound_seed(&raw).is_some() {
+        return Ok(());
+    }
     let seeds: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &fixtures::api_resource("core.gardener.cloud/v1beta1", "Seed")
@@ -484,20 +500,31 @@ async fn bind(client: &kube::Client, shoot: &Shoot) -> Result<(), SimError> {
         .or_else(|| list.items.iter().find(matches_provider))
         .map(ResourceExt::name_any)
         .ok_or_else(|| SimError::NoSeed(provider.clone()))?;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &crate::testenv::gardener_shoot_resource(),
-    );
-    let mut raw = api
-        .get(&name)
-        .await
-        .map_err(kerr(format!("reading Shoot {ns}/{name}")))?;
     raw.data["spec"]["seedName"] = json!(seed);
-    api.replace_subresource("binding", &name, &PostParams::default(), &raw)
+    match api
+        .replace_subresource("binding", &name, &PostParams::default(), &raw)
         .await
-        .map_err(kerr(format!("binding Shoot {ns}/{name} to Seed {seed}")))?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        // Bound between the read and the write (another reconcile of the same Shoot).
+        Err(kube::Error::Api(e)) if already_assigned(&e.message) => Ok(()),
+        Err(e) => Err(SimError::Kube {
+            what: format!("binding Shoot {ns}/{name} to Seed {seed}"),
+            source: e,
+        }),
+    }
+}
+
+/// The Seed a Shoot (as read from the apiserver) is bound to.
+fn bound_seed(raw: &DynamicObject) -> Option<&str> {
+    raw.data["spec"]["seedName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// gardener-apiserver's answer to binding a Shoot that already has a Seed.
+fn already_assigned(message: &str) -> bool {
+    message.contains("already assigned")
 }
 
 /// The status gardener-scheduler writes when no Seed fits.
@@ -610,6 +637,22 @@ async fn delete_ca_objects(client: &kube::Client, shoot: &Shoot) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shoot_with_a_seed_is_bound() {
+        let raw = |seed: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "core.gardener.cloud/v1beta1",
+                "kind": "Shoot", "metadata": {"name": "s"}, "spec": {"seedName": seed}}))
+            .unwrap()
+        };
+        assert_eq!(bound_seed(&raw(json!("seed-aws"))), Some("seed-aws"));
+        assert_eq!(bound_seed(&raw(json!(""))), None);
+        assert_eq!(bound_seed(&raw(json!(null))), None);
+        assert!(already_assigned(
+            "Internal error occurred: update of binding rejected, shoot is already assigned to the same seed"
+        ));
+        assert!(!already_assigned("etcdserver: request timed out"));
+    }
 
     #[test]
     fn faults_parse() {

@@ -5,7 +5,10 @@
 //! become Ready, none may ever be `Failed` (checked on every status change a watch delivers),
 //! and no Shoot may be created twice (one uid per Shoot name). Prints the time to all Ready
 //! against N divided by the best create rate gardener-apiserver admitted in the same run (the
-//! ratio; not asserted), the create limit and the "try later" answers.
+//! ratio; not asserted), the create limit and the "try later" answers, and where the time
+//! went: when the last Runtime passed each stage of the flow (Shoot created, bound to a Seed,
+//! `Succeeded`, GardenerCluster written, GardenerCluster Ready, Runtime Ready) and the spread of
+//! the time each Runtime spent in each stage.
 //!
 //! `KIM_BURST_RUNTIMES` sets N (default 60, so `make test` stays short on a small machine; the
 //! figures in docs/benchmarks.md are for 300). Its own environment: the burst must not share
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
-use kim_shared::api::{Runtime, RuntimeState};
+use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_tests::controller::*;
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
@@ -35,6 +38,60 @@ struct Seen {
     shoot_uids: HashMap<String, Vec<String>>,
     /// Shoot name -> when the watch first saw it.
     shoot_seen: HashMap<String, Instant>,
+    /// Runtime -> when each stage of the flow was first seen.
+    stages: HashMap<String, [Option<Instant>; STAGES.len()]>,
+}
+
+/// The stages of one Runtime's flow, in order, as the watches see them.
+const STAGES: [&str; 6] = [
+    "Shoot created",
+    "Shoot bound to a Seed",
+    "Shoot Succeeded",
+    "GardenerCluster written",
+    "GardenerCluster Ready",
+    "Runtime Ready",
+];
+
+impl Seen {
+    fn stage(&mut self, runtime: &str, stage: usize) {
+        self.stages.entry(runtime.to_owned()).or_default()[stage].get_or_insert_with(Instant::now);
+    }
+}
+
+/// Where the time went: per stage, when the last Runtime reached it (from `t0`) and the
+/// median, 90th percentile and maximum of the time Runtimes took from the previous stage.
+fn stage_breakdown(seen: &Seen, t0: Instant) -> String {
+    let mut out = String::from(
+        "stage | last Runtime reached it at | from the previous stage: median / p90 / max\n",
+    );
+    for (i, name) in STAGES.iter().enumerate() {
+        let reached: Vec<Instant> = seen.stages.values().filter_map(|s| s[i]).collect();
+        let last = reached.iter().max().map(|t| format!("{:.1?}", *t - t0));
+        let mut spans: Vec<Duration> = seen
+            .stages
+            .values()
+            .filter_map(|s| {
+                let from = if i == 0 { Some(t0) } else { s[i - 1] };
+                Some(s[i]?.saturating_duration_since(from?))
+            })
+            .collect();
+        spans.sort();
+        let q = |f: f64| {
+            spans
+                .get(((spans.len() as f64 - 1.0) * f).round() as usize)
+                .map(|d| format!("{d:.1?}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        out.push_str(&format!(
+            "{name} ({} Runtimes) | {} | {} / {} / {}\n",
+            reached.len(),
+            last.unwrap_or_else(|| "-".into()),
+            q(0.5),
+            q(0.9),
+            q(1.0),
+        ));
+    }
+    out
 }
 
 fn burst_size() -> Result<usize> {
@@ -85,7 +142,10 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let names: Vec<String> = (0..n).map(|i| format!("burst-{i:05}")).collect();
-    let ours: std::collections::HashSet<String> = names.iter().map(|id| shoot_name(id)).collect();
+    let ours: HashMap<String, String> = names
+        .iter()
+        .map(|id| (shoot_name(id), id.clone()))
+        .collect();
 
     let runtimes = watcher(
         Api::<Runtime>::namespaced(kcp.clone(), ns),
@@ -107,6 +167,7 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
                 }
                 RuntimeState::Ready if status.observed_generation == rt.metadata.generation => {
                     s.ready.entry(rt.name_any()).or_insert_with(Instant::now);
+                    s.stage(&rt.name_any(), 5);
                 }
                 _ => {}
             }
@@ -122,17 +183,53 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
         let mut stream = std::pin::pin!(shoots);
         while let Ok(Some(shoot)) = stream.try_next().await {
             let name = shoot.name_any();
-            if !ours.contains(&name) {
+            let Some(runtime) = ours.get(&name) else {
                 continue;
-            }
+            };
             let uid = shoot.uid().unwrap_or_default();
             let mut s = shoot_seen.lock().unwrap_or_else(|p| p.into_inner());
+            s.stage(runtime, 0);
+            if shoot
+                .spec
+                .seed_name
+                .as_deref()
+                .is_some_and(|s| !s.is_empty())
+            {
+                s.stage(runtime, 1);
+            }
+            let op = shoot
+                .status
+                .as_ref()
+                .and_then(|st| st.last_operation.as_ref());
+            if op.is_some_and(|op| op.type_ == "Create" && op.state == "Succeeded") {
+                s.stage(runtime, 2);
+            }
             s.shoot_seen
                 .entry(name.clone())
                 .or_insert_with(Instant::now);
             let uids = s.shoot_uids.entry(name).or_default();
             if !uids.contains(&uid) {
                 uids.push(uid);
+            }
+        }
+    });
+    let clusters = watcher(
+        Api::<GardenerCluster>::namespaced(kcp.clone(), ns),
+        watcher::Config::default(),
+    )
+    .applied_objects();
+    let gc_seen = seen.clone();
+    let gc_task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(clusters);
+        while let Ok(Some(gc)) = stream.try_next().await {
+            let Some(runtime) = gc.runtime_id().map(str::to_owned) else {
+                continue;
+            };
+            let mut s = gc_seen.lock().unwrap_or_else(|p| p.into_inner());
+            s.stage(&runtime, 3);
+            let state = gc.status.as_ref().and_then(|st| st.state.as_deref());
+            if state == Some("Ready") {
+                s.stage(&runtime, 4);
             }
         }
     });
@@ -163,6 +260,7 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
     controller.stop().await;
     rt_task.abort();
     shoot_task.abort();
+    gc_task.abort();
 
     let s = seen.lock().unwrap_or_else(|p| p.into_inner());
     let all_ready = s.ready.values().max().map(|t| *t - t0);
@@ -204,6 +302,7 @@ async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
             .unwrap_or_else(|| "-".into()),
         gardener_all / n as f64,
     );
+    eprintln!("burst: where the time went\n{}", stage_breakdown(&s, t0));
     if !s.failed.is_empty() {
         bail!(
             "{} Runtime(s) were Failed at some point, e.g. {:?}",
