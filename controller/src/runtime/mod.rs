@@ -432,9 +432,16 @@ impl Reconciler {
     /// One that already holds the same YAML documents is left alone: upstream's serialiser
     /// quotes differently (`""` where ours writes `''`), and rewriting the structured-auth
     /// ConfigMap of every Shoot upstream created would change its content for nothing.
-    pub async fn apply_config_map(&self, cm: &ConfigMap) -> Result<(), kube::Error> {
+    /// `before_create`: no Shoot references the ConfigMap yet, so it is written without that
+    /// read (one Gardener request less per new Runtime).
+    pub async fn apply_config_map(
+        &self,
+        cm: &ConfigMap,
+        before_create: bool,
+    ) -> Result<(), kube::Error> {
         let name = cm.name_any();
-        if let Some(live) = self.config_maps_api().get_opt(&name).await?
+        if !before_create
+            && let Some(live) = self.config_maps_api().get_opt(&name).await?
             && same_yaml_data(live.data.as_ref(), cm.data.as_ref())
         {
             return Ok(());

@@ -451,7 +451,7 @@ async fn prepare(
     if let Some(cm) = &converted.structured_auth
         && (live.is_some() || !reconciler.references_written(runtime))
     {
-        if let Err(e) = reconciler.apply_config_map(cm).await {
+        if let Err(e) = reconciler.apply_config_map(cm, live.is_none()).await {
             return Err(gardener_failure(
                 reconciler,
                 runtime,
