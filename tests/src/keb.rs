@@ -947,6 +947,17 @@ pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
             },
         ));
     }
+    // Gardener resolves the pool's `1.35` to the newest supported 1.35 patch (1.35.4 in the
+    // landscape), which is higher than the control plane's 1.35.2.
+    out.push(edit(
+        "pool version resolving above the control plane's",
+        "spec.shoot.provider.workers[0].kubernetes.version",
+        &|rt| {
+            rt["spec"]["shoot"]["kubernetes"]["version"] = json!("1.35.2");
+            rt["spec"]["shoot"]["provider"]["workers"][0]["kubernetes"] =
+                json!({"version": "1.35"});
+        },
+    ));
     if provider == "aws" {
         out.push(edit(
             "unusable machine type",

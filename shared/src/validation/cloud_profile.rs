@@ -197,7 +197,52 @@ impl<'a> Check<'a> {
             return;
         }
         let strict = self.old.is_none() || before.is_none();
-        self.check_kubernetes(&at.field("kubernetes.version"), &wanted, strict, f);
+        let field = at.field("kubernetes.version");
+        self.check_kubernetes(&field, &wanted, strict, f);
+        self.pool_version_skew(&field, &wanted, f);
+    }
+
+    /// Gardener's rule that a pool's version is not higher than the control plane's, on the
+    /// versions it resolves: with `X.Y` on either side (resolved to the newest supported patch)
+    /// only the profile can tell; with both `X.Y.Z` the pool rule of `workers` decides alone.
+    fn pool_version_skew(&self, field: &str, wanted: &str, f: &mut ValidationOutcome) {
+        let control_plane = effective_kubernetes_version(self.rt, self.cfg);
+        let full = |v: &str| version_parts(v).is_some_and(|p| p.len() == 3);
+        if full(wanted) && full(&control_plane) {
+            return;
+        }
+        let (Some(pool), Some(cp)) = (
+            self.resolve_kubernetes(wanted),
+            self.resolve_kubernetes(&control_plane),
+        ) else {
+            return; // Unknown versions are reported by the version rules.
+        };
+        if pool > cp {
+            f.violation(
+                field,
+                format!(
+                    "{wanted} resolves to {pool} in CloudProfile {}, higher than the control plane's version {cp} (spec.shoot.kubernetes.version {control_plane}); use {cp} or lower",
+                    self.profile.name
+                ),
+            );
+        }
+    }
+
+    /// The version Gardener runs for `wanted`: `X.Y.Z` itself, `X.Y` the newest patch
+    /// classified supported now; `None` when there is none or it does not parse.
+    fn resolve_kubernetes(&self, wanted: &str) -> Option<semver::Version> {
+        let parts = version_parts(wanted)?;
+        if parts.len() == 3 {
+            return semver::Version::parse(wanted).ok();
+        }
+        self.spec()
+            .kubernetes
+            .versions
+            .iter()
+            .filter(|v| self.kubernetes_class(v) == SUPPORTED)
+            .filter_map(|v| semver::Version::parse(&v.version).ok())
+            .filter(|v| v.major == parts[0] && parts.get(1).is_none_or(|m| v.minor == *m))
+            .max()
     }
 
     /// `wanted` (`X.Y` or `X.Y.Z`) against the profile's versions; `strict` (a new cluster or
@@ -209,13 +254,7 @@ impl<'a> Check<'a> {
         };
         if parts.len() < 3 {
             // Gardener resolves `1.36` to the newest patch classified `supported` now.
-            let resolved = versions
-                .iter()
-                .filter(|v| self.kubernetes_class(v) == SUPPORTED)
-                .filter_map(|v| semver::Version::parse(&v.version).ok())
-                .filter(|v| v.major == parts[0] && parts.get(1).is_none_or(|m| v.minor == *m))
-                .max();
-            if resolved.is_none() {
+            if self.resolve_kubernetes(wanted).is_none() {
                 f.violation(
                     field,
                     format!(
