@@ -265,6 +265,26 @@ mod tests {
     }
 
     #[test]
+    fn plan_with_any_change_is_not_empty() {
+        assert!(Plan::default().is_empty());
+        let add_ca = Plan {
+            add_ca: Some(Reason::Missing),
+            ..Plan::default()
+        };
+        let drop_cas = Plan {
+            drop_cas: vec![0],
+            ..Plan::default()
+        };
+        let issue_serving = Plan {
+            issue_serving: Some((Signer::New, Reason::Missing)),
+            ..Plan::default()
+        };
+        for p in [add_ca, drop_cas, issue_serving] {
+            assert!(!p.is_empty(), "{p:?} changes the Secret");
+        }
+    }
+
+    #[test]
     fn fresh_state_needs_nothing() {
         let s = state(vec![ca(0, 60)], Some(serving(9, 0)));
         assert!(plan(&s, at(1), &policy()).is_empty());

@@ -361,6 +361,13 @@ mod tests {
             decide(&p, present("2026-01-02T00:00:00Z"), false, now),
             RotationDecision::Rotate(RotationCause::LastSyncInvalid)
         );
+        // Exactly the tolerated skew still waits.
+        assert_eq!(
+            decide(&p, present("2026-01-01T00:01:00Z"), false, now),
+            RotationDecision::Wait {
+                requeue_after: p.rotate_after()
+            }
+        );
     }
 
     #[test]

@@ -276,6 +276,20 @@ mod tests {
     }
 
     #[test]
+    fn condition_message_is_the_servers_message_and_code() {
+        let status: kube::core::Status = serde_json::from_str(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"shoots \"c-1\" already exists","reason":"AlreadyExists","code":409}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            message(&kube::Error::Api(Box::new(status))),
+            "shoots \"c-1\" already exists (409)"
+        );
+        let other = kube::Error::Service("connection reset".into());
+        assert_eq!(message(&other), other.to_string());
+    }
+
+    #[test]
     fn no_answer_within_the_request_timeout_is_busy() {
         let timeout = crate::gardener::client::Timeout(std::time::Duration::from_secs(3));
         let err = kube::Error::Service(Box::new(timeout));
