@@ -6,7 +6,8 @@
 //! A kill cannot be drained: the reviews in flight on the killed replica's connection, and the
 //! connections the apiserver opens to its endpoint until the readiness probe removes it, fail
 //! with "failed calling webhook" (the apiserver does not retry a webhook call). What a client
-//! that retries such a failure once, a second later, must see: not one lost admission, every
+//! that retries such a failure once, after the endpoint is gone (three probe periods), must
+//! see: not one lost admission, every
 //! first failure a failed call to a webhook, and the killed replica's endpoint removed within a
 //! few probe periods.
 #![allow(clippy::unwrap_used)]

@@ -144,7 +144,7 @@ impl Report {
 /// Two replicas with `--shutdown-delay delay` in a new namespace, load, SIGTERM or SIGKILL
 /// (`stop`) to the replica the apiserver is talking to, the kubelet's and endpoint
 /// controller's part, the end of load. With `retry`, a client retries a failed create once
-/// after a second.
+/// after three probe periods.
 pub(super) async fn scenario(
     env: &TestEnv,
     bin: &Path,
@@ -232,7 +232,9 @@ pub(super) async fn scenario(
                 let mut result = api.create(&PostParams::default(), &obj).await;
                 if let (true, Err(e)) = (retry, &result) {
                     let first = format!("{:.2} s: {e}", started.elapsed().as_secs_f64());
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    // After the longest endpoint removal the kill test allows (three probe
+                    // periods): a retry one second later could still reach the dead endpoint.
+                    tokio::time::sleep(3 * PROBE_PERIOD).await;
                     result = api.create(&PostParams::default(), &obj).await;
                     if result.is_ok() {
                         retried.lock().unwrap().push(first);
