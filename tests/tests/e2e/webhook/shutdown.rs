@@ -82,8 +82,15 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
         with_delay.summary()
     );
 
-    let without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
+    let mut without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
     println!("--shutdown-delay 0s: {}", without.summary());
+    if without.failures.is_empty() {
+        // The control depends on the apiserver sending the replica reviews in the second
+        // between SIGTERM and its endpoint's removal; on a loaded machine it sometimes sends
+        // none. One more try before the control counts as failed.
+        without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
+        println!("--shutdown-delay 0s, second try: {}", without.summary());
+    }
     for f in &without.failures {
         println!("  {}", f.split(": InternalError").next().unwrap_or(f));
     }
