@@ -10,10 +10,10 @@
 //! of its own whose threads write there, so other tests of the process do not); every test
 //! here injects transient faults only, so that buffer must not hold a single `ERROR` line.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::LogBuffer;
 use anyhow::{Result, bail};
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
@@ -27,29 +27,6 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The controller's log lines, JSON as in production (`--log-format=json`).
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut b) = self.0.lock() {
-            b.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogBuffer;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 impl LogBuffer {
     fn lines(&self) -> Vec<Value> {

@@ -23,10 +23,10 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::LogBuffer;
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -47,29 +47,6 @@ use serde_json::json;
 
 const REGION: &str = "eu-central-1";
 const WAIT: Duration = Duration::from_secs(180);
-
-/// The controller's log lines.
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut b) = self.0.lock() {
-            b.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogBuffer;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 fn logs() -> &'static LogBuffer {
     static LOGS: OnceLock<LogBuffer> = OnceLock::new();
