@@ -37,6 +37,8 @@ pub struct Context {
     pub registry: Arc<Mutex<Registry>>,
     /// Publishes Kubernetes Events on the KCP cluster.
     pub recorder: EventPublisher,
+    /// Whether Gardener answered its latest health probe (see [`crate::gardener::health`]).
+    pub gardener_healthy: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Publishes Kubernetes Events (`events.k8s.io/v1`) without remembering them.
@@ -82,6 +84,7 @@ impl Context {
         config: Arc<kim_shared::config::KimConfig>,
         metrics: Arc<Metrics>,
         registry: Arc<Mutex<Registry>>,
+        gardener_healthy: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         let recorder = EventPublisher::new(kcp.clone(), Reporter::from(CONTROLLER_NAME));
         Self {
@@ -93,6 +96,7 @@ impl Context {
             metrics,
             registry,
             recorder,
+            gardener_healthy,
         }
     }
 

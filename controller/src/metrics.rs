@@ -106,6 +106,9 @@ pub struct Metrics {
     /// Gardener answers that said "try later" (429, 503, 504, rate-limit or not-ready 403,
     /// timeout) by the operation refused; the Runtime stays `Pending` and retries.
     pub gardener_busy: Family<BusyLabels, Counter>,
+    /// Objects retried at once, by controller, because Gardener answered its health probe
+    /// again after failing it.
+    pub gardener_recovery_retries: Family<ControllerLabels, Counter>,
     /// Shoot creates allowed in flight at once (adapts to Gardener's answers).
     pub shoot_create_limit: Gauge,
     /// Shoot creates in flight.
@@ -135,6 +138,7 @@ impl Metrics {
             gardener_health: Family::default(),
             gardener_request_duration: Family::new_with_constructor(request_histogram),
             gardener_busy: Family::default(),
+            gardener_recovery_retries: Family::default(),
             shoot_create_limit: Gauge::default(),
             shoot_creates_in_flight: Gauge::default(),
             runtime_provisioning_duration: lifecycle_histogram(),
@@ -183,6 +187,11 @@ impl Metrics {
             "gardener_busy",
             "Gardener answers that said try later (429, 503, 504, rate-limit or not-ready 403, timeout) by operation",
             m.gardener_busy.clone(),
+        );
+        sub.register(
+            "gardener_recovery_retries",
+            "Objects retried at once because Gardener answered its health probe again after failing it",
+            m.gardener_recovery_retries.clone(),
         );
         sub.register(
             "shoot_create_limit",
@@ -257,6 +266,15 @@ impl Metrics {
         if let Some(old) = lock(&self.runtime_series).remove(runtime_id) {
             self.runtime_state.remove(&old);
         }
+    }
+
+    /// Counts `objects` retried by `controller` because Gardener is reachable again.
+    pub fn retried_after_recovery(&self, controller: &str, objects: usize) {
+        self.gardener_recovery_retries
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .inc_by(objects as u64);
     }
 
     /// Records one reconcile.

@@ -107,6 +107,16 @@ impl<R: Default> Records<R> {
         }
     }
 
+    /// The keys of the objects that `pick` selects, given each one's consecutive failures and
+    /// its record (which `pick` may change).
+    pub fn select(&self, mut pick: impl FnMut(u32, &mut R) -> bool) -> Vec<String> {
+        lock(&self.inner)
+            .entries
+            .iter_mut()
+            .filter_map(|(key, e)| pick(e.failures, &mut e.record).then(|| key.clone()))
+            .collect()
+    }
+
     /// Lets the object be found by `alias` too (see [`Records::key_of`]).
     pub fn set_alias(&self, key: &str, alias: &str) {
         let mut inner = lock(&self.inner);
@@ -183,6 +193,29 @@ mod tests {
         assert_eq!(records.key_of("id-1"), None);
         assert_eq!(records.read("rt", |r| *r), None);
         assert_eq!(records.failed("rt"), 1, "a new object starts from zero");
+    }
+
+    #[test]
+    fn select_picks_by_failures_and_record_and_may_change_the_record() {
+        let records: Records<u32> = Records::default();
+        records.with("quiet", |r| *r = 0);
+        records.with("refused", |r| *r = 2);
+        records.failed("failing");
+        let mut picked = records.select(|failures, refused| {
+            let pick = failures > 0 || *refused > 0;
+            if pick {
+                *refused = 0;
+            }
+            pick
+        });
+        picked.sort();
+        assert_eq!(picked, ["failing", "refused"]);
+        assert_eq!(records.read("refused", |r| *r), Some(0));
+        assert_eq!(
+            records.failed("failing"),
+            2,
+            "select leaves the failure count alone"
+        );
     }
 
     #[test]

@@ -141,16 +141,24 @@ impl Process {
         .await?;
         let probes_addr =
             crate::server::serve_probes(args.health_probe_bind_address, shutdown.clone()).await?;
+        let (healthy, gardener_healthy) = tokio::sync::watch::channel(true);
         tokio::spawn(crate::gardener::health::run(
             gardener.clone(),
             gardener_url,
             metrics.clone(),
             args.gardener_health_interval,
+            healthy,
             shutdown.clone(),
         ));
 
         let ctx = Arc::new(Context::new(
-            kcp, gardener, settings, config, metrics, registry,
+            kcp,
+            gardener,
+            settings,
+            config,
+            metrics,
+            registry,
+            gardener_healthy,
         ));
         Ok(Self {
             ctx,

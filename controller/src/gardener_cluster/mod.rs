@@ -55,7 +55,20 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         kim_shared::names::LABEL_MANAGED_BY,
         kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
-    let reconciler = Arc::new(Reconciler::new(ctx, policy, metrics));
+    let reconciler = Arc::new(Reconciler::new(ctx.clone(), policy, metrics));
+    let failing = reconciler.clone();
+    let retry_metrics = ctx.metrics.clone();
+    let recovered =
+        crate::gardener::health::recoveries(ctx.gardener_healthy.clone()).flat_map(move |()| {
+            let refs = failing.failing();
+            retry_metrics.retried_after_recovery(CONTROLLER, refs.len());
+            tracing::info!(
+                controller = CONTROLLER,
+                objects = refs.len(),
+                "Gardener answers again; retrying the failed GardenerClusters now"
+            );
+            futures::stream::iter(refs)
+        });
     // The cache without managedFields: a heap profile at 1,000 Runtimes put them at about
     // 10 KiB of each cached GardenerCluster, and no reconciler reads them.
     let (store, writer) = reflector::store::<GardenerCluster>();
@@ -70,6 +83,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
+        .reconcile_on(recovered)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| async move {

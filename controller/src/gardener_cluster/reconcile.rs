@@ -13,6 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
@@ -111,6 +112,19 @@ impl Reconciler {
             metrics,
             signing: WriteLimit::new(SIGNING_LIMIT),
         }
+    }
+}
+
+impl Reconciler {
+    /// The GardenerClusters whose last reconcile failed, to retry now that Gardener answers
+    /// again (their failure count, and so their next backoff, stays until one succeeds).
+    pub fn failing(&self) -> Vec<ObjectRef<GardenerCluster>> {
+        self.records
+            .select(|failures, _| failures > 0)
+            .iter()
+            .filter_map(|key| key.split_once('/'))
+            .map(|(ns, name)| ObjectRef::new(name).within(ns))
+            .collect()
     }
 }
 

@@ -208,6 +208,27 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         create_limit: WriteLimit::new(WriteLimitSettings::default()),
     });
     reconciler.publish_create_limit();
+    let waiting = reconciler.clone();
+    let ns_recovered = ns.clone();
+    let recovered =
+        crate::gardener::health::recoveries(ctx.gardener_healthy.clone()).flat_map(move |()| {
+            let names = waiting.waiting_on_gardener();
+            waiting
+                .ctx
+                .metrics
+                .retried_after_recovery(CONTROLLER, names.len());
+            tracing::info!(
+                controller = CONTROLLER,
+                runtimes = names.len(),
+                "Gardener answers again; retrying the Runtimes that waited for it now"
+            );
+            let ns = ns_recovered.clone();
+            futures::stream::iter(
+                names
+                    .into_iter()
+                    .map(move |name| ObjectRef::new(&name).within(&ns)),
+            )
+        });
     let shoot_records = records.clone();
     let gc_records = records;
     let ns_shoot = ns.clone();
@@ -227,6 +248,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         .watches_stream(clusters, move |gc: GardenerCluster| {
             Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
         })
+        .reconcile_on(recovered)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
@@ -495,6 +517,20 @@ impl Reconciler {
             let wait = requeue::BUSY_BACKOFF.jittered(record.refused, rand::random::<f64>());
             record.busy_until = Some(Instant::now() + wait);
             wait
+        })
+    }
+
+    /// The Runtimes whose last reconcile failed or whose Gardener writes were refused, with
+    /// their hold lifted: Gardener answers again, so they retry now. Failure and refusal counts
+    /// stay until an answer resets them, so a Gardener that is still busy meets the same
+    /// backoff as before.
+    fn waiting_on_gardener(&self) -> Vec<String> {
+        self.records.select(|failures, record| {
+            let waiting = failures > 0 || record.refused > 0;
+            if waiting {
+                record.busy_until = None;
+            }
+            waiting
         })
     }
 

@@ -15,7 +15,8 @@
 //! - Gardener unreachable (connections closed) while Runtimes are provisioned: they stay
 //!   `Pending` and are retried with a growing backoff, the health metric reports `error` for
 //!   the whole outage (the `KimGardenerUnhealthy` condition), and once Gardener is back every
-//!   Runtime becomes Ready and the health `healthy`, without anything done to them. The outage
+//!   Runtime becomes Ready and the health `healthy`, without anything done to them: the
+//!   controller retries every waiting Runtime as soon as the health probe succeeds again. The outage
 //!   lasts `KIM_GARDENER_OUTAGE` (30 s by default; the five minutes with
 //!   `KIM_GARDENER_OUTAGE=5m`, which also shows the alert's `for: 5m` run out).
 //!
@@ -324,6 +325,18 @@ async fn gardener_unreachable_during_provisioning_recovers_without_a_hand() -> R
     let recovered = back.elapsed();
     let text = metrics_text(metrics).await?;
     ensure!(!unhealthy(&text), "still unhealthy after recovery");
+    // They were retried when the health probe saw Gardener again, not each after its own
+    // backoff (up to a minute or more after a long outage).
+    let woken = metric_sum(
+        &text,
+        "infrastructure_manager_im_gardener_recovery_retries_total",
+        &["controller=\"runtime\""],
+    );
+    ensure!(
+        woken >= ids.len() as f64,
+        "{woken} Runtimes retried on Gardener's recovery, expected the {} that waited",
+        ids.len()
+    );
     eprintln!(
         "Gardener outage {outage:?}: unhealthy after {detected:?}, {per_runtime:.1} reconciles per Runtime, all Ready {recovered:?} after it ended; test took {:?}",
         started.elapsed()
