@@ -37,8 +37,9 @@ pub struct Context {
     pub registry: Arc<Mutex<Registry>>,
     /// Publishes Kubernetes Events on the KCP cluster.
     pub recorder: EventPublisher,
-    /// Whether Gardener answered its latest health probe (see [`crate::gardener::health`]).
-    pub gardener_healthy: tokio::sync::watch::Receiver<bool>,
+    /// How often Gardener answered its health probe again after failing it (see
+    /// [`crate::gardener::health::recoveries`]).
+    pub gardener_recoveries: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Publishes Kubernetes Events (`events.k8s.io/v1`) without remembering them.
@@ -84,7 +85,7 @@ impl Context {
         config: Arc<kim_shared::config::KimConfig>,
         metrics: Arc<Metrics>,
         registry: Arc<Mutex<Registry>>,
-        gardener_healthy: tokio::sync::watch::Receiver<bool>,
+        gardener_recoveries: tokio::sync::watch::Receiver<u64>,
     ) -> Self {
         let recorder = EventPublisher::new(kcp.clone(), Reporter::from(CONTROLLER_NAME));
         Self {
@@ -96,7 +97,7 @@ impl Context {
             metrics,
             registry,
             recorder,
-            gardener_healthy,
+            gardener_recoveries,
         }
     }
 

@@ -141,13 +141,13 @@ impl Process {
         .await?;
         let probes_addr =
             crate::server::serve_probes(args.health_probe_bind_address, shutdown.clone()).await?;
-        let (healthy, gardener_healthy) = tokio::sync::watch::channel(true);
+        let (recoveries, gardener_recoveries) = tokio::sync::watch::channel(0);
         tokio::spawn(crate::gardener::health::run(
             gardener.clone(),
             gardener_url,
             metrics.clone(),
             args.gardener_health_interval,
-            healthy,
+            recoveries,
             shutdown.clone(),
         ));
 
@@ -158,7 +158,7 @@ impl Process {
             config,
             metrics,
             registry,
-            gardener_healthy,
+            gardener_recoveries,
         ));
         Ok(Self {
             ctx,

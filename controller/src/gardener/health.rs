@@ -14,16 +14,17 @@ use crate::metrics::Metrics;
 pub const PROBE_PATH: &str = "/apis/core.gardener.cloud/v1beta1";
 
 /// Probes every `interval` until `shutdown`; `url` is the label value (the server URL).
-/// `healthy` carries the latest result (true until a probe fails) to the reconcilers.
+/// `recoveries` counts the probes that succeeded after a failed one, for the reconcilers.
 pub async fn run(
     client: kube::Client,
     url: String,
     metrics: Arc<Metrics>,
     interval: Duration,
-    healthy: watch::Sender<bool>,
+    recoveries: watch::Sender<u64>,
     shutdown: crate::Shutdown,
 ) {
     metrics.set_gardener_health(&url, "unknown");
+    let mut healthy = true;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -33,26 +34,12 @@ pub async fn run(
         }
         let status = probe(&client).await;
         metrics.set_gardener_health(&url, status);
-        healthy.send_replace(status == "healthy");
-    }
-}
-
-/// Yields once each time Gardener answers a probe again after a failed one, so reconcilers can
-/// retry at once what waited for Gardener instead of letting each object sit out its backoff
-/// (up to minutes after a long outage). Ends when the prober stops.
-pub fn recoveries(healthy: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send {
-    futures::stream::unfold(healthy, |mut rx| async move {
-        let mut was_healthy = *rx.borrow_and_update();
-        loop {
-            rx.changed().await.ok()?;
-            let now_healthy = *rx.borrow_and_update();
-            let recovered = now_healthy && !was_healthy;
-            was_healthy = now_healthy;
-            if recovered {
-                return Some(((), rx));
-            }
+        let now_healthy = status == "healthy";
+        if now_healthy && !healthy {
+            recoveries.send_modify(|n| *n += 1);
         }
-    })
+        healthy = now_healthy;
+    }
 }
 
 /// One probe: `healthy` when the API group answers, `error` otherwise.
@@ -70,6 +57,19 @@ pub async fn probe(client: &kube::Client) -> &'static str {
     }
 }
 
+/// Yields once each time Gardener answers a probe again after a failed one (a count of such
+/// recoveries in `recoveries`; two close together may yield once), so reconcilers can retry at
+/// once what waited for Gardener instead of letting each object sit out its backoff (up to
+/// minutes after a long outage). Ends when the prober stops.
+pub fn recoveries(mut recoveries: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send {
+    recoveries.mark_unchanged();
+    futures::stream::unfold(recoveries, |mut rx| async move {
+        rx.changed().await.ok()?;
+        rx.mark_unchanged();
+        Some(((), rx))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
@@ -77,24 +77,20 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn recoveries_yield_only_when_an_error_turns_healthy() {
-        let (tx, rx) = watch::channel(true);
+    async fn recoveries_yield_once_per_count_change() {
+        let (tx, rx) = watch::channel(3);
         let mut stream = Box::pin(recoveries(rx));
         let next =
             |s: &mut std::pin::Pin<Box<_>>| futures::FutureExt::now_or_never(StreamExt::next(s));
-        tx.send_replace(true);
-        assert_eq!(next(&mut stream), None, "healthy to healthy is no recovery");
-        tx.send_replace(false);
-        assert_eq!(next(&mut stream), None, "a failed probe is no recovery");
-        tx.send_replace(false);
-        assert_eq!(next(&mut stream), None);
-        tx.send_replace(true);
-        assert_eq!(next(&mut stream), Some(Some(())), "error to healthy");
-        tx.send_replace(true);
+        assert_eq!(
+            next(&mut stream),
+            None,
+            "recoveries before the start do not count"
+        );
+        tx.send_modify(|n| *n += 1);
+        assert_eq!(next(&mut stream), Some(Some(())));
         assert_eq!(next(&mut stream), None, "only once per recovery");
-        tx.send_replace(false);
-        assert_eq!(next(&mut stream), None);
-        tx.send_replace(true);
+        tx.send_modify(|n| *n += 1);
         assert_eq!(
             next(&mut stream),
             Some(Some(())),

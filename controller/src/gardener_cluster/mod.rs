@@ -59,7 +59,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let failing = reconciler.clone();
     let retry_metrics = ctx.metrics.clone();
     let recovered =
-        crate::gardener::health::recoveries(ctx.gardener_healthy.clone()).flat_map(move |()| {
+        crate::gardener::health::recoveries(ctx.gardener_recoveries.clone()).flat_map(move |()| {
             let refs = failing.failing();
             retry_metrics.retried_after_recovery(CONTROLLER, refs.len());
             tracing::info!(

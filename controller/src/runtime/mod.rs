@@ -152,15 +152,19 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(rt_writer)
     .applied_objects();
+    let runtimes = crate::watch::without_errors(runtimes, "runtimes");
     let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
-    let shoots = watcher(
-        Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
-        watcher::Config::default().page_size(LIST_PAGE_SIZE),
+    let shoots = crate::watch::gardener_backoff(
+        watcher(
+            Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
+            watcher::Config::default().page_size(LIST_PAGE_SIZE),
+        ),
+        ctx.gardener_recoveries.clone(),
     )
-    .default_backoff()
     .modify(CachedShoot::trim)
     .reflect(shoot_writer)
     .touched_objects();
+    let shoots = crate::watch::without_errors(shoots, "shoots");
     let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
     let clusters = watcher(
         Api::<GardenerCluster>::namespaced(ctx.kcp.clone(), &ns),
@@ -179,6 +183,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     })
     .reflect(gc_writer)
     .touched_objects();
+    let clusters = crate::watch::without_errors(clusters, "gardenerclusters");
 
     let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
         tokio::spawn(acl::watch_config_map(
@@ -211,7 +216,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
     let recovered =
-        crate::gardener::health::recoveries(ctx.gardener_healthy.clone()).flat_map(move |()| {
+        crate::gardener::health::recoveries(ctx.gardener_recoveries.clone()).flat_map(move |()| {
             let names = waiting.waiting_on_gardener();
             waiting
                 .ctx
