@@ -396,7 +396,11 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         "no Shoot patch while suspended"
     );
     runtimes
-        .patch(&id_a, &PatchParams::default(), &Patch::Merge(suspend(false)))
+        .patch(
+            &id_a,
+            &PatchParams::default(),
+            &Patch::Merge(suspend(false)),
+        )
         .await?;
     let a = wait_dedicated(env, &runtimes, &ns, &id_a).await?;
     assert_eq!(
