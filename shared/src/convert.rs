@@ -31,7 +31,7 @@ pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_s
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use placement::access_restriction_names;
 pub use provider::{pools, zones};
-pub use registry_cache::registry_cache_missing;
+pub use registry_cache::{registry_cache_credentials_changed, registry_cache_missing};
 
 use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};
@@ -210,6 +210,7 @@ pub fn to_shoot_with(
             gvisor::net_raw(&mut shoot);
             kubernetes::resources(live, &mut shoot);
             registry_cache::resources(&input, &mut shoot)?;
+            registry_cache::credentials_annotation(&input, &mut shoot);
             extensions::patch(&input, live, &mut shoot)?;
             kubernetes::version(&input, Some(live), &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);

@@ -93,6 +93,12 @@ pub const ANNOTATION_FORCE_PATCH_RECONCILIATION: &str =
 /// `"true"`: never patch the Shoot; wins over force.
 pub const ANNOTATION_SUSPEND_PATCH_RECONCILIATION: &str =
     "operator.kyma-project.io/suspend-patch-reconciliation";
+/// On a Runtime: the versions of its registry caches' credentials Secrets in the runtime
+/// cluster, as the registry cache controller last read them; on its Shoot: the versions the
+/// Shoot's garden Secrets were copied from. They differ after a credentials rotation, which
+/// makes the Runtime reconciler patch the Shoot (`kim_shared::registry_cache::credentials_version`).
+pub const ANNOTATION_REGISTRY_CACHE_CREDENTIALS: &str =
+    "infrastructuremanager.kyma-project.io/registry-cache-credentials";
 /// RFC 3339 UTC time a DELETE of the Runtime was confirmed (upstream ADR, proposed 2026).
 pub const ANNOTATION_DELETION_CONFIRMED: &str = "operator.kyma-project.io/deletion-confirmed";
 

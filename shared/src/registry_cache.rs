@@ -112,6 +112,29 @@ pub fn with_credentials(
     })
 }
 
+/// The value of `names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS`: for each cache with
+/// credentials, in list order, `<cache UID>=<resourceVersion of its credentials Secret>` (empty
+/// when the Secret is missing), comma-separated; `None` when no cache has credentials. Any
+/// change of a credentials Secret changes its resourceVersion, and the value names no data.
+/// `resource_version` answers for a cache's `(namespace, secretReferenceName)`.
+pub fn credentials_version<'a>(
+    caches: &'a [ImageRegistryCache],
+    mut resource_version: impl FnMut(&'a str, &'a str) -> Option<String>,
+) -> Option<String> {
+    let parts: Vec<String> = with_credentials(caches)
+        .map(|c| {
+            let secret = c
+                .config
+                .secret_reference_name
+                .as_deref()
+                .unwrap_or_default();
+            let version = resource_version(&c.namespace, secret).unwrap_or_default();
+            format!("{}={version}", c.uid)
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
 /// Why the credentials of a cache are not copied. Messages name objects, never Secret data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -479,6 +502,26 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    #[test]
+    fn the_credentials_version_names_each_cache_with_credentials_and_no_data() {
+        let mut other = cache("team", Some("other"));
+        other.uid = "u2".into();
+        let caches = [
+            cache("team", Some("creds")),
+            cache("team", None),
+            other,
+            cache("team", Some("")),
+        ];
+        let version = |_: &str, name: &str| (name == "creds").then(|| "17".to_owned());
+        assert_eq!(
+            credentials_version(&caches, version).as_deref(),
+            Some("u1=17,u2="),
+            "a missing Secret is an empty version"
+        );
+        assert_eq!(credentials_version(&caches[1..2], version), None);
+        assert_eq!(credentials_version(&[], version), None);
     }
 
     #[test]

@@ -779,3 +779,73 @@ fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
         assert!(!kim_shared::convert::registry_cache_missing(&rt, &created));
     }
 }
+
+#[test]
+fn a_credentials_rotation_needs_one_patch_which_records_it_on_the_shoot() {
+    use kim_shared::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS as KEY;
+    let mut rt = runtime("aws");
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "docker", "namespace": "team", "uid": "u-2",
+             "config": {"upstream": "docker.io", "secretReferenceName": "creds"}}
+        ]))
+        .unwrap(),
+    );
+    let opts = ConvertOptions {
+        registry_cache_secrets: [("u-2".to_owned(), "reg-cache-1".to_owned())].into(),
+        ..Default::default()
+    };
+    let live = live(&rt);
+    // No version read yet: nothing is due, nothing is written.
+    assert!(!kim_shared::convert::registry_cache_credentials_changed(
+        &rt, &live
+    ));
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts)
+        .unwrap()
+        .shoot;
+    assert!(
+        !patched
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(KEY)
+    );
+    // The registry cache controller read a version the Shoot does not record: one patch.
+    rt.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(KEY.to_owned(), "u-2=41".to_owned());
+    assert!(kim_shared::convert::registry_cache_credentials_changed(
+        &rt, &patched
+    ));
+    // The create does not copy credentials, so it records no version.
+    let created = to_shoot(&rt, &config(), None).unwrap().shoot;
+    assert!(
+        !created
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(KEY)
+    );
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts)
+        .unwrap()
+        .shoot;
+    assert_eq!(
+        patched.metadata.annotations.as_ref().unwrap()[KEY],
+        "u-2=41"
+    );
+    assert!(!kim_shared::convert::registry_cache_credentials_changed(
+        &rt, &patched
+    ));
+    // The next rotation.
+    rt.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(KEY.to_owned(), "u-2=57".to_owned());
+    assert!(kim_shared::convert::registry_cache_credentials_changed(
+        &rt, &patched
+    ));
+}

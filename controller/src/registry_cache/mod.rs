@@ -187,16 +187,54 @@ async fn apply(ctx: &Context, runtime_id: &str) -> Result<bool, Error> {
     }
     let client = crate::runtime::cluster::runtime_cluster_client(&ctx.kcp, ns, runtime_id).await?;
     let desired = read_caches(&client).await?;
-    if runtime.spec.image_registry_caches() == desired.as_slice() {
+    let version = read_credentials_version(&client, &desired).await?;
+    let key = names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;
+    let same_caches = runtime.spec.image_registry_caches() == desired.as_slice();
+    let same_version = runtime.annotation(key) == version.as_deref();
+    if same_caches && same_version {
         return Ok(true);
     }
-    tracing::info!(
-        runtime_id,
-        caches = desired.len(),
-        "updating the Runtime with the runtime cluster's registry cache configuration"
-    );
-    write_caches(&runtimes, runtime_id, &desired).await?;
+    if same_caches {
+        tracing::info!(
+            runtime_id,
+            "registry cache credentials changed in the runtime cluster"
+        );
+    } else {
+        tracing::info!(
+            runtime_id,
+            caches = desired.len(),
+            "updating the Runtime with the runtime cluster's registry cache configuration"
+        );
+    }
+    write_caches(&runtimes, &runtime, &desired, version.as_deref()).await?;
     Ok(true)
+}
+
+/// The version of the credentials Secrets the caches reference
+/// ([`rc::credentials_version`]), from their metadata only: their data is not read here. A
+/// reference the Runtime reconciler would refuse to copy counts as a missing Secret.
+async fn read_credentials_version(
+    client: &kube::Client,
+    caches: &[ImageRegistryCache],
+) -> Result<Option<String>, Error> {
+    let mut versions = std::collections::BTreeMap::new();
+    for cache in rc::with_credentials(caches) {
+        let Ok(Some((namespace, name))) = rc::credentials_source(cache) else {
+            continue;
+        };
+        let meta = Api::<Secret>::namespaced(client.clone(), namespace)
+            .get_metadata_opt(name)
+            .await
+            .map_err(api(
+                "read a registry credentials Secret of the runtime cluster",
+            ))?;
+        if let Some(rv) = meta.and_then(|m| m.metadata.resource_version) {
+            versions.insert((namespace, name), rv);
+        }
+    }
+    Ok(rc::credentials_version(caches, |namespace, name| {
+        versions.get(&(namespace, name)).cloned()
+    }))
 }
 
 /// The Kyma resource's API.
@@ -255,30 +293,45 @@ pub async fn read_caches(client: &kube::Client) -> Result<Vec<ImageRegistryCache
     Ok(rc::caches_from_configs(&values))
 }
 
-/// Writes `spec.imageRegistryCache`: a list by server-side apply (field manager
+/// Writes `spec.imageRegistryCache` and the credentials version
+/// (`names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS`) in one write, so a new cache list and its
+/// credentials make one Shoot patch: a list by server-side apply (field manager
 /// `registrycachecontroller`, as upstream's), removed when empty (upstream leaves it out).
 async fn write_caches(
     runtimes: &Api<Runtime>,
-    name: &str,
+    runtime: &Runtime,
     caches: &[ImageRegistryCache],
+    version: Option<&str>,
 ) -> Result<(), Error> {
-    if caches.is_empty() {
-        let body = json!({"spec": {"imageRegistryCache": null}});
+    let name = runtime.name_any();
+    let key = names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;
+    if caches.is_empty() || version.is_none() && runtime.annotation(key).is_some() {
+        // A merge patch removes the annotation whoever wrote it; server-side apply would
+        // only drop it when this field manager owns it.
+        let mut body = json!({"metadata": {"annotations": {key: version}}});
+        if caches.is_empty() {
+            body["spec"] = json!({"imageRegistryCache": null});
+        }
         runtimes
-            .patch(name, &PatchParams::default(), &Patch::Merge(body))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(body))
             .await
             .map_err(api("remove the registry caches from the Runtime"))?;
-        return Ok(());
+        if caches.is_empty() {
+            return Ok(());
+        }
     }
-    let body = json!({
+    let mut body = json!({
         "apiVersion": "infrastructuremanager.kyma-project.io/v1",
         "kind": "Runtime",
         "metadata": {"name": name},
         "spec": {"imageRegistryCache": caches},
     });
+    if let Some(version) = version {
+        body["metadata"]["annotations"] = json!({key: version});
+    }
     runtimes
         .patch(
-            name,
+            &name,
             &PatchParams::apply(rc::FIELD_MANAGER).force(),
             &Patch::Apply(body),
         )

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use kim_shared::api::Runtime;
 use kim_shared::gardener::Shoot;
+use kim_shared::names;
 use kim_shared::registry_cache as rc;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -61,7 +62,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 }
 
 /// Removes `spec.imageRegistryCache` from the Runtimes where the registry cache controller
-/// wrote it; returns how many.
+/// wrote it, and the credentials version it wrote; returns how many.
 async fn clear_runtimes(ctx: &Context) -> Result<usize, kube::Error> {
     let api: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), &ctx.settings.namespace);
     let mut params = ListParams::default().limit(LIST_PAGE_SIZE);
@@ -69,18 +70,23 @@ async fn clear_runtimes(ctx: &Context) -> Result<usize, kube::Error> {
     loop {
         let page = api.list(&params).await?;
         for runtime in &page.items {
-            if runtime.spec.image_registry_caches().is_empty()
-                || !rc::written_by_registry_cache(
+            let caches = !runtime.spec.image_registry_caches().is_empty()
+                && rc::written_by_registry_cache(
                     runtime
                         .metadata
                         .managed_fields
                         .as_deref()
                         .unwrap_or_default(),
-                )
-            {
+                );
+            let key = names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;
+            let version = runtime.annotation(key).is_some();
+            if !caches && !version {
                 continue;
             }
-            let body = json!({"spec": {"imageRegistryCache": null}});
+            let mut body = json!({"metadata": {"annotations": {key: null}}});
+            if caches {
+                body["spec"] = json!({"imageRegistryCache": null});
+            }
             api.patch(
                 &runtime.name_any(),
                 &PatchParams::default(),

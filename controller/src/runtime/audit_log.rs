@@ -34,6 +34,9 @@ const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 /// Requeue after the claim when the Shoot must be patched to the dedicated tenant.
 const PATCH_SOON: Duration = Duration::from_millis(100);
+/// `CustomAuditLogConfigured` while the suspend annotation holds the patch to the tenant.
+pub const SUSPENDED_MESSAGE: &str =
+    "Custom AuditLog shoot configuration pending: Shoot patching is suspended";
 
 fn enabled(reconciler: &Reconciler) -> bool {
     reconciler.ctx.settings.runtime.dedicated_audit_logging
@@ -256,20 +259,26 @@ pub async fn tenant_for_patch(
     })
 }
 
-/// Whether the Shoot of a Runtime whose `AuditLog` is claimed must be patched to its tenant
-/// (after [`configure`] found it elsewhere). Looked at only while `CustomAuditLogConfigured`
-/// is set and not True, so other Runtimes cost no request. `Ok(Some(why))`: patch; `Err` is the
-/// action to return.
+/// Whether the Shoot may have to be patched to the dedicated tenant (after [`configure`]
+/// found it elsewhere): with the flag, while `CustomAuditLogConfigured` is set and not True.
+/// No request; the Runtime reconciler's patch decision then asks [`shoot_patch_needed`].
+pub fn shoot_patch_pending(reconciler: &Reconciler, draft: &StatusDraft) -> bool {
+    enabled(reconciler)
+        && draft
+            .condition(condition::CUSTOM_AUDIT_LOG_CONFIGURED)
+            .is_some_and(|c| c.status != CondStatus::True.as_str())
+}
+
+/// Whether the Shoot of a Runtime whose `AuditLog` is claimed must be patched to its tenant.
+/// Asked only when [`shoot_patch_pending`], so other Runtimes cost no request.
+/// `Ok(Some(why))`: patch; `Err` is the action to return.
 pub async fn shoot_patch_needed(
     reconciler: &Reconciler,
     runtime: &Runtime,
     shoot: &Shoot,
     draft: &mut StatusDraft,
 ) -> Result<Option<&'static str>, Action> {
-    let pending = draft
-        .condition(condition::CUSTOM_AUDIT_LOG_CONFIGURED)
-        .is_some_and(|c| c.status != CondStatus::True.as_str());
-    if !enabled(reconciler) || !pending {
+    if !shoot_patch_pending(reconciler, draft) {
         return Ok(None);
     }
     let Ok(id) = pool::runtime_id(runtime) else {
@@ -422,8 +431,24 @@ pub async fn configure(
         }
     };
     if !kim_shared::convert::audit_log_in_place(&live, &tenant) {
-        // The Runtime reconciler patches the Shoot on the next pass ([`shoot_patch_needed`]),
-        // through the ordinary conversion, which takes the claimed tenant.
+        // The patch decision holds every patch of a suspended Runtime: it waits for the
+        // annotation to go (a change of the Runtime), not in a loop.
+        if runtime.patch_suspended() {
+            tracing::info!(
+                "Shoot audit log configuration differs; not patched while Shoot patching is suspended"
+            );
+            draft.set(
+                condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                CondStatus::Unknown,
+                reason::CUSTOM_AUDIT_LOG_CONFIGURED,
+                SUSPENDED_MESSAGE,
+            );
+            draft.state(RuntimeState::Pending);
+            return Some(Action::await_change());
+        }
+        // The Runtime reconciler patches the Shoot on the next pass (its patch decision asks
+        // [`shoot_patch_needed`]), through the ordinary conversion, which takes the claimed
+        // tenant.
         tracing::info!("Shoot audit log configuration differs, patching shoot");
         draft.set(
             condition::CUSTOM_AUDIT_LOG_CONFIGURED,

@@ -65,7 +65,8 @@ pub async fn apply(
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
 
-    match should_patch(reconciler, runtime, &shoot) {
+    let decision = should_patch(&patch_facts(reconciler, runtime, &shoot, draft));
+    match decision {
         PatchDecision::Patch(why) => {
             return patch_shoot(reconciler, runtime, &shoot, draft, why).await;
         }
@@ -75,7 +76,7 @@ pub async fn apply(
                 names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION
             );
         }
-        PatchDecision::UpToDate => {}
+        PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
 
     let ready = runtime
@@ -93,10 +94,13 @@ pub async fn apply(
     if let Some(action) = follow_last_operation(reconciler, &shoot, draft) {
         return Ok(action);
     }
-    match super::audit_log::shoot_patch_needed(reconciler, runtime, &shoot, draft).await {
-        Ok(Some(why)) => return patch_shoot(reconciler, runtime, &shoot, draft, why).await,
-        Ok(None) => {}
-        Err(action) => return Ok(action),
+    // Asked only once the Shoot is settled, as the step that found it elsewhere was.
+    if decision == PatchDecision::IfAuditLogElsewhere {
+        match super::audit_log::shoot_patch_needed(reconciler, runtime, &shoot, draft).await {
+            Ok(Some(why)) => return patch_shoot(reconciler, runtime, &shoot, draft, why).await,
+            Ok(None) => {}
+            Err(action) => return Ok(action),
+        }
     }
     cluster::after_provisioned(reconciler, runtime, &shoot, draft).await
 }
@@ -515,45 +519,93 @@ async fn full_update(
     Ok(())
 }
 
+/// What decides whether the Shoot is patched, read without a request.
+#[derive(Debug, Default, Clone, Copy)]
+struct PatchFacts {
+    /// The suspend annotation: wins over every reason below.
+    suspended: bool,
+    /// The force-patch annotation.
+    forced: bool,
+    /// The Runtime's generation.
+    generation: i64,
+    /// The Runtime generation the Shoot reflects (its annotation, or what we applied last).
+    applied: Option<i64>,
+    /// Someone changed the Shoot spec of a Ready Runtime.
+    drifted: bool,
+    /// Registry caches asked for are not on the Shoot.
+    registry_cache_missing: bool,
+    /// The registry cache credentials in the runtime cluster changed since the Shoot's garden
+    /// Secrets were copied.
+    registry_cache_credentials_changed: bool,
+    /// The dedicated audit log step found the Shoot on another tenant.
+    audit_log_pending: bool,
+}
+
+fn patch_facts(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    shoot: &Shoot,
+    draft: &StatusDraft,
+) -> PatchFacts {
+    let annotated = shoot
+        .annotations()
+        .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
+        .and_then(|v| v.parse::<i64>().ok());
+    let suspended = runtime.patch_suspended();
+    PatchFacts {
+        suspended,
+        forced: runtime
+            .annotations()
+            .get(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+            .is_some_and(|v| v == "true"),
+        generation: runtime.metadata.generation.unwrap_or(0),
+        applied: annotated.max(reconciler.applied_generation(runtime)),
+        // Not asked while suspended: its first sight takes the baseline, which a suspension
+        // must not set.
+        drifted: !suspended && reconciler.shoot_drifted(runtime, shoot),
+        registry_cache_missing: kim_shared::convert::registry_cache_missing(runtime, shoot),
+        registry_cache_credentials_changed: reconciler.ctx.settings.registry_cache.enabled
+            && kim_shared::convert::registry_cache_credentials_changed(runtime, shoot),
+        audit_log_pending: super::audit_log::shoot_patch_pending(reconciler, draft),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PatchDecision {
     Patch(&'static str),
     Suspended,
     UpToDate,
+    /// Patch when the live Shoot is not on the dedicated audit log's tenant (a request:
+    /// [`super::audit_log::shoot_patch_needed`]).
+    IfAuditLogElsewhere,
 }
 
-fn should_patch(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> PatchDecision {
-    if runtime
-        .annotations()
-        .get(names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-    {
+/// The one patch decision: every reason to patch the Shoot passes the suspend annotation first.
+fn should_patch(f: &PatchFacts) -> PatchDecision {
+    if f.suspended {
         return PatchDecision::Suspended;
     }
-    if runtime
-        .annotations()
-        .get(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
-        .is_some_and(|v| v == "true")
-    {
+    if f.forced {
         return PatchDecision::Patch("force-patch annotation");
     }
-    let generation = runtime.metadata.generation.unwrap_or(0);
-    let applied = shoot
-        .annotations()
-        .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
-        .and_then(|v| v.parse::<i64>().ok());
-    let applied = applied.max(reconciler.applied_generation(runtime));
-    match applied {
+    match f.applied {
         None => return PatchDecision::Patch("runtime-generation annotation missing"),
-        Some(a) if a < generation => {
+        Some(a) if a < f.generation => {
             return PatchDecision::Patch("Runtime generation ahead of the Shoot");
         }
         Some(_) => {}
     }
-    if reconciler.shoot_drifted(runtime, shoot) {
+    if f.drifted {
         return PatchDecision::Patch("Shoot spec changed outside of the infrastructure manager");
     }
-    if kim_shared::convert::registry_cache_missing(runtime, shoot) {
+    if f.registry_cache_missing {
         return PatchDecision::Patch("registry caches asked for are not on the Shoot");
+    }
+    if f.registry_cache_credentials_changed {
+        return PatchDecision::Patch("registry cache credentials changed in the runtime cluster");
+    }
+    if f.audit_log_pending {
+        return PatchDecision::IfAuditLogElsewhere;
     }
     PatchDecision::UpToDate
 }
@@ -864,5 +916,108 @@ fn follow_last_operation(
             draft.state(RuntimeState::Pending);
             Some(Action::requeue(SAFETY_REQUEUE))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PatchDecision, PatchFacts, should_patch};
+
+    fn up_to_date() -> PatchFacts {
+        PatchFacts {
+            generation: 3,
+            applied: Some(3),
+            ..Default::default()
+        }
+    }
+
+    /// Every reason to patch, each alone.
+    fn each_reason() -> Vec<PatchFacts> {
+        let base = up_to_date();
+        vec![
+            PatchFacts {
+                forced: true,
+                ..base
+            },
+            PatchFacts {
+                applied: None,
+                ..base
+            },
+            PatchFacts {
+                applied: Some(2),
+                ..base
+            },
+            PatchFacts {
+                drifted: true,
+                ..base
+            },
+            PatchFacts {
+                registry_cache_missing: true,
+                ..base
+            },
+            PatchFacts {
+                registry_cache_credentials_changed: true,
+                ..base
+            },
+            PatchFacts {
+                audit_log_pending: true,
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn nothing_to_do_is_up_to_date() {
+        assert_eq!(should_patch(&up_to_date()), PatchDecision::UpToDate);
+        let newer_applied = PatchFacts {
+            applied: Some(4),
+            ..up_to_date()
+        };
+        assert_eq!(should_patch(&newer_applied), PatchDecision::UpToDate);
+    }
+
+    #[test]
+    fn each_reason_patches_unless_suspended() {
+        for facts in each_reason() {
+            let decision = should_patch(&facts);
+            assert!(
+                matches!(
+                    decision,
+                    PatchDecision::Patch(_) | PatchDecision::IfAuditLogElsewhere
+                ),
+                "{facts:?}: {decision:?}"
+            );
+            let suspended = PatchFacts {
+                suspended: true,
+                ..facts
+            };
+            assert_eq!(
+                should_patch(&suspended),
+                PatchDecision::Suspended,
+                "{facts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_audit_log_and_credentials_reasons_are_named() {
+        let reasons = each_reason();
+        assert_eq!(
+            should_patch(&reasons[5]),
+            PatchDecision::Patch("registry cache credentials changed in the runtime cluster")
+        );
+        assert_eq!(
+            should_patch(&reasons[6]),
+            PatchDecision::IfAuditLogElsewhere
+        );
+        // A patch for another reason takes the dedicated tenant along (the conversion reads it).
+        let both = PatchFacts {
+            forced: true,
+            ..reasons[6]
+        };
+        assert_eq!(
+            should_patch(&both),
+            PatchDecision::Patch("force-patch annotation")
+        );
     }
 }

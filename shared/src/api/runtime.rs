@@ -518,6 +518,12 @@ impl Runtime {
             .map(String::as_str)
     }
 
+    /// Whether the Runtime carries the annotation that suspends every patch of its Shoot
+    /// (`"true"`; it wins over the force-patch annotation and over every other reason to patch).
+    pub fn patch_suspended(&self) -> bool {
+        self.annotation(crate::names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION) == Some("true")
+    }
+
     /// The status condition of the given type, if present.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status

@@ -5,6 +5,7 @@ use super::{ConvertError, Input};
 use crate::api::runtime::{ImageRegistryCache, ImageRegistryCaches};
 use crate::gardener::shoot::{CrossVersionObjectReference, Extension, NamedResourceReference};
 use crate::gardener::{RawExtension, Shoot};
+use crate::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;
 use serde_json::{Map, Value, json};
 
 /// Extension type of the registry cache.
@@ -98,6 +99,40 @@ pub fn registry_cache_missing(rt: &crate::api::Runtime, shoot: &Shoot) -> bool {
         .iter()
         .flatten()
         .any(|e| e.type_ == EXTENSION_TYPE && e.disabled != Some(true))
+}
+
+/// Whether the registry cache controller read credentials Secrets in the runtime cluster that
+/// differ from those the Shoot's garden Secrets were copied from (a rotation): the Runtime's
+/// [`ANNOTATION_REGISTRY_CACHE_CREDENTIALS`] is set and the Shoot's is not the same. The patch
+/// copies the new credentials and records the Runtime's value on the Shoot
+/// ([`credentials_annotation`]).
+pub fn registry_cache_credentials_changed(rt: &crate::api::Runtime, shoot: &Shoot) -> bool {
+    rt.annotation(ANNOTATION_REGISTRY_CACHE_CREDENTIALS)
+        .is_some_and(|v| {
+            shoot
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_REGISTRY_CACHE_CREDENTIALS))
+                .map(String::as_str)
+                != Some(v)
+        })
+}
+
+/// On patch, the Runtime's [`ANNOTATION_REGISTRY_CACHE_CREDENTIALS`] goes onto the Shoot: the
+/// garden Secrets the patch references were copied after the registry cache controller read
+/// those versions, so they hold those credentials or newer ones.
+pub(super) fn credentials_annotation(input: &Input<'_>, shoot: &mut Shoot) {
+    if let Some(v) = input.rt.annotation(ANNOTATION_REGISTRY_CACHE_CREDENTIALS) {
+        shoot
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                ANNOTATION_REGISTRY_CACHE_CREDENTIALS.to_owned(),
+                v.to_owned(),
+            );
+    }
 }
 
 /// The extension the Runtime asks for. `http.tls` is not part of the extension's cache

@@ -52,6 +52,10 @@ pub fn kube_apiserver_args(p: &ApiServerParams<'_>) -> Vec<String> {
         "--endpoint-reconciler-type=none".into(),
         "--profiling=false".into(),
         "--v=1".into(),
+        // ClusterTrustBundle is beta and off by default in Kubernetes 1.36; the runtime
+        // bootstrapper copies one from the KCP into the runtime cluster.
+        "--feature-gates=ClusterTrustBundle=true".into(),
+        "--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true".into(),
     ];
     if let Some((policy, log)) = p.audit {
         args.push(format!("--audit-policy-file={}", policy.display()));

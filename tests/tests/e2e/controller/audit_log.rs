@@ -5,7 +5,8 @@
 //! - flag off: a Runtime asking for dedicated logging becomes Ready and nothing of the pool,
 //!   the runtime cluster or its status is touched;
 //! - flag on: that existing Runtime claims an `AuditLog` directly (upstream ADR 006), its Shoot
-//!   is patched to the stack's tenant, the read credentials land in
+//!   is patched to the stack's tenant (not while the Runtime suspends Shoot patching: then the
+//!   Shoot is not written until the annotation goes), the read credentials land in
 //!   `kyma-system/auditlog-read-credentials` of the shoot cluster, `status.auditLogCR` names the
 //!   stack, the conditions and Events carry upstream's names;
 //! - a new Runtime reserves before its Shoot exists and claims at the end (ADR 004); a Ready
@@ -31,7 +32,7 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
 use kim_shared::api::audit_log::{AuditLog, AuditLogConfig, AuditLogSpec};
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::audit_log::{LABEL_RESERVED_AT, LABEL_RESERVED_FOR_RUNTIME_ID};
@@ -73,9 +74,18 @@ fn log_dispatch() -> tracing::Dispatch {
     )
 }
 
-/// The Role and RoleBinding of `deploy/controller/rbac.yaml` in `ns`, bound to `user`.
-async fn bind_deployed_role(kcp: &kube::Client, ns: &str, user: &str) -> Result<()> {
+/// The Role and RoleBinding of `deploy/controller/rbac.yaml` in `ns`, and its ClusterRole and
+/// ClusterRoleBinding (named after `ns`, so environments shared by tests keep them apart),
+/// bound to `user`.
+pub(super) async fn bind_deployed_role(kcp: &kube::Client, ns: &str, user: &str) -> Result<()> {
     let text = std::fs::read_to_string(repo_root().join("deploy/controller/rbac.yaml"))?;
+    let subjects = Some(vec![Subject {
+        kind: "User".into(),
+        name: user.to_owned(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        namespace: None,
+    }]);
+    let cluster_name = |name: Option<&str>| format!("{}-{ns}", name.unwrap_or_default());
     for value in fixtures::yaml_documents(&text)? {
         match value["kind"].as_str() {
             Some("Role") => {
@@ -88,13 +98,24 @@ async fn bind_deployed_role(kcp: &kube::Client, ns: &str, user: &str) -> Result<
             Some("RoleBinding") => {
                 let mut binding: RoleBinding = serde_json::from_value(value)?;
                 binding.metadata.namespace = Some(ns.to_owned());
-                binding.subjects = Some(vec![Subject {
-                    kind: "User".into(),
-                    name: user.to_owned(),
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    namespace: None,
-                }]);
+                binding.subjects = subjects.clone();
                 Api::<RoleBinding>::namespaced(kcp.clone(), ns)
+                    .create(&PostParams::default(), &binding)
+                    .await?;
+            }
+            Some("ClusterRole") => {
+                let mut role: ClusterRole = serde_json::from_value(value)?;
+                role.metadata.name = Some(cluster_name(role.metadata.name.as_deref()));
+                Api::<ClusterRole>::all(kcp.clone())
+                    .create(&PostParams::default(), &role)
+                    .await?;
+            }
+            Some("ClusterRoleBinding") => {
+                let mut binding: ClusterRoleBinding = serde_json::from_value(value)?;
+                binding.metadata.name = Some(cluster_name(binding.metadata.name.as_deref()));
+                binding.role_ref.name = cluster_name(Some(&binding.role_ref.name));
+                binding.subjects = subjects.clone();
+                Api::<ClusterRoleBinding>::all(kcp.clone())
                     .create(&PostParams::default(), &binding)
                     .await?;
             }
@@ -335,8 +356,52 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     );
     ctl.stop().await;
 
-    // 2. Flag on: the existing Runtime claims a stack directly and is migrated.
+    // 2. Flag on: the existing Runtime claims a stack directly and is migrated; not while it
+    // carries the annotation that suspends Shoot patching: the patch to the dedicated tenant
+    // waits for its removal like every other patch.
+    let suspend = |on: bool| {
+        json!({"metadata": {"annotations": {
+            kim_shared::names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION: on.then_some("true")}}})
+    };
+    runtimes
+        .patch(&id_a, &PatchParams::default(), &Patch::Merge(suspend(true)))
+        .await?;
+    let shoots = fixtures::api_resource("core.gardener.cloud/v1beta1", "Shoot")?;
+    let shoot_api: Api<DynamicObject> =
+        Api::namespaced_with(garden.clone(), fixtures::PROJECT_NAMESPACE, &shoots);
+    let before = shoot_api.get(&rt_a.spec.shoot.name).await?;
+    let log_start = log_text().len();
     let ctl = start(env, &ns, &user, true).await?;
+    const HELD: &str = "not patched while Shoot patching is suspended";
+    eventually(
+        "the patch to the dedicated tenant is held on two passes",
+        WAIT,
+        || async {
+            let rt = runtimes.get(&id_a).await?;
+            let held = cond(&rt, condition::CUSTOM_AUDIT_LOG_CONFIGURED)
+                .is_some_and(|c| c.0 == "Unknown" && c.2.contains("Shoot patching is suspended"));
+            Ok(held && log_text()[log_start..].matches(HELD).count() >= 2)
+        },
+    )
+    .await?;
+    let held = shoot_api.get(&rt_a.spec.shoot.name).await?;
+    assert_eq!(
+        (held.metadata.generation, held.metadata.resource_version),
+        (before.metadata.generation, before.metadata.resource_version),
+        "the suspended Runtime's Shoot is not written"
+    );
+    assert_eq!(shoot_tenant(&garden, &rt_a.spec.shoot.name).await?, shared);
+    assert!(
+        !log_text()[log_start..].contains("patching Shoot"),
+        "no Shoot patch while suspended"
+    );
+    runtimes
+        .patch(
+            &id_a,
+            &PatchParams::default(),
+            &Patch::Merge(suspend(false)),
+        )
+        .await?;
     let a = wait_dedicated(env, &runtimes, &ns, &id_a).await?;
     assert_eq!(
         a.status.as_ref().and_then(|s| s.audit_log_cr.as_deref()),

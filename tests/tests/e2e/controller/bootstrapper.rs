@@ -6,7 +6,10 @@
 //! `kim-bootstrapper`), the Runtime stays `Pending` until the Deployment is ready (the test
 //! plays the deployment controller, which the test apiserver lacks) and then is `Ready` with
 //! `RuntimeBootstrapperReady=True/RuntimeBootstrapperConfigured`; a change of the KCP
-//! ConfigMap reaches the runtime cluster through the config reload watcher.
+//! ConfigMap reaches the runtime cluster through the config reload watcher. The KCP
+//! ClusterTrustBundle is copied only when `--runtime-bootstrapper-kcp-cluster-trust-bundle`
+//! names it, by a controller whose KCP identity has exactly the RBAC of
+//! `deploy/controller/rbac.yaml` (no request refused), and a change of it is copied again.
 //!
 //! Its own environment: every Runtime of an environment gets the same shoot cluster.
 #![allow(clippy::unwrap_used)]
@@ -18,9 +21,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{self, condition, reason};
-use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
-use kim_tests::testenv::{TestEnv, TestEnvOptions};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kim_tests::controller::{
+    controller_args, create, eventually, sample_runtime, start_controller, start_with_args,
+    wait_state,
+};
+use kim_tests::testenv::{Ca, Credentials, TestEnv, TestEnvOptions};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const MANIFESTS: &str = "\
@@ -291,5 +297,178 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     )
     .await
     .unwrap();
+
+    // Without --runtime-bootstrapper-kcp-cluster-trust-bundle no ClusterTrustBundle is copied,
+    // although the KCP holds one.
+    let ctb_res = ApiResource {
+        group: "certificates.k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "certificates.k8s.io/v1beta1".into(),
+        kind: "ClusterTrustBundle".into(),
+        plural: "clustertrustbundles".into(),
+    };
+    let kcp_ctbs: Api<DynamicObject> = Api::all_with(kcp.clone(), &ctb_res);
+    let skr_ctbs: Api<DynamicObject> = Api::all_with(skr.clone(), &ctb_res);
+    let first_ca = env.ca().pair.cert_pem.clone();
+    let second_ca = Ca::new("kim-rtb-second-ca").unwrap().pair.cert_pem;
+    let kcp_bundle = format!("kcp-trust-{}", &ns[ns.len().saturating_sub(6)..]);
+    let bundle: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "certificates.k8s.io/v1beta1", "kind": "ClusterTrustBundle",
+        "metadata": {"name": kcp_bundle}, "spec": {"trustBundle": first_ca}}))
+    .unwrap();
+    kcp_ctbs
+        .create(&pp, &bundle)
+        .await
+        .unwrap_or_else(|e| panic!("the KCP apiserver serves ClusterTrustBundles: {e}"));
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the forced pass is done", Duration::from_secs(120), || {
+        let runtimes = runtimes.clone();
+        let id = id.clone();
+        async move {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt
+                .annotation(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+                .is_none()
+                && rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready))
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        skr_ctbs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "no ClusterTrustBundle is copied without the flag"
+    );
     ctl.stop().await;
+
+    // With the flag, and with the controller's KCP identity bound to exactly the RBAC of
+    // deploy/controller/rbac.yaml: the bundle is copied, and a change of it is copied again
+    // (the config reload watcher).
+    let user = format!("kim-controller-{ns}");
+    super::audit_log::bind_deployed_role(&kcp, &ns, &user)
+        .await
+        .unwrap();
+    let ctb_flag = format!("--runtime-bootstrapper-kcp-cluster-trust-bundle={kcp_bundle}");
+    let (mut args, dir) = controller_args(
+        env,
+        &ns,
+        &[
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
+            &ctb_flag,
+            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
+        ],
+    )
+    .await
+    .unwrap();
+    let pair = env.ca().client_cert(&user, &[]).unwrap();
+    let kcp_path = dir.path().join("kcp-restricted.kubeconfig");
+    kim_tests::testenv::access::write_private(
+        &kcp_path,
+        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
+    )
+    .unwrap();
+    args.kcp_kubeconfig_path = Some(kcp_path);
+    let ctl = start_with_args(args, dir).await.unwrap();
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
+        )
+        .await
+        .unwrap();
+    let copied_bundle = |want: String| {
+        let skr_ctbs = skr_ctbs.clone();
+        move || {
+            let skr_ctbs = skr_ctbs.clone();
+            let want = want.clone();
+            async move {
+                let Some(ctb) = skr_ctbs.get_opt("kyma-trust").await? else {
+                    return Ok(false);
+                };
+                Ok(ctb.data["spec"]["trustBundle"] == want.as_str())
+            }
+        }
+    };
+    let result = eventually(
+        "the ClusterTrustBundle is copied",
+        Duration::from_secs(120),
+        copied_bundle(first_ca.clone()),
+    )
+    .await;
+    let copied = skr_ctbs.get_opt("kyma-trust").await.unwrap();
+    let refused = |env: &TestEnv| {
+        env.audit_events_of(&user)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e["responseStatus"]["code"] == 403)
+            .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        refused(env),
+        Vec::<String>::new(),
+        "refused by the deployed RBAC"
+    );
+    result.unwrap();
+    let copied = copied.unwrap();
+    assert!(
+        copied
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some("kim-bootstrapper")),
+        "{:?}",
+        copied.metadata.managed_fields
+    );
+    let both = format!("{first_ca}{second_ca}");
+    kcp_ctbs
+        .patch(
+            &kcp_bundle,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"trustBundle": both}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the changed ClusterTrustBundle is copied again",
+        Duration::from_secs(120),
+        copied_bundle(both.clone()),
+    )
+    .await
+    .unwrap();
+    ctl.stop().await;
+    let used: Vec<String> = env
+        .audit_events_of(&user)
+        .unwrap()
+        .iter()
+        .filter(|e| e["objectRef"]["resource"] == "clustertrustbundles")
+        .map(|e| e["verb"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    for verb in ["get", "list", "watch"] {
+        assert!(
+            used.iter().any(|v| v == verb),
+            "the controller uses {verb} on clustertrustbundles: {used:?}"
+        );
+    }
+    assert_eq!(
+        refused(env),
+        Vec::<String>::new(),
+        "refused by the deployed RBAC"
+    );
 }

@@ -12,8 +12,11 @@
 //!   `RegistryCacheGardenClusterConfigurationFailed` and nothing is copied;
 //! - the runtime watcher's event on the listener makes the controller read the cluster again;
 //!   a removed config's Secret is deleted;
-//! - with the flag off, the cache list, the extension, the Secret reference, the garden Secrets
-//!   and the condition are gone.
+//! - a rotation of the credentials Secret in the runtime cluster: the Shoot is patched to a new
+//!   garden Secret with the new credentials, the old one is deleted, `RegistryCacheConfigured`
+//!   is True again;
+//! - with the flag off, the cache list, the credentials version, the extension, the Secret
+//!   reference, the garden Secrets and the condition are gone.
 //!
 //! Its own environment: every Runtime of an environment gets the same shoot cluster.
 #![allow(clippy::unwrap_used)]
@@ -623,6 +626,85 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         "Registry cache configured successfully",
     )
     .await;
+
+    // A credentials rotation in the runtime cluster: the next read of the cluster (here the
+    // runtime watcher's event) makes the Shoot reference a new garden Secret with the new
+    // credentials, and the old one goes.
+    let before = garden_secrets(&garden, &id).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let old_name = before[0].metadata.name.clone().unwrap();
+    let rt = runtimes.get(&id).await.unwrap();
+    eventually(
+        "the Shoot references the current garden Secret",
+        TIMEOUT,
+        || async {
+            let s = shoot(&garden, &rt.spec.shoot.name).await;
+            Ok(cache_secret_references(&s) == std::slice::from_ref(&old_name))
+        },
+    )
+    .await
+    .unwrap();
+    let key = kim_shared::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;
+    let version_before = rt.metadata.annotations.as_ref().unwrap()[key].clone();
+    assert!(
+        version_before.starts_with(&format!(
+            "{}=",
+            before[0].metadata.labels.as_ref().unwrap()[rc::LABEL_CACHE_ID]
+        )),
+        "{version_before}"
+    );
+    team_secrets
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"password": "p1-rotated"}})),
+        )
+        .await
+        .unwrap();
+    let rotated = team_secrets.get("creds").await.unwrap();
+    assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    eventually(
+        "the Shoot references a new garden Secret with the new credentials, the old is gone",
+        TIMEOUT,
+        || async {
+            let rt = runtimes.get(&id).await?;
+            let ours = garden_secrets(&garden, &id).await;
+            let s = shoot(&garden, &rt.spec.shoot.name).await;
+            let [current] = ours.as_slice() else {
+                return Ok(false);
+            };
+            let new_name = current.metadata.name.clone().unwrap_or_default();
+            let referenced = registry_extension(&s).is_some_and(|e| {
+                e["providerConfig"]["caches"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["secretReferenceName"] == new_name.as_str())
+            });
+            Ok(new_name != old_name
+                && current.data == rotated.data
+                && referenced
+                && cache_secret_references(&s) == [new_name]
+                && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED)
+                    .is_some_and(|c| c.0 == "True")
+                && rt.status.as_ref().map(|st| st.state) == Some(RuntimeState::Ready))
+        },
+    )
+    .await
+    .unwrap();
+    let rt = runtimes.get(&id).await.unwrap();
+    let version_after = rt.metadata.annotations.as_ref().unwrap()[key].clone();
+    assert_ne!(version_after, version_before);
+    let s = shoot(&garden, &rt.spec.shoot.name).await;
+    assert_eq!(
+        s["metadata"]["annotations"][key],
+        version_after.as_str(),
+        "the Shoot records the credentials it was patched with"
+    );
+    assert!(
+        !version_after.contains("p1"),
+        "the version names no credentials: {version_after}"
+    );
     ctl.stop().await;
 
     // 4. Flag off: nothing of the registry cache is left.
@@ -631,6 +713,9 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         let rt = runtimes.get(&id).await?;
         let s = shoot(&garden, &rt.spec.shoot.name).await;
         Ok(rt.spec.image_registry_cache.is_none()
+            && rt
+                .annotation(kim_shared::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS)
+                .is_none()
             && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED).is_none()
             && registry_extension(&s).is_none()
             && cache_secret_references(&s).is_empty()

@@ -1,13 +1,13 @@
 //! The controller's RBAC in `deploy/controller/rbac.yaml` is enough, and it is all the
-//! controller gets: the controller runs with a KCP identity bound only to that Role (as its
+//! controller gets: the controller runs with a KCP identity bound only to those roles (as its
 //! ServiceAccount is in a deployment), provisions a Runtime to Ready with leader election on,
 //! issues an RBAC kubeconfig (RuntimeAccess) and deletes the Runtime; the KCP apiserver's own
 //! audit log shows no request of that identity refused with 403.
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_tests::controller::*;
@@ -16,34 +16,67 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-/// Reads the Role and RoleBinding of `deploy/controller/rbac.yaml` for namespace `ns`, with
-/// the binding's subject replaced by the user `user` (the tests authenticate by certificate,
-/// not as a ServiceAccount; the rules are what is under test).
-fn deploy_rbac(ns: &str, user: &str) -> Result<(Role, RoleBinding)> {
+/// The RBAC of `deploy/controller/rbac.yaml` for namespace `ns`, with the bindings' subject
+/// replaced by the user `user` (the tests authenticate by certificate, not as a
+/// ServiceAccount; the rules are what is under test) and the cluster-scoped names suffixed
+/// with `ns` (the environment is shared).
+struct DeployRbac {
+    role: Role,
+    binding: RoleBinding,
+    cluster_role: ClusterRole,
+    cluster_binding: ClusterRoleBinding,
+}
+
+fn deploy_rbac(ns: &str, user: &str) -> Result<DeployRbac> {
     let path = kim_tests::testenv::repo_root().join("deploy/controller/rbac.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-    let mut role = None;
-    let mut binding = None;
+    let (mut role, mut binding, mut cluster_role, mut cluster_binding) = (None, None, None, None);
     for value in kim_tests::fixtures::yaml_documents(&text)? {
         match value["kind"].as_str() {
             Some("Role") => role = Some(serde_json::from_value::<Role>(value)?),
             Some("RoleBinding") => binding = Some(serde_json::from_value::<RoleBinding>(value)?),
+            Some("ClusterRole") => {
+                cluster_role = Some(serde_json::from_value::<ClusterRole>(value)?);
+            }
+            Some("ClusterRoleBinding") => {
+                cluster_binding = Some(serde_json::from_value::<ClusterRoleBinding>(value)?);
+            }
             other => bail!("unexpected kind {other:?} in {}", path.display()),
         }
     }
-    let (Some(mut role), Some(mut binding)) = (role, binding) else {
-        bail!("{} must hold a Role and a RoleBinding", path.display());
+    let (Some(mut role), Some(mut binding), Some(mut cluster_role), Some(mut cluster_binding)) =
+        (role, binding, cluster_role, cluster_binding)
+    else {
+        bail!(
+            "{} must hold a Role, a RoleBinding, a ClusterRole and a ClusterRoleBinding",
+            path.display()
+        );
     };
-    role.metadata.namespace = Some(ns.to_owned());
-    binding.metadata.namespace = Some(ns.to_owned());
-    binding.subjects = Some(vec![Subject {
+    let subjects = Some(vec![Subject {
         kind: "User".into(),
         name: user.to_owned(),
         api_group: Some("rbac.authorization.k8s.io".into()),
         namespace: None,
     }]);
-    Ok((role, binding))
+    role.metadata.namespace = Some(ns.to_owned());
+    binding.metadata.namespace = Some(ns.to_owned());
+    binding.subjects = subjects.clone();
+    let suffixed = |name: &str| format!("{name}-{ns}");
+    ensure!(
+        cluster_binding.role_ref.name == cluster_role.metadata.name.clone().unwrap_or_default(),
+        "the ClusterRoleBinding binds the ClusterRole"
+    );
+    cluster_role.metadata.name = cluster_role.metadata.name.as_deref().map(suffixed);
+    cluster_binding.metadata.name = cluster_binding.metadata.name.as_deref().map(suffixed);
+    cluster_binding.role_ref.name = suffixed(&cluster_binding.role_ref.name);
+    cluster_binding.subjects = subjects;
+    Ok(DeployRbac {
+        role,
+        binding,
+        cluster_role,
+        cluster_binding,
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -53,12 +86,18 @@ async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
     let user = format!("kim-controller-{ns}");
     let kcp = env.kcp_client().await?;
 
-    let (role, binding) = deploy_rbac(&ns, &user)?;
+    let rbac = deploy_rbac(&ns, &user)?;
     Api::<Role>::namespaced(kcp.clone(), &ns)
-        .create(&PostParams::default(), &role)
+        .create(&PostParams::default(), &rbac.role)
         .await?;
     Api::<RoleBinding>::namespaced(kcp.clone(), &ns)
-        .create(&PostParams::default(), &binding)
+        .create(&PostParams::default(), &rbac.binding)
+        .await?;
+    Api::<ClusterRole>::all(kcp.clone())
+        .create(&PostParams::default(), &rbac.cluster_role)
+        .await?;
+    Api::<ClusterRoleBinding>::all(kcp.clone())
+        .create(&PostParams::default(), &rbac.cluster_binding)
         .await?;
 
     // The controller's KCP identity: that user, in no group. Gardener stays the project
