@@ -34,7 +34,7 @@
 //!
 //! Prints the figures and verdicts, writes them into docs/benchmarks.md (not with
 //! `KIM_SOAK_NO_DOC=1`) and exits non-zero when a verdict fails. The samples go to
-//! `target/soak/samples.csv`, the programs' logs to `target/soak/`. The binaries are taken
+//! `target/soak/samples.csv`, the programs' logs to `target/soak/` (`KIM_SOAK_DIR` to change). The binaries are taken
 //! from the bench's own profile directory (`KIM_SOAK_BIN_DIR` to override).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -608,7 +608,9 @@ fn main() -> Result<()> {
 
 async fn soak() -> Result<bool> {
     let k = Knobs::from_env();
-    let out_dir = repo_root().join("target/soak");
+    let out_dir = std::env::var("KIM_SOAK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target/soak"));
     let _ = std::fs::remove_dir_all(&out_dir);
     std::fs::create_dir_all(&out_dir)?;
     eprintln!(
