@@ -9,6 +9,7 @@ pub mod controller;
 pub mod faultproxy;
 pub mod fixtures;
 pub mod keb;
+pub mod programs;
 pub mod simulator;
 pub mod testenv;
 pub mod webhook;

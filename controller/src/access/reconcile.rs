@@ -220,12 +220,15 @@ async fn shoot_access(
 ) -> Result<ShootAccess, Error> {
     reconciler
         .clients
-        .get(&AdminSecret {
-            namespace: &admin.namespace,
-            name: &admin.name,
-            resource_version: admin.resource_version.as_deref(),
-            kubeconfig: &admin.kubeconfig.0,
-        })
+        .get(
+            &AdminSecret {
+                namespace: &admin.namespace,
+                name: &admin.name,
+                resource_version: admin.resource_version.as_deref(),
+                kubeconfig: &admin.kubeconfig.0,
+            },
+            &key(ra),
+        )
         .await
         .map_err(|e| Error::AdminKubeconfig {
             runtime: ra.spec.runtime_id.clone(),
@@ -769,6 +772,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         "RuntimeAccess cleaned up"
     );
     reconciler.records.forget(&key(ra));
+    reconciler.clients.release(&key(ra));
     Ok(Action::await_change())
 }
 

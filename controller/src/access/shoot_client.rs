@@ -4,7 +4,7 @@
 //! its connections. Every request through such a client is counted in
 //! `infrastructure_manager_im_runtime_access_shoot_requests_total{method,code}`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 
@@ -103,6 +103,10 @@ pub struct AdminSecret<'a> {
 struct Cached {
     resource_version: String,
     access: ShootAccess,
+    /// The RuntimeAccesses that used this client; the client goes when the last of them is
+    /// released (a runtime deleted after its RuntimeAccesses never has its Secret looked up
+    /// again, so nothing else would drop its client).
+    users: BTreeSet<String>,
 }
 
 /// Shoot clients by admin kubeconfig Secret.
@@ -127,14 +131,20 @@ impl ShootClients {
         crate::records::lock(&self.cache)
     }
 
-    /// The client for this Secret: the cached one while its `resourceVersion` is unchanged,
-    /// else a new one (which replaces the cached one).
-    pub async fn get(&self, secret: &AdminSecret<'_>) -> Result<ShootAccess, ShootClientError> {
+    /// The client for this Secret, for the RuntimeAccess `user` (until [`Self::release`]):
+    /// the cached one while its `resourceVersion` is unchanged, else a new one (which replaces
+    /// the cached one).
+    pub async fn get(
+        &self,
+        secret: &AdminSecret<'_>,
+        user: &str,
+    ) -> Result<ShootAccess, ShootClientError> {
         let key = (secret.namespace.to_owned(), secret.name.to_owned());
         if let Some(rv) = secret.resource_version
-            && let Some(hit) = self.lock().get(&key)
+            && let Some(hit) = self.lock().get_mut(&key)
             && hit.resource_version == rv
         {
+            hit.users.insert(user.to_owned());
             return Ok(hit.access.clone());
         }
         let access = self.build(secret.kubeconfig).await?;
@@ -144,15 +154,32 @@ impl ShootClients {
             "shoot client built"
         );
         if let Some(rv) = secret.resource_version {
-            self.lock().insert(
+            let mut cache = self.lock();
+            let mut users = cache.remove(&key).map(|c| c.users).unwrap_or_default();
+            users.insert(user.to_owned());
+            cache.insert(
                 key,
                 Cached {
                     resource_version: rv.to_owned(),
                     access: access.clone(),
+                    users,
                 },
             );
         }
         Ok(access)
+    }
+
+    /// The RuntimeAccess `user` is gone: drops the clients no other RuntimeAccess uses.
+    pub fn release(&self, user: &str) {
+        self.lock().retain(|_, c| {
+            c.users.remove(user);
+            !c.users.is_empty()
+        });
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// Drops the client of a Secret that no longer exists.
@@ -254,22 +281,61 @@ users:
     async fn a_client_is_reused_until_the_secret_changes() {
         let metrics = Arc::new(ShootMetrics::default());
         let clients = ShootClients::new(metrics.clone(), std::time::Duration::from_secs(5));
-        clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
-        clients.get(&secret(Some("1"), ADMIN)).await.unwrap();
+        clients
+            .get(&secret(Some("1"), ADMIN), "ra-1")
+            .await
+            .unwrap();
+        clients
+            .get(&secret(Some("1"), ADMIN), "ra-1")
+            .await
+            .unwrap();
         assert_eq!(metrics.clients_built.get(), 1, "same resourceVersion");
-        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
-        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
+        clients
+            .get(&secret(Some("2"), ADMIN), "ra-1")
+            .await
+            .unwrap();
+        clients
+            .get(&secret(Some("2"), ADMIN), "ra-1")
+            .await
+            .unwrap();
         assert_eq!(metrics.clients_built.get(), 2, "a new resourceVersion");
         clients.forget("kcp-system", "kubeconfig-rt-1");
-        clients.get(&secret(Some("2"), ADMIN)).await.unwrap();
+        clients
+            .get(&secret(Some("2"), ADMIN), "ra-1")
+            .await
+            .unwrap();
         assert_eq!(metrics.clients_built.get(), 3, "forgotten");
-        clients.get(&secret(None, ADMIN)).await.unwrap();
-        clients.get(&secret(None, ADMIN)).await.unwrap();
+        clients.get(&secret(None, ADMIN), "ra-1").await.unwrap();
+        clients.get(&secret(None, ADMIN), "ra-1").await.unwrap();
         assert_eq!(
             metrics.clients_built.get(),
             5,
             "no resourceVersion: never cached"
         );
+    }
+
+    #[tokio::test]
+    async fn a_client_goes_when_the_last_runtime_access_using_it_is_released() {
+        let metrics = Arc::new(ShootMetrics::default());
+        let clients = ShootClients::new(metrics.clone(), std::time::Duration::from_secs(5));
+        clients
+            .get(&secret(Some("1"), ADMIN), "ra-1")
+            .await
+            .unwrap();
+        // A rotated admin kubeconfig replaces the client and keeps its users.
+        clients
+            .get(&secret(Some("2"), ADMIN), "ra-2")
+            .await
+            .unwrap();
+        clients.release("ra-1");
+        assert_eq!(clients.len(), 1, "ra-2 still uses it");
+        clients
+            .get(&secret(Some("2"), ADMIN), "ra-2")
+            .await
+            .unwrap();
+        assert_eq!(metrics.clients_built.get(), 2, "kept for ra-2");
+        clients.release("ra-2");
+        assert_eq!(clients.len(), 0, "no RuntimeAccess uses it any more");
     }
 
     #[tokio::test]
@@ -279,7 +345,7 @@ users:
             "user: {token: abc}",
             "user: {exec: {command: /bin/touch, args: [/tmp/pwned], apiVersion: client.authentication.k8s.io/v1}}",
         );
-        let Err(err) = clients.get(&secret(Some("1"), &exec)).await else {
+        let Err(err) = clients.get(&secret(Some("1"), &exec), "ra-1").await else {
             panic!("an exec plugin must be refused");
         };
         assert!(err.to_string().contains("exec"), "{err}");
@@ -289,7 +355,7 @@ users:
     async fn a_broken_kubeconfig_is_an_error_that_does_not_quote_it() {
         let clients = ShootClients::new(Arc::default(), std::time::Duration::from_secs(5));
         let Err(err) = clients
-            .get(&secret(Some("1"), "token: supersecret\n: :"))
+            .get(&secret(Some("1"), "token: supersecret\n: :"), "ra-1")
             .await
         else {
             panic!("a broken kubeconfig must fail");
