@@ -374,7 +374,9 @@ where
                 Ok(resp) => resp.status().as_str().to_owned(),
                 Err(_) => "error".to_owned(),
             };
-            requests.get_or_create(&RequestLabels { method, code }).inc();
+            requests
+                .get_or_create(&RequestLabels { method, code })
+                .inc();
             result
         })
     }

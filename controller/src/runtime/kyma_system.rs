@@ -147,7 +147,10 @@ mod tests {
             regions.get_or_read("aws-eu", read("eu-central-1")),
             regions.get_or_read("aws-eu", read("other")),
         );
-        assert_eq!((a.unwrap(), b.unwrap()), ("eu-central-1".into(), "eu-central-1".into()));
+        assert_eq!(
+            (a.unwrap(), b.unwrap()),
+            ("eu-central-1".into(), "eu-central-1".into())
+        );
         assert_eq!(
             regions.get_or_read("aws-eu", read("other")).await.unwrap(),
             "eu-central-1"
@@ -155,11 +158,16 @@ mod tests {
         assert_eq!(reads.load(Ordering::Relaxed), 1);
 
         let failed = regions
-            .get_or_read("gcp-eu", || async { Err("reading Seed gcp-eu: 503".to_owned()) })
+            .get_or_read("gcp-eu", || async {
+                Err("reading Seed gcp-eu: 503".to_owned())
+            })
             .await;
         assert!(failed.is_err());
         assert_eq!(
-            regions.get_or_read("gcp-eu", read("europe-west1")).await.unwrap(),
+            regions
+                .get_or_read("gcp-eu", read("europe-west1"))
+                .await
+                .unwrap(),
             "europe-west1"
         );
         assert_eq!(reads.load(Ordering::Relaxed), 2);
