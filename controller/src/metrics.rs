@@ -1,11 +1,16 @@
 //! Metrics of the process: upstream's names where upstream has them
 //! (`infrastructure_manager_im_*`), plus reconcile duration, queue depth, Gardener requests by
-//! code and rate-limit waits, and how long Runtimes take to provision and to delete.
+//! code and rate-limit waits, requests to runtime clusters, and how long Runtimes take to
+//! provision and to delete.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -50,6 +55,15 @@ pub struct ReconcileLabels {
     pub controller: String,
     /// `success` or an error kind.
     pub result: String,
+}
+
+/// Labels of a request to a runtime (shoot) cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// HTTP method.
+    pub method: String,
+    /// HTTP status code, or `error` when no response came.
+    pub code: String,
 }
 
 /// Labels of a Gardener request.
@@ -122,6 +136,9 @@ pub struct Metrics {
     /// Time each Gardener request waited in the client's token-bucket rate limiter
     /// (`--gardener-ratelimiter-qps/-burst`), zero included.
     pub gardener_rate_limit_wait: Histogram,
+    /// Requests the Runtime and registry-cache reconcilers sent to runtime clusters, by method
+    /// and code (no label per cluster: one series set for any number of Runtimes).
+    pub runtime_cluster_requests: Family<RequestLabels, Counter>,
 }
 
 impl Metrics {
@@ -144,6 +161,7 @@ impl Metrics {
             runtime_provisioning_duration: lifecycle_histogram(),
             runtime_deletion_duration: lifecycle_histogram(),
             gardener_rate_limit_wait: rate_limit_histogram(),
+            runtime_cluster_requests: Family::default(),
         };
         // Upstream registers this counter without a prefix.
         registry.register(
@@ -217,6 +235,11 @@ impl Metrics {
             "gardener_rate_limit_wait_seconds",
             "Time a Gardener request waited in the client's rate limiter (--gardener-ratelimiter-qps/-burst)",
             m.gardener_rate_limit_wait.clone(),
+        );
+        sub.register(
+            "runtime_cluster_requests",
+            "Requests the Runtime and registry-cache reconcilers sent to runtime clusters by method and code",
+            m.runtime_cluster_requests.clone(),
         );
         std::sync::Arc::new(m)
     }
@@ -321,6 +344,59 @@ impl Metrics {
                 })
                 .set(i64::from(s == status));
         }
+    }
+}
+
+/// A client layer that counts every request in a family by method and response code.
+#[derive(Clone)]
+pub struct CountLayer(pub Family<RequestLabels, Counter>);
+
+impl<S> tower::Layer<S> for CountLayer {
+    type Service = Counted<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        Counted {
+            inner,
+            requests: self.0.clone(),
+        }
+    }
+}
+
+/// The service [`CountLayer`] produces.
+pub struct Counted<S> {
+    inner: S,
+    requests: Family<RequestLabels, Counter>,
+}
+
+impl<S, B> tower::Service<Request<Body>> for Counted<S>
+where
+    S: tower::Service<Request<Body>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<B>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let method = req.method().as_str().to_owned();
+        let requests = self.requests.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let result = fut.await;
+            let code = match &result {
+                Ok(resp) => resp.status().as_str().to_owned(),
+                Err(_) => "error".to_owned(),
+            };
+            requests
+                .get_or_create(&RequestLabels { method, code })
+                .inc();
+            result
+        })
     }
 }
 

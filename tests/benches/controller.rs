@@ -10,7 +10,10 @@
 //!    `Ready` with `observedGeneration == generation`. Gardener requests are read from the
 //!    controller's `/metrics` (`infrastructure_manager_im_gardener_requests_total{method,code}`)
 //!    before, at all-Ready and after a steady window (`KIM_BENCH_STEADY_SECS`, 60) in which all
-//!    N stay Ready and nothing changes (target: no request per Ready Runtime).
+//!    N stay Ready and nothing changes (target: no request per Ready Runtime). Requests to the
+//!    runtime clusters (every Shoot's is the one shoot apiserver of the test environment) are
+//!    read the same way, from `infrastructure_manager_im_runtime_cluster_requests_total` and
+//!    `infrastructure_manager_im_runtime_access_shoot_requests_total`.
 //! 2. **baseline**: the same N objects written straight to the apiservers in another namespace
 //!    and project, with the same concurrency: Runtime (finalizer included), Shoot (the same
 //!    conversion) through the Gardener API, and as soon as the simulator reports the Shoot
@@ -113,6 +116,23 @@ fn counters(metrics: &str, family: &str) -> BTreeMap<String, u64> {
 const GARDENER_REQUESTS: &str = "infrastructure_manager_im_gardener_requests_total";
 const RECONCILES: &str = "infrastructure_manager_im_reconciles_total";
 const BUSY: &str = "infrastructure_manager_im_gardener_busy_total";
+/// Requests to runtime clusters: the Runtime and registry-cache reconcilers', and the
+/// RuntimeAccess reconciler's.
+const CLUSTER_REQUESTS: [&str; 2] = [
+    "infrastructure_manager_im_runtime_cluster_requests_total",
+    "infrastructure_manager_im_runtime_access_shoot_requests_total",
+];
+
+/// Requests to runtime clusters by label set, both families added up.
+fn cluster_counters(metrics: &str) -> BTreeMap<String, u64> {
+    let mut sum = BTreeMap::new();
+    for family in CLUSTER_REQUESTS {
+        for (labels, v) in counters(metrics, family) {
+            *sum.entry(labels).or_insert(0) += v;
+        }
+    }
+    sum
+}
 
 /// `after - before` per label set, without the zero entries.
 fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
@@ -436,6 +456,10 @@ struct Figures {
     steady_gardener: BTreeMap<String, u64>,
     /// "Try later" answers by operation, creation until all Ready.
     busy: BTreeMap<String, u64>,
+    /// Requests to runtime clusters by label set, creation until all Ready.
+    cluster: BTreeMap<String, u64>,
+    /// Requests to runtime clusters during the steady window.
+    steady_cluster: BTreeMap<String, u64>,
     /// Runtime reconciles during the steady window.
     steady_reconciles: BTreeMap<String, u64>,
     steady_window: Duration,
@@ -558,6 +582,7 @@ async fn controller_run(
     let first = scrape().await?;
     let before = counters(&first, GARDENER_REQUESTS);
     let busy_before = counters(&first, BUSY);
+    let cluster_before = cluster_counters(&first);
     let cpu_before = proc_cpu(pid).unwrap_or_default();
 
     let ready = Tracker::start(
@@ -587,6 +612,7 @@ async fn controller_run(
     let at_ready = scrape().await?;
     let gardener = delta(&counters(&at_ready, GARDENER_REQUESTS), &before);
     let busy = delta(&counters(&at_ready, BUSY), &busy_before);
+    let cluster = delta(&cluster_counters(&at_ready), &cluster_before);
 
     // Steady state: all N Ready, nothing changes.
     let steady_start = Instant::now();
@@ -601,6 +627,7 @@ async fn controller_run(
         &counters(&after, RECONCILES),
         &counters(&at_ready, RECONCILES),
     );
+    let steady_cluster = delta(&cluster_counters(&after), &cluster_counters(&at_ready));
     proc.check_running()?;
     let hwm_mib = proc_status_mib(pid, "VmHWM:").unwrap_or(0.0);
     let rss_mib = proc_status_mib(pid, "VmRSS:").unwrap_or(0.0);
@@ -622,6 +649,8 @@ async fn controller_run(
         gardener,
         steady_gardener,
         busy,
+        cluster,
+        steady_cluster,
         steady_reconciles,
         steady_window,
         hwm_mib,
@@ -774,6 +803,8 @@ async fn baseline_run(
         gardener: BTreeMap::from([("method=\"POST\",code=\"201\"".to_owned(), 2 * n)]),
         steady_gardener: BTreeMap::new(),
         busy: BTreeMap::new(),
+        cluster: BTreeMap::new(),
+        steady_cluster: BTreeMap::new(),
         steady_reconciles: BTreeMap::new(),
         steady_window: Duration::ZERO,
         hwm_mib: 0.0,
@@ -880,6 +911,20 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             },
+        ));
+    }
+    md.push_str("\nRequests to the runtime cluster per Runtime (`infrastructure_manager_im_runtime_cluster_requests_total` and `infrastructure_manager_im_runtime_access_shoot_requests_total`, method and code; every Shoot's cluster is the test environment's one shoot apiserver):\n\n");
+    md.push_str("| Runtimes | creation until all Ready | steady window, all Ready |\n");
+    md.push_str("| ---: | --- | --- |\n");
+    for (ctl, _) in results {
+        md.push_str(&format!(
+            "| {} | {} (total {}) | {} requests in {:.0} s ({}) |\n",
+            ctl.n,
+            per_runtime(&ctl.cluster, ctl.n),
+            total(&ctl.cluster),
+            total(&ctl.steady_cluster),
+            secs(ctl.steady_window),
+            per_runtime(&ctl.steady_cluster, ctl.n),
         ));
     }
     md

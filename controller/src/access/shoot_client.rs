@@ -6,33 +6,20 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::task::{Context as TaskContext, Poll};
 
-use futures::future::BoxFuture;
-use http::{Request, Response};
-use kube::client::{Body, ClientBuilder};
-use prometheus_client::encoding::EncodeLabelSet;
+use kube::client::ClientBuilder;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tower::{Layer, Service};
 
 use super::kubeconfig::{ClusterEndpoint, cluster_endpoint};
-
-/// Labels of a shoot request.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ShootRequestLabels {
-    /// HTTP method.
-    pub method: String,
-    /// HTTP status code, or `error` when no response came.
-    pub code: String,
-}
+use crate::metrics::{CountLayer, RequestLabels};
 
 /// Metrics of the shoot clients.
 #[derive(Default)]
 pub struct ShootMetrics {
     /// Requests sent to shoot API servers by method and response code.
-    pub requests: Family<ShootRequestLabels, Counter>,
+    pub requests: Family<RequestLabels, Counter>,
     /// Shoot clients built (a new runtime, or a changed admin kubeconfig Secret).
     pub clients_built: Counter,
 }
@@ -50,15 +37,6 @@ impl ShootMetrics {
             "Shoot clients the RuntimeAccess reconciler built from admin kubeconfigs",
             self.clients_built.clone(),
         );
-    }
-
-    fn count(&self, method: &str, code: &str) {
-        self.requests
-            .get_or_create(&ShootRequestLabels {
-                method: method.to_owned(),
-                code: code.to_owned(),
-            })
-            .inc();
     }
 }
 
@@ -193,59 +171,9 @@ impl ShootClients {
         let config = crate::gardener::client::config_from_secret(kubeconfig, self.timeout).await?;
         let client = ClientBuilder::try_from(config)
             .map_err(|e| ShootClientError::Build(e.to_string()))?
-            .with_layer(&CountLayer(self.metrics.clone()))
+            .with_layer(&CountLayer(self.metrics.requests.clone()))
             .build();
         Ok(ShootAccess { client, endpoint })
-    }
-}
-
-/// Counts every request by method and response code.
-struct CountLayer(Arc<ShootMetrics>);
-
-impl<S> Layer<S> for CountLayer {
-    type Service = Counted<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Counted {
-            inner,
-            metrics: self.0.clone(),
-        }
-    }
-}
-
-/// The service [`CountLayer`] produces.
-pub struct Counted<S> {
-    inner: S,
-    metrics: Arc<ShootMetrics>,
-}
-
-impl<S, B> Service<Request<Body>> for Counted<S>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = Response<B>;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<B>, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let method = req.method().as_str().to_owned();
-        let metrics = self.metrics.clone();
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let result = fut.await;
-            let code = match &result {
-                Ok(resp) => resp.status().as_str().to_owned(),
-                Err(_) => "error".to_owned(),
-            };
-            metrics.count(&method, &code);
-            result
-        })
     }
 }
 

@@ -371,13 +371,14 @@ fn transient_or_failed(draft: &mut StatusDraft, e: &kube::Error) -> Action {
 
 /// Builds a client for the runtime cluster from the admin kubeconfig Secret
 /// `kubeconfig-<runtime-id>` (key `config`) that the GardenerCluster reconciler maintains.
+/// Its requests are counted in `infrastructure_manager_im_runtime_cluster_requests_total`.
 pub async fn runtime_cluster_client(
-    kcp: &kube::Client,
+    ctx: &crate::context::Context,
     namespace: &str,
     runtime_id: &str,
 ) -> Result<kube::Client, SkrError> {
     let name = names::kubeconfig_secret_name(runtime_id);
-    let secret = Api::<Secret>::namespaced(kcp.clone(), namespace)
+    let secret = Api::<Secret>::namespaced(ctx.kcp.clone(), namespace)
         .get(&name)
         .await
         .map_err(|e| SkrError::Secret {
@@ -396,7 +397,10 @@ pub async fn runtime_cluster_client(
             name: name.clone(),
             source,
         })?;
-    kube::Client::try_from(config).map_err(|e| SkrError::Client { name, source: e })
+    let counted = crate::metrics::CountLayer(ctx.metrics.runtime_cluster_requests.clone());
+    kube::client::ClientBuilder::try_from(config)
+        .map(|builder| builder.with_layer(&counted).build())
+        .map_err(|e| SkrError::Client { name, source: e })
 }
 
 /// The runtime cluster cannot be reached yet. Messages never contain the kubeconfig.
@@ -443,7 +447,7 @@ impl Reconciler {
         runtime_id: &str,
     ) -> Result<kube::Client, SkrError> {
         runtime_cluster_client(
-            &self.ctx.kcp,
+            &self.ctx,
             &runtime.namespace().unwrap_or_default(),
             runtime_id,
         )

@@ -135,6 +135,8 @@ pub struct Reconciler {
     in_flight: AtomicUsize,
     /// Shoot creates in flight across all Runtimes, adapted to Gardener's answers.
     create_limit: Arc<WriteLimit>,
+    /// The regions of the Seeds our Shoots run on (for `kyma-provisioning-info`).
+    seed_regions: kyma_system::SeedRegions,
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
@@ -211,6 +213,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
         create_limit: WriteLimit::new(WriteLimitSettings::default()),
+        seed_regions: kyma_system::SeedRegions::default(),
     });
     reconciler.publish_create_limit();
     let waiting = reconciler.clone();

@@ -2,7 +2,10 @@
 //!
 //! The reconciler reads few fields of a cached Shoot: its metadata (annotations, generation,
 //! deletion), its status (last operation and errors) and of the spec only the DNS
-//! domain, hibernation, the binding names, the seed and which extensions are enabled. The full
+//! domain, hibernation, the binding names, the seed, which extensions are enabled, and for the
+//! runtime cluster's `kyma-provisioning-info` the IP families and the `infrastructureConfig`
+//! (kept as its compact JSON text: a `serde_json::Value` tree of an AWS one is several KiB of
+//! map nodes, its text a few hundred bytes). The full
 //! typed [`Shoot`] is 4.4 KiB before any of its strings (its many optional sub-structs are
 //! inline), and at 10,000 Runtimes the cache is one Shoot per Runtime. [`CachedShoot`] decodes
 //! only those fields from the watch (serde skips the rest) and boxes the large parts; a reconcile
@@ -12,10 +15,12 @@
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kim_shared::gardener::shoot::{Dns, Hibernation};
-use kim_shared::gardener::{Extension, LastError, LastOperation, Shoot, ShootSpec, ShootStatus};
+use kim_shared::gardener::shoot::{Dns, Hibernation, Networking};
+use kim_shared::gardener::{
+    Extension, LastError, LastOperation, Provider, RawExtension, Shoot, ShootSpec, ShootStatus,
+};
 use kube::Resource;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]
@@ -45,10 +50,36 @@ struct CachedSpec {
     dns: Option<Box<Dns>>,
     extensions: Option<Vec<CachedExtension>>,
     hibernation: Option<Box<Hibernation>>,
+    networking: Option<CachedNetworking>,
+    #[serde(default)]
+    provider: CachedProvider,
     purpose: Option<String>,
     region: Option<String>,
     secret_binding_name: Option<String>,
     seed_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedNetworking {
+    ip_families: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedProvider {
+    /// The JSON text of `infrastructureConfig`.
+    #[serde(default, deserialize_with = "compact_json")]
+    infrastructure_config: Option<Box<str>>,
+}
+
+/// An embedded object as its compact JSON text; `null` as absent.
+fn compact_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::Error> {
+    Option::<serde_json::Value>::deserialize(d)?
+        .filter(|v| !v.is_null())
+        .map(|v| serde_json::to_string(&v).map(String::into_boxed_str))
+        .transpose()
+        .map_err(serde::de::Error::custom)
 }
 
 /// An extension without its `providerConfig`.
@@ -85,6 +116,20 @@ impl CachedShoot {
                         .collect()
                 }),
                 hibernation: spec.hibernation.as_deref().cloned(),
+                networking: spec.networking.as_ref().map(|n| Networking {
+                    ip_families: n.ip_families.clone(),
+                    ..Default::default()
+                }),
+                provider: Provider {
+                    // The text was written by `compact_json`, so it parses.
+                    infrastructure_config: spec
+                        .provider
+                        .infrastructure_config
+                        .as_deref()
+                        .and_then(|text| serde_json::from_str(text).ok())
+                        .map(RawExtension),
+                    ..Default::default()
+                },
                 purpose: spec.purpose.clone(),
                 region: spec.region.clone().unwrap_or_default(),
                 secret_binding_name: spec.secret_binding_name.clone(),
@@ -148,8 +193,12 @@ mod tests {
                 "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
                 "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}}],
                 "kubernetes": {"version": "1.35.4"},
+                "networking": {"type": "calico", "nodes": "10.250.0.0/16", "ipFamilies": ["IPv4", "IPv6"]},
                 "provider": {"type": "aws", "workers": [{"name": "w", "machine": {"type": "m5.large"}, "minimum": 1, "maximum": 3}],
-                             "infrastructureConfig": {"big": "y"}}},
+                             "controlPlaneConfig": {"big": "z"},
+                             "infrastructureConfig": {"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
+                                 "kind": "InfrastructureConfig", "networks": {"vpc": {"cidr": "10.250.0.0/16"},
+                                 "zones": [{"name": "eu-central-1a", "workers": "10.250.0.0/19"}]}}}},
             "status": {"observedGeneration": 3, "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
                 "description": "done", "lastUpdateTime": "2026-01-01T00:00:00Z"},
                 "lastErrors": [{"description": "d", "codes": ["ERR_INFRA_QUOTA_EXCEEDED"], "lastUpdateTime": "2026-01-01T00:00:00Z"}],
@@ -184,7 +233,24 @@ mod tests {
             None
         );
         assert!(shoot.spec.provider.workers.is_none());
+        assert_eq!(shoot.spec.provider.control_plane_config, None);
+        assert_eq!(
+            shoot.spec.provider.infrastructure_config,
+            full.spec.provider.infrastructure_config
+        );
+        let networking = shoot.spec.networking.as_ref().unwrap();
+        assert_eq!(
+            networking.ip_families,
+            full.spec.networking.as_ref().unwrap().ip_families
+        );
+        assert_eq!(networking.nodes, None);
         assert_eq!(shoot.spec.kubernetes.version, None);
+        // kyma-provisioning-info is written from the cached copy without reading the Shoot.
+        let runtime = kim_shared::api::Runtime::new("rt", Default::default());
+        assert_eq!(
+            kim_shared::provisioning_info::details(&runtime, &shoot, Some("eu")),
+            kim_shared::provisioning_info::details(&runtime, &full, Some("eu"))
+        );
         // The whole point: the cached form is a fraction of the typed Shoot.
         assert!(std::mem::size_of::<CachedShoot>() * 3 < std::mem::size_of::<Shoot>());
     }
@@ -197,6 +263,20 @@ mod tests {
             "metadata": {"name": "s", "namespace": "garden-p"}
         }))
         .unwrap();
-        assert!(cached.to_shoot().status.is_none());
+        let shoot = cached.to_shoot();
+        assert!(shoot.status.is_none());
+        assert_eq!(shoot.spec.provider.infrastructure_config, None);
+        assert_eq!(shoot.spec.networking, None);
+    }
+
+    /// An explicit `null` embedded object is no object, as in the typed Shoot.
+    #[test]
+    fn a_null_infrastructure_config_is_absent() {
+        let cached: CachedShoot = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"provider": {"type": "aws", "infrastructureConfig": null}}
+        }))
+        .unwrap();
+        assert_eq!(cached.to_shoot().spec.provider.infrastructure_config, None);
     }
 }
