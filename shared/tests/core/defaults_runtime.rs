@@ -2,10 +2,7 @@
 //! is idempotent, and on UPDATE touches only what the update adds.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kim_shared::api::Runtime;
 use kim_shared::config::KimConfig;
