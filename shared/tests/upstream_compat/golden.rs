@@ -52,7 +52,9 @@
 use kim_shared::api::Runtime;
 use std::path::{Path, PathBuf};
 
-#[path = "../golden_fixture/mod.rs"]
+// The golden-file check of the kim-shared tests (`tests/core`); this suite uses a part of it.
+#[allow(dead_code)]
+#[path = "../core/golden_fixture.rs"]
 mod fixture;
 
 fn upstream() -> PathBuf {

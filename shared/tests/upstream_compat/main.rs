@@ -7,7 +7,9 @@
 //! the variable is set and says in its last lines that it did not run when it is not.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../validation_fixtures/mod.rs"]
+// The fixtures of the kim-shared tests (`tests/core`); this suite uses a part of them.
+#[allow(dead_code)]
+#[path = "../core/validation_fixtures.rs"]
 mod fixtures;
 
 mod config;

@@ -1,6 +1,6 @@
 //! Every golden Shoot of `tests/golden/convert` (the conversion of each upstream sample Runtime,
 //! see `shared/tests/upstream_compat/golden.rs`) and of `tests/golden/samples` (the repository's
-//! samples, see `shared/tests/convert_golden.rs`) is accepted by the real gardener-apiserver v1.149 of the
+//! samples, see `shared/tests/core/convert_golden.rs`) is accepted by the real gardener-apiserver v1.149 of the
 //! test environment: a server-side dry-run create passes Gardener's validation and its
 //! admission plugins (ShootValidator, ShootMutator, ResourceReferenceManager, ExtensionValidator,
 //! ShootExposureClass, ...). The structured-auth ConfigMap of each golden is created for real

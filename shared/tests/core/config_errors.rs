@@ -10,7 +10,8 @@ use std::path::PathBuf;
 /// `kim.providers` filled in (the shipped one leaves them out), so that each key can be broken.
 fn example() -> Value {
     let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/operator_converter_config.json"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/core/data/operator_converter_config.json"),
     )
     .unwrap();
     serde_json::from_str(&text).unwrap()

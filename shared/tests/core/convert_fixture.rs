@@ -1,5 +1,4 @@
 //! Fixtures of the conversion tests: the example configuration and small valid Runtimes.
-#![allow(dead_code)] // Each test crate uses a part.
 
 use kim_shared::api::Runtime;
 use kim_shared::config::{ConfigPaths, KimConfig};

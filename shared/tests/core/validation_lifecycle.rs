@@ -2,10 +2,7 @@
 //! GardenerCluster rules.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kim_shared::api::ProviderType;
 use kim_shared::names;

@@ -9,9 +9,7 @@
 //! drawn; `generator_reaches_both_sides` checks that it does.
 #![allow(clippy::unwrap_used)]
 
-mod convert_fixture;
-
-use convert_fixture::{config, region, runtime};
+use crate::convert_fixture::{config, region, runtime};
 use kim_shared::api::Runtime;
 use kim_shared::convert::to_shoot;
 use kim_shared::defaults::apply_defaults;

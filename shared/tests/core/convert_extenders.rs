@@ -2,9 +2,7 @@
 //! of `docs/conversion.md`), plus the error cases listed there.
 #![allow(clippy::unwrap_used)]
 
-mod convert_fixture;
-
-use convert_fixture::{config, json, runtime, set_zones};
+use crate::convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
 use kim_shared::config::{DnsConfig, KimConfig};
 use kim_shared::convert::{

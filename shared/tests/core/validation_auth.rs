@@ -2,10 +2,7 @@
 //! network filter.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::ByteString;
 use kim_shared::api::Runtime;
 use kim_shared::api::runtime::{Acl, AdditionalOidcConfig, RuntimeApiServer};

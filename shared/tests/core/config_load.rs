@@ -27,7 +27,7 @@ fn load_operator() -> KimConfig {
     KimConfig::from_parts(
         &read(
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/operator_converter_config.json"),
+                .join("tests/core/data/operator_converter_config.json"),
         ),
         Some(&read(example_dir().join("audit_log_tenants.json"))),
         Some(&read(example_dir().join("maintenance_windows.json"))),

@@ -9,13 +9,11 @@
 //! `maxParallelImagePulls`; a worker `controlPlane` is refused at admission, see
 //! `docs/validation.md`).
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p kim-shared --test convert_golden` rewrites the files; review the
+//! `UPDATE_GOLDEN=1 cargo test -p kim-shared --test core convert_golden` rewrites the files; review the
 //! diff before committing it. The same check over upstream's samples is part of the
 //! upstream-compatibility suite (`tests/upstream_compat/golden.rs`).
 
-#[path = "golden_fixture/mod.rs"]
-mod fixture;
-
+use crate::golden_fixture as fixture;
 use kim_shared::api::Runtime;
 
 #[test]

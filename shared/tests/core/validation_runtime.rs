@@ -2,10 +2,7 @@
 //! Kubernetes version, control plane, networking.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use kim_shared::api::ProviderType;
 use kim_shared::gardener::shoot::{FailureTolerance, HighAvailability};
 use kim_shared::names;

@@ -1,9 +1,9 @@
 //! The golden-file check shared by the conversion goldens of the repository's samples
-//! (`convert_golden`) and of upstream's samples (the upstream-compatibility suite), included with
-//! `#[path]` (a folder, so that it is not a test target of its own).
+//! (`convert_golden`) and of upstream's samples (the upstream-compatibility suite, which includes
+//! this file as a module of its own).
 //!
 //! `UPDATE_GOLDEN=1` rewrites the files instead of comparing; review the diff before committing.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 use kim_shared::api::Runtime;
 use kim_shared::config::{ConfigPaths, KimConfig};

@@ -3,9 +3,7 @@
 //! `workers_removed` flag.
 #![allow(clippy::unwrap_used)]
 
-mod convert_fixture;
-
-use convert_fixture::{config, json, runtime, set_zones};
+use crate::convert_fixture::{config, json, runtime, set_zones};
 use kim_shared::api::Runtime;
 use kim_shared::convert::{
     AclAddresses, ConvertError, ConvertOptions, Converted, to_shoot, to_shoot_with,

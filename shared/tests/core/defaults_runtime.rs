@@ -2,10 +2,7 @@
 //! is idempotent, and on UPDATE touches only what the update adds.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kim_shared::api::Runtime;
 use kim_shared::config::KimConfig;
@@ -320,6 +317,74 @@ fn another_image_without_version_is_left_to_gardener() {
             .unwrap()
             .version,
         None
+    );
+}
+
+/// The main pool's image after [`defaulted`], with `image` set on it before.
+fn defaulted_image(image: ShootMachineImage) -> (String, Option<String>) {
+    let mut rt = sample();
+    main_pool(&mut rt).machine.image = Some(image);
+    let rt = defaulted(rt);
+    let image = rt.spec.shoot.provider.workers[0]
+        .machine
+        .image
+        .clone()
+        .unwrap();
+    (image.name, image.version)
+}
+
+#[test]
+fn an_image_with_only_a_name_or_only_a_version_is_completed() {
+    let named = defaulted_image(ShootMachineImage {
+        name: "gardenlinux".into(),
+        provider_config: None,
+        version: None,
+    });
+    assert_eq!(
+        named,
+        ("gardenlinux".into(), Some("1877.8.0".into())),
+        "the default image without a version gets the default version"
+    );
+    let versioned = defaulted_image(ShootMachineImage {
+        name: String::new(),
+        provider_config: None,
+        version: Some("1592.2.0".into()),
+    });
+    assert_eq!(
+        versioned,
+        ("gardenlinux".into(), Some("1592.2.0".into())),
+        "a version without a name gets the default name and keeps its version"
+    );
+}
+
+#[test]
+fn the_provider_machine_image_wins_over_the_converter_one() {
+    // The shipped provider default names the same image as `converter.machineImage`: give it
+    // another version so that the two can be told apart.
+    let mut cfg = operator_config();
+    let aws = cfg
+        .kim
+        .providers
+        .get_mut(&kim_shared::config::ProviderKind::Aws)
+        .unwrap();
+    aws.defaults.machine_image = Some(kim_shared::config::MachineImageRef {
+        name: "gardenlinux".into(),
+        version: "1592.2.0".into(),
+    });
+    let mut rt = bare_for_operator();
+    apply_defaults(&mut rt, &cfg);
+    for w in pools(&mut rt) {
+        let image = w.machine.image.as_ref().unwrap();
+        assert_eq!(
+            (image.name.as_str(), image.version.as_deref()),
+            ("gardenlinux", Some("1592.2.0")),
+            "{}",
+            w.name
+        );
+    }
+    assert_eq!(
+        cfg.converter.machine_image.default_version, "1877.8.0",
+        "the converter default differs"
     );
 }
 

@@ -1,11 +1,10 @@
-//! Fixtures and assertions shared by the `validation_*` and `defaults_*` tests, included with
-//! `#[path = "validation_fixtures/mod.rs"] mod fixtures;` (a folder, so that it is not a test
-//! target of its own).
+//! Fixtures and assertions shared by the `validation_*` and `defaults_*` tests (and the
+//! upstream-compatibility suite, which includes this file as a module of its own).
 //!
 //! The base Runtime is the project's AWS sample (`config/samples/runtime-aws.yaml`, shaped as KEB
 //! writes it); the configuration is an operator's that narrows every list ([`config`]) or the
 //! shipped one ([`shipped_config`]).
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 use kim_shared::api::{GardenerCluster, Runtime};
 use kim_shared::config::{ConfigPaths, KimConfig};
@@ -22,7 +21,7 @@ pub fn samples_dir() -> PathBuf {
 
 /// An operator's KIM configuration, loaded once: the shipped one (`deploy/config`) with every
 /// optional narrowing list and default of `kim.providers` filled in
-/// (`tests/data/operator_converter_config.json`), so that the rules on them are exercised.
+/// (`tests/core/data/operator_converter_config.json`), so that the rules on them are exercised.
 pub fn config() -> &'static KimConfig {
     static CONFIG: OnceLock<KimConfig> = OnceLock::new();
     CONFIG.get_or_init(|| {
@@ -31,7 +30,7 @@ pub fn config() -> &'static KimConfig {
             std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
         };
         KimConfig::from_parts(
-            &read(root.join("tests/data/operator_converter_config.json")),
+            &read(root.join("tests/core/data/operator_converter_config.json")),
             Some(&read(root.join("../deploy/config/audit_log_tenants.json"))),
             Some(&read(
                 root.join("../deploy/config/maintenance_windows.json"),

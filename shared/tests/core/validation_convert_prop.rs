@@ -6,10 +6,7 @@
 //! drawing from valid and invalid values, so that both sides of every rule are exercised.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kim_shared::api::{ProviderType, Runtime};
 use kim_shared::convert::to_shoot;

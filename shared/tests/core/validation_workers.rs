@@ -2,10 +2,7 @@
 //! rolling update, zones and the zone subnet layout.
 #![allow(clippy::unwrap_used)]
 
-#[path = "validation_fixtures/mod.rs"]
-mod fixtures;
-
-use fixtures::*;
+use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kim_shared::api::Runtime;
 use kim_shared::gardener::Worker;
