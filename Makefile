@@ -85,12 +85,13 @@ upstream-compat: testenv-bins
 fmt:
 	$(CARGO) fmt --all
 
-# `--all-targets` leaves out targets with `test = false`: the upstream suite's end-to-end half is
-# named so that it is compiled and linted even where KIM_UPSTREAM_DIR is not set.
+# `--all-targets` leaves out targets with `test = false`: both halves of the upstream suite are
+# named so that they are compiled and linted even where KIM_UPSTREAM_DIR is not set.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p kim-tests --test upstream_compat_e2e -- -D warnings
+	$(CARGO) clippy -p kim-shared --test upstream_compat -- -D warnings
 
 # kim-dev's end-to-end test starts the kim-webhook and kim-controller binaries: build them first
 # (cargo test builds a package's binaries only for that package's own integration tests).

@@ -4,7 +4,7 @@
 use kim_shared::config::{AuditLogLookupError, ConfigPaths, KimConfig, ProviderKind};
 
 /// A converter configuration with only upstream's keys, as upstream's docs describe it.
-const UPSTREAM_CONVERTER: &str = include_str!("../data/upstream_converter_config.json");
+const UPSTREAM_CONVERTER: &str = include_str!("../core/data/upstream_converter_config.json");
 
 fn upstream(path: &str) -> std::path::PathBuf {
     let p = crate::baseline().join(path);
