@@ -56,6 +56,7 @@ use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::config::{ConfigPaths, KimConfig};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::bench::{load_average, proc_status_kib, write_doc_block};
 use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_tests::fixtures;
 use kim_tests::testenv::process::{ManagedProcess, free_port};
@@ -176,10 +177,7 @@ fn total(d: &BTreeMap<String, u64>) -> u64 {
 
 /// A `kB` field of /proc/<pid>/status, in MiB.
 fn proc_status_mib(pid: u32, key: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = text.lines().find(|l| l.starts_with(key))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    proc_status_kib(pid, key).map(|kib| kib as f64 / 1024.0)
 }
 
 /// User + system CPU time of a process (clock ticks of 10 ms, the Linux default).
@@ -189,12 +187,6 @@ fn proc_cpu(pid: u32) -> Option<Duration> {
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(Duration::from_millis(ticks * 10))
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 /// Counts objects of a watch that ever matched `pred` and remembers when the count last grew.
@@ -934,32 +926,13 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
 /// per client rate: the bench at the default 5 QPS and at 500 QPS measures different limits
 /// (the controller's own client, gardener-apiserver's admission).
 fn write_doc(block: &str, qps: u64) -> Result<()> {
-    let start = format!("<!-- controller-bench-qps{qps}:start");
-    let end_marker = format!("<!-- controller-bench-qps{qps}:end -->");
-    const HEADING: &str = "## Controller (`make bench-controller`)";
-    let path = repo_root().join("docs/benchmarks.md");
-    let text = std::fs::read_to_string(&path)?;
-    let marked = format!(
-        "{start} (written by `make bench-controller` with KIM_BENCH_QPS={qps}; edit the bench, not this block) -->\n{block}{end_marker}\n"
-    );
-    let new = match (text.find(&start), text.find(&end_marker)) {
-        (Some(a), Some(b)) if b > a => {
-            let mut end = b + end_marker.len();
-            if text[end..].starts_with('\n') {
-                end += 1;
-            }
-            format!("{}{marked}{}", &text[..a], &text[end..])
-        }
-        _ => match text.find(HEADING) {
-            // The section exists (prose written by hand): the figures go right below the heading.
-            Some(h) => {
-                let at = h + HEADING.len();
-                format!("{}\n\n{marked}{}", &text[..at], &text[at..])
-            }
-            None => format!("{}\n\n{HEADING}\n\n{marked}", text.trim_end()),
-        },
-    };
-    std::fs::write(&path, new)?;
+    write_doc_block(
+        &repo_root().join("docs/benchmarks.md"),
+        &format!("controller-bench-qps{qps}"),
+        &format!("`make bench-controller` with KIM_BENCH_QPS={qps}"),
+        "## Controller (`make bench-controller`)",
+        block,
+    )?;
     Ok(())
 }
 

@@ -52,6 +52,7 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
+use kim_tests::bench::{load_average, status_kib, write_doc_block};
 use kim_tests::controller::{controller_files, shoot_name};
 use kim_tests::fixtures;
 use kim_tests::programs::{self, CONTROLLER, RunningProgram, Started, WEBHOOK};
@@ -128,15 +129,7 @@ const NAMES: [&str; 2] = ["kim-controller", "kim-webhook"];
 
 fn read_proc(pid: u32) -> Option<ProcSample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = |key: &str| -> Option<u64> {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
+    let kib = |key: &str| status_kib(&status, key);
     let count =
         |d: &str| std::fs::read_dir(format!("/proc/{pid}/{d}")).map_or(0, |r| r.count() as u64);
     Some(ProcSample {
@@ -586,12 +579,6 @@ async fn start_program(
     }
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 /// Run by `make soak` (a bench target without the test harness).
 fn main() -> Result<()> {
     let passed = tokio::runtime::Builder::new_multi_thread()
@@ -988,30 +975,12 @@ async fn soak() -> Result<bool> {
 
 /// Replaces the marked block in docs/benchmarks.md (creating the section if absent).
 fn write_doc(block: &str) -> Result<()> {
-    const START: &str = "<!-- soak:start";
-    const END: &str = "<!-- soak:end -->";
-    const HEADING: &str = "## Soak (`make soak`)";
-    let path = repo_root().join("docs/benchmarks.md");
-    let text = std::fs::read_to_string(&path)?;
-    let marked = format!(
-        "{START} (written by `make soak`; edit the bench, not this block) -->\n{block}{END}\n"
-    );
-    let new = match (text.find(START), text.find(END)) {
-        (Some(a), Some(b)) if b > a => {
-            let mut end = b + END.len();
-            if text[end..].starts_with('\n') {
-                end += 1;
-            }
-            format!("{}{marked}{}", &text[..a], &text[end..])
-        }
-        _ => match text.find(HEADING) {
-            Some(h) => {
-                let at = h + HEADING.len();
-                format!("{}\n\n{marked}{}", &text[..at], &text[at..])
-            }
-            None => format!("{}\n\n{HEADING}\n\n{marked}", text.trim_end()),
-        },
-    };
-    std::fs::write(&path, new)?;
+    write_doc_block(
+        &repo_root().join("docs/benchmarks.md"),
+        "soak",
+        "`make soak`",
+        "## Soak (`make soak`)",
+        block,
+    )?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod bench;
 pub mod controller;
 pub mod faultproxy;
 pub mod fixtures;

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -67,6 +69,31 @@ pub fn recoveries(mut recoveries: watch::Receiver<u64>) -> impl Stream<Item = ()
         rx.changed().await.ok()?;
         rx.mark_unchanged();
         Some(((), rx))
+    })
+}
+
+/// Reconcile triggers for `controller`: the objects `waiting` names each time Gardener recovers
+/// (see [`recoveries`]), counted in `infrastructure_manager_im_gardener_recovery_retries_total`
+/// and logged.
+pub fn retry_on_recovery<K>(
+    recoveries_seen: watch::Receiver<u64>,
+    metrics: Arc<Metrics>,
+    controller: &'static str,
+    waiting: impl Fn() -> Vec<ObjectRef<K>> + Send + 'static,
+) -> impl Stream<Item = ObjectRef<K>> + Send
+where
+    K: Resource + Send + 'static,
+    K::DynamicType: Send,
+{
+    recoveries(recoveries_seen).flat_map(move |()| {
+        let refs = waiting();
+        metrics.retried_after_recovery(controller, refs.len());
+        tracing::info!(
+            controller,
+            objects = refs.len(),
+            "Gardener answers again; retrying what waited for it now"
+        );
+        futures::stream::iter(refs)
     })
 }
 

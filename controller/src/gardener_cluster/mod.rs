@@ -57,18 +57,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     );
     let reconciler = Arc::new(Reconciler::new(ctx.clone(), policy, metrics));
     let failing = reconciler.clone();
-    let retry_metrics = ctx.metrics.clone();
-    let recovered =
-        crate::gardener::health::recoveries(ctx.gardener_recoveries.clone()).flat_map(move |()| {
-            let refs = failing.failing();
-            retry_metrics.retried_after_recovery(CONTROLLER, refs.len());
-            tracing::info!(
-                controller = CONTROLLER,
-                objects = refs.len(),
-                "Gardener answers again; retrying the failed GardenerClusters now"
-            );
-            futures::stream::iter(refs)
-        });
+    let recovered = crate::gardener::health::retry_on_recovery(
+        ctx.gardener_recoveries.clone(),
+        ctx.metrics.clone(),
+        CONTROLLER,
+        move || failing.failing(),
+    );
     // The cache without managedFields: a heap profile at 1,000 Runtimes put them at about
     // 10 KiB of each cached GardenerCluster, and no reconciler reads them.
     let (store, writer) = reflector::store::<GardenerCluster>();

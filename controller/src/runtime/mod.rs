@@ -218,25 +218,18 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     reconciler.publish_create_limit();
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
-    let recovered =
-        crate::gardener::health::recoveries(ctx.gardener_recoveries.clone()).flat_map(move |()| {
-            let names = waiting.waiting_on_gardener();
+    let recovered = crate::gardener::health::retry_on_recovery(
+        ctx.gardener_recoveries.clone(),
+        ctx.metrics.clone(),
+        CONTROLLER,
+        move || {
             waiting
-                .ctx
-                .metrics
-                .retried_after_recovery(CONTROLLER, names.len());
-            tracing::info!(
-                controller = CONTROLLER,
-                runtimes = names.len(),
-                "Gardener answers again; retrying the Runtimes that waited for it now"
-            );
-            let ns = ns_recovered.clone();
-            futures::stream::iter(
-                names
-                    .into_iter()
-                    .map(move |name| ObjectRef::new(&name).within(&ns)),
-            )
-        });
+                .waiting_on_gardener()
+                .iter()
+                .map(|name| ObjectRef::new(name).within(&ns_recovered))
+                .collect()
+        },
+    );
     let shoot_records = records.clone();
     let gc_records = records;
     let ns_shoot = ns.clone();
