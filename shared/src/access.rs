@@ -65,6 +65,82 @@ const FORBIDDEN_RESOURCES: [(&str, &str); 7] = [
     ("signers", "approves or signs certificates for any identity"),
 ];
 
+/// Verbs that change objects.
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// Resources a cluster-wide rule may not write (spec.clusterRole): each write hands the holder
+/// the whole cluster, or keeps its rights after its token expires.
+const CLUSTER_WIDE_WRITES: [(&str, &str); 17] = [
+    (
+        "pods",
+        "runs containers in any namespace, kube-system's included, as any ServiceAccount there and with host access",
+    ),
+    (
+        "deployments",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "replicasets",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "statefulsets",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "daemonsets",
+        "runs containers on every node, as any ServiceAccount",
+    ),
+    (
+        "jobs",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "cronjobs",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "replicationcontrollers",
+        "runs containers in any namespace, as any ServiceAccount there",
+    ),
+    (
+        "mutatingwebhookconfigurations",
+        "intercepts and rewrites requests to the cluster",
+    ),
+    (
+        "validatingwebhookconfigurations",
+        "intercepts requests to the cluster",
+    ),
+    (
+        "mutatingadmissionpolicies",
+        "rewrites requests to the cluster",
+    ),
+    (
+        "mutatingadmissionpolicybindings",
+        "rewrites requests to the cluster",
+    ),
+    (
+        "validatingadmissionpolicies",
+        "decides on requests to the cluster",
+    ),
+    (
+        "validatingadmissionpolicybindings",
+        "decides on requests to the cluster",
+    ),
+    (
+        "apiservices",
+        "routes API groups to a server of the holder's choosing",
+    ),
+    (
+        "clusterrolebindings",
+        "hands the holder's rights to other identities, which keep them after the token expires",
+    ),
+    (
+        "rolebindings",
+        "hands the holder's rights to other identities, which keep them after the token expires",
+    ),
+];
+
 /// Namespaces of the cluster's own components: a ServiceAccount, Role or binding there shares
 /// the namespace with controllers whose Secrets and tokens it could reach.
 pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system";
@@ -512,6 +588,19 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 list: "resources",
                 message: "\"secrets\" cluster-wide reads every ServiceAccount token and credential of the cluster; grant secrets only in spec.role (one namespace)".to_owned(),
             });
+        } else if cluster_scoped
+            && let Some((_, why)) = CLUSTER_WIDE_WRITES.iter().find(|(r, _)| r == resource)
+            && let Some(verb) = rule
+                .verbs
+                .iter()
+                .find(|v| WRITE_VERBS.contains(&v.as_str()))
+        {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{verb:?} on {resource:?} cluster-wide {why}; a cluster-wide rule may only read it (get, list, watch), writes belong in spec.role (one namespace)"
+                ),
+            });
         }
     }
     out
@@ -746,6 +835,42 @@ mod tests {
                 ),
                 Vec::new()
             );
+        }
+    }
+
+    #[test]
+    fn cluster_wide_rules_may_not_write_what_takes_over_the_cluster() {
+        for (group, resource) in [
+            ("", "pods"),
+            ("apps", "deployments"),
+            ("apps", "daemonsets"),
+            ("batch", "jobs"),
+            ("batch", "cronjobs"),
+            (
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations",
+            ),
+            ("apiregistration.k8s.io", "apiservices"),
+            ("rbac.authorization.k8s.io", "clusterrolebindings"),
+            ("rbac.authorization.k8s.io", "rolebindings"),
+        ] {
+            for verb in WRITE_VERBS {
+                let got = forbidden_grants(&rule(&[group], &[resource], &["get", verb]), true);
+                assert_eq!(got.len(), 1, "{verb} {resource}: {got:?}");
+                assert_eq!(got[0].list, "resources");
+                assert!(got[0].message.contains("spec.role"), "{}", got[0].message);
+                // In one namespace (spec.role) a write stays the requester's choice.
+                assert_eq!(
+                    forbidden_grants(&rule(&[group], &[resource], &[verb]), false),
+                    Vec::new()
+                );
+            }
+            let read = rule(&[group], &[resource], &["get", "list", "watch"]);
+            assert_eq!(forbidden_grants(&read, true), Vec::new(), "{resource}");
         }
     }
 

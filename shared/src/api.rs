@@ -6,7 +6,9 @@ pub mod runtime;
 pub mod runtime_access;
 
 pub use gardener_cluster::{GardenerCluster, GardenerClusterSpec, GardenerClusterStatus};
-pub use runtime::{ProviderType, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus};
+pub use runtime::{
+    ForeignRuntimeId, ProviderType, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus,
+};
 
 /// API group of the infrastructure manager's resources.
 pub const GROUP: &str = "infrastructuremanager.kyma-project.io";
@@ -64,4 +66,40 @@ pub(crate) fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::
             },
         },
     })
+}
+
+/// The longest condition message written, in bytes. The CRDs allow 32768; a longer one makes
+/// the whole status write fail, and messages carry text from outside (a runtime cluster's
+/// error, one line per object), so they are cut well below that.
+pub const MAX_CONDITION_MESSAGE: usize = 4096;
+
+/// `message` cut to [`MAX_CONDITION_MESSAGE`] bytes at a character boundary, marked as cut.
+pub fn condition_message(mut message: String) -> String {
+    const MARK: &str = " ... (cut)";
+    if message.len() > MAX_CONDITION_MESSAGE {
+        let mut end = MAX_CONDITION_MESSAGE - MARK.len();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(MARK);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_condition_messages_are_cut_at_a_character_boundary() {
+        assert_eq!(condition_message("short".into()), "short");
+        let exact = "x".repeat(MAX_CONDITION_MESSAGE);
+        assert_eq!(condition_message(exact.clone()), exact);
+        let long = "é".repeat(MAX_CONDITION_MESSAGE);
+        let cut = condition_message(long);
+        assert!(cut.len() <= MAX_CONDITION_MESSAGE, "{}", cut.len());
+        assert!(cut.ends_with(" ... (cut)"));
+        assert!(cut.starts_with("éé"));
+    }
 }

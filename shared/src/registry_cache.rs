@@ -193,7 +193,27 @@ pub enum Refusal {
         /// The Secret.
         secret: String,
     },
+    /// A value of the Secret is longer than [`MAX_CREDENTIAL_BYTES`].
+    #[error(
+        "registry cache {namespace}/{name}: the {key} of Secret {secret:?} is longer than \
+         {MAX_CREDENTIAL_BYTES} bytes"
+    )]
+    TooLarge {
+        /// The `RegistryCacheConfig`'s name.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+        /// The Secret.
+        secret: String,
+        /// The key whose value is too long.
+        key: String,
+    },
 }
+
+/// The longest username or password copied into the Gardener project. Registry credentials
+/// are short (a JSON service-account key, the longest in use, is about 2.5 KiB); the bound
+/// keeps one runtime cluster from filling the project's etcd through its Secrets.
+pub const MAX_CREDENTIAL_BYTES: usize = 16 * 1024;
 
 /// Namespaces whose Secrets are never copied: the cluster's own and Gardener's (`kube-*`,
 /// `garden*`), and `kyma-system`, where the infrastructure manager puts KCP credentials.
@@ -253,24 +273,36 @@ pub fn check_config(cache: &ImageRegistryCache, live: Option<&Value>) -> Result<
     }
 }
 
-/// Checks the keys of the credentials Secret: exactly `username` and `password`.
+/// Checks the credentials Secret, given as (key, value length) pairs: exactly `username` and
+/// `password`, each at most [`MAX_CREDENTIAL_BYTES`] long.
 pub fn check_keys<'a>(
     cache: &ImageRegistryCache,
-    keys: impl IntoIterator<Item = &'a str>,
+    entries: impl IntoIterator<Item = (&'a str, usize)>,
 ) -> Result<(), Refusal> {
-    let keys: BTreeSet<&str> = keys.into_iter().collect();
-    if keys == BTreeSet::from(CREDENTIAL_KEYS) {
-        Ok(())
-    } else {
-        Err(Refusal::Keys {
+    let entries: Vec<(&str, usize)> = entries.into_iter().collect();
+    let secret = || {
+        cache
+            .config
+            .secret_reference_name
+            .clone()
+            .unwrap_or_default()
+    };
+    let keys: BTreeSet<&str> = entries.iter().map(|(k, _)| *k).collect();
+    if keys != BTreeSet::from(CREDENTIAL_KEYS) {
+        return Err(Refusal::Keys {
             name: cache.name.clone(),
             namespace: cache.namespace.clone(),
-            secret: cache
-                .config
-                .secret_reference_name
-                .clone()
-                .unwrap_or_default(),
-        })
+            secret: secret(),
+        });
+    }
+    match entries.iter().find(|(_, len)| *len > MAX_CREDENTIAL_BYTES) {
+        Some((key, _)) => Err(Refusal::TooLarge {
+            name: cache.name.clone(),
+            namespace: cache.namespace.clone(),
+            secret: secret(),
+            key: (*key).to_owned(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -614,12 +646,25 @@ mod tests {
     #[test]
     fn only_username_and_password_are_copied() {
         let c = cache("team", Some("creds"));
-        assert_eq!(check_keys(&c, ["username", "password"]), Ok(()));
-        assert!(check_keys(&c, ["token", "ca.crt", "namespace"]).is_err());
-        assert!(check_keys(&c, ["username", "password", "extra"]).is_err());
-        assert!(check_keys(&c, [".dockerconfigjson"]).is_err());
-        let msg = check_keys(&c, ["x"]).unwrap_err().to_string();
+        let keys = |keys: &[&'static str]| keys.iter().map(|k| (*k, 8)).collect::<Vec<_>>();
+        assert_eq!(check_keys(&c, keys(&["username", "password"])), Ok(()));
+        assert!(check_keys(&c, keys(&["token", "ca.crt", "namespace"])).is_err());
+        assert!(check_keys(&c, keys(&["username", "password", "extra"])).is_err());
+        assert!(check_keys(&c, keys(&[".dockerconfigjson"])).is_err());
+        let msg = check_keys(&c, keys(&["x"])).expect_err("keys").to_string();
         assert!(msg.contains("creds") && msg.contains("username"), "{msg}");
+    }
+
+    #[test]
+    fn credentials_longer_than_the_bound_are_not_copied() {
+        let c = cache("team", Some("creds"));
+        let at_bound = [("username", 5), ("password", MAX_CREDENTIAL_BYTES)];
+        assert_eq!(check_keys(&c, at_bound), Ok(()));
+        let over = [("username", 5), ("password", MAX_CREDENTIAL_BYTES + 1)];
+        let refusal = check_keys(&c, over).expect_err("too large");
+        assert!(matches!(&refusal, Refusal::TooLarge { key, .. } if key == "password"));
+        let msg = refusal.to_string();
+        assert!(msg.contains("creds") && msg.contains("password"), "{msg}");
     }
 
     fn garden(name: &str, uid: &str, rt: &str, dirty: bool) -> GardenSecret {

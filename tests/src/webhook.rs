@@ -481,6 +481,12 @@ pub fn sample(name: &str) -> Value {
 pub fn admissible(mut rt: Value, name: &str, ns: &str) -> Value {
     rt["metadata"]["namespace"] = json!(ns);
     rt["metadata"]["name"] = json!(name);
+    // KEB names a Runtime after its runtime ID, and admission holds the label to the name.
+    if let Some(labels) = rt["metadata"]["labels"].as_object_mut()
+        && labels.contains_key(kim_shared::names::LABEL_RUNTIME_ID)
+    {
+        labels.insert(kim_shared::names::LABEL_RUNTIME_ID.into(), json!(name));
+    }
     rt
 }
 

@@ -876,7 +876,7 @@ fn status_with(
             type_: CONDITION_TYPE.to_owned(),
             status: status.to_owned(),
             reason: reason.to_owned(),
-            message: message.to_owned(),
+            message: kim_shared::api::condition_message(message.to_owned()),
             last_transition_time,
             observed_generation: ra.metadata.generation,
         }],

@@ -106,7 +106,8 @@ pub fn owner_reference(gc: &GardenerCluster, secret_namespace: &str) -> Option<O
 
 /// True when the Secret was written for this GardenerCluster, by this controller or by
 /// upstream KIM, so writing, adopting and deleting it is ours to do: it carries the managed-by
-/// label, no other GardenerCluster owns it, and it names this GardenerCluster by owner
+/// label, neither another GardenerCluster nor any other controller (a RuntimeAccess, whose
+/// kubeconfig Secrets carry the same labels) owns it, and it names this GardenerCluster by owner
 /// reference, by `cluster-name` label or (as upstream wrote them) by the runtime-id label of
 /// this GardenerCluster. Any other Secret a GardenerCluster names (credentials, certificates,
 /// another runtime's kubeconfig) is left alone. Pure.
@@ -116,9 +117,10 @@ pub fn belongs_to(secret: &Secret, gc: &GardenerCluster) -> bool {
     let managed = label(names::LABEL_MANAGED_BY).map(String::as_str)
         == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
     let mut owners = secret.metadata.owner_references.iter().flatten();
-    let other_cluster = owners
-        .clone()
-        .any(|o| o.kind == "GardenerCluster" && Some(&o.uid) != gc.metadata.uid.as_ref());
+    let other_cluster = owners.clone().any(|o| {
+        (o.kind == "GardenerCluster" || o.controller == Some(true))
+            && Some(&o.uid) != gc.metadata.uid.as_ref()
+    });
     let by_owner = owners.any(|o| Some(&o.uid) == gc.metadata.uid.as_ref());
     let by_name = label(names::LABEL_CLUSTER_NAME).is_some()
         && label(names::LABEL_CLUSTER_NAME) == gc.metadata.name.as_ref();
@@ -273,6 +275,17 @@ mod tests {
             ..Default::default()
         }]);
         assert!(!belongs_to(&theirs, &gc));
+        // A RuntimeAccess's kubeconfig Secret of the same runtime: its controller is not ours.
+        let mut access = labelled(&[managed, (names::LABEL_RUNTIME_ID, "rt-1")]);
+        access.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "infrastructuremanager.kyma-project.io/v1".into(),
+            kind: "RuntimeAccess".into(),
+            name: "klm".into(),
+            uid: "uid-ra".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        assert!(!belongs_to(&access, &gc));
         // Ours by owner reference, next to another kind of owner.
         let mut ours = labelled(&[managed]);
         ours.metadata.owner_references = Some(vec![

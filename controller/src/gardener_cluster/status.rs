@@ -107,7 +107,7 @@ pub fn desired(
             type_: CONDITION_TYPE.to_owned(),
             status: status.to_owned(),
             reason: reason.as_str().to_owned(),
-            message,
+            message: kim_shared::api::condition_message(message),
             last_transition_time,
             observed_generation: generation,
         },

@@ -65,7 +65,19 @@ pub enum Error {
     /// The reconcile took longer than [`RECONCILE_TIMEOUT`].
     #[error("timed out")]
     Timeout,
+    /// The runtime cluster holds more RegistryCacheConfigs than a Runtime can name.
+    #[error(
+        "the runtime cluster holds more than {MAX_CONFIGS} RegistryCacheConfigs, the most spec.imageRegistryCache of a Runtime holds; remove some"
+    )]
+    TooManyConfigs,
 }
+
+/// The most RegistryCacheConfigs read from a runtime cluster: the CRD's `maxItems` of
+/// `spec.imageRegistryCache`. The list is read in pages of [`CONFIG_PAGE`], so a cluster
+/// that holds many large ones costs a bounded amount of memory before it is refused.
+const MAX_CONFIGS: usize = 100;
+/// Page size of the RegistryCacheConfig list.
+const CONFIG_PAGE: u32 = 25;
 
 fn api(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
     move |source| Error::Api { action, source }
@@ -276,20 +288,32 @@ pub async fn read_caches(client: &kube::Client) -> Result<Vec<ImageRegistryCache
         client.clone(),
         &crate::runtime::registry_cache::config_resource(),
     );
-    let list = match configs.list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        // The module is listed but its CRD is not installed yet.
-        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-        Err(e) => {
-            return Err(api("list the RegistryCacheConfigs of the runtime cluster")(
-                e,
-            ));
+    let mut values: Vec<serde_json::Value> = Vec::new();
+    let mut page = ListParams::default().limit(CONFIG_PAGE);
+    loop {
+        let list = match configs.list(&page).await {
+            Ok(list) => list,
+            // The module is listed but its CRD is not installed yet.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(api("list the RegistryCacheConfigs of the runtime cluster")(
+                    e,
+                ));
+            }
+        };
+        values.extend(
+            list.items
+                .into_iter()
+                .filter_map(|o| serde_json::to_value(o).ok()),
+        );
+        if values.len() > MAX_CONFIGS {
+            return Err(Error::TooManyConfigs);
         }
-    };
-    let values: Vec<serde_json::Value> = list
-        .into_iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => break,
+        }
+    }
     Ok(rc::caches_from_configs(&values))
 }
 

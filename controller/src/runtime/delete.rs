@@ -44,8 +44,15 @@ pub async fn run(
         return Ok(Deleted::Finalized);
     }
     draft.state(RuntimeState::Terminating);
-    draft.shoot(shoot.as_deref());
+    // A Runtime that carries another runtime's ID owns nothing it could name: the
+    // GardenerCluster, registry-cache Secrets and Shoot of that ID are the other runtime's.
+    if let Err(foreign) = runtime.own_runtime_id() {
+        tracing::warn!(error = %foreign, "deleting a Runtime with another runtime's ID: nothing in Gardener or the runtime cluster is touched");
+        return release_finalizer(reconciler, runtime).await;
+    }
     let runtime_id = reconciler.runtime_id(runtime);
+    let shoot = shoot.filter(|s| shoot_is_of(s, &runtime_id));
+    draft.shoot(shoot.as_deref());
 
     // 0. The dedicated audit log goes back to KALM (orphaned, or a reservation returned).
     super::audit_log::release(reconciler, runtime).await?;
@@ -68,6 +75,10 @@ pub async fn run(
     let Some(shoot) = shoot else {
         return finalize(reconciler, runtime).await;
     };
+    if !shoot_is_of(&shoot, &runtime_id) {
+        tracing::warn!(shoot = %shoot.name_any(), "the Shoot this Runtime names belongs to another runtime; leaving it and its ConfigMap");
+        return release_finalizer(reconciler, runtime).await;
+    }
     if shoot.meta().deletion_timestamp.is_some() {
         force_deletion_if_allowed(reconciler, &shoot).await;
         draft.set(
@@ -191,6 +202,17 @@ async fn delete_gardener_cluster(
     Ok(Some(Action::requeue(SAFETY_REQUEUE)))
 }
 
+/// Whether a Shoot is the one of the runtime `runtime_id`: its runtime-id annotation names
+/// that runtime, or it has none (a Shoot from before the infrastructure manager, taken over).
+/// Whoever writes a Runtime chooses `spec.shoot.name`, so a Runtime that names another
+/// runtime's Shoot must neither patch, take over nor delete it. Pure.
+pub fn shoot_is_of(shoot: &Shoot, runtime_id: &str) -> bool {
+    shoot
+        .annotations()
+        .get(names::SHOOT_ANNOTATION_RUNTIME_ID)
+        .is_none_or(|id| id == runtime_id)
+}
+
 /// Whether a GardenerCluster is the one of `rt`: it names the Runtime's shoot (the shoot name
 /// is immutable and unique in the project). Pure.
 pub fn gardener_cluster_is_of(gc: &GardenerCluster, runtime: &Runtime) -> bool {
@@ -300,6 +322,11 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
     super::registry_cache::on_delete(reconciler, runtime)
         .await
         .map_err(|e| Error::api("delete the registry cache Secrets", e))?;
+    release_finalizer(reconciler, runtime).await
+}
+
+/// Removes the finalizer and forgets the Runtime; the last step of every deletion.
+async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted, Error> {
     crate::finalizing::remove(
         &reconciler.runtimes(runtime),
         runtime,
@@ -314,7 +341,7 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
             .observe_deletion(super::elapsed_since(since.0));
     }
     reconciler.forget(runtime);
-    tracing::info!("Runtime deleted: Shoot gone, finalizer removed");
+    tracing::info!("Runtime deleted, finalizer removed");
     Ok(Deleted::Finalized)
 }
 
@@ -361,5 +388,21 @@ mod tests {
         };
         assert!(gardener_cluster_is_of(&gc("s1"), &runtime));
         assert!(!gardener_cluster_is_of(&gc("s2"), &runtime));
+    }
+
+    #[test]
+    fn a_shoot_is_the_runtimes_unless_it_names_another_runtime() {
+        let shoot = |owner: Option<&str>| {
+            let mut shoot = Shoot::default();
+            shoot.metadata.annotations = owner
+                .map(|id| [(names::SHOOT_ANNOTATION_RUNTIME_ID.to_owned(), id.to_owned())].into());
+            shoot
+        };
+        assert!(shoot_is_of(&shoot(Some("rt")), "rt"));
+        assert!(!shoot_is_of(&shoot(Some("victim")), "rt"));
+        assert!(
+            shoot_is_of(&shoot(None), "rt"),
+            "taken over from before KIM"
+        );
     }
 }

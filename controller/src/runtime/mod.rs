@@ -353,9 +353,13 @@ async fn reconcile_inner(
     if !reconciler.caches_ready.clone().await {
         return Ok(Action::await_change());
     }
-    reconciler
-        .records
-        .set_alias(&runtime.name_any(), runtime_id);
+    // Only a Runtime's own ID routes Shoot and GardenerCluster events to it: a Runtime carrying
+    // another's would take that runtime's events away.
+    if runtime.own_runtime_id().is_ok() {
+        reconciler
+            .records
+            .set_alias(&runtime.name_any(), runtime_id);
+    }
     let now = jiff::Timestamp::now();
     let mut draft = StatusDraft::new(runtime, now);
     let shoot = reconciler.shoot(&runtime.spec.shoot.name);

@@ -52,6 +52,10 @@ pub async fn apply(
     let Some(shoot) = shoot else {
         return create_shoot(reconciler, runtime, draft).await;
     };
+    let runtime_id = reconciler.runtime_id(runtime);
+    if !super::delete::shoot_is_of(&shoot, &runtime_id) {
+        return Ok(foreign_shoot(draft, &shoot));
+    }
     draft.shoot(Some(&shoot));
     if shoot.meta().deletion_timestamp.is_some() {
         // Someone else deletes the Shoot; nothing to do until it is gone (then we create anew).
@@ -477,6 +481,28 @@ async fn prepare(
 
 /// A Runtime that cannot become a Shoot (invalid, or the conversion refused it): `Failed` with
 /// upstream's `ConversionErr` until its spec changes.
+/// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
+/// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
+fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
+    let owner = shoot
+        .annotations()
+        .get(names::SHOOT_ANNOTATION_RUNTIME_ID)
+        .map_or("", String::as_str);
+    tracing::warn!(shoot = %shoot.name_any(), owner, "the Shoot this Runtime names belongs to another runtime");
+    draft.set(
+        condition::PROVISIONED,
+        CondStatus::False,
+        reason::CONFIGURATION_ERROR,
+        format!(
+            "Shoot {} belongs to runtime {owner:?} (annotation {}); spec.shoot.name must name a Shoot of this runtime",
+            shoot.name_any(),
+            names::SHOOT_ANNOTATION_RUNTIME_ID
+        ),
+    );
+    draft.state(RuntimeState::Failed);
+    Action::await_change()
+}
+
 fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> Action {
     draft.set(
         condition::PROVISIONED,

@@ -147,7 +147,7 @@ impl GardenSecrets {
                     secret: secret_name.to_owned(),
                 })?;
             let data = source.data.unwrap_or_default();
-            rc::check_keys(cache, data.keys().map(String::as_str))?;
+            rc::check_keys(cache, data.iter().map(|(k, v)| (k.as_str(), v.0.len())))?;
             let current = existing
                 .iter()
                 .find(|(i, _)| !i.dirty && i.cache_uid == cache.uid);

@@ -71,7 +71,7 @@ impl StatusDraft {
         reason: &str,
         message: impl Into<String>,
     ) {
-        let message = message.into();
+        let message = kim_shared::api::condition_message(message.into());
         let conditions = self.new.conditions.get_or_insert_with(Vec::new);
         let status_s = status.as_str().to_owned();
         match conditions.iter_mut().find(|c| c.type_ == type_) {
@@ -196,6 +196,20 @@ mod tests {
 
     fn t(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_message_longer_than_the_crd_allows_is_stored_cut() {
+        let mut d = StatusDraft::new(&runtime(), t("2026-01-01T00:00:00Z"));
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::False,
+            reason::CONFIGURATION_ERROR,
+            "denied by the runtime cluster's webhook: ".repeat(1000),
+        );
+        let stored = &d.new.conditions.as_ref().unwrap()[0].message;
+        assert!(stored.len() <= kim_shared::api::MAX_CONDITION_MESSAGE);
+        assert!(stored.starts_with("denied by the runtime cluster's webhook"));
     }
 
     #[test]

@@ -488,6 +488,19 @@ impl fmt::Display for RuntimeState {
     }
 }
 
+/// A Runtime whose `kyma-project.io/runtime-id` label is not its name
+/// ([`Runtime::own_runtime_id`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the label kyma-project.io/runtime-id ({label:?}) must equal the Runtime's name ({name:?}): the runtime ID names the GardenerCluster, the kubeconfig Secret and the Shoot's owner, and only names are unique"
+)]
+pub struct ForeignRuntimeId {
+    /// The label's value (empty when missing).
+    pub label: String,
+    /// The Runtime's name (empty when missing).
+    pub name: String,
+}
+
 impl RuntimeSpec {
     /// The registry caches of `spec.imageRegistryCache`; none when the field is absent or holds
     /// the 2025 object shape.
@@ -502,6 +515,23 @@ impl Runtime {
     /// The runtime ID, from the `kyma-project.io/runtime-id` label.
     pub fn runtime_id(&self) -> Option<&str> {
         super::gardener_cluster::label(&self.metadata, crate::names::LABEL_RUNTIME_ID)
+    }
+
+    /// The runtime ID when it is this Runtime's own: the `kyma-project.io/runtime-id` label
+    /// when it equals the Runtime's name (ASCII case aside: KEB names a Runtime after its
+    /// lower-cased runtime ID), the name when the label is missing. Names are unique in the
+    /// namespace, labels are not: a Runtime carrying another's ID would otherwise be given that
+    /// runtime's GardenerCluster, registry-cache Secrets and Shoot to delete.
+    pub fn own_runtime_id(&self) -> Result<&str, ForeignRuntimeId> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        match self.runtime_id() {
+            None if !name.is_empty() => Ok(name),
+            Some(id) if !name.is_empty() && id.eq_ignore_ascii_case(name) => Ok(id),
+            id => Err(ForeignRuntimeId {
+                label: id.unwrap_or_default().to_owned(),
+                name: name.to_owned(),
+            }),
+        }
     }
 
     /// The value of a label, if set.
@@ -577,6 +607,36 @@ mod tests {
             crate::names::kubeconfig_secret_name("abc"),
             "kubeconfig-abc"
         );
+    }
+
+    #[test]
+    fn the_own_runtime_id_is_the_label_only_when_it_names_the_runtime() {
+        let with = |name: Option<&str>, label: Option<&str>| {
+            let mut rt = Runtime::new("x", RuntimeSpec::default());
+            rt.metadata.name = name.map(str::to_owned);
+            rt.metadata.labels =
+                label.map(|l| [(crate::names::LABEL_RUNTIME_ID.to_owned(), l.to_owned())].into());
+            rt.own_runtime_id().map(str::to_owned)
+        };
+        assert_eq!(with(Some("rt-1"), Some("rt-1")), Ok("rt-1".into()));
+        assert_eq!(with(Some("rt-1"), Some("RT-1")), Ok("RT-1".into()));
+        assert_eq!(with(Some("rt-1"), None), Ok("rt-1".into()));
+        let foreign = with(Some("evil"), Some("victim")).expect_err("foreign");
+        assert_eq!(
+            (foreign.label.as_str(), foreign.name.as_str()),
+            ("victim", "evil")
+        );
+        assert!(
+            foreign
+                .to_string()
+                .contains("must equal the Runtime's name")
+        );
+        assert!(
+            with(None, Some("victim")).is_err(),
+            "generateName: no name to compare"
+        );
+        assert!(with(None, None).is_err());
+        assert!(with(Some("rt-1"), Some("")).is_err());
     }
 
     #[test]

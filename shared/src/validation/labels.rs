@@ -42,6 +42,20 @@ pub(crate) fn check_changed(old: Option<&Runtime>, rt: &Runtime, f: &mut Validat
             format!("required label {problem}; set it to {} (the infrastructure manager copies it to the Shoot and the GardenerCluster)", meaning(key)),
         );
     }
+    // On CREATE only: an UPDATE that changes the label is refused as immutable, one message
+    // for the field. A blank or missing label is reported above; a name missing at CREATE
+    // (generateName) is refused too, as there is nothing the label could be checked against.
+    if old.is_none()
+        && rt
+            .label(names::LABEL_RUNTIME_ID)
+            .is_some_and(|id| !id.trim().is_empty())
+        && let Err(foreign) = rt.own_runtime_id()
+    {
+        f.violation(
+            format!("metadata.labels[{}]", names::LABEL_RUNTIME_ID),
+            format!("{foreign}; set the label and metadata.name to the runtime ID"),
+        );
+    }
     if let Some(label) = rt.label(names::LABEL_SHOOT_NAME)
         && label != rt.spec.shoot.name
         && !unchanged(names::LABEL_SHOOT_NAME)

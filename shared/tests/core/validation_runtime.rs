@@ -43,6 +43,32 @@ fn required_labels_must_not_be_empty() {
     rejects_with(&rt, "metadata.labels[kyma-project.io/runtime-id]", "empty");
 }
 
+/// A Runtime carrying another runtime's ID would be given that runtime's GardenerCluster,
+/// registry-cache Secrets and Shoot: the label must be the Runtime's own name.
+#[test]
+fn the_runtime_id_label_must_equal_the_name() {
+    let field = "metadata.labels[kyma-project.io/runtime-id]";
+    let evil = runtime(|rt| set_label(rt, names::LABEL_RUNTIME_ID, Some("victim")));
+    let v = rejects_with(&evil, field, "must equal the Runtime's name");
+    assert!(v.message.contains("\"victim\""), "{}", v.message);
+    let generated = runtime(|rt| rt.metadata.name = None);
+    rejects_with(&generated, field, "must equal the Runtime's name");
+    let upper = runtime(|rt| {
+        let id = rt.metadata.name.clone().unwrap().to_uppercase();
+        set_label(rt, names::LABEL_RUNTIME_ID, Some(&id));
+    });
+    accepts(&upper);
+    // Stored before the rule: an UPDATE that leaves the label as it was is not refused for it.
+    let changed = runtime(|rt| {
+        set_label(rt, names::LABEL_RUNTIME_ID, Some("victim"));
+        rt.spec
+            .security
+            .administrators
+            .push("another-admin@example.com".into());
+    });
+    accepts_update(&evil, &changed);
+}
+
 #[test]
 fn all_label_violations_are_reported_at_once() {
     let rt = runtime(|rt| rt.metadata.labels = None);

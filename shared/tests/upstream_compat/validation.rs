@@ -50,6 +50,13 @@ pub fn upstream_runtime(path: &str) -> Runtime {
             *slot = serde_json::from_str(value).unwrap();
         }
     }
+    // The ADR examples carry the placeholder runtime ID "runtime-id" under names such as
+    // "aws-full"; KEB names every Runtime after its runtime ID, and admission holds the label
+    // to the name.
+    let name = json["metadata"]["name"].clone();
+    if let Some(id) = json.pointer_mut("/metadata/labels/kyma-project.io~1runtime-id") {
+        *id = name;
+    }
     serde_json::from_value(json)
         .unwrap_or_else(|e| panic!("{path} does not decode as a Runtime: {e}"))
 }

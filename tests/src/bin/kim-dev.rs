@@ -166,6 +166,7 @@ async fn apply_sample(env: &TestEnv, dir: &Path) -> anyhow::Result<()> {
     std::fs::write(samples.join("runtime.yaml"), serde_yaml_ng::to_string(&rt)?)?;
     let mut invalid = rt.clone();
     invalid["metadata"]["name"] = "runtime-invalid".into();
+    invalid["metadata"]["labels"]["kyma-project.io/runtime-id"] = "runtime-invalid".into();
     invalid["spec"]["shoot"]["provider"]["workers"][0]["name"] = "a-very-long-pool".into();
     invalid["spec"]["shoot"]["region"] = "mars-north-1".into();
     std::fs::write(

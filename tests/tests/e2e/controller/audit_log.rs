@@ -485,7 +485,8 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     let copied = skr_secrets.get("auditlog-read-credentials").await?;
     assert_eq!(copied.data, secrets.get("read-al-2").await?.data);
 
-    // 4. A Runtime carrying A's runtime ID under another name: refused before any Shoot; its
+    // 4. A Runtime carrying A's runtime ID under another name: refused before any Shoot (by
+    // the validation every Runtime passes first, ahead of the audit-log step's own check); its
     // deletion orphans nothing.
     let evil = format!("evil-{suffix}");
     let mut rt_evil = sample_runtime(&ns, &evil)?;
@@ -500,7 +501,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     let (st, why, msg) = cond(&failed, condition::PROVISIONED).unwrap();
     assert_eq!(
         (st.as_str(), why.as_str()),
-        ("False", reason::CUSTOM_AUDIT_LOG_ERR)
+        ("False", reason::CONVERSION_ERR)
     );
     assert!(msg.contains("must equal the Runtime's name"), "{msg}");
     assert_eq!(
@@ -699,7 +700,9 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     assert!(
         reasons_of(&evil)
             .iter()
-            .any(|r| r == reason::CUSTOM_AUDIT_LOG_ERR)
+            .any(|r| r == reason::CONVERSION_ERR),
+        "{:?}",
+        reasons_of(&evil)
     );
 
     // No Secret value in logs, Events or statuses: the read credentials and A's kubeconfig.

@@ -248,8 +248,8 @@ async fn force_deletion_is_confirmed_only_for_eligible_codes() -> Result<()> {
 /// Attack (with the webhook bypassed; the webhook refuses the change): a Runtime's
 /// `kyma-project.io/runtime-id` label is pointed at another runtime's ID and the Runtime is
 /// deleted. The deletion removed the GardenerCluster of that ID, so the other runtime lost its
-/// admin kubeconfig. Now a GardenerCluster that names another shoot is not this Runtime's and
-/// stays. On the code before the fix the other runtime's GardenerCluster was deleted.
+/// admin kubeconfig. Now a Runtime whose runtime ID is not its name deletes nothing but its
+/// finalizer (and a GardenerCluster that names another shoot is never a Runtime's own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_runtime_deletes_only_its_own_gardener_cluster() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -299,6 +299,151 @@ async fn a_runtime_deletes_only_its_own_gardener_cluster() -> Result<()> {
                 && gc.metadata.deletion_timestamp.is_none()),
         "another runtime's GardenerCluster was deleted: {:?}",
         left.map(|gc| gc.metadata.deletion_timestamp)
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+/// Attack (with the webhook bypassed; it refuses both Runtimes): a second Runtime names a
+/// ready runtime's Shoot, with the force-patch annotation, and a third also carries that
+/// runtime's ID; both are then deleted. Before, the first took the Shoot over (patched it,
+/// wrote its OIDC ConfigMap, got a GardenerCluster and so its admin kubeconfig) and its deletion
+/// deleted the victim's Shoot; the second's deletion removed the victim's registry-cache
+/// Secrets. Now both are refused, and nothing of the victim's changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_naming_another_runtimes_shoot_or_id_touches_nothing_of_it() -> Result<()> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kim_shared::registry_cache as rc;
+
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-foreign").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(5)..];
+    let victim_id = format!("victim-{suffix}");
+    let victim_rt = sample_runtime(&ns, &victim_id)?;
+    let victim_shoot = victim_rt.spec.shoot.name.clone();
+    create(env, &victim_rt).await?;
+    wait_state(env, &ns, &victim_id, RuntimeState::Ready, TIMEOUT).await?;
+    let garden = env.garden_client().await?;
+    let kcp = env.kcp_client().await?;
+    let shoots: Api<Shoot> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
+    let config_maps: Api<ConfigMap> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
+    let garden_secrets: Api<Secret> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    // A registry-cache Secret of the victim, as the registry cache writes it.
+    let cache_secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("reg-cache-{suffix}-victim"), "labels": {
+            rc::LABEL_MANAGED_BY: rc::MANAGED_BY,
+            rc::LABEL_CACHE_ID: "0f5cb4a5-1d7e-4c0a-9d5e-2b0a4e1c9d11",
+            rc::LABEL_RUNTIME_ID: victim_id,
+        }},
+        "stringData": {"username": "u", "password": "p"}
+    }))?;
+    let cache_secret = garden_secrets
+        .create(&PostParams::default(), &cache_secret)
+        .await?;
+    let config_map_name = names::structured_auth_config_map_name(&victim_shoot);
+    let before_shoot = shoots.get(&victim_shoot).await?;
+    let before_config_map = config_maps.get(&config_map_name).await?;
+    let before_gc = gcs.get(&victim_id).await?;
+
+    // The Shoot thief: its own ID, the victim's shoot name, force-patch.
+    let thief_id = format!("thief-{suffix}");
+    let mut thief = sample_runtime(&ns, &thief_id)?;
+    thief.spec.shoot.name = victim_shoot.clone();
+    thief
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            names::ANNOTATION_FORCE_PATCH_RECONCILIATION.into(),
+            "true".into(),
+        );
+    create(env, &thief).await?;
+    let failed = wait_state(env, &ns, &thief_id, RuntimeState::Failed, TIMEOUT).await?;
+    let c = failed
+        .condition(condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reason::CONFIGURATION_ERROR)
+    );
+    assert!(
+        c.message.contains("belongs to runtime") && c.message.contains(&victim_id),
+        "{}",
+        c.message
+    );
+    // The impostor: the victim's ID under its own name.
+    let impostor_id = format!("impostor-{suffix}");
+    let mut impostor = sample_runtime(&ns, &impostor_id)?;
+    impostor
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(names::LABEL_RUNTIME_ID.into(), victim_id.clone());
+    create(env, &impostor).await?;
+    let failed = wait_state(env, &ns, &impostor_id, RuntimeState::Failed, TIMEOUT).await?;
+    let c = failed
+        .condition(condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert!(
+        c.message.contains("must equal the Runtime's name"),
+        "{}",
+        c.message
+    );
+
+    for id in [&thief_id, &impostor_id] {
+        runtimes.delete(id, &DeleteParams::default()).await?;
+    }
+    eventually("both Runtimes gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&thief_id).await?.is_none()
+            && runtimes.get_opt(&impostor_id).await?.is_none())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let shoot = shoots.get(&victim_shoot).await?;
+    assert_eq!(shoot.metadata.generation, before_shoot.metadata.generation);
+    assert!(
+        shoot.metadata.deletion_timestamp.is_none(),
+        "the victim's Shoot is being deleted"
+    );
+    assert!(
+        !shoot
+            .annotations()
+            .contains_key(names::GARDENER_ANNOTATION_CONFIRM_DELETION),
+        "the victim's Shoot was confirmed for deletion"
+    );
+    assert_eq!(
+        config_maps
+            .get(&config_map_name)
+            .await?
+            .metadata
+            .resource_version,
+        before_config_map.metadata.resource_version,
+        "the victim's structured-authentication ConfigMap was written"
+    );
+    assert!(
+        gcs.get_opt(&thief_id).await?.is_none(),
+        "the thief got a GardenerCluster"
+    );
+    assert_eq!(
+        gcs.get(&victim_id).await?.metadata.uid,
+        before_gc.metadata.uid
+    );
+    assert_eq!(
+        garden_secrets
+            .get_opt(&cache_secret.name_any())
+            .await?
+            .map(|s| s.metadata.uid),
+        Some(cache_secret.metadata.uid),
+        "the victim's registry-cache Secret was deleted"
+    );
+    let victim = runtimes.get(&victim_id).await?;
+    assert_eq!(
+        victim.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Ready)
     );
     ctl.stop().await;
     Ok(())

@@ -1203,6 +1203,13 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
             cluster_role(json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}])),
             "spec.clusterRole.rules[0].resources",
         ),
+        (
+            "kube-system-pods",
+            cluster_role(
+                json!([{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "create"]}]),
+            ),
+            "spec.clusterRole.rules[0].resources",
+        ),
     ];
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     for (name, grant, _) in &cases {

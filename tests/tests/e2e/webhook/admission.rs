@@ -113,6 +113,13 @@ fn invalid_examples() -> Vec<(&'static str, Change, &'static str)> {
             "metadata.labels[kyma-project.io/runtime-id]",
         ),
         (
+            "the runtime ID is the Runtime's own",
+            Box::new(|v| {
+                v["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!("another-runtime")
+            }),
+            "metadata.labels[kyma-project.io/runtime-id]",
+        ),
+        (
             "OIDC issuer is https",
             Box::new(|v| {
                 v["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"]["issuerURL"] =
