@@ -51,8 +51,8 @@ pub async fn run(
         return release_finalizer(reconciler, runtime).await;
     }
     let runtime_id = reconciler.runtime_id(runtime);
-    let shoot = shoot.filter(|s| shoot_is_of(s, &runtime_id));
-    draft.shoot(shoot.as_deref());
+    // Another runtime's Shoot says nothing about this Runtime; it is left alone in step 2.
+    draft.shoot(shoot.as_deref().filter(|s| shoot_is_of(s, &runtime_id)));
 
     // 0. The dedicated audit log goes back to KALM (orphaned, or a reservation returned).
     super::audit_log::release(reconciler, runtime).await?;
