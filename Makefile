@@ -126,6 +126,9 @@ deny:
 	@[ -x "$(CARGO_DENY)" ] || { echo "kim: installing cargo-deny $(CARGO_DENY_VERSION) (once)"; \
 	  $(CARGO) install --quiet --locked cargo-deny --version $(CARGO_DENY_VERSION) \
 	    --root "$(dir $(patsubst %/,%,$(dir $(CARGO_DENY))))"; }
+	@# cargo-deny reads `cargo metadata` offline, which needs every platform's crates of
+	@# Cargo.lock in the local registry, not only the ones this machine builds.
+	$(CARGO) fetch --locked --quiet
 	"$(CARGO_DENY)" --offline check licenses bans sources
 	@if ls -d "$(ADVISORY_DBS)"/advisory-db-*/.git >/dev/null 2>&1; then \
 	  "$(CARGO_DENY)" --offline check advisories; \
