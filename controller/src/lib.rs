@@ -3,8 +3,10 @@
 //! The process (flags in [`cli`], clients, leader election, metrics and health server) is built
 //! by [`runner`] on the skeleton both binaries share (`kim-process`); the flags become
 //! [`settings::Settings`] once, there. Each reconciler is a module with `pub async fn run(ctx:
-//! Arc<Context>, shutdown: Shutdown)`, reads its own settings from the [`Context`], and is
-//! started by [`spawn_reconcilers`]: to add one, add its module and a line there.
+//! Arc<Context>, shutdown: Shutdown, ...)`, reads its own settings from the [`Context`], and is
+//! started by [`spawn_reconcilers`]: to add one, add its module and a line there. The Runtime
+//! and GardenerCluster reconcilers also take the one GardenerCluster watch they share
+//! ([`gardener_cluster::watch`]).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -35,15 +37,27 @@ pub fn spawn_reconcilers(
     ctx: &std::sync::Arc<Context>,
     shutdown: &Shutdown,
 ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
+    let clusters = gardener_cluster::watch(ctx, shutdown.clone());
     vec![
         (
             "runtime",
-            tokio::spawn(runtime::run(ctx.clone(), shutdown.clone())),
+            tokio::spawn(runtime::run(
+                ctx.clone(),
+                shutdown.clone(),
+                clusters.store.clone(),
+                clusters.touched,
+            )),
         ),
         (
             "gardener_cluster",
-            tokio::spawn(gardener_cluster::run(ctx.clone(), shutdown.clone())),
+            tokio::spawn(gardener_cluster::run(
+                ctx.clone(),
+                shutdown.clone(),
+                clusters.store,
+                clusters.applied,
+            )),
         ),
+        ("gardener_cluster_watch", clusters.task),
         (
             "access",
             tokio::spawn(access::run(ctx.clone(), shutdown.clone())),
