@@ -34,6 +34,8 @@ use tracing::Instrument;
 
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 
+/// The `controller` label of this reconciler's metrics.
+pub const CONTROLLER: &str = "registry_cache";
 /// Time allowed for one reconcile's calls into the runtime cluster and the KCP.
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Retry after a failed reconcile.
@@ -165,12 +167,22 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     }
     let span = tracing::info_span!("registry_cache", runtime_id = %runtime_id);
     let period = ctx.settings.registry_cache.reconcile_period;
-    match tokio::time::timeout(RECONCILE_TIMEOUT, apply(ctx, runtime_id).instrument(span)).await {
+    let started = std::time::Instant::now();
+    let result = match tokio::time::timeout(
+        RECONCILE_TIMEOUT,
+        apply(ctx, runtime_id).instrument(span),
+    )
+    .await
+    {
         Ok(Ok(true)) if !period.is_zero() => Ok(Action::requeue(period)),
         Ok(Ok(_)) => Ok(Action::await_change()),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::Timeout),
-    }
+    };
+    let outcome = if result.is_ok() { "success" } else { "error" };
+    ctx.metrics
+        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+    result
 }
 
 fn error_policy(secret: Arc<Secret>, err: &Error, _: Arc<Reconciler>) -> Action {

@@ -727,4 +727,98 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         .await
         .unwrap();
     ctl.stop().await;
+
+    // 5. A runtime cluster's configs are read in pages, all of them up to the 100 a Runtime
+    // can hold, and more are refused instead of held in memory.
+    let many: Api<DynamicObject> = Api::namespaced_with(skr.clone(), "many", &configs_resource());
+    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": "many"}})).unwrap();
+    namespaces.create(&pp, &n).await.unwrap();
+    let all_configs: Api<DynamicObject> = Api::all_with(skr.clone(), &configs_resource());
+    let fill_to = |total: usize| {
+        let many = many.clone();
+        let all_configs = all_configs.clone();
+        let api_version = api_version.clone();
+        async move {
+            let have = all_configs
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+            for i in have..total {
+                let spec = json!({"upstream": format!("registry-{i}.example.com")});
+                let config = object(
+                    &api_version,
+                    rc::CONFIG_KIND,
+                    "many",
+                    &format!("c{i}"),
+                    spec,
+                );
+                many.create(&PostParams::default(), &config).await.unwrap();
+            }
+            let listed = all_configs
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items;
+            assert_eq!(listed.len(), total);
+            let values: Vec<Value> = listed
+                .into_iter()
+                .map(|o| serde_json::to_value(o).unwrap())
+                .collect();
+            rc::caches_from_configs(&values)
+        }
+    };
+    for total in [60, 100] {
+        let expected = fill_to(total).await;
+        assert!(
+            expected.len() > 50,
+            "more than two pages: {}",
+            expected.len()
+        );
+        let read = kim_controller::registry_cache::read_caches(&skr)
+            .await
+            .unwrap_or_else(|e| panic!("{total} configs: {e}"));
+        assert_eq!(read, expected, "{total} configs, read in pages of 25");
+    }
+    fill_to(101).await;
+    let refused = kim_controller::registry_cache::read_caches(&skr).await;
+    assert!(
+        matches!(
+            refused,
+            Err(kim_controller::registry_cache::Error::TooManyConfigs)
+        ),
+        "101 configs: {refused:?}"
+    );
+    // The controller refuses them too, visibly: a failed reconcile, nothing written.
+    let errors = |text: &str| {
+        kim_tests::controller::metric_sum(
+            text,
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"registry_cache\"", "result=\"error\""],
+        )
+    };
+    let ctl = start_controller(
+        env,
+        &ns,
+        &[
+            "--registry-cache-config-controller-enabled",
+            &port_flag,
+            "--registry-cache-reconcile-period=60m",
+        ],
+    )
+    .await
+    .unwrap();
+    eventually("a failed registry cache reconcile", TIMEOUT, || async {
+        Ok(errors(&ctl.metrics_text().await?) >= 1.0)
+    })
+    .await
+    .unwrap();
+    let rt = runtimes.get(&id).await.unwrap();
+    assert!(
+        rt.spec.image_registry_cache.is_none(),
+        "{:?}",
+        rt.spec.image_registry_cache
+    );
+    ctl.stop().await;
 }
