@@ -3,10 +3,8 @@
 //! The process (flags in [`cli`], clients, leader election, metrics and health server) is built
 //! by [`runner`] on the skeleton both binaries share (`kim-process`); the flags become
 //! [`settings::Settings`] once, there. Each reconciler is a module with `pub async fn run(ctx:
-//! Arc<Context>, shutdown: Shutdown, ...)`, reads its own settings from the [`Context`], and is
-//! started by [`spawn_reconcilers`]: to add one, add its module and a line there. The Runtime
-//! and GardenerCluster reconcilers also take the one GardenerCluster watch they share
-//! ([`gardener_cluster::watch`]).
+//! Arc<Context>, shutdown: Shutdown)`, reads its own settings from the [`Context`], and is
+//! started by [`spawn_reconcilers`]: to add one, add its module and a line there.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -37,27 +35,15 @@ pub fn spawn_reconcilers(
     ctx: &std::sync::Arc<Context>,
     shutdown: &Shutdown,
 ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
-    let clusters = gardener_cluster::watch(ctx, shutdown.clone());
     vec![
         (
             "runtime",
-            tokio::spawn(runtime::run(
-                ctx.clone(),
-                shutdown.clone(),
-                clusters.store.clone(),
-                clusters.touched,
-            )),
+            tokio::spawn(runtime::run(ctx.clone(), shutdown.clone())),
         ),
         (
             "gardener_cluster",
-            tokio::spawn(gardener_cluster::run(
-                ctx.clone(),
-                shutdown.clone(),
-                clusters.store,
-                clusters.applied,
-            )),
+            tokio::spawn(gardener_cluster::run(ctx.clone(), shutdown.clone())),
         ),
-        ("gardener_cluster_watch", clusters.task),
         (
             "access",
             tokio::spawn(access::run(ctx.clone(), shutdown.clone())),

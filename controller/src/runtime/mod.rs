@@ -139,15 +139,8 @@ pub struct Reconciler {
     seed_regions: kyma_system::SeedRegions,
 }
 
-/// Runs the Runtime reconciler until `shutdown`. `gc_store` and `clusters` are the
-/// GardenerCluster cache and its created, changed and deleted objects
-/// ([`crate::gardener_cluster::watch`]).
-pub async fn run(
-    ctx: Arc<Context>,
-    shutdown: Shutdown,
-    gc_store: Store<GardenerCluster>,
-    clusters: futures::channel::mpsc::Receiver<GardenerCluster>,
-) {
+/// Runs the Runtime reconciler until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
 
@@ -174,7 +167,25 @@ pub async fn run(
     .reflect(shoot_writer)
     .touched_objects();
     let shoots = crate::watch::without_errors(shoots, "shoots");
-    let clusters = clusters.map(Ok::<_, kube::runtime::watcher::Error>);
+    let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
+    let clusters = watcher(
+        Api::<GardenerCluster>::namespaced(ctx.kcp.clone(), &ns),
+        watcher::Config::default().page_size(LIST_PAGE_SIZE),
+    )
+    .default_backoff()
+    // This reconciler only asks whether a GardenerCluster exists and whether it is Ready (the
+    // GardenerCluster reconciler keeps its own full copy).
+    .modify(|o| {
+        o.managed_fields_mut().clear();
+        o.metadata.labels = None;
+        o.metadata.annotations = None;
+        if let Some(st) = o.status.as_mut() {
+            st.conditions = None;
+        }
+    })
+    .reflect(gc_writer)
+    .touched_objects();
+    let clusters = crate::watch::without_errors(clusters, "gardenerclusters");
 
     let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
         tokio::spawn(acl::watch_config_map(
