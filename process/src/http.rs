@@ -1,7 +1,9 @@
 //! The plain-HTTP server of probes and metrics.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -48,23 +50,36 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Prometheus's scrapes do), else the Prometheus text format 0.0.4, which `promtool check
 /// metrics` and clients without OpenMetrics read (and which upstream's controller-runtime
 /// serves).
+///
+/// At 10,000 Runtimes the text is several MiB, so a scrape holds one copy of it: the 0.0.4
+/// text is rewritten line by line as the encoder writes it, and the buffer starts at the size
+/// of the previous answer instead of growing by doubling.
 pub fn metrics_response(registry: &Registry, accept: Option<&HeaderValue>) -> Response {
-    let mut body = String::new();
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut body, registry) {
+    let openmetrics = accept
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let mut body = String::with_capacity(LAST_SIZE.load(Ordering::Relaxed));
+    let (encoded, content_type) = if openmetrics {
+        (
+            prometheus_client::encoding::text::encode(&mut body, registry),
+            OPENMETRICS,
+        )
+    } else {
+        let mut text = PrometheusText::new(&mut body);
+        (
+            prometheus_client::encoding::text::encode(&mut text, registry)
+                .and_then(|()| text.finish()),
+            PROMETHEUS_TEXT,
+        )
+    };
+    if let Err(e) = encoded {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("encoding metrics: {e}\n"),
         )
             .into_response();
     }
-    let openmetrics = accept
-        .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("application/openmetrics-text"));
-    let (body, content_type) = if openmetrics {
-        (body, OPENMETRICS)
-    } else {
-        (prometheus_text(&body), PROMETHEUS_TEXT)
-    };
+    LAST_SIZE.store(body.len() + body.len() / 16, Ordering::Relaxed);
     let mut response = Response::new(body.into());
     response
         .headers_mut()
@@ -72,50 +87,103 @@ pub fn metrics_response(registry: &Registry, accept: Option<&HeaderValue>) -> Re
     response
 }
 
+/// The length of the last `/metrics` answer plus a little: the next one's starting capacity.
+static LAST_SIZE: AtomicUsize = AtomicUsize::new(0);
+
 /// The OpenMetrics text of `prometheus_client` in the Prometheus text format 0.0.4: a counter's
 /// `HELP` and `TYPE` name its `_total` samples, `unknown` is `untyped`, and the `UNIT` and
 /// `EOF` lines, which 0.0.4 lacks, are left out. The samples are the same.
 pub fn prometheus_text(openmetrics: &str) -> String {
-    let mut counters = std::collections::HashSet::new();
-    for line in openmetrics.lines() {
-        if let Some(name) = line
-            .strip_prefix("# TYPE ")
-            .and_then(|rest| rest.strip_suffix(" counter"))
-        {
-            counters.insert(name.to_owned());
-        }
-    }
     let mut out = String::with_capacity(openmetrics.len());
-    for line in openmetrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let meta = ["# HELP ", "# TYPE "]
-            .into_iter()
-            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
-        match meta {
-            Some((prefix, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                let name = if counters.contains(name) {
-                    format!("{name}_total")
-                } else {
-                    name.to_owned()
-                };
-                let tail = match (prefix, tail) {
-                    ("# TYPE ", "unknown") => "untyped".to_owned(),
-                    // OpenMetrics escapes `"` in help texts, 0.0.4 does not.
-                    ("# HELP ", t) => t.replace("\\\"", "\""),
-                    (_, t) => t.to_owned(),
-                };
-                out.push_str(&format!("{prefix}{name} {tail}\n"));
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
+    let mut text = PrometheusText::new(&mut out);
+    // Writing into a String does not fail.
+    let _ = text.write_str(openmetrics).and_then(|()| text.finish());
+    out
+}
+
+/// Writes OpenMetrics text, as it comes, into `out` in the Prometheus text format 0.0.4 (see
+/// [`prometheus_text`]). A `HELP` line waits for the `TYPE` line after it, which tells whether
+/// the family is a counter.
+struct PrometheusText<'a> {
+    out: &'a mut String,
+    /// The line being written, up to its newline.
+    line: String,
+    /// A `HELP` line waiting for its `TYPE` line: (name, help text).
+    help: Option<(String, String)>,
+}
+
+impl<'a> PrometheusText<'a> {
+    fn new(out: &'a mut String) -> Self {
+        PrometheusText {
+            out,
+            line: String::new(),
+            help: None,
         }
     }
-    out
+
+    /// Writes what is still held: a last line without a newline, a `HELP` without `TYPE`.
+    fn finish(&mut self) -> std::fmt::Result {
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.end_line(&line);
+        }
+        self.write_help(None);
+        Ok(())
+    }
+
+    /// Writes a held `HELP` line, named `name` if given (the counter's samples' name).
+    fn write_help(&mut self, name: Option<&str>) {
+        if let Some((family, help)) = self.help.take() {
+            let name = name.unwrap_or(&family);
+            // OpenMetrics escapes `"` in help texts, 0.0.4 does not.
+            let help = help.replace("\\\"", "\"");
+            self.out.push_str(&format!("# HELP {name} {help}\n"));
+        }
+    }
+
+    fn end_line(&mut self, line: &str) {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            return;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            self.write_help(None);
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            self.help = Some((name.to_owned(), help.to_owned()));
+            return;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (family, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = if kind == "counter" {
+                format!("{family}_total")
+            } else {
+                family.to_owned()
+            };
+            let held = self.help.as_ref().is_some_and(|(f, _)| f == family);
+            self.write_help(held.then_some(name.as_str()));
+            let kind = if kind == "unknown" { "untyped" } else { kind };
+            self.out.push_str(&format!("# TYPE {name} {kind}\n"));
+            return;
+        }
+        self.write_help(None);
+        self.out.push_str(line);
+        self.out.push('\n');
+    }
+}
+
+impl std::fmt::Write for PrometheusText<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let mut rest = s;
+        while let Some(end) = rest.find('\n') {
+            self.line.push_str(&rest[..end]);
+            let line = std::mem::take(&mut self.line);
+            self.end_line(&line);
+            self.line = line;
+            self.line.clear();
+            rest = &rest[end + 1..];
+        }
+        self.line.push_str(rest);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -181,5 +249,28 @@ mod tests {
              duration_seconds_bucket{le=\"+Inf\"} 1\n",
             "from:\n{om}"
         );
+    }
+
+    #[test]
+    fn the_text_format_is_the_same_whatever_pieces_the_encoder_writes() {
+        let mut om = String::new();
+        prometheus_client::encoding::text::encode(&mut om, &registry()).expect("encodes");
+        let whole = prometheus_text(&om);
+        for piece in [1, 3, 7, 64] {
+            let mut out = String::new();
+            let mut text = PrometheusText::new(&mut out);
+            let chars: Vec<char> = om.chars().collect();
+            for chunk in chars.chunks(piece) {
+                text.write_str(&chunk.iter().collect::<String>())
+                    .expect("writes");
+            }
+            text.finish().expect("finishes");
+            assert_eq!(out, whole, "pieces of {piece} characters");
+        }
+        let mut encoded = String::new();
+        let mut text = PrometheusText::new(&mut encoded);
+        prometheus_client::encoding::text::encode(&mut text, &registry()).expect("encodes");
+        text.finish().expect("finishes");
+        assert_eq!(encoded, whole, "written by the encoder itself");
     }
 }
