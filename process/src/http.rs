@@ -67,8 +67,7 @@ pub fn metrics_response(registry: &Registry, accept: Option<&HeaderValue>) -> Re
     } else {
         let mut text = PrometheusText::new(&mut body);
         (
-            prometheus_client::encoding::text::encode(&mut text, registry)
-                .and_then(|()| text.finish()),
+            prometheus_client::encoding::text::encode(&mut text, registry).map(|()| text.finish()),
             PROMETHEUS_TEXT,
         )
     };
@@ -97,7 +96,8 @@ pub fn prometheus_text(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     let mut text = PrometheusText::new(&mut out);
     // Writing into a String does not fail.
-    let _ = text.write_str(openmetrics).and_then(|()| text.finish());
+    let _ = text.write_str(openmetrics);
+    text.finish();
     out
 }
 
@@ -122,13 +122,12 @@ impl<'a> PrometheusText<'a> {
     }
 
     /// Writes what is still held: a last line without a newline, a `HELP` without `TYPE`.
-    fn finish(&mut self) -> std::fmt::Result {
+    fn finish(&mut self) {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             self.end_line(&line);
         }
         self.write_help(None);
-        Ok(())
     }
 
     /// Writes a held `HELP` line, named `name` if given (the counter's samples' name).
@@ -264,13 +263,13 @@ mod tests {
                 text.write_str(&chunk.iter().collect::<String>())
                     .expect("writes");
             }
-            text.finish().expect("finishes");
+            text.finish();
             assert_eq!(out, whole, "pieces of {piece} characters");
         }
         let mut encoded = String::new();
         let mut text = PrometheusText::new(&mut encoded);
         prometheus_client::encoding::text::encode(&mut text, &registry()).expect("encodes");
-        text.finish().expect("finishes");
+        text.finish();
         assert_eq!(encoded, whole, "written by the encoder itself");
     }
 }

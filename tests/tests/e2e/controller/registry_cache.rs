@@ -335,17 +335,12 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
 
     let port = free_port();
     let port_flag = format!("--registry-cache-listener-port={port}");
-    let ctl = start_controller(
-        env,
-        &ns,
-        &[
-            "--registry-cache-config-controller-enabled",
-            &port_flag,
-            "--registry-cache-reconcile-period=60m",
-        ],
-    )
-    .await
-    .unwrap();
+    let cache_on = [
+        "--registry-cache-config-controller-enabled",
+        &port_flag,
+        "--registry-cache-reconcile-period=60m",
+    ];
+    let ctl = start_controller(env, &ns, &cache_on).await.unwrap();
     let id = format!("regcache-{}", &ns[ns.len().saturating_sub(6)..]);
     let rt = sample_runtime(&ns, &id).unwrap();
     create(env, &rt).await.unwrap();
@@ -798,17 +793,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
             &["controller=\"registry_cache\"", "result=\"error\""],
         )
     };
-    let ctl = start_controller(
-        env,
-        &ns,
-        &[
-            "--registry-cache-config-controller-enabled",
-            &port_flag,
-            "--registry-cache-reconcile-period=60m",
-        ],
-    )
-    .await
-    .unwrap();
+    let ctl = start_controller(env, &ns, &cache_on).await.unwrap();
     eventually("a failed registry cache reconcile", TIMEOUT, || async {
         Ok(errors(&ctl.metrics_text().await?) >= 1.0)
     })
