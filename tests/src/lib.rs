@@ -13,4 +13,5 @@ pub mod keb;
 pub mod programs;
 pub mod simulator;
 pub mod testenv;
+pub mod watchdog;
 pub mod webhook;

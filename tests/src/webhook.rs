@@ -25,6 +25,7 @@ use tokio::sync::watch;
 /// The KCP-only environment of the webhook tests of this process, started once; it outlives
 /// the test that started it.
 pub async fn env() -> &'static TestEnv {
+    crate::watchdog::register();
     static ENV: tokio::sync::OnceCell<Result<&'static TestEnv, String>> =
         tokio::sync::OnceCell::const_new();
     let started = ENV
@@ -532,6 +533,9 @@ pub async fn create_with_only_the_documented_defaults(
     expected
 }
 
+/// How long one kubectl call may take; its own waits (`kubectl wait --timeout`) are shorter.
+const KUBECTL_LIMIT: Duration = Duration::from_secs(180);
+
 /// Runs kubectl against the KCP; returns (success, stdout + stderr). Async: the webhook under
 /// test runs on the test's own runtime and must keep answering while kubectl waits.
 pub async fn kubectl(env: &TestEnv, args: &[&str], stdin: Option<&str>) -> (bool, String) {
@@ -568,7 +572,21 @@ pub async fn kubectl(env: &TestEnv, args: &[&str], stdin: Option<&str>) -> (bool
         input.write_all(text.as_bytes()).await.unwrap();
     }
     drop(input);
-    let out = child.wait_with_output().await.unwrap();
+    // A kubectl that hangs (a stalled connection) fails its test instead of the whole run;
+    // dropping it on timeout kills it.
+    let out = match tokio::time::timeout(KUBECTL_LIMIT, child.wait_with_output()).await {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            return (
+                false,
+                format!(
+                    "`kubectl {}` did not finish within {} s",
+                    args.join(" "),
+                    KUBECTL_LIMIT.as_secs()
+                ),
+            );
+        }
+    };
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -259,6 +259,7 @@ impl TestEnv {
     /// thread, so it outlives the test that happened to start it; its processes die with the
     /// test process.
     pub async fn shared() -> Result<&'static TestEnv> {
+        crate::watchdog::register();
         static SHARED: tokio::sync::OnceCell<std::result::Result<&'static TestEnv, String>> =
             tokio::sync::OnceCell::const_new();
         let res = SHARED
@@ -319,6 +320,7 @@ impl TestEnv {
     /// Starts an environment owned by the caller. Retries once when a port was taken between
     /// choosing and binding it.
     pub async fn start(opts: TestEnvOptions) -> Result<TestEnv> {
+        crate::watchdog::register();
         if opts.aggregator_routing && opts.gardener {
             return Err(TestEnvError::Other(
                 "aggregator routing refuses the ExternalName Service of the Gardener aggregation; start without gardener".into(),
@@ -746,6 +748,7 @@ impl TestEnv {
 
     /// An admin client (`system:masters`) for the KCP, which also serves the Gardener API.
     pub async fn kcp_client(&self) -> Result<kube::Client> {
+        crate::watchdog::register();
         Ok(self.kcp.admin_client().await?)
     }
 
