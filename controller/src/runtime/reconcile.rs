@@ -479,8 +479,6 @@ async fn prepare(
     Ok(converted)
 }
 
-/// A Runtime that cannot become a Shoot (invalid, or the conversion refused it): `Failed` with
-/// upstream's `ConversionErr` until its spec changes.
 /// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
 /// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
 fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
@@ -503,6 +501,8 @@ fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
     Action::await_change()
 }
 
+/// A Runtime that cannot become a Shoot (invalid, or the conversion refused it): `Failed` with
+/// upstream's `ConversionErr` until its spec changes.
 fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> Action {
     draft.set(
         condition::PROVISIONED,
