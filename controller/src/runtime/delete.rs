@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
-use super::requeue::{RETRY, SAFETY_REQUEUE};
+use super::requeue::{DELETION_POLL, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler};
 
@@ -87,7 +87,7 @@ pub async fn run(
             reason::GARDENER_SHOOT_DELETED,
             "Runtime shoot deletion started",
         );
-        return Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)));
+        return Ok(Deleted::Pending(Action::requeue(DELETION_POLL)));
     }
 
     if let Some(grace) = reconciler.ctx.settings.runtime.deletion_grace_period
@@ -128,7 +128,7 @@ pub async fn run(
                 reason::GARDENER_SHOOT_DELETED,
                 "Runtime shoot deletion started",
             );
-            Ok(Deleted::Pending(Action::requeue(SAFETY_REQUEUE)))
+            Ok(Deleted::Pending(Action::requeue(DELETION_POLL)))
         }
         Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {
             finalize(reconciler, runtime).await
@@ -199,7 +199,7 @@ async fn delete_gardener_cluster(
         reason::GARDENER_CLUSTER_CR_DELETED,
         "Runtime shoot deletion started",
     );
-    Ok(Some(Action::requeue(SAFETY_REQUEUE)))
+    Ok(Some(Action::requeue(DELETION_POLL)))
 }
 
 /// Whether a Shoot is the one of the runtime `runtime_id`: its runtime-id annotation names

@@ -7,6 +7,11 @@ use crate::records::Backoff;
 /// Requeue while something progresses without an event we watch (safety net only: Shoot and
 /// GardenerCluster changes arrive as events).
 pub const SAFETY_REQUEUE: Duration = Duration::from_secs(300);
+/// Requeue while a deletion step waits for its GardenerCluster or Shoot to be gone. The event
+/// that ends the wait can be lost: a watch that relists after a gap (an apiserver restart, an
+/// etcd compaction) shows what exists, not what vanished meanwhile. Deletions are few, so
+/// looking again this often costs little.
+pub const DELETION_POLL: Duration = Duration::from_secs(30);
 /// Requeue after a transient API error (the per-object backoff grows from here).
 pub const RETRY: Duration = Duration::from_secs(5);
 /// Requeue after an error that needs a change of input (a spec change triggers earlier).
