@@ -40,6 +40,9 @@ pub struct Program {
     pub ready_path: &'static str,
     /// Whether its webhook configurations (deploy/webhook/webhooks.yaml) get registered.
     pub webhooks: bool,
+    /// Its Deployment manifest, relative to the repository root: the program runs with the
+    /// manifest's literal environment (thread and malloc-arena bounds, log filter).
+    pub deployment: &'static str,
 }
 
 impl Program {
@@ -82,6 +85,7 @@ pub const PROGRAMS: &[Program] = &[
             ]
         },
         ready_path: "/readyz",
+        deployment: "deploy/webhook/deployment.yaml",
         webhooks: true,
     },
     Program {
@@ -106,6 +110,7 @@ pub const PROGRAMS: &[Program] = &[
             ]
         },
         ready_path: "/readyz",
+        deployment: "deploy/controller/deployment.yaml",
         webhooks: false,
     },
 ];
@@ -168,8 +173,14 @@ pub async fn start(
     let log = dir.join(format!("{}.log", program.binary));
     let mut args = (program.args)(&wiring);
     args.extend(extra.iter().cloned());
-    let mut proc =
-        ManagedProcess::spawn(program.binary, &bin, &args, &[("RUST_LOG", "info")], &log)?;
+    let manifest = std::fs::read_to_string(crate::testenv::repo_root().join(program.deployment))
+        .with_context(|| format!("reading {}", program.deployment))?;
+    let deployment_env = deployment_env(&manifest)?;
+    let envs: Vec<(&str, &str)> = deployment_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut proc = ManagedProcess::spawn(program.binary, &bin, &args, &envs, &log)?;
     let admin = SocketAddr::from(([127, 0, 0, 1], wiring.admin_port));
     let ready = wait::until(
         &format!("{} {}", program.binary, program.ready_path),
@@ -287,4 +298,84 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, Stri
         .and_then(|c| c.parse().ok())
         .context("no HTTP status")?;
     Ok((status, text))
+}
+
+/// The environment a Deployment manifest gives its first container, literal values only
+/// (entries with `valueFrom` need a Pod). `make run`, `make soak` and `make bench-controller`
+/// start a program with its Deployment's environment, so what they measure is what the manifest
+/// ships (`TOKIO_WORKER_THREADS`, `MALLOC_ARENA_MAX`).
+pub fn deployment_env(manifest: &str) -> crate::testenv::Result<Vec<(String, String)>> {
+    let docs = crate::fixtures::yaml_documents(manifest)?;
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .ok_or_else(|| {
+            crate::testenv::TestEnvError::Other("no Deployment in the manifest".into())
+        })?;
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    Ok(env
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_env_takes_the_literal_values_of_the_first_container() {
+        let manifest = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: x}
+---
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: manager
+          env:
+            - name: POD_NAMESPACE
+              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+            - {name: MALLOC_ARENA_MAX, value: "2"}
+            - {name: RUST_LOG, value: info}
+        - name: sidecar
+          env: [{name: OTHER, value: "1"}]
+"#;
+        assert_eq!(
+            deployment_env(manifest).unwrap(),
+            vec![
+                ("MALLOC_ARENA_MAX".to_owned(), "2".to_owned()),
+                ("RUST_LOG".to_owned(), "info".to_owned())
+            ]
+        );
+        assert!(deployment_env("kind: Service").is_err());
+    }
+
+    #[test]
+    fn the_controller_deployment_bounds_threads_and_malloc_arenas() {
+        let manifest = std::fs::read_to_string(
+            crate::testenv::repo_root().join("deploy/controller/deployment.yaml"),
+        )
+        .unwrap();
+        let env = deployment_env(&manifest).unwrap();
+        for (name, value) in [("TOKIO_WORKER_THREADS", "2"), ("MALLOC_ARENA_MAX", "2")] {
+            assert!(
+                env.contains(&(name.to_owned(), value.to_owned())),
+                "{name}={value} in {env:?}"
+            );
+        }
+    }
 }
