@@ -365,17 +365,21 @@ spec:
     }
 
     #[test]
-    fn the_controller_deployment_bounds_threads_and_malloc_arenas() {
-        let manifest = std::fs::read_to_string(
-            crate::testenv::repo_root().join("deploy/controller/deployment.yaml"),
-        )
-        .unwrap();
-        let env = deployment_env(&manifest).unwrap();
-        for (name, value) in [("TOKIO_WORKER_THREADS", "2"), ("MALLOC_ARENA_MAX", "2")] {
-            assert!(
-                env.contains(&(name.to_owned(), value.to_owned())),
-                "{name}={value} in {env:?}"
-            );
+    fn the_deployments_bound_threads_and_malloc_arenas() {
+        let controller = [("TOKIO_WORKER_THREADS", "2"), ("MALLOC_ARENA_MAX", "2")];
+        let webhook = [("TOKIO_WORKER_THREADS", "2")];
+        for (manifest, bounds) in [
+            ("deploy/controller/deployment.yaml", &controller[..]),
+            ("deploy/webhook/deployment.yaml", &webhook[..]),
+        ] {
+            let text = std::fs::read_to_string(crate::testenv::repo_root().join(manifest)).unwrap();
+            let env = deployment_env(&text).unwrap();
+            for (name, value) in bounds {
+                assert!(
+                    env.contains(&((*name).to_owned(), (*value).to_owned())),
+                    "{manifest}: {name}={value} in {env:?}"
+                );
+            }
         }
     }
 }
