@@ -5,7 +5,7 @@
 //!
 //! 1. **controller**: the release `kim-controller` binary runs as its own process (so its peak
 //!    RSS, VmHWM, is its own), with the literal environment of `deploy/controller/deployment.yaml`
-//!    (`MALLOC_ARENA_MAX`), for a fresh KCP namespace and a fresh Gardener project. N Runtimes
+//!    (`TOKIO_WORKER_THREADS`, `MALLOC_ARENA_MAX`), for a fresh KCP namespace and a fresh Gardener project. N Runtimes
 //!    (the upstream sample with unique names, runtime IDs and Shoot names) are created with
 //!    `KIM_BENCH_CONCURRENCY` (32) requests in flight; the clock stops when a watch has seen all N
 //!    `Ready` with `observedGeneration == generation`. Gardener requests are read from the
@@ -60,7 +60,7 @@ use kim_shared::names;
 use kim_tests::bench::{load_average, proc_status_kib, write_doc_block};
 use kim_tests::controller::{audit_secret_names, sample_runtime, shoot_name};
 use kim_tests::fixtures;
-use kim_tests::programs::deployment_env;
+use kim_tests::programs;
 use kim_tests::testenv::process::{ManagedProcess, free_port};
 use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -552,11 +552,9 @@ async fn controller_run(
         "--log-format=json".into(),
         "--log-level=info,kube=warn".into(),
     ];
-    // The Deployment's environment (MALLOC_ARENA_MAX), so the peak RSS is the shipped one's.
-    let deployment =
-        std::fs::read_to_string(repo_root().join("deploy/controller/deployment.yaml"))?;
-    let deployment_env = deployment_env(&deployment)?;
-    let envs: Vec<(&str, &str)> = deployment_env
+    // The Deployment's environment, so the peak RSS is the shipped configuration's.
+    let environment = programs::CONTROLLER.environment()?;
+    let envs: Vec<(&str, &str)> = environment
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();

@@ -46,6 +46,13 @@ pub struct Program {
 }
 
 impl Program {
+    /// The literal environment of its Deployment manifest ([`deployment_env`]).
+    pub fn environment(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let manifest = std::fs::read_to_string(crate::testenv::repo_root().join(self.deployment))
+            .with_context(|| format!("reading {}", self.deployment))?;
+        Ok(deployment_env(&manifest)?)
+    }
+
     /// Where its `/metrics` is served.
     pub fn metrics_addr(&self, w: &Wiring) -> SocketAddr {
         let port = if self.webhooks { w.admin_port } else { w.port };
@@ -173,10 +180,8 @@ pub async fn start(
     let log = dir.join(format!("{}.log", program.binary));
     let mut args = (program.args)(&wiring);
     args.extend(extra.iter().cloned());
-    let manifest = std::fs::read_to_string(crate::testenv::repo_root().join(program.deployment))
-        .with_context(|| format!("reading {}", program.deployment))?;
-    let deployment_env = deployment_env(&manifest)?;
-    let envs: Vec<(&str, &str)> = deployment_env
+    let environment = program.environment()?;
+    let envs: Vec<(&str, &str)> = environment
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
@@ -368,16 +373,13 @@ spec:
     fn the_deployments_bound_threads_and_malloc_arenas() {
         let controller = [("TOKIO_WORKER_THREADS", "2"), ("MALLOC_ARENA_MAX", "2")];
         let webhook = [("TOKIO_WORKER_THREADS", "2")];
-        for (manifest, bounds) in [
-            ("deploy/controller/deployment.yaml", &controller[..]),
-            ("deploy/webhook/deployment.yaml", &webhook[..]),
-        ] {
-            let text = std::fs::read_to_string(crate::testenv::repo_root().join(manifest)).unwrap();
-            let env = deployment_env(&text).unwrap();
+        for (program, bounds) in [(CONTROLLER, &controller[..]), (WEBHOOK, &webhook[..])] {
+            let env = program.environment().unwrap();
             for (name, value) in bounds {
                 assert!(
                     env.contains(&((*name).to_owned(), (*value).to_owned())),
-                    "{manifest}: {name}={value} in {env:?}"
+                    "{}: {name}={value} in {env:?}",
+                    program.deployment
                 );
             }
         }
