@@ -315,6 +315,17 @@ impl Metrics {
             .inc();
     }
 
+    /// Records one reconcile of a reconciler whose results are `success` or `error`.
+    pub fn observe_reconcile_result<T, E>(
+        &self,
+        controller: &str,
+        result: &Result<T, E>,
+        took: Duration,
+    ) {
+        let outcome = if result.is_ok() { "success" } else { "error" };
+        self.observe_reconcile(controller, outcome, took);
+    }
+
     /// Sets the queue depth of a controller.
     pub fn set_queue_depth(&self, controller: &str, depth: usize) {
         self.queue_depth

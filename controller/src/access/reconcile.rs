@@ -141,11 +141,10 @@ pub async fn reconcile(
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }
-    let outcome = if result.is_ok() { "success" } else { "error" };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     result
 }
 

@@ -157,11 +157,10 @@ pub async fn reconcile(
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(outcome) => finalizer_result(outcome),
     };
-    let outcome = if result.is_ok() { "success" } else { "error" };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }

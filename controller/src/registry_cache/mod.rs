@@ -179,9 +179,8 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::Timeout),
     };
-    let outcome = if result.is_ok() { "success" } else { "error" };
     ctx.metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     result
 }
 
