@@ -24,6 +24,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::Shutdown;
+use crate::runtime::runtime_cache::CachedRuntime;
 
 /// What went wrong, with the step that failed (it decides the condition's reason).
 #[derive(Debug, thiserror::Error)]
@@ -255,7 +256,7 @@ pub async fn watch_config(
     kcp: Client,
     kcp_namespace: String,
     settings: Settings,
-    runtimes: Store<Runtime>,
+    runtimes: Store<CachedRuntime>,
     shutdown: Shutdown,
 ) {
     let watched = settings.watched();
@@ -316,7 +317,7 @@ pub async fn watch_config(
 
 /// Sets the force-patch annotation on every Runtime that is not being deleted and has not got
 /// it yet.
-async fn force_patch_all(kcp: &Client, runtimes: &Store<Runtime>) {
+async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
     let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
     for rt in runtimes.state() {
         if rt.metadata.deletion_timestamp.is_some()

@@ -19,6 +19,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::Reconciler;
+use super::runtime_cache::CachedRuntime;
 use crate::Shutdown;
 use crate::context::Context;
 
@@ -96,7 +97,11 @@ pub async fn addresses(
 /// Watches the ACL ConfigMap until `shutdown`; when its data changes after it was first seen,
 /// every Runtime of `runtimes` that asks for an ACL gets the force-patch annotation. The first
 /// sight only records the data: a (re)start must not patch every Shoot.
-pub async fn watch_config_map(ctx: Arc<Context>, runtimes: Store<Runtime>, shutdown: Shutdown) {
+pub async fn watch_config_map(
+    ctx: Arc<Context>,
+    runtimes: Store<CachedRuntime>,
+    shutdown: Shutdown,
+) {
     let Some(name) = ctx.config.acl_config_map_name().map(str::to_owned) else {
         return;
     };
@@ -132,10 +137,11 @@ pub async fn watch_config_map(ctx: Arc<Context>, runtimes: Store<Runtime>, shutd
 }
 
 /// Sets the force-patch annotation on every Runtime that asks for an ACL and has not got it.
-async fn force_patch(ctx: &Context, runtimes: &Store<Runtime>) {
+async fn force_patch(ctx: &Context, runtimes: &Store<CachedRuntime>) {
     let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
     for rt in runtimes.state() {
-        if !acl_requested(&rt)
+        // A spec that does not decode fails its own reconcile; it asks for nothing here.
+        if !rt.to_runtime().is_ok_and(|full| acl_requested(&full))
             || rt.metadata.deletion_timestamp.is_some()
             || rt.annotations().get(key).is_some_and(|v| v == "true")
         {

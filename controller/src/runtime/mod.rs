@@ -18,6 +18,7 @@ pub mod oidc;
 pub mod reconcile;
 pub mod registry_cache;
 pub mod requeue;
+pub mod runtime_cache;
 pub mod seed;
 pub mod shoot_cache;
 pub mod status;
@@ -39,6 +40,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
+use runtime_cache::CachedRuntime;
 use serde_json::json;
 use shoot_cache::CachedShoot;
 use tracing::Instrument;
@@ -67,6 +69,10 @@ pub enum Error {
     /// A Shoot or status could not be serialized (a bug).
     #[error("cannot serialize: {0}")]
     Serialize(serde_json::Error),
+    /// The cached spec does not decode into a Runtime (the CRD's schema admitted something this
+    /// controller cannot read).
+    #[error("cannot read the Runtime's spec: {0}")]
+    Spec(serde_json::Error),
 }
 
 impl Error {
@@ -78,7 +84,7 @@ impl Error {
     fn kind(&self) -> classify::ApiErrorKind {
         match self {
             Self::Api { source, .. } => classify::classify(source),
-            Self::Serialize(_) => classify::ApiErrorKind::Permanent,
+            Self::Serialize(_) | Self::Spec(_) => classify::ApiErrorKind::Permanent,
         }
     }
 }
@@ -145,9 +151,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
 
     // Watch caches without managedFields: they are most of an object's size.
-    let (rt_store, rt_writer) = reflector::store::<Runtime>();
+    let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
     let runtimes = watcher(
-        Api::<Runtime>::namespaced(ctx.kcp.clone(), &ns),
+        Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
         watcher::Config::default().page_size(LIST_PAGE_SIZE),
     )
     .default_backoff()
@@ -297,21 +303,43 @@ fn caches_ready(
     .shared()
 }
 
-fn runtime_ref(records: &Records<RuntimeRecord>, runtime_id: &str, ns: &str) -> ObjectRef<Runtime> {
+/// The runtime ID label, or the Runtime's name when the label is missing.
+fn runtime_id(runtime: &impl Resource) -> String {
+    runtime
+        .labels()
+        .get(names::LABEL_RUNTIME_ID)
+        .cloned()
+        .unwrap_or_else(|| runtime.name_any())
+}
+
+fn runtime_ref(
+    records: &Records<RuntimeRecord>,
+    runtime_id: &str,
+    ns: &str,
+) -> ObjectRef<CachedRuntime> {
     let name = records
         .key_of(runtime_id)
         .unwrap_or_else(|| runtime_id.to_owned());
     ObjectRef::new(&name).within(ns)
 }
 
-async fn reconcile(runtime: Arc<Runtime>, reconciler: Arc<Reconciler>) -> Result<Action, Error> {
-    let runtime_id = reconciler.runtime_id(&runtime);
-    let span = tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %runtime.spec.shoot.name);
+async fn reconcile(
+    cached: Arc<CachedRuntime>,
+    reconciler: Arc<Reconciler>,
+) -> Result<Action, Error> {
+    let runtime_id = runtime_id(&*cached);
+    let span =
+        tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %cached.shoot_name());
     reconciler.in_flight.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
-    let result = reconcile_inner(&runtime, &reconciler, &runtime_id)
-        .instrument(span)
-        .await;
+    let result = match cached.to_runtime() {
+        Ok(runtime) => {
+            reconcile_inner(&runtime, &reconciler, &runtime_id)
+                .instrument(span)
+                .await
+        }
+        Err(e) => Err(Error::Spec(e)),
+    };
     reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
     let outcome = match &result {
         Ok(_) => "success",
@@ -327,16 +355,16 @@ async fn reconcile(runtime: Arc<Runtime>, reconciler: Arc<Reconciler>) -> Result
         .metrics
         .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     if let Ok(action) = &result {
-        reconciler.records.succeeded(&runtime.name_any());
+        reconciler.records.succeeded(&cached.name_any());
         let scheduled = *action != Action::await_change();
         // A Runtime that was finalized has no record any more and needs no requeue.
         if scheduled
             || reconciler
                 .records
-                .read(&runtime.name_any(), |_| ())
+                .read(&cached.name_any(), |_| ())
                 .is_some()
         {
-            reconciler.set_scheduled(&runtime, scheduled);
+            reconciler.set_scheduled(&*cached, scheduled);
         }
     }
     reconciler.publish_queue_depth();
@@ -376,20 +404,20 @@ async fn reconcile_inner(
     Ok(action)
 }
 
-fn error_policy(runtime: Arc<Runtime>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
+fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
     let failures = reconciler.records.failed(&runtime.name_any());
-    let runtime_id = reconciler.runtime_id(&runtime);
+    let runtime_id = runtime_id(&*runtime);
     match err.kind() {
         classify::ApiErrorKind::Conflict => {
-            tracing::info!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, "conflict; retrying with fresh data");
+            tracing::info!(runtime_id, shoot = %runtime.shoot_name(), error = %err, "conflict; retrying with fresh data");
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
             let delay = BACKOFF.jittered(failures, rand::random::<f64>());
             if kind == classify::ApiErrorKind::Permanent {
-                tracing::error!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed");
+                tracing::error!(runtime_id, shoot = %runtime.shoot_name(), error = %err, retry_in = ?delay, "reconcile failed");
             } else {
-                tracing::warn!(runtime_id, shoot = %runtime.spec.shoot.name, error = %err, retry_in = ?delay, "reconcile failed; retrying");
+                tracing::warn!(runtime_id, shoot = %runtime.shoot_name(), error = %err, retry_in = ?delay, "reconcile failed; retrying");
             }
             Action::requeue(delay)
         }
@@ -399,10 +427,7 @@ fn error_policy(runtime: Arc<Runtime>, err: &Error, reconciler: Arc<Reconciler>)
 impl Reconciler {
     /// The runtime ID label, or the Runtime's name when the label is missing.
     pub fn runtime_id(&self, runtime: &Runtime) -> String {
-        runtime
-            .runtime_id()
-            .map(str::to_owned)
-            .unwrap_or_else(|| runtime.name_any())
+        runtime_id(runtime)
     }
 
     /// Runtimes in the Runtime's namespace.
@@ -637,7 +662,7 @@ impl Reconciler {
 
     /// Runs `f` on the Runtime's record; a record of an earlier object of the same name is
     /// replaced by an empty one first.
-    fn record<T>(&self, runtime: &Runtime, f: impl FnOnce(&mut RuntimeRecord) -> T) -> T {
+    fn record<T>(&self, runtime: &impl Resource, f: impl FnOnce(&mut RuntimeRecord) -> T) -> T {
         let uid = runtime.uid().unwrap_or_default();
         self.records.with(&runtime.name_any(), |record| {
             if record.uid != uid {
@@ -653,7 +678,7 @@ impl Reconciler {
         })
     }
 
-    fn set_scheduled(&self, runtime: &Runtime, scheduled: bool) {
+    fn set_scheduled(&self, runtime: &impl Resource, scheduled: bool) {
         let was = self.record(runtime, |record| {
             std::mem::replace(&mut record.scheduled, scheduled)
         });

@@ -1,0 +1,160 @@
+//! The Runtime as the Runtime reconciler keeps it in its watch cache.
+//!
+//! The cache holds every Runtime of the namespace for the life of the process, and the spec is
+//! most of a Runtime: decoded into [`RuntimeSpec`], the AWS sample (`config/samples/`) takes
+//! about 3.8 KB of heap (its worker pool is Gardener's whole `Worker` shape, mostly inline
+//! options), its compact JSON text about 1.1 KB. [`CachedRuntime`] keeps the metadata and the
+//! status decoded (the reconciler's routing, records and status decisions read them) and the
+//! spec as text; a reconcile decodes the spec once ([`CachedRuntime::to_runtime`]), some tens
+//! of microseconds against the requests it makes. A spec that does not decode fails that
+//! Runtime's reconcile, not the watch of all Runtimes.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::api::{Runtime, RuntimeSpec, RuntimeStatus};
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+
+/// What the watch cache keeps of a Runtime.
+#[derive(Clone, Debug)]
+pub struct CachedRuntime {
+    /// The Runtime's metadata (managedFields are dropped when cached).
+    pub metadata: ObjectMeta,
+    /// The spec's compact JSON text.
+    spec: Box<str>,
+    /// `spec.shoot.name` (empty when missing), for log lines that have no decoded spec.
+    shoot_name: Box<str>,
+    /// The status as stored.
+    pub status: Option<RuntimeStatus>,
+}
+
+impl<'de> Deserialize<'de> for CachedRuntime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: serde_json::Value,
+            #[serde(default)]
+            status: Option<RuntimeStatus>,
+        }
+        let wire = Wire::deserialize(d)?;
+        let shoot_name = wire
+            .spec
+            .pointer("/shoot/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .into();
+        let spec = serde_json::to_string(&wire.spec)
+            .map_err(serde::de::Error::custom)?
+            .into_boxed_str();
+        Ok(Self {
+            metadata: wire.metadata,
+            spec,
+            shoot_name,
+            status: wire.status,
+        })
+    }
+}
+
+impl CachedRuntime {
+    /// The whole Runtime, its spec decoded from the cached text.
+    pub fn to_runtime(&self) -> Result<Runtime, serde_json::Error> {
+        let spec: RuntimeSpec = serde_json::from_str(&self.spec)?;
+        Ok(Runtime {
+            metadata: self.metadata.clone(),
+            spec,
+            status: self.status.clone(),
+        })
+    }
+
+    /// `spec.shoot.name`, empty when missing.
+    pub fn shoot_name(&self) -> &str {
+        &self.shoot_name
+    }
+}
+
+impl Resource for CachedRuntime {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Runtime::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        Runtime::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        Runtime::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Runtime::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> serde_json::Value {
+        let text = include_str!("../../../config/samples/runtime-aws.yaml");
+        let mut value: serde_json::Value = serde_yaml_ng::from_str(text).unwrap();
+        value["status"] = serde_json::json!({
+            "state": "Ready", "observedGeneration": 2, "provisioningCompleted": true,
+            "conditions": [{"type": "Provisioned", "status": "True", "reason": "ConfigurationCompleted",
+                "message": "Runtime processing completed successfully",
+                "lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": 2}]
+        });
+        value
+    }
+
+    #[test]
+    fn the_cached_runtime_is_the_runtime_as_decoded_whole() {
+        let value = sample();
+        let full: Runtime = serde_json::from_value(value.clone()).unwrap();
+        let cached: CachedRuntime = serde_json::from_str(&value.to_string()).unwrap();
+        assert_eq!(cached.to_runtime().unwrap(), full);
+        assert_eq!(cached.shoot_name(), full.spec.shoot.name);
+        assert!(!cached.shoot_name().is_empty());
+        // Decoded from a borrowed text too (what the watch does) and from a value.
+        let from_value: CachedRuntime = serde_json::from_value(value).unwrap();
+        assert_eq!(from_value.to_runtime().unwrap(), full);
+    }
+
+    #[test]
+    fn the_spec_is_kept_as_its_compact_text() {
+        let value = sample();
+        let cached: CachedRuntime = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&cached.spec).unwrap(),
+            value["spec"]
+        );
+        assert!(!cached.spec.contains(char::is_whitespace));
+    }
+
+    #[test]
+    fn a_spec_that_does_not_decode_fails_its_runtime_not_the_cache() {
+        let mut value = sample();
+        value["spec"]["shoot"]["provider"]["workers"] = serde_json::json!("not a list");
+        let cached: CachedRuntime = serde_json::from_value(value).unwrap();
+        let err = cached.to_runtime().unwrap_err().to_string();
+        assert!(err.contains("invalid type"), "{err}");
+        assert_eq!(
+            cached.metadata.name.as_deref(),
+            Some("dbfd7ad6-b625-4bf2-9718-c1dbf22a7b94")
+        );
+    }
+}
