@@ -98,6 +98,14 @@ pub struct ServeArgs {
         default_value_t = 32
     )]
     pub http2_max_concurrent_streams: u32,
+    /// Reviews larger than 64 KiB decoded and checked at the same time; the others wait, their
+    /// bodies read. Typing a review takes several times its size in memory.
+    #[arg(
+        long,
+        env = "KIM_WEBHOOK_MAX_CONCURRENT_LARGE_REVIEWS",
+        default_value_t = 2
+    )]
+    pub max_concurrent_large_reviews: usize,
     /// Time a client has for the TLS handshake.
     #[arg(long, env = "KIM_WEBHOOK_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub tls_handshake_timeout: Duration,
@@ -311,6 +319,7 @@ impl ServeArgs {
             max_requests_in_flight: self.max_requests_in_flight,
             max_buffered_request_bytes: self.max_buffered_request_bytes,
             http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            max_concurrent_large_reviews: self.max_concurrent_large_reviews,
         }
     }
 }
@@ -386,6 +395,10 @@ mod tests {
         assert_eq!(
             limits.http2_max_concurrent_streams,
             defaults.http2_max_concurrent_streams
+        );
+        assert_eq!(
+            limits.max_concurrent_large_reviews,
+            defaults.max_concurrent_large_reviews
         );
         assert!(
             a.certs

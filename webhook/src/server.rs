@@ -64,6 +64,12 @@ pub struct Limits {
     pub max_buffered_request_bytes: usize,
     /// Concurrent streams per HTTP/2 connection.
     pub http2_max_concurrent_streams: u32,
+    /// Reviews with a body larger than 64 KiB decoded and checked at the same time; the others
+    /// wait with their bodies read (and reserved in the buffer budget). Typing a review takes
+    /// several times its text in memory; this bounds how much is being typed whatever the
+    /// number of executor threads (the allocator's cached free memory still grows with them,
+    /// see `docs/webhook.md`, Limits).
+    pub max_concurrent_large_reviews: usize,
 }
 
 impl Default for Limits {
@@ -76,6 +82,7 @@ impl Default for Limits {
             max_requests_in_flight: 1024,
             max_buffered_request_bytes: 16 * 1024 * 1024,
             http2_max_concurrent_streams: 32,
+            max_concurrent_large_reviews: 2,
         }
     }
 }
@@ -109,6 +116,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Request body bytes that may still be buffered (`limits.max_buffered_request_bytes`).
     body_budget: Arc<Semaphore>,
+    /// Large reviews that may still start being typed (`limits.max_concurrent_large_reviews`).
+    large_reviews: Semaphore,
 }
 
 impl AppState {
@@ -132,6 +141,7 @@ impl AppState {
             max_body_bytes,
             draining: AtomicBool::new(false),
             body_budget: budget(&limits, max_body_bytes),
+            large_reviews: Semaphore::new(limits.max_concurrent_large_reviews.max(1)),
             limits,
         }
     }
@@ -140,6 +150,7 @@ impl AppState {
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.body_budget = budget(&limits, self.max_body_bytes);
+        self.large_reviews = Semaphore::new(limits.max_concurrent_large_reviews.max(1));
         self.limits = limits;
         self
     }
@@ -149,6 +160,13 @@ impl AppState {
     pub fn buffered_request_bytes(&self) -> usize {
         self.budget_size()
             .saturating_sub(self.body_budget.available_permits())
+    }
+
+    /// Waits for and takes one turn to type a large review, as a request with a body above
+    /// 64 KiB does before it is decoded; `None` only if the turns are closed. While it is held,
+    /// such requests wait (the tests show the bound so).
+    pub async fn large_review_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.large_reviews.acquire().await.ok()
     }
 
     /// Permits of the buffer budget: never below one largest body, so that every body can
@@ -251,6 +269,17 @@ fn admission_route(
             let body = match body {
                 Ok(b) => b,
                 Err(r) => return rejected(&state, r),
+            };
+            // A large review waits for its turn before it is typed: typing takes several
+            // times the body in memory, and the turns bound how many are typed at once
+            // whatever the executor's thread count. A usual review never waits.
+            let _turn = if body.len() > UNRESERVED_BODY_BYTES {
+                match state.large_reviews.acquire().await {
+                    Ok(turn) => Some(turn),
+                    Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                }
+            } else {
+                None
             };
             let started = std::time::Instant::now();
             // Inline on the executor: the work is tens of microseconds, less than a hop to the

@@ -391,6 +391,63 @@ async fn bodies_in_memory_are_bounded_by_the_budget() {
     );
 }
 
+#[tokio::test]
+async fn large_reviews_are_typed_a_bounded_number_at_a_time() {
+    let s = start(
+        short(|l| l.max_concurrent_large_reviews = 1),
+        DEFAULT_MAX_REQUEST_BYTES,
+        None,
+    )
+    .await;
+    // A Runtime review of about 200 KiB (an annotation carries the bulk).
+    let review = |size: usize| {
+        let object = json!({"apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "Runtime",
+            "metadata": {"name": "r", "namespace": "kcp-system", "annotations": {"big": "x".repeat(size)}}});
+        Bytes::from(
+            serde_json::to_vec(&json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u", "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+                    "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+                    "operation": "CREATE", "userInfo": {"username": "keb"}, "object": object}
+            }))
+            .unwrap(),
+        )
+    };
+    let conn = || async {
+        client::Conn::connect(
+            s.https,
+            "localhost",
+            client::tls_config(&s.ca_pem, &[b"h2"]),
+        )
+        .await
+        .unwrap()
+    };
+    // The only turn is taken: a large review is read but waits to be typed.
+    let turn = s.state.large_review_turn().await.unwrap();
+    let mut c = conn().await;
+    let large = c.post("/validate/runtime", review(200 * 1024));
+    tokio::pin!(large);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut large)
+            .await
+            .is_err(),
+        "a large review waits for its turn"
+    );
+    // A usual review does not wait for one.
+    let mut c2 = conn().await;
+    let small = tokio::time::timeout(PATIENCE, c2.post("/validate/runtime", review(1024))).await;
+    assert!(
+        matches!(&small, Ok(Ok(r)) if r.status == 200),
+        "a usual review is answered meanwhile"
+    );
+    drop(turn);
+    let large = tokio::time::timeout(PATIENCE, large).await;
+    assert!(
+        matches!(&large, Ok(Ok(r)) if r.status == 200),
+        "the large review is answered once the turn is free"
+    );
+}
+
 /// A CA (PEM) and a client certificate signed by it (PEM chain, PEM key).
 fn client_pki() -> (String, String, String) {
     use rcgen::{
