@@ -11,7 +11,7 @@ use hyper::body::Bytes;
 use kim_certs::CertResolver;
 use kim_webhook::server::{DEFAULT_MAX_REQUEST_BYTES, Limits};
 use rustls::pki_types::ServerName;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -265,13 +265,7 @@ async fn the_default_body_limit_fits_the_largest_review_and_no_more() {
     let bare = serde_json::to_vec(&object).unwrap().len();
     object["metadata"]["annotations"]["big"] = json!("x".repeat(1536 * 1024 - bare));
     assert_eq!(serde_json::to_vec(&object).unwrap().len(), 1536 * 1024);
-    let review = serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "u", "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-            "operation": "UPDATE", "userInfo": {"username": "keb"}, "object": object, "oldObject": object}
-    }))
-    .unwrap();
+    let review = runtime_review("UPDATE", &object, Some(&object));
     assert!(review.len() > 3 << 20 && review.len() <= DEFAULT_MAX_REQUEST_BYTES);
     let mut c = client::Conn::connect(
         s.https,
@@ -391,6 +385,17 @@ async fn bodies_in_memory_are_bounded_by_the_budget() {
     );
 }
 
+/// An AdmissionReview of a Runtime `object` (and `old`) as the apiserver sends it.
+fn runtime_review(operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "operation": operation, "userInfo": {"username": "keb"}, "object": object, "oldObject": old}
+    }))
+    .unwrap()
+}
+
 #[tokio::test]
 async fn large_reviews_are_typed_a_bounded_number_at_a_time() {
     let s = start(
@@ -399,19 +404,11 @@ async fn large_reviews_are_typed_a_bounded_number_at_a_time() {
         None,
     )
     .await;
-    // A Runtime review of about 200 KiB (an annotation carries the bulk).
+    // A Runtime review of `size` bytes and more (an annotation carries the bulk).
     let review = |size: usize| {
         let object = json!({"apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "Runtime",
             "metadata": {"name": "r", "namespace": "kcp-system", "annotations": {"big": "x".repeat(size)}}});
-        Bytes::from(
-            serde_json::to_vec(&json!({
-                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "request": {"uid": "u", "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-                    "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-                    "operation": "CREATE", "userInfo": {"username": "keb"}, "object": object}
-            }))
-            .unwrap(),
-        )
+        Bytes::from(runtime_review("CREATE", &object, None))
     };
     let conn = || async {
         client::Conn::connect(
