@@ -502,23 +502,163 @@ where
 
 /// Whether the shoot cluster has a ClusterRoleBinding managed by the infrastructure manager
 /// that binds `cluster-admin` to `admin`.
+///
+/// All tests share one shoot cluster, and every Runtime that reaches `Ready` makes its own
+/// administrators the only bound ones there, so a binding seen now may be gone a moment later.
+/// To show that a controller bound or unbound an administrator, use [`AdminBindings`] with an
+/// administrator no other test names.
 pub async fn admin_bound(env: &TestEnv, admin: &str) -> Result<bool> {
     use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
     let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
-    let selector = format!(
-        "{}={}",
-        kim_shared::names::LABEL_RECONCILER_MANAGED_BY,
-        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-    );
+    let selector = admin_selector();
     Ok(crbs
         .list(&kube::api::ListParams::default().labels(&selector))
         .await?
         .items
         .iter()
-        .any(|b| {
-            b.role_ref.name == "cluster-admin"
-                && b.subjects.iter().flatten().any(|s| s.name == admin)
-        }))
+        .any(|b| binds_admin(b, admin)))
+}
+
+fn admin_selector() -> String {
+    format!(
+        "{}={}",
+        kim_shared::names::LABEL_RECONCILER_MANAGED_BY,
+        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    )
+}
+
+fn binds_admin(b: &k8s_openapi::api::rbac::v1::ClusterRoleBinding, admin: &str) -> bool {
+    b.role_ref.name == "cluster-admin" && b.subjects.iter().flatten().any(|s| s.name == admin)
+}
+
+/// Records, from the moment it starts, every administrator binding created in and deleted from
+/// the shared shoot cluster. Other tests' Runtimes rebind their administrators and unbind
+/// everyone else's at any time, so what a test can attribute to its own controller is the
+/// creation of a binding for an administrator only its Runtime names, and that binding's
+/// deletion.
+pub struct AdminBindings {
+    events: std::sync::Arc<std::sync::Mutex<Vec<AdminEvent>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Clone, Debug)]
+struct AdminEvent {
+    deleted: bool,
+    name: String,
+    admins: Vec<String>,
+}
+
+impl AdminBindings {
+    /// Starts watching; returns once the watch has listed the bindings that exist now.
+    pub async fn start(env: &TestEnv) -> Result<Self> {
+        use futures::StreamExt;
+        use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let crbs: Api<ClusterRoleBinding> = Api::all(env.shoot_client().await?);
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+        let sink = events.clone();
+        let task = tokio::spawn(async move {
+            let mut listed = Some(listed_tx);
+            let mut stream = std::pin::pin!(
+                watcher(crbs, watcher::Config::default().labels(&admin_selector()))
+                    .default_backoff()
+            );
+            while let Some(ev) = stream.next().await {
+                let (deleted, b) = match ev {
+                    Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => (false, b),
+                    Ok(watcher::Event::Delete(b)) => (true, b),
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = listed.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(watcher::Event::Init) | Err(_) => continue,
+                };
+                if b.role_ref.name != "cluster-admin" {
+                    continue;
+                }
+                let event = AdminEvent {
+                    deleted,
+                    name: b.metadata.name.clone().unwrap_or_default(),
+                    admins: b
+                        .subjects
+                        .iter()
+                        .flatten()
+                        .map(|s| s.name.clone())
+                        .collect(),
+                };
+                if let Ok(mut v) = sink.lock() {
+                    v.push(event);
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), listed_rx)
+            .await
+            .context("the administrator bindings were not listed within 30s")?
+            .context("the administrator binding watch ended")?;
+        Ok(Self { events, task })
+    }
+
+    fn snapshot(&self) -> Vec<AdminEvent> {
+        self.events.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// The names of the bindings of `admin` seen so far (created, or there when the watch began).
+    pub fn bindings_of(&self, admin: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .snapshot()
+            .into_iter()
+            .filter(|e| !e.deleted && e.admins.iter().any(|a| a == admin))
+            .map(|e| e.name)
+            .collect();
+        names.dedup();
+        names
+    }
+
+    /// Waits until a binding of `admin` has been seen; returns its name.
+    pub async fn wait_bound(&self, admin: &str, timeout: Duration) -> Result<String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(name) = self.bindings_of(admin).pop() {
+                return Ok(name);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("no binding of {admin} created within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until every binding of `admin` seen so far has been deleted.
+    pub async fn wait_unbound(&self, admin: &str, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let events = self.snapshot();
+            let bound: Vec<&AdminEvent> = events
+                .iter()
+                .filter(|e| !e.deleted && e.admins.iter().any(|a| a == admin))
+                .collect();
+            ensure!(!bound.is_empty(), "{admin} was never bound");
+            if bound
+                .iter()
+                .all(|b| events.iter().any(|e| e.deleted && e.name == b.name))
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("the binding of {admin} not deleted within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for AdminBindings {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Checks upstream's conditions of a `Ready` Runtime: Provisioned, KubeconfigReady and

@@ -250,7 +250,10 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
 
     // Patch: Processing while the server-side apply fails, Ready after.
     proxy.inject(rule("PATCH", &shoot_path, &faults.patch, None));
-    let patch = serde_json::json!({"spec": {"security": {"administrators": ["second@myorg.com"]}}});
+    // An administrator no other test names: the shoot cluster is shared (see `AdminBindings`).
+    let second = format!("{id}-second@myorg.com");
+    let bindings = AdminBindings::start(env).await?;
+    let patch = json_admins(&second);
     runtimes
         .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
@@ -271,12 +274,9 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     assert!(proxy.served_count("PATCH", &shoot_path, &faults.patch) >= 1);
     proxy.clear();
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
-    eventually(
-        "the new administrator is bound",
-        Duration::from_secs(30),
-        || admin_bound(env, "second@myorg.com"),
-    )
-    .await?;
+    bindings
+        .wait_bound(&second, Duration::from_secs(10))
+        .await?;
 
     // Delete: two failed deletes (Deprovisioned False/GardenerShootDeleted
     // "Gardener API shoot delete error"), then the live read confirming the Shoot is gone fails
@@ -600,11 +600,13 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
         fault: invalid.clone(),
         times: None,
     });
+    let other = format!("{id}-other@myorg.com");
+    let bindings = AdminBindings::start(env).await?;
     runtimes
         .patch(
             &id,
             &PatchParams::default(),
-            &Patch::Merge(json_admins("other@myorg.com")),
+            &Patch::Merge(json_admins(&other)),
         )
         .await?;
     wait_runtime(env, &ns, &id, "permanent patch error", |rt| {
@@ -626,10 +628,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
         .patch(&id, &PatchParams::default(), &Patch::Merge(force))
         .await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
-    eventually("other@ bound", Duration::from_secs(30), || {
-        admin_bound(env, "other@myorg.com")
-    })
-    .await?;
+    bindings.wait_bound(&other, Duration::from_secs(10)).await?;
 
     runtimes.delete(&id, &DeleteParams::default()).await?;
     eventually("Runtime gone", TIMEOUT, || async {

@@ -596,6 +596,9 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     let accesses: Api<RuntimeAccess> = Api::namespaced(env.kcp_client().await?, &ns);
 
+    // An administrator no other test names: the shoot cluster is shared (see `AdminBindings`).
+    let admin = format!("{id}-unreachable@myorg.com");
+    let bindings = AdminBindings::start(env).await?;
     // The runtime cluster goes away; meanwhile its administrators and OIDC change and a
     // RuntimeAccess is requested.
     env.stop_apiserver("shoot-apiserver")?;
@@ -616,7 +619,7 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
             &id,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {
-                "security": {"administrators": ["unreachable@myorg.com"]},
+                "security": {"administrators": [admin]},
                 "shoot": {"kubernetes": {"kubeAPIServer": {"additionalOidcConfig": oidc}}},
             }})),
         )
@@ -667,10 +670,7 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
     env.start_apiserver("shoot-apiserver").await?;
     let back = Instant::now();
     wait_state(env, &ns, &id, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
-    eventually("the new administrator bound", READY_TIMEOUT, || {
-        admin_bound(env, "unreachable@myorg.com")
-    })
-    .await?;
+    bindings.wait_bound(&admin, READY_TIMEOUT).await?;
     let oidcs = openidconnects(env.shoot_client().await?);
     eventually("the OIDC change applied", READY_TIMEOUT, || async {
         Ok(oidcs

@@ -21,7 +21,12 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
     let ns = env.namespace("ctl-life").await?;
     let ctl = start_controller(env, &ns, &[]).await?;
     let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
-    let rt = sample_runtime(&ns, &id)?;
+    // Administrators no other test names: the shoot cluster is shared (see `AdminBindings`).
+    let first_admin = format!("{id}-first@myorg.com");
+    let new_admin = format!("{id}-new@myorg.com");
+    let mut rt = sample_runtime(&ns, &id)?;
+    rt.spec.security.administrators = vec![first_admin.clone()];
+    let bindings = AdminBindings::start(env).await?;
     create(env, &rt).await?;
 
     // Create -> Ready
@@ -58,18 +63,17 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         gc.labels().get(names::LABEL_MANAGED_BY).map(String::as_str),
         Some("infrastructure-manager")
     );
-    let first_admin = rt.spec.security.administrators[0].clone();
-    assert!(
-        admin_bound(env, &first_admin).await?,
-        "admin binding in the shoot cluster"
-    );
+    // Bound before Ready was written; the wait covers only the watch's delay.
+    bindings
+        .wait_bound(&first_admin, Duration::from_secs(10))
+        .await?;
 
     // Update: change administrators, add a worker pool -> Shoot updated, Ready again.
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     let mut extra = rt.spec.shoot.provider.workers[0].clone();
     extra.name = "extra".into();
     let patch = serde_json::json!({"spec": {
-        "security": {"administrators": ["new-admin@myorg.com"]},
+        "security": {"administrators": [new_admin]},
         "shoot": {"provider": {"additionalWorkers": [extra]}}
     }});
     runtimes
@@ -89,15 +93,12 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         pools.contains(&"extra".to_string()),
         "pool added: {pools:?}"
     );
-    eventually(
-        "new admin bound, old removed",
-        Duration::from_secs(30),
-        || async {
-            Ok(admin_bound(env, "new-admin@myorg.com").await?
-                && !admin_bound(env, &first_admin).await?)
-        },
-    )
-    .await?;
+    bindings
+        .wait_bound(&new_admin, Duration::from_secs(10))
+        .await?;
+    bindings
+        .wait_unbound(&first_admin, Duration::from_secs(30))
+        .await?;
 
     // Remove the pool again: a full update drops it (SSA alone would keep it).
     let patch = serde_json::json!({"spec": {"shoot": {"provider": {"additionalWorkers": null}}}});
