@@ -541,11 +541,15 @@ pub struct AdminBindings {
     task: tokio::task::JoinHandle<()>,
 }
 
-#[derive(Clone, Debug)]
 struct AdminEvent {
     deleted: bool,
-    name: String,
-    admins: Vec<String>,
+    binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+}
+
+impl AdminEvent {
+    fn name(&self) -> Option<&str> {
+        self.binding.metadata.name.as_deref()
+    }
 }
 
 impl AdminBindings {
@@ -565,9 +569,17 @@ impl AdminBindings {
                     .default_backoff()
             );
             while let Some(ev) = stream.next().await {
-                let (deleted, b) = match ev {
-                    Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => (false, b),
-                    Ok(watcher::Event::Delete(b)) => (true, b),
+                let event = match ev {
+                    Ok(watcher::Event::Apply(binding) | watcher::Event::InitApply(binding)) => {
+                        AdminEvent {
+                            deleted: false,
+                            binding,
+                        }
+                    }
+                    Ok(watcher::Event::Delete(binding)) => AdminEvent {
+                        deleted: true,
+                        binding,
+                    },
                     Ok(watcher::Event::InitDone) => {
                         if let Some(tx) = listed.take() {
                             let _ = tx.send(());
@@ -575,19 +587,6 @@ impl AdminBindings {
                         continue;
                     }
                     Ok(watcher::Event::Init) | Err(_) => continue,
-                };
-                if b.role_ref.name != "cluster-admin" {
-                    continue;
-                }
-                let event = AdminEvent {
-                    deleted,
-                    name: b.metadata.name.clone().unwrap_or_default(),
-                    admins: b
-                        .subjects
-                        .iter()
-                        .flatten()
-                        .map(|s| s.name.clone())
-                        .collect(),
                 };
                 if let Ok(mut v) = sink.lock() {
                     v.push(event);
@@ -601,57 +600,45 @@ impl AdminBindings {
         Ok(Self { events, task })
     }
 
-    fn snapshot(&self) -> Vec<AdminEvent> {
-        self.events.lock().map(|v| v.clone()).unwrap_or_default()
+    /// Whether every binding of `admin` seen so far (created, or there when the watch began)
+    /// has been deleted; an error if there was none.
+    fn all_unbound(&self, admin: &str) -> Result<bool> {
+        let events = self
+            .events
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the administrator binding record is poisoned"))?;
+        let mut bound = events
+            .iter()
+            .filter(|e| !e.deleted && binds_admin(&e.binding, admin))
+            .peekable();
+        ensure!(bound.peek().is_some(), "{admin} was never bound");
+        Ok(bound.all(|b| events.iter().any(|e| e.deleted && e.name() == b.name())))
     }
 
-    /// The names of the bindings of `admin` seen so far (created, or there when the watch began).
-    pub fn bindings_of(&self, admin: &str) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .snapshot()
-            .into_iter()
-            .filter(|e| !e.deleted && e.admins.iter().any(|a| a == admin))
-            .map(|e| e.name)
-            .collect();
-        names.dedup();
-        names
-    }
-
-    /// Waits until a binding of `admin` has been seen; returns its name.
-    pub async fn wait_bound(&self, admin: &str, timeout: Duration) -> Result<String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(name) = self.bindings_of(admin).pop() {
-                return Ok(name);
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("no binding of {admin} created within {timeout:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    /// Waits until a binding of `admin` has been seen.
+    pub async fn wait_bound(&self, admin: &str, timeout: Duration) -> Result<()> {
+        eventually(
+            &format!("a binding of {admin} created"),
+            timeout,
+            || async {
+                Ok(self.events.lock().is_ok_and(|events| {
+                    events
+                        .iter()
+                        .any(|e| !e.deleted && binds_admin(&e.binding, admin))
+                }))
+            },
+        )
+        .await
     }
 
     /// Waits until every binding of `admin` seen so far has been deleted.
     pub async fn wait_unbound(&self, admin: &str, timeout: Duration) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let events = self.snapshot();
-            let bound: Vec<&AdminEvent> = events
-                .iter()
-                .filter(|e| !e.deleted && e.admins.iter().any(|a| a == admin))
-                .collect();
-            ensure!(!bound.is_empty(), "{admin} was never bound");
-            if bound
-                .iter()
-                .all(|b| events.iter().any(|e| e.deleted && e.name == b.name))
-            {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("the binding of {admin} not deleted within {timeout:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            &format!("the bindings of {admin} deleted"),
+            timeout,
+            || async { self.all_unbound(admin) },
+        )
+        .await
     }
 }
 
