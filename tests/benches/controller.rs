@@ -39,7 +39,13 @@
 //! writers and controller workers), `KIM_BENCH_QPS` (500: `--gardener-ratelimiter-qps/-burst`;
 //! 5 is the controller's default; each rate has its own block in docs/benchmarks.md),
 //! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` in this
-//! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md).
+//! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md),
+//! `KIM_BENCH_REPEAT` (1: runs of each size, controller and baseline in turn; with more, the
+//! report adds each run's ratio and their median).
+//!
+//! The report also gives each run's pace: when the bench had written all N Runtimes (the
+//! controller run writes them all at once, the baseline one by one as it creates their Shoots)
+//! and the Shoots created per minute, from their `creationTimestamp`.
 //! A bench target (not part of `make test`); run by `make bench-controller`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -50,7 +56,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryFutureExt, TryStreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
@@ -350,9 +356,10 @@ fn write_config(dir: &Path, project: &str) -> Result<PathBuf> {
 /// N Runtimes from the upstream sample (as the webhook would store it), unique names.
 fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
     let template = sample_runtime(ns, "template")?;
+    let width = n.saturating_sub(1).max(1).to_string().len();
     Ok((0..n)
         .map(|i| {
-            let id = format!("{tag}-{i:06}");
+            let id = format!("{tag}-{i:0width$}");
             let mut rt = template.clone();
             rt.metadata.name = Some(id.clone());
             let labels = rt.metadata.labels.get_or_insert_with(Default::default);
@@ -438,12 +445,18 @@ async fn create_runtimes(kcp: &kube::Client, ns: &str, rts: &[Runtime], c: usize
 #[derive(Debug, Clone)]
 struct Figures {
     n: u64,
+    /// Which repetition of this size (0 for the first).
+    run: usize,
     /// Time from the first create until all N are Ready.
     ready: Duration,
     /// Time until all N Shoots were Succeeded (from the same start).
     shoots: Duration,
     /// Time to pre-write the kubeconfig Secrets (outside `ready`).
     secrets: Duration,
+    /// Time until the bench had written all N Runtimes (from the same start).
+    runtimes_written: Duration,
+    /// Shoots created in each minute from the start (their `creationTimestamp`).
+    creates_per_minute: Vec<u64>,
     /// Gardener requests by label set, creation until all Ready.
     gardener: BTreeMap<String, u64>,
     /// Gardener requests during the steady window.
@@ -477,12 +490,24 @@ struct Setup {
     secrets: Duration,
 }
 
-async fn setup(env: &TestEnv, kind: &str, n: u64, kubeconfig: &str, c: usize) -> Result<Setup> {
-    // Project names stay short: Gardener limits project + Shoot name length.
-    let tag = format!("{}{}", &kind[..1], n);
+async fn setup(
+    env: &TestEnv,
+    kind: &str,
+    n: u64,
+    run: usize,
+    kubeconfig: &str,
+    c: usize,
+) -> Result<Setup> {
+    // Project names stay short: Gardener limits project + Shoot name length (21 together).
+    // Repeated runs of one size get a letter (b, c, ...) after the size.
+    let again = match run {
+        0 => String::new(),
+        i => char::from(b'a' + (i % 26) as u8).to_string(),
+    };
+    let tag = format!("{}{n}{again}", &kind[..1]);
     let project = format!("b{tag}");
     create_project(env, &project).await?;
-    let ns = env.namespace(&format!("cbench-{kind}-{n}")).await?;
+    let ns = env.namespace(&format!("cbench-{kind}-{n}{again}")).await?;
     let dir = tempfile::tempdir()?;
     let paths = env.write_kubeconfigs(dir.path())?;
     let config = write_config(dir.path(), &project)?;
@@ -523,12 +548,13 @@ fn controller_binary() -> Result<PathBuf> {
 async fn controller_run(
     env: &TestEnv,
     n: u64,
+    run: usize,
     kubeconfig: &str,
     c: usize,
     qps: u64,
     steady: Duration,
 ) -> Result<Figures> {
-    let s = setup(env, "ctl", n, kubeconfig, c).await?;
+    let s = setup(env, "ctl", n, run, kubeconfig, c).await?;
     let kcp = env.kcp_client().await?;
     let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let health_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
@@ -593,8 +619,9 @@ async fn controller_run(
         Api::<Shoot>::namespaced(env.garden_client().await?, &format!("garden-{}", s.project)),
         shoot_succeeded,
     );
-    let t0 = Instant::now();
+    let (t0, wall0) = (Instant::now(), jiff::Timestamp::now());
     create_runtimes(&kcp, &s.ns, &s.rts, c).await?;
+    let runtimes_written = t0.elapsed();
     let timeout = run_timeout(n);
     if let Err(e) = ready
         .wait("controller: Runtimes Ready", n as usize, timeout)
@@ -632,6 +659,7 @@ async fn controller_run(
     let hwm_mib = proc_status_mib(pid, "VmHWM:").unwrap_or(0.0);
     let rss_mib = proc_status_mib(pid, "VmRSS:").unwrap_or(0.0);
     proc.stop();
+    let creates_per_minute = creates_per_minute(env, &s.project, wall0).await?;
 
     let first = s.rts[0].name_any();
     let rt = Api::<Runtime>::namespaced(kcp.clone(), &s.ns)
@@ -643,9 +671,12 @@ async fn controller_run(
     drop(s.dir);
     Ok(Figures {
         n,
+        run,
         ready: all_ready,
         shoots: shoots_done,
         secrets: s.secrets,
+        runtimes_written,
+        creates_per_minute,
         gardener,
         steady_gardener,
         busy,
@@ -664,11 +695,12 @@ async fn controller_run(
 async fn baseline_run(
     env: &TestEnv,
     n: u64,
+    run: usize,
     kubeconfig: &str,
     c: usize,
     template: &Figures,
 ) -> Result<Figures> {
-    let s = setup(env, "base", n, kubeconfig, c).await?;
+    let s = setup(env, "base", n, run, kubeconfig, c).await?;
     let kcp = env.kcp_client().await?;
     let garden = env.garden_client().await?;
     let gns = format!("garden-{}", s.project);
@@ -704,7 +736,7 @@ async fn baseline_run(
     });
     let shoots_done: Arc<Mutex<Option<Instant>>> = Arc::default();
 
-    let t0 = Instant::now();
+    let (t0, wall0) = (Instant::now(), jiff::Timestamp::now());
     let first_half = futures::stream::iter(&s.rts)
         .map(|rt| {
             let (runtimes, shoots_api, cfg) = (runtimes.clone(), shoots_api.clone(), &cfg);
@@ -729,7 +761,8 @@ async fn baseline_run(
             }
         })
         .buffer_unordered(c)
-        .try_collect::<Vec<_>>();
+        .try_collect::<Vec<_>>()
+        .map_ok(|_| t0.elapsed());
     let rts = &s.rts;
     let done_clock = shoots_done.clone();
     let second_half = tokio_stream_from(rx)
@@ -779,14 +812,15 @@ async fn baseline_run(
     // Both halves run at once; an error in either ends the run (the second half would
     // otherwise wait for Shoots that never come).
     let timeout = run_timeout(n);
-    tokio::time::timeout(timeout, async { tokio::try_join!(first_half, second_half) })
-        .await
-        .with_context(|| {
-            format!(
-                "baseline: not all written within {timeout:?}; Runtimes Ready: {}",
-                ready.count()
-            )
-        })??;
+    let (runtimes_written, _) =
+        tokio::time::timeout(timeout, async { tokio::try_join!(first_half, second_half) })
+            .await
+            .with_context(|| {
+                format!(
+                    "baseline: not all written within {timeout:?}; Runtimes Ready: {}",
+                    ready.count()
+                )
+            })??;
     ready
         .wait("baseline: Runtimes Ready", n as usize, run_timeout(n))
         .await?;
@@ -795,9 +829,12 @@ async fn baseline_run(
     succeeded.abort();
     Ok(Figures {
         n,
+        run,
         ready: all_ready,
         shoots,
         secrets: s.secrets,
+        runtimes_written,
+        creates_per_minute: creates_per_minute(env, &s.project, wall0).await?,
         // The bench's own Gardener requests: the structured-authentication ConfigMap and the
         // Shoot created per Runtime (plus one watch).
         gardener: BTreeMap::from([("method=\"POST\",code=\"201\"".to_owned(), 2 * n)]),
@@ -815,6 +852,31 @@ async fn baseline_run(
     })
 }
 
+/// Shoots of the project created in each minute from `start`, by their `creationTimestamp`
+/// (read once, after the run): shows whether creates kept gardener-apiserver's pace from the
+/// first minute or started slow.
+async fn creates_per_minute(
+    env: &TestEnv,
+    project: &str,
+    start: jiff::Timestamp,
+) -> Result<Vec<u64>> {
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, &format!("garden-{project}"));
+    let mut minutes = Vec::new();
+    for shoot in shoots.list_metadata(&Default::default()).await? {
+        let Some(created) = shoot.metadata.creation_timestamp else {
+            continue;
+        };
+        let offset = created.0.as_second() - start.as_second();
+        let minute = usize::try_from(offset.max(0) / 60)?;
+        if minutes.len() <= minute {
+            minutes.resize(minute + 1, 0);
+        }
+        minutes[minute] += 1;
+    }
+    Ok(minutes)
+}
+
 /// An unbounded receiver as a stream.
 fn tokio_stream_from<T: Send + 'static>(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
@@ -827,7 +889,7 @@ fn secs(d: Duration) -> f64 {
 }
 
 /// The figures as Markdown (also printed).
-fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
+fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> String {
     let mut md = String::new();
     md.push_str(&format!(
         "Simulator step delay 0; {c} writers in the bench and `--runtime-ctrl-workers-cnt={c}`, \
@@ -840,10 +902,17 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
     ));
     md.push_str("| Runtimes | controller: all Ready | baseline: all Ready | controller / baseline | Shoots Succeeded (ctl / base) | controller peak RSS (VmHWM) | controller CPU | kubeconfig Secrets pre-written (ctl / base, not timed) |\n");
     md.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    let label = |f: &Figures| {
+        if repeat > 1 {
+            format!("{} (run {})", f.n, f.run + 1)
+        } else {
+            f.n.to_string()
+        }
+    };
     for (ctl, base) in results {
         md.push_str(&format!(
             "| {} | {:.1} s ({:.0}/s) | {:.1} s ({:.0}/s) | {:.2}x | {:.1} s / {:.1} s | {:.0} MiB (RSS at end {:.0} MiB) | {:.1} s | {:.1} s / {:.1} s |\n",
-            ctl.n,
+            label(ctl),
             secs(ctl.ready),
             ctl.n as f64 / secs(ctl.ready),
             secs(base.ready),
@@ -856,6 +925,23 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
             secs(ctl.cpu),
             secs(ctl.secrets),
             secs(base.secrets),
+        ));
+    }
+    md.push('\n');
+    if repeat > 1 {
+        md.push_str(&medians(results));
+    }
+    md.push_str("Pace: when the bench had written all N Runtimes, and Shoots created per minute from the start (their `creationTimestamp`; the last minute is partial):\n\n");
+    md.push_str("| Runtimes | Runtimes written (ctl / base) | Shoot creates per minute, controller | baseline |\n");
+    md.push_str("| ---: | ---: | --- | --- |\n");
+    for (ctl, base) in results {
+        md.push_str(&format!(
+            "| {} | {:.1} s / {:.1} s | {} | {} |\n",
+            label(ctl),
+            secs(ctl.runtimes_written),
+            secs(base.runtimes_written),
+            pace(&ctl.creates_per_minute),
+            pace(&base.creates_per_minute),
         ));
     }
     md.push('\n');
@@ -930,6 +1016,57 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64) -> String {
     md
 }
 
+/// Per size with more than one run: each run's ratio (controller / baseline, measured back to
+/// back) and their median, so that one run's slow machine does not decide the figure.
+fn medians(results: &[(Figures, Figures)]) -> String {
+    let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (ctl, base) in results {
+        by_size
+            .entry(ctl.n)
+            .or_default()
+            .push(secs(ctl.ready) / secs(base.ready));
+    }
+    let mut out = String::new();
+    for (n, ratios) in by_size {
+        let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.2}x")).collect();
+        out.push_str(&format!(
+            "{n} Runtimes, {} runs: controller / baseline {}; median **{:.2}x**.\n\n",
+            ratios.len(),
+            listed.join(", "),
+            median(ratios),
+        ));
+    }
+    out
+}
+
+/// The median (the mean of the middle two for an even count); 0 for none.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        l if l % 2 == 1 => v[l / 2],
+        l => (v[l / 2 - 1] + v[l / 2]) / 2.0,
+    }
+}
+
+/// Creates per minute: the first five minutes one by one, then the range of the full minutes
+/// after them.
+fn pace(per_minute: &[u64]) -> String {
+    let head: Vec<String> = per_minute.iter().take(5).map(u64::to_string).collect();
+    let mut out = head.join(", ");
+    // The last minute is partial; the range covers the full ones after the first five.
+    if let Some(rest) = per_minute.get(5..per_minute.len().saturating_sub(1))
+        && let (Some(lo), Some(hi)) = (rest.iter().min(), rest.iter().max())
+    {
+        out.push_str(&format!(
+            ", then {lo}-{hi} for {} minutes, {} in the last",
+            rest.len(),
+            per_minute.last().copied().unwrap_or(0)
+        ));
+    }
+    out
+}
+
 /// Replaces the marked block in docs/benchmarks.md (creating the section if absent). One block
 /// per client rate: the bench at the default 5 QPS and at 500 QPS measures different limits
 /// (the controller's own client, gardener-apiserver's admission).
@@ -958,6 +1095,7 @@ async fn bench_controller() -> Result<()> {
     let c = knob("KIM_BENCH_CONCURRENCY", 32).max(1) as usize;
     let qps = knob("KIM_BENCH_QPS", 500).max(1);
     let steady = Duration::from_secs(knob("KIM_BENCH_STEADY_SECS", 60));
+    let repeat = knob("KIM_BENCH_REPEAT", 1).clamp(1, 26) as usize;
     controller_binary()?;
     let opts = TestEnvOptions::default();
     let step_delay = opts.simulator.as_ref().map(|s| s.step_delay);
@@ -970,19 +1108,22 @@ async fn bench_controller() -> Result<()> {
 
     let mut results = Vec::new();
     for n in sizes {
-        eprintln!("== controller run, {n} Runtimes (load {})", load_average());
-        let ctl = controller_run(&env, n, &kubeconfig, c, qps, steady).await?;
-        eprintln!(
-            "   all Ready in {:.1} s, peak RSS {:.0} MiB",
-            secs(ctl.ready),
-            ctl.hwm_mib
-        );
-        eprintln!("== baseline run, {n} Runtimes (load {})", load_average());
-        let base = baseline_run(&env, n, &kubeconfig, c, &ctl).await?;
-        eprintln!("   all Ready in {:.1} s", secs(base.ready));
-        results.push((ctl, base));
+        for run in 0..repeat {
+            let which = format!("{n} Runtimes, run {} of {repeat}", run + 1);
+            eprintln!("== controller run, {which} (load {})", load_average());
+            let ctl = controller_run(&env, n, run, &kubeconfig, c, qps, steady).await?;
+            eprintln!(
+                "   all Ready in {:.1} s, peak RSS {:.0} MiB",
+                secs(ctl.ready),
+                ctl.hwm_mib
+            );
+            eprintln!("== baseline run, {which} (load {})", load_average());
+            let base = baseline_run(&env, n, run, &kubeconfig, c, &ctl).await?;
+            eprintln!("   all Ready in {:.1} s", secs(base.ready));
+            results.push((ctl, base));
+        }
     }
-    let md = report(&results, c, qps);
+    let md = report(&results, c, qps, repeat);
     println!("== make bench-controller ==\n{md}");
     if std::env::var("KIM_BENCH_NO_DOC").is_err() {
         write_doc(&md, qps)?;
