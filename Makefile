@@ -7,7 +7,7 @@ CARGO ?= cargo
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins prometheus-bins prometheus-checks dashboards-picture run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews mutants soak
+.PHONY: all build test lint deny fmt unit upstream-compat disk-check testenv-bins prometheus-bins prometheus-checks dashboards-picture run crds deploy bench-webhook bench-webhook-abuse bench-controller bench-kubeconfig bench-convert fuzz-reviews mutants mutants-diff soak
 
 all: build
 
@@ -155,6 +155,16 @@ mutants:
 	  $(CARGO) install --quiet --locked cargo-mutants --version $(CARGO_MUTANTS_VERSION) \
 	    --root "$(dir $(patsubst %/,%,$(dir $(CARGO_MUTANTS))))"; }
 	"$(CARGO_MUTANTS)" mutants --output target/mutants $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS)
+
+## The mutants of `make mutants` on the lines changed since MUTANTS_BASE (HEAD~1: the last
+## commit, with what is not committed yet; MUTANTS_BASE=origin/main for a branch; any
+## `git diff` arguments, e.g. MUTANTS_BASE="C~1 C" for commit C alone): minutes for a change
+## to the rules instead of days for all of them.
+MUTANTS_BASE ?= HEAD~1
+mutants-diff:
+	@mkdir -p target
+	git diff $(MUTANTS_BASE) > target/mutants.diff
+	@$(MAKE) --no-print-directory mutants MUTANTS_ARGS="$(MUTANTS_ARGS) --in-diff target/mutants.diff"
 
 ## Everything CI runs: format, lint, supply chain, all unit and end-to-end tests (and the
 ## upstream-compatibility suite when KIM_UPSTREAM_DIR is set).

@@ -560,7 +560,11 @@ async fn controller_run(
     let health_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let logs = repo_root().join("target/controller-bench");
     std::fs::create_dir_all(&logs)?;
-    let log = logs.join(format!("kim-controller-{n}.log"));
+    // One log per run: a repeated size must not overwrite the log of its earlier runs.
+    let log = logs.join(match run {
+        0 => format!("kim-controller-{n}.log"),
+        i => format!("kim-controller-{n}-run{}.log", i + 1),
+    });
     let _ = std::fs::remove_file(&log);
     let args: Vec<String> = vec![
         "run".into(),

@@ -14,6 +14,7 @@ mod crds_drift;
 mod defaults_runtime;
 mod golden_fixture;
 mod validation_auth;
+mod validation_cloud_profile;
 mod validation_convert_prop;
 mod validation_fixtures;
 mod validation_lifecycle;
