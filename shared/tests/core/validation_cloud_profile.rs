@@ -184,3 +184,161 @@ fn the_cluster_version_must_be_offered() {
         Vec::<String>::new()
     );
 }
+
+/// A profile with one region that has the EU access restriction and one that has not, machine
+/// and volume types to refuse for each reason.
+fn placement_profile() -> CloudProfileSpec {
+    let mut spec = profile();
+    let more: CloudProfileSpec = serde_json::from_value(json!({
+        "type": "aws",
+        "kubernetes": {"versions": []},
+        "regions": [
+            {"name": "eu-central-1",
+             "accessRestrictions": [{"name": "eu-access-only"}],
+             "zones": [
+                {"name": "eu-central-1a"},
+                {"name": "eu-central-1b"},
+                {"name": "eu-central-1c", "unavailableMachineTypes": ["m6i.xlarge"], "unavailableVolumeTypes": ["sc1"]}
+             ]},
+            {"name": "eu-west-1", "zones": [{"name": "eu-west-1a"}]}
+        ],
+        "machineTypes": [
+            {"name": "m6i.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "amd64", "usable": true},
+            {"name": "m6i.xlarge", "cpu": "4", "gpu": "0", "memory": "16Gi", "architecture": "amd64", "usable": true},
+            {"name": "m6g.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "arm64", "usable": true},
+            {"name": "m5.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "usable": false}
+        ],
+        "machineImages": [],
+        "volumeTypes": [
+            {"name": "gp3", "class": "standard", "minSize": "20Gi", "usable": true},
+            {"name": "io1", "class": "premium", "usable": false},
+            {"name": "sc1", "class": "standard", "usable": true}
+        ]
+    }))
+    .unwrap();
+    spec.regions = more.regions;
+    spec.machine_types = more.machine_types;
+    spec.volume_types = more.volume_types;
+    spec
+}
+
+fn check_placement(rt: &Runtime) -> ValidationOutcome {
+    let spec = placement_profile();
+    let profile = Profile {
+        name: "aws",
+        spec: &spec,
+    };
+    validate_against_cloud_profile(rt, None, config(), profile, jiff::Timestamp::now())
+}
+
+/// The single message on `field` of `rt`, which must contain `needle`.
+fn refused(rt: &Runtime, field: &str, needle: &str) {
+    let f = check_placement(rt);
+    let messages = on(&f, field);
+    assert!(
+        messages.len() == 1 && messages[0].contains(needle),
+        "{field}: expected one message with {needle:?}, got {messages:?}"
+    );
+}
+
+const REGION: &str = "spec.shoot.region";
+const MACHINE: &str = "spec.shoot.provider.workers[0].machine.type";
+const VOLUME_TYPE: &str = "spec.shoot.provider.workers[0].volume.type";
+const VOLUME_SIZE: &str = "spec.shoot.provider.workers[0].volume.size";
+
+#[test]
+fn the_sample_fits_the_placement_profile() {
+    let f = check_placement(&sample());
+    for field in [REGION, MACHINE, VOLUME_TYPE, VOLUME_SIZE] {
+        assert_eq!(on(&f, field), Vec::<String>::new(), "{field}");
+    }
+}
+
+#[test]
+fn the_region_must_be_offered() {
+    refused(
+        &runtime(|rt| rt.spec.shoot.region = "mars-1".into()),
+        REGION,
+        "\"mars-1\" is not a region of CloudProfile aws",
+    );
+}
+
+#[test]
+fn an_eu_access_platform_region_needs_a_region_with_the_restriction() {
+    let eu_access = |region: &str| {
+        runtime(|rt| {
+            rt.spec.shoot.platform_region = "cf-eu11".into();
+            rt.spec.shoot.region = region.into();
+            for w in &mut rt.spec.shoot.provider.workers {
+                w.zones = Some(vec![format!("{region}a")]);
+            }
+        })
+    };
+    refused(&eu_access("eu-west-1"), REGION, "eu-access-only");
+    assert_eq!(
+        on(&check_placement(&eu_access("eu-central-1")), REGION),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_machine_type_must_be_offered_usable_of_the_pool_architecture_and_in_every_zone() {
+    let typed = |t: &str, arch: Option<&str>| {
+        runtime(|rt| {
+            let m = &mut main_pool(rt).machine;
+            m.type_ = t.into();
+            m.architecture = arch.map(Into::into);
+        })
+    };
+    refused(
+        &typed("m7.huge", None),
+        MACHINE,
+        "\"m7.huge\" is not a machine type",
+    );
+    refused(&typed("m5.large", None), MACHINE, "m5.large is not usable");
+    refused(
+        &typed("m6g.large", Some("amd64")),
+        MACHINE,
+        "m6g.large is arm64, not amd64",
+    );
+    refused(
+        &typed("m6i.xlarge", None),
+        MACHINE,
+        "is unavailable in zone eu-central-1c",
+    );
+    assert_eq!(
+        on(&check_placement(&typed("m6g.large", None)), MACHINE),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_volume_type_must_be_offered_usable_in_every_zone_and_the_size_at_least_its_minimum() {
+    let volume = |t: &str, size: &str| {
+        runtime(|rt| {
+            let v = main_pool(rt).volume.as_mut().unwrap();
+            v.type_ = Some(t.into());
+            v.size = size.into();
+        })
+    };
+    refused(
+        &volume("st1", "80Gi"),
+        VOLUME_TYPE,
+        "\"st1\" is not a volume type",
+    );
+    refused(&volume("io1", "80Gi"), VOLUME_TYPE, "io1 is not usable");
+    refused(
+        &volume("sc1", "80Gi"),
+        VOLUME_TYPE,
+        "sc1 is unavailable in a zone of the pool",
+    );
+    refused(
+        &volume("gp3", "10Gi"),
+        VOLUME_SIZE,
+        "10Gi is below the minimum of gp3",
+    );
+    assert_eq!(
+        on(&check_placement(&volume("gp3", "20Gi")), VOLUME_SIZE),
+        Vec::<String>::new()
+    );
+}

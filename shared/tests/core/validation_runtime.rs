@@ -142,9 +142,11 @@ fn region_must_be_configured_for_the_provider() {
         "spec.shoot.region",
         "eu-central-1",
     );
-    rejects(
+    // A missing region: the message gives one of the provider's as an example.
+    rejects_with(
         &runtime(|rt| rt.spec.shoot.region = String::new()),
         "spec.shoot.region",
+        "must name the aws region, e.g. eu-central-1",
     );
     // An Azure region is not an AWS region.
     rejects(

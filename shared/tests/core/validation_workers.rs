@@ -249,6 +249,8 @@ fn pool_kubernetes_version_is_at_most_the_cluster_version_and_three_minors_behin
         })
     };
     accepts(&pool_version("1.34.4"));
+    // Three minors older than the cluster's 1.35 is the oldest admitted.
+    accepts(&pool_version("1.32.0"));
     rejects_with(
         &pool_version("1.36.3"),
         &field("kubernetes.version"),
