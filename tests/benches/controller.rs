@@ -975,7 +975,7 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
         };
         md.push_str(&format!(
             "| {} | {} (total {}) | {:.2} / {:.2} | {} | {} requests in {:.0} s ({}) | {} |\n",
-            ctl.n,
+            label(ctl),
             per_runtime(&ctl.gardener, ctl.n),
             total(&ctl.gardener),
             writes(true) as f64 / ctl.n as f64,
@@ -1009,7 +1009,7 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
     for (ctl, _) in results {
         md.push_str(&format!(
             "| {} | {} (total {}) | {} requests in {:.0} s ({}) |\n",
-            ctl.n,
+            label(ctl),
             per_runtime(&ctl.cluster, ctl.n),
             total(&ctl.cluster),
             total(&ctl.steady_cluster),

@@ -1,8 +1,9 @@
-//! The Kubernetes version rules against a CloudProfile (`validate_against_cloud_profile`): the
-//! cluster's and each pool's version offered and active, `X.Y` resolved as Gardener resolves
-//! it (the newest patch classified supported), and a pool's version not higher than the
-//! control plane's. The profile offers only Kubernetes versions; the other rules' findings
-//! (region, machines) are on other fields and not looked at here.
+//! The rules of `validate_against_cloud_profile`: the cluster's and each pool's Kubernetes
+//! version offered and active, `X.Y` resolved as Gardener resolves it (the newest patch
+//! classified supported), a pool's version not higher than the control plane's; the region
+//! and its EU access restriction; machine types and volume types offered, usable, of the pool's
+//! architecture and available in every zone of the pool. The profile has no machine images;
+//! those findings are on fields not looked at here.
 #![allow(clippy::unwrap_used)]
 
 use crate::validation_fixtures::*;
@@ -14,7 +15,13 @@ use serde_json::json;
 
 const CLUSTER: &str = "spec.shoot.kubernetes.version";
 const POOL: &str = "spec.shoot.provider.workers[0].kubernetes.version";
+const REGION: &str = "spec.shoot.region";
+const MACHINE: &str = "spec.shoot.provider.workers[0].machine.type";
+const VOLUME_TYPE: &str = "spec.shoot.provider.workers[0].volume.type";
+const VOLUME_SIZE: &str = "spec.shoot.provider.workers[0].volume.size";
 
+/// Kubernetes versions of every classification; one region with the EU access restriction and
+/// one without; machine and volume types to refuse for each reason.
 fn profile() -> CloudProfileSpec {
     serde_json::from_value(json!({
         "type": "aws",
@@ -26,9 +33,28 @@ fn profile() -> CloudProfileSpec {
             {"version": "1.34.5", "classification": "supported"},
             {"version": "1.33.1", "classification": "deprecated", "expirationDate": "2020-01-01T00:00:00Z"}
         ]},
+        "regions": [
+            {"name": "eu-central-1",
+             "accessRestrictions": [{"name": "eu-access-only"}],
+             "zones": [
+                {"name": "eu-central-1a"},
+                {"name": "eu-central-1b"},
+                {"name": "eu-central-1c", "unavailableMachineTypes": ["m6i.xlarge"], "unavailableVolumeTypes": ["sc1"]}
+             ]},
+            {"name": "eu-west-1", "zones": [{"name": "eu-west-1a"}]}
+        ],
+        "machineTypes": [
+            {"name": "m6i.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "amd64", "usable": true},
+            {"name": "m6i.xlarge", "cpu": "4", "gpu": "0", "memory": "16Gi", "architecture": "amd64", "usable": true},
+            {"name": "m6g.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "arm64", "usable": true},
+            {"name": "m5.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "usable": false}
+        ],
         "machineImages": [],
-        "machineTypes": [],
-        "regions": []
+        "volumeTypes": [
+            {"name": "gp3", "class": "standard", "minSize": "20Gi", "usable": true},
+            {"name": "io1", "class": "premium", "usable": false},
+            {"name": "sc1", "class": "standard", "usable": true}
+        ]
     }))
     .unwrap()
 }
@@ -62,6 +88,20 @@ fn on_pools(f: &ValidationOutcome) -> Vec<String> {
         .collect()
 }
 
+/// A new `rt` gets exactly one message on `field`, and it contains `needle`.
+fn refused(rt: &Runtime, field: &str, needle: &str) {
+    let messages = on(&check(rt, None), field);
+    assert!(
+        messages.len() == 1 && messages[0].contains(needle),
+        "{field}: expected one message with {needle:?}, got {messages:?}"
+    );
+}
+
+/// A new `rt` gets no message on `field`.
+fn admitted(rt: &Runtime, field: &str) {
+    assert_eq!(on(&check(rt, None), field), Vec::<String>::new(), "{field}");
+}
+
 fn pool_version(v: &str) -> Option<Box<WorkerKubernetes>> {
     Some(Box::new(WorkerKubernetes {
         version: Some(v.into()),
@@ -84,69 +124,48 @@ fn versions(cluster: &str, pool: Option<&str>) -> Runtime {
 #[test]
 fn a_pool_minor_version_is_refused_when_it_resolves_above_the_control_plane() {
     // Gardener runs `1.35` as 1.35.4, the newest supported patch: above a 1.35.2 control plane.
-    let f = check(&versions("1.35.2", Some("1.35")), None);
-    let pool = on(&f, POOL);
-    assert_eq!(pool.len(), 1, "{pool:?}");
-    assert!(
-        pool[0].contains("1.35 resolves to 1.35.4")
-            && pool[0].contains("higher than the control plane's version 1.35.2"),
-        "{pool:?}"
+    refused(
+        &versions("1.35.2", Some("1.35")),
+        POOL,
+        "1.35 resolves to 1.35.4 in CloudProfile aws, higher than the control plane's version 1.35.2",
     );
 }
 
 #[test]
 fn a_pool_minor_version_at_or_below_the_control_plane_is_admitted() {
-    // Equal once resolved: both run 1.35.4.
-    assert_eq!(
-        on(&check(&versions("1.35.4", Some("1.35")), None), POOL),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        on(&check(&versions("1.35", Some("1.35")), None), POOL),
-        Vec::<String>::new()
-    );
-    // Below: `1.34` is 1.34.5 (the newer 1.34.9 is only deprecated, so not chosen).
-    assert_eq!(
-        on(&check(&versions("1.35.2", Some("1.34")), None), POOL),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        on(&check(&versions("1.34.5", Some("1.34")), None), POOL),
-        Vec::<String>::new()
-    );
-    // A full pool version under a minor control plane: 1.35.2 against 1.35.4.
-    assert_eq!(
-        on(&check(&versions("1.35", Some("1.35.2")), None), POOL),
-        Vec::<String>::new()
-    );
+    for (cluster, pool) in [
+        // Equal once resolved: both run 1.35.4.
+        ("1.35.4", "1.35"),
+        ("1.35", "1.35"),
+        // Below: `1.34` is 1.34.5 (the newer 1.34.9 is only deprecated, so not chosen).
+        ("1.35.2", "1.34"),
+        ("1.34.5", "1.34"),
+        // A full pool version under a minor control plane: 1.35.2 against 1.35.4.
+        ("1.35", "1.35.2"),
+    ] {
+        admitted(&versions(cluster, Some(pool)), POOL);
+    }
 }
 
 #[test]
 fn full_versions_on_both_sides_are_left_to_the_pool_rule() {
     // 1.35.4 over 1.35.2 is refused by the worker rules of `validate_create`, without the
     // profile; reporting it here too would give the field two messages.
-    assert_eq!(
-        on(&check(&versions("1.35.2", Some("1.35.4")), None), POOL),
-        Vec::<String>::new()
-    );
+    admitted(&versions("1.35.2", Some("1.35.4")), POOL);
 }
 
 #[test]
 fn a_pool_version_must_be_offered_and_active() {
-    let f = check(&versions("1.35.4", Some("1.35.3")), None);
-    let pool = on(&f, POOL);
-    assert!(
-        pool.len() == 1 && pool[0].contains("1.35.3 is not offered by CloudProfile aws"),
-        "{pool:?}"
+    refused(
+        &versions("1.35.4", Some("1.35.3")),
+        POOL,
+        "1.35.3 is not offered by CloudProfile aws",
     );
-    let f = check(&versions("1.35.4", Some("1.33.1")), None);
-    let pool = on(&f, POOL);
-    assert!(pool.len() == 1 && pool[0].contains("1.33.1"), "{pool:?}");
-    let f = check(&versions("1.35.4", Some("1.33")), None);
-    let pool = on(&f, POOL);
-    assert!(
-        pool.len() == 1 && pool[0].contains("1.33 has no supported patch version"),
-        "{pool:?}"
+    refused(&versions("1.35.4", Some("1.33.1")), POOL, "1.33.1");
+    refused(
+        &versions("1.35.4", Some("1.33")),
+        POOL,
+        "1.33 has no supported patch version",
     );
 }
 
@@ -157,13 +176,11 @@ fn an_expired_pool_version_is_refused_for_a_new_pool_only() {
     let moved = versions("1.35.2", Some("1.33.1"));
     assert_eq!(on_pools(&check(&moved, Some(&old))), Vec::<String>::new());
     // A pool added by the update may not.
-    let added = runtime(|rt| {
-        *rt = old.clone();
-        let mut extra = rt.spec.shoot.provider.workers[0].clone();
-        extra.name = "extra".into();
-        extra.kubernetes = pool_version("1.33.1");
-        rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
-    });
+    let mut added = old.clone();
+    let mut extra = added.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    extra.kubernetes = pool_version("1.33.1");
+    added.spec.shoot.provider.additional_workers = Some(vec![extra]);
     let pools = on_pools(&check(&added, Some(&old)));
     assert!(
         pools.len() == 1 && pools[0].contains("additionalWorkers") && pools[0].contains("1.33.1"),
@@ -173,82 +190,17 @@ fn an_expired_pool_version_is_refused_for_a_new_pool_only() {
 
 #[test]
 fn the_cluster_version_must_be_offered() {
-    let f = check(&versions("1.99.0", None), None);
-    let cluster = on(&f, CLUSTER);
-    assert!(
-        cluster.len() == 1 && cluster[0].contains("1.99.0 is not offered by CloudProfile aws"),
-        "{cluster:?}"
+    refused(
+        &versions("1.99.0", None),
+        CLUSTER,
+        "1.99.0 is not offered by CloudProfile aws",
     );
-    assert_eq!(
-        on(&check(&versions("1.35.2", None), None), CLUSTER),
-        Vec::<String>::new()
-    );
+    admitted(&versions("1.35.2", None), CLUSTER);
 }
-
-/// A profile with one region that has the EU access restriction and one that has not, machine
-/// and volume types to refuse for each reason.
-fn placement_profile() -> CloudProfileSpec {
-    let mut spec = profile();
-    let more: CloudProfileSpec = serde_json::from_value(json!({
-        "type": "aws",
-        "kubernetes": {"versions": []},
-        "regions": [
-            {"name": "eu-central-1",
-             "accessRestrictions": [{"name": "eu-access-only"}],
-             "zones": [
-                {"name": "eu-central-1a"},
-                {"name": "eu-central-1b"},
-                {"name": "eu-central-1c", "unavailableMachineTypes": ["m6i.xlarge"], "unavailableVolumeTypes": ["sc1"]}
-             ]},
-            {"name": "eu-west-1", "zones": [{"name": "eu-west-1a"}]}
-        ],
-        "machineTypes": [
-            {"name": "m6i.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "amd64", "usable": true},
-            {"name": "m6i.xlarge", "cpu": "4", "gpu": "0", "memory": "16Gi", "architecture": "amd64", "usable": true},
-            {"name": "m6g.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "arm64", "usable": true},
-            {"name": "m5.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "usable": false}
-        ],
-        "machineImages": [],
-        "volumeTypes": [
-            {"name": "gp3", "class": "standard", "minSize": "20Gi", "usable": true},
-            {"name": "io1", "class": "premium", "usable": false},
-            {"name": "sc1", "class": "standard", "usable": true}
-        ]
-    }))
-    .unwrap();
-    spec.regions = more.regions;
-    spec.machine_types = more.machine_types;
-    spec.volume_types = more.volume_types;
-    spec
-}
-
-fn check_placement(rt: &Runtime) -> ValidationOutcome {
-    let spec = placement_profile();
-    let profile = Profile {
-        name: "aws",
-        spec: &spec,
-    };
-    validate_against_cloud_profile(rt, None, config(), profile, jiff::Timestamp::now())
-}
-
-/// The single message on `field` of `rt`, which must contain `needle`.
-fn refused(rt: &Runtime, field: &str, needle: &str) {
-    let f = check_placement(rt);
-    let messages = on(&f, field);
-    assert!(
-        messages.len() == 1 && messages[0].contains(needle),
-        "{field}: expected one message with {needle:?}, got {messages:?}"
-    );
-}
-
-const REGION: &str = "spec.shoot.region";
-const MACHINE: &str = "spec.shoot.provider.workers[0].machine.type";
-const VOLUME_TYPE: &str = "spec.shoot.provider.workers[0].volume.type";
-const VOLUME_SIZE: &str = "spec.shoot.provider.workers[0].volume.size";
 
 #[test]
-fn the_sample_fits_the_placement_profile() {
-    let f = check_placement(&sample());
+fn the_sample_fits_the_profile() {
+    let f = check(&sample(), None);
     for field in [REGION, MACHINE, VOLUME_TYPE, VOLUME_SIZE] {
         assert_eq!(on(&f, field), Vec::<String>::new(), "{field}");
     }
@@ -275,10 +227,7 @@ fn an_eu_access_platform_region_needs_a_region_with_the_restriction() {
         })
     };
     refused(&eu_access("eu-west-1"), REGION, "eu-access-only");
-    assert_eq!(
-        on(&check_placement(&eu_access("eu-central-1")), REGION),
-        Vec::<String>::new()
-    );
+    admitted(&eu_access("eu-central-1"), REGION);
 }
 
 #[test]
@@ -306,39 +255,30 @@ fn a_machine_type_must_be_offered_usable_of_the_pool_architecture_and_in_every_z
         MACHINE,
         "is unavailable in zone eu-central-1c",
     );
-    assert_eq!(
-        on(&check_placement(&typed("m6g.large", None)), MACHINE),
-        Vec::<String>::new()
-    );
+    admitted(&typed("m6g.large", None), MACHINE);
 }
 
 #[test]
 fn a_volume_type_must_be_offered_usable_in_every_zone_and_the_size_at_least_its_minimum() {
-    let volume = |t: &str, size: &str| {
-        runtime(|rt| {
-            let v = main_pool(rt).volume.as_mut().unwrap();
-            v.type_ = Some(t.into());
-            v.size = size.into();
-        })
-    };
     refused(
-        &volume("st1", "80Gi"),
+        &with_volume("st1", "80Gi"),
         VOLUME_TYPE,
         "\"st1\" is not a volume type",
     );
-    refused(&volume("io1", "80Gi"), VOLUME_TYPE, "io1 is not usable");
     refused(
-        &volume("sc1", "80Gi"),
+        &with_volume("io1", "80Gi"),
+        VOLUME_TYPE,
+        "io1 is not usable",
+    );
+    refused(
+        &with_volume("sc1", "80Gi"),
         VOLUME_TYPE,
         "sc1 is unavailable in a zone of the pool",
     );
     refused(
-        &volume("gp3", "10Gi"),
+        &with_volume("gp3", "10Gi"),
         VOLUME_SIZE,
         "10Gi is below the minimum of gp3",
     );
-    assert_eq!(
-        on(&check_placement(&volume("gp3", "20Gi")), VOLUME_SIZE),
-        Vec::<String>::new()
-    );
+    admitted(&with_volume("gp3", "20Gi"), VOLUME_SIZE);
 }

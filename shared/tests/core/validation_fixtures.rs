@@ -184,3 +184,14 @@ pub fn set_annotation(rt: &mut Runtime, key: &str, value: &str) {
 pub fn main_pool(rt: &mut Runtime) -> &mut kim_shared::gardener::Worker {
     &mut rt.spec.shoot.provider.workers[0]
 }
+
+/// The sample with the main pool's volume of type `type_` and size `size`.
+pub fn with_volume(type_: &str, size: &str) -> Runtime {
+    runtime(|rt| {
+        let Some(v) = main_pool(rt).volume.as_mut() else {
+            panic!("the sample's main pool has a volume");
+        };
+        v.type_ = Some(type_.into());
+        v.size = size.into();
+    })
+}

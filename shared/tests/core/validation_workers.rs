@@ -122,27 +122,24 @@ fn machine_image_must_be_configured_for_the_provider() {
 
 #[test]
 fn volume_type_and_size_must_be_configured() {
-    let volume = |t: &str, size: &str| {
-        runtime(|rt| {
-            let v = main_pool(rt).volume.as_mut().unwrap();
-            v.type_ = Some(t.into());
-            v.size = size.into();
-        })
-    };
-    accepts(&volume("gp3", "1024Gi"));
-    rejects_with(&volume("io2", "50Gi"), &field("volume.type"), "gp2, gp3");
+    accepts(&with_volume("gp3", "1024Gi"));
     rejects_with(
-        &volume("gp3", "10Gi"),
+        &with_volume("io2", "50Gi"),
+        &field("volume.type"),
+        "gp2, gp3",
+    );
+    rejects_with(
+        &with_volume("gp3", "10Gi"),
         &field("volume.size"),
         "20Gi to 1024Gi",
     );
     rejects_with(
-        &volume("gp3", "2000Gi"),
+        &with_volume("gp3", "2000Gi"),
         &field("volume.size"),
         "20Gi to 1024Gi",
     );
     for bad in ["50", "50GB", "0Gi", "", "1.5Gi"] {
-        rejects_with(&volume("gp3", bad), &field("volume.size"), "80Gi");
+        rejects_with(&with_volume("gp3", bad), &field("volume.size"), "80Gi");
     }
 }
 
