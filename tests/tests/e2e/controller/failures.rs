@@ -247,6 +247,20 @@ async fn gardener_unreachable_during_provisioning_recovers_without_a_hand() -> R
         ) == 1.0)
     })
     .await?;
+    // Reconciles wait for the first full list of Shoots ("no Shoot" must mean no Shoot); a
+    // partition before it would hold every Runtime without a status. The watch that follows
+    // the list says the cache is filled.
+    eventually(
+        "the Shoot cache filled",
+        Duration::from_secs(60),
+        || async {
+            Ok(proxy
+                .forwarded()
+                .iter()
+                .any(|f| f.is_watch() && f.path.ends_with("/shoots")))
+        },
+    )
+    .await?;
 
     proxy.partition();
     let down = Instant::now();
