@@ -41,7 +41,8 @@
 //! `KIM_BENCH_STEADY_SECS` (60), `KIM_CONTROLLER_BIN` (default: `kim-controller` in this
 //! bench's profile directory), `KIM_BENCH_NO_DOC=1` (do not write docs/benchmarks.md),
 //! `KIM_BENCH_REPEAT` (1: runs of each size, controller and baseline in turn; with more, the
-//! report adds each run's ratio and their median).
+//! report adds each run's ratio and their median), `KIM_BENCH_BASELINE=0` (the controller runs
+//! only, reported on stdout and not written to docs/benchmarks.md).
 //!
 //! The report also gives each run's pace: when the bench had written all N Runtimes (the
 //! controller run writes them all at once, the baseline one by one as it creates their Shoots)
@@ -961,10 +962,19 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
             secs(big_b.ready) / secs(small_b.ready),
         ));
     }
+    let ctls: Vec<&Figures> = results.iter().map(|(ctl, _)| ctl).collect();
+    md.push_str(&request_tables(&ctls, &label));
+    md
+}
+
+/// The controller's requests to Gardener and to the runtime clusters per Runtime, one row per
+/// run.
+fn request_tables(ctls: &[&Figures], label: &dyn Fn(&Figures) -> String) -> String {
+    let mut md = String::new();
     md.push_str("Gardener requests per Runtime (`infrastructure_manager_im_gardener_requests_total`, method and code; watches count as GET):\n\n");
     md.push_str("| Runtimes | creation until all Ready | writes answered 2xx / other writes (retries, refusals) per Runtime | \"try later\" answers | steady window, all Ready | Runtime reconciles in the window |\n");
     md.push_str("| ---: | --- | --- | --- | --- | --- |\n");
-    for (ctl, _) in results {
+    for ctl in ctls {
         let writes = |ok: bool| -> u64 {
             ctl.gardener
                 .iter()
@@ -1006,7 +1016,7 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
     md.push_str("\nRequests to the runtime cluster per Runtime (`infrastructure_manager_im_runtime_cluster_requests_total` and `infrastructure_manager_im_runtime_access_shoot_requests_total`, method and code; every Shoot's cluster is the test environment's one shoot apiserver):\n\n");
     md.push_str("| Runtimes | creation until all Ready | steady window, all Ready |\n");
     md.push_str("| ---: | --- | --- |\n");
-    for (ctl, _) in results {
+    for ctl in ctls {
         md.push_str(&format!(
             "| {} | {} (total {}) | {} requests in {:.0} s ({}) |\n",
             label(ctl),
@@ -1017,6 +1027,43 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
             per_runtime(&ctl.steady_cluster, ctl.n),
         ));
     }
+    md
+}
+
+/// With `KIM_BENCH_BASELINE=0`: the controller runs alone (the baseline does not depend on the
+/// controller's flags; a run at the default 5 QPS measures the controller's own client).
+fn controller_report(ctls: &[Figures], c: usize, qps: u64) -> String {
+    let mut md = format!(
+        "Controller alone (KIM_BENCH_BASELINE=0). Simulator step delay 0; {c} writers in the bench and \
+         `--runtime-ctrl-workers-cnt={c}`, `--gardener-cluster-ctrl-workers-cnt={c}`, \
+         `--gardener-ratelimiter-qps/-burst={qps}`; {} cores; load average at the end {}; default \
+         request timeouts.\n\n",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        load_average()
+    );
+    md.push_str("| Runtimes | controller: all Ready | Shoots Succeeded | Runtimes written | Shoot creates per minute | peak RSS (VmHWM) | CPU | kubeconfig Secrets pre-written (not timed) |\n");
+    md.push_str("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    for ctl in ctls {
+        md.push_str(&format!(
+            "| {} (run {}) | {:.1} s ({:.1}/s) | {:.1} s | {:.1} s | {} | {:.0} MiB (RSS at end {:.0} MiB) | {:.1} s | {:.1} s |\n",
+            ctl.n,
+            ctl.run + 1,
+            secs(ctl.ready),
+            ctl.n as f64 / secs(ctl.ready),
+            secs(ctl.shoots),
+            secs(ctl.runtimes_written),
+            pace(&ctl.creates_per_minute),
+            ctl.hwm_mib,
+            ctl.rss_mib,
+            secs(ctl.cpu),
+            secs(ctl.secrets),
+        ));
+    }
+    md.push('\n');
+    let refs: Vec<&Figures> = ctls.iter().collect();
+    md.push_str(&request_tables(&refs, &|f: &Figures| {
+        format!("{} (run {})", f.n, f.run + 1)
+    }));
     md
 }
 
@@ -1110,7 +1157,9 @@ async fn bench_controller() -> Result<()> {
     // One admin credential for the shoot apiserver, used by every kubeconfig Secret.
     let kubeconfig = env.shoot()?.admin_kubeconfig();
 
+    let baseline = knob("KIM_BENCH_BASELINE", 1) != 0;
     let mut results = Vec::new();
+    let mut alone = Vec::new();
     for n in sizes {
         for run in 0..repeat {
             let which = format!("{n} Runtimes, run {} of {repeat}", run + 1);
@@ -1121,11 +1170,23 @@ async fn bench_controller() -> Result<()> {
                 secs(ctl.ready),
                 ctl.hwm_mib
             );
+            if !baseline {
+                alone.push(ctl);
+                continue;
+            }
             eprintln!("== baseline run, {which} (load {})", load_average());
             let base = baseline_run(&env, n, run, &kubeconfig, c, &ctl).await?;
             eprintln!("   all Ready in {:.1} s", secs(base.ready));
             results.push((ctl, base));
         }
+    }
+    if !baseline {
+        // Not written to docs/benchmarks.md: its blocks hold controller and baseline side by side.
+        println!(
+            "== make bench-controller ==\n{}",
+            controller_report(&alone, c, qps)
+        );
+        return Ok(());
     }
     let md = report(&results, c, qps, repeat);
     println!("== make bench-controller ==\n{md}");
