@@ -77,6 +77,26 @@ pub struct GuardSettings {
     pub write_timeout: Duration,
 }
 
+tokio::task_local! {
+    /// When the calling task's last Gardener request left the rate limiter; set by the guard
+    /// inside [`answer_time`].
+    static SENT: std::cell::Cell<Option<std::time::Instant>>;
+}
+
+/// Runs `call` (one Gardener request) and also returns how long Gardener took to answer it:
+/// from when it left the client's rate limiter, so the time it queued there (up to the queue
+/// ahead divided by `--gardener-ratelimiter-qps`) does not read as a slow Gardener. `None`
+/// when the call sent nothing. The guard's future runs inside the caller's task, where the
+/// task-local is set.
+pub async fn answer_time<F: std::future::Future>(call: F) -> (F::Output, Option<Duration>) {
+    SENT.scope(std::cell::Cell::new(None), async {
+        let out = call.await;
+        let took = SENT.with(|sent| sent.get()).map(|at| at.elapsed());
+        (out, took)
+    })
+    .await
+}
+
 /// The tower layer guarding every Gardener request.
 #[derive(Clone)]
 pub struct GardenerGuardLayer {
@@ -182,6 +202,7 @@ where
                 let _turn = guard.turn.lock().await;
                 guard.limiter.until_ready().await;
             }
+            let _ = SENT.try_with(|sent| sent.set(Some(std::time::Instant::now())));
             guard
                 .metrics
                 .gardener_rate_limit_wait
@@ -492,6 +513,49 @@ users:
         assert!(
             longest < Duration::from_millis(2500),
             "a request waited {longest:?} for the rate limit"
+        );
+    }
+
+    /// The answer time of a call leaves out its wait in the rate limit: at 1 QPS the second
+    /// call queues about a second, the inner service answers in 50 ms.
+    #[tokio::test]
+    async fn the_answer_time_leaves_out_the_rate_limit_wait() {
+        let settings = GuardSettings {
+            allow: AllowList::new("garden-x"),
+            qps: 1,
+            burst: 1,
+            timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+        };
+        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+        let layer = GardenerGuardLayer::new(settings, metrics).expect("layer");
+        let mut svc = layer.layer(tower::service_fn(|_req: Request<Body>| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+        }));
+        let get = || {
+            Request::get("/apis/core.gardener.cloud/v1beta1/namespaces/garden-x/shoots")
+                .body(Body::empty())
+                .expect("request")
+        };
+        let mut took = Vec::new();
+        for _ in 0..2 {
+            let started = std::time::Instant::now();
+            let (answer, answered_in) = answer_time(svc.call(get())).await;
+            answer.expect("answer");
+            took.push((
+                started.elapsed(),
+                answered_in.expect("the guard marks when it sent"),
+            ));
+        }
+        let (whole, answered) = took[1];
+        assert!(
+            whole >= Duration::from_millis(700),
+            "the second call did not queue: {whole:?}"
+        );
+        assert!(
+            answered >= Duration::from_millis(50) && answered < Duration::from_millis(500),
+            "answer time {answered:?} of a call that took {whole:?}"
         );
     }
 }

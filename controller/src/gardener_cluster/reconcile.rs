@@ -281,15 +281,16 @@ async fn apply(
             let shoot = gc.spec.shoot.name.clone();
             let permit = reconciler.signing.acquire().await;
             let sent = std::time::Instant::now();
-            let issued = issue_admin_kubeconfig(
-                &reconciler.ctx.gardener,
-                &reconciler.ctx.gardener_namespace,
-                &shoot,
-                reconciler.policy.expiration_seconds(),
-            )
-            .await;
+            let (issued, answered_in) =
+                crate::gardener::client::answer_time(issue_admin_kubeconfig(
+                    &reconciler.ctx.gardener,
+                    &reconciler.ctx.gardener_namespace,
+                    &shoot,
+                    reconciler.policy.expiration_seconds(),
+                ))
+                .await;
             permit.finish(match &issued {
-                Ok(_) => WriteOutcome::Answered(sent.elapsed()),
+                Ok(_) => WriteOutcome::Answered(answered_in.unwrap_or_else(|| sent.elapsed())),
                 Err(IssueError::Refused { source, .. })
                     if crate::runtime::classify::classify(source) == ApiErrorKind::Busy =>
                 {

@@ -225,10 +225,13 @@ async fn create_shoot(
     }
     let api: Api<Shoot> = reconciler.shoots_api();
     let sent = Instant::now();
-    let created = api.create(&PostParams::default(), &converted.shoot).await;
+    let (created, answered_in) =
+        crate::gardener::client::answer_time(api.create(&PostParams::default(), &converted.shoot))
+            .await;
+    let answered_in = answered_in.unwrap_or_else(|| sent.elapsed());
     match created {
         Ok(_) => {
-            permit.finish(WriteOutcome::Answered(sent.elapsed()));
+            permit.finish(WriteOutcome::Answered(answered_in));
             reconciler.publish_create_limit();
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
@@ -243,7 +246,7 @@ async fn create_shoot(
             Ok(Action::requeue(SAFETY_REQUEUE))
         }
         Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {
-            permit.finish(WriteOutcome::Answered(sent.elapsed()));
+            permit.finish(WriteOutcome::Answered(answered_in));
             reconciler.publish_create_limit();
             reconciler.gardener_answered(runtime);
             // Our watch cache is behind (or a restart interrupted us after the create): the
