@@ -122,6 +122,9 @@ struct RuntimeRecord {
     /// When we created the Shoot: until the watch shows it, another create would only be
     /// refused (after passing through Gardener's admission once more).
     created: Option<Instant>,
+    /// The generation whose stop was counted in `unexpected_stops_total`: a reconcile right
+    /// after the `Failed` status write may still read `Pending` from the cache.
+    stopped: Option<i64>,
 }
 
 /// State of the Runtime reconciler.
@@ -657,6 +660,17 @@ impl Reconciler {
     fn record_ready(&self, runtime: &Runtime, shoot: &Shoot) {
         if let Some(g) = shoot.metadata.generation {
             self.record(runtime, |record| record.ready_shoot_generation = Some(g));
+        }
+    }
+
+    /// Counts the Runtime's stop on an error nobody retries, once per generation.
+    fn count_stop(&self, runtime: &Runtime) {
+        let generation = runtime.metadata.generation.unwrap_or_default();
+        let first = self.record(runtime, |r| {
+            r.stopped.replace(generation) != Some(generation)
+        });
+        if first {
+            self.ctx.metrics.unexpected_stops.inc();
         }
     }
 

@@ -95,7 +95,7 @@ pub async fn apply(
         return Ok(Action::await_change());
     }
 
-    if let Some(action) = follow_last_operation(reconciler, &shoot, draft) {
+    if let Some(action) = follow_last_operation(reconciler, runtime, &shoot, draft) {
         return Ok(action);
     }
     // Asked only once the Shoot is settled, as the step that found it elsewhere was.
@@ -806,6 +806,7 @@ fn patch_failure(
 /// Returns `None` when the Shoot is reconciled and the next steps may run.
 fn follow_last_operation(
     reconciler: &Reconciler,
+    runtime: &Runtime,
     shoot: &Shoot,
     draft: &mut StatusDraft,
 ) -> Option<Action> {
@@ -905,7 +906,7 @@ fn follow_last_operation(
                     );
                 }
                 if draft.current_state() != RuntimeState::Failed {
-                    reconciler.ctx.metrics.unexpected_stops.inc();
+                    reconciler.count_stop(runtime);
                 }
                 draft.state(RuntimeState::Failed);
                 Some(Action::await_change())
