@@ -466,20 +466,32 @@ users:
         ));
     }
 
+    /// A guard for namespace `garden-x` at `qps`, `burst`.
+    fn layer_at(qps: u32, burst: u32) -> GardenerGuardLayer {
+        let settings = GuardSettings {
+            allow: AllowList::new("garden-x"),
+            qps,
+            burst,
+            timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+        };
+        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+        GardenerGuardLayer::new(settings, metrics).expect("layer")
+    }
+
+    /// A Shoot list in `garden-x`.
+    fn shoots_get() -> Request<Body> {
+        Request::get("/apis/core.gardener.cloud/v1beta1/namespaces/garden-x/shoots")
+            .body(Body::empty())
+            .expect("request")
+    }
+
     /// Under steady contention every request gets its turn within the queue ahead of it:
     /// 24 callers each sending back to back at 20 QPS, burst 1, so no request may wait much
     /// longer than 24 / 20 s. Without the arrival-order turn some waited many times that.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_rate_limit_serves_waiters_in_arrival_order() {
-        let settings = GuardSettings {
-            allow: AllowList::new("garden-x"),
-            qps: 20,
-            burst: 1,
-            timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(5),
-        };
-        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
-        let layer = GardenerGuardLayer::new(settings, metrics).expect("layer");
+        let layer = layer_at(20, 1);
         let inner = tower::service_fn(|_req: Request<Body>| async {
             Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
         });
@@ -491,11 +503,7 @@ users:
                 tokio::spawn(async move {
                     let mut longest = Duration::ZERO;
                     while std::time::Instant::now() < until {
-                        let req = Request::get(
-                            "/apis/core.gardener.cloud/v1beta1/namespaces/garden-x/shoots",
-                        )
-                        .body(Body::empty())
-                        .expect("request");
+                        let req = shoots_get();
                         let sent = std::time::Instant::now();
                         svc.ready().await.expect("ready");
                         svc.call(req).await.expect("answer");
@@ -520,28 +528,15 @@ users:
     /// call queues about a second, the inner service answers in 50 ms.
     #[tokio::test]
     async fn the_answer_time_leaves_out_the_rate_limit_wait() {
-        let settings = GuardSettings {
-            allow: AllowList::new("garden-x"),
-            qps: 1,
-            burst: 1,
-            timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(5),
-        };
-        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
-        let layer = GardenerGuardLayer::new(settings, metrics).expect("layer");
+        let layer = layer_at(1, 1);
         let mut svc = layer.layer(tower::service_fn(|_req: Request<Body>| async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
         }));
-        let get = || {
-            Request::get("/apis/core.gardener.cloud/v1beta1/namespaces/garden-x/shoots")
-                .body(Body::empty())
-                .expect("request")
-        };
         let mut took = Vec::new();
         for _ in 0..2 {
             let started = std::time::Instant::now();
-            let (answer, answered_in) = answer_time(svc.call(get())).await;
+            let (answer, answered_in) = answer_time(svc.call(shoots_get())).await;
             answer.expect("answer");
             took.push((
                 started.elapsed(),
