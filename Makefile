@@ -139,8 +139,9 @@ deny:
 ## Mutation testing of the pure core (docs/testing.md#mutation-testing-make-mutants): every
 ## mutant cargo-mutants makes in MUTANTS_FILES is built and tested with the unit and property
 ## tests of its crate; survivors are listed in target/mutants/mutants.out/missed.txt. Not part
-## of `make test` (1 to 3 minutes per kim-shared mutant, days for all of them on 2 cores: narrow
-## MUTANTS_FILES to one file). MUTANTS_ARGS passes further flags to cargo-mutants
+## of `make test` (about 15 s per kim-shared mutant with `--in-place`, hours for all of them on
+## 2 cores: narrow MUTANTS_FILES). Incremental compilation is on here: each mutant rebuilds the
+## same crate, 6 s instead of 33 s. MUTANTS_ARGS passes further flags to cargo-mutants
 ## (`--baseline skip --timeout 120`, `--re NAME`). cargo-mutants is installed once into the
 ## cache outside the repository (about 10 minutes).
 CARGO_MUTANTS_VERSION := 27.1.0
@@ -154,7 +155,7 @@ mutants:
 	@[ -x "$(CARGO_MUTANTS)" ] || { echo "kim: installing cargo-mutants $(CARGO_MUTANTS_VERSION) (once)"; \
 	  $(CARGO) install --quiet --locked cargo-mutants --version $(CARGO_MUTANTS_VERSION) \
 	    --root "$(dir $(patsubst %/,%,$(dir $(CARGO_MUTANTS))))"; }
-	"$(CARGO_MUTANTS)" mutants --output target/mutants $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS)
+	CARGO_INCREMENTAL=1 "$(CARGO_MUTANTS)" mutants --output target/mutants $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS)
 
 ## The mutants of `make mutants` on the lines changed since MUTANTS_BASE (HEAD~1: the last
 ## commit, with what is not committed yet; MUTANTS_BASE=origin/main for a branch; any
