@@ -340,6 +340,38 @@ fn empty_lists_and_empty_values_are_refused() {
     );
 }
 
+/// Gardener-internal DNS means all three `converter.dns` keys empty: any one key alone is a
+/// half-configured DNS provider, and the two missing keys are named.
+#[test]
+fn one_dns_key_alone_asks_for_the_other_two() {
+    let keys = ["secretName", "domainPrefix", "providerType"];
+    for set_key in keys {
+        let err = load_edited(|v| {
+            let mut dns = json!({"secretName": "", "domainPrefix": "", "providerType": ""});
+            dns[set_key] = json!("x");
+            set(v, "/converter/dns", dns);
+        })
+        .unwrap_err()
+        .to_string();
+        for key in keys {
+            assert_eq!(
+                err.contains(&format!("converter.dns.{key}")),
+                key != set_key,
+                "{set_key} alone: {err}"
+            );
+        }
+    }
+    let none = load_edited(|v| {
+        set(
+            v,
+            "/converter/dns",
+            json!({"secretName": "", "domainPrefix": "", "providerType": ""}),
+        )
+    })
+    .unwrap();
+    assert!(none.converter.dns.is_gardener_internal());
+}
+
 #[test]
 fn semantic_rules_are_checked_and_all_problems_listed() {
     let err = load_edited(|v| {

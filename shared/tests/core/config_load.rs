@@ -262,6 +262,7 @@ fn from_parts_needs_no_files() {
         "serviceURL": "https://auditlog.example.com:3001", "secretName": "auditlog-secret"}}}"#;
     let config = KimConfig::from_parts(UPSTREAM_CONVERTER, Some(audit), None).unwrap();
     assert!(config.audit_log_tenant("aws", "eu-central-1").is_ok());
+    assert!(!config.audit_log_tenants.is_empty());
     assert!(config.maintenance_windows.0.is_empty());
 
     let config = KimConfig::from_parts(
