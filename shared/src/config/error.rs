@@ -58,16 +58,6 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// The file the error is about.
-    pub fn file(&self) -> &str {
-        match self {
-            Self::Read { file, .. }
-            | Self::Syntax { file, .. }
-            | Self::Key { file, .. }
-            | Self::Invalid { file, .. } => file,
-        }
-    }
-
     /// The key paths the error is about (empty for read and syntax errors).
     pub fn paths(&self) -> Vec<&str> {
         match self {
@@ -243,10 +233,11 @@ pub(crate) fn parse_yaml<T: DeserializeOwned>(
             .map(|l| (l.line(), l.column()))
             .unwrap_or((0, 0));
         let message = strip_yaml_path(&strip_location(&inner.to_string(), line, column), &e_path);
-        // serde_yaml_ng has no error classification; a scanner error carries no key path.
-        if path.is_empty()
-            && (message.contains("while scanning") || message.contains("while parsing"))
-        {
+        // serde_yaml_ng has no error classification: its scanner and parser errors name what
+        // they were doing ("..., while parsing a block mapping"). Such an error may come with
+        // the key path reached so far (`eu-central-1`, or `?` after a finished entry), which
+        // says less than the line and column.
+        if message.contains(", while scanning") || message.contains(", while parsing") {
             ConfigError::Syntax {
                 file: file.to_owned(),
                 format: "YAML",
@@ -384,6 +375,17 @@ fn backticked_after<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_join_with_a_dot_and_indices_attach() {
+        assert_eq!(
+            join_path("data.config", "eu-central-1"),
+            "data.config.eu-central-1"
+        );
+        assert_eq!(join_path("data.config", "[0].name"), "data.config[0].name");
+        assert_eq!(join_path("data.config", "."), "data.config");
+        assert_eq!(join_path("", "[0]"), "[0]");
+    }
 
     #[test]
     fn serde_messages_are_rephrased_with_the_key_in_the_path() {

@@ -774,3 +774,32 @@ fn seed_networks_are_canonical_cidrs_and_provider_defaults_stay_clear_of_them() 
     let cfg = load_edited(|v| set(v, "/kim/seedNetworks", json!([]))).unwrap();
     assert!(cfg.kim.seed_networks().is_empty());
 }
+
+/// A maintenance window file that is not YAML gets the same "not valid YAML" answer with its
+/// line and column wherever the syntax breaks; a document of the wrong shape names the key.
+#[test]
+fn maintenance_window_syntax_errors_are_told_apart_from_wrong_shapes() {
+    let converter = example().to_string();
+    let window = r#"a: {begin: "200000+0000", end: "210000+0000"}"#;
+    for (text, expected) in [
+        (
+            "\"unterminated\n".to_owned(),
+            "maintenance window file: not valid YAML: found unexpected end of stream at line 2 column 1, while scanning a quoted scalar (line 2, column 1)",
+        ),
+        (
+            "eu-central-1: \"unterminated\n".to_owned(),
+            "maintenance window file: not valid YAML: found unexpected end of stream at line 2 column 1, while scanning a quoted scalar at line 1 column 15 (line 2, column 1)",
+        ),
+        (
+            format!("{window}\n- b\n"),
+            "maintenance window file: not valid YAML: did not find expected key at line 2 column 1, while parsing a block mapping (line 2, column 1)",
+        ),
+        (
+            "- a\n- b\n".to_owned(),
+            "maintenance window file: (top level): expected a map, found sequence (line 1, column 1)",
+        ),
+    ] {
+        let err = KimConfig::from_parts(&converter, None, Some(&text)).unwrap_err();
+        assert_eq!(err.to_string(), expected, "{text:?}");
+    }
+}
