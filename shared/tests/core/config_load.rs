@@ -159,6 +159,14 @@ fn an_operators_narrowing_covers_what_it_lists() {
     assert!(!aws.allows_zone("eu-central-1", "eu-central-1z"));
     assert!(!aws.allows_machine_type("Standard_D2s_v5"));
     assert!(!aws.allows_volume_type("pd-ssd"));
+    // gp2 leaves out its quota class: `standard`, as in a CloudProfile.
+    let classes: Vec<(&str, &str)> = aws
+        .volume_types
+        .iter()
+        .flatten()
+        .map(|v| (v.name.as_str(), v.class.as_str()))
+        .collect();
+    assert_eq!(classes, [("gp2", "standard"), ("gp3", "standard")]);
     // The image of upstream's Runtime samples stays usable.
     assert!(aws.allows_machine_image("gardenlinux", "1443.9.0"));
     assert!(!aws.allows_machine_image("ubuntu", "1443.9.0"));
