@@ -905,7 +905,8 @@ fn check_defaults(
     }
 }
 
-/// Gardener reserves these IPv4 ranges for the kube-apiserver and VPN mappings.
+/// Gardener reserves 240.0.0.0/8 to 244.0.0.0/8 for the kube-apiserver and VPN mappings:
+/// these first octets.
 const RESERVED_FIRST_OCTETS: std::ops::RangeInclusive<u8> = 240..=244;
 
 fn check_networking(
@@ -937,12 +938,10 @@ fn check_networking(
             );
             continue;
         };
+        // The CIDR spans the first octets `first..=last`.
         let first = v4.network().octets()[0];
         let last = v4.broadcast().octets()[0];
-        if RESERVED_FIRST_OCTETS.contains(&first)
-            || RESERVED_FIRST_OCTETS.contains(&last)
-            || (first < 240 && last > 244)
-        {
+        if first <= *RESERVED_FIRST_OCTETS.end() && last >= *RESERVED_FIRST_OCTETS.start() {
             c.problem(
                 format!("{path}.{key}"),
                 format!("{cidr} overlaps 240.0.0.0/8-244.0.0.0/8, which Gardener reserves"),

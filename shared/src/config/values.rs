@@ -409,6 +409,8 @@ mod tests {
         assert_eq!((v.major(), v.minor(), v.patch()), (1, 34, None));
         let v: KubernetesVersion = "1.34.2".parse().unwrap();
         assert_eq!(v.to_string(), "1.34.2");
+        let v: KubernetesVersion = "2.0.1".parse().unwrap();
+        assert_eq!((v.major(), v.minor(), v.patch()), (2, 0, Some(1)));
         for bad in ["1", "v1.34", "1.34.x", "1..2", "1.34.2.1", "", "1.34-rc1"] {
             let err = bad.parse::<KubernetesVersion>().unwrap_err();
             assert!(err.contains("1.34.2") && err.contains(bad), "{bad}: {err}");

@@ -340,6 +340,67 @@ fn empty_lists_and_empty_values_are_refused() {
     );
 }
 
+/// A bound may equal its partner (one volume size, one pool size) and a default may sit on
+/// a bound; only a minimum above its maximum is refused, at the maximum's key.
+#[test]
+fn size_and_scaling_bounds_may_be_equal_but_not_crossed() {
+    let types = "/kim/providers/aws/volumeTypes";
+    let scaling = "/kim/providers/aws/workerScaling";
+    // gp3 is the default volume type, 80Gi its default size.
+    let equal = load_edited(|v| {
+        set(v, &format!("{types}/1/minSize"), json!("80Gi"));
+        set(v, &format!("{types}/1/maxSize"), json!("80Gi"));
+        set(v, scaling, json!({"minimum": 3, "maximum": 3}));
+        set(
+            v,
+            "/kim/providers/aws/defaults/workers",
+            json!({"minimum": 3, "maximum": 3}),
+        );
+    });
+    assert!(equal.is_ok(), "{:?}", equal.err());
+    let crossed = load_edited(|v| {
+        set(v, &format!("{types}/0/minSize"), json!("100Gi"));
+        set(v, &format!("{types}/0/maxSize"), json!("99Gi"));
+        set(v, scaling, json!({"minimum": 4, "maximum": 3}));
+    })
+    .unwrap_err()
+    .to_string();
+    for expected in [
+        "kim.providers.aws.volumeTypes[0].maxSize: 99Gi is smaller than minSize 100Gi",
+        "kim.providers.aws.workerScaling.maximum: 3 is smaller than workerScaling.minimum 4",
+    ] {
+        assert!(crossed.contains(expected), "{crossed}");
+    }
+}
+
+/// A default network that shares any address with 240.0.0.0/8-244.0.0.0/8 is refused: inside,
+/// at either end, or spanning the whole range; one just outside is not.
+#[test]
+fn default_networks_keep_clear_of_gardeners_reserved_range() {
+    for (cidr, refused) in [
+        ("240.0.0.0/8", true),
+        ("244.0.0.0/6", true),
+        ("224.0.0.0/3", true),
+        ("236.0.0.0/6", false),
+        ("245.0.0.0/8", false),
+    ] {
+        let result = load_edited(|v| {
+            set(
+                v,
+                "/kim/providers/aws/defaults/networking/pods",
+                json!(cidr),
+            )
+        });
+        let reserved = format!(
+            "kim.providers.aws.defaults.networking.pods: {cidr} overlaps 240.0.0.0/8-244.0.0.0/8, which Gardener reserves"
+        );
+        match result {
+            Ok(_) => assert!(!refused, "{cidr} was admitted"),
+            Err(e) => assert_eq!(e.to_string().contains(&reserved), refused, "{cidr}: {e}"),
+        }
+    }
+}
+
 /// Gardener-internal DNS means all three `converter.dns` keys empty: any one key alone is a
 /// half-configured DNS provider, and the two missing keys are named.
 #[test]
