@@ -411,7 +411,10 @@ mod tests {
         assert_eq!(v.to_string(), "1.34.2");
         let v: KubernetesVersion = "2.0.1".parse().unwrap();
         assert_eq!((v.major(), v.minor(), v.patch()), (2, 0, Some(1)));
-        for bad in ["1", "v1.34", "1.34.x", "1..2", "1.34.2.1", "", "1.34-rc1"] {
+        // `+34` is a number to Rust's `parse`, not to Gardener.
+        for bad in [
+            "1", "v1.34", "1.34.x", "1..2", "1.34.2.1", "", "1.34-rc1", "1.+34",
+        ] {
             let err = bad.parse::<KubernetesVersion>().unwrap_err();
             assert!(err.contains("1.34.2") && err.contains(bad), "{bad}: {err}");
         }
