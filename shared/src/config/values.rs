@@ -195,11 +195,6 @@ pub struct MemoryQuantity {
 }
 
 impl MemoryQuantity {
-    /// The quantity as written (`8Gi`).
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
     /// The quantity in bytes.
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -453,7 +448,7 @@ mod tests {
     #[test]
     fn volume_sizes_are_whole_gibibytes() {
         assert_eq!("80Gi".parse::<VolumeSize>().unwrap().gib(), 80);
-        for bad in ["80", "80G", "80Mi", "Gi", "-1Gi", "1.5Gi"] {
+        for bad in ["80", "80G", "80Mi", "Gi", "-1Gi", "+80Gi", "1.5Gi"] {
             assert!(
                 bad.parse::<VolumeSize>().unwrap_err().contains("80Gi"),
                 "{bad}"
