@@ -467,6 +467,25 @@ mod tests {
             "16G".parse::<MemoryQuantity>().unwrap().bytes(),
             16_000_000_000
         );
+        for (text, bytes) in [
+            ("3", 3),
+            ("3Ki", 3 << 10),
+            ("3Mi", 3 << 20),
+            ("3Gi", 3 << 30),
+            ("3Ti", 3 << 40),
+            ("3Pi", 3 << 50),
+            ("3k", 3_000),
+            ("3M", 3_000_000),
+            ("3G", 3_000_000_000),
+            ("3T", 3_000_000_000_000),
+            ("3P", 3_000_000_000_000_000),
+        ] {
+            assert_eq!(
+                text.parse::<MemoryQuantity>().unwrap().bytes(),
+                bytes,
+                "{text}"
+            );
+        }
         for bad in ["8GB", "Gi", "0Gi", "8 Gi"] {
             assert!(bad.parse::<MemoryQuantity>().is_err(), "{bad}");
         }
