@@ -247,12 +247,6 @@ impl FromStr for MemoryQuantity {
     }
 }
 
-impl fmt::Display for MemoryQuantity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
 impl<'de> Deserialize<'de> for MemoryQuantity {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -517,8 +511,17 @@ mod tests {
         assert_eq!(t.utc_seconds_of_day(), 3 * 3600);
         let t: MaintenanceTime = "003000+0100".parse().unwrap();
         assert_eq!(t.utc_seconds_of_day(), 23 * 3600 + 1800);
+        // The last second of the day and the widest offsets are times too.
+        let t: MaintenanceTime = "235959+0000".parse().unwrap();
+        assert_eq!(t.utc_seconds_of_day(), 86_399);
+        let t: MaintenanceTime = "120000+1400".parse().unwrap();
+        assert_eq!(t.utc_seconds_of_day(), 22 * 3600);
+        let t: MaintenanceTime = "120000-1200".parse().unwrap();
+        assert_eq!(t.utc_seconds_of_day(), 0);
         for bad in [
             "240000+0000",
+            "006000+0000",
+            "000060+0000",
             "220000+1500",
             "220000-1300",
             "220000+0130",
