@@ -452,16 +452,10 @@ mod tests {
 
     #[test]
     fn memory_quantities_understand_binary_and_decimal_units() {
-        assert_eq!("8Gi".parse::<MemoryQuantity>().unwrap().bytes(), 8 << 30);
-        assert_eq!(
-            "512Mi".parse::<MemoryQuantity>().unwrap().bytes(),
-            512 << 20
-        );
-        assert_eq!(
-            "16G".parse::<MemoryQuantity>().unwrap().bytes(),
-            16_000_000_000
-        );
         for (text, bytes) in [
+            ("8Gi", 8 << 30),
+            ("512Mi", 512 << 20),
+            ("16G", 16_000_000_000),
             ("3", 3),
             ("3Ki", 3 << 10),
             ("3Mi", 3 << 20),
