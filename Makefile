@@ -155,6 +155,7 @@ mutants:
 	@[ -x "$(CARGO_MUTANTS)" ] || { echo "kim: installing cargo-mutants $(CARGO_MUTANTS_VERSION) (once)"; \
 	  $(CARGO) install --quiet --locked cargo-mutants --version $(CARGO_MUTANTS_VERSION) \
 	    --root "$(dir $(patsubst %/,%,$(dir $(CARGO_MUTANTS))))"; }
+	@mkdir -p target
 	CARGO_INCREMENTAL=1 "$(CARGO_MUTANTS)" mutants --output target/mutants $(foreach f,$(MUTANTS_FILES),--file $(f)) $(MUTANTS_ARGS)
 
 ## The mutants of `make mutants` on the lines changed since MUTANTS_BASE (HEAD~1: the last
