@@ -749,6 +749,68 @@ fn a_dedicated_audit_log_tenant_replaces_the_shared_one_and_is_then_in_place() {
 }
 
 #[test]
+fn an_audit_log_is_in_place_only_with_the_tenants_extension_and_its_secret_as_credentials() {
+    use kim_shared::config::AuditLogTenant;
+    let rt = runtime("aws");
+    let tenant = AuditLogTenant {
+        tenant_id: "subaccount-1".into(),
+        service_url: "https://auditlog.dedicated.example".into(),
+        secret_name: "dedicated-write-1".into(),
+    };
+    let opts = ConvertOptions {
+        dedicated_audit_log: Some(tenant.clone()),
+        ..Default::default()
+    };
+    let good = json(
+        &to_shoot_with(&rt, &config(), Some(&live(&rt)), &opts)
+            .unwrap()
+            .shoot,
+    );
+    let in_place = |edit: &dyn Fn(&mut Value)| {
+        let mut v = good.clone();
+        edit(&mut v);
+        let shoot: Shoot = serde_json::from_value(v).unwrap();
+        kim_shared::convert::audit_log_in_place(&shoot, &tenant)
+    };
+    assert!(in_place(&|_| {}));
+    let credentials = |v: &mut Value| -> Value {
+        let list = v["spec"]["resources"].as_array_mut().unwrap();
+        let i = list
+            .iter()
+            .position(|r| r["name"] == "auditlog-credentials")
+            .unwrap();
+        list.remove(i)
+    };
+    // Each part of the credentials reference counts: its name, the kind and the Secret.
+    for (field, value) in [
+        ("/name", "other-credentials"),
+        ("/resourceRef/kind", "ConfigMap"),
+        ("/resourceRef/name", "shared-write"),
+    ] {
+        let edit = |v: &mut Value| {
+            let mut r = credentials(v);
+            *r.pointer_mut(field).unwrap() = json!(value);
+            v["spec"]["resources"].as_array_mut().unwrap().push(r);
+        };
+        assert!(!in_place(&edit), "{field} = {value}");
+    }
+    // The extension as the tenant wants it is not enough without the credentials.
+    assert!(!in_place(&|v| {
+        credentials(v);
+    }));
+    // Nor the credentials without the tenant's keys in the extension.
+    assert!(!in_place(&|v| {
+        let ext = v["spec"]["extensions"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|e| e["type"] == "shoot-auditlog-service")
+            .unwrap();
+        ext["providerConfig"]["tenantID"] = json!("subaccount-2");
+    }));
+}
+
+#[test]
 fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
     let mut rt = runtime("aws");
     rt.spec.image_registry_cache = Some(
