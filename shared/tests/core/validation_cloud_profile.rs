@@ -216,6 +216,14 @@ fn the_region_must_be_offered() {
 }
 
 #[test]
+fn an_update_keeps_a_region_the_profile_no_longer_offers_but_cannot_move_to_one() {
+    let mars = runtime(|rt| rt.spec.shoot.region = "mars-1".into());
+    let offered = runtime(|_| {});
+    assert_eq!(on(&check(&mars, Some(&mars)), REGION), Vec::<String>::new());
+    assert_eq!(on(&check(&mars, Some(&offered)), REGION).len(), 1);
+}
+
+#[test]
 fn an_eu_access_platform_region_needs_a_region_with_the_restriction() {
     let eu_access = |region: &str| {
         runtime(|rt| {
@@ -228,6 +236,15 @@ fn an_eu_access_platform_region_needs_a_region_with_the_restriction() {
     };
     refused(&eu_access("eu-west-1"), REGION, "eu-access-only");
     admitted(&eu_access("eu-central-1"), REGION);
+    // As in Gardener, only a change of the restrictions is checked on update.
+    let stored = eu_access("eu-west-1");
+    assert_eq!(
+        on(&check(&stored, Some(&stored)), REGION),
+        Vec::<String>::new()
+    );
+    let mut was_global = stored.clone();
+    was_global.spec.shoot.platform_region = "cf-us10".into();
+    assert_eq!(on(&check(&stored, Some(&was_global)), REGION).len(), 1);
 }
 
 #[test]
