@@ -158,3 +158,32 @@ impl Item {
         format!("{}[{}].{}", self.list, self.index, suffix)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_violation_reads_as_its_field_then_its_message() {
+        let v = Violation {
+            field: "spec.shoot.region".into(),
+            message: "use one of eu-central-1".into(),
+        };
+        assert_eq!(v.to_string(), "spec.shoot.region: use one of eu-central-1");
+    }
+
+    #[test]
+    fn extending_an_outcome_appends_the_others_findings_after_its_own() {
+        let mut a = ValidationOutcome::default();
+        a.violation("a", "first");
+        a.warning("w", "one");
+        let mut b = ValidationOutcome::default();
+        b.violation("b", "second");
+        b.warning("x", "two");
+        a.extend(b);
+        let fields: Vec<&str> = a.violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["a", "b"]);
+        assert_eq!(a.warnings, ["w: one", "x: two"]);
+        assert!(!a.is_allowed());
+    }
+}

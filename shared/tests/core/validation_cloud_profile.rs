@@ -196,6 +196,14 @@ fn the_cluster_version_must_be_offered() {
         "1.99.0 is not offered by CloudProfile aws",
     );
     admitted(&versions("1.35.2", None), CLUSTER);
+    // On update only a changed version is checked: a stored one the profile dropped stays.
+    let dropped = versions("1.99.0", None);
+    assert_eq!(
+        on(&check(&dropped, Some(&dropped)), CLUSTER),
+        Vec::<String>::new()
+    );
+    let offered = versions("1.35.2", None);
+    assert_eq!(on(&check(&dropped, Some(&offered)), CLUSTER).len(), 1);
 }
 
 #[test]
