@@ -11,7 +11,7 @@ use kim_shared::api::Runtime;
 use kim_shared::gardener::cloud_profile::CloudProfileSpec;
 use kim_shared::gardener::worker::WorkerKubernetes;
 use kim_shared::validation::{Profile, ValidationOutcome, validate_against_cloud_profile};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const CLUSTER: &str = "spec.shoot.kubernetes.version";
 const POOL: &str = "spec.shoot.provider.workers[0].kubernetes.version";
@@ -19,6 +19,9 @@ const REGION: &str = "spec.shoot.region";
 const MACHINE: &str = "spec.shoot.provider.workers[0].machine.type";
 const VOLUME_TYPE: &str = "spec.shoot.provider.workers[0].volume.type";
 const VOLUME_SIZE: &str = "spec.shoot.provider.workers[0].volume.size";
+const IMAGE_NAME: &str = "spec.shoot.provider.workers[0].machine.image.name";
+const IMAGE_VERSION: &str = "spec.shoot.provider.workers[0].machine.image.version";
+const CRI: &str = "spec.shoot.provider.workers[0].cri.name";
 
 /// Kubernetes versions of every classification; one region with the EU access restriction and
 /// one without; machine and volume types to refuse for each reason.
@@ -41,15 +44,37 @@ fn profile() -> CloudProfileSpec {
                 {"name": "eu-central-1b"},
                 {"name": "eu-central-1c", "unavailableMachineTypes": ["m6i.xlarge"], "unavailableVolumeTypes": ["sc1"]}
              ]},
-            {"name": "eu-west-1", "zones": [{"name": "eu-west-1a"}]}
+            {"name": "eu-west-1", "zones": [{"name": "eu-west-1a"}]},
+            {"name": "ap-east-9"}
         ],
         "machineTypes": [
             {"name": "m6i.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "amd64", "usable": true},
             {"name": "m6i.xlarge", "cpu": "4", "gpu": "0", "memory": "16Gi", "architecture": "amd64", "usable": true},
-            {"name": "m6g.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "arm64", "usable": true},
+            {"name": "m6g.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "architecture": "arm64", "usable": true,
+             "storage": {"type": "gp3", "minSize": "50Gi"}},
             {"name": "m5.large", "cpu": "2", "gpu": "0", "memory": "8Gi", "usable": false}
         ],
-        "machineImages": [],
+        "machineImages": [
+            {"name": "gardenlinux", "versions": [
+                {"version": "1950.0.0", "lifecycle": [{"classification": "preview", "startTime": "2099-01-01T00:00:00Z"}]},
+                {"version": "1900.0.0", "classification": "preview", "architectures": ["amd64"]},
+                {"version": "1877.8.0", "architectures": ["amd64", "arm64"],
+                 "cri": [{"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]}]},
+                {"version": "1877.7.0"},
+                {"version": "1592.14.0", "classification": "deprecated", "architectures": ["amd64", "arm64"]},
+                {"version": "1500.0.0", "classification": "deprecated", "expirationDate": "2020-01-01T00:00:00Z", "architectures": ["amd64"]},
+                {"version": "1443.9.0", "classification": "deprecated", "expirationDate": "2020-01-01T00:00:00Z"}
+            ]},
+            {"name": "suse-chost", "versions": [
+                {"version": "15.7.0", "classification": "preview"},
+                {"version": "15.6.0", "classification": "deprecated"}
+            ]},
+            {"name": "only-preview", "versions": [{"version": "1.0.0", "classification": "preview"}]},
+            {"name": "only-expired", "versions": [
+                {"version": "2.0.0", "classification": "preview"},
+                {"version": "1.0.0", "expirationDate": "2020-01-01T00:00:00Z"}
+            ]}
+        ],
         "volumeTypes": [
             {"name": "gp3", "class": "standard", "minSize": "20Gi", "usable": true},
             {"name": "io1", "class": "premium", "usable": false},
@@ -100,6 +125,34 @@ fn refused(rt: &Runtime, field: &str, needle: &str) {
 /// A new `rt` gets no message on `field`.
 fn admitted(rt: &Runtime, field: &str) {
     assert_eq!(on(&check(rt, None), field), Vec::<String>::new(), "{field}");
+}
+
+/// The one message `rt` (on update against `old`) gets on `field`.
+fn message(rt: &Runtime, old: Option<&Runtime>, field: &str) -> String {
+    let f = check(rt, old);
+    let messages = on(&f, field);
+    assert!(
+        messages.len() == 1,
+        "{field}: expected one message, got {messages:?}"
+    );
+    messages[0].clone()
+}
+
+/// All messages of `rt` (on update against `old`) on fields that start with `prefix`.
+fn under(rt: &Runtime, old: Option<&Runtime>, prefix: &str) -> Vec<String> {
+    check(rt, old)
+        .violations
+        .iter()
+        .filter(|v| v.field.starts_with(prefix))
+        .map(|v| format!("{}: {}", v.field, v.message))
+        .collect()
+}
+
+/// The sample with its main pool edited as JSON (`workers[0]`).
+fn pool(edit: impl FnOnce(&mut Value)) -> Runtime {
+    let mut v = serde_json::to_value(sample()).unwrap();
+    edit(&mut v["spec"]["shoot"]["provider"]["workers"][0]);
+    serde_json::from_value(v).unwrap()
 }
 
 fn pool_version(v: &str) -> Option<Box<WorkerKubernetes>> {
@@ -306,4 +359,407 @@ fn a_volume_type_must_be_offered_usable_in_every_zone_and_the_size_at_least_its_
         "10Gi is below the minimum of gp3",
     );
     admitted(&with_volume("gp3", "20Gi"), VOLUME_SIZE);
+}
+
+const K8S_ACTIVE: &str = "1.36.0 (preview), 1.35.4, 1.35.2, 1.34.9, 1.34.5";
+
+#[test]
+fn a_version_message_lists_the_offered_versions_newest_first_and_expired_ones_only_on_update() {
+    assert_eq!(
+        message(&versions("1.99.0", None), None, CLUSTER),
+        format!("1.99.0 is not offered by CloudProfile aws; use one of {K8S_ACTIVE}")
+    );
+    assert_eq!(
+        message(
+            &versions("1.99.0", None),
+            Some(&versions("1.35.2", None)),
+            CLUSTER
+        ),
+        format!("1.99.0 is not offered by CloudProfile aws; use one of {K8S_ACTIVE}, 1.33.1")
+    );
+    assert_eq!(
+        message(&versions("1.33.1", None), None, CLUSTER),
+        format!("1.33.1 has expired in CloudProfile aws; use one of {K8S_ACTIVE}")
+    );
+    // An update may move the cluster to an expired version (Gardener's maintenance does).
+    assert_eq!(
+        on(
+            &check(&versions("1.33.1", None), Some(&versions("1.35.2", None))),
+            CLUSTER
+        ),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_machine_type_message_offers_what_fits_the_pool() {
+    let typed = |t: &str, arch: Option<&str>| {
+        runtime(|rt| {
+            let m = &mut main_pool(rt).machine;
+            m.type_ = t.into();
+            m.architecture = arch.map(Into::into);
+        })
+    };
+    for (t, arch, text) in [
+        (
+            "m7.huge",
+            None,
+            "\"m7.huge\" is not a machine type of CloudProfile aws; use one of m6i.large",
+        ),
+        (
+            "m7.huge",
+            Some("arm64"),
+            "\"m7.huge\" is not a machine type of CloudProfile aws; use one of m6g.large",
+        ),
+        (
+            "m5.large",
+            None,
+            "m5.large is not usable in CloudProfile aws; use one of m6i.large",
+        ),
+        (
+            "m6g.large",
+            Some("amd64"),
+            "m6g.large is arm64, not amd64 in CloudProfile aws; use one of m6i.large",
+        ),
+        (
+            "m6i.xlarge",
+            None,
+            "m6i.xlarge is unavailable in zone eu-central-1c in CloudProfile aws; use one of m6i.large",
+        ),
+    ] {
+        assert_eq!(
+            message(&typed(t, arch), None, MACHINE),
+            text,
+            "{t} {arch:?}"
+        );
+    }
+    // In two zones the type unavailable in the third fits too.
+    let two_zones = runtime(|rt| {
+        let w = main_pool(rt);
+        w.machine.type_ = "m7.huge".into();
+        w.zones = Some(vec!["eu-central-1a".into(), "eu-central-1b".into()]);
+    });
+    assert_eq!(
+        message(&two_zones, None, MACHINE),
+        "\"m7.huge\" is not a machine type of CloudProfile aws; use one of m6i.large, m6i.xlarge"
+    );
+    // No type is the syntax rule's to report, not the profile's.
+    admitted(&typed("", None), MACHINE);
+    // On update only a changed type or architecture is checked.
+    let stored = typed("m5.large", None);
+    assert_eq!(
+        on(&check(&stored, Some(&stored)), MACHINE),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        on(&check(&stored, Some(&typed("m6i.large", None))), MACHINE).len(),
+        1
+    );
+    let stored = typed("m6g.large", None);
+    assert_eq!(
+        message(&typed("m6g.large", Some("amd64")), Some(&stored), MACHINE),
+        "m6g.large is arm64, not amd64 in CloudProfile aws; use one of m6i.large"
+    );
+}
+
+#[test]
+fn zones_must_be_of_the_region_and_are_checked_on_update_only_when_they_or_the_region_change() {
+    let zoned = |region: &str, zones: &[&str]| {
+        runtime(|rt| {
+            rt.spec.shoot.region = region.into();
+            main_pool(rt).zones = Some(zones.iter().map(|z| (*z).to_owned()).collect());
+        })
+    };
+    let bad = zoned("eu-central-1", &["eu-central-1a", "eu-central-1z"]);
+    assert_eq!(
+        under(&bad, None, "spec.shoot.provider.workers[0].zones"),
+        [
+            "spec.shoot.provider.workers[0].zones[1]: \"eu-central-1z\" is not a zone of region eu-central-1 in CloudProfile aws; use one of eu-central-1a, eu-central-1b, eu-central-1c"
+        ]
+    );
+    assert_eq!(
+        under(
+            &zoned("ap-east-9", &["ap-east-9a"]),
+            None,
+            "spec.shoot.provider.workers[0].zones"
+        ),
+        [
+            "spec.shoot.provider.workers[0].zones[0]: region ap-east-9 of CloudProfile aws has no zones; leave them out"
+        ]
+    );
+    assert_eq!(
+        under(&sample(), None, "spec.shoot.provider.workers[0].zones"),
+        Vec::<String>::new()
+    );
+    // The stored zones stay as they are; a new region or new zones are checked.
+    assert_eq!(
+        under(&bad, Some(&bad), "spec.shoot.provider.workers[0].zones"),
+        Vec::<String>::new()
+    );
+    let elsewhere = zoned("eu-west-1", &["eu-central-1a", "eu-central-1z"]);
+    assert_eq!(
+        under(
+            &bad,
+            Some(&elsewhere),
+            "spec.shoot.provider.workers[0].zones"
+        )
+        .len(),
+        1
+    );
+    let fewer = zoned(
+        "eu-central-1",
+        &["eu-central-1a", "eu-central-1b", "eu-central-1z"],
+    );
+    assert_eq!(
+        under(&bad, Some(&fewer), "spec.shoot.provider.workers[0].zones").len(),
+        1
+    );
+}
+
+const GL_AMD64: &str = "1900.0.0, 1877.8.0, 1877.7.0, 1592.14.0";
+const GL_ARM64: &str = "1877.8.0, 1592.14.0";
+
+fn image(name: &str, version: Option<&str>) -> Runtime {
+    pool(|w| w["machine"]["image"] = json!({"name": name, "version": version}))
+}
+
+fn arm_image(version: &str) -> Runtime {
+    pool(|w| {
+        w["machine"]["type"] = json!("m6g.large");
+        w["machine"]["image"] = json!({"name": "gardenlinux", "version": version});
+    })
+}
+
+#[test]
+fn a_machine_image_must_be_offered_active_and_run_on_the_pool_architecture() {
+    assert_eq!(
+        under(
+            &sample(),
+            None,
+            "spec.shoot.provider.workers[0].machine.image"
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        message(&image("ubuntu", Some("22.04")), None, IMAGE_NAME),
+        "\"ubuntu\" is not a machine image of CloudProfile aws; use one of gardenlinux, suse-chost, only-preview, only-expired"
+    );
+    for (version, text) in [
+        (
+            "1.0.0",
+            format!("gardenlinux 1.0.0 is not offered by CloudProfile aws; use one of {GL_AMD64}"),
+        ),
+        (
+            "1443.9.0",
+            format!("gardenlinux 1443.9.0 has expired in CloudProfile aws; use one of {GL_AMD64}"),
+        ),
+        (
+            "1950.0.0",
+            format!(
+                "gardenlinux 1950.0.0 is not available yet in CloudProfile aws; use one of {GL_AMD64}"
+            ),
+        ),
+    ] {
+        assert_eq!(
+            message(&image("gardenlinux", Some(version)), None, IMAGE_VERSION),
+            text
+        );
+    }
+    // A preview version may be named; Gardener only does not choose it.
+    admitted(&image("gardenlinux", Some("1900.0.0")), IMAGE_VERSION);
+    assert_eq!(
+        message(&arm_image("1877.7.0"), None, IMAGE_VERSION),
+        format!(
+            "gardenlinux 1877.7.0 does not run on arm64 in CloudProfile aws; use one of {GL_ARM64}"
+        )
+    );
+    assert_eq!(
+        message(&arm_image("1500.0.0"), None, IMAGE_VERSION),
+        format!(
+            "gardenlinux 1500.0.0 has expired and does not run on arm64 in CloudProfile aws; use one of {GL_ARM64}"
+        )
+    );
+    admitted(&arm_image("1877.8.0"), IMAGE_VERSION);
+}
+
+#[test]
+fn without_a_version_the_image_gardener_would_choose_is_checked() {
+    // The newest version that is not preview, not deprecated when there is such a version.
+    admitted(&image("suse-chost", None), IMAGE_VERSION);
+    assert_eq!(
+        message(&image("only-preview", None), None, IMAGE_VERSION),
+        "CloudProfile aws has no version of only-preview for amd64 to choose; name one of 1.0.0"
+    );
+    assert_eq!(
+        message(&image("only-expired", None), None, IMAGE_VERSION),
+        "Gardener would choose only-expired 1.0.0, which has expired in CloudProfile aws; name one of 2.0.0"
+    );
+    // On update a pool that keeps its image name keeps the version Gardener gave it.
+    let stored = image("only-preview", Some("1.0.0"));
+    admitted_on_update(&image("only-preview", None), &stored, IMAGE_VERSION);
+}
+
+fn admitted_on_update(rt: &Runtime, old: &Runtime, field: &str) {
+    assert_eq!(
+        on(&check(rt, Some(old)), field),
+        Vec::<String>::new(),
+        "{field}"
+    );
+}
+
+#[test]
+fn an_existing_pool_keeps_its_image_and_may_move_up_to_an_expired_version_but_not_down() {
+    let stored = image("gardenlinux", Some("1443.9.0"));
+    admitted_on_update(&stored, &stored, IMAGE_VERSION);
+    admitted_on_update(
+        &image("gardenlinux", Some("1500.0.0")),
+        &stored,
+        IMAGE_VERSION,
+    );
+    let newer = image("gardenlinux", Some("1592.14.0"));
+    assert_eq!(
+        message(
+            &image("gardenlinux", Some("1500.0.0")),
+            Some(&newer),
+            IMAGE_VERSION
+        ),
+        format!("gardenlinux 1500.0.0 has expired in CloudProfile aws; use one of {GL_AMD64}")
+    );
+    // A pool the update adds gets no such leeway.
+    let mut added = stored.clone();
+    let mut extra = added.spec.shoot.provider.workers[0].clone();
+    extra.name = "extra".into();
+    added.spec.shoot.provider.additional_workers = Some(vec![extra]);
+    assert_eq!(
+        under(
+            &added,
+            Some(&stored),
+            "spec.shoot.provider.additionalWorkers[0].machine.image"
+        ),
+        [format!(
+            "spec.shoot.provider.additionalWorkers[0].machine.image.version: gardenlinux 1443.9.0 has expired in CloudProfile aws; use one of {GL_AMD64}"
+        )]
+    );
+    // The same image is checked again when the architecture or the CRI changes.
+    let amd = image("gardenlinux", Some("1877.7.0"));
+    let arm = pool(|w| {
+        w["machine"]["image"] = json!({"name": "gardenlinux", "version": "1877.7.0"});
+        w["machine"]["architecture"] = json!("arm64");
+    });
+    assert_eq!(on(&check(&arm, Some(&amd)), IMAGE_VERSION).len(), 1);
+    let gvisor = pool(|w| {
+        w["machine"]["image"] = json!({"name": "gardenlinux", "version": "1877.7.0"});
+        w["cri"] = json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]});
+    });
+    assert_eq!(
+        under(&gvisor, Some(&amd), "spec.shoot.provider.workers[0].cri"),
+        [
+            "spec.shoot.provider.workers[0].cri.containerRuntimes[0].type: gardenlinux 1877.7.0 offers no container runtime \"gvisor\" in CloudProfile aws; offered: none"
+        ]
+    );
+}
+
+#[test]
+fn the_cri_and_its_container_runtimes_must_be_offered_by_the_image_version() {
+    let cri = |version: &str, cri: Value| {
+        pool(|w| {
+            w["machine"]["image"] = json!({"name": "gardenlinux", "version": version});
+            w["cri"] = cri;
+        })
+    };
+    let runtimes = |types: &[&str]| json!({"name": "containerd", "containerRuntimes": types.iter().map(|t| json!({"type": t})).collect::<Vec<_>>()});
+    let prefix = "spec.shoot.provider.workers[0].cri";
+    assert_eq!(
+        under(&cri("1877.8.0", runtimes(&["gvisor"])), None, prefix),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        under(
+            &cri("1877.8.0", runtimes(&["gvisor", "kata"])),
+            None,
+            prefix
+        ),
+        [
+            "spec.shoot.provider.workers[0].cri.containerRuntimes[1].type: gardenlinux 1877.8.0 offers no container runtime \"kata\" in CloudProfile aws; offered: gvisor"
+        ]
+    );
+    assert_eq!(
+        message(&cri("1877.8.0", json!({"name": "docker"})), None, CRI),
+        "gardenlinux 1877.8.0 does not support CRI \"docker\" in CloudProfile aws; use one of containerd"
+    );
+    // A version without a CRI list offers containerd (Gardener's defaulting), without runtimes.
+    assert_eq!(
+        message(&cri("1877.7.0", json!({"name": "docker"})), None, CRI),
+        "gardenlinux 1877.7.0 does not support CRI \"docker\" in CloudProfile aws; use one of containerd"
+    );
+    assert_eq!(
+        under(
+            &cri("1877.7.0", json!({"name": "containerd"})),
+            None,
+            prefix
+        ),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_volume_message_offers_the_types_that_fit_and_a_machine_types_minimum_comes_first() {
+    assert_eq!(
+        message(&with_volume("st1", "80Gi"), None, VOLUME_TYPE),
+        "\"st1\" is not a volume type of CloudProfile aws; use one of gp3"
+    );
+    assert_eq!(
+        message(&with_volume("io1", "80Gi"), None, VOLUME_TYPE),
+        "io1 is not usable in CloudProfile aws; use one of gp3"
+    );
+    assert_eq!(
+        message(&with_volume("sc1", "80Gi"), None, VOLUME_TYPE),
+        "sc1 is unavailable in a zone of the pool in CloudProfile aws; use one of gp3"
+    );
+    let in_two_zones = |type_: &str, size: &str, machine: &str| {
+        pool(|w| {
+            w["zones"] = json!(["eu-central-1a", "eu-central-1b"]);
+            w["volume"] = json!({"type": type_, "size": size});
+            w["machine"]["type"] = json!(machine);
+            w["machine"]["image"] = json!({"name": "gardenlinux", "version": "1877.8.0"});
+        })
+    };
+    assert_eq!(
+        message(&in_two_zones("st1", "80Gi", "m6i.large"), None, VOLUME_TYPE),
+        "\"st1\" is not a volume type of CloudProfile aws; use one of gp3, sc1"
+    );
+    // m6g.large asks for 50Gi of gp3, more than gp3's own 20Gi; other types keep their own.
+    assert_eq!(
+        message(&in_two_zones("gp3", "40Gi", "m6g.large"), None, VOLUME_SIZE),
+        "40Gi is below the minimum of gp3 in CloudProfile aws; use at least 50Gi"
+    );
+    assert_eq!(
+        message(&in_two_zones("gp3", "10Gi", "m6g.large"), None, VOLUME_SIZE),
+        "10Gi is below the minimum of gp3 in CloudProfile aws; use at least 50Gi"
+    );
+    admitted(&in_two_zones("gp3", "50Gi", "m6g.large"), VOLUME_SIZE);
+    admitted(&in_two_zones("gp3", "40Gi", "m6i.large"), VOLUME_SIZE);
+    admitted(&in_two_zones("sc1", "30Gi", "m6g.large"), VOLUME_SIZE);
+    // On update a kept type is not checked again, a new one is; the size always is.
+    let stored = with_volume("sc1", "80Gi");
+    admitted_on_update(&stored, &stored, VOLUME_TYPE);
+    assert_eq!(
+        on(
+            &check(&stored, Some(&with_volume("gp3", "80Gi"))),
+            VOLUME_TYPE
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        on(
+            &check(
+                &with_volume("gp3", "10Gi"),
+                Some(&with_volume("gp3", "80Gi"))
+            ),
+            VOLUME_SIZE
+        )
+        .len(),
+        1
+    );
 }
