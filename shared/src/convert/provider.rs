@@ -182,10 +182,10 @@ fn finish_workers(input: &Input<'_>, workers: &mut [Worker]) -> Result<(), Conve
     let kind = super::placement::kind(input.shoot().provider.type_);
     let default = input.cfg.default_machine_image(kind);
     for w in workers.iter_mut() {
-        let image = w.machine.image.get_or_insert_with(|| ShootMachineImage {
-            name: String::new(),
-            ..Default::default()
-        });
+        let image = w
+            .machine
+            .image
+            .get_or_insert_with(ShootMachineImage::default);
         if image.name.is_empty() {
             image.name = default.name.clone();
         }

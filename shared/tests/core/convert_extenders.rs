@@ -442,6 +442,22 @@ fn aws_imds_v2_worker_config_keeps_other_worker_settings() {
         json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "WorkerConfig", "instanceMetadataOptions": imds})
     );
 
+    // A configuration that is not an AWS WorkerConfig (another kind or API version) is
+    // replaced by one, as upstream does, not extended.
+    for foreign in [
+        json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "ControlPlaneConfig", "cpuOptions": {"coreCount": 2}}),
+        json!({"apiVersion": "azure.provider.extensions.gardener.cloud/v1alpha1", "kind": "WorkerConfig", "cpuOptions": {"coreCount": 2}}),
+    ] {
+        rt.spec.shoot.provider.workers[0].provider_config = Some(foreign.clone().into());
+        let worker = json(&create(&rt, &cfg).shoot)["spec"]["provider"]["workers"][0].clone();
+        assert_eq!(
+            worker["providerConfig"],
+            json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "WorkerConfig", "instanceMetadataOptions": imds}),
+            "{foreign}"
+        );
+    }
+    rt.spec.shoot.provider.workers[0].provider_config = None;
+
     cfg.converter.provider.aws.enable_imds_v2 = false;
     let worker = json(&create(&rt, &cfg).shoot)["spec"]["provider"]["workers"][0].clone();
     assert!(worker.get("providerConfig").is_none());

@@ -355,6 +355,10 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     // disabled.
     let s = spec(&patch(&rt, &live));
     assert_eq!(find(&s, "registry-cache"), None);
+    // An empty list of caches is no caches too.
+    let mut empty = rt.clone();
+    empty.spec.image_registry_cache = Some(serde_json::from_value(json!([])).unwrap());
+    assert_eq!(find(&spec(&patch(&empty, &live)), "registry-cache"), None);
     let mut expected = types(&spec(&Converted {
         shoot: live.clone(),
         structured_auth: None,

@@ -72,6 +72,7 @@ fn profile() -> CloudProfileSpec {
             {"name": "only-preview", "versions": [{"version": "1.0.0", "classification": "preview"}]},
             {"name": "only-expired", "versions": [
                 {"version": "2.0.0", "classification": "preview"},
+                {"version": "1.5.0", "classification": "deprecated"},
                 {"version": "1.0.0", "expirationDate": "2020-01-01T00:00:00Z"}
             ]}
         ],
@@ -584,7 +585,8 @@ fn a_machine_image_must_be_offered_active_and_run_on_the_pool_architecture() {
 
 #[test]
 fn without_a_version_the_image_gardener_would_choose_is_checked() {
-    // The newest version that is not preview, not deprecated when there is such a version.
+    // The newest version that is not preview, not deprecated when there is such a version
+    // (only-expired: 1.0.0, expired but not deprecated, before 1.5.0).
     admitted(&image("suse-chost", None), IMAGE_VERSION);
     assert_eq!(
         message(&image("only-preview", None), None, IMAGE_VERSION),
@@ -592,7 +594,7 @@ fn without_a_version_the_image_gardener_would_choose_is_checked() {
     );
     assert_eq!(
         message(&image("only-expired", None), None, IMAGE_VERSION),
-        "Gardener would choose only-expired 1.0.0, which has expired in CloudProfile aws; name one of 2.0.0"
+        "Gardener would choose only-expired 1.0.0, which has expired in CloudProfile aws; name one of 2.0.0, 1.5.0"
     );
     // On update a pool that keeps its image name keeps the version Gardener gave it.
     let stored = image("only-preview", Some("1.0.0"));
