@@ -989,6 +989,23 @@ fn errors_name_the_runtime_field() {
             max: 8
         }
     );
+    // Every provider but SAP Converged Cloud needs a zone, not only those whose zone split
+    // counts them (AWS).
+    for provider in ["azure", "gcp", "alicloud"] {
+        let mut rt = runtime(provider);
+        set_zones(&mut rt, &[]);
+        assert!(
+            matches!(
+                fails(&rt, &cfg),
+                ConvertError::ZoneCount {
+                    count: 0,
+                    min: 1,
+                    ..
+                }
+            ),
+            "{provider}"
+        );
+    }
     let nine: Vec<String> = (0..9).map(|i| format!("z{i}")).collect();
     set_zones(
         &mut rt,

@@ -815,6 +815,49 @@ fn an_audit_log_is_in_place_only_with_the_tenants_extension_and_its_secret_as_cr
 }
 
 #[test]
+fn registry_cache_secrets_on_a_shoot_without_other_resources() {
+    // No audit-log tenant in the region and audit logs not mandatory: no other resources.
+    let mut rt = runtime("aws");
+    rt.spec.shoot.region = "us-gov-1".into();
+    let opts = ConvertOptions {
+        audit_log_mandatory: false,
+        registry_cache_secrets: [("u-1".to_owned(), "reg-cache-abc".to_owned())].into(),
+        ..Default::default()
+    };
+    let convert = |rt: &Runtime, live: &Shoot| {
+        json(
+            &to_shoot_with(rt, &config(), Some(live), &opts)
+                .unwrap()
+                .shoot,
+        )["spec"]
+            .clone()
+    };
+    let mut live = to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot;
+    assert_eq!(live.spec.resources, None);
+    assert!(convert(&rt, &live).get("resources").is_none());
+    let mut cached = rt.clone();
+    cached.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+             "config": {"upstream": "quay.io", "secretReferenceName": "quay-credentials"}}
+        ]))
+        .unwrap(),
+    );
+    assert_eq!(
+        convert(&cached, &live)["resources"],
+        json!([{"name": "reg-cache-abc", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-abc"}}])
+    );
+    // The last cache gone: the list is sent empty, so that its entry is dropped.
+    live.spec.resources = Some(
+        serde_json::from_value(json!([
+            {"name": "reg-cache-abc", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-abc"}}
+        ]))
+        .unwrap(),
+    );
+    assert_eq!(convert(&rt, &live)["resources"], json!([]));
+}
+
+#[test]
 fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
     let mut rt = runtime("aws");
     rt.spec.image_registry_cache = Some(
