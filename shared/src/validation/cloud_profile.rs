@@ -886,7 +886,22 @@ mod tests {
         assert_eq!(bytes("1Ti"), Some(1 << 40));
         assert_eq!(bytes("50G"), Some(50_000_000_000));
         assert_eq!(bytes("x"), None);
+        for (q, n) in [
+            ("7", 7),
+            ("7Ki", 7 << 10),
+            ("7Mi", 7 << 20),
+            ("7Ti", 7 << 40),
+            ("7Pi", 7 << 50),
+            ("7k", 7_000),
+            ("7M", 7_000_000),
+            ("7T", 7_000_000_000_000),
+            ("7P", 7_000_000_000_000_000),
+        ] {
+            assert_eq!(bytes(q), Some(n), "{q}");
+        }
         assert_eq!(shortened(["a", "b"].into_iter()), "a, b");
+        let eight: Vec<String> = (0..8).map(|i| i.to_string()).collect();
+        assert_eq!(shortened(eight.iter()), "0, 1, 2, 3, 4, 5, 6, 7");
         let many: Vec<String> = (0..11).map(|i| i.to_string()).collect();
         assert_eq!(shortened(many.iter()), "0, 1, 2, 3, 4, 5, 6, 7 and 3 more");
         assert_eq!(version_parts("1.36"), Some(vec![1, 36]));

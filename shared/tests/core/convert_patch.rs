@@ -148,6 +148,72 @@ fn zones_are_only_added_and_the_live_infrastructure_config_is_merged() {
 }
 
 #[test]
+fn adding_a_zone_keeps_a_named_network_and_completes_what_the_live_configs_lack() {
+    fn live_infra(live: &mut Shoot) -> &mut Value {
+        &mut live.spec.provider.infrastructure_config.as_mut().unwrap().0
+    }
+    for (provider, key, first, second, api) in [
+        (
+            "aws",
+            "vpc",
+            "eu-central-1a",
+            "eu-central-1b",
+            "aws.provider.extensions.gardener.cloud/v1alpha1",
+        ),
+        (
+            "azure",
+            "vnet",
+            "1",
+            "2",
+            "azure.provider.extensions.gardener.cloud/v1alpha1",
+        ),
+    ] {
+        let mut rt = runtime(provider);
+        set_zones(&mut rt, &[first]);
+        let mut live = live(&rt);
+        set_zones(&mut rt, &[first, second]);
+        let infra_of =
+            |live: &Shoot| spec(&patch(&rt, live))["provider"]["infrastructureConfig"].clone();
+        // A network named by id or by name, or with its own CIDR, is left as it is.
+        for network in [
+            json!({"id": "net-1"}),
+            json!({"name": "net-1", "resourceGroup": "rg-1"}),
+            json!({"cidr": "10.1.0.0/16"}),
+        ] {
+            live_infra(&mut live)["networks"][key] = network.clone();
+            assert_eq!(infra_of(&live)["networks"][key], network, "{provider}");
+        }
+        // Without one, the nodes CIDR.
+        live_infra(&mut live)["networks"]
+            .as_object_mut()
+            .unwrap()
+            .remove(key);
+        assert_eq!(
+            infra_of(&live)["networks"][key],
+            json!({"cidr": "10.250.0.0/16"}),
+            "{provider}"
+        );
+        // Azure's infrastructure is zoned once it has zones; AWS's has no such field.
+        live_infra(&mut live)
+            .as_object_mut()
+            .unwrap()
+            .remove("zoned");
+        assert_eq!(
+            infra_of(&live).get("zoned").cloned(),
+            (provider == "azure").then(|| json!(true)),
+            "{provider}"
+        );
+        // A live Shoot without a control plane config gets the provider's.
+        live.spec.provider.control_plane_config = None;
+        assert_eq!(
+            spec(&patch(&rt, &live))["provider"]["controlPlaneConfig"]["apiVersion"],
+            api,
+            "{provider}"
+        );
+    }
+}
+
+#[test]
 fn without_added_zones_the_live_configs_are_kept_verbatim() {
     let rt = runtime("aws");
     let mut live = live(&rt);

@@ -67,7 +67,7 @@ fn profile() -> CloudProfileSpec {
             ]},
             {"name": "suse-chost", "versions": [
                 {"version": "15.7.0", "classification": "preview"},
-                {"version": "15.6.0", "classification": "deprecated"}
+                {"version": "15.6.0", "classification": "deprecated", "architectures": []}
             ]},
             {"name": "only-preview", "versions": [{"version": "1.0.0", "classification": "preview"}]},
             {"name": "only-expired", "versions": [
@@ -586,7 +586,8 @@ fn a_machine_image_must_be_offered_active_and_run_on_the_pool_architecture() {
 #[test]
 fn without_a_version_the_image_gardener_would_choose_is_checked() {
     // The newest version that is not preview, not deprecated when there is such a version
-    // (only-expired: 1.0.0, expired but not deprecated, before 1.5.0).
+    // (only-expired: 1.0.0, expired but not deprecated, before 1.5.0). An empty list of
+    // architectures is amd64, as none is (suse-chost 15.6.0).
     admitted(&image("suse-chost", None), IMAGE_VERSION);
     assert_eq!(
         message(&image("only-preview", None), None, IMAGE_VERSION),

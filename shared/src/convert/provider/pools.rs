@@ -29,10 +29,8 @@ pub fn usable_pod_addresses(prefix: u8) -> Option<i64> {
 /// backwards, none below 1. An empty pods network skips the sum (as upstream does).
 pub fn clamp_max_pods(workers: &mut [Worker], pods: &str) -> Result<(), ConvertError> {
     for w in workers.iter_mut() {
-        if let Some(m) = pool_max_pods(w)
-            && *m > PER_NODE_MAX_PODS
-        {
-            *m = PER_NODE_MAX_PODS;
+        if let Some(m) = pool_max_pods(w) {
+            *m = (*m).min(PER_NODE_MAX_PODS);
         }
     }
     if pods.is_empty() {
