@@ -200,7 +200,7 @@ fn adding_a_zone_keeps_a_named_network_and_completes_what_the_live_configs_lack(
             .remove("zoned");
         assert_eq!(
             infra_of(&live).get("zoned").cloned(),
-            (provider == "azure").then(|| json!(true)),
+            (provider == "azure").then_some(json!(true)),
             "{provider}"
         );
         // A live Shoot without a control plane config gets the provider's.
