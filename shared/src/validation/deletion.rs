@@ -180,6 +180,14 @@ mod tests {
             ..DeletionPolicy::default()
         };
         assert!(confirmation(Some("2026-04-22T09:30:00Z"), &p, now()).is_allowed());
-        assert_eq!(human(Duration::from_secs(90)), "90s");
+        for (d, text) in [
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_secs(120), "2m"),
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(1500), "1500ms"),
+        ] {
+            assert_eq!(human(d), text);
+        }
     }
 }

@@ -66,3 +66,43 @@ pub(crate) fn check_changed(old: Option<&Runtime>, rt: &Runtime, f: &mut Validat
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_missing_label_is_named_with_what_it_holds() {
+        let meanings = [
+            "the KEB instance ID",
+            "the runtime ID",
+            "the provider region",
+            "the name of the Kyma resource",
+            "the KEB plan ID",
+            "the KEB plan name",
+            "the global account ID",
+            "the subaccount ID",
+        ];
+        let mut rt = Runtime::new("r", Default::default());
+        rt.metadata.labels = Some(Default::default());
+        let mut f = ValidationOutcome::default();
+        check(&rt, &mut f);
+        let got: Vec<(String, String)> = f
+            .violations
+            .into_iter()
+            .map(|v| (v.field, v.message))
+            .collect();
+        let want: Vec<(String, String)> = names::REQUIRED_RUNTIME_LABELS
+            .iter()
+            .zip(meanings)
+            .map(|(key, meaning)| {
+                (
+                    format!("metadata.labels[{key}]"),
+                    format!("required label is missing; set it to {meaning} (the infrastructure manager copies it to the Shoot and the GardenerCluster)"),
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(meaning("kyma-project.io/other"), "a non-empty value");
+    }
+}
