@@ -197,12 +197,15 @@ mod tests {
 
     #[test]
     fn annotations_are_bounded_in_size() {
-        let w = pool(json!({"annotations": {"a": "x".repeat(ANNOTATIONS_MAX_BYTES)}}));
+        // Kubernetes' limit, 256 KiB of keys and values: "a" and 262,143 bytes fit exactly.
+        let at_limit = pool(json!({"annotations": {"a": "x".repeat(262_143)}}));
+        assert!(findings(&at_limit).is_allowed());
+        let w = pool(json!({"annotations": {"a": "x".repeat(262_144)}}));
         let f = findings(&w);
         assert_eq!(f.violations.len(), 1, "{:?}", f.violations);
         assert_eq!(
-            f.violations[0].field,
-            "spec.shoot.provider.workers[0].annotations"
+            f.violations[0].to_string(),
+            "spec.shoot.provider.workers[0].annotations: keys and values take 262145 bytes; Kubernetes allows at most 262144"
         );
     }
 }
