@@ -933,6 +933,16 @@ mod tests {
             classification_at(Some(PREVIEW), past, Some(&lifecycle), now),
             SUPPORTED
         );
+        // As Gardener's `Before(now)`: a stage or an expiration at `now` has not begun.
+        let at_now = [stage(PREVIEW, Some("2027-01-01T00:00:00Z"))];
+        assert_eq!(
+            classification_at(None, None, Some(&at_now), now),
+            UNAVAILABLE
+        );
+        assert_eq!(
+            classification_at(None, Some("2027-01-01T00:00:00Z"), None, now),
+            SUPPORTED
+        );
         let later = [stage(PREVIEW, future)];
         assert_eq!(
             classification_at(None, None, Some(&later), now),

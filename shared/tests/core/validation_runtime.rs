@@ -377,6 +377,24 @@ fn registry_caches_are_checked_field_by_field() {
             f.violations
         );
     }
+    // A size given as a number must be positive too.
+    let sized = |size: serde_json::Value| {
+        with(serde_json::json!([
+            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+             "config": {"upstream": "quay.io", "volume": {"size": size}}}
+        ]))
+    };
+    accepts(&sized(serde_json::json!(1024)));
+    for size in [0, -1] {
+        let f = kim_shared::validation::validate_create(&sized(serde_json::json!(size)), config());
+        assert!(
+            f.violations
+                .iter()
+                .any(|v| v.field == "spec.imageRegistryCache[0].config.volume.size"),
+            "{size}: {:?}",
+            f.violations
+        );
+    }
     // The 2025 object shape is admitted with a warning naming the field.
     let f = accepts(&with(serde_json::json!({"enabled": true})));
     assert!(
