@@ -27,6 +27,20 @@ fn the_sample_is_valid_without_a_warning() {
         "{:?}",
         findings.warnings
     );
+    // Either filter off alone, or both on, is no reason for a warning.
+    for (egress, ingress) in [(false, false), (true, true)] {
+        let findings = accepts(&runtime(|rt| {
+            let filter = &mut rt.spec.security.networking.filter;
+            filter.egress.enabled = egress;
+            filter.ingress =
+                Some(serde_json::from_value(serde_json::json!({"enabled": ingress})).unwrap());
+        }));
+        assert!(
+            findings.warnings.is_empty(),
+            "{egress} {ingress}: {:?}",
+            findings.warnings
+        );
+    }
 }
 
 #[test]
