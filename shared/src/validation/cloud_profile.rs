@@ -443,13 +443,12 @@ impl<'a> Check<'a> {
             );
             return;
         };
-        let new_pool = before.is_none();
         let old_version = before.and_then(|b| self.effective_image(b).1);
         if version.is_none() && before.is_some_and(|b| self.effective_image(b).0 == name) {
             return; // Gardener keeps the pool's image.
         }
         let usable = |v: &MachineImageVersion| {
-            supports_arch(v, arch) && !self.image_inactive(v, new_pool, old_version.as_deref())
+            supports_arch(v, arch) && !self.image_inactive(v, old_version.as_deref())
         };
         let offered = || {
             let mut vs: Vec<&MachineImageVersion> =
@@ -508,7 +507,7 @@ impl<'a> Check<'a> {
             return;
         };
         let mut why = Vec::new();
-        if self.image_inactive(v, new_pool, old_version.as_deref()) {
+        if self.image_inactive(v, old_version.as_deref()) {
             why.push(inactive_reason(self.image_class(v)).to_owned());
         }
         if !supports_arch(v, arch) {
@@ -720,14 +719,14 @@ impl<'a> Check<'a> {
     }
 
     /// Whether an image version may not be used: it is not active, except that an existing
-    /// pool may move up to an expired version (Gardener's maintenance force-updates); a new
-    /// pool or a new cluster never may.
-    fn image_inactive(&self, v: &MachineImageVersion, new_pool: bool, old: Option<&str>) -> bool {
+    /// pool may move up from its `old` version to an expired one (Gardener's maintenance
+    /// force-updates). A new pool or a new cluster has no old version, so it never may.
+    fn image_inactive(&self, v: &MachineImageVersion, old: Option<&str>) -> bool {
         let class = self.image_class(v);
         if active(class) {
             return false;
         }
-        if class != EXPIRED || new_pool || self.old.is_none() {
+        if class != EXPIRED {
             return true;
         }
         match (

@@ -268,6 +268,10 @@ mod tests {
         assert_eq!(parse_scaled("-1"), Some(Scaled::Count(-1)));
         assert_eq!(parse_scaled("x%"), None);
         assert_eq!(parse_scaled("%"), None);
+        // Rust's integer parsing takes a leading `+`; Kubernetes' forms do not.
+        assert_eq!(parse_gi("+5Gi"), None);
+        assert_eq!(parse_scaled("+5"), None);
+        assert_eq!(parse_scaled("+5%"), None);
     }
 
     #[test]
@@ -285,6 +289,23 @@ mod tests {
         assert!(is_registry_host("docker.io"));
         assert!(is_registry_host("my.registry:5000"));
         assert!(!is_registry_host("https://docker.io"));
+        assert!(!is_registry_host("my.registry:0") && is_registry_host("my.registry:1"));
+        // Control characters are refused like whitespace.
+        for url in [
+            "https://issuer.example.com/\u{1}",
+            "https://issuer.example.com/ x",
+        ] {
+            assert_eq!(
+                issuer_url_problem(url),
+                Some("must not contain whitespace"),
+                "{url:?}"
+            );
+            assert_eq!(
+                http_url_problem(url),
+                Some("must not contain whitespace"),
+                "{url:?}"
+            );
+        }
         assert!(is_go_duration("168h") && is_go_duration("1h30m") && is_go_duration("0s"));
         assert!(!is_go_duration("7d") && !is_go_duration("h"));
     }

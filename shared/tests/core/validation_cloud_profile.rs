@@ -643,6 +643,24 @@ fn an_existing_pool_keeps_its_image_and_may_move_up_to_an_expired_version_but_no
             "spec.shoot.provider.additionalWorkers[0].machine.image.version: gardenlinux 1443.9.0 has expired in CloudProfile aws; use one of {GL_AMD64}"
         )]
     );
+    // Moving up is for expired versions only, not for ones not available yet.
+    let current = image("gardenlinux", Some("1877.8.0"));
+    assert_eq!(
+        message(
+            &image("gardenlinux", Some("1950.0.0")),
+            Some(&current),
+            IMAGE_VERSION
+        ),
+        format!(
+            "gardenlinux 1950.0.0 is not available yet in CloudProfile aws; use one of {GL_AMD64}"
+        )
+    );
+    // A pool that stays on its expired version may change its CRI.
+    let on_expired_with_cri = pool(|w| {
+        w["machine"]["image"] = json!({"name": "gardenlinux", "version": "1443.9.0"});
+        w["cri"] = json!({"name": "containerd"});
+    });
+    admitted_on_update(&on_expired_with_cri, &stored, IMAGE_VERSION);
     // The same image is checked again when the architecture or the CRI changes.
     let amd = image("gardenlinux", Some("1877.7.0"));
     let arm = pool(|w| {
