@@ -4,7 +4,7 @@
 
 use crate::validation_fixtures::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kim_shared::api::ProviderType;
+use kim_shared::api::{ProviderType, Runtime};
 use kim_shared::names;
 use kim_shared::validation::{DeletionPolicy, validate_delete, validate_gardener_cluster};
 
@@ -171,10 +171,25 @@ fn zones_of_old_and_new_pools_together_stay_within_eight() {
         rt.spec.shoot.provider.additional_workers = Some(vec![pool("new", "i")]);
     });
     assert!(kim_shared::validation::validate_create(&new, &cfg).is_allowed());
-    denied(
+    let v = denied(
         kim_shared::validation::validate_update(&old, &new, &cfg),
         "spec.shoot.provider.workers",
     );
+    assert_eq!(
+        v.message,
+        "the cluster keeps its 8 existing zones and may use at most 8 in all; the new zones would make 9"
+    );
+    // Eight in all, the old ones counted once, is the limit and allowed.
+    let seven = runtime(|rt| {
+        rt.spec.shoot.provider.workers[0].zones = Some(zones("abc"));
+        rt.spec.shoot.provider.additional_workers = Some(vec![pool("gone", "cdefg")]);
+    });
+    accepts_update_with(&seven, &new, &cfg);
+}
+
+fn accepts_update_with(old: &Runtime, new: &Runtime, cfg: &kim_shared::config::KimConfig) {
+    let f = kim_shared::validation::validate_update(old, new, cfg);
+    assert!(f.is_allowed(), "{:?}", f.violations);
 }
 
 #[test]
@@ -257,6 +272,10 @@ fn a_runtime_being_deleted_only_keeps_its_immutable_fields() {
     released.metadata.finalizers = None;
     released.spec.shoot.provider.workers[0].maximum = 21;
     accepts_update(&deleting, &released);
+    // Nor are its labels checked again: a required label may go while it is deleted.
+    let mut unlabelled = deleting.clone();
+    set_label(&mut unlabelled, names::LABEL_SUBACCOUNT_ID, None);
+    accepts_update(&deleting, &unlabelled);
 }
 
 #[test]

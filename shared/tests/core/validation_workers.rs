@@ -205,6 +205,16 @@ fn some_pool_must_allow_system_components() {
         main_pool(rt).system_components = Some(WorkerSystemComponents { allow: false })
     });
     rejects_with(&rt, &field("maximum"), "system components");
+    // A pool that may run them but has no nodes does not count.
+    let empty = runtime(|rt| {
+        main_pool(rt).minimum = 0;
+        main_pool(rt).maximum = 0;
+    });
+    let v = rejects(&empty, &field("maximum"));
+    assert_eq!(
+        v.message,
+        "at least one pool must allow system components (systemComponents.allow, default true) and have a maximum above 0"
+    );
 }
 
 #[test]
