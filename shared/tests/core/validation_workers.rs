@@ -68,9 +68,10 @@ fn machine_type_must_be_configured_for_the_provider() {
         &field("machine.type"),
         "m6i.large",
     );
-    rejects(
+    rejects_with(
         &runtime(|rt| main_pool(rt).machine.type_ = String::new()),
         &field("machine.type"),
+        "must name a aws machine type, e.g. m6i.large",
     );
     accepts(&runtime(|rt| {
         main_pool(rt).machine.type_ = "g6.xlarge".into()
@@ -156,6 +157,12 @@ fn data_volumes_are_named_uniquely_and_referenced_correctly() {
         w.data_volumes = Some(vec![data("data"), data("data")]);
     });
     rejects_with(&rt, &field("dataVolumes[1].name"), "twice");
+    let rt = runtime(|w| main_pool(w).data_volumes = Some(vec![data("")]));
+    rejects_with(
+        &rt,
+        &field("dataVolumes[0].name"),
+        "must name the data volume, e.g. data-0",
+    );
     let rt = runtime(|w| {
         let w = main_pool(w);
         w.data_volumes = Some(vec![data("data")]);
