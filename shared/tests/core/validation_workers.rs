@@ -124,6 +124,12 @@ fn machine_image_must_be_configured_for_the_provider() {
 #[test]
 fn volume_type_and_size_must_be_configured() {
     accepts(&with_volume("gp3", "1024Gi"));
+    accepts(&with_volume("gp3", "20Gi"));
+    rejects_with(
+        &with_volume("gp3", "19Gi"),
+        &field("volume.size"),
+        "19Gi is outside the sizes of volume type gp3; use 20Gi to 1024Gi",
+    );
     rejects_with(
         &with_volume("io2", "50Gi"),
         &field("volume.type"),
@@ -157,6 +163,19 @@ fn data_volumes_are_named_uniquely_and_referenced_correctly() {
         w.data_volumes = Some(vec![data("data"), data("data")]);
     });
     rejects_with(&rt, &field("dataVolumes[1].name"), "twice");
+    // Volume names are DNS labels of at most 15 characters.
+    for name in ["data-0", "abcdefghijklmno"] {
+        accepts(&runtime(|w| {
+            main_pool(w).data_volumes = Some(vec![data(name)])
+        }));
+    }
+    for name in ["Data_0", "abcdefghijklmnop"] {
+        rejects_with(
+            &runtime(|w| main_pool(w).data_volumes = Some(vec![data(name)])),
+            &field("dataVolumes[0].name"),
+            "is not a valid volume name; use at most 15 lower-case letters, digits and '-'",
+        );
+    }
     let rt = runtime(|w| main_pool(w).data_volumes = Some(vec![data("")]));
     rejects_with(
         &rt,
@@ -249,6 +268,12 @@ fn max_surge_and_max_unavailable_are_non_negative_and_not_both_zero() {
         &field("maxUnavailable"),
     );
     accepts(&rolling(Some(Int(0)), Some(Str("25%".into()))));
+    accepts(&rolling(Some(Int(1)), Some(Str("100%".into()))));
+    rejects_with(
+        &rolling(Some(Int(1)), Some(Str("101%".into()))),
+        &field("maxUnavailable"),
+        "101% is above 100%; use at most 100%",
+    );
     accepts(&rolling(None, None));
 }
 
