@@ -358,6 +358,49 @@ fn zones_are_not_empty() {
 }
 
 #[test]
+fn only_a_stored_azure_lite_pool_may_stay_without_zones() {
+    let mut old = sample();
+    old.spec.shoot.provider.workers[0].zones = Some(vec![]);
+    let mut new = old.clone();
+    new.spec.shoot.provider.workers[0].maximum = 12;
+    rejects_update(&old, &new, &field("zones"));
+    let mut azure = sample_runtime("runtime-azure.yaml");
+    azure.spec.shoot.provider.workers[0].zones = Some(vec![]);
+    rejects(&azure, &field("zones"));
+}
+
+#[test]
+fn the_zones_must_fit_the_providers_zone_layout() {
+    let gdch = |zones: &[&str]| {
+        runtime(|rt| {
+            rt.spec.shoot.provider.type_ = kim_shared::api::ProviderType::Gdch;
+            main_pool(rt).zones = Some(zones.iter().map(|z| (*z).to_owned()).collect());
+        })
+    };
+    let nodes = |rt: &Runtime| {
+        kim_shared::validation::validate_create(rt, shipped_config())
+            .violations
+            .into_iter()
+            .filter(|v| v.field == "spec.shoot.networking.nodes")
+            .map(|v| v.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        nodes(&gdch(&[
+            "eu-central-1a",
+            "eu-central-1b",
+            "eu-central-1c",
+            "eu-central-1d"
+        ])),
+        ["10.250.0.0/16: 4 zones cannot be laid out; gdch needs 1 to 3"]
+    );
+    assert_eq!(
+        nodes(&gdch(&["eu-central-1a", "eu-central-1b", "eu-central-1c"])),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
 fn zones_are_unique_in_a_pool() {
     rejects_with(
         &zones(&["eu-central-1a", "eu-central-1a"]),
@@ -385,6 +428,7 @@ fn zones_follow_the_provider_naming_rule_without_a_configured_region_list() {
     let check = |list: &[&str]| kim_shared::validation::validate_create(&zones(list), &cfg);
     allowed(check(&["eu-central-1a", "eu-central-1d"]));
     denied(check(&["eu-central-1-a"]), &field("zones[0]"));
+    denied(check(&["eu-central-1ab"]), &field("zones[0]"));
     denied(check(&["us-east-1a"]), &field("zones[0]"));
 
     let mut gcp = sample_runtime("runtime-gcp.yaml");
@@ -474,6 +518,7 @@ fn max_parallel_image_pulls_is_positive_and_not_serialized() {
         })
     };
     accepts(&with(5, None));
+    accepts(&with(1, None));
     accepts(&with(5, Some(false)));
     rejects_with(
         &with(0, None),
