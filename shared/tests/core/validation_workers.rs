@@ -365,8 +365,19 @@ fn only_a_stored_azure_lite_pool_may_stay_without_zones() {
     new.spec.shoot.provider.workers[0].maximum = 12;
     rejects_update(&old, &new, &field("zones"));
     let mut azure = sample_runtime("runtime-azure.yaml");
+    let zoned = azure.clone();
     azure.spec.shoot.provider.workers[0].zones = Some(vec![]);
     rejects(&azure, &field("zones"));
+    // An Azure pool that had zones cannot drop them all.
+    let f = kim_shared::validation::validate_update(&zoned, &azure, config());
+    assert!(
+        f.violations
+            .iter()
+            .any(|v| v.field == field("zones")
+                && v.message.starts_with("must list at least one zone")),
+        "{:?}",
+        f.violations
+    );
 }
 
 #[test]
