@@ -309,15 +309,17 @@ fn an_eu_access_platform_region_needs_a_region_with_the_restriction() {
     assert_eq!(on(&check(&stored, Some(&was_global)), REGION).len(), 1);
 }
 
+/// The sample with the main pool's machine type `t` and architecture `arch`.
+fn typed(t: &str, arch: Option<&str>) -> Runtime {
+    runtime(|rt| {
+        let m = &mut main_pool(rt).machine;
+        m.type_ = t.into();
+        m.architecture = arch.map(Into::into);
+    })
+}
+
 #[test]
 fn a_machine_type_must_be_offered_usable_of_the_pool_architecture_and_in_every_zone() {
-    let typed = |t: &str, arch: Option<&str>| {
-        runtime(|rt| {
-            let m = &mut main_pool(rt).machine;
-            m.type_ = t.into();
-            m.architecture = arch.map(Into::into);
-        })
-    };
     refused(
         &typed("m7.huge", None),
         MACHINE,
@@ -394,13 +396,6 @@ fn a_version_message_lists_the_offered_versions_newest_first_and_expired_ones_on
 
 #[test]
 fn a_machine_type_message_offers_what_fits_the_pool() {
-    let typed = |t: &str, arch: Option<&str>| {
-        runtime(|rt| {
-            let m = &mut main_pool(rt).machine;
-            m.type_ = t.into();
-            m.architecture = arch.map(Into::into);
-        })
-    };
     for (t, arch, text) in [
         (
             "m7.huge",
