@@ -80,24 +80,54 @@ pub fn module_enabled(kyma: &Value) -> bool {
         .is_some_and(|m| m.iter().any(|m| m["name"] == MODULE_NAME))
 }
 
+/// A `RegistryCacheConfig` of the runtime cluster whose spec does not read as one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("RegistryCacheConfig {namespace}/{name} cannot be read: {field}: {reason}")]
+pub struct UnreadableConfig {
+    /// The config's namespace.
+    pub namespace: String,
+    /// The config's name.
+    pub name: String,
+    /// Where in it (`spec.volume.size`).
+    pub field: String,
+    /// What is wrong there.
+    pub reason: String,
+}
+
 /// The Runtime's cache list from the runtime cluster's `RegistryCacheConfig` objects, in the
-/// order listed. An object without name, namespace, UID or a readable spec is left out (the
-/// module's webhook admits none such).
-pub fn caches_from_configs(configs: &[Value]) -> Vec<ImageRegistryCache> {
-    configs
-        .iter()
-        .filter_map(|c| {
-            let meta = &c["metadata"];
-            let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
-            Some(ImageRegistryCache {
-                name: text(&meta["name"])?,
-                namespace: text(&meta["namespace"])?,
-                uid: text(&meta["uid"])?,
-                config: serde_json::from_value::<RegistryCacheConfigSpec>(c["spec"].clone())
-                    .ok()?,
-            })
-        })
-        .collect()
+/// order listed. An object without name, namespace or UID is left out (an API server returns
+/// none such). A spec that does not read is an error, not a left-out cache: leaving it out
+/// would remove a working cache from the Shoot (upstream's typed list fails as a whole too).
+pub fn caches_from_configs(configs: &[Value]) -> Result<Vec<ImageRegistryCache>, UnreadableConfig> {
+    let mut caches = Vec::with_capacity(configs.len());
+    for c in configs {
+        let meta = &c["metadata"];
+        let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        let (Some(name), Some(namespace), Some(uid)) = (
+            text(&meta["name"]),
+            text(&meta["namespace"]),
+            text(&meta["uid"]),
+        ) else {
+            continue;
+        };
+        let config = serde_path_to_error::deserialize::<_, RegistryCacheConfigSpec>(&c["spec"])
+            .map_err(|e| UnreadableConfig {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                field: match e.path().to_string().as_str() {
+                    "." => "spec".to_owned(),
+                    path => format!("spec.{path}"),
+                },
+                reason: e.into_inner().to_string(),
+            })?;
+        caches.push(ImageRegistryCache {
+            name,
+            namespace,
+            uid,
+            config,
+        });
+    }
+    Ok(caches)
 }
 
 /// The caches that reference credentials.
@@ -574,15 +604,55 @@ mod tests {
                    "spec": {"upstream": "docker.io", "secretReferenceName": "creds"},
                    "status": {"state": "Ready"}}),
             json!({"metadata": {"name": "b", "namespace": "n"}, "spec": {"upstream": "x"}}),
-            json!({"metadata": {"name": "c", "namespace": "n", "uid": "u-c"}, "spec": {}}),
+            json!({"metadata": {"name": "c", "namespace": "n", "uid": "u-c"},
+                   "spec": {"upstream": "quay.io", "volume": {"size": 10_737_418_240_i64}}}),
         ];
-        let caches = caches_from_configs(&configs);
-        assert_eq!(caches.len(), 1, "no UID, no upstream: left out");
+        let caches = caches_from_configs(&configs).expect("readable");
+        assert_eq!(caches.len(), 2, "no UID: left out");
         assert_eq!(caches[0].uid, "u-a");
         assert_eq!(
             caches[0].config.secret_reference_name.as_deref(),
             Some("creds")
         );
+        assert_eq!(
+            caches[1]
+                .config
+                .volume
+                .as_ref()
+                .and_then(|v| v.size.as_ref()),
+            Some(&crate::gardener::Quantity::Number(10_737_418_240))
+        );
+    }
+
+    #[test]
+    fn an_unreadable_config_is_an_error_naming_it_and_the_field() {
+        let good = json!({"metadata": {"name": "a", "namespace": "n", "uid": "u-a"},
+                          "spec": {"upstream": "docker.io"}});
+        for (spec, field, words) in [
+            (json!({}), "spec", "missing field `upstream`"),
+            (
+                json!({"upstream": "quay.io", "volume": {"size": true}}),
+                "spec.volume.size",
+                "a quantity",
+            ),
+            (
+                json!({"upstream": "quay.io", "http": {"tls": "yes"}}),
+                "spec.http.tls",
+                "expected a boolean",
+            ),
+        ] {
+            let bad =
+                json!({"metadata": {"name": "c", "namespace": "n", "uid": "u-c"}, "spec": spec});
+            let err = caches_from_configs(&[good.clone(), bad]).expect_err(field);
+            assert_eq!((err.namespace.as_str(), err.name.as_str()), ("n", "c"));
+            assert_eq!(err.field, field);
+            assert!(err.reason.contains(words), "{field}: {err}");
+            assert!(
+                err.to_string()
+                    .starts_with("RegistryCacheConfig n/c cannot be read: "),
+                "{err}"
+            );
+        }
     }
 
     #[test]

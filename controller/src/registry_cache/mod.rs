@@ -72,6 +72,9 @@ pub enum Error {
         "the runtime cluster holds more than {MAX_CONFIGS} RegistryCacheConfigs, the most spec.imageRegistryCache of a Runtime holds; remove some"
     )]
     TooManyConfigs,
+    /// A RegistryCacheConfig does not read; the Runtime's caches stay as they are.
+    #[error(transparent)]
+    UnreadableConfig(#[from] rc::UnreadableConfig),
 }
 
 /// The most RegistryCacheConfigs read from a runtime cluster: the CRD's `maxItems` of
@@ -325,7 +328,7 @@ pub async fn read_caches(client: &kube::Client) -> Result<Vec<ImageRegistryCache
             None => break,
         }
     }
-    Ok(rc::caches_from_configs(&values))
+    Ok(rc::caches_from_configs(&values)?)
 }
 
 /// Writes `spec.imageRegistryCache` and the credentials version

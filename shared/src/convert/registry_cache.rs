@@ -58,7 +58,7 @@ fn cache_entry(cache: &ImageRegistryCache, secret: Option<&str>) -> Value {
     if let Some(v) = &c.volume {
         let mut volume = Map::new();
         if let Some(size) = &v.size {
-            volume.insert("size".to_owned(), json!(size));
+            volume.insert("size".to_owned(), json!(size.as_text()));
         }
         if let Some(class) = &v.storage_class_name {
             volume.insert("storageClassName".to_owned(), json!(class));

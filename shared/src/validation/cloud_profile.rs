@@ -19,8 +19,6 @@ use crate::gardener::cloud_profile::{
     AvailabilityZone, CloudProfileSpec, ExpirableVersion, LifecycleStage, MachineImageVersion,
     Region,
 };
-use crate::gardener::common::Quantity;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// How many offered values a message lists before it says how many more there are.
 const SHOWN: usize = 8;
@@ -651,7 +649,7 @@ impl<'a> Check<'a> {
             .find(|t| t.name == type_)
             .and_then(|t| t.min_size.as_ref());
         for min in [machine_min, type_min].into_iter().flatten() {
-            let text = quantity_text(min);
+            let text = min.as_text();
             if bytes(&text).is_some_and(|m| size < m) {
                 f.violation(
                     at.field("volume.size"),
@@ -843,13 +841,6 @@ fn shortened<S: AsRef<str>>(values: impl Iterator<Item = S>) -> String {
         text.push_str(&format!(" and {} more", all.len() - SHOWN));
     }
     text
-}
-
-fn quantity_text(q: &Quantity) -> String {
-    match &q.0 {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
-    }
 }
 
 /// A Kubernetes quantity in bytes (the binary and decimal suffixes volume sizes use).

@@ -6,7 +6,7 @@ use super::context::Ctx;
 use super::syntax;
 use super::{Item, ValidationOutcome};
 use crate::api::runtime::ImageRegistryCaches;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use crate::gardener::Quantity;
 use std::collections::HashMap;
 
 const LIST: &str = "spec.imageRegistryCache";
@@ -79,9 +79,9 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
             );
         }
         if let Some(size) = c.volume.as_ref().and_then(|v| v.size.as_ref()) {
-            let positive = match &size.0 {
-                IntOrString::Int(n) => *n > 0,
-                IntOrString::String(s) => {
+            let positive = match size {
+                Quantity::Number(n) => *n > 0,
+                Quantity::Text(s) => {
                     !s.starts_with('-') && s.bytes().any(|b| (b'1'..=b'9').contains(&b))
                 }
             };

@@ -454,7 +454,8 @@ fn registry_cache_nvidia_and_acl_on_patch() {
                         "garbageCollection": {"ttl": "24h"}, "http": {"tls": false},
                         "secretReferenceName": "quay-credentials",
                         "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}}},
-            {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+            {"name": "docker", "namespace": "default", "uid": "u-2",
+             "config": {"upstream": "docker.io", "volume": {"size": 10_737_418_240_i64}}}
         ]))
         .unwrap(),
     );
@@ -487,7 +488,8 @@ fn registry_cache_nvidia_and_acl_on_patch() {
                  "volume": {"size": "20Gi", "storageClassName": "premium"},
                  "garbageCollection": {"ttl": "24h"}, "secretReferenceName": "reg-cache-abc",
                  "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}},
-                {"upstream": "docker.io"}
+                // A size written as a number goes out as text, as Go's Quantity writes it.
+                {"upstream": "docker.io", "volume": {"size": "10737418240"}}
             ]},
         })
     );

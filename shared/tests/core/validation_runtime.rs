@@ -400,6 +400,8 @@ fn registry_caches_are_checked_field_by_field() {
         ]))
     };
     accepts(&sized(serde_json::json!(1024)));
+    // Kubernetes takes any whole number as a quantity: 10 GiB in bytes is above 2^31.
+    accepts(&sized(serde_json::json!(10_737_418_240_i64)));
     for size in [0, -1] {
         let f = kim_shared::validation::validate_create(&sized(serde_json::json!(size)), config());
         assert!(

@@ -325,7 +325,8 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                 rc::CONFIG_KIND,
                 "team",
                 "quay",
-                json!({"upstream": "quay.io"}),
+                // 10 GiB written as a number: above 2^31, a quantity Kubernetes takes.
+                json!({"upstream": "quay.io", "volume": {"size": 10_737_418_240_i64}}),
             ),
         )
         .await
@@ -419,7 +420,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                "caches": [
                    {"upstream": "docker.io", "volume": {"size": "20Gi"},
                     "secretReferenceName": copy_name},
-                   {"upstream": "quay.io"}]})
+                   {"upstream": "quay.io", "volume": {"size": "10737418240"}}]})
     );
     assert_eq!(
         cache_secret_references(&s),
@@ -595,7 +596,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     let s = shoot(&garden, &rt.spec.shoot.name).await;
     assert_eq!(
         registry_extension(&s).unwrap()["providerConfig"]["caches"],
-        json!([{"upstream": "quay.io"}])
+        json!([{"upstream": "quay.io", "volume": {"size": "10737418240"}}])
     );
     assert!(cache_secret_references(&s).is_empty(), "{s}");
     // And back: a new config's credentials are copied again.
@@ -761,7 +762,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
                 .into_iter()
                 .map(|o| serde_json::to_value(o).unwrap())
                 .collect();
-            rc::caches_from_configs(&values)
+            rc::caches_from_configs(&values).unwrap()
         }
     };
     for total in [60, 100] {
@@ -776,6 +777,30 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
             .unwrap_or_else(|e| panic!("{total} configs: {e}"));
         assert_eq!(read, expected, "{total} configs, read in pages of 25");
     }
+    // A config that does not read is an error naming it and the field; the caches read
+    // before are not replaced by a list without it.
+    many.delete("c99", &DeleteParams::default()).await.unwrap();
+    let unreadable = object(
+        &api_version,
+        rc::CONFIG_KIND,
+        "many",
+        "unreadable",
+        json!({"upstream": "ghcr.io", "volume": {"size": true}}),
+    );
+    many.create(&pp, &unreadable).await.unwrap();
+    match kim_controller::registry_cache::read_caches(&skr).await {
+        Err(kim_controller::registry_cache::Error::UnreadableConfig(e)) => {
+            assert_eq!(
+                (e.namespace.as_str(), e.name.as_str(), e.field.as_str()),
+                ("many", "unreadable", "spec.volume.size"),
+                "{e}"
+            );
+        }
+        other => panic!("an unreadable config: {other:?}"),
+    }
+    many.delete("unreadable", &DeleteParams::default())
+        .await
+        .unwrap();
     fill_to(101).await;
     let refused = kim_controller::registry_cache::read_caches(&skr).await;
     assert!(
