@@ -905,10 +905,6 @@ fn check_defaults(
     }
 }
 
-/// Gardener reserves 240.0.0.0/8 to 244.0.0.0/8 for the kube-apiserver and VPN mappings:
-/// these first octets.
-const RESERVED_FIRST_OCTETS: std::ops::RangeInclusive<u8> = 240..=244;
-
 fn check_networking(
     kind: ProviderKind,
     net: &NetworkingDefaults,
@@ -938,10 +934,7 @@ fn check_networking(
             );
             continue;
         };
-        // The CIDR spans the first octets `first..=last`.
-        let first = v4.network().octets()[0];
-        let last = v4.broadcast().octets()[0];
-        if first <= *RESERVED_FIRST_OCTETS.end() && last >= *RESERVED_FIRST_OCTETS.start() {
+        if crate::gardener::shoot::reserved_network_overlap(v4).is_some() {
             c.problem(
                 format!("{path}.{key}"),
                 format!("{cidr} overlaps 240.0.0.0/8-244.0.0.0/8, which Gardener reserves"),

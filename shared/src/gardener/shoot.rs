@@ -372,6 +372,14 @@ pub struct Alerting {
     pub email_receivers: Option<Vec<String>>,
 }
 
+/// Gardener reserves `240.0.0.0/8` to `244.0.0.0/8` for the kube-apiserver and VPN mappings: no
+/// shoot network may intersect them. The reserved /8 that `net` intersects, if any.
+pub fn reserved_network_overlap(net: ipnet::Ipv4Net) -> Option<ipnet::Ipv4Net> {
+    (240..=244u8)
+        .map(|first| ipnet::Ipv4Net::new_assert(std::net::Ipv4Addr::new(first, 0, 0, 0), 8))
+        .find(|r| r.contains(&net.network()) || net.contains(&r.network()))
+}
+
 /// `spec.networking`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -611,5 +619,36 @@ mod tests {
             }
         });
         round_trip("live shoot", &shoot);
+    }
+}
+
+#[cfg(test)]
+mod reserved_network_tests {
+    use super::reserved_network_overlap;
+
+    #[test]
+    fn the_reserved_range_is_240_to_244_and_any_overlap_names_the_first_reserved_8() {
+        let overlap = |cidr: &str| {
+            reserved_network_overlap(cidr.parse().expect("cidr")).map(|r| r.to_string())
+        };
+        for clear in [
+            "239.255.255.0/24",
+            "245.0.0.0/8",
+            "10.250.0.0/16",
+            "224.0.0.0/5",
+            "236.0.0.0/6",
+        ] {
+            assert_eq!(overlap(clear), None, "{clear}");
+        }
+        for (cidr, reserved) in [
+            ("240.0.0.0/8", "240.0.0.0/8"),
+            ("244.255.255.255/32", "244.0.0.0/8"),
+            ("242.1.0.0/16", "242.0.0.0/8"),
+            ("240.0.0.0/4", "240.0.0.0/8"),
+            ("0.0.0.0/0", "240.0.0.0/8"),
+            ("240.0.0.0/5", "240.0.0.0/8"),
+        ] {
+            assert_eq!(overlap(cidr).as_deref(), Some(reserved), "{cidr}");
+        }
     }
 }

@@ -6,15 +6,8 @@ use super::context::Ctx;
 use super::{ValidationOutcome, syntax};
 use crate::api::ProviderType;
 use crate::convert::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};
+use crate::gardener::shoot::reserved_network_overlap;
 use ipnet::{IpNet, Ipv4Net};
-
-/// Ranges Gardener reserves for the kube-apiserver and VPN mappings (`240.0.0.0/8` to
-/// `244.0.0.0/8`); shoot networks must not intersect them.
-const RESERVED: [Ipv4Net; 5] = [net4(240), net4(241), net4(242), net4(243), net4(244)];
-
-const fn net4(first: u8) -> Ipv4Net {
-    Ipv4Net::new_assert(std::net::Ipv4Addr::new(first, 0, 0, 0), 8)
-}
 
 /// Checks `spec.shoot.networking` and returns the nodes CIDR when it is valid (the zone layout
 /// needs it).
@@ -131,7 +124,7 @@ pub(crate) fn shoot_network(
         );
         return None;
     }
-    if let Some(r) = RESERVED.iter().find(|r| overlaps(**r, net)) {
+    if let Some(r) = reserved_network_overlap(net) {
         f.violation(field, format!("{value} overlaps {r}, which Gardener reserves; choose a range outside 240.0.0.0/8-244.0.0.0/8"));
     }
     Some(net)
