@@ -147,9 +147,28 @@ impl StatusDraft {
             .filter(|e| !e.is_empty());
     }
 
-    /// Whether anything differs from the stored status.
+    /// Whether the status must be written: anything differs from the stored status but the
+    /// progress of the same Shoot operation. Gardener reports a running operation's progress
+    /// every few seconds (a Shoot's creation, every maintenance reconcile); a Runtime status
+    /// write for each step would multiply the control plane's writes by the number of steps.
+    /// `status.shootLastOperation` therefore follows the operation's type and state, and takes
+    /// the current progress along whenever the status is written for another reason.
     pub fn changed(&self) -> bool {
-        self.old != self.new
+        if self.old == self.new {
+            return false;
+        }
+        let same_operation = match (
+            &self.old.shoot_last_operation,
+            &self.new.shoot_last_operation,
+        ) {
+            (Some(old), Some(new)) => old.type_ == new.type_ && old.state == new.state,
+            _ => false,
+        };
+        !same_operation
+            || RuntimeStatus {
+                shoot_last_operation: self.old.shoot_last_operation.clone(),
+                ..self.new.clone()
+            } != self.old
     }
 
     /// The conditions whose status or reason changed, for Events.
@@ -262,6 +281,73 @@ mod tests {
         d.remove(condition::LEGACY_OIDC_CONFIGURED);
         assert!(d.condition(condition::LEGACY_OIDC_CONFIGURED).is_none());
         assert!(d.changed());
+    }
+
+    #[test]
+    fn a_progress_step_alone_is_not_written_a_new_state_or_anything_else_is() {
+        let op = |type_: &str, state: &str, progress: i32, at: &str| {
+            serde_json::from_value::<kim_shared::gardener::status::LastOperation>(
+                serde_json::json!({
+                    "type": type_, "state": state, "progress": progress,
+                    "description": format!("{type_} {progress}%"), "lastUpdateTime": at,
+                }),
+            )
+            .expect("last operation")
+        };
+        let shoot = |last: kim_shared::gardener::status::LastOperation| {
+            let mut s = Shoot::new("s", Default::default());
+            s.status = Some(kim_shared::gardener::status::ShootStatus {
+                last_operation: Some(last),
+                ..Default::default()
+            });
+            s
+        };
+        let mut stored = runtime();
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:00Z"));
+        d.shoot(Some(&shoot(op(
+            "Create",
+            "Processing",
+            0,
+            "2026-01-01T00:00:00Z",
+        ))));
+        assert!(d.changed(), "the first operation is written");
+        stored.status = Some(d.new.clone());
+
+        let step = op("Create", "Processing", 30, "2026-01-01T00:00:05Z");
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:05Z"));
+        d.shoot(Some(&shoot(step.clone())));
+        assert!(!d.changed(), "the same operation, further on: not written");
+        // Written for another reason: the current progress goes along.
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::SHOOT_CREATION_PENDING,
+            "Shoot creation in progress",
+        );
+        assert!(d.changed());
+        assert_eq!(d.new.shoot_last_operation.as_ref(), Some(&step));
+
+        for (next, why) in [
+            (
+                op("Create", "Succeeded", 100, "2026-01-01T00:10:00Z"),
+                "a new state",
+            ),
+            (
+                op("Create", "Error", 30, "2026-01-01T00:10:00Z"),
+                "an error",
+            ),
+            (
+                op("Reconcile", "Processing", 0, "2026-01-01T00:10:00Z"),
+                "a new operation",
+            ),
+        ] {
+            let mut d = StatusDraft::new(&stored, t("2026-01-01T00:10:00Z"));
+            d.shoot(Some(&shoot(next)));
+            assert!(d.changed(), "{why} is written");
+        }
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:10:00Z"));
+        d.shoot(None);
+        assert!(d.changed(), "a Shoot gone is written");
     }
 
     #[test]
