@@ -112,15 +112,22 @@ impl AdmissionContext {
             );
             return f;
         };
+        let spec = match &profile.spec {
+            Ok(spec) => spec,
+            Err(why) => {
+                f.warning(
+                    "spec.shoot.provider.type",
+                    format!("the CloudProfile {name} does not read here ({why}), so its rules (versions, machine types and images, regions, zones, volumes) were not checked; Gardener checks them when the Shoot is written"),
+                );
+                return f;
+            }
+        };
         let now = jiff::Timestamp::now();
         validation::validate_against_cloud_profile(
             rt,
             old,
             cfg,
-            validation::Profile {
-                name,
-                spec: &profile.spec,
-            },
+            validation::Profile { name, spec },
             now,
         )
     }
@@ -212,6 +219,37 @@ mod tests {
         assert!(
             updated.spec.shoot.provider.workers[0].volume.is_none(),
             "UPDATE must not add create-time defaults to a pool that was stored without them"
+        );
+    }
+
+    #[test]
+    fn a_cloud_profile_that_does_not_read_admits_with_a_warning_naming_it() {
+        let mut ctx = ctx();
+        let cfg = ctx.config.clone().expect("config");
+        let name = cfg.cloud_profile_name(kim_shared::config::ProviderKind::Aws);
+        let unreadable: crate::profiles::WatchedProfile = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": name}, "spec": {"type": "aws", "regions": 5}}),
+        )
+        .expect("a watched profile always reads");
+        ctx.cloud_profiles = Some(crate::profiles::CloudProfiles::holding(vec![unreadable]));
+        let f = ctx.against_cloud_profile(&stored_without_volume(), None, &cfg);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+        assert!(
+            f.warnings.iter().any(|w| w.contains(&format!(
+                "the CloudProfile {name} does not read here (spec.regions: invalid type"
+            )) && w.contains("were not checked")),
+            "{:?}",
+            f.warnings
+        );
+        // A profile that is missing is still a violation.
+        ctx.cloud_profiles = Some(crate::profiles::CloudProfiles::holding(Vec::new()));
+        let f = ctx.against_cloud_profile(&stored_without_volume(), None, &cfg);
+        assert!(
+            f.violations
+                .iter()
+                .any(|v| v.message.contains("Gardener has no CloudProfile")),
+            "{:?}",
+            f.violations
         );
     }
 

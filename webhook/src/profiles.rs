@@ -12,12 +12,16 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use http::{Method, Request, Response};
-use kim_shared::gardener::cloud_profile::CloudProfile;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::gardener::cloud_profile::{CloudProfile, CloudProfileSpec};
+use kube::Resource;
 use kube::api::Api;
 use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
 use tower::{BoxError, Layer, Service};
 
 /// The API path prefixes the Gardener client may read; every other request, and every
@@ -27,9 +31,73 @@ pub const ALLOWED_PATHS: [&str; 1] = ["/apis/core.gardener.cloud/v1beta1/cloudpr
 /// How long a request may wait for Gardener's response headers (a watch then streams).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A CloudProfile as the watch keeps it: its spec, or why the spec does not read. Gardener owns
+/// the type and adds fields with its releases; a profile our types cannot read must not fail
+/// the list of all of them (the webhook would never become ready, and with `failurePolicy:
+/// Fail` no Runtime could be written), only the rules of that profile.
+#[derive(Clone, Debug)]
+pub struct WatchedProfile {
+    /// The profile's metadata.
+    pub metadata: ObjectMeta,
+    /// The spec, or where and why it does not read (`spec.regions[0].name: ...`).
+    pub spec: Result<CloudProfileSpec, String>,
+}
+
+impl<'de> Deserialize<'de> for WatchedProfile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: serde_json::Value,
+        }
+        let wire = Wire::deserialize(d)?;
+        let spec = serde_path_to_error::deserialize::<_, CloudProfileSpec>(&wire.spec).map_err(
+            |e| match e.path().to_string().as_str() {
+                "." => format!("spec: {}", e.inner()),
+                path => format!("spec.{path}: {}", e.inner()),
+            },
+        );
+        Ok(Self {
+            metadata: wire.metadata,
+            spec,
+        })
+    }
+}
+
+impl Resource for WatchedProfile {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        CloudProfile::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        CloudProfile::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        CloudProfile::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        CloudProfile::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// The cached CloudProfiles and whether Gardener still confirms them.
 pub struct CloudProfiles {
-    store: Store<CloudProfile>,
+    store: Store<WatchedProfile>,
     health: Mutex<Health>,
 }
 
@@ -62,7 +130,7 @@ impl CloudProfiles {
             store,
             health: Mutex::new(Health::default()),
         });
-        let api: Api<CloudProfile> = Api::all(client);
+        let api: Api<WatchedProfile> = Api::all(client);
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff();
         let watching = me.clone();
@@ -76,6 +144,15 @@ impl CloudProfiles {
                 };
                 match next {
                     Some(Ok(event)) => {
+                        if let watcher::Event::Apply(p) | watcher::Event::InitApply(p) = &event
+                            && let Err(why) = &p.spec
+                        {
+                            tracing::warn!(
+                                cloud_profile = p.metadata.name.as_deref().unwrap_or_default(),
+                                reason = %why,
+                                "a CloudProfile does not read; Runtimes of it are admitted without its rules, with a warning"
+                            );
+                        }
                         watching.observe_ok(matches!(event, watcher::Event::InitDone))
                     }
                     Some(Err(e)) => {
@@ -86,6 +163,21 @@ impl CloudProfiles {
                 }
             }
         });
+        me
+    }
+
+    /// A cache that holds `profiles`, synced, without a watch (for tests of the rules).
+    #[cfg(test)]
+    pub(crate) fn holding(profiles: Vec<WatchedProfile>) -> Arc<Self> {
+        let (store, mut writer) = reflector::store();
+        for p in profiles {
+            writer.apply_watcher_event(&watcher::Event::Apply(p));
+        }
+        let me = Arc::new(Self {
+            store,
+            health: Mutex::new(Health::default()),
+        });
+        me.observe_ok(true);
         me
     }
 
@@ -125,7 +217,7 @@ impl CloudProfiles {
 
     /// The cached profile `name`; `None` when Gardener has none of that name or nothing is
     /// cached yet.
-    pub fn get(&self, name: &str) -> Option<Arc<CloudProfile>> {
+    pub fn get(&self, name: &str) -> Option<Arc<WatchedProfile>> {
         self.store.get(&ObjectRef::new(name))
     }
 
@@ -232,6 +324,43 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_that_does_not_read_is_kept_with_the_reason() {
+        let read = |spec: serde_json::Value| {
+            serde_json::from_value::<WatchedProfile>(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "CloudProfile",
+                "metadata": {"name": "aws"}, "spec": spec,
+            }))
+            .expect("a watched profile always reads")
+        };
+        let good = serde_json::json!({
+            "type": "aws", "kubernetes": {"versions": [{"version": "1.33.1"}]},
+            "machineImages": [], "machineTypes": [], "regions": [{"name": "eu-central-1"}],
+            // A newer Gardener writes `allowZonePinning: false` as an empty object.
+            "controlPlane": {},
+        });
+        let p = read(good.clone());
+        assert_eq!(p.metadata.name.as_deref(), Some("aws"));
+        let spec = p.spec.expect("reads");
+        assert_eq!(spec.regions[0].name, "eu-central-1");
+        assert_eq!(
+            spec.control_plane.map(|c| c.allow_zone_pinning),
+            Some(false)
+        );
+
+        let mut bad = good;
+        bad["regions"][0]["name"] = serde_json::json!(5);
+        let p = read(bad);
+        assert_eq!(p.metadata.name.as_deref(), Some("aws"));
+        let why = p.spec.expect_err("does not read");
+        assert!(
+            why.starts_with("spec.regions[0].name: invalid type: integer `5`"),
+            "{why}"
+        );
+        let why = read(serde_json::json!({})).spec.expect_err("no type");
+        assert!(why.starts_with("spec: missing field"), "{why}");
+    }
 
     #[test]
     fn only_reads_of_cloud_profiles_are_allowed() {

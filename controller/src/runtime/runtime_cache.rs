@@ -135,6 +135,26 @@ mod tests {
     }
 
     #[test]
+    fn a_status_stored_without_state_reads_as_pending() {
+        // Upstream's CRD did not require `state` before October 2024.
+        for status in [
+            serde_json::json!({}),
+            serde_json::json!({"conditions": [{"type": "Provisioned", "status": "Unknown",
+                "reason": "Processing", "message": "", "lastTransitionTime": "2024-08-01T00:00:00Z"}]}),
+        ] {
+            let mut value = sample();
+            value["status"] = status.clone();
+            let cached: CachedRuntime = serde_json::from_value(value).expect("decodes");
+            let state = cached.status.as_ref().map(|s| s.state);
+            assert_eq!(
+                state,
+                Some(kim_shared::api::RuntimeState::Pending),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
     fn the_spec_is_kept_as_its_compact_text() {
         let value = sample();
         let cached: CachedRuntime = serde_json::from_value(value.clone()).unwrap();

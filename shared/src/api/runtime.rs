@@ -428,6 +428,7 @@ pub struct Egress {
 /// RuntimeStatus defines the observed state of Runtime
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = state_required)]
 pub struct RuntimeStatus {
     /// Name of the AuditLog custom resource chosen for this Runtime.
     #[serde(
@@ -453,7 +454,32 @@ pub struct RuntimeStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shoot_last_operation: Option<LastOperation>,
     /// State signifies current state of Runtime
+    // Read as `Pending` when missing: upstream's CRD made `state` required only in October
+    // 2024, and a status stored before without it must not fail the watch of every Runtime.
+    // The CRD still requires it, as upstream's does ([`state_required`]).
+    #[serde(default)]
     pub state: RuntimeState,
+}
+
+/// The schema of `status` as upstream's CRD has it: `state` required and without a default,
+/// although decoding reads a missing one as `Pending`.
+fn state_required(schema: &mut schemars::Schema) {
+    if let Some(state) = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("state"))
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        state.remove("default");
+    }
+    if let Some(required) = schema
+        .ensure_object()
+        .entry("required")
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()
+        && !required.contains(&serde_json::json!("state"))
+    {
+        required.push(serde_json::json!("state"));
+    }
 }
 
 /// `status.state` of a Runtime.

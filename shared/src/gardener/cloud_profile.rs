@@ -53,7 +53,8 @@ pub struct CloudProfileSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct CloudProfileControlPlane {
-    /// Whether shoots may pin their control plane to zones.
+    /// Whether shoots may pin their control plane to zones (Go `omitempty`: absent is false).
+    #[serde(default)]
     pub allow_zone_pinning: bool,
 }
 
