@@ -139,6 +139,15 @@ pub struct Metrics {
     /// Requests the Runtime and registry-cache reconcilers sent to runtime clusters, by method
     /// and code (no label per cluster: one series set for any number of Runtimes).
     pub runtime_cluster_requests: Family<RequestLabels, Counter>,
+    /// Watch steps that failed because an object did not decode, by watch.
+    watch_decode_errors: Family<WatchLabels, Counter>,
+}
+
+/// Labels naming a watch.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// `runtimes`, `shoots`, `gardenerclusters`, or the controller whose watches failed.
+    pub watch: String,
 }
 
 impl Metrics {
@@ -162,6 +171,7 @@ impl Metrics {
             runtime_deletion_duration: lifecycle_histogram(),
             gardener_rate_limit_wait: rate_limit_histogram(),
             runtime_cluster_requests: Family::default(),
+            watch_decode_errors: Family::default(),
         };
         // Upstream registers this counter without a prefix.
         registry.register(
@@ -241,7 +251,37 @@ impl Metrics {
             "Requests the Runtime and registry-cache reconcilers sent to runtime clusters by method and code",
             m.runtime_cluster_requests.clone(),
         );
+        sub.register(
+            "watch_decode_errors",
+            "Watch steps that failed because a stored object does not decode; the watch sees no change until it is fixed",
+            m.watch_decode_errors.clone(),
+        );
         std::sync::Arc::new(m)
+    }
+
+    /// Creates the series of `watch` at 0, so that its first error counts in `increase()`.
+    pub fn track_watch(&self, watch: &str) {
+        drop(self.watch_decode_errors.get_or_create(&WatchLabels {
+            watch: watch.to_owned(),
+        }));
+    }
+
+    /// Counts one failed step of `watch` on an object that does not decode.
+    pub fn count_watch_decode_error(&self, watch: &str) {
+        self.watch_decode_errors
+            .get_or_create(&WatchLabels {
+                watch: watch.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Failed steps of `watch` counted so far.
+    pub fn watch_decode_errors(&self, watch: &str) -> u64 {
+        self.watch_decode_errors
+            .get_or_create(&WatchLabels {
+                watch: watch.to_owned(),
+            })
+            .get()
     }
 
     /// Records a Runtime's first Ready, `took` after its creation.

@@ -1,5 +1,6 @@
 //! Watch streams as controller triggers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
@@ -7,8 +8,9 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
 use tokio::sync::watch;
 
-/// `events` without its errors, each logged at debug level (the client logs the failure
-/// itself).
+use crate::metrics::Metrics;
+
+/// `events` without its errors, each reported ([`report`]).
 ///
 /// kube's `Controller` backs off *all* its trigger streams together when any of them yields an
 /// error, so one failing watch would make the controller deaf to the others: while Gardener is
@@ -18,13 +20,59 @@ use tokio::sync::watch;
 pub fn without_errors<T: Send>(
     events: impl Stream<Item = Result<T, watcher::Error>> + Send,
     watch: &'static str,
+    metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<T, watcher::Error>> + Send {
+    metrics.track_watch(watch);
     events.filter(move |event| {
         if let Err(e) = event {
-            tracing::debug!(watch, error = %e, "watch failed; it retries with its own backoff");
+            report(watch, e, &metrics);
         }
         future::ready(event.is_ok())
     })
+}
+
+/// Whether a watch failed because an object (or a list of them) did not decode with our types.
+///
+/// A watch event that does not decode reaches us as an API error with no code, message or
+/// reason: kube's client tries each line that is no `WatchEvent` as a `Status`, whose fields
+/// all have defaults, so any JSON object passes (kube-client 5). The apiserver's own error
+/// events always carry a code.
+pub fn is_decode_error(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::SerdeError(_))
+        | watcher::Error::WatchStartFailed(kube::Error::SerdeError(_))
+        | watcher::Error::WatchFailed(kube::Error::SerdeError(_)) => true,
+        watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+            s.code == 0 && s.message.is_empty() && s.reason.is_empty()
+        }
+        _ => false,
+    }
+}
+
+/// Reports a failed step of `watch`. A connection or API error is logged at debug level: the
+/// client logs it itself, and the watch retries. An object that does not decode is different:
+/// the list fails as a whole at every retry, so the watch sees nothing new (for every object of
+/// the kind) until the object is fixed; a watch event that does not decode is lost, and the next
+/// list fails. That is logged as a warning (for a list the serde error, which names the line
+/// and column and the type expected, never the response text) and counted in
+/// `infrastructure_manager_im_watch_decode_errors_total{watch}`.
+pub fn report(watch: &'static str, e: &watcher::Error, metrics: &Metrics) {
+    if is_decode_error(e) {
+        metrics.count_watch_decode_error(watch);
+        let error = match e {
+            watcher::Error::WatchFailed(kube::Error::Api(_)) => {
+                "a watch event's object does not decode (kube passes on no detail)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        tracing::warn!(
+            watch,
+            error,
+            "a watched object does not decode; this watch sees no change until it is fixed"
+        );
+    } else {
+        tracing::debug!(watch, error = %e, "watch failed; it retries with its own backoff");
+    }
 }
 
 /// `events` (a raw watch of Gardener) retried like kube's `default_backoff` after an error,
@@ -76,11 +124,47 @@ mod tests {
 
     #[tokio::test]
     async fn errors_are_dropped_and_events_kept() {
-        let events: Vec<usize> = without_errors(failing_then(2), "test")
+        let metrics = Metrics::register(&mut Default::default());
+        let events: Vec<usize> = without_errors(failing_then(2), "test", metrics)
             .map(|e| e.map_err(|e| e.to_string()).unwrap())
             .collect()
             .await;
         assert_eq!(events, [0, 1]);
+    }
+
+    #[test]
+    fn only_objects_that_do_not_decode_are_counted_and_warned() {
+        let decode = || {
+            kube::Error::SerdeError(serde_json::from_str::<u8>("true").expect_err("not a number"))
+        };
+        let metrics = Metrics::register(&mut Default::default());
+        // What kube makes of a watch event whose object does not decode.
+        let event_status: kube::core::Status =
+            serde_json::from_str(r#"{"type":"MODIFIED","object":{"kind":"Runtime"}}"#)
+                .expect("any object reads as a Status");
+        for e in [
+            watcher::Error::InitialListFailed(decode()),
+            watcher::Error::WatchStartFailed(decode()),
+            watcher::Error::WatchFailed(decode()),
+            watcher::Error::WatchFailed(kube::Error::Api(event_status.boxed())),
+        ] {
+            assert!(is_decode_error(&e), "{e}");
+            report("runtimes", &e, &metrics);
+        }
+        let gone: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 410, "reason": "Expired", "message": "too old resource version",
+        }))
+        .expect("status");
+        for e in [
+            watcher::Error::NoResourceVersion,
+            watcher::Error::InitialListFailed(kube::Error::LinesCodecMaxLineLengthExceeded),
+            watcher::Error::WatchFailed(kube::Error::Api(gone.boxed())),
+        ] {
+            assert!(!is_decode_error(&e), "{e}");
+            report("runtimes", &e, &metrics);
+        }
+        assert_eq!(metrics.watch_decode_errors("runtimes"), 4);
+        assert_eq!(metrics.watch_decode_errors("shoots"), 0);
     }
 
     #[tokio::test]

@@ -38,8 +38,16 @@ where
 /// Parses a filter in `EnvFilter` syntax (`info`, `kim_controller=debug`), naming `flag` when
 /// it does not parse.
 pub fn filter(filter: &str, flag: &str) -> Result<EnvFilter, String> {
-    EnvFilter::try_new(filter).map_err(|e| format!("{flag} {filter:?} is not a valid filter ({e})"))
+    let parsed = EnvFilter::try_new(filter)
+        .map_err(|e| format!("{flag} {filter:?} is not a valid filter ({e})"))?;
+    Ok(parsed.add_directive(QUIET_KUBE_CLIENT.parse().map_err(|e| format!("{e}"))?))
 }
+
+/// Added to every filter: kube's client logs the whole response text as a warning when it does
+/// not decode, which would put a list of every Runtime into one log line at each retry of a
+/// watch, or a Secret's data into the log. Its errors are logged, and the failures are
+/// reported by the callers without the text.
+const QUIET_KUBE_CLIENT: &str = "kube_client::client=error";
 
 /// Installs the global subscriber: `filter`, then lines in `format` on stdout. Errors when the
 /// filter does not parse or a subscriber is already installed (tests that start a process
@@ -51,4 +59,27 @@ pub fn init(filter_text: &str, format: LogFormat) -> Result<(), String> {
         .with(layer(format, std::io::stdout))
         .try_init()
         .map_err(|e| format!("logging already initialised ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_filter_keeps_kube_clients_response_dumps_out() {
+        for asked in [
+            "info",
+            "debug",
+            "kube_client=trace",
+            "kim_controller=debug,kube=warn",
+        ] {
+            let f = filter(asked, "--log-level").expect("valid").to_string();
+            assert!(f.contains(QUIET_KUBE_CLIENT), "{asked}: {f}");
+        }
+        let err = filter("info,=x=y", "--log-level").expect_err("invalid");
+        assert!(
+            err.starts_with("--log-level \"info,=x=y\" is not a valid filter"),
+            "{err}"
+        );
+    }
 }

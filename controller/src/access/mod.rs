@@ -65,14 +65,24 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         metrics,
         tokens,
     ));
+    ctx.metrics.track_watch(CONTROLLER);
     Controller::new(requests, watcher::Config::default())
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
+        .for_each(|result| {
+            let metrics = ctx.metrics.clone();
+            async move {
+                match result {
+                    Err(kube::runtime::controller::Error::QueueError(e)) => {
+                        crate::watch::report(CONTROLLER, &e, &metrics);
+                    }
+                    Err(e) => {
+                        tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
+                    }
+                    Ok(_) => {}
+                }
             }
         })
         .await;

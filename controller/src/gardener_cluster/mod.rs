@@ -74,17 +74,26 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
     .applied_objects();
+    ctx.metrics.track_watch(CONTROLLER);
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
         .reconcile_on(recovered)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                // Reconcile failures are logged (without secrets) by `error_policy`; what
-                // remains here are watch hiccups the controller retries by itself.
-                tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
+        .for_each(|result| {
+            let metrics = ctx.metrics.clone();
+            async move {
+                match result {
+                    Err(kube::runtime::controller::Error::QueueError(e)) => {
+                        crate::watch::report(CONTROLLER, &e, &metrics);
+                    }
+                    // Reconcile failures are logged (without secrets) by `error_policy`.
+                    Err(e) => {
+                        tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
+                    }
+                    Ok(_) => {}
+                }
             }
         })
         .await;

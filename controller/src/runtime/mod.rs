@@ -163,7 +163,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(rt_writer)
     .applied_objects();
-    let runtimes = crate::watch::without_errors(runtimes, "runtimes");
+    let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
     let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
     let shoots = crate::watch::gardener_backoff(
         watcher(
@@ -175,7 +175,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .modify(CachedShoot::trim)
     .reflect(shoot_writer)
     .touched_objects();
-    let shoots = crate::watch::without_errors(shoots, "shoots");
+    let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
     let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
     let clusters = watcher(
         Api::<GardenerCluster>::namespaced(ctx.kcp.clone(), &ns),
@@ -194,7 +194,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     })
     .reflect(gc_writer)
     .touched_objects();
-    let clusters = crate::watch::without_errors(clusters, "gardenerclusters");
+    let clusters = crate::watch::without_errors(clusters, "gardenerclusters", ctx.metrics.clone());
 
     let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
         tokio::spawn(acl::watch_config_map(

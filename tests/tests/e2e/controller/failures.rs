@@ -713,3 +713,92 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
     ctl.kill();
     Ok(())
 }
+
+/// A Runtime whose stored status does not decode (a condition time with ten digits after the
+/// second, which the apiserver stores and Go reads): the watch event of the change fails and is
+/// counted (`watch_decode_errors_total{watch="runtimes"}`, the alert's metric); a controller
+/// that starts then cannot list Runtimes at all, sees no other Runtime and keeps counting; once
+/// the object is fixed, its watch resumes and the waiting Runtime is provisioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stored_object_that_does_not_decode_is_counted_and_the_watch_resumes_once_fixed()
+-> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-decode").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(6)..];
+    let (broken, waiting) = (format!("dec-{suffix}"), format!("dec2-{suffix}"));
+    create(env, &sample_runtime(&ns, &broken)?).await?;
+    let ready = wait_state(env, &ns, &broken, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let errors = |text: &str| {
+        metric_sum(
+            text,
+            "infrastructure_manager_im_watch_decode_errors_total",
+            &["watch=\"runtimes\""],
+        )
+    };
+    ensure!(
+        errors(&ctl.metrics_text().await?) == 0.0,
+        "no decode error before"
+    );
+
+    // Untyped: the answer to the patch does not decode either.
+    let runtimes: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        env.kcp_client().await?,
+        &ns,
+        &kim_tests::webhook::runtime_resource(),
+    );
+    let good = serde_json::to_value(
+        ready
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default(),
+    )?;
+    let mut bad = good.clone();
+    bad.as_array_mut()
+        .context("conditions")?
+        .push(serde_json::json!({
+            "type": "EditedByHand", "status": "True", "reason": "Edited", "message": "",
+            "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z",
+        }));
+    let set_conditions = |conditions: serde_json::Value| {
+        let runtimes = runtimes.clone();
+        let name = broken.clone();
+        async move {
+            runtimes
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"status": {"conditions": conditions}})),
+                )
+                .await
+        }
+    };
+    set_conditions(bad)
+        .await
+        .context("the apiserver stores the time")?;
+    eventually("the failed watch event counted", READY_TIMEOUT, || async {
+        Ok(errors(&ctl.metrics_text().await?) >= 1.0)
+    })
+    .await?;
+
+    // A controller that starts now cannot list the Runtimes.
+    ctl.kill();
+    let ctl = start_controller(env, &ns, &[]).await?;
+    create(env, &sample_runtime(&ns, &waiting)?).await?;
+    eventually("the failed lists counted", READY_TIMEOUT, || async {
+        Ok(errors(&ctl.metrics_text().await?) >= 2.0)
+    })
+    .await?;
+    let unseen = runtimes.get(&waiting).await?;
+    ensure!(
+        unseen.data.get("status").is_none(),
+        "a Runtime the controller cannot see gets no status: {:?}",
+        unseen.data.get("status")
+    );
+
+    set_conditions(good).await?;
+    wait_state(env, &ns, &waiting, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+    ctl.kill();
+    Ok(())
+}
