@@ -276,6 +276,7 @@ impl Metrics {
     }
 
     /// Failed steps of `watch` counted so far.
+    #[cfg(test)]
     pub fn watch_decode_errors(&self, watch: &str) -> u64 {
         self.watch_decode_errors
             .get_or_create(&WatchLabels {

@@ -49,6 +49,21 @@ pub fn is_decode_error(e: &watcher::Error) -> bool {
     }
 }
 
+/// Reports what a reconciler's `Controller::run` yields besides its results: a failed watch
+/// step ([`report`]); the rest at debug level (reconcile failures are logged, without secrets,
+/// by each reconciler's `error_policy`).
+pub fn report_run<T, E: std::error::Error + 'static>(
+    controller: &'static str,
+    result: &Result<T, kube::runtime::controller::Error<E, watcher::Error>>,
+    metrics: &Metrics,
+) {
+    match result {
+        Err(kube::runtime::controller::Error::QueueError(e)) => report(controller, e, metrics),
+        Err(e) => tracing::debug!(controller, error = %e, "controller event"),
+        Ok(_) => {}
+    }
+}
+
 /// Reports a failed step of `watch`. A connection or API error is logged at debug level: the
 /// client logs it itself, and the watch retries. An object that does not decode is different:
 /// the list fails as a whole at every retry, so the watch sees nothing new (for every object of

@@ -10,6 +10,31 @@ pub use runtime::{
     ForeignRuntimeId, ProviderType, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus,
 };
 
+/// Where and why a field of an object does not read as its type.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct Unreadable {
+    /// The field at fault, from the object's root (`spec.volume.size`).
+    pub field: String,
+    /// Serde's reason.
+    pub reason: String,
+}
+
+/// Decodes `value`, the field `field` of an object (`spec`), naming the field at fault below
+/// it when it is no `T`.
+pub fn decode_field<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+    field: &str,
+) -> Result<T, Unreadable> {
+    serde_path_to_error::deserialize(value).map_err(|e| Unreadable {
+        field: match e.path().to_string().as_str() {
+            "." => field.to_owned(),
+            path => format!("{field}.{path}"),
+        },
+        reason: e.into_inner().to_string(),
+    })
+}
+
 /// API group of the infrastructure manager's resources.
 pub const GROUP: &str = "infrastructuremanager.kyma-project.io";
 /// API version of the infrastructure manager's resources.

@@ -110,15 +110,12 @@ pub fn caches_from_configs(configs: &[Value]) -> Result<Vec<ImageRegistryCache>,
         ) else {
             continue;
         };
-        let config = serde_path_to_error::deserialize::<_, RegistryCacheConfigSpec>(&c["spec"])
+        let config = crate::api::decode_field::<RegistryCacheConfigSpec>(&c["spec"], "spec")
             .map_err(|e| UnreadableConfig {
                 namespace: namespace.clone(),
                 name: name.clone(),
-                field: match e.path().to_string().as_str() {
-                    "." => "spec".to_owned(),
-                    path => format!("spec.{path}"),
-                },
-                reason: e.into_inner().to_string(),
+                field: e.field,
+                reason: e.reason,
             })?;
         caches.push(ImageRegistryCache {
             name,

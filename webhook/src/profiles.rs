@@ -53,12 +53,8 @@ impl<'de> Deserialize<'de> for WatchedProfile {
             spec: serde_json::Value,
         }
         let wire = Wire::deserialize(d)?;
-        let spec = serde_path_to_error::deserialize::<_, CloudProfileSpec>(&wire.spec).map_err(
-            |e| match e.path().to_string().as_str() {
-                "." => format!("spec: {}", e.inner()),
-                path => format!("spec.{path}: {}", e.inner()),
-            },
-        );
+        let spec = kim_shared::api::decode_field::<CloudProfileSpec>(&wire.spec, "spec")
+            .map_err(|e| e.to_string());
         Ok(Self {
             metadata: wire.metadata,
             spec,

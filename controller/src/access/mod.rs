@@ -72,18 +72,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| {
-            let metrics = ctx.metrics.clone();
-            async move {
-                match result {
-                    Err(kube::runtime::controller::Error::QueueError(e)) => {
-                        crate::watch::report(CONTROLLER, &e, &metrics);
-                    }
-                    Err(e) => {
-                        tracing::debug!(controller = CONTROLLER, error = %e, "controller event");
-                    }
-                    Ok(_) => {}
-                }
-            }
+            crate::watch::report_run(CONTROLLER, &result, &ctx.metrics);
+            futures::future::ready(())
         })
         .await;
 }
