@@ -205,12 +205,16 @@ mod tests {
         }
         fn validate_delete(
             &self,
-            _obj: &ConfigMap,
+            metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
             _user: &k8s_openapi::api::authentication::v1::UserInfo,
             _now: SystemTime,
         ) -> ValidationOutcome {
             let mut f = ValidationOutcome::default();
-            if self.deletion_protection {
+            let confirmed = metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("confirm"));
+            if self.deletion_protection && !confirmed {
                 f.violation("metadata.annotations[confirm]", "missing");
             }
             f
@@ -365,6 +369,93 @@ mod tests {
             &ctx,
         );
         assert_eq!(response(&a)["allowed"], true);
+    }
+
+    /// A stored object whose spec does not read (`data.a` a number) is still repaired by an
+    /// update, held to the rules of a new object, and deleted on its metadata.
+    #[test]
+    fn a_stored_object_that_does_not_read_can_be_repaired_and_deleted() {
+        let unreadable = cm(json!({"a": 5, "frozen": "1"}));
+        let (answer, audit) = run(
+            Mode::Validate,
+            &review("UPDATE", cm(json!({"a": "5"})), unreadable.clone()),
+        );
+        assert_eq!(answer["allowed"], true, "{answer}");
+        let warning = answer["warnings"][0].as_str().unwrap_or_default();
+        assert!(
+            warning.starts_with("the stored ConfigMap does not read (data.a: invalid type"),
+            "{warning}"
+        );
+        assert!(
+            warning.ends_with(
+                "this update was checked as a new ConfigMap, without the rules on changes"
+            ),
+            "{warning}"
+        );
+        assert_eq!(audit.warnings, vec![warning.to_string()]);
+        // The new object's own rules still hold.
+        let (answer, _) = run(
+            Mode::Validate,
+            &review("UPDATE", cm(json!({"bad": "1"})), unreadable.clone()),
+        );
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(
+            answer["status"]["details"]["causes"][0]["field"],
+            "data.bad"
+        );
+        // The mutating webhook defaults it as a new object.
+        let (answer, audit) = run(
+            Mode::Mutate,
+            &review("UPDATE", cm(json!({"a": "5"})), unreadable.clone()),
+        );
+        assert_eq!(answer["allowed"], true, "{answer}");
+        assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
+        // Deletion is judged on the metadata.
+        let (answer, _) = run(
+            Mode::Validate,
+            &review("DELETE", Value::Null, unreadable.clone()),
+        );
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["status"]["code"], 403);
+        let mut confirmed = unreadable;
+        confirmed["metadata"]["annotations"] = json!({"confirm": "yes"});
+        let (answer, _) = run(Mode::Validate, &review("DELETE", Value::Null, confirmed));
+        assert_eq!(answer["allowed"], true, "{answer}");
+        // A stored object whose metadata does not read is refused, naming the field.
+        let mut no_meta = cm(json!({}));
+        no_meta["metadata"]["labels"] = json!(5);
+        for (op, object) in [("UPDATE", cm(json!({}))), ("DELETE", Value::Null)] {
+            let (answer, _) = run(Mode::Validate, &review(op, object, no_meta.clone()));
+            assert_eq!(answer["allowed"], false, "{op}");
+            let msg = answer["status"]["message"].as_str().unwrap_or_default();
+            assert!(
+                msg.starts_with("metadata.labels: oldObject does not match the ConfigMap schema"),
+                "{op}: {msg}"
+            );
+        }
+    }
+
+    /// `status` is neither typed nor judged (nor touched by the patch): a stored status the
+    /// types cannot read does not block changes to its object.
+    #[test]
+    fn status_is_not_read() {
+        let mut obj = cm(json!({"a": "1"}));
+        obj["status"] = json!({"conditions": [{"lastTransitionTime": 5}]});
+        let (answer, audit) = run(Mode::Validate, &review("UPDATE", obj.clone(), obj.clone()));
+        assert_eq!(answer["allowed"], true, "{answer}");
+        assert!(audit.warnings.is_empty(), "{:?}", audit.warnings);
+        let (answer, _) = run(Mode::Mutate, &review("CREATE", obj.clone(), Value::Null));
+        let ops: json_patch::Patch =
+            serde_json::from_slice(&b64(answer["patch"].as_str().expect("patch"))).expect("json");
+        let mut doc = obj.clone();
+        json_patch::patch(&mut doc, &ops).expect("patch applies");
+        assert_eq!(doc["status"], obj["status"], "status kept as sent");
+        // It must still be JSON.
+        let body = String::from_utf8(review("CREATE", obj, Value::Null)).expect("utf-8");
+        let broken = body.replacen("\"lastTransitionTime\":5", "\"lastTransitionTime\":5,", 1);
+        assert_ne!(broken, body);
+        let (answer, _) = run(Mode::Validate, broken.as_bytes());
+        assert_eq!(answer["allowed"], false);
     }
 
     #[test]

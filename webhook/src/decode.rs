@@ -1,12 +1,23 @@
 //! Reading an AdmissionReview with serde, without an intermediate JSON tree: one pass reads the
 //! envelope, borrowing from the body and keeping the objects as their JSON text ([`RawValue`],
 //! which only checks it); each object is then typed from its text, with
-//! `metadata.managedFields` skipped ([`IgnoredAny`]) instead of typed.
+//! `metadata.managedFields` and the top-level `status` skipped ([`IgnoredAny`]) instead of
+//! typed. Both are still read as JSON, so a review with malformed JSON there is refused.
 //!
 //! Why skip `managedFields`: the apiserver puts it into every object of a review (about a third
 //! of a Runtime CREATE review, and twice in an UPDATE), no rule reads it, and typing its
-//! `fieldsV1` trees costs more than the rest of the object. It is still read as JSON, so a
-//! review with malformed JSON there is refused; its content is the apiserver's own.
+//! `fieldsV1` trees costs more than the rest of the object; its content is the apiserver's own.
+//!
+//! Why skip `status`: no rule reads it, and it is not the client's to set. The webhooks are not
+//! called for the status subresource, which the controller writes, and on the main resource the
+//! apiserver puts the stored status into the object of an UPDATE whatever the client sent. A
+//! status our types cannot read (a condition time with ten fractional digits, a field a newer
+//! controller wrote) would otherwise refuse every change and the deletion of its object, and
+//! with them the repair.
+//!
+//! A stored object (`oldObject`) that does not read as its type all the same is kept as its
+//! metadata and the reason ([`UnreadableOld`]): deletion is judged on metadata, and an update
+//! is how such an object is repaired.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -19,7 +30,9 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::request::Request;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::request::{Request, UnreadableOld};
 
 /// An AdmissionReview as read: `apiVersion` and `kind` (empty when absent; checked by the
 /// caller) and the request with objects of type `O`.
@@ -71,10 +84,17 @@ pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_js
         });
     };
     let raw_object = request.object.map(RawValue::get);
-    let typed = |o: Option<&RawValue>| o.map(|o| object::<T>(o.get())).transpose();
+    let (old_object, old_object_unreadable) = match request.old_object {
+        None => (None, None),
+        Some(old) => match object::<T>(old.get()) {
+            Ok(old) => (Some(old), None),
+            Err(e) => (None, Some(unreadable_old::<T>(old.get(), e)?)),
+        },
+    };
     let request = Request {
-        object: typed(request.object)?,
-        old_object: typed(request.old_object)?,
+        object: request.object.map(|o| object::<T>(o.get())).transpose()?,
+        old_object,
+        old_object_unreadable,
         uid: request.uid,
         kind: request.kind,
         resource: request.resource,
@@ -95,27 +115,49 @@ pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_js
     })
 }
 
-/// An object typed from its JSON text, without `metadata.managedFields`.
+/// A stored object that is no `T`: its metadata and the field at fault, or `error` when not
+/// even its metadata reads.
+fn unreadable_old<T: DeserializeOwned>(
+    text: &str,
+    error: serde_json::Error,
+) -> Result<UnreadableOld, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct MetadataOnly {
+        #[serde(default)]
+        metadata: ObjectMeta,
+    }
+    let Ok(MetadataOnly { metadata }) = object::<MetadataOnly>(text) else {
+        return Err(error);
+    };
+    let (field, reason) = object_mismatch::<T>(text).unwrap_or_else(|| (".".into(), error));
+    Ok(UnreadableOld {
+        metadata,
+        field,
+        reason: reason.to_string(),
+    })
+}
+
+/// An object typed from its JSON text, without `metadata.managedFields` and `status`.
 pub fn object<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = T::deserialize(WithoutManagedFields::root(&mut de))?;
+    let value = T::deserialize(WithoutUnjudged::root(&mut de))?;
     de.end()?;
     Ok(value)
 }
 
 /// Why an object's JSON text is not a `T`: the path of the value at fault (`spec.shoot.name`,
 /// `.` for the object itself) and serde's reason; `None` when it is one. Decodes as [`object`]
-/// does (one pass over the text, `metadata.managedFields` skipped), only tracking the path, so
+/// does (one pass over the text, `metadata.managedFields` and `status` skipped), only tracking the path, so
 /// diagnosing a malformed review costs no JSON tree.
 pub fn object_mismatch<T: DeserializeOwned>(text: &str) -> Option<(String, serde_json::Error)> {
     let mut de = serde_json::Deserializer::from_str(text);
-    match serde_path_to_error::deserialize::<_, T>(WithoutManagedFields::root(&mut de)) {
+    match serde_path_to_error::deserialize::<_, T>(WithoutUnjudged::root(&mut de)) {
         Ok(_) => de.end().err().map(|e| (".".to_string(), e)),
         Err(e) => Some((e.path().to_string(), e.into_inner())),
     }
 }
 
-/// An object's JSON text as a JSON value, without `metadata.managedFields`.
+/// An object's JSON text as a JSON value, without `metadata.managedFields` and `status`.
 pub fn object_value(text: &str) -> Result<Value, serde_json::Error> {
     object::<Value>(text)
 }
@@ -128,13 +170,14 @@ enum Level {
 }
 
 /// A deserializer that hands every value on to `inner`, except that the key `managedFields` of
-/// the top-level `metadata` object is read as [`IgnoredAny`] and not shown to the visitor.
-struct WithoutManagedFields<D> {
+/// the top-level `metadata` object and the top-level key `status` are read as [`IgnoredAny`]
+/// and not shown to the visitor.
+struct WithoutUnjudged<D> {
     inner: D,
     level: Level,
 }
 
-impl<D> WithoutManagedFields<D> {
+impl<D> WithoutUnjudged<D> {
     fn root(inner: D) -> Self {
         Self {
             inner,
@@ -143,7 +186,7 @@ impl<D> WithoutManagedFields<D> {
     }
 }
 
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithoutManagedFields<D> {
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithoutUnjudged<D> {
     type Error = D::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
@@ -182,7 +225,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithoutManagedFields<D> {
     }
 }
 
-/// The visitor of [`WithoutManagedFields`]: passes everything to `inner`, wrapping a map so
+/// The visitor of [`WithoutUnjudged`]: passes everything to `inner`, wrapping a map so
 /// that its keys are seen first, and the deserializer of an optional value so that its map is.
 struct Wrap<V> {
     inner: V,
@@ -223,13 +266,13 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
         self.inner.visit_none()
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.inner.visit_some(WithoutManagedFields {
+        self.inner.visit_some(WithoutUnjudged {
             inner: d,
             level: self.level,
         })
     }
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
-        self.inner.visit_newtype_struct(WithoutManagedFields {
+        self.inner.visit_newtype_struct(WithoutUnjudged {
             inner: d,
             level: self.level,
         })
@@ -246,8 +289,8 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     }
 }
 
-/// The entries of an object: at the top, the value of `metadata` is read one level down; in
-/// `metadata`, `managedFields` is skipped.
+/// The entries of an object: at the top, `status` is skipped and the value of `metadata` is
+/// read one level down; in `metadata`, `managedFields` is skipped.
 struct Map<A> {
     inner: A,
     level: Level,
@@ -266,7 +309,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Map<A> {
             let Some(Key(key)) = self.inner.next_key::<Key<'de>>()? else {
                 return Ok(None);
             };
-            if self.level == Level::Metadata && key == "managedFields" {
+            let skipped = match self.level {
+                Level::Root => key == "status",
+                Level::Metadata => key == "managedFields",
+            };
+            if skipped {
                 self.inner.next_value::<IgnoredAny>()?;
                 continue;
             }
@@ -300,7 +347,7 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Metadata<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(WithoutManagedFields {
+        self.0.deserialize(WithoutUnjudged {
             inner: d,
             level: Level::Metadata,
         })

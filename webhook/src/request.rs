@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource, Resource};
 use serde::de::DeserializeOwned;
@@ -110,11 +111,27 @@ pub struct Request<T> {
     pub user_info: UserInfo,
     /// The object as sent (CREATE, UPDATE).
     pub object: Option<T>,
-    /// The stored object (UPDATE, DELETE).
+    /// The stored object (UPDATE, DELETE); `None` when it does not read as `T`
+    /// (`old_object_unreadable`).
     pub old_object: Option<T>,
+    /// The stored object when it does not read as `T`: what it is judged on instead.
+    #[serde(skip)]
+    pub old_object_unreadable: Option<UnreadableOld>,
     /// Whether nothing will be persisted.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// A stored object that does not read as its type (written before a rule or a type existed, or
+/// by hand): its metadata, and the first field at fault with serde's reason.
+#[derive(Debug, Clone)]
+pub struct UnreadableOld {
+    /// The object's metadata (without `managedFields`).
+    pub metadata: ObjectMeta,
+    /// Path of the value at fault (`spec.shoot.name`, `.` for the object itself).
+    pub field: String,
+    /// Why it is not the type's.
+    pub reason: String,
 }
 
 /// The name of an operation as the apiserver spells it.

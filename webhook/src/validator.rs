@@ -4,6 +4,7 @@
 use std::time::SystemTime;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::validation::ValidationOutcome;
 use kube::core::admission::Operation;
 
@@ -17,10 +18,16 @@ pub trait Validator<T> {
     fn validate_create(&self, obj: &T) -> ValidationOutcome;
     /// Validates a change from `old` to `new`.
     fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
-    /// Validates the deletion of `obj` (the stored object) by `user`. Its violations are
-    /// answered with 403 Forbidden: a refusal to delete is not an invalid object. Allowed
+    /// Validates the deletion of the stored object with `metadata` by `user`: on metadata
+    /// alone, so that an object whose spec no longer reads can still be deleted. Its violations
+    /// are answered with 403 Forbidden: a refusal to delete is not an invalid object. Allowed
     /// unless a type says otherwise.
-    fn validate_delete(&self, _obj: &T, _user: &UserInfo, _now: SystemTime) -> ValidationOutcome {
+    fn validate_delete(
+        &self,
+        _metadata: &ObjectMeta,
+        _user: &UserInfo,
+        _now: SystemTime,
+    ) -> ValidationOutcome {
         ValidationOutcome::default()
     }
 }
@@ -44,19 +51,36 @@ pub fn handle<T: Object>(
             Some(obj) => (validator.validate_create(obj), INVALID),
             None => return Response::denied(uid, "the CREATE request has no object"),
         },
-        Operation::Update => match (&req.object, &req.old_object) {
-            (Some(new), Some(old)) => (validator.validate_update(old, new), INVALID),
+        Operation::Update => match (&req.object, &req.old_object, &req.old_object_unreadable) {
+            (Some(new), Some(old), _) => (validator.validate_update(old, new), INVALID),
+            // The stored object does not read, so the rules on changes cannot be applied; the
+            // update is how it is repaired, so the new object is held to every rule a new one is.
+            (Some(new), None, Some(stored)) => {
+                let mut outcome = validator.validate_create(new);
+                outcome.warnings.push(format!(
+                    "the stored {kind} does not read ({}: {}); this update was checked as a new {kind}, without the rules on changes",
+                    stored.field,
+                    stored.reason,
+                    kind = T::kind(&()),
+                ));
+                (outcome, INVALID)
+            }
             _ => return Response::denied(uid, "the UPDATE request lacks object or oldObject"),
         },
-        Operation::Delete => match &req.old_object {
-            Some(old) => (
-                validator.validate_delete(old, &req.user_info, now),
+        Operation::Delete => {
+            let metadata = match (&req.old_object, &req.old_object_unreadable) {
+                (Some(old), _) => old.meta(),
+                (None, Some(stored)) => &stored.metadata,
+                // Without the stored object there is nothing to protect (e.g. a collection
+                // delete of objects we cannot see); the apiserver sends oldObject for single
+                // deletes.
+                (None, None) => return Response::allowed(uid),
+            };
+            (
+                validator.validate_delete(metadata, &req.user_info, now),
                 FORBIDDEN,
-            ),
-            // Without the stored object there is nothing to protect (e.g. a collection delete
-            // of objects we cannot see); the apiserver sends oldObject for single deletes.
-            None => return Response::allowed(uid),
-        },
+            )
+        }
         Operation::Connect => return Response::allowed(uid),
     };
     let ValidationOutcome {

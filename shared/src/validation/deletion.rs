@@ -2,17 +2,17 @@
 //! deleted only while it carries a fresh, explicit confirmation.
 
 use super::{DeletionPolicy, ValidationOutcome};
-use crate::api::Runtime;
 use crate::names::ANNOTATION_DELETION_CONFIRMED;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::time::Duration;
 
 const FIELD: &str = "metadata.annotations[operator.kyma-project.io/deletion-confirmed]";
 
-/// Validates a DELETE of `rt` (the stored object) by `user` (the name the apiserver
+/// Validates a DELETE of the stored Runtime with `metadata` by `user` (the name the apiserver
 /// authenticated): a principal of `policy.trusted_principals` deletes without confirmation,
 /// anyone else as [`validate_delete`] says.
 pub fn validate_delete_by(
-    rt: &Runtime,
+    metadata: &ObjectMeta,
     policy: &DeletionPolicy,
     user: &str,
     now: jiff::Timestamp,
@@ -20,18 +20,22 @@ pub fn validate_delete_by(
     if !user.is_empty() && policy.trusted_principals.iter().any(|p| p == user) {
         return ValidationOutcome::default();
     }
-    validate_delete(rt, policy, now)
+    validate_delete(metadata, policy, now)
 }
 
-/// Validates a DELETE of `rt` (the stored object): with the policy enabled, the annotation
+/// Validates a DELETE of the stored Runtime with `metadata`: with the policy enabled, the annotation
 /// `operator.kyma-project.io/deletion-confirmed` must hold an RFC3339 UTC time that is not after `now` and at most
 /// `policy.window` before it.
 pub fn validate_delete(
-    rt: &Runtime,
+    metadata: &ObjectMeta,
     policy: &DeletionPolicy,
     now: jiff::Timestamp,
 ) -> ValidationOutcome {
-    confirmation(rt.annotation(ANNOTATION_DELETION_CONFIRMED), policy, now)
+    let confirmed = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DELETION_CONFIRMED));
+    confirmation(confirmed.map(String::as_str), policy, now)
 }
 
 /// The rule on the annotation value alone (absent = `None`).
@@ -147,10 +151,10 @@ mod tests {
 
     #[test]
     fn trusted_principals_delete_without_confirmation() {
-        let rt = Runtime::new("r", Default::default());
+        let meta = ObjectMeta::default();
         let policy = DeletionPolicy::default();
         assert!(
-            validate_delete_by(&rt, &policy, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
+            validate_delete_by(&meta, &policy, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
                 .is_allowed()
         );
         for user in [
@@ -159,7 +163,7 @@ mod tests {
             "system:serviceaccount:kcp-system:kcp-kyma-environment-broker-x",
             "",
         ] {
-            let f = validate_delete_by(&rt, &policy, user, now());
+            let f = validate_delete_by(&meta, &policy, user, now());
             assert_eq!(f.violations.len(), 1, "{user}");
             assert_eq!(f.violations[0].field, FIELD);
         }
@@ -168,7 +172,7 @@ mod tests {
             ..DeletionPolicy::default()
         };
         assert!(
-            !validate_delete_by(&rt, &none, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
+            !validate_delete_by(&meta, &none, DeletionPolicy::KEB_SERVICE_ACCOUNT, now())
                 .is_allowed()
         );
     }

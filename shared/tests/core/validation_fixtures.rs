@@ -160,7 +160,11 @@ pub fn rejects_update(old: &Runtime, new: &Runtime, field: &str) -> Violation {
 
 /// Validation on DELETE with the default policy at `now` (RFC3339).
 pub fn delete_at(rt: &Runtime, now: &str) -> ValidationOutcome {
-    validate_delete(rt, &DeletionPolicy::default(), now.parse().unwrap())
+    validate_delete(
+        &rt.metadata,
+        &DeletionPolicy::default(),
+        now.parse().unwrap(),
+    )
 }
 
 /// Sets a label (or removes it with `None`).

@@ -300,7 +300,7 @@ fn deletion_protection_can_be_switched_off_and_its_window_set() {
         ..DeletionPolicy::default()
     };
     allowed(validate_delete(
-        &sample(),
+        &sample().metadata,
         &off,
         "2026-04-22T10:00:00Z".parse().unwrap(),
     ));
@@ -316,7 +316,7 @@ fn deletion_protection_can_be_switched_off_and_its_window_set() {
         )
     });
     allowed(validate_delete(
-        &rt,
+        &rt.metadata,
         &hour,
         "2026-04-22T10:00:00Z".parse().unwrap(),
     ));

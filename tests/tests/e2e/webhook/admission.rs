@@ -394,6 +394,90 @@ async fn update_rules_and_deletion_protection() {
     wh.stop(env).await;
 }
 
+/// A stored status our types cannot read (the controller's to write; here a condition time
+/// with ten fractional digits, which the apiserver stores) blocks neither changes to the
+/// Runtime nor its deletion: the webhooks do not read the status.
+#[tokio::test]
+async fn a_runtime_whose_stored_status_does_not_read_can_still_be_changed_and_deleted() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let name = "unreadable-status";
+    let rt = valid_runtime(name, &wh.ns);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&rt))).await;
+    assert!(ok, "{out}");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.kcp_client().await.unwrap(), &wh.ns, &runtime_resource());
+    let status = json!({"status": {"state": "Pending", "conditions": [{
+        "type": "Provisioned", "status": "False", "reason": "EditedByHand", "message": "",
+        "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z"}]}});
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(status),
+    )
+    .await
+    .expect("the apiserver stores the status");
+    let stored = api.get(name).await.unwrap();
+    assert!(
+        serde_json::from_value::<kim_shared::api::Runtime>(serde_json::to_value(&stored).unwrap())
+            .is_err(),
+        "the stored Runtime does not read as a Runtime"
+    );
+
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "label",
+            "runtime",
+            "-n",
+            &wh.ns,
+            name,
+            "kim-e2e/step=labelled",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "a label is added: {out}");
+    let mut bigger = rt.clone();
+    bigger["spec"]["shoot"]["provider"]["workers"][0]["maximum"] = json!(25);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&bigger))).await;
+    assert!(ok, "a valid change passes: {out}");
+    let mut moved = bigger.clone();
+    moved["spec"]["shoot"]["region"] = json!("eu-west-1");
+    moved["spec"]["shoot"]["provider"]["workers"][0]["zones"] =
+        json!(["eu-west-1a", "eu-west-1b", "eu-west-1c"]);
+    let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&moved))).await;
+    assert!(
+        !ok && out.contains("spec.shoot.region"),
+        "the rules on changes still apply: {out}"
+    );
+
+    let (ok, out) = kubectl(env, &["delete", "runtime", "-n", &wh.ns, name], None).await;
+    assert!(
+        !ok && out.contains("operator.kyma-project.io/deletion-confirmed"),
+        "deletion protection still applies: {out}"
+    );
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let confirm = format!("operator.kyma-project.io/deletion-confirmed={now}");
+    let (ok, out) = kubectl(
+        env,
+        &["annotate", "runtime", "-n", &wh.ns, name, &confirm],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        env,
+        &["delete", "runtime", "-n", &wh.ns, name, "--wait=false"],
+        None,
+    )
+    .await;
+    assert!(ok, "confirmed delete allowed: {out}");
+    wh.stop(env).await;
+}
+
 #[tokio::test]
 async fn gardener_cluster_is_validated() {
     let env = env().await;
