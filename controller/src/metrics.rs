@@ -341,6 +341,15 @@ impl Metrics {
             .inc_by(objects as u64);
     }
 
+    /// Creates the series of `controller`'s `result` at 0, so that the first such reconcile
+    /// counts in `increase()` (an alert's).
+    pub fn track_reconcile_result(&self, controller: &str, result: &str) {
+        drop(self.reconciles.get_or_create(&ReconcileLabels {
+            controller: controller.to_owned(),
+            result: result.to_owned(),
+        }));
+    }
+
     /// Records one reconcile.
     pub fn observe_reconcile(&self, controller: &str, result: &str, took: Duration) {
         self.reconcile_duration

@@ -100,6 +100,11 @@ impl<R: Default> Records<R> {
         entry.failures
     }
 
+    /// The object's consecutive failures so far.
+    pub fn failures(&self, key: &str) -> u32 {
+        lock(&self.inner).entries.get(key).map_or(0, |e| e.failures)
+    }
+
     /// The object reconciled: its backoff starts again from the first delay.
     pub fn succeeded(&self, key: &str) {
         if let Some(entry) = lock(&self.inner).entries.get_mut(key) {

@@ -26,13 +26,26 @@ pub fn decode_field<T: serde::de::DeserializeOwned>(
     value: &serde_json::Value,
     field: &str,
 ) -> Result<T, Unreadable> {
-    serde_path_to_error::deserialize(value).map_err(|e| Unreadable {
+    serde_path_to_error::deserialize(value).map_err(|e| unreadable(field, e))
+}
+
+/// Decodes `text`, the JSON text of the field `field` of an object, as [`decode_field`].
+pub fn decode_field_text<T: serde::de::DeserializeOwned>(
+    text: &str,
+    field: &str,
+) -> Result<T, Unreadable> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| unreadable(field, e))
+}
+
+fn unreadable(field: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Unreadable {
+    Unreadable {
         field: match e.path().to_string().as_str() {
             "." => field.to_owned(),
             path => format!("{field}.{path}"),
         },
         reason: e.into_inner().to_string(),
-    })
+    }
 }
 
 /// API group of the infrastructure manager's resources.

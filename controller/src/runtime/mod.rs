@@ -52,6 +52,8 @@ use status::StatusDraft;
 
 /// `controller` label value in metrics.
 pub const CONTROLLER: &str = "runtime";
+/// `result` label of a reconcile of a stored Runtime that does not read (an alert's).
+const UNREADABLE: &str = "unreadable";
 /// Field manager of the Runtime status.
 pub const STATUS_FIELD_MANAGER: &str = "kim-controller";
 
@@ -69,10 +71,11 @@ pub enum Error {
     /// A Shoot or status could not be serialized (a bug).
     #[error("cannot serialize: {0}")]
     Serialize(serde_json::Error),
-    /// The cached spec does not decode into a Runtime (the CRD's schema admitted something this
-    /// controller cannot read).
-    #[error("cannot read the Runtime's spec: {0}")]
-    Spec(serde_json::Error),
+    /// The stored Runtime does not read as one: the CRD's schema admitted something this
+    /// controller's types refuse (a status written by hand or by another controller, a
+    /// Runtime restored from a backup).
+    #[error("the stored Runtime cannot be read: {0}")]
+    Unreadable(#[from] kim_shared::api::Unreadable),
 }
 
 impl Error {
@@ -84,7 +87,7 @@ impl Error {
     fn kind(&self) -> classify::ApiErrorKind {
         match self {
             Self::Api { source, .. } => classify::classify(source),
-            Self::Serialize(_) | Self::Spec(_) => classify::ApiErrorKind::Permanent,
+            Self::Serialize(_) | Self::Unreadable(_) => classify::ApiErrorKind::Permanent,
         }
     }
 }
@@ -152,6 +155,7 @@ pub struct Reconciler {
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
+    ctx.metrics.track_reconcile_result(CONTROLLER, UNREADABLE);
 
     // Watch caches without managedFields: they are most of an object's size.
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
@@ -341,11 +345,15 @@ async fn reconcile(
                 .instrument(span)
                 .await
         }
-        Err(e) => Err(Error::Spec(e)),
+        Err(e) => {
+            reconciler.report_unreadable(&cached, &e).await;
+            Err(Error::Unreadable(e))
+        }
     };
     reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
     let outcome = match &result {
         Ok(_) => "success",
+        Err(Error::Unreadable(_)) => UNREADABLE,
         Err(e) => match e.kind() {
             classify::ApiErrorKind::Conflict => "conflict",
             classify::ApiErrorKind::Transient => "transient",
@@ -428,6 +436,31 @@ fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconc
 }
 
 impl Reconciler {
+    /// Tells the Runtime's readers that it cannot be read, with a Warning Event on its first
+    /// failed reconcile in a row (the log line of `error_policy` follows at every retry).
+    async fn report_unreadable(&self, runtime: &CachedRuntime, why: &kim_shared::api::Unreadable) {
+        if self.records.failures(&runtime.name_any()) > 0 {
+            return;
+        }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "Unreadable".into(),
+            note: Some(format!(
+                "the controller cannot read this Runtime ({why}); it is not reconciled until the field is fixed"
+            )),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .ctx
+            .recorder
+            .publish(&event, &runtime.object_ref(&()))
+            .await
+        {
+            tracing::info!(error = %e, "could not publish an Event");
+        }
+    }
+
     /// The runtime ID label, or the Runtime's name when the label is missing.
     pub fn runtime_id(&self, runtime: &Runtime) -> String {
         runtime_id(runtime)

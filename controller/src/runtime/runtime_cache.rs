@@ -6,13 +6,19 @@
 //! options), its compact JSON text about 1.1 KB. [`CachedRuntime`] keeps the metadata and the
 //! status decoded (the reconciler's routing, records and status decisions read them) and the
 //! spec as text; a reconcile decodes the spec once ([`CachedRuntime::to_runtime`]), some tens
-//! of microseconds against the requests it makes. A spec that does not decode fails that
-//! Runtime's reconcile, not the watch of all Runtimes.
+//! of microseconds against the requests it makes.
+//!
+//! A spec or status that does not decode (a status written by another controller or by hand, a
+//! Runtime restored from a backup) fails that Runtime's reconcile, naming the field, and not
+//! the watch of all Runtimes: a list fails as a whole, so one such Runtime would otherwise
+//! stop the reconciler for every Runtime.
 
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kim_shared::api::{Runtime, RuntimeSpec, RuntimeStatus};
+use kim_shared::api::{
+    Runtime, RuntimeSpec, RuntimeStatus, Unreadable, decode_field, decode_field_text,
+};
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 
@@ -25,8 +31,8 @@ pub struct CachedRuntime {
     spec: Box<str>,
     /// `spec.shoot.name` (empty when missing), for log lines that have no decoded spec.
     shoot_name: Box<str>,
-    /// The status as stored.
-    pub status: Option<RuntimeStatus>,
+    /// The status as stored, or where and why it does not read.
+    status: Result<Option<RuntimeStatus>, Unreadable>,
 }
 
 impl<'de> Deserialize<'de> for CachedRuntime {
@@ -38,7 +44,7 @@ impl<'de> Deserialize<'de> for CachedRuntime {
             #[serde(default)]
             spec: serde_json::Value,
             #[serde(default)]
-            status: Option<RuntimeStatus>,
+            status: Option<serde_json::Value>,
         }
         let wire = Wire::deserialize(d)?;
         let shoot_name = wire
@@ -50,24 +56,34 @@ impl<'de> Deserialize<'de> for CachedRuntime {
         let spec = serde_json::to_string(&wire.spec)
             .map_err(serde::de::Error::custom)?
             .into_boxed_str();
+        let status = match wire.status {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(status) => decode_field(&status, "status").map(Some),
+        };
         Ok(Self {
             metadata: wire.metadata,
             spec,
             shoot_name,
-            status: wire.status,
+            status,
         })
     }
 }
 
 impl CachedRuntime {
-    /// The whole Runtime, its spec decoded from the cached text.
-    pub fn to_runtime(&self) -> Result<Runtime, serde_json::Error> {
-        let spec: RuntimeSpec = serde_json::from_str(&self.spec)?;
+    /// The whole Runtime, its spec decoded from the cached text; the field at fault when the
+    /// spec or the status does not read.
+    pub fn to_runtime(&self) -> Result<Runtime, Unreadable> {
+        let spec: RuntimeSpec = decode_field_text(&self.spec, "spec")?;
         Ok(Runtime {
             metadata: self.metadata.clone(),
             spec,
-            status: self.status.clone(),
+            status: self.status.clone()?,
         })
+    }
+
+    /// The status as stored; `None` too when it does not read.
+    pub fn status(&self) -> Option<&RuntimeStatus> {
+        self.status.as_ref().ok().and_then(Option::as_ref)
     }
 
     /// `spec.shoot.name`, empty when missing.
@@ -145,7 +161,7 @@ mod tests {
             let mut value = sample();
             value["status"] = status.clone();
             let cached: CachedRuntime = serde_json::from_value(value).expect("decodes");
-            let state = cached.status.as_ref().map(|s| s.state);
+            let state = cached.status().map(|s| s.state);
             assert_eq!(
                 state,
                 Some(kim_shared::api::RuntimeState::Pending),
@@ -166,15 +182,35 @@ mod tests {
     }
 
     #[test]
-    fn a_spec_that_does_not_decode_fails_its_runtime_not_the_cache() {
-        let mut value = sample();
-        value["spec"]["shoot"]["provider"]["workers"] = serde_json::json!("not a list");
-        let cached: CachedRuntime = serde_json::from_value(value).unwrap();
-        let err = cached.to_runtime().unwrap_err().to_string();
-        assert!(err.contains("invalid type"), "{err}");
-        assert_eq!(
-            cached.metadata.name.as_deref(),
-            Some("dbfd7ad6-b625-4bf2-9718-c1dbf22a7b94")
-        );
+    fn a_spec_or_status_that_does_not_decode_fails_its_runtime_not_the_cache() {
+        let mut bad_spec = sample();
+        bad_spec["spec"]["shoot"]["provider"]["workers"] = serde_json::json!("not a list");
+        // A condition time with ten fractional digits: the apiserver stores it, k8s-openapi's
+        // `Time` refuses it.
+        let mut bad_status = sample();
+        bad_status["status"]["conditions"][0]["lastTransitionTime"] =
+            serde_json::json!("2024-01-01T00:00:00.1234567891Z");
+        for (value, field) in [
+            (bad_spec, "spec.shoot.provider.workers"),
+            (bad_status, "status.conditions[0].lastTransitionTime"),
+        ] {
+            // As the watch reads it: one item of a list.
+            let list = serde_json::json!({
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "RuntimeList",
+                "metadata": {"resourceVersion": "1"}, "items": [value],
+            })
+            .to_string();
+            let list: kube::core::ObjectList<CachedRuntime> =
+                serde_json::from_str(&list).expect("the list decodes");
+            let cached = list.items.into_iter().next().expect("one item");
+            let err = cached.to_runtime().unwrap_err();
+            assert_eq!(err.field, field);
+            assert!(!err.reason.is_empty());
+            assert_eq!(
+                cached.metadata.name.as_deref(),
+                Some("dbfd7ad6-b625-4bf2-9718-c1dbf22a7b94")
+            );
+            assert!(cached.status().is_none() || field.starts_with("spec"));
+        }
     }
 }

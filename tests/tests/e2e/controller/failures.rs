@@ -714,39 +714,81 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
     Ok(())
 }
 
-/// A Runtime whose stored status does not decode (a condition time with ten digits after the
-/// second, which the apiserver stores and Go reads): the watch event of the change fails and is
-/// counted (`watch_decode_errors_total{watch="runtimes"}`, the alert's metric); a controller
-/// that starts then cannot list Runtimes at all, sees no other Runtime and keeps counting; once
-/// the object is fixed, its watch resumes and the waiting Runtime is provisioned.
+/// Stored objects that do not decode (a condition time with ten digits after the second,
+/// which the apiserver stores and Go reads, but our types refuse).
+///
+/// A Runtime's status: only that Runtime waits. Its reconcile fails naming the field
+/// (`reconciles_total{result="unreadable"}`, the alert's metric, and a Warning Event), a
+/// controller that starts then still lists every Runtime and provisions a new one, and once
+/// the status is fixed the Runtime is reconciled again.
+///
+/// A GardenerCluster's status: the watch event of the change fails and is counted
+/// (`watch_decode_errors_total{watch="gardenerclusters"}`); a controller that starts then
+/// cannot list GardenerClusters, so a new Runtime gets no status; once the object is fixed,
+/// the watch resumes and the waiting Runtime is provisioned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stored_object_that_does_not_decode_is_counted_and_the_watch_resumes_once_fixed()
--> Result<()> {
+async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-decode").await?;
     let ctl = start_controller(env, &ns, &[]).await?;
     let suffix = &ns[ns.len().saturating_sub(6)..];
-    let (broken, waiting) = (format!("dec-{suffix}"), format!("dec2-{suffix}"));
+    let [broken, second, third] = ["dec", "dec2", "dec3"].map(|p| format!("{p}-{suffix}"));
     create(env, &sample_runtime(&ns, &broken)?).await?;
     let ready = wait_state(env, &ns, &broken, RuntimeState::Ready, READY_TIMEOUT).await?;
-    let errors = |text: &str| {
-        metric_sum(
+    let count = |text: &str, metric: &str, label: &str| metric_sum(text, metric, &[label]);
+    let unreadable = |text: &str| {
+        count(
             text,
-            "infrastructure_manager_im_watch_decode_errors_total",
-            &["watch=\"runtimes\""],
+            "infrastructure_manager_im_reconciles_total",
+            "result=\"unreadable\"",
         )
     };
+    let decode_errors = |text: &str, watch: &str| {
+        count(
+            text,
+            "infrastructure_manager_im_watch_decode_errors_total",
+            &format!("watch=\"{watch}\""),
+        )
+    };
+    let text = ctl.metrics_text().await?;
     ensure!(
-        errors(&ctl.metrics_text().await?) == 0.0,
-        "no decode error before"
+        unreadable(&text) == 0.0 && decode_errors(&text, "runtimes") == 0.0,
+        "nothing unreadable before"
     );
 
-    // Untyped: the answer to the patch does not decode either.
-    let runtimes: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        env.kcp_client().await?,
+    // Untyped: the answers to the patches do not decode either.
+    let kcp = env.kcp_client().await?;
+    let runtimes: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(kcp.clone(), &ns, &kim_tests::webhook::runtime_resource());
+    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        kcp.clone(),
         &ns,
-        &kim_tests::webhook::runtime_resource(),
+        &kube::api::ApiResource::erase::<kim_shared::api::GardenerCluster>(&()),
     );
+    let hand_edited = |conditions: &serde_json::Value| -> Result<serde_json::Value> {
+        let mut bad = conditions.clone();
+        bad.as_array_mut()
+            .context("conditions")?
+            .push(serde_json::json!({
+                "type": "EditedByHand", "status": "True", "reason": "Edited", "message": "",
+                "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z",
+            }));
+        Ok(bad)
+    };
+    let set_conditions = |api: &Api<kube::api::DynamicObject>, conditions: serde_json::Value| {
+        let api = api.clone();
+        let name = broken.clone();
+        async move {
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"status": {"conditions": conditions}})),
+            )
+            .await
+        }
+    };
+
+    // A Runtime's status.
     let good = serde_json::to_value(
         ready
             .status
@@ -754,51 +796,93 @@ async fn a_stored_object_that_does_not_decode_is_counted_and_the_watch_resumes_o
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default(),
     )?;
-    let mut bad = good.clone();
-    bad.as_array_mut()
-        .context("conditions")?
-        .push(serde_json::json!({
-            "type": "EditedByHand", "status": "True", "reason": "Edited", "message": "",
-            "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z",
-        }));
-    let set_conditions = |conditions: serde_json::Value| {
-        let runtimes = runtimes.clone();
-        let name = broken.clone();
-        async move {
-            runtimes
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({"status": {"conditions": conditions}})),
-                )
-                .await
-        }
-    };
-    set_conditions(bad)
+    set_conditions(&runtimes, hand_edited(&good)?)
+        .await
+        .context("the apiserver stores the time")?;
+    eventually(
+        "the Runtime's failed reconcile counted",
+        READY_TIMEOUT,
+        || async { Ok(unreadable(&ctl.metrics_text().await?) >= 1.0) },
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(kcp.clone(), &ns);
+    let notes: Vec<String> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(broken.as_str()))
+        .filter(|e| e.reason.as_deref() == Some("Unreadable"))
+        .filter_map(|e| e.note)
+        .collect();
+    ensure!(
+        notes.len() == 1
+            && notes[0].contains("status.conditions[")
+            && notes[0].contains("lastTransitionTime"),
+        "one Warning Event naming the field: {notes:?}"
+    );
+    // A controller that starts now lists the Runtimes and provisions a new one.
+    ctl.kill();
+    let ctl = start_controller(env, &ns, &[]).await?;
+    create(env, &sample_runtime(&ns, &second)?).await?;
+    wait_state(env, &ns, &second, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+    let text = ctl.metrics_text().await?;
+    ensure!(
+        unreadable(&text) >= 1.0 && decode_errors(&text, "runtimes") == 0.0,
+        "the unreadable Runtime fails alone: {}",
+        unreadable(&text)
+    );
+    // Fixed: reconciled again, as a change of its spec shows.
+    set_conditions(&runtimes, good).await?;
+    let changed = runtimes
+        .patch(
+            &broken,
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(serde_json::json!([{
+                "op": "replace", "path": "/spec/shoot/provider/workers/0/maximum", "value": 21,
+            }]))?),
+        )
+        .await?;
+    let generation = changed.metadata.generation.context("generation")?;
+    eventually("the fixed Runtime reconciled", READY_TIMEOUT, || async {
+        let rt = Api::<Runtime>::namespaced(kcp.clone(), &ns)
+            .get(&broken)
+            .await?;
+        Ok(rt.status.and_then(|s| s.observed_generation) == Some(generation))
+    })
+    .await?;
+
+    // A GardenerCluster's status: its watches fail as a whole.
+    let gc = clusters.get(&broken).await?;
+    let good = gc.data["status"]["conditions"].clone();
+    ensure!(
+        good.is_array(),
+        "the GardenerCluster has conditions: {gc:?}"
+    );
+    set_conditions(&clusters, hand_edited(&good)?)
         .await
         .context("the apiserver stores the time")?;
     eventually("the failed watch event counted", READY_TIMEOUT, || async {
-        Ok(errors(&ctl.metrics_text().await?) >= 1.0)
+        Ok(decode_errors(&ctl.metrics_text().await?, "gardenerclusters") >= 1.0)
     })
     .await?;
-
-    // A controller that starts now cannot list the Runtimes.
+    // A controller that starts now cannot list the GardenerClusters: the Runtime reconciler
+    // decides nothing before its caches are filled.
     ctl.kill();
     let ctl = start_controller(env, &ns, &[]).await?;
-    create(env, &sample_runtime(&ns, &waiting)?).await?;
+    create(env, &sample_runtime(&ns, &third)?).await?;
     eventually("the failed lists counted", READY_TIMEOUT, || async {
-        Ok(errors(&ctl.metrics_text().await?) >= 2.0)
+        Ok(decode_errors(&ctl.metrics_text().await?, "gardenerclusters") >= 2.0)
     })
     .await?;
-    let unseen = runtimes.get(&waiting).await?;
+    let unseen = runtimes.get(&third).await?;
     ensure!(
         unseen.data.get("status").is_none(),
-        "a Runtime the controller cannot see gets no status: {:?}",
+        "a Runtime is not decided on without the GardenerClusters: {:?}",
         unseen.data.get("status")
     );
-
-    set_conditions(good).await?;
-    wait_state(env, &ns, &waiting, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+    set_conditions(&clusters, good).await?;
+    wait_state(env, &ns, &third, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
     ctl.kill();
     Ok(())
 }
