@@ -33,6 +33,12 @@ pub fn handle<T: Object + PartialEq>(
     let Some(obj) = req.object.as_ref() else {
         return Response::denied(&req.uid, "the request has no object to default");
     };
+    // On UPDATE, defaults fill only what the update adds to the stored object; when that does
+    // not read, what the update adds cannot be told, and nothing is filled in (defaulting it
+    // as a new object could, say, add a volume to every pool of a running cluster).
+    if req.old_object.is_none() && req.old_object_unreadable.is_some() {
+        return Response::allowed(&req.uid);
+    }
     let mut defaulted = obj.clone();
     defaulter.apply_defaults(&mut defaulted, req.old_object.as_ref());
     // Nothing to default (most UPDATEs): no patch, and nothing serialized.

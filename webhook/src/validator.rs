@@ -54,7 +54,8 @@ pub fn handle<T: Object>(
         Operation::Update => match (&req.object, &req.old_object, &req.old_object_unreadable) {
             (Some(new), Some(old), _) => (validator.validate_update(old, new), INVALID),
             // The stored object does not read, so the rules on changes cannot be applied; the
-            // update is how it is repaired, so the new object is held to every rule a new one is.
+            // update is how it is repaired, so the new object is held to every rule a new one
+            // is (the rules on an update judge only what changes, which cannot be told here).
             (Some(new), None, Some(stored)) => {
                 let mut outcome = validator.validate_create(new);
                 outcome.warnings.push(format!(
