@@ -20,6 +20,7 @@ pub mod records;
 pub mod runner;
 pub mod server;
 pub mod settings;
+pub mod stored;
 pub mod watch;
 
 pub use context::{Context, LIST_PAGE_SIZE, Shutdown};

@@ -23,6 +23,10 @@ use crate::records::lock;
 /// Prefix of upstream's metrics (`infrastructure_manager_im_runtime_state`).
 pub const PREFIX: &str = "infrastructure_manager_im";
 
+/// The `result` of a reconcile that failed because the stored object does not read with our
+/// types (the alert `KimObjectCannotBeRead`).
+pub const RESULT_UNREADABLE: &str = "unreadable";
+
 /// Labels of `infrastructure_manager_im_runtime_state` (upstream's camelCase names).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)]

@@ -23,6 +23,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 
+use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
 
 /// Condition type of a RuntimeAccess.
@@ -48,7 +49,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let settings = ctx.settings.access.clone();
     let workers = settings.workers.max(1);
     let namespace = ctx.settings.namespace.clone();
-    let requests: Api<RuntimeAccess> = Api::namespaced(ctx.kcp.clone(), &namespace);
+    let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let managed = format!(
         "{}={}",
@@ -66,6 +67,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         tokens,
     ));
     ctx.metrics.track_watch(CONTROLLER);
+    ctx.metrics
+        .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
     Controller::new(requests, watcher::Config::default())
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

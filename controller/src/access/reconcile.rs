@@ -10,10 +10,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kim_shared::access::{secret_key, secret_name, service_account_user, validate_runtime_access};
-use kim_shared::api::GardenerCluster;
 use kim_shared::api::runtime_access::{
     AccessSecretRef, RuntimeAccess, RuntimeAccessStatus, ShootObjectRef,
 };
+use kim_shared::api::{GardenerCluster, Unreadable};
 use kim_shared::names;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -34,6 +34,7 @@ use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
 use crate::records::{Backoff, Records};
 use crate::settings::AccessSettings;
+use crate::stored::StatusApart;
 
 /// Field manager of what this reconciler applies in the KCP.
 pub const FIELD_MANAGER: &str = "kim-runtime-access";
@@ -104,6 +105,9 @@ pub enum Error {
     /// Finalizer handling failed.
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// The stored RuntimeAccess does not read with our types.
+    #[error("the stored RuntimeAccess cannot be read: {0}")]
+    Unreadable(Unreadable),
 }
 
 fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -113,12 +117,12 @@ fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 
 /// Entry point for the controller.
 pub async fn reconcile(
-    ra: Arc<RuntimeAccess>,
+    ra: Arc<StatusApart<RuntimeAccess>>,
     reconciler: Arc<Reconciler>,
 ) -> Result<Action, Error> {
     let started = Instant::now();
-    let record_key = key(&ra);
-    let requests: Api<RuntimeAccess> = Api::namespaced(
+    let record_key = key(&*ra);
+    let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
         &ra.namespace().unwrap_or_default(),
     );
@@ -129,10 +133,28 @@ pub async fn reconcile(
         name = %ra.name_any(),
         runtime_id = %ra.spec.runtime_id,
     );
+    // A RuntimeAccess whose status does not read is not applied (its reconcile fails naming
+    // the field) but is still cleaned up when deleted: cleanup takes what it created from the
+    // Secret's record and the names in the spec, not only from the status.
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
         match event {
-            finalizer::Event::Apply(ra) => apply(&reconciler, &ra).await,
-            finalizer::Event::Cleanup(ra) => cleanup(&reconciler, &ra).await,
+            finalizer::Event::Apply(stored) => match stored.object() {
+                Ok(ra) => apply(&reconciler, &ra).await,
+                Err(why) => {
+                    let failures = reconciler.records.failures(&record_key);
+                    crate::stored::report_unreadable(
+                        &reconciler.ctx.recorder,
+                        &*stored,
+                        failures,
+                        &why,
+                    )
+                    .await;
+                    Err(Error::Unreadable(why))
+                }
+            },
+            finalizer::Event::Cleanup(stored) => {
+                cleanup(&reconciler, &stored.without_status()).await
+            }
         }
     })
     .instrument(span)
@@ -141,16 +163,25 @@ pub async fn reconcile(
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
+        Err(_) => "error",
+    };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
+        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     result
 }
 
 /// Logs at warn (the failure is in the status and retried) and backs off.
-pub fn error_policy(ra: Arc<RuntimeAccess>, error: &Error, reconciler: Arc<Reconciler>) -> Action {
-    let delay = BACKOFF.delay(reconciler.records.failed(&key(&ra)));
+pub fn error_policy(
+    ra: Arc<StatusApart<RuntimeAccess>>,
+    error: &Error,
+    reconciler: Arc<Reconciler>,
+) -> Action {
+    let delay = BACKOFF.delay(reconciler.records.failed(&key(&*ra)));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),
@@ -162,7 +193,7 @@ pub fn error_policy(ra: Arc<RuntimeAccess>, error: &Error, reconciler: Arc<Recon
     Action::requeue(delay)
 }
 
-fn key(ra: &RuntimeAccess) -> String {
+fn key(ra: &impl Resource) -> String {
     format!("{}/{}", ra.namespace().unwrap_or_default(), ra.name_any())
 }
 
@@ -181,7 +212,9 @@ async fn admin_kubeconfig(
 ) -> Result<Option<AdminKubeconfig>, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let runtime = &ra.spec.runtime_id;
-    let clusters: Api<GardenerCluster> = Api::namespaced(reconciler.ctx.kcp.clone(), &ns);
+    // Only the spec is read: a GardenerCluster whose status does not read still names the Secret.
+    let clusters: Api<StatusApart<GardenerCluster>> =
+        Api::namespaced(reconciler.ctx.kcp.clone(), &ns);
     let Some(gc) = clusters
         .get_opt(runtime)
         .await
@@ -905,7 +938,8 @@ async fn write_status(
     if ra.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let requests: Api<RuntimeAccess> = Api::namespaced(
+    // Its answer read as the watch reads: see the GardenerCluster reconciler's write_status.
+    let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
         &ra.namespace().unwrap_or_default(),
     );

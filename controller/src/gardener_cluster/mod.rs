@@ -26,6 +26,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
+use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
 use metrics::KubeconfigMetrics;
 use reconcile::Reconciler;
@@ -46,7 +47,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let metrics = Arc::new(KubeconfigMetrics::default());
     ctx.register_metrics(|r| metrics.register(r));
     let namespace = ctx.settings.namespace.clone();
-    let clusters: Api<GardenerCluster> = Api::namespaced(ctx.kcp.clone(), &namespace);
+    let clusters: Api<StatusApart<GardenerCluster>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     // Watch only our Secrets, and only their metadata: a deleted or emptied Secret is noticed
     // at once, without caching kubeconfigs in memory.
@@ -65,7 +66,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     );
     // The cache without managedFields: a heap profile at 1,000 Runtimes put them at about
     // 10 KiB of each cached GardenerCluster, and no reconciler reads them.
-    let (store, writer) = reflector::store::<GardenerCluster>();
+    let (store, writer) = reflector::store::<StatusApart<GardenerCluster>>();
     let stream = watcher(
         clusters,
         watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
@@ -75,6 +76,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .reflect(writer)
     .applied_objects();
     ctx.metrics.track_watch(CONTROLLER);
+    ctx.metrics
+        .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

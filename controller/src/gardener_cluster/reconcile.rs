@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kim_shared::api::GardenerCluster;
+use kim_shared::api::{GardenerCluster, Unreadable};
 use kim_shared::names;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -28,6 +28,7 @@ use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records};
 use crate::runtime::classify::ApiErrorKind;
+use crate::stored::StatusApart;
 
 /// Field manager of everything this reconciler applies.
 pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
@@ -92,6 +93,9 @@ pub enum Error {
     /// Adding or removing the finalizer failed.
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// The stored GardenerCluster does not read with our types.
+    #[error("the stored GardenerCluster cannot be read: {0}")]
+    Unreadable(Unreadable),
     /// The reconcile took longer than `--gardener-ctrl-reconcilation-timeout`.
     #[error("reconcile took longer than {0:?} (--gardener-ctrl-reconcilation-timeout)")]
     Timeout(Duration),
@@ -118,7 +122,7 @@ impl Reconciler {
 impl Reconciler {
     /// The GardenerClusters whose last reconcile failed, to retry now that Gardener answers
     /// again (their failure count, and so their next backoff, stays until one succeeds).
-    pub fn failing(&self) -> Vec<ObjectRef<GardenerCluster>> {
+    pub fn failing(&self) -> Vec<ObjectRef<StatusApart<GardenerCluster>>> {
         self.records
             .select(|failures, _| failures > 0)
             .iter()
@@ -128,15 +132,18 @@ impl Reconciler {
     }
 }
 
-/// Entry point for the controller: the finalizer wraps apply and cleanup.
+/// Entry point for the controller: the finalizer wraps apply and cleanup. A GardenerCluster
+/// whose status does not read is not applied (its reconcile fails naming the field) but is
+/// still cleaned up when deleted: cleanup reads only its metadata and spec.
 pub async fn reconcile(
-    gc: Arc<GardenerCluster>,
+    gc: Arc<StatusApart<GardenerCluster>>,
     reconciler: Arc<Reconciler>,
 ) -> Result<Action, Error> {
     let started = Instant::now();
-    let record_key = key(&gc);
+    let record_key = key(&*gc);
     let namespace = gc.namespace().unwrap_or_default();
-    let api: Api<GardenerCluster> = Api::namespaced(reconciler.ctx.kcp.clone(), &namespace);
+    let api: Api<StatusApart<GardenerCluster>> =
+        Api::namespaced(reconciler.ctx.kcp.clone(), &namespace);
     let timeout = reconciler.ctx.settings.gardener_cluster.reconcile_timeout;
     // Every line of this reconcile carries the cluster's identity (never its kubeconfig).
     let span = tracing::info_span!(
@@ -149,18 +156,38 @@ pub async fn reconcile(
     );
     let work = finalizer(&api, super::FINALIZER, gc, |event| async {
         match event {
-            finalizer::Event::Apply(gc) => apply(&reconciler, &gc, Timestamp::now()).await,
-            finalizer::Event::Cleanup(gc) => cleanup(&reconciler, &gc).await,
+            finalizer::Event::Apply(stored) => match stored.object() {
+                Ok(gc) => apply(&reconciler, &gc, Timestamp::now()).await,
+                Err(why) => {
+                    let failures = reconciler.records.failures(&record_key);
+                    crate::stored::report_unreadable(
+                        &reconciler.ctx.recorder,
+                        &*stored,
+                        failures,
+                        &why,
+                    )
+                    .await;
+                    Err(Error::Unreadable(why))
+                }
+            },
+            finalizer::Event::Cleanup(stored) => {
+                cleanup(&reconciler, &stored.without_status()).await
+            }
         }
     });
     let result = match tokio::time::timeout(timeout, work.instrument(span)).await {
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(outcome) => finalizer_result(outcome),
     };
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
+        Err(_) => "error",
+    };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
+        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }
@@ -174,11 +201,11 @@ fn finalizer_result(outcome: Result<Action, finalizer::Error<Error>>) -> Result<
 
 /// Retry policy: log (at warn: the failure is retried and already in the status) and back off.
 pub fn error_policy(
-    gc: Arc<GardenerCluster>,
+    gc: Arc<StatusApart<GardenerCluster>>,
     error: &Error,
     reconciler: Arc<Reconciler>,
 ) -> Action {
-    let delay = BACKOFF.delay(reconciler.records.failed(&key(&gc)));
+    let delay = BACKOFF.delay(reconciler.records.failed(&key(&*gc)));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),
@@ -532,7 +559,7 @@ async fn remove_force_annotation(
     reconciler: &Reconciler,
     gc: &GardenerCluster,
 ) -> Result<(), Error> {
-    let api: Api<GardenerCluster> = Api::namespaced(
+    let api: Api<StatusApart<GardenerCluster>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
         &gc.namespace().unwrap_or_default(),
     );
@@ -575,7 +602,9 @@ async fn write_status(
                 .find(|c| c.type_ == status::CONDITION_TYPE)
                 .map(|c| c.reason.clone())
         });
-    let api: Api<GardenerCluster> = Api::namespaced(
+    // Its answer read as the watch reads: a status (of another writer) that does not read must
+    // not fail a write that succeeded.
+    let api: Api<StatusApart<GardenerCluster>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
         &gc.namespace().unwrap_or_default(),
     );
@@ -637,7 +666,7 @@ fn conditions(gc: &GardenerCluster) -> &[Condition] {
         .unwrap_or_default()
 }
 
-fn key(gc: &GardenerCluster) -> String {
+fn key(gc: &impl Resource) -> String {
     format!("{}/{}", gc.namespace().unwrap_or_default(), gc.name_any())
 }
 

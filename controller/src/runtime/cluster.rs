@@ -85,7 +85,7 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     };
-    if !super::delete::gardener_cluster_is_of(&gc, runtime) {
+    if !super::delete::gardener_cluster_is_of(&gc.spec, runtime) {
         // Its admin kubeconfig is another cluster's: configuring administrators and OIDC
         // through it would change that cluster.
         draft.set(
@@ -102,11 +102,7 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
-    let gc_ready = gc
-        .status
-        .as_ref()
-        .and_then(|s| s.state.as_deref())
-        .is_some_and(|s| s == names::GARDENER_CLUSTER_STATE_READY);
+    let gc_ready = gc.state() == Some(names::GARDENER_CLUSTER_STATE_READY);
     if !gc_ready {
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));

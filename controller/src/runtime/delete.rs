@@ -7,18 +7,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
+use kim_shared::api::{GardenerCluster, GardenerClusterSpec, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
 use super::requeue::{DELETION_POLL, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler};
+use crate::stored::StatusApart;
 
 /// Outcome of a deletion pass.
 pub enum Deleted {
@@ -147,7 +148,7 @@ async fn delete_gardener_cluster(
     runtime_id: &str,
     draft: &mut StatusDraft,
 ) -> Result<Option<Action>, Error> {
-    let api = reconciler.gardener_clusters(runtime);
+    let api: Api<StatusApart<GardenerCluster>> = reconciler.gardener_clusters(runtime);
     let gc = match reconciler.gardener_cluster(runtime, runtime_id) {
         Some(gc) => Some(gc),
         None => api
@@ -159,7 +160,7 @@ async fn delete_gardener_cluster(
     // The GardenerCluster is found by the runtime-id label, which its editors could point at
     // another runtime's: it is this Runtime's only if it names this Runtime's shoot.
     let gc = gc.filter(|gc| {
-        let ours = gardener_cluster_is_of(gc, runtime);
+        let ours = gardener_cluster_is_of(&gc.spec, runtime);
         if !ours {
             tracing::warn!(
                 gardener_cluster = runtime_id,
@@ -213,10 +214,10 @@ pub fn shoot_is_of(shoot: &Shoot, runtime_id: &str) -> bool {
         .is_none_or(|id| id == runtime_id)
 }
 
-/// Whether a GardenerCluster is the one of `rt`: it names the Runtime's shoot (the shoot name
-/// is immutable and unique in the project). Pure.
-pub fn gardener_cluster_is_of(gc: &GardenerCluster, runtime: &Runtime) -> bool {
-    gc.spec.shoot.name == runtime.spec.shoot.name
+/// Whether a GardenerCluster (its spec) is the one of `runtime`: it names the Runtime's shoot
+/// (the shoot name is immutable and unique in the project). Pure.
+pub fn gardener_cluster_is_of(gc: &GardenerClusterSpec, runtime: &Runtime) -> bool {
+    gc.shoot.name == runtime.spec.shoot.name
 }
 
 async fn hibernate_during_grace(
@@ -364,27 +365,21 @@ fn delete_failure(draft: &mut StatusDraft, what: &str, e: &kube::Error) -> Actio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kim_shared::api::GardenerClusterSpec;
     use kim_shared::api::gardener_cluster::{Kubeconfig, SecretKeyRef, ShootReference};
 
     #[test]
     fn a_gardener_cluster_is_the_runtimes_only_if_it_names_its_shoot() {
         let mut runtime = Runtime::new("rt", Default::default());
         runtime.spec.shoot.name = "s1".into();
-        let gc = |shoot: &str| {
-            GardenerCluster::new(
-                "rt",
-                GardenerClusterSpec {
-                    kubeconfig: Kubeconfig {
-                        secret: SecretKeyRef {
-                            key: "config".into(),
-                            name: "kubeconfig-rt".into(),
-                            namespace: "kcp-system".into(),
-                        },
-                    },
-                    shoot: ShootReference { name: shoot.into() },
+        let gc = |shoot: &str| GardenerClusterSpec {
+            kubeconfig: Kubeconfig {
+                secret: SecretKeyRef {
+                    key: "config".into(),
+                    name: "kubeconfig-rt".into(),
+                    namespace: "kcp-system".into(),
                 },
-            )
+            },
+            shoot: ShootReference { name: shoot.into() },
         };
         assert!(gardener_cluster_is_of(&gc("s1"), &runtime));
         assert!(!gardener_cluster_is_of(&gc("s2"), &runtime));

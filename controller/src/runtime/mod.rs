@@ -47,13 +47,12 @@ use tracing::Instrument;
 
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings};
 use crate::records::{Backoff, Records};
+use crate::stored::StatusApart;
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 use status::StatusDraft;
 
 /// `controller` label value in metrics.
 pub const CONTROLLER: &str = "runtime";
-/// `result` label of a reconcile of a stored Runtime that does not read (an alert's).
-const UNREADABLE: &str = "unreadable";
 /// Field manager of the Runtime status.
 pub const STATUS_FIELD_MANAGER: &str = "kim-controller";
 
@@ -137,7 +136,7 @@ pub struct Reconciler {
     /// The KIM configuration.
     pub config: Arc<KimConfig>,
     shoots: Store<CachedShoot>,
-    clusters: Store<GardenerCluster>,
+    clusters: Store<StatusApart<GardenerCluster>>,
     /// Resolves to `true` once the Shoot and GardenerCluster caches hold their first full
     /// list, to `false` if the controller stops first.
     caches_ready: Shared<BoxFuture<'static, bool>>,
@@ -155,7 +154,8 @@ pub struct Reconciler {
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
-    ctx.metrics.track_reconcile_result(CONTROLLER, UNREADABLE);
+    ctx.metrics
+        .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     // Watch caches without managedFields: they are most of an object's size.
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
@@ -180,21 +180,19 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .reflect(shoot_writer)
     .touched_objects();
     let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
-    let (gc_store, gc_writer) = reflector::store::<GardenerCluster>();
+    let (gc_store, gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
     let clusters = watcher(
-        Api::<GardenerCluster>::namespaced(ctx.kcp.clone(), &ns),
+        Api::<StatusApart<GardenerCluster>>::namespaced(ctx.kcp.clone(), &ns),
         watcher::Config::default().page_size(LIST_PAGE_SIZE),
     )
     .default_backoff()
-    // This reconciler only asks whether a GardenerCluster exists and whether it is Ready (the
-    // GardenerCluster reconciler keeps its own full copy).
+    // This reconciler only asks whether a GardenerCluster exists, which shoot it names and
+    // whether it is Ready (the GardenerCluster reconciler keeps its own full copy).
     .modify(|o| {
         o.managed_fields_mut().clear();
         o.metadata.labels = None;
         o.metadata.annotations = None;
-        if let Some(st) = o.status.as_mut() {
-            st.conditions = None;
-        }
+        o.keep_only_state();
     })
     .reflect(gc_writer)
     .touched_objects();
@@ -259,7 +257,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
                 .clone();
             Some(runtime_ref(&shoot_records, &id, &ns_shoot))
         })
-        .watches_stream(clusters, move |gc: GardenerCluster| {
+        .watches_stream(clusters, move |gc: StatusApart<GardenerCluster>| {
             Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
         })
         .reconcile_on(recovered)
@@ -293,7 +291,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 /// gardener-apiserver answered 503s).
 fn caches_ready(
     shoots: Store<CachedShoot>,
-    clusters: Store<GardenerCluster>,
+    clusters: Store<StatusApart<GardenerCluster>>,
     shutdown: Shutdown,
 ) -> Shared<BoxFuture<'static, bool>> {
     async move {
@@ -353,7 +351,7 @@ async fn reconcile(
     reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
     let outcome = match &result {
         Ok(_) => "success",
-        Err(Error::Unreadable(_)) => UNREADABLE,
+        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
         Err(e) => match e.kind() {
             classify::ApiErrorKind::Conflict => "conflict",
             classify::ApiErrorKind::Transient => "transient",
@@ -436,29 +434,10 @@ fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconc
 }
 
 impl Reconciler {
-    /// Tells the Runtime's readers that it cannot be read, with a Warning Event on its first
-    /// failed reconcile in a row (the log line of `error_policy` follows at every retry).
+    /// Tells the Runtime's readers that it cannot be read.
     async fn report_unreadable(&self, runtime: &CachedRuntime, why: &kim_shared::api::Unreadable) {
-        if self.records.failures(&runtime.name_any()) > 0 {
-            return;
-        }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "Unreadable".into(),
-            note: Some(format!(
-                "the controller cannot read this Runtime ({why}); it is not reconciled until the field is fixed"
-            )),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = self
-            .ctx
-            .recorder
-            .publish(&event, &runtime.object_ref(&()))
-            .await
-        {
-            tracing::info!(error = %e, "could not publish an Event");
-        }
+        let failures = self.records.failures(&runtime.name_any());
+        crate::stored::report_unreadable(&self.ctx.recorder, runtime, failures, why).await;
     }
 
     /// The runtime ID label, or the Runtime's name when the label is missing.
@@ -474,8 +453,12 @@ impl Reconciler {
         )
     }
 
-    /// GardenerClusters in the Runtime's namespace.
-    pub fn gardener_clusters(&self, runtime: &Runtime) -> Api<GardenerCluster> {
+    /// GardenerClusters in the Runtime's namespace, read as `K` (a created one is typed; read
+    /// ones are [`StatusApart`], so that one whose status does not read is still seen).
+    pub fn gardener_clusters<K>(&self, runtime: &Runtime) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
         Api::namespaced(
             self.ctx.kcp.clone(),
             &runtime.namespace().unwrap_or_default(),
@@ -511,7 +494,7 @@ impl Reconciler {
         &self,
         runtime: &Runtime,
         runtime_id: &str,
-    ) -> Option<Arc<GardenerCluster>> {
+    ) -> Option<Arc<StatusApart<GardenerCluster>>> {
         self.clusters
             .get(&ObjectRef::new(runtime_id).within(&runtime.namespace().unwrap_or_default()))
     }
@@ -889,7 +872,7 @@ mod tests {
     /// caches, fills them, and counts the waiters that finish.
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
-        let (clusters, mut gc_writer) = reflector::store::<GardenerCluster>();
+        let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let ready = caches_ready(shoots.clone(), clusters.clone(), Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
@@ -937,7 +920,7 @@ mod tests {
     #[tokio::test]
     async fn parked_reconciles_return_on_shutdown_before_the_caches_fill() {
         let (shoots, _shoot_writer) = reflector::store::<CachedShoot>();
-        let (clusters, _gc_writer) = reflector::store::<GardenerCluster>();
+        let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let shutdown = Shutdown::new();
         let ready = caches_ready(shoots, clusters, shutdown.clone());
         let waiters: Vec<_> = (0..5).map(|_| tokio::spawn(ready.clone())).collect();

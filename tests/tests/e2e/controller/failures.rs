@@ -722,10 +722,12 @@ async fn a_runtime_cluster_unreachable_while_its_configuration_changes_recovers(
 /// controller that starts then still lists every Runtime and provisions a new one, and once
 /// the status is fixed the Runtime is reconciled again.
 ///
-/// A GardenerCluster's status: the watch event of the change fails and is counted
-/// (`watch_decode_errors_total{watch="gardenerclusters"}`); a controller that starts then
-/// cannot list GardenerClusters, so a new Runtime gets no status; once the object is fixed,
-/// the watch resumes and the waiting Runtime is provisioned.
+/// A GardenerCluster's status: only its own reconcile fails (`result="unreadable"` of the
+/// `gardener_cluster` reconciler, a Warning Event), no watch fails, its Runtime stays Ready (the
+/// Runtime reconciler reads only its state), a controller that starts then provisions a new
+/// Runtime with its kubeconfig, and once fixed the GardenerCluster is reconciled again (a
+/// forced rotation is served). Deleted while it does not read, it is still cleaned up: its
+/// finalizer goes with its Secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -852,7 +854,14 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
     })
     .await?;
 
-    // A GardenerCluster's status: its watches fail as a whole.
+    // A GardenerCluster's status: only that GardenerCluster waits.
+    let unreadable_of = |text: &str, controller: &str| {
+        count(
+            text,
+            "infrastructure_manager_im_reconciles_total",
+            &format!("controller=\"{controller}\",result=\"unreadable\""),
+        )
+    };
     let gc = clusters.get(&broken).await?;
     let good = gc.data["status"]["conditions"].clone();
     ensure!(
@@ -862,27 +871,94 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
     set_conditions(&clusters, hand_edited(&good)?)
         .await
         .context("the apiserver stores the time")?;
-    eventually("the failed watch event counted", READY_TIMEOUT, || async {
-        Ok(decode_errors(&ctl.metrics_text().await?, "gardenerclusters") >= 1.0)
-    })
+    eventually(
+        "the GardenerCluster's failed reconcile counted",
+        READY_TIMEOUT,
+        || async { Ok(unreadable_of(&ctl.metrics_text().await?, "gardener_cluster") >= 1.0) },
+    )
     .await?;
-    // A controller that starts now cannot list the GardenerClusters: the Runtime reconciler
-    // decides nothing before its caches are filled.
+    let gc_notes: Vec<String> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("GardenerCluster")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(broken.as_str())
+        })
+        .filter(|e| e.reason.as_deref() == Some("Unreadable"))
+        .filter_map(|e| e.note)
+        .collect();
+    ensure!(
+        gc_notes.len() == 1 && gc_notes[0].contains("status.conditions["),
+        "one Warning Event on the GardenerCluster naming the field: {gc_notes:?}"
+    );
+    // A controller that starts now lists everything and provisions a new Runtime, kubeconfig
+    // included; the Runtime of the unreadable GardenerCluster stays Ready.
     ctl.kill();
     let ctl = start_controller(env, &ns, &[]).await?;
     create(env, &sample_runtime(&ns, &third)?).await?;
-    eventually("the failed lists counted", READY_TIMEOUT, || async {
-        Ok(decode_errors(&ctl.metrics_text().await?, "gardenerclusters") >= 2.0)
+    wait_state(env, &ns, &third, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+    let text = ctl.metrics_text().await?;
+    ensure!(
+        unreadable_of(&text, "gardener_cluster") >= 1.0
+            && ["gardenerclusters", "gardener_cluster", "runtimes"]
+                .iter()
+                .all(|w| decode_errors(&text, w) == 0.0),
+        "the unreadable GardenerCluster fails alone: {}",
+        unreadable_of(&text, "gardener_cluster")
+    );
+    let typed = Api::<Runtime>::namespaced(kcp.clone(), &ns);
+    ensure!(
+        typed.get(&broken).await?.status.map(|s| s.state) == Some(RuntimeState::Ready),
+        "the Runtime of the unreadable GardenerCluster stays Ready"
+    );
+    // Fixed: reconciled again, as a forced rotation shows (served, the annotation goes).
+    set_conditions(&clusters, good.clone()).await?;
+    clusters
+        .patch(
+            &broken,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"}}})),
+        )
+        .await?;
+    eventually("the forced rotation served", READY_TIMEOUT, || async {
+        let gc = clusters.get(&broken).await?;
+        Ok(!gc
+            .annotations()
+            .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION))
     })
     .await?;
-    let unseen = runtimes.get(&third).await?;
-    ensure!(
-        unseen.data.get("status").is_none(),
-        "a Runtime is not decided on without the GardenerClusters: {:?}",
-        unseen.data.get("status")
-    );
-    set_conditions(&clusters, good).await?;
-    wait_state(env, &ns, &third, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+
+    // Deleted while its status does not read: the Secret and the finalizer still go.
+    set_conditions(&clusters, hand_edited(&good)?).await?;
+    let before = clusters.get(&broken).await?;
+    let secret_name = before.data["spec"]["kubeconfig"]["secret"]["name"]
+        .as_str()
+        .context("secret name")?
+        .to_owned();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(kcp.clone(), &ns);
+    let old_secret = secrets.get(&secret_name).await?.metadata.uid;
+    clusters.delete(&broken, &DeleteParams::default()).await?;
+    eventually(
+        "the unreadable GardenerCluster and its Secret gone",
+        READY_TIMEOUT,
+        || async {
+            let gc_gone = clusters
+                .get_opt(&broken)
+                .await?
+                .and_then(|gc| gc.metadata.uid)
+                != before.metadata.uid;
+            let secret_gone = secrets
+                .get_opt(&secret_name)
+                .await?
+                .and_then(|s| s.metadata.uid)
+                != old_secret;
+            Ok(gc_gone && secret_gone)
+        },
+    )
+    .await?;
     ctl.kill();
     Ok(())
 }

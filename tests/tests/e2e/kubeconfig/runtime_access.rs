@@ -1749,3 +1749,127 @@ async fn runtime_access_deletion_reports_an_unreachable_runtime_and_can_be_relea
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// A RuntimeAccess whose stored status does not read (a time with ten digits after the second,
+/// which the apiserver stores and Go reads, but our types refuse): only it waits. Its reconcile
+/// fails naming the field (`result="unreadable"`, one Warning Event), a request created after
+/// it is still served, and deleted it is still cleaned up (Secret and shoot objects), its
+/// finalizer removed although its status never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_access_whose_status_does_not_read_waits_alone_and_is_still_cleaned_up()
+-> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::events::v1::Event;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-unread", &[]).await?;
+    let apps = env.shoot_namespace("unread").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let untyped: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        kcp.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<RuntimeAccess>(&()),
+    );
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    let spec = |sa: &str| {
+        json!({
+            "serviceAccount": {"name": sa, "namespace": apps},
+            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+            "tokenExpirationSeconds": 600,
+        })
+    };
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "broken", &id, spec("broken"))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "broken").await?;
+    let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+    let unreadable = || async {
+        ctl.metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\"", "result=\"unreadable\""],
+        )
+        .await
+    };
+    assert_eq!(unreadable().await?, 0, "nothing unreadable before");
+
+    untyped
+        .patch_status(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"tokenExpirationTimestamp": "2024-01-01T00:00:00.1234567891Z"}}),
+            ),
+        )
+        .await
+        .context("the apiserver stores the time")?;
+    eventually(
+        "the failed reconcile counted",
+        Duration::from_secs(30),
+        || async { Ok((unreadable().await? >= 1).then_some(())) },
+    )
+    .await?;
+    let notes: Vec<String> = Api::<Event>::namespaced(kcp.clone(), &ns)
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("RuntimeAccess")
+                && e.reason.as_deref() == Some("Unreadable")
+        })
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.len() == 1 && notes[0].contains("status.tokenExpirationTimestamp"),
+        "one Warning Event naming the field: {notes:?}"
+    );
+
+    // Another request is served meanwhile.
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "other", &id, spec("other"))?,
+        )
+        .await?;
+    access_ready(&requests, "other").await?;
+    let watch_errors = ctl
+        .metric_sum(
+            "infrastructure_manager_im_watch_decode_errors_total",
+            &["watch=\"access\""],
+        )
+        .await?;
+    assert_eq!(watch_errors, 0, "the RuntimeAccess watch never failed");
+
+    // Deleted while its status does not read: cleaned up all the same.
+    assert!(exists(&accounts, "broken").await?, "its ServiceAccount");
+    untyped.delete("broken", &DeleteParams::default()).await?;
+    eventually(
+        "the unreadable RuntimeAccess, its Secret and its ServiceAccount gone",
+        Duration::from_secs(60),
+        || async {
+            let gone = untyped.get_opt("broken").await?.is_none()
+                && secrets.get_opt(&secret_name).await?.is_none()
+                && !exists(&accounts, "broken").await?;
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        exists(&accounts, "other").await?,
+        "the other request's ServiceAccount stays"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
