@@ -183,6 +183,20 @@ impl<K: WithStatus> Resource for StatusApart<K> {
     }
 }
 
+/// The whole object; when its status does not read, the field at fault, reported as
+/// [`report_unreadable`] does.
+pub async fn object_or_report<K: WithStatus>(
+    stored: &StatusApart<K>,
+    recorder: &crate::context::EventPublisher,
+    failures_before: u32,
+) -> Result<K, Unreadable> {
+    let read = stored.object();
+    if let Err(why) = &read {
+        report_unreadable(recorder, stored, failures_before, why).await;
+    }
+    read
+}
+
 /// Tells an object's readers that the controller cannot read it: a Warning Event `Unreadable`
 /// naming the field, on the first failed reconcile in a row only (`failures_before`: the
 /// failures before this one; the reconciler's log line follows at every retry).

@@ -138,20 +138,15 @@ pub async fn reconcile(
     // Secret's record and the names in the spec, not only from the status.
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
         match event {
-            finalizer::Event::Apply(stored) => match stored.object() {
-                Ok(ra) => apply(&reconciler, &ra).await,
-                Err(why) => {
-                    let failures = reconciler.records.failures(&record_key);
-                    crate::stored::report_unreadable(
-                        &reconciler.ctx.recorder,
-                        &*stored,
-                        failures,
-                        &why,
-                    )
-                    .await;
-                    Err(Error::Unreadable(why))
+            finalizer::Event::Apply(stored) => {
+                let failures = reconciler.records.failures(&record_key);
+                match crate::stored::object_or_report(&stored, &reconciler.ctx.recorder, failures)
+                    .await
+                {
+                    Ok(ra) => apply(&reconciler, &ra).await,
+                    Err(why) => Err(Error::Unreadable(why)),
                 }
-            },
+            }
             finalizer::Event::Cleanup(stored) => {
                 cleanup(&reconciler, &stored.without_status()).await
             }

@@ -156,20 +156,15 @@ pub async fn reconcile(
     );
     let work = finalizer(&api, super::FINALIZER, gc, |event| async {
         match event {
-            finalizer::Event::Apply(stored) => match stored.object() {
-                Ok(gc) => apply(&reconciler, &gc, Timestamp::now()).await,
-                Err(why) => {
-                    let failures = reconciler.records.failures(&record_key);
-                    crate::stored::report_unreadable(
-                        &reconciler.ctx.recorder,
-                        &*stored,
-                        failures,
-                        &why,
-                    )
-                    .await;
-                    Err(Error::Unreadable(why))
+            finalizer::Event::Apply(stored) => {
+                let failures = reconciler.records.failures(&record_key);
+                match crate::stored::object_or_report(&stored, &reconciler.ctx.recorder, failures)
+                    .await
+                {
+                    Ok(gc) => apply(&reconciler, &gc, Timestamp::now()).await,
+                    Err(why) => Err(Error::Unreadable(why)),
                 }
-            },
+            }
             finalizer::Event::Cleanup(stored) => {
                 cleanup(&reconciler, &stored.without_status()).await
             }
