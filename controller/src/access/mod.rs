@@ -19,9 +19,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kube::Api;
+use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -69,7 +70,19 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    Controller::new(requests, watcher::Config::default())
+    // The cache without managedFields, as the GardenerCluster reconciler's: each writer (the
+    // requester, our finalizer and status writes) adds an entry that no reconciler reads, and
+    // there can be several RuntimeAccesses per runtime.
+    let (store, writer) = reflector::store::<StatusApart<RuntimeAccess>>();
+    let stream = watcher(
+        requests,
+        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects();
+    Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.cancelled_owned())
