@@ -3,12 +3,43 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::fmt::Debug;
+
 use futures::{Stream, StreamExt, future};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+
+/// The watch of a reconciler's own kind in its namespace, and the store it fills: listed in
+/// pages of [`crate::LIST_PAGE_SIZE`], retried with kube's default backoff, cached without
+/// managedFields (no reconciler reads them; a heap profile at 1,000 Runtimes put them at about
+/// 10 KiB of each cached GardenerCluster).
+pub fn own_kind<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let events = watcher::watcher(
+        api,
+        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects();
+    (store, events)
+}
 
 /// `events` without its errors, each reported ([`report`]).
 ///

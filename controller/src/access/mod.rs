@@ -19,10 +19,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kube::Api;
-use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::watcher;
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -70,18 +69,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    // The cache without managedFields, as the GardenerCluster reconciler's: each writer (the
-    // requester, our finalizer and status writes) adds an entry that no reconciler reads, and
-    // there can be several RuntimeAccesses per runtime.
-    let (store, writer) = reflector::store::<StatusApart<RuntimeAccess>>();
-    let stream = watcher(
-        requests,
-        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
-    )
-    .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
-    .reflect(writer)
-    .applied_objects();
+    let (store, stream) = crate::watch::own_kind(requests);
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

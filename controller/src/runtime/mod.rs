@@ -157,16 +157,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
-    // Watch caches without managedFields: they are most of an object's size.
-    let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
-    let runtimes = watcher(
-        Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
-        watcher::Config::default().page_size(LIST_PAGE_SIZE),
-    )
-    .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
-    .reflect(rt_writer)
-    .applied_objects();
+    let (rt_store, runtimes) =
+        crate::watch::own_kind(Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns));
     let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
     let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
     let shoots = crate::watch::gardener_backoff(
