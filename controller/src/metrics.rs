@@ -27,6 +27,12 @@ pub const PREFIX: &str = "infrastructure_manager_im";
 /// types (the alert `KimObjectCannotBeRead`).
 pub const RESULT_UNREADABLE: &str = "unreadable";
 
+/// A reconciler's error as the `result` label of `infrastructure_manager_im_reconciles_total`.
+pub trait ResultLabel {
+    /// The label of this failure (`error`, [`RESULT_UNREADABLE`], ...).
+    fn result_label(&self) -> &'static str;
+}
+
 /// Labels of `infrastructure_manager_im_runtime_state` (upstream's camelCase names).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)]
@@ -369,14 +375,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Records one reconcile of a reconciler whose results are `success` or `error`.
-    pub fn observe_reconcile_result<T, E>(
+    /// Records one reconcile: `success`, or the failure's [`ResultLabel`].
+    pub fn observe_reconcile_result<T, E: ResultLabel>(
         &self,
         controller: &str,
         result: &Result<T, E>,
         took: Duration,
     ) {
-        let outcome = if result.is_ok() { "success" } else { "error" };
+        let outcome = match result {
+            Ok(_) => "success",
+            Err(e) => e.result_label(),
+        };
         self.observe_reconcile(controller, outcome, took);
     }
 

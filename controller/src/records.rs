@@ -14,6 +14,12 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// The record key of a namespaced object: `namespace/name`.
+pub fn key(obj: &impl kube::Resource) -> String {
+    use kube::ResourceExt;
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
 /// Per-object exponential backoff after failed reconciles: `first`, twice that, four times
 /// ... up to `cap`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

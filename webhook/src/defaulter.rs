@@ -36,7 +36,7 @@ pub fn handle<T: Object + PartialEq>(
     // On UPDATE, defaults fill only what the update adds to the stored object; when that does
     // not read, what the update adds cannot be told, and nothing is filled in (defaulting it
     // as a new object could, say, add a volume to every pool of a running cluster).
-    if req.old_object.is_none() && req.old_object_unreadable.is_some() {
+    if req.old_object_unreadable.is_some() {
         return Response::allowed(&req.uid);
     }
     let mut defaulted = obj.clone();

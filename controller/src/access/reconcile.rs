@@ -32,7 +32,7 @@ use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision};
 use super::{CONDITION_TYPE, CONTROLLER, FINALIZER};
 use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
-use crate::records::{Backoff, Records};
+use crate::records::{Backoff, Records, key};
 use crate::settings::AccessSettings;
 use crate::stored::StatusApart;
 
@@ -110,6 +110,15 @@ pub enum Error {
     Unreadable(Unreadable),
 }
 
+impl crate::metrics::ResultLabel for Error {
+    fn result_label(&self) -> &'static str {
+        match self {
+            Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
+            _ => "error",
+        }
+    }
+}
+
 fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
     move |source| Error::Api { what, source }
@@ -158,15 +167,10 @@ pub async fn reconcile(
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }
-    let outcome = match &result {
-        Ok(_) => "success",
-        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
-        Err(_) => "error",
-    };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     result
 }
 
@@ -186,10 +190,6 @@ pub fn error_policy(
         "reconcile failed; retrying"
     );
     Action::requeue(delay)
-}
-
-fn key(ra: &impl Resource) -> String {
-    format!("{}/{}", ra.namespace().unwrap_or_default(), ra.name_any())
 }
 
 /// The admin kubeconfig Secret of a runtime, read from the KCP (no shoot call).

@@ -26,7 +26,7 @@ use super::secret::{self as kubeconfig_secret, SecretLocation};
 use super::status::{self, DesiredStatus, Reason};
 use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
-use crate::records::{Backoff, Records};
+use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
 use crate::stored::StatusApart;
 
@@ -99,6 +99,15 @@ pub enum Error {
     /// The reconcile took longer than `--gardener-ctrl-reconcilation-timeout`.
     #[error("reconcile took longer than {0:?} (--gardener-ctrl-reconcilation-timeout)")]
     Timeout(Duration),
+}
+
+impl crate::metrics::ResultLabel for Error {
+    fn result_label(&self) -> &'static str {
+        match self {
+            Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
+            _ => "error",
+        }
+    }
 }
 
 fn kcp(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -174,15 +183,10 @@ pub async fn reconcile(
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(outcome) => finalizer_result(outcome),
     };
-    let outcome = match &result {
-        Ok(_) => "success",
-        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
-        Err(_) => "error",
-    };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     if result.is_ok() {
         reconciler.records.succeeded(&record_key);
     }
@@ -659,10 +663,6 @@ fn conditions(gc: &GardenerCluster) -> &[Condition] {
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default()
-}
-
-fn key(gc: &impl Resource) -> String {
-    format!("{}/{}", gc.namespace().unwrap_or_default(), gc.name_any())
 }
 
 fn record_state(reconciler: &Reconciler, gc: &GardenerCluster, want: &DesiredStatus) {

@@ -77,6 +77,12 @@ pub enum Error {
     UnreadableConfig(#[from] rc::UnreadableConfig),
 }
 
+impl crate::metrics::ResultLabel for Error {
+    fn result_label(&self) -> &'static str {
+        "error"
+    }
+}
+
 /// The most RegistryCacheConfigs read from a runtime cluster: the CRD's `maxItems` of
 /// `spec.imageRegistryCache`. The list is read in pages of [`CONFIG_PAGE`], so a cluster
 /// that holds many large ones costs a bounded amount of memory before it is refused.

@@ -77,6 +77,20 @@ pub enum Error {
     Unreadable(#[from] kim_shared::api::Unreadable),
 }
 
+impl crate::metrics::ResultLabel for Error {
+    fn result_label(&self) -> &'static str {
+        match self {
+            Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
+            e => match e.kind() {
+                classify::ApiErrorKind::Conflict => "conflict",
+                classify::ApiErrorKind::Transient => "transient",
+                classify::ApiErrorKind::Busy => "busy",
+                _ => "error",
+            },
+        }
+    }
+}
+
 impl Error {
     /// An API error while doing `action`.
     pub fn api(action: &'static str, source: kube::Error) -> Self {
@@ -341,20 +355,10 @@ async fn reconcile(
         }
     };
     reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
-    let outcome = match &result {
-        Ok(_) => "success",
-        Err(Error::Unreadable(_)) => crate::metrics::RESULT_UNREADABLE,
-        Err(e) => match e.kind() {
-            classify::ApiErrorKind::Conflict => "conflict",
-            classify::ApiErrorKind::Transient => "transient",
-            classify::ApiErrorKind::Busy => "busy",
-            _ => "error",
-        },
-    };
     reconciler
         .ctx
         .metrics
-        .observe_reconcile(CONTROLLER, outcome, started.elapsed());
+        .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     if let Ok(action) = &result {
         reconciler.records.succeeded(&cached.name_any());
         let scheduled = *action != Action::await_change();
