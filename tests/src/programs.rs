@@ -77,6 +77,12 @@ pub const PROGRAMS: &[Program] = &[
             vec![
                 "serve".into(),
                 format!("--converter-config-filepath={}", w.config.display()),
+                // As deploy/webhook/deployment.yaml: Runtimes are checked against the
+                // CloudProfiles of the real gardener-apiserver.
+                format!(
+                    "--gardener-kubeconfig-path={}",
+                    w.dir.join("garden.kubeconfig").display()
+                ),
                 format!("--listen-addr=127.0.0.1:{}", w.port),
                 format!("--admin-addr=127.0.0.1:{}", w.admin_port),
                 format!(

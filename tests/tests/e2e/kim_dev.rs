@@ -16,19 +16,31 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 const READY_LINE: &str = "kim-dev: ready";
 
+/// kim-dev, killed when a failed assertion ends the test (its control plane dies with it).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn make_run_reaches_ready_and_the_sample_runtime_becomes_ready() {
     let dir = tempfile::tempdir().expect("temp dir");
     let stderr_path = dir.path().join("kim-dev.stderr");
     let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kim-dev"))
-        .arg(format!("--dir={}", dir.path().join("dev").display()))
-        .arg("--step-delay=0s")
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("starting kim-dev");
-    let stdout = child.stdout.take().expect("kim-dev stdout");
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kim-dev"))
+            .arg(format!("--dir={}", dir.path().join("dev").display()))
+            .arg("--step-delay=0s")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("starting kim-dev"),
+    );
+    let stdout = child.0.stdout.take().expect("kim-dev stdout");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -52,7 +64,7 @@ async fn make_run_reaches_ready_and_the_sample_runtime_becomes_ready() {
         }
     }
     if !ready {
-        let _ = child.kill();
+        let _ = child.0.kill();
         panic!(
             "kim-dev did not print `{READY_LINE}` within 300 s; its log:\n{}",
             log()
@@ -103,14 +115,49 @@ async fn make_run_reaches_ready_and_the_sample_runtime_becomes_ready() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
+    // The dry run the instructions suggest is answered with the CloudProfile checks of the
+    // real gardener-apiserver, as in the Deployment, not only with the static rules.
+    let invalid: Runtime = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(dir.path().join("dev/samples/runtime-invalid.yaml"))
+            .expect("kim-dev writes the invalid sample"),
+    )
+    .expect("the invalid sample is a Runtime");
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match runtimes.create(&dry_run, &invalid).await {
+        Err(kube::Error::Api(status)) => {
+            for expected in [
+                "spec.shoot.region: \"mars-north-1\" is not a region of CloudProfile",
+                "spec.shoot.provider.workers[0].name: \"a-very-long-pool\" is not a valid pool name",
+            ] {
+                assert!(
+                    status.message.contains(expected),
+                    "the dry run's answer lacks {expected:?}: {}",
+                    status.message
+                );
+            }
+        }
+        other => panic!("the invalid sample was not refused: {other:?}"),
+    }
+    assert!(
+        runtimes
+            .get_opt("runtime-invalid")
+            .await
+            .expect("get")
+            .is_none(),
+        "a dry run stored the Runtime"
+    );
+
     let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .expect("sending SIGTERM");
     assert!(term.success());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(status) = child.try_wait().expect("waiting for kim-dev") {
+        if let Some(status) = child.0.try_wait().expect("waiting for kim-dev") {
             assert!(
                 status.success(),
                 "kim-dev exited with {status}; log:\n{}",
@@ -119,7 +166,7 @@ async fn make_run_reaches_ready_and_the_sample_runtime_becomes_ready() {
             break;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
+            let _ = child.0.kill();
             panic!(
                 "kim-dev did not stop within 60 s of SIGTERM; log:\n{}",
                 log()
