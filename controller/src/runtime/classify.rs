@@ -83,7 +83,8 @@ pub enum ApiErrorKind {
     /// own client's rate limit cannot serve a lookup before the request's deadline. Nothing was
     /// wrong with the request; Gardener is busy. Retry with a growing backoff and send less.
     Busy,
-    /// Other 5xx and connection errors: retry with backoff.
+    /// Other 5xx, 401 (Gardener refuses the controller's own credentials) and connection
+    /// errors: retry with backoff.
     Transient,
     /// 404.
     NotFound,
@@ -142,8 +143,12 @@ pub fn classify_status(code: u16, reason: &str, message: &str) -> ApiErrorKind {
         404 => ApiErrorKind::NotFound,
         409 if reason == "AlreadyExists" => ApiErrorKind::AlreadyExists,
         409 => ApiErrorKind::Conflict,
-        429 | 503 | 504 => ApiErrorKind::Busy,
+        408 | 429 | 503 | 504 => ApiErrorKind::Busy,
         _ if BUSY_PHRASES.iter().any(|p| message.contains(p)) => ApiErrorKind::Busy,
+        // Gardener refuses the controller's credentials (a token rotated or revoked, the
+        // authenticator down): nothing is wrong with the Runtime, and it must not turn `Failed`
+        // for KEB while the credentials are fixed.
+        401 => ApiErrorKind::Transient,
         500..=599 => ApiErrorKind::Transient,
         _ => ApiErrorKind::Permanent,
     }
@@ -219,13 +224,25 @@ mod tests {
         );
         assert_eq!(classify_status(422, "Invalid", ""), ApiErrorKind::Permanent);
         assert_eq!(classify_status(404, "NotFound", ""), ApiErrorKind::NotFound);
+        assert_eq!(
+            classify_status(401, "Unauthorized", "Unauthorized"),
+            ApiErrorKind::Transient
+        );
+        assert_eq!(
+            classify_status(408, "Timeout", "request timed out"),
+            ApiErrorKind::Busy
+        );
+        assert_eq!(
+            classify_status(400, "BadRequest", "bad request"),
+            ApiErrorKind::Permanent
+        );
     }
 
     /// gardener-apiserver's answers as they come over the wire (testdata/README.md says which
     /// were captured from the test environment).
     #[test]
     fn real_gardener_answers() {
-        let table: [(&str, &str, ApiErrorKind); 8] = [
+        let table: [(&str, &str, ApiErrorKind); 9] = [
             (
                 "403-reference-rate-limited",
                 include_str!("testdata/403-reference-rate-limited.json"),
@@ -255,6 +272,11 @@ mod tests {
                 "504",
                 include_str!("testdata/handmade-504-timeout.json"),
                 ApiErrorKind::Busy,
+            ),
+            (
+                "401",
+                include_str!("testdata/handmade-401-unauthorized.json"),
+                ApiErrorKind::Transient,
             ),
             (
                 "403-not-yet-ready",

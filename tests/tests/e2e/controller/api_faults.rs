@@ -1,11 +1,11 @@
 //! API-level faults between the controller and Gardener: with a fault proxy answering 409s,
-//! 5xx, 429s and Gardener's "not yet ready" 403s on Shoot create, get (list and live read),
+//! 5xx, 401s, 429s and Gardener's "not yet ready" 403s on Shoot create, get (list and live read),
 //! patch, delete and `adminkubeconfig`, every Runtime shows the intermediate condition upstream
 //! writes for that step (create, patch, kubeconfig, delete), still ends Ready and is deleted in
 //! order, and the controller's JSON log holds no error-level line (in particular none for a
 //! conflict).
 //!
-//! The four fault classes run as four tests in parallel; each has its own proxy, controller
+//! The five fault classes run as five tests in parallel; each has its own proxy, controller
 //! and namespace. The controllers of this module's tests log into one buffer (each on a runtime
 //! of its own whose threads write there, so other tests of the process do not); every test
 //! here injects transient faults only, so that buffer must not hold a single `ERROR` line.
@@ -420,6 +420,31 @@ async fn server_errors_are_transient() -> Result<()> {
             delete: ApiFault::ServerError(504),
             admin: ApiFault::ServerError(500),
             codes: &["500", "502", "503", "504"],
+            patch_message: "Gardener API shoot patch error",
+            busy: false,
+        },
+    )
+    .await
+}
+
+/// Gardener refusing the controller's own credentials (a rotated token) is no fault of the
+/// Runtime: it stays `Pending`, never `Failed`, and proceeds once Gardener accepts them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn refused_credentials_are_transient() -> Result<()> {
+    let fault = ApiFault::Status {
+        code: 401,
+        reason: "Unauthorized".into(),
+        message: "Unauthorized".into(),
+    };
+    ends_where_upstream_says(
+        "api-401",
+        Faults {
+            create: fault.clone(),
+            get: fault.clone(),
+            patch: fault.clone(),
+            delete: fault.clone(),
+            admin: fault,
+            codes: &["401"],
             patch_message: "Gardener API shoot patch error",
             busy: false,
         },
