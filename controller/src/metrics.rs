@@ -27,6 +27,9 @@ pub const PREFIX: &str = "infrastructure_manager_im";
 /// types (the alert `KimObjectCannotBeRead`).
 pub const RESULT_UNREADABLE: &str = "unreadable";
 
+/// The `code` of a Gardener request the client's allow-list refused before sending it.
+pub const CODE_DENIED: &str = "denied";
+
 /// A reconciler's error as the `result` label of `infrastructure_manager_im_reconciles_total`.
 pub trait ResultLabel {
     /// The label of this failure (`error`, [`RESULT_UNREADABLE`], ...).
@@ -266,6 +269,14 @@ impl Metrics {
             "Watch steps that failed because a stored object does not decode; the watch sees no change until it is fixed",
             m.watch_decode_errors.clone(),
         );
+        // At 0 from the start: the allow-list's first refusal must show in `increase()`
+        // (KimGardenerRequestsDenied), and a series born at 1 would not.
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            drop(m.gardener_requests.get_or_create(&GardenerRequestLabels {
+                method: method.to_owned(),
+                code: CODE_DENIED.to_owned(),
+            }));
+        }
         std::sync::Arc::new(m)
     }
 
@@ -542,6 +553,12 @@ mod tests {
         assert!(text.contains("state=\"Ready\""), "{text}");
         assert!(!text.contains("state=\"Pending\""), "{text}");
         assert!(text.contains("\nunexpected_stops_total 1"), "{text}");
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            let series = format!(
+                "infrastructure_manager_im_gardener_requests_total{{method=\"{method}\",code=\"denied\"}} 0\n"
+            );
+            assert!(text.contains(&series), "{series} missing: {text}");
+        }
         m.remove_runtime_state("rt-1");
         let text = encode(&registry).unwrap();
         assert!(!text.contains("runtimeId=\"rt-1\""), "{text}");

@@ -193,7 +193,7 @@ where
             if let Err(denied) = guard.allow.check(&method, path) {
                 guard
                     .metrics
-                    .count_gardener_request(method.as_str(), "denied");
+                    .count_gardener_request(method.as_str(), crate::metrics::CODE_DENIED);
                 tracing::error!(%denied, "request blocked by the Gardener allow-list");
                 return Err(Box::new(denied) as BoxError);
             }
