@@ -185,6 +185,7 @@ pub fn error_policy(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),
         name = ra.name_any(),
+        runtime_id = %ra.spec.runtime_id,
         error = %error,
         retry_in = ?delay,
         "reconcile failed; retrying"

@@ -209,6 +209,7 @@ pub fn error_policy(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),
         name = gc.name_any(),
+        runtime_id = gc.labels().get(names::LABEL_RUNTIME_ID).map(String::as_str).unwrap_or_default(),
         error = %error,
         retry_in = ?delay,
         "reconcile failed; retrying"
