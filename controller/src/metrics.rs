@@ -502,7 +502,8 @@ fn request_histogram() -> Histogram {
 fn lifecycle_histogram() -> Histogram {
     Histogram::new([
         1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
-        7200.0,
+        7200.0, // Deletions include --deletion-grace-period (72 h in production): up to 4 days.
+        14400.0, 43200.0, 86400.0, 172800.0, 259200.0, 345600.0,
     ])
 }
 

@@ -80,6 +80,22 @@ async fn safe_deletion_hibernates_and_deletes_after_the_grace_period() -> Result
         message.contains(&due),
         "condition names the due time {due}: {message}"
     );
+    // The state series carries that message: KimRuntimeTerminatingTooLong leaves a Runtime
+    // in its grace period alone by it.
+    let metrics = ctl.metrics_text().await?;
+    let series = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("infrastructure_manager_im_runtime_state{")
+                && l.contains(&format!("runtimeId=\"{id}\""))
+        })
+        .with_context(|| format!("no runtime_state series of {id}: {metrics}"))?;
+    assert!(
+        series.contains("state=\"Terminating\"")
+            && series.contains("will be deleted at")
+            && series.contains("--deletion-grace-period"),
+        "{series}"
+    );
     // Still there (hibernated, not deleting) well inside the period.
     let shoot = shoots.get(&shoot_name).await?;
     assert!(
