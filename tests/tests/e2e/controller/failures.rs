@@ -825,9 +825,34 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
     );
     // A controller that starts now lists the Runtimes and provisions a new one.
     ctl.kill();
+    let restarted = jiff::Timestamp::now();
     let ctl = start_controller(env, &ns, &[]).await?;
     create(env, &sample_runtime(&ns, &second)?).await?;
     wait_state(env, &ns, &second, RuntimeState::Ready, 2 * READY_TIMEOUT).await?;
+    // Its registry-cache sweep (the cache is off by default) read the Runtimes once, as its
+    // Runtime watch did: the unreadable one does not make it list them all every 15 s.
+    let since_restart = jiff::Timestamp::now().duration_since(restarted);
+    tokio::time::sleep(Duration::from_secs(35).saturating_sub(since_restart.unsigned_abs())).await;
+    let lists: Vec<String> = env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "list"
+                && e["objectRef"]["resource"] == "runtimes"
+                && e["objectRef"]["namespace"] == ns.as_str()
+                && e["stage"] == "ResponseComplete"
+                && e["requestReceivedTimestamp"]
+                    .as_str()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .is_some_and(|t| t > restarted)
+        })
+        .map(|e| e["requestURI"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    ensure!(
+        lists.len() <= 2,
+        "Runtimes listed {} times in 35 s after the start: {lists:?}",
+        lists.len()
+    );
     let text = ctl.metrics_text().await?;
     ensure!(
         unreadable(&text) >= 1.0 && decode_errors(&text, "runtimes") == 0.0,
