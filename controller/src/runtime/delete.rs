@@ -114,6 +114,8 @@ pub async fn run(
             .await
         {
             return Ok(Deleted::Pending(delete_failure(
+                reconciler,
+                runtime,
                 draft,
                 "Gardener API shoot annotate error",
                 &e,
@@ -122,6 +124,7 @@ pub async fn run(
     }
     match api.delete(&name, &DeleteParams::default()).await {
         Ok(_) => {
+            reconciler.gardener_answered(runtime);
             tracing::info!("Shoot deletion started");
             draft.set(
                 condition::DEPROVISIONED,
@@ -135,6 +138,8 @@ pub async fn run(
             finalize(reconciler, runtime).await
         }
         Err(e) => Ok(Deleted::Pending(delete_failure(
+            reconciler,
+            runtime,
             draft,
             "Gardener API shoot delete error",
             &e,
@@ -248,6 +253,8 @@ async fn hibernate_during_grace(
             .await
         {
             return Some(delete_failure(
+                reconciler,
+                runtime,
                 draft,
                 "Gardener API shoot hibernate error",
                 &e,
@@ -328,13 +335,22 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
 
 /// Removes the finalizer and forgets the Runtime; the last step of every deletion.
 async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted, Error> {
-    crate::finalizing::remove(
+    match crate::finalizing::remove(
         &reconciler.runtimes(runtime),
         runtime,
         names::RUNTIME_FINALIZER,
     )
     .await
-    .map_err(|e| Error::api("remove the finalizer from the Runtime", e))?;
+    {
+        Ok(()) => {}
+        // A pass queued from a stale cache entry ran after the finalizer had gone: done.
+        Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {
+            tracing::debug!("Runtime already gone when removing its finalizer");
+            reconciler.forget(runtime);
+            return Ok(Deleted::Finalized);
+        }
+        Err(e) => return Err(Error::api("remove the finalizer from the Runtime", e)),
+    }
     if let Some(since) = runtime.meta().deletion_timestamp.as_ref() {
         reconciler
             .ctx
@@ -346,12 +362,30 @@ async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result
     Ok(Deleted::Finalized)
 }
 
-fn delete_failure(draft: &mut StatusDraft, what: &str, e: &kube::Error) -> Action {
+/// A failed Gardener write of the deletion. "Try later" and transient answers back off per
+/// Runtime as creates and patches do (2 s doubling to 60 s), so a busy Gardener does not get
+/// two writes per deleting Runtime every few seconds; anything else is retried after [`RETRY`].
+fn delete_failure(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+    what: &str,
+    e: &kube::Error,
+) -> Action {
     let kind = classify::classify(e);
+    let wait = match kind {
+        ApiErrorKind::Busy | ApiErrorKind::Transient => {
+            if kind == ApiErrorKind::Busy {
+                reconciler.ctx.metrics.count_gardener_busy("delete");
+            }
+            reconciler.gardener_refused(runtime)
+        }
+        _ => RETRY,
+    };
     if kind == ApiErrorKind::Permanent {
         tracing::warn!(error = %e, "{what}");
     } else {
-        tracing::info!(error = %e, "{what}; retrying");
+        tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
     }
     draft.set(
         condition::DEPROVISIONED,
@@ -359,7 +393,7 @@ fn delete_failure(draft: &mut StatusDraft, what: &str, e: &kube::Error) -> Actio
         reason::GARDENER_SHOOT_DELETED,
         format!("{what}: {}", classify::message(e)),
     );
-    Action::requeue(RETRY)
+    Action::requeue(wait)
 }
 
 #[cfg(test)]

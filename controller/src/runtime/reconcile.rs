@@ -704,6 +704,7 @@ async fn patch_shoot(
             ));
         }
     };
+    reconciler.gardener_answered(runtime);
     reconciler.record_applied(runtime, &patched);
     if runtime
         .annotations()

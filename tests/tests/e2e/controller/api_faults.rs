@@ -333,8 +333,20 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
         "GardenerCluster gone before the finalizer"
     );
 
-    // The controller counted the faulty answers by code.
+    // The controller counted the faulty answers by code, and "try later" answers to the
+    // deletion as such (they back off like creates and patches).
     let metrics = metrics_text(metrics).await?;
+    if faults.busy {
+        let busy_deletes = metric_sum(
+            &metrics,
+            "infrastructure_manager_im_gardener_busy_total",
+            &["operation=\"delete\""],
+        );
+        assert!(
+            busy_deletes >= 1.0,
+            "no busy answer to a Shoot delete counted: {busy_deletes}"
+        );
+    }
     for code in faults.codes {
         let n = metric_sum(
             &metrics,
