@@ -74,6 +74,27 @@ pub async fn run(
             .map(Arc::new),
     };
     let Some(shoot) = shoot else {
+        if let Some(left) = reconciler.unanswered_create_may_land(runtime) {
+            // The time, not the seconds left: the message stays the same from pass to pass, so
+            // it is written once.
+            let until = jiff::SignedDuration::try_from(left)
+                .ok()
+                .and_then(|left| now.checked_add(left).ok())
+                .and_then(|t| t.round(jiff::Unit::Second).ok())
+                .unwrap_or(now);
+            tracing::info!(%until, "a Shoot create got no answer and may still be admitted; the finalizer stays until then");
+            draft.set(
+                condition::DEPROVISIONED,
+                CondStatus::Unknown,
+                reason::PROCESSING,
+                format!(
+                    "A Shoot create got no answer and may still be admitted until {until}; the finalizer stays until then"
+                ),
+            );
+            return Ok(Deleted::Pending(Action::requeue(
+                left.max(Duration::from_secs(1)),
+            )));
+        }
         return finalize(reconciler, runtime).await;
     };
     if !shoot_is_of(&shoot, &runtime_id) {

@@ -131,8 +131,9 @@ struct RuntimeRecord {
     refused: u32,
     /// No Gardener write before then (after a refusal, see [`requeue::BUSY_BACKOFF`]).
     busy_until: Option<Instant>,
-    /// A Shoot create got no answer: look for the Shoot before creating it again.
-    create_unsure: bool,
+    /// When a Shoot create that got no answer was sent: look for the Shoot before creating it
+    /// again, and before the finalizer of a deleted Runtime goes.
+    create_unsure: Option<Instant>,
     /// (generation, when): the objects the Shoot references were written for this generation.
     references: Option<(i64, Instant)>,
     /// When we created the Shoot: until the watch shows it, another create would only be
@@ -584,7 +585,7 @@ impl Reconciler {
         self.record(runtime, |record| {
             record.refused = 0;
             record.busy_until = None;
-            record.create_unsure = false;
+            record.create_unsure = None;
         });
     }
 
@@ -593,7 +594,7 @@ impl Reconciler {
     /// the Shoot yet.
     fn create_unsure(&self, runtime: &Runtime) -> bool {
         self.record(runtime, |record| {
-            record.create_unsure || record.created.is_some()
+            record.create_unsure.is_some() || record.created.is_some()
         })
     }
 
@@ -607,8 +608,15 @@ impl Reconciler {
         self.record(runtime, |record| record.created = Some(Instant::now()));
     }
 
-    fn set_create_unsure(&self, runtime: &Runtime) {
-        self.record(runtime, |record| record.create_unsure = true);
+    fn set_create_unsure(&self, runtime: &Runtime, sent: Instant) {
+        self.record(runtime, |record| record.create_unsure = Some(sent));
+    }
+
+    /// Time left in which a Shoot create of this Runtime that got no answer may still be
+    /// admitted ([`requeue::UNANSWERED_CREATE_LANDS_WITHIN`]).
+    fn unanswered_create_may_land(&self, runtime: &Runtime) -> Option<Duration> {
+        let sent = self.record(runtime, |record| record.create_unsure)?;
+        (sent + requeue::UNANSWERED_CREATE_LANDS_WITHIN).checked_duration_since(Instant::now())
     }
 
     /// Whether the objects the Shoot references were written for the current generation.

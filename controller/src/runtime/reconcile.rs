@@ -261,7 +261,7 @@ async fn create_shoot(
             // No answer at all (a timeout, a broken connection): the create may have been
             // admitted after all.
             if !matches!(e, kube::Error::Api(_)) {
-                reconciler.set_create_unsure(runtime);
+                reconciler.set_create_unsure(runtime, sent);
             }
             let kind = classify::classify(&e);
             let action = gardener_failure(

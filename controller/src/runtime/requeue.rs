@@ -35,3 +35,8 @@ pub const REFERENCES_LEAD: Duration = Duration::from_secs(1);
 /// How long a Runtime whose Shoot we created waits for the Shoot's watch event before it looks
 /// the Shoot up (instead of creating it again).
 pub const CREATED_WATCH_WAIT: Duration = Duration::from_secs(30);
+/// How long after it was sent a Shoot create that got no answer may still be admitted: the
+/// client stops waiting, but the apiserver handles the request until its own request timeout
+/// (kube-apiserver's `--request-timeout`, 60 s by default), plus a margin. A deleted Runtime
+/// keeps its finalizer until then, so such a Shoot cannot land orphaned.
+pub const UNANSWERED_CREATE_LANDS_WITHIN: Duration = Duration::from_secs(90);

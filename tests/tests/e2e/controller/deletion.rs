@@ -464,3 +464,120 @@ async fn a_runtime_naming_another_runtimes_shoot_or_id_touches_nothing_of_it() -
     ctl.stop().await;
     Ok(())
 }
+
+/// A Shoot create that got no answer may still be admitted after the controller stopped
+/// waiting for it (the apiserver handles it until its own request timeout). A Runtime deleted
+/// meanwhile keeps its finalizer until such a Shoot could have landed; one that lands is
+/// deleted with the Runtime, not left orphaned in Gardener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> Result<()> {
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
+    use kube::api::{ApiResource, DynamicObject};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const LANDS_AFTER: Duration = Duration::from_secs(4);
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-unanswered").await?;
+    let id = format!("unans-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    let garden = env.garden_client().await?;
+    let shoots: Api<Shoot> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
+    let raw_shoots: Api<DynamicObject> = Api::namespaced_with(
+        garden.clone(),
+        PROJECT_NAMESPACE,
+        &ApiResource::erase::<Shoot>(&()),
+    );
+
+    // Every Shoot create is answered after the controller's 1 s write timeout (so it never
+    // sees an answer); the first one is admitted LANDS_AFTER later, as the apiserver would.
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let landing = Arc::new(AtomicBool::new(false));
+    let handle = tokio::runtime::Handle::current();
+    let responder = {
+        let landing = landing.clone();
+        Responder(Arc::new(move |req| {
+            if req.path.ends_with("/shoots") && !landing.swap(true, Ordering::SeqCst) {
+                let raw_shoots = raw_shoots.clone();
+                let body = req.body.clone();
+                handle.spawn(async move {
+                    tokio::time::sleep(LANDS_AFTER).await;
+                    let shoot: DynamicObject = serde_json::from_slice(&body)?;
+                    raw_shoots.create(&PostParams::default(), &shoot).await?;
+                    anyhow::Ok(())
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            ProxyResponse {
+                status: 504,
+                body: json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "the request timed out", "reason": "Timeout", "code": 504})
+                .to_string()
+                .into_bytes(),
+            }
+        }))
+    };
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{PROJECT_NAMESPACE}/shoots"),
+        fault: ApiFault::Respond(responder),
+        times: None,
+    });
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let ctl = start_controller_wired(env, &ns, &["--gardener-write-timeout=1s"], &wiring).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    create(env, &rt).await?;
+    eventually("the first create sent", TIMEOUT, || async {
+        Ok(landing.load(Ordering::SeqCst))
+    })
+    .await?;
+    eventually("the create's timeout seen", TIMEOUT, || async {
+        let rt = runtimes.get(&id).await?;
+        Ok(rt
+            .condition(condition::PROVISIONED)
+            .is_some_and(|c| c.reason == reason::GARDENER_BUSY))
+    })
+    .await?;
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+
+    // The finalizer waits, saying why, while the unanswered create may still land.
+    eventually(
+        "the deletion waits for the unanswered create",
+        TIMEOUT,
+        || async {
+            let Some(rt) = runtimes.get_opt(&id).await? else {
+                anyhow::bail!(
+                    "the Runtime was finalized while its unanswered create could still land"
+                );
+            };
+            Ok(rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
+                c.message
+                    .contains("A Shoot create got no answer and may still be admitted")
+            }))
+        },
+    )
+    .await?;
+    eventually("the late Shoot landed", TIMEOUT, || async {
+        Ok(shoots.get_opt(&shoot_name).await?.is_some())
+    })
+    .await?;
+    anyhow::ensure!(
+        runtimes.get_opt(&id).await?.is_some(),
+        "the Runtime was finalized before its Shoot landed: the Shoot is orphaned"
+    );
+    // The Shoot goes with the Runtime.
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    anyhow::ensure!(
+        shoots.get_opt(&shoot_name).await?.is_none(),
+        "the Shoot outlived its Runtime"
+    );
+    ctl.stop().await;
+    Ok(())
+}
