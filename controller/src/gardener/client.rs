@@ -329,10 +329,14 @@ pub fn check_self_contained(kc: &Kubeconfig) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Longest wait for a connection to a runtime's API server.
+pub const RUNTIME_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The client configuration of a kubeconfig read from a Secret (a runtime's admin
 /// kubeconfig): [`check_self_contained`], then [`check_strict`] on the result, and `timeout`
-/// for connecting and for each read and write, so an unreachable or hibernated cluster fails
-/// a call instead of holding it. The one way kubeconfigs from Secrets become clients.
+/// for each read and write (connecting: at most [`RUNTIME_CONNECT_TIMEOUT`]), so an unreachable
+/// or hibernated cluster fails a call instead of holding it. The one way kubeconfigs from
+/// Secrets become clients.
 pub async fn config_from_secret(
     bytes: &[u8],
     timeout: Duration,
@@ -344,7 +348,9 @@ pub async fn config_from_secret(
         .await
         .map_err(|_| SecretKubeconfigError::Config)?;
     check_strict(&config).map_err(SecretKubeconfigError::Insecure)?;
-    config.connect_timeout = Some(timeout);
+    // A runtime's API server that takes longer than this to accept a connection is not
+    // reachable (a dropped route, a firewall): fail fast rather than hold a worker.
+    config.connect_timeout = Some(timeout.min(RUNTIME_CONNECT_TIMEOUT));
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
     Ok(config)
@@ -401,6 +407,11 @@ users:
         let ok = config_from_secret(INLINE.as_bytes(), t).await.unwrap();
         assert_eq!(ok.connect_timeout, Some(t));
         assert_eq!(ok.read_timeout, Some(t));
+        let long = Duration::from_secs(30);
+        let ok = config_from_secret(INLINE.as_bytes(), long).await.unwrap();
+        assert_eq!(ok.connect_timeout, Some(RUNTIME_CONNECT_TIMEOUT));
+        assert_eq!(ok.read_timeout, Some(long));
+        assert_eq!(ok.write_timeout, Some(long));
         let cases = [
             (
                 "user: {token: abc}",

@@ -25,8 +25,11 @@ const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs one step in the new cluster within [`RUNTIME_CLUSTER_TIMEOUT`]. On an error or a timeout the
 /// condition `cond` turns False with `reason` and "`what`: <cause>", the Runtime stays Pending
-/// and the returned action retries; `None` means the step succeeded.
+/// and the returned action retries with the Runtime's growing backoff; `None` means the step
+/// succeeded.
 async fn runtime_cluster_step<E: std::fmt::Display>(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
     draft: &mut StatusDraft,
     cond: &str,
     reason: &str,
@@ -43,7 +46,7 @@ async fn runtime_cluster_step<E: std::fmt::Display>(
     };
     draft.set(cond, CondStatus::False, reason, format!("{what}: {cause}"));
     draft.state(RuntimeState::Pending);
-    Some(Action::requeue(RETRY))
+    Some(Action::requeue(reconciler.runtime_cluster_failed(runtime)))
 }
 
 /// Ensures the GardenerCluster, then configures the cluster; ends in `Ready`.
@@ -130,7 +133,7 @@ pub async fn after_provisioned(
                 "failed to update kubeconfig admin access",
             );
             draft.state(RuntimeState::Pending);
-            return Ok(Action::requeue(RETRY));
+            return Ok(Action::requeue(reconciler.runtime_cluster_failed(runtime)));
         }
         Err(_) => {
             draft.set(
@@ -140,11 +143,13 @@ pub async fn after_provisioned(
                 "failed to update kubeconfig admin access",
             );
             draft.state(RuntimeState::Pending);
-            return Ok(Action::requeue(RETRY));
+            return Ok(Action::requeue(reconciler.runtime_cluster_failed(runtime)));
         }
     };
 
     if let Some(action) = runtime_cluster_step(
+        reconciler,
+        runtime,
         draft,
         condition::KYMA_SYSTEM_NS_CREATED,
         reason::KYMA_SYSTEM_NS_ERROR,
@@ -176,6 +181,8 @@ pub async fn after_provisioned(
 
     draft.remove(condition::LEGACY_OIDC_CONFIGURED);
     if let Some(action) = runtime_cluster_step(
+        reconciler,
+        runtime,
         draft,
         condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
         reason::CONFIG_MAP_ERR,
@@ -192,6 +199,8 @@ pub async fn after_provisioned(
             .map_err(Error::Serialize)?;
         let specs = oidc::wanted(runtime, default);
         if let Some(action) = runtime_cluster_step(
+            reconciler,
+            runtime,
             draft,
             condition::OIDC_AND_CONFIG_MAP_CONFIGURED,
             reason::OIDC_CONFIGURATION_ERR,
@@ -218,6 +227,8 @@ pub async fn after_provisioned(
     }
 
     if let Some(action) = runtime_cluster_step(
+        reconciler,
+        runtime,
         draft,
         condition::CONFIGURED,
         reason::CONFIGURATION_ERROR,

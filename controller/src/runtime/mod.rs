@@ -124,6 +124,8 @@ struct RuntimeRecord {
     ready_shoot_generation: Option<i64>,
     /// A requeue is scheduled (queue depth).
     scheduled: bool,
+    /// Consecutive failed steps in the runtime cluster since the Runtime was last Ready.
+    runtime_cluster_failures: u32,
     /// (generation, until): no Gardener write for this generation before then, after a
     /// permanent error.
     backed_off: Option<(i64, Instant)>,
@@ -678,9 +680,22 @@ impl Reconciler {
     }
 
     fn record_ready(&self, runtime: &Runtime, shoot: &Shoot) {
-        if let Some(g) = shoot.metadata.generation {
-            self.record(runtime, |record| record.ready_shoot_generation = Some(g));
-        }
+        self.record(runtime, |record| {
+            record.runtime_cluster_failures = 0;
+            if let Some(g) = shoot.metadata.generation {
+                record.ready_shoot_generation = Some(g);
+            }
+        });
+    }
+
+    /// A step in the runtime cluster failed: the wait before the next attempt
+    /// ([`requeue::RUNTIME_CLUSTER_BACKOFF`]).
+    fn runtime_cluster_failed(&self, runtime: &Runtime) -> Duration {
+        self.record(runtime, |record| {
+            record.runtime_cluster_failures = record.runtime_cluster_failures.saturating_add(1);
+            requeue::RUNTIME_CLUSTER_BACKOFF
+                .jittered(record.runtime_cluster_failures, rand::random::<f64>())
+        })
     }
 
     /// Counts the Runtime's stop on an error nobody retries, once per generation.

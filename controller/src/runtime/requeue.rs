@@ -23,6 +23,14 @@ pub const BUSY_BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(2),
     cap: Duration::from_secs(60),
 };
+/// Retry of a step in the runtime cluster (the cluster not reachable yet, or not any more):
+/// 5 s doubling to 5 minutes, jittered, until the Runtime is Ready. A cluster that does not
+/// answer holds a worker for the step's timeout at each attempt, so a few of them must not
+/// keep every worker busy.
+pub const RUNTIME_CLUSTER_BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(5),
+    cap: Duration::from_secs(300),
+};
 /// How long a Runtime waits for a free Shoot-create slot before it looks again (jittered
 /// between half and all of it).
 pub const SLOT_WAIT: Backoff = Backoff {
