@@ -554,7 +554,9 @@ async fn adopt(gc: &GardenerCluster, secret: &Secret, secrets: &Api<Secret>) -> 
     Ok(())
 }
 
-/// Removes the force-rotation annotation (a merge patch: no conflict with other writers).
+/// Removes the force-rotation annotation from the GardenerCluster as read. The resourceVersion
+/// makes the removal conditional: a request set again after that read (a new rotation asked
+/// for) is not removed unseen; its change reconciles the GardenerCluster again.
 async fn remove_force_annotation(
     reconciler: &Reconciler,
     gc: &GardenerCluster,
@@ -563,20 +565,29 @@ async fn remove_force_annotation(
         reconciler.ctx.kcp.clone(),
         &gc.namespace().unwrap_or_default(),
     );
-    let patch =
-        json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null}}});
-    api.patch(
-        &gc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(kcp(format!(
-        "removing {} from GardenerCluster {}",
-        names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
-        gc.name_any()
-    )))?;
-    Ok(())
+    let patch = json!({"metadata": {
+        "annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null},
+        "resourceVersion": gc.resource_version(),
+    }});
+    match api
+        .patch(
+            &gc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::debug!("GardenerCluster changed since it was read; its change reconciles it");
+            Ok(())
+        }
+        Err(e) => Err(kcp(format!(
+            "removing {} from GardenerCluster {}",
+            names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
+            gc.name_any()
+        ))(e)),
+    }
 }
 
 /// Applies `want` to the status subresource unless it is already there, publishes one Event
