@@ -27,6 +27,17 @@ pub const PREFIX: &str = "infrastructure_manager_im";
 /// types (the alert `KimObjectCannotBeRead`).
 pub const RESULT_UNREADABLE: &str = "unreadable";
 
+/// The `operation` values of `gardener_busy_total`.
+pub const BUSY_OPERATIONS: [&str; 7] = [
+    "create",
+    "patch",
+    "delete",
+    "config_map",
+    "get",
+    "adminkubeconfig",
+    "other",
+];
+
 /// The `code` of a Gardener request the client's allow-list refused before sending it.
 pub const CODE_DENIED: &str = "denied";
 
@@ -269,6 +280,13 @@ impl Metrics {
             "Watch steps that failed because a stored object does not decode; the watch sees no change until it is fixed",
             m.watch_decode_errors.clone(),
         );
+        // At 0 from the start, so that a first answer shows in `increase()` and the
+        // dashboards have a series before Gardener is ever busy.
+        for operation in BUSY_OPERATIONS {
+            drop(m.gardener_busy.get_or_create(&BusyLabels {
+                operation: operation.to_owned(),
+            }));
+        }
         // At 0 from the start: the allow-list's first refusal must show in `increase()`
         // (KimGardenerRequestsDenied), and a series born at 1 would not.
         for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
@@ -557,6 +575,12 @@ mod tests {
         for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
             let series = format!(
                 "infrastructure_manager_im_gardener_requests_total{{method=\"{method}\",code=\"denied\"}} 0\n"
+            );
+            assert!(text.contains(&series), "{series} missing: {text}");
+        }
+        for operation in BUSY_OPERATIONS {
+            let series = format!(
+                "infrastructure_manager_im_gardener_busy_total{{operation=\"{operation}\"}} 0\n"
             );
             assert!(text.contains(&series), "{series} missing: {text}");
         }
