@@ -14,10 +14,12 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-/// Adds `name` to the finalizers of `obj` unless it is there.
-pub async fn add<K>(api: &Api<K>, obj: &K, name: &str) -> Result<(), kube::Error>
+/// Adds `name` to the finalizers of `obj` unless it is there. `api` may read the answer as
+/// another type of the same kind (the Runtime reconciler reads it with the status apart).
+pub async fn add<K, O>(api: &Api<K>, obj: &O, name: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
+    O: Resource,
 {
     if obj.finalizers().iter().any(|f| f == name) {
         return Ok(());
@@ -27,10 +29,11 @@ where
     patch_finalizers(api, obj, finalizers).await
 }
 
-/// Removes `name` from the finalizers of `obj`.
-pub async fn remove<K>(api: &Api<K>, obj: &K, name: &str) -> Result<(), kube::Error>
+/// Removes `name` from the finalizers of `obj` (`api` as for [`add`]).
+pub async fn remove<K, O>(api: &Api<K>, obj: &O, name: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
+    O: Resource,
 {
     let finalizers = obj
         .finalizers()
@@ -41,13 +44,14 @@ where
     patch_finalizers(api, obj, finalizers).await
 }
 
-async fn patch_finalizers<K>(
+async fn patch_finalizers<K, O>(
     api: &Api<K>,
-    obj: &K,
+    obj: &O,
     finalizers: Vec<String>,
 ) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
+    O: Resource,
 {
     // resourceVersion makes this a compare-and-swap: a concurrent finalizer change wins and
     // we retry (Conflict), instead of overwriting it.

@@ -354,7 +354,16 @@ async fn reconcile(
         }
         Err(e) => {
             reconciler.report_unreadable(&cached, &e).await;
-            Err(Error::Unreadable(e))
+            // A deleted Runtime is deleted all the same: its deletion reads the metadata and
+            // the spec, and writes conditions of its own.
+            match cached.without_status() {
+                Ok(runtime) if runtime.metadata.deletion_timestamp.is_some() => {
+                    reconcile_inner(&runtime, &reconciler, &runtime_id)
+                        .instrument(span)
+                        .await
+                }
+                _ => Err(Error::Unreadable(e)),
+            }
         }
     };
     reconciler.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -444,8 +453,9 @@ impl Reconciler {
         runtime_id(runtime)
     }
 
-    /// Runtimes in the Runtime's namespace.
-    pub fn runtimes(&self, runtime: &Runtime) -> Api<Runtime> {
+    /// Runtimes in the Runtime's namespace, the answers to our writes read as the cache reads
+    /// them: a status our types refuse does not fail a write that succeeded.
+    pub fn runtimes(&self, runtime: &Runtime) -> Api<CachedRuntime> {
         Api::namespaced(
             self.ctx.kcp.clone(),
             &runtime.namespace().unwrap_or_default(),

@@ -984,6 +984,32 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
         },
     )
     .await?;
+
+    // A Runtime deleted while its status does not read is deleted all the same: its Shoot
+    // goes, then its finalizer.
+    let rt_now = runtimes.get(&broken).await?;
+    set_conditions(
+        &runtimes,
+        hand_edited(&rt_now.data["status"]["conditions"])?,
+    )
+    .await?;
+    let shoot_name = rt_now.data["spec"]["shoot"]["name"]
+        .as_str()
+        .context("shoot name")?
+        .to_owned();
+    runtimes.delete(&broken, &DeleteParams::default()).await?;
+    eventually(
+        "the Runtime whose status does not read deleted",
+        2 * READY_TIMEOUT,
+        || async { Ok(runtimes.get_opt(&broken).await?.is_none()) },
+    )
+    .await?;
+    let shoots: Api<kim_shared::gardener::Shoot> =
+        Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    ensure!(
+        shoots.get_opt(&shoot_name).await?.is_none(),
+        "the Shoot of the deleted Runtime is gone"
+    );
     ctl.kill();
     Ok(())
 }
