@@ -36,8 +36,8 @@ const FORBIDDEN_VERBS: [(&str, &str); 5] = [
 
 /// Resources no RuntimeAccess grants, whatever the verb: each hands out the rights of other
 /// identities (tokens of any ServiceAccount, a shell in any container of the namespace, the
-/// kubelet API, certificate approval).
-const FORBIDDEN_RESOURCES: [(&str, &str); 7] = [
+/// kubelet API, certificate approval, node client certificates).
+const FORBIDDEN_RESOURCES: [(&str, &str); 9] = [
     (
         "serviceaccounts/token",
         "issues tokens of other ServiceAccounts",
@@ -63,6 +63,14 @@ const FORBIDDEN_RESOURCES: [(&str, &str); 7] = [
         "approves certificate requests for any identity",
     ),
     ("signers", "approves or signs certificates for any identity"),
+    (
+        "certificatesigningrequests/nodeclient",
+        "has node client certificates approved automatically, for any node identity",
+    ),
+    (
+        "certificatesigningrequests/selfnodeclient",
+        "has node client certificates approved automatically, for any node identity",
+    ),
 ];
 
 /// Verbs that change objects.
@@ -70,7 +78,7 @@ const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deleteco
 
 /// Resources a cluster-wide rule may not write (spec.clusterRole): each write hands the holder
 /// the whole cluster, or keeps its rights after its token expires.
-const CLUSTER_WIDE_WRITES: [(&str, &str); 17] = [
+const CLUSTER_WIDE_WRITES: [(&str, &str); 23] = [
     (
         "pods",
         "runs containers in any namespace, kube-system's included, as any ServiceAccount there and with host access",
@@ -138,6 +146,30 @@ const CLUSTER_WIDE_WRITES: [(&str, &str); 17] = [
     (
         "rolebindings",
         "hands the holder's rights to other identities, which keep them after the token expires",
+    ),
+    (
+        "clusterroles",
+        "hands the holder's rights to other identities through aggregated roles, which keep them after the token expires",
+    ),
+    (
+        "openidconnects",
+        "adds an identity provider whose tokens the cluster accepts, for any user name (a cluster administrator's too)",
+    ),
+    (
+        "certificatesigningrequests",
+        "requests certificates for identities of the holder's choosing",
+    ),
+    (
+        "customresourcedefinitions",
+        "routes conversions of a kind's objects to a webhook of the holder's choosing",
+    ),
+    (
+        "namespaces",
+        "changes the Pod Security level of any namespace, kube-system's included",
+    ),
+    (
+        "persistentvolumes",
+        "mounts any path of the nodes into pods (hostPath volumes)",
     ),
 ];
 
@@ -588,6 +620,18 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 list: "resources",
                 message: "\"secrets\" cluster-wide reads every ServiceAccount token and credential of the cluster; grant secrets only in spec.role (one namespace)".to_owned(),
             });
+        } else if resource == "secrets"
+            && let Some(verb) = rule
+                .verbs
+                .iter()
+                .find(|v| WRITE_VERBS.contains(&v.as_str()))
+        {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{verb:?} on \"secrets\" mints tokens of any ServiceAccount of the namespace that never expire (a Secret of type kubernetes.io/service-account-token); grant secrets only get, list and watch"
+                ),
+            });
         } else if cluster_scoped
             && let Some((_, why)) = CLUSTER_WIDE_WRITES.iter().find(|(r, _)| r == resource)
             && let Some(verb) = rule
@@ -817,8 +861,43 @@ mod tests {
         );
         assert!(got.iter().any(|m| m.contains("spec.role")), "{got:?}");
         let mut ra = pods_reader();
-        ra.spec.role.as_mut().unwrap().rules = vec![rule(&[""], &["secrets"], &["get"])];
+        ra.spec.role.as_mut().unwrap().rules =
+            vec![rule(&[""], &["secrets"], &["get", "list", "watch"])];
         assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
+        // Writing Secrets mints ServiceAccount tokens: refused in one namespace too.
+        for verb in WRITE_VERBS {
+            for cluster_scoped in [false, true] {
+                let got =
+                    forbidden_grants(&rule(&[""], &["secrets"], &["get", verb]), cluster_scoped);
+                assert_eq!(got.len(), 1, "{verb}: {got:?}");
+                assert!(
+                    got[0].message.contains(if cluster_scoped {
+                        "spec.role"
+                    } else {
+                        "service-account-token"
+                    }),
+                    "{}",
+                    got[0].message
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn node_client_certificates_are_refused_whatever_the_verb() {
+        for resource in [
+            "certificatesigningrequests/nodeclient",
+            "certificatesigningrequests/selfnodeclient",
+        ] {
+            for cluster_scoped in [false, true] {
+                let got = forbidden_grants(
+                    &rule(&["certificates.k8s.io"], &[resource], &["create"]),
+                    cluster_scoped,
+                );
+                assert_eq!(got.len(), 1, "{resource}: {got:?}");
+                assert!(got[0].message.contains("node client certificates"));
+            }
+        }
     }
 
     #[test]
@@ -857,6 +936,12 @@ mod tests {
             ("apiregistration.k8s.io", "apiservices"),
             ("rbac.authorization.k8s.io", "clusterrolebindings"),
             ("rbac.authorization.k8s.io", "rolebindings"),
+            ("rbac.authorization.k8s.io", "clusterroles"),
+            ("authentication.gardener.cloud", "openidconnects"),
+            ("certificates.k8s.io", "certificatesigningrequests"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("", "namespaces"),
+            ("", "persistentvolumes"),
         ] {
             for verb in WRITE_VERBS {
                 let got = forbidden_grants(&rule(&[group], &[resource], &["get", verb]), true);

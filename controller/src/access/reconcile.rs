@@ -228,6 +228,19 @@ async fn admin_kubeconfig(
         reconciler.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
     };
+    // Only the Secret the GardenerCluster reconciler writes: a GardenerCluster that names
+    // another one (the Gardener credentials, another runtime's kubeconfig) must not lend it
+    // to a RuntimeAccess; the GardenerCluster itself reports SecretNotOwned.
+    if !crate::gardener_cluster::secret::belongs_to(&secret, &gc.without_status()) {
+        tracing::warn!(
+            controller = CONTROLLER,
+            name = ra.name_any(),
+            secret = %format!("{}/{}", loc.namespace, loc.name),
+            "the Secret the runtime's GardenerCluster names is not its admin kubeconfig Secret; not used"
+        );
+        reconciler.clients.forget(&loc.namespace, &loc.name);
+        return Ok(None);
+    }
     let Some(kubeconfig) = secret.data.as_mut().and_then(|d| d.remove(&loc.key)) else {
         reconciler.clients.forget(&loc.namespace, &loc.name);
         return Ok(None);
@@ -313,7 +326,8 @@ async fn ensure_shoot_objects(
             shoot::ServiceAccountError::Api(e) => {
                 failed("creating the ServiceAccount".to_owned())(e)
             }
-            not_owned @ shoot::ServiceAccountError::NotOwned { .. } => ShootStepFailed {
+            not_owned @ (shoot::ServiceAccountError::NotOwned { .. }
+            | shoot::ServiceAccountError::AlreadyBound { .. }) => ShootStepFailed {
                 reason: REASON_SERVICE_ACCOUNT_NOT_OWNED,
                 what: "refusing the ServiceAccount".to_owned(),
                 error: not_owned.to_string(),

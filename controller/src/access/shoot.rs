@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::access::shoot_rbac_name;
 use kim_shared::api::runtime_access::{RoleKind, RuntimeAccess, ShootObjectRef};
 use kim_shared::names;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
 /// Annotation on every object the controller creates in the shoot: `<kcp namespace>/<name>` of
@@ -233,6 +233,54 @@ pub enum ServiceAccountError {
         /// Name.
         name: String,
     },
+    /// It does not exist, but a binding this request did not make already names it: whoever
+    /// held the token of a new account of that name would get the binding's rights.
+    #[error(
+        "ServiceAccount {namespace}/{name} is already a subject of {binding} in the runtime, which this RuntimeAccess did not create; a new account of that name would get its rights: choose another name"
+    )]
+    AlreadyBound {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`.
+        binding: String,
+    },
+}
+
+/// A binding this request did not create whose subjects name its ServiceAccount, as
+/// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`.
+async fn foreign_binding_of(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+) -> Result<Option<String>, kube::Error> {
+    let sa = &ra.spec.service_account;
+    let names_it = |subjects: Option<&Vec<Subject>>, binding_ns: &str| {
+        subjects.into_iter().flatten().any(|s| {
+            s.kind == "ServiceAccount"
+                && s.name == sa.name
+                && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
+        })
+    };
+    let params = ListParams::default();
+    let cluster_wide = Api::<ClusterRoleBinding>::all(shoot.clone())
+        .list(&params)
+        .await?;
+    if let Some(b) = cluster_wide
+        .items
+        .iter()
+        .find(|b| !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), ""))
+    {
+        return Ok(Some(format!("ClusterRoleBinding/{}", b.name_any())));
+    }
+    let in_namespace = Api::<RoleBinding>::namespaced(shoot.clone(), &sa.namespace)
+        .list(&params)
+        .await?;
+    Ok(in_namespace
+        .items
+        .iter()
+        .find(|b| !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), &sa.namespace))
+        .map(|b| format!("RoleBinding/{}/{}", sa.namespace, b.name_any())))
 }
 
 /// Ensures the ServiceAccount exists and was created by this request: creates it when
@@ -253,15 +301,26 @@ pub async fn ensure_service_account(
     };
     let existing = match api.get_opt(&sa.name).await? {
         Some(existing) => existing,
-        None => match api
-            .create(&PostParams::default(), &service_account(ra))
-            .await
-        {
-            Ok(_) => return Ok(owned),
-            // Created concurrently: ours only if it carries our label.
-            Err(e) if is_status(&e, 409) => api.get_opt(&sa.name).await?.ok_or_else(not_owned)?,
-            Err(e) => return Err(e.into()),
-        },
+        None => {
+            if let Some(binding) = foreign_binding_of(shoot, ra).await? {
+                return Err(ServiceAccountError::AlreadyBound {
+                    namespace: sa.namespace.clone(),
+                    name: sa.name.clone(),
+                    binding,
+                });
+            }
+            match api
+                .create(&PostParams::default(), &service_account(ra))
+                .await
+            {
+                Ok(_) => return Ok(owned),
+                // Created concurrently: ours only if it carries our label.
+                Err(e) if is_status(&e, 409) => {
+                    api.get_opt(&sa.name).await?.ok_or_else(not_owned)?
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     };
     if created_by(existing.labels(), ra) {
         return Ok(owned);

@@ -537,8 +537,9 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     let kc = access_kubeconfig(&secrets, &status).await?;
     let reconciles = ctl.access_settled().await?;
     // The status, Secret and finalizer writes each triggered another reconcile; only the one
-    // that did the work reached the shoot: ServiceAccount GET (404) and POST, Role and binding
-    // PATCH (server-side apply), TokenRequest POST.
+    // that did the work reached the shoot: ServiceAccount GET (404), the lists of
+    // ClusterRoleBindings and of the namespace's RoleBindings (no foreign binding may name a
+    // new account) and POST, Role and binding PATCH (server-side apply), TokenRequest POST.
     assert!(
         reconciles >= 3,
         "expected follow-up reconciles after the first, saw {reconciles} in all"
@@ -551,7 +552,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     );
     assert_eq!(
         calls,
-        (1, 2, 2, 5),
+        (3, 2, 2, 7),
         "shoot requests (GET, POST, PATCH, all) after {reconciles} reconciles"
     );
     let role_version = roles.get(&rbac_name).await?.metadata.resource_version;
@@ -587,7 +588,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     );
     assert_eq!(
         ctl.shoot_requests(&[]).await?,
-        5,
+        calls.3,
         "{} reconciles with nothing to do reached the shoot",
         after_noise - reconciles
     );
@@ -632,7 +633,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (2, 2, 4, 8),
+        (4, 2, 4, 10),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
@@ -1333,18 +1334,54 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
             &runtime_access(&ns, "borrow", &id, harmless(&apps))?,
         )
         .await?;
+    // An account that does not exist yet but is already bound cluster-admin (a leftover
+    // binding, or one made before its account): creating it would hand over the binding.
+    let ghost = unique("ghost-");
+    let ghost_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost}-binding")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": ghost, "namespace": apps}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+        .create(&PostParams::default(), &ghost_binding)
+        .await?;
+    let mut bound = harmless(&apps);
+    bound["serviceAccount"]["name"] = json!(ghost);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "ghost", &id, bound)?,
+        )
+        .await?;
 
     let invalid = access_condition(&requests, "system", "InvalidSpec").await;
     let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await;
+    let already_bound = access_condition(&requests, "ghost", "ServiceAccountNotOwned").await;
     // No kubeconfig is checked first: a kubeconfig of the borrowed account is the attack's
     // outcome.
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    for name in ["system", "borrow"] {
+    for name in ["system", "borrow", "ghost"] {
         assert!(
             !exists(&secrets, &format!("{name}-kubeconfig")).await?,
-            "{name}: a kubeconfig of an existing ServiceAccount was issued"
+            "{name}: a kubeconfig of an existing or already bound ServiceAccount was issued"
         );
     }
+    let already_bound = already_bound?;
+    assert!(
+        already_bound.message.contains(&format!(
+            "already a subject of ClusterRoleBinding/{ghost}-binding"
+        )),
+        "the condition names the binding: {}",
+        already_bound.message
+    );
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps),
+            &ghost
+        )
+        .await?,
+        "an account that a foreign binding names was created"
+    );
     let invalid = invalid?;
     assert!(
         invalid.message.contains("spec.serviceAccount.namespace"),
@@ -1368,7 +1405,7 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
     );
 
     // Deleting the requests leaves the accounts (not theirs) in place.
-    for name in ["system", "borrow"] {
+    for name in ["system", "borrow", "ghost"] {
         requests.delete(name, &DeleteParams::default()).await?;
     }
     eventually("requests gone", Duration::from_secs(30), || async {
@@ -1529,6 +1566,77 @@ async fn an_admin_kubeconfig_with_an_exec_plugin_is_refused_and_never_run() -> R
     requests.delete("reader", &DeleteParams::default()).await?;
     ctl.stop().await;
     assert!(!marker.exists(), "not during the cleanup either");
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: a GardenerCluster (which whoever may write GardenerClusters controls) naming a
+/// Secret the controller does not own, such as the Gardener credentials or another runtime's
+/// kubeconfig, had the RuntimeAccess reconciler act in that cluster with it and hand out a
+/// token there. Now only the GardenerCluster's own kubeconfig Secret is used: the request
+/// waits and nothing is created with the foreign credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_access_never_uses_a_secret_its_gardener_cluster_does_not_own() -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id: _,
+        admin,
+        kcp,
+    } = set_up("kc-foreign", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    // Working credentials of the shoot cluster, in a Secret the controller did not write.
+    let foreign = format!("credentials-{id}");
+    let credentials: Secret = serde_json::from_value(json!({
+        "metadata": {"name": foreign},
+        "stringData": {"kubeconfig": admin},
+    }))?;
+    secrets.create(&PostParams::default(), &credentials).await?;
+    let mut gc = gardener_cluster(&ns, &id, "no-shoot");
+    gc.spec.kubeconfig.secret.name = foreign.clone();
+    gc.spec.kubeconfig.secret.key = "kubeconfig".into();
+    Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .create(&PostParams::default(), &gc)
+        .await?;
+    let apps = env.shoot_namespace("foreign").await?;
+    let account = unique("reader-");
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": account, "namespace": apps},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "reader", "RuntimeNotReady").await?;
+    assert!(
+        condition
+            .message
+            .contains("waiting for the admin kubeconfig"),
+        "{}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    assert!(
+        accounts.get_opt(&account).await?.is_none(),
+        "a ServiceAccount was created with credentials the GardenerCluster does not own"
+    );
+    assert!(
+        secrets.get_opt("reader-kubeconfig").await?.is_none(),
+        "a kubeconfig was handed out"
+    );
+    requests.delete("reader", &DeleteParams::default()).await?;
+    ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
 }
