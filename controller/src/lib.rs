@@ -31,27 +31,69 @@ pub mod registry_cache;
 pub mod runtime;
 
 /// Starts every reconciler on its own task once this replica leads; each returns when
-/// `shutdown` is cancelled.
+/// `shutdown` is cancelled. A reconciler that panics cancels `crashed` (see [`supervised`]).
 pub fn spawn_reconcilers(
     ctx: &std::sync::Arc<Context>,
     shutdown: &Shutdown,
+    crashed: &Shutdown,
 ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
+    let spawn = |name: &'static str, work: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| {
+        (name, tokio::spawn(supervised(name, work, crashed.clone())))
+    };
     vec![
-        (
+        spawn(
             "runtime",
-            tokio::spawn(runtime::run(ctx.clone(), shutdown.clone())),
+            Box::pin(runtime::run(ctx.clone(), shutdown.clone())),
         ),
-        (
+        spawn(
             "gardener_cluster",
-            tokio::spawn(gardener_cluster::run(ctx.clone(), shutdown.clone())),
+            Box::pin(gardener_cluster::run(ctx.clone(), shutdown.clone())),
         ),
-        (
+        spawn(
             "access",
-            tokio::spawn(access::run(ctx.clone(), shutdown.clone())),
+            Box::pin(access::run(ctx.clone(), shutdown.clone())),
         ),
-        (
+        spawn(
             "registry_cache",
-            tokio::spawn(registry_cache::run(ctx.clone(), shutdown.clone())),
+            Box::pin(registry_cache::run(ctx.clone(), shutdown.clone())),
         ),
     ]
+}
+
+/// Runs one reconciler. A panic (a bug) is logged and cancels `crashed`: the process then
+/// stops and gives up its Lease, as a controller-runtime manager does when a runnable fails,
+/// instead of leading on with that kind of object unreconciled. A reconciler that returns
+/// (the registry-cache sweep, once done) is no failure.
+pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, crashed: Shutdown) {
+    use futures::FutureExt;
+    if std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            reconciler = name,
+            "reconciler panicked; stopping the process"
+        );
+        crashed.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_reconciler_cancels_crashed_and_one_that_returns_does_not() {
+        let crashed = Shutdown::new();
+        supervised("returns", async {}, crashed.clone()).await;
+        assert!(!crashed.is_cancelled(), "returning is no failure");
+        let task = tokio::spawn(supervised(
+            "panics",
+            async { panic!("a bug in a reconciler") },
+            crashed.clone(),
+        ));
+        assert!(task.await.is_ok(), "the panic is caught in the task");
+        assert!(crashed.is_cancelled());
+    }
 }

@@ -69,6 +69,10 @@ pub enum RunError {
     /// Another replica took over; the process exits so it restarts as a follower.
     #[error("lost leadership of the Lease; stopping so that only one replica reconciles")]
     LostLeadership,
+    /// A reconciler panicked (a bug); the process exits so that a restarted or another replica
+    /// takes over.
+    #[error("a reconciler panicked (see the log line before); stopping")]
+    ReconcilerPanicked,
 }
 
 /// A started process: clients built, servers listening, reconcilers not yet running.
@@ -188,7 +192,8 @@ impl Process {
         } else {
             None
         };
-        let tasks = crate::spawn_reconcilers(&self.ctx, &self.shutdown);
+        let crashed = crate::Shutdown::new();
+        let tasks = crate::spawn_reconcilers(&self.ctx, &self.shutdown, &crashed);
         let lost = async {
             match leadership.as_mut() {
                 Some(l) => l.lost().await,
@@ -201,8 +206,13 @@ impl Process {
                 self.shutdown.cancel();
                 Err(RunError::LostLeadership)
             }
+            // The other reconcilers drain as on SIGTERM; this replica still leads meanwhile.
+            _ = crashed.cancelled() => {
+                self.shutdown.cancel();
+                Err(RunError::ReconcilerPanicked)
+            }
         };
-        if result.is_err() {
+        if matches!(result, Err(RunError::LostLeadership)) {
             // Another replica may lead by now: no reconcile may finish its writes, so none is
             // drained (controller-runtime exits at once too).
             for (_, task) in &tasks {
