@@ -571,8 +571,9 @@ pub struct ForbiddenGrant {
 }
 
 /// What `rule` grants that a RuntimeAccess never may: a wildcard in any list, a verb of
-/// [`FORBIDDEN_VERBS`], a resource of [`FORBIDDEN_RESOURCES`], or `secrets` in a cluster-wide
-/// rule (`cluster_scoped`: a ClusterRole bound cluster-wide). Resources are matched in every
+/// [`FORBIDDEN_VERBS`], a resource of [`FORBIDDEN_RESOURCES`], `secrets` in a cluster-wide
+/// rule (`cluster_scoped`: a ClusterRole bound cluster-wide) or a write of `secrets` anywhere,
+/// or a write of [`CLUSTER_WIDE_WRITES`] in a cluster-wide rule. Resources are matched in every
 /// API group: a wildcard group is refused anyway, and a same-named resource elsewhere is
 /// refused rather than guessed harmless. Empty: the rule may be granted.
 pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<ForbiddenGrant> {
@@ -607,6 +608,10 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
             });
         }
     }
+    let write_verb = rule
+        .verbs
+        .iter()
+        .find(|v| WRITE_VERBS.contains(&v.as_str()));
     for resource in resources {
         if let Some((_, why)) = FORBIDDEN_RESOURCES.iter().find(|(r, _)| r == resource) {
             out.push(ForbiddenGrant {
@@ -621,10 +626,7 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 message: "\"secrets\" cluster-wide reads every ServiceAccount token and credential of the cluster; grant secrets only in spec.role (one namespace)".to_owned(),
             });
         } else if resource == "secrets"
-            && let Some(verb) = rule
-                .verbs
-                .iter()
-                .find(|v| WRITE_VERBS.contains(&v.as_str()))
+            && let Some(verb) = write_verb
         {
             out.push(ForbiddenGrant {
                 list: "resources",
@@ -634,10 +636,7 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
             });
         } else if cluster_scoped
             && let Some((_, why)) = CLUSTER_WIDE_WRITES.iter().find(|(r, _)| r == resource)
-            && let Some(verb) = rule
-                .verbs
-                .iter()
-                .find(|v| WRITE_VERBS.contains(&v.as_str()))
+            && let Some(verb) = write_verb
         {
             out.push(ForbiddenGrant {
                 list: "resources",
