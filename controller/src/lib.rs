@@ -37,27 +37,37 @@ pub fn spawn_reconcilers(
     shutdown: &Shutdown,
     crashed: &Shutdown,
 ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
-    let spawn = |name: &'static str, work: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| {
-        (name, tokio::spawn(supervised(name, work, crashed.clone())))
-    };
     vec![
-        spawn(
+        spawn_supervised(
             "runtime",
-            Box::pin(runtime::run(ctx.clone(), shutdown.clone())),
+            runtime::run(ctx.clone(), shutdown.clone()),
+            crashed,
         ),
-        spawn(
+        spawn_supervised(
             "gardener_cluster",
-            Box::pin(gardener_cluster::run(ctx.clone(), shutdown.clone())),
+            gardener_cluster::run(ctx.clone(), shutdown.clone()),
+            crashed,
         ),
-        spawn(
+        spawn_supervised(
             "access",
-            Box::pin(access::run(ctx.clone(), shutdown.clone())),
+            access::run(ctx.clone(), shutdown.clone()),
+            crashed,
         ),
-        spawn(
+        spawn_supervised(
             "registry_cache",
-            Box::pin(registry_cache::run(ctx.clone(), shutdown.clone())),
+            registry_cache::run(ctx.clone(), shutdown.clone()),
+            crashed,
         ),
     ]
+}
+
+/// Spawns `work` as the [`supervised`] reconciler `name`.
+fn spawn_supervised(
+    name: &'static str,
+    work: impl Future<Output = ()> + Send + 'static,
+    crashed: &Shutdown,
+) -> (&'static str, tokio::task::JoinHandle<()>) {
+    (name, tokio::spawn(supervised(name, work, crashed.clone())))
 }
 
 /// Runs one reconciler. A panic (a bug) is logged and cancels `crashed`: the process then

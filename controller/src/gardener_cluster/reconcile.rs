@@ -578,7 +578,7 @@ async fn remove_force_annotation(
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => {
+        Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
             tracing::debug!("GardenerCluster changed since it was read; its change reconciles it");
             Ok(())
         }

@@ -396,10 +396,7 @@ fn delete_failure(
     let kind = classify::classify(e);
     let wait = match kind {
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
-            if kind == ApiErrorKind::Busy {
-                reconciler.ctx.metrics.count_gardener_busy("delete");
-            }
-            reconciler.gardener_refused(runtime)
+            reconciler.gardener_refused(runtime, kind, "delete")
         }
         _ => RETRY,
     };

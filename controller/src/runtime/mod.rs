@@ -567,9 +567,18 @@ impl Reconciler {
         until.checked_duration_since(Instant::now())
     }
 
-    /// Gardener refused a write of this Runtime with "try later" (or a transient error): one
-    /// more refusal, and the hold until the next attempt, which is returned.
-    fn gardener_refused(&self, runtime: &Runtime) -> Duration {
+    /// Gardener refused a write of this Runtime with "try later" (`kind` Busy, counted in
+    /// `gardener_busy_total` under `operation`) or a transient error: one more refusal, and the
+    /// hold until the next attempt, which is returned.
+    fn gardener_refused(
+        &self,
+        runtime: &Runtime,
+        kind: classify::ApiErrorKind,
+        operation: &str,
+    ) -> Duration {
+        if kind == classify::ApiErrorKind::Busy {
+            self.ctx.metrics.count_gardener_busy(operation);
+        }
         self.record(runtime, |record| {
             record.refused = record.refused.saturating_add(1);
             let wait = requeue::BUSY_BACKOFF.jittered(record.refused, rand::random::<f64>());

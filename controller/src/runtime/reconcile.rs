@@ -350,12 +350,8 @@ pub fn gardener_failure(
     let message = format!("{what}: {}", classify::message(e));
     match kind {
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
-            let wait = reconciler.gardener_refused(runtime);
+            let wait = reconciler.gardener_refused(runtime, kind, operation_of(what));
             if kind == ApiErrorKind::Busy {
-                reconciler
-                    .ctx
-                    .metrics
-                    .count_gardener_busy(operation_of(what));
                 tracing::info!(error = %e, retry_in = ?wait, "{what}: Gardener is busy; retrying");
                 draft.set(
                     condition::PROVISIONED,
@@ -762,11 +758,8 @@ fn patch_failure(
             Action::requeue(Duration::from_secs(1))
         }
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
-            let wait = reconciler.gardener_refused(runtime);
+            let wait = reconciler.gardener_refused(runtime, kind, "patch");
             let busy = kind == ApiErrorKind::Busy;
-            if busy {
-                reconciler.ctx.metrics.count_gardener_busy("patch");
-            }
             tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
             draft.set(
                 condition::PROVISIONED,
