@@ -26,7 +26,7 @@ mod registry_cache;
 mod version;
 
 pub use error::ConvertError;
-pub use extensions::{acl_requested, audit_log_in_place};
+pub use extensions::{acl_outdated, acl_requested, audit_log_in_place};
 pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_stack};
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use placement::access_restriction_names;

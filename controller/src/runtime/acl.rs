@@ -1,41 +1,31 @@
 //! The kube-apiserver ACL (`--api-server-acl-enabled`): the operator CIDRs and the KCP's NAT
 //! address come from the ConfigMap `converter.kubernetes.kubeApiServer.acl.configMapName` in
-//! the KCP namespace, read for each conversion of a Runtime that asks for an ACL. A change of
-//! the ConfigMap marks every such Runtime with the force-patch annotation (as upstream's
-//! config reload watcher does), so that the new addresses reach its Shoot.
+//! the KCP namespace, kept by a watch.
+//!
+//! The Shoots follow the ConfigMap by comparison, not by a mark: a Ready Runtime whose Shoot
+//! does not allow the addresses the ConfigMap gives now is patched
+//! ([`kim_shared::convert::acl_outdated`]), and a change of the ConfigMap's data enqueues every
+//! Runtime that asks for an ACL. So a change made while no replica ran, during a change of
+//! leader, or whose patch failed reaches every Shoot all the same.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt, future, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::Runtime;
-use kim_shared::convert::{AclAddresses, acl_requested};
-use kim_shared::names;
-use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::Store;
+use kim_shared::convert::{AclAddresses, acl_outdated, acl_requested};
+use kim_shared::gardener::Shoot;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use serde_json::json;
 
 use super::Reconciler;
 use super::runtime_cache::CachedRuntime;
-use crate::Shutdown;
 use crate::context::Context;
 
 /// Why the ACL addresses could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum AclError {
-    /// Reading the ConfigMap failed.
-    #[error("cannot read the API server ACL ConfigMap {namespace}/{name}: {source}")]
-    Api {
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// Why.
-        source: kube::Error,
-    },
     /// The ConfigMap does not exist.
     #[error("the API server ACL ConfigMap {namespace}/{name} does not exist")]
     Missing {
@@ -56,108 +46,124 @@ pub enum AclError {
     },
 }
 
+/// The watched ACL ConfigMap.
+pub struct AclConfigMap {
+    store: Store<ConfigMap>,
+    name: String,
+    namespace: String,
+}
+
+impl AclConfigMap {
+    /// Its store, for the wait for the first list.
+    pub fn store(&self) -> &Store<ConfigMap> {
+        &self.store
+    }
+
+    /// The addresses the ConfigMap gives now.
+    fn addresses(&self) -> Result<AclAddresses, AclError> {
+        let cm = self
+            .store
+            .get(&ObjectRef::new(&self.name).within(&self.namespace))
+            .ok_or_else(|| AclError::Missing {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            })?;
+        let empty = BTreeMap::new();
+        AclAddresses::from_config_map_data(cm.data.as_ref().unwrap_or(&empty)).map_err(|message| {
+            AclError::Invalid {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                message,
+            }
+        })
+    }
+}
+
 /// The ACL addresses to convert `runtime` with: `None` when the ACL is not managed, empty
 /// addresses for a Runtime that asks for no ACL (a live `acl` extension is then switched off
 /// without the ConfigMap being read), else the ConfigMap's.
-pub async fn addresses(
+pub fn addresses(
     reconciler: &Reconciler,
     runtime: &Runtime,
 ) -> Result<Option<AclAddresses>, AclError> {
-    if !reconciler.ctx.settings.runtime.api_server_acl {
+    let Some(acl) = &reconciler.acl else {
         return Ok(None);
-    }
+    };
     if !acl_requested(runtime) {
         return Ok(Some(AclAddresses::default()));
     }
-    // Checked at start: the flag is refused without the name.
-    let name = reconciler.config.acl_config_map_name().unwrap_or_default();
-    let namespace = &reconciler.ctx.settings.namespace;
-    let api: Api<ConfigMap> = Api::namespaced(reconciler.ctx.kcp.clone(), namespace);
-    let cm = api
-        .get_opt(name)
-        .await
-        .map_err(|source| AclError::Api {
-            namespace: namespace.clone(),
-            name: name.to_owned(),
-            source,
-        })?
-        .ok_or_else(|| AclError::Missing {
-            namespace: namespace.clone(),
-            name: name.to_owned(),
-        })?;
-    AclAddresses::from_config_map_data(&cm.data.unwrap_or_default())
-        .map(Some)
-        .map_err(|message| AclError::Invalid {
-            namespace: namespace.clone(),
-            name: name.to_owned(),
-            message,
-        })
+    acl.addresses().map(Some)
 }
 
-/// Watches the ACL ConfigMap until `shutdown`; when its data changes after it was first seen,
-/// every Runtime of `runtimes` that asks for an ACL gets the force-patch annotation. The first
-/// sight only records the data: a (re)start must not patch every Shoot.
-pub async fn watch_config_map(
-    ctx: Arc<Context>,
-    runtimes: Store<CachedRuntime>,
-    shutdown: Shutdown,
-) {
-    let Some(name) = ctx.config.acl_config_map_name().map(str::to_owned) else {
-        return;
+/// Whether the cached `shoot` does not allow the addresses the ConfigMap gives now for
+/// `runtime`, and our last patch did not carry them either (the cache may not show it yet).
+/// `false` when the ACL is not managed or the ConfigMap is missing or invalid: the conversion
+/// reports that once the Runtime changes, and a patch now could only fail.
+pub fn outdated(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> bool {
+    let Some(Ok(addresses)) = reconciler.acl.as_ref().map(AclConfigMap::addresses) else {
+        return false;
     };
-    let api: Api<ConfigMap> = Api::namespaced(ctx.kcp.clone(), &ctx.settings.namespace);
+    acl_outdated(runtime, &addresses, shoot)
+        && reconciler.acl_applied(runtime).as_ref() != Some(&addresses)
+}
+
+/// The watch of the ACL ConfigMap, and what it triggers: after a change of the ConfigMap's
+/// data, every Runtime of `runtimes` that asks for an ACL. The first list triggers nothing:
+/// reconciles wait for it ([`AclConfigMap::store`]) and compare on their own.
+pub fn watch(
+    ctx: &Context,
+    runtimes: Store<CachedRuntime>,
+) -> Option<(
+    AclConfigMap,
+    impl Stream<Item = ObjectRef<CachedRuntime>> + Send + use<>,
+)> {
+    if !ctx.settings.runtime.api_server_acl {
+        return None;
+    }
+    // Checked at start: the flag is refused without the name.
+    let name = ctx.config.acl_config_map_name()?.to_owned();
+    let namespace = ctx.settings.namespace.clone();
+    let (store, writer) = reflector::store::<ConfigMap>();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let events = watcher(
         api,
         watcher::Config::default().fields(&format!("metadata.name={name}")),
     )
     .default_backoff()
+    .modify(|cm| cm.managed_fields_mut().clear())
+    .reflect(writer)
     .applied_objects();
-    let mut events = std::pin::pin!(events);
+    let events = crate::watch::without_errors(events, "acl_configmap", ctx.metrics.clone());
     let mut seen: Option<BTreeMap<String, String>> = None;
-    loop {
-        let cm = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            next = events.next() => match next {
-                Some(Ok(cm)) => cm,
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, configmap = %name, "watching the API server ACL ConfigMap");
-                    continue;
-                }
-                None => return,
-            },
-        };
-        let data = cm.data.unwrap_or_default();
-        let changed = seen.as_ref().is_some_and(|before| *before != data);
-        seen = Some(data);
-        if changed {
-            tracing::info!(configmap = %name, "API server ACL ConfigMap changed; patching the Shoots with an ACL");
-            force_patch(&ctx, &runtimes).await;
-        }
-    }
-}
-
-/// Sets the force-patch annotation on every Runtime that asks for an ACL and has not got it.
-async fn force_patch(ctx: &Context, runtimes: &Store<CachedRuntime>) {
-    let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
-    for rt in runtimes.state() {
-        // A spec that does not decode fails its own reconcile; it asks for nothing here.
-        if !rt.to_runtime().is_ok_and(|full| acl_requested(&full))
-            || rt.metadata.deletion_timestamp.is_some()
-            || rt.annotations().get(key).is_some_and(|v| v == "true")
-        {
-            continue;
-        }
-        let api: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), &ctx.settings.namespace);
-        let patch = json!({"metadata": {"annotations": {key: "true"}}});
-        if let Err(e) = api
-            .patch(
-                &rt.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-        {
-            tracing::warn!(runtime = %rt.name_any(), error = %e, "cannot set the force-patch annotation after the ACL ConfigMap changed");
-        }
-    }
+    let triggers = events
+        .filter_map(move |event| {
+            let data = event.ok().map(|cm| cm.data.unwrap_or_default());
+            let changed = match (&seen, &data) {
+                (Some(before), Some(now)) => before != now,
+                _ => false,
+            };
+            if data.is_some() {
+                seen = data;
+            }
+            future::ready(changed.then_some(()))
+        })
+        .flat_map(move |()| {
+            tracing::info!("API server ACL ConfigMap changed; the Shoots with an ACL follow");
+            let wanting: Vec<ObjectRef<CachedRuntime>> = runtimes
+                .state()
+                .iter()
+                // A spec that does not decode fails its own reconcile.
+                .filter(|rt| rt.to_runtime().is_ok_and(|full| acl_requested(&full)))
+                .map(|rt| ObjectRef::from_obj(&**rt))
+                .collect();
+            stream::iter(wanting)
+        });
+    Some((
+        AclConfigMap {
+            store,
+            name,
+            namespace,
+        },
+        triggers,
+    ))
 }

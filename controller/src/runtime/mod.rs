@@ -141,6 +141,9 @@ struct RuntimeRecord {
     /// When we created the Shoot: until the watch shows it, another create would only be
     /// refused (after passing through Gardener's admission once more).
     created: Option<Instant>,
+    /// The ACL addresses our last successful Shoot patch carried: until the watch shows that
+    /// patch, the cached Shoot still has the addresses before it.
+    acl_applied: Option<kim_shared::convert::AclAddresses>,
     /// The generation whose stop was counted in `unexpected_stops_total`: a reconcile right
     /// after the `Failed` status write may still read `Pending` from the cache.
     stopped: Option<i64>,
@@ -165,6 +168,8 @@ pub struct Reconciler {
     create_limit: Arc<WriteLimit>,
     /// The regions of the Seeds our Shoots run on (for `kyma-provisioning-info`).
     seed_regions: kyma_system::SeedRegions,
+    /// The API server ACL ConfigMap, when the ACL is managed.
+    acl: Option<acl::AclConfigMap>,
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
@@ -207,13 +212,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     .touched_objects();
     let clusters = crate::watch::without_errors(clusters, "gardenerclusters", ctx.metrics.clone());
 
-    let acl_watch = ctx.settings.runtime.api_server_acl.then(|| {
-        tokio::spawn(acl::watch_config_map(
-            ctx.clone(),
-            rt_store.clone(),
-            shutdown.clone(),
-        ))
-    });
+    let (acl, acl_changes) = acl::watch(&ctx, rt_store.clone()).unzip();
     let bootstrapper_watch = ctx.settings.runtime.bootstrapper.enabled.then(|| {
         tokio::spawn(crate::bootstrapper::watch_config(
             ctx.kcp.clone(),
@@ -226,7 +225,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
-        caches_ready: caches_ready(shoot_store.clone(), gc_store.clone(), shutdown.clone()),
+        caches_ready: caches_ready(
+            shoot_store.clone(),
+            gc_store.clone(),
+            acl.as_ref().map(|acl| acl.store().clone()),
+            shutdown.clone(),
+        ),
+        acl,
         shoots: shoot_store,
         clusters: gc_store,
         records: records.clone(),
@@ -270,6 +275,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
         })
         .reconcile_on(recovered)
+        .reconcile_on(futures::stream::iter(acl_changes).flatten())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
@@ -278,15 +284,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
-    for task in [acl_watch, bootstrapper_watch].into_iter().flatten() {
-        // They end on `shutdown` too; a panic in one is already logged.
+    if let Some(task) = bootstrapper_watch {
+        // It ends on `shutdown` too; a panic in it is already logged.
         let _ = task.await;
     }
     tracing::info!("runtime reconciler stopped");
 }
 
-/// One future that all reconciles await for the first full lists of both caches: `true` once
-/// both are filled, `false` when `shutdown` comes first.
+/// One future that all reconciles await for the first full lists of the caches (Shoots,
+/// GardenerClusters and, when the ACL is managed, its ConfigMap): `true` once all are filled,
+/// `false` when `shutdown` comes first.
 ///
 /// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
 /// on it at once only the last one is woken, the others stay parked for good (after a restart
@@ -301,12 +308,18 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 fn caches_ready(
     shoots: Store<CachedShoot>,
     clusters: Store<StatusApart<GardenerCluster>>,
+    acl: Option<Store<ConfigMap>>,
     shutdown: Shutdown,
 ) -> Shared<BoxFuture<'static, bool>> {
     async move {
         let filled = async {
             // An error means the writer is gone: the controller is stopping.
-            shoots.wait_until_ready().await.is_ok() && clusters.wait_until_ready().await.is_ok()
+            shoots.wait_until_ready().await.is_ok()
+                && clusters.wait_until_ready().await.is_ok()
+                && match &acl {
+                    Some(acl) => acl.wait_until_ready().await.is_ok(),
+                    None => true,
+                }
         };
         tokio::select! {
             filled = filled => filled,
@@ -686,6 +699,18 @@ impl Reconciler {
         self.record(runtime, |record| record.applied)
     }
 
+    fn acl_applied(&self, runtime: &Runtime) -> Option<kim_shared::convert::AclAddresses> {
+        self.record(runtime, |record| record.acl_applied.clone())
+    }
+
+    fn record_acl_applied(
+        &self,
+        runtime: &Runtime,
+        addresses: Option<kim_shared::convert::AclAddresses>,
+    ) {
+        self.record(runtime, |record| record.acl_applied = addresses);
+    }
+
     fn record_applied(&self, runtime: &Runtime, shoot: &Shoot) {
         self.record(runtime, |record| {
             if let Some(g) = runtime.metadata.generation {
@@ -911,7 +936,7 @@ mod tests {
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-        let ready = caches_ready(shoots.clone(), clusters.clone(), Shutdown::new());
+        let ready = caches_ready(shoots.clone(), clusters.clone(), None, Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
                 let ready = ready.clone();
@@ -960,7 +985,7 @@ mod tests {
         let (shoots, _shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let shutdown = Shutdown::new();
-        let ready = caches_ready(shoots, clusters, shutdown.clone());
+        let ready = caches_ready(shoots, clusters, None, shutdown.clone());
         let waiters: Vec<_> = (0..5).map(|_| tokio::spawn(ready.clone())).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(waiters.iter().all(|w| !w.is_finished()), "caches are empty");

@@ -410,18 +410,8 @@ async fn prepare(
     live: Option<&Shoot>,
     draft: &mut StatusDraft,
 ) -> Result<kim_shared::convert::Converted, Action> {
-    let acl = match super::acl::addresses(reconciler, runtime).await {
+    let acl = match super::acl::addresses(reconciler, runtime) {
         Ok(acl) => acl,
-        Err(super::acl::AclError::Api { source, .. }) => {
-            return Err(gardener_failure(
-                reconciler,
-                runtime,
-                draft,
-                reason::CONVERSION_ERR,
-                "Failed to read the API server ACL ConfigMap",
-                &source,
-            ));
-        }
         Err(e) => {
             // Not the Runtime's fault: looked at again once a minute, so the Runtime proceeds
             // once the ConfigMap is right.
@@ -564,6 +554,8 @@ struct PatchFacts {
     registry_cache_credentials_changed: bool,
     /// The dedicated audit log step found the Shoot on another tenant.
     audit_log_pending: bool,
+    /// The Shoot's ACL does not allow the addresses the ACL ConfigMap gives now.
+    acl_outdated: bool,
 }
 
 fn patch_facts(
@@ -592,6 +584,7 @@ fn patch_facts(
         registry_cache_credentials_changed: reconciler.ctx.settings.registry_cache.enabled
             && kim_shared::convert::registry_cache_credentials_changed(runtime, shoot),
         audit_log_pending: super::audit_log::shoot_patch_pending(reconciler, draft),
+        acl_outdated: super::acl::outdated(reconciler, runtime, shoot),
     }
 }
 
@@ -629,6 +622,9 @@ fn should_patch(f: &PatchFacts) -> PatchDecision {
     if f.registry_cache_credentials_changed {
         return PatchDecision::Patch("registry cache credentials changed in the runtime cluster");
     }
+    if f.acl_outdated {
+        return PatchDecision::Patch("API server ACL ConfigMap changed");
+    }
     if f.audit_log_pending {
         return PatchDecision::IfAuditLogElsewhere;
     }
@@ -660,6 +656,9 @@ async fn patch_shoot(
         }
     };
     let live = &live;
+    // Read before the conversion reads them: a ConfigMap change in between is not mistaken
+    // for one this patch carried.
+    let acl = super::acl::addresses(reconciler, runtime).ok().flatten();
     let converted = match prepare(reconciler, runtime, Some(live), draft).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
@@ -702,6 +701,7 @@ async fn patch_shoot(
     };
     reconciler.gardener_answered(runtime);
     reconciler.record_applied(runtime, &patched);
+    reconciler.record_acl_applied(runtime, acl);
     if runtime
         .annotations()
         .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
@@ -985,6 +985,10 @@ mod tests {
             },
             PatchFacts {
                 audit_log_pending: true,
+                ..base
+            },
+            PatchFacts {
+                acl_outdated: true,
                 ..base
             },
         ]

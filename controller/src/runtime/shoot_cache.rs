@@ -2,7 +2,8 @@
 //!
 //! The reconciler reads few fields of a cached Shoot: its metadata (annotations, generation,
 //! deletion), its status (last operation and errors) and of the spec only the DNS
-//! domain, hibernation, the binding names, the seed, which extensions are enabled, and for the
+//! domain, hibernation, the binding names, the seed, which extensions are enabled (and the
+//! addresses of the `acl` one), and for the
 //! runtime cluster's `kyma-provisioning-info` the IP families and the `infrastructureConfig`
 //! (kept as its compact JSON text: a `serde_json::Value` tree of an AWS one is several KiB of
 //! map nodes, its text a few hundred bytes). The full
@@ -48,7 +49,7 @@ struct CachedStatus {
 struct CachedSpec {
     credentials_binding_name: Option<String>,
     dns: Option<Box<Dns>>,
-    extensions: Option<Vec<CachedExtension>>,
+    extensions: Option<CachedExtensions>,
     hibernation: Option<Box<Hibernation>>,
     networking: Option<CachedNetworking>,
     #[serde(default)]
@@ -90,6 +91,39 @@ struct CachedExtension {
     disabled: Option<bool>,
 }
 
+/// The extensions, and the one `providerConfig` the reconciler reads: the `acl` extension's
+/// (its addresses are compared with the ACL ConfigMap), as compact JSON text.
+#[derive(Clone, Debug)]
+struct CachedExtensions {
+    list: Vec<CachedExtension>,
+    acl_config: Option<Box<str>>,
+}
+
+/// The extension whose `providerConfig` is cached.
+const ACL_EXTENSION: &str = "acl";
+
+impl<'de> Deserialize<'de> for CachedExtensions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Decoded {
+            #[serde(flatten)]
+            extension: CachedExtension,
+            #[serde(default, deserialize_with = "compact_json")]
+            provider_config: Option<Box<str>>,
+        }
+        let decoded = Vec::<Decoded>::deserialize(d)?;
+        let acl_config = decoded
+            .iter()
+            .find(|e| e.extension.type_ == ACL_EXTENSION)
+            .and_then(|e| e.provider_config.clone());
+        Ok(Self {
+            list: decoded.into_iter().map(|e| e.extension).collect(),
+            acl_config,
+        })
+    }
+}
+
 impl CachedShoot {
     /// Drops what no reconcile reads but the metadata delivers: managedFields and the labels
     /// (the Runtime's, copied onto its Shoot).
@@ -106,11 +140,18 @@ impl CachedShoot {
             spec: ShootSpec {
                 credentials_binding_name: spec.credentials_binding_name.clone(),
                 dns: spec.dns.as_deref().cloned(),
-                extensions: spec.extensions.as_ref().map(|list| {
-                    list.iter()
+                extensions: spec.extensions.as_ref().map(|extensions| {
+                    extensions
+                        .list
+                        .iter()
                         .map(|e| Extension {
                             disabled: e.disabled,
-                            provider_config: None,
+                            // Written by `compact_json`, so it parses.
+                            provider_config: (e.type_ == ACL_EXTENSION)
+                                .then_some(extensions.acl_config.as_deref())
+                                .flatten()
+                                .and_then(|text| serde_json::from_str(text).ok())
+                                .map(RawExtension),
                             type_: e.type_.clone(),
                         })
                         .collect()
@@ -180,7 +221,7 @@ mod tests {
     use super::*;
 
     /// The cached copy keeps every field the reconciler reads (status, DNS domain, hibernation,
-    /// binding names, enabled extensions, seed) and drops the rest.
+    /// binding names, enabled extensions, the ACL's addresses, seed) and drops the rest.
     #[test]
     fn cached_copy_keeps_what_the_reconciler_reads() {
         let json = serde_json::json!({
@@ -191,7 +232,8 @@ mod tests {
             "spec": {"region": "eu-central-1", "purpose": "production", "seedName": "seed-aws",
                 "secretBindingName": "sb", "credentialsBindingName": "cb",
                 "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
-                "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}}],
+                "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}},
+                    {"type": "acl", "disabled": false, "providerConfig": {"rule": {"action": "ALLOW", "cidrs": ["1.1.1.1/32"], "type": "remote_ip"}}}],
                 "kubernetes": {"version": "1.35.4"},
                 "networking": {"type": "calico", "nodes": "10.250.0.0/16", "ipFamilies": ["IPv4", "IPv6"]},
                 "provider": {"type": "aws", "workers": [{"name": "w", "machine": {"type": "m5.large"}, "minimum": 1, "maximum": 3}],
@@ -231,6 +273,11 @@ mod tests {
         assert_eq!(
             shoot.spec.extensions.as_ref().unwrap()[0].provider_config,
             None
+        );
+        // The ACL's addresses stay: they are compared with the ACL ConfigMap.
+        assert_eq!(
+            shoot.spec.extensions.as_ref().unwrap()[1],
+            full.spec.extensions.as_ref().unwrap()[1]
         );
         assert!(shoot.spec.provider.workers.is_none());
         assert_eq!(shoot.spec.provider.control_plane_config, None);

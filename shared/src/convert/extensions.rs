@@ -8,7 +8,7 @@
 //! remove strategy), ACL and NVIDIA are switched off (`disabled: true`), the others are kept;
 //! cert, DNS, OIDC and foreign extensions stay as they are.
 
-use super::{ConvertError, Input};
+use super::{AclAddresses, ConvertError, Input};
 use crate::api::{ProviderType, Runtime};
 use crate::config::AuditLogTenant;
 use crate::gardener::shoot::Extension;
@@ -151,26 +151,62 @@ pub fn acl_requested(rt: &Runtime) -> bool {
     ) && !allowed_cidrs(rt).is_empty()
 }
 
-/// `acl` for the Runtime's allowed CIDRs, when managed and requested: the Runtime's CIDRs, the
-/// operators' and the KCP's NAT address, in upstream's order. `None` when the Runtime asks for
-/// no ACL.
+/// The CIDRs the `acl` extension allows: the Runtime's, the operators' and the KCP's NAT
+/// address, in upstream's order.
+fn acl_cidrs<'a>(rt: &'a Runtime, addresses: &'a AclAddresses) -> Vec<&'a str> {
+    allowed_cidrs(rt)
+        .iter()
+        .chain(&addresses.operator_cidrs)
+        .map(String::as_str)
+        .chain(std::iter::once(addresses.kcp_nat_ip.as_str()))
+        .collect()
+}
+
+/// `acl` for the Runtime's allowed CIDRs, when managed and requested. `None` when the Runtime
+/// asks for no ACL.
 fn acl(input: &Input<'_>) -> Option<Extension> {
     let addresses = input.opts.acl.as_ref()?;
     if !acl_requested(input.rt) {
         return None;
     }
-    let allowed = allowed_cidrs(input.rt);
-    let cidrs: Vec<&str> = allowed
-        .iter()
-        .chain(&addresses.operator_cidrs)
-        .map(String::as_str)
-        .chain(std::iter::once(addresses.kcp_nat_ip.as_str()))
-        .collect();
+    let cidrs = acl_cidrs(input.rt, addresses);
     Some(extension(
         types::ACL,
         Some(false),
         Some(json!({"rule": {"action": "ALLOW", "cidrs": cidrs, "type": "remote_ip"}})),
     ))
+}
+
+/// Whether the live Shoot of a Runtime that asks for an ACL does not allow exactly the
+/// addresses it should with `addresses` (the ACL ConfigMap changed since the Shoot was
+/// written, or the `acl` extension is missing or off): the Shoot needs a patch although the
+/// Runtime did not change. `false` for a Runtime that asks for no ACL.
+pub fn acl_outdated(rt: &Runtime, addresses: &AclAddresses, live: &Shoot) -> bool {
+    if !acl_requested(rt) {
+        return false;
+    }
+    let Some(ext) = live
+        .spec
+        .extensions
+        .as_deref()
+        .and_then(|list| find(list, types::ACL))
+    else {
+        return true;
+    };
+    let live_cidrs = ext
+        .provider_config
+        .as_ref()
+        .and_then(|c| c.0.pointer("/rule/cidrs"))
+        .and_then(Value::as_array);
+    let desired = acl_cidrs(rt, addresses);
+    ext.disabled == Some(true)
+        || !live_cidrs.is_some_and(|live| {
+            live.len() == desired.len()
+                && live
+                    .iter()
+                    .zip(&desired)
+                    .all(|(l, d)| l.as_str() == Some(*d))
+        })
 }
 
 fn nvidia_enabled(input: &Input<'_>) -> bool {

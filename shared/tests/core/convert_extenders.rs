@@ -887,6 +887,54 @@ fn acl_and_nvidia_extensions() {
     assert!(extension(&spec, "acl").is_none());
 }
 
+/// A Shoot written with one set of ACL addresses is outdated for any other set, and when its
+/// `acl` extension is gone or off; never for a Runtime that asks for no ACL.
+#[test]
+fn acl_outdated_compares_the_live_cidrs_with_the_config_map() {
+    let mut rt = runtime("aws");
+    rt.spec.shoot.kubernetes =
+        serde_json::from_value(json!({"kubeAPIServer": {"acl": {"allowedCIDRs": ["1.2.3.0/24"]}}}))
+            .unwrap();
+    let addresses = AclAddresses {
+        operator_cidrs: vec!["10.0.0.0/8".into()],
+        kcp_nat_ip: "5.6.7.8/32".into(),
+    };
+    let opts = ConvertOptions {
+        acl: Some(addresses.clone()),
+        ..Default::default()
+    };
+    let shoot = to_shoot_with(&rt, &config(), None, &opts).unwrap().shoot;
+    assert!(!kim_shared::convert::acl_outdated(&rt, &addresses, &shoot));
+
+    let moved = AclAddresses {
+        kcp_nat_ip: "5.6.7.9/32".into(),
+        ..addresses.clone()
+    };
+    assert!(kim_shared::convert::acl_outdated(&rt, &moved, &shoot));
+    let more = AclAddresses {
+        operator_cidrs: vec!["10.0.0.0/8".into(), "192.0.2.0/24".into()],
+        ..addresses.clone()
+    };
+    assert!(kim_shared::convert::acl_outdated(&rt, &more, &shoot));
+
+    let mut off = shoot.clone();
+    for ext in off.spec.extensions.iter_mut().flatten() {
+        if ext.type_ == "acl" {
+            ext.disabled = Some(true);
+        }
+    }
+    assert!(kim_shared::convert::acl_outdated(&rt, &addresses, &off));
+    let mut gone = shoot.clone();
+    if let Some(list) = gone.spec.extensions.as_mut() {
+        list.retain(|e| e.type_ != "acl");
+    }
+    assert!(kim_shared::convert::acl_outdated(&rt, &addresses, &gone));
+
+    let mut no_acl = rt.clone();
+    no_acl.spec.shoot.kubernetes = None;
+    assert!(!kim_shared::convert::acl_outdated(&no_acl, &moved, &gone));
+}
+
 #[test]
 fn kubernetes_version_from_the_runtime_or_the_default() {
     let mut rt = runtime("aws");

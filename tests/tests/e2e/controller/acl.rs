@@ -2,7 +2,8 @@
 //! operator CIDRs and the KCP's NAT address from the ConfigMap
 //! `converter.kubernetes.kubeApiServer.acl.configMapName` in its namespace (upstream's format
 //! and test data), writes the `acl` extension of a Runtime's Shoot from them, and a change of
-//! the ConfigMap reaches the Shoot; without the ConfigMap name the flag refuses to start.
+//! the ConfigMap reaches the Shoot, also one made while no controller ran; without the
+//! ConfigMap name the flag refuses to start.
 
 use std::time::Duration;
 
@@ -75,7 +76,7 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
 
     let (args, dir) = controller_args(env, &ns, &["--api-server-acl-enabled"]).await?;
     set_acl_config_map(&args.converter_config_filepath, Some(CONFIG_MAP))?;
-    let _ctl = start_with_args(args, dir).await?;
+    let ctl = start_with_args(args, dir).await?;
 
     let id = format!("acl-{}", &ns[ns.len().saturating_sub(6)..]);
     let mut rt = sample_runtime(&ns, &id)?;
@@ -107,8 +108,7 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
         shoot.spec.extensions
     );
 
-    // The KCP's NAT address changes: the controller marks the Runtime for a patch and the
-    // Shoot's ACL follows, without a change of the Runtime.
+    // The KCP's NAT address changes: the Shoot's ACL follows, without a change of the Runtime.
     let patch = json!({"data": {"kcp-external-nat-ip.json": "\"5.5.5.5/32\""}});
     cms.patch(CONFIG_MAP, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
@@ -131,6 +131,33 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
         Some(1),
         "the Runtime itself is unchanged"
     );
+
+    // A change made while no controller runs reaches the Shoot after the next start: the
+    // controller compares the Shoot with the ConfigMap, it does not need to see the change.
+    ctl.stop().await;
+    let patch = json!({"data": {"kcp-external-nat-ip.json": "\"6.6.6.6/32\""}});
+    cms.patch(CONFIG_MAP, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    let (args, dir) = controller_args(env, &ns, &["--api-server-acl-enabled"]).await?;
+    set_acl_config_map(&args.converter_config_filepath, Some(CONFIG_MAP))?;
+    let _ctl = start_with_args(args, dir).await?;
+    eventually(
+        "the Shoot's ACL has the KCP address set while no controller ran",
+        TIMEOUT,
+        || {
+            let shoots = shoots.clone();
+            let name = shoot_name.clone();
+            async move {
+                let shoot = shoots.get(&name).await?;
+                Ok(acl_cidrs(&shoot).is_some_and(|c| {
+                    c.as_array()
+                        .is_some_and(|a| a.contains(&json!("6.6.6.6/32")))
+                }))
+            }
+        },
+    )
+    .await
+    .context("ACL ConfigMap changed while no controller ran")?;
 
     // Without the ConfigMap a Runtime with an ACL cannot be converted: `ConversionErr` naming
     // it; once it is back, the Runtime proceeds on its own.
