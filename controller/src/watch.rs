@@ -7,7 +7,7 @@ use std::fmt::Debug;
 
 use futures::{Stream, StreamExt, future};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::{Api, Resource, ResourceExt};
@@ -16,29 +16,35 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 
-/// The watch of a reconciler's own kind in its namespace, and the store it fills: listed in
-/// pages of [`crate::LIST_PAGE_SIZE`], retried with kube's default backoff, cached without
-/// managedFields (no reconciler reads them; a heap profile at 1,000 Runtimes put them at about
-/// 10 KiB of each cached GardenerCluster).
+/// The watch of a reconciler's own kind in its namespace, filling the store of `writer`:
+/// listed in pages of [`crate::LIST_PAGE_SIZE`], retried with kube's default backoff, cached
+/// without managedFields (no reconciler reads them; a heap profile at 1,000 Runtimes put them
+/// at about 10 KiB of each cached GardenerCluster).
+///
+/// `deleted` is called with each object the watch sees deleted: an object whose finalizer was
+/// removed by hand is never reconciled again, so what its reconciler keeps about it (records,
+/// metric series, clients) is dropped there.
 pub fn own_kind<K>(
     api: Api<K>,
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send,
-)
+    writer: Writer<K>,
+    deleted: impl Fn(&K) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
-    let events = watcher::watcher(
+    watcher::watcher(
         api,
         watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
-    .applied_objects();
-    (store, events)
+    .inspect(move |event| {
+        if let Ok(watcher::Event::Delete(obj)) = event {
+            deleted(obj);
+        }
+    })
+    .applied_objects()
 }
 
 /// `events` without its errors, each reported ([`report`]).

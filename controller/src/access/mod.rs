@@ -21,7 +21,7 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -69,7 +69,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    let (store, stream) = crate::watch::own_kind(requests);
+    let (store, writer) = reflector::store();
+    let forgetting = reconciler.clone();
+    let stream = crate::watch::own_kind(requests, writer, move |ra| forgetting.forget(ra));
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

@@ -78,6 +78,13 @@ impl Reconciler {
             records: Records::default(),
         }
     }
+
+    /// Drops what is kept about a RuntimeAccess that is gone: its record and its share of the
+    /// cached runtime-cluster clients.
+    pub fn forget(&self, ra: &impl kube::Resource) {
+        self.records.forget(&key(ra));
+        self.clients.release(&key(ra));
+    }
 }
 
 /// A failed step. Messages name objects, never tokens or kubeconfigs.
@@ -813,8 +820,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         name = ra.name_any(),
         "RuntimeAccess cleaned up"
     );
-    reconciler.records.forget(&key(ra));
-    reconciler.clients.release(&key(ra));
+    reconciler.forget(ra);
     Ok(Action::await_change())
 }
 

@@ -23,7 +23,7 @@ use kim_shared::api::GardenerCluster;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -63,7 +63,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         CONTROLLER,
         move || failing.failing(),
     );
-    let (store, stream) = crate::watch::own_kind(clusters);
+    let (store, writer) = reflector::store();
+    let forgetting = reconciler.clone();
+    let stream = crate::watch::own_kind(clusters, writer, move |gc| forgetting.forget(gc));
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);

@@ -126,6 +126,12 @@ impl Reconciler {
             signing: WriteLimit::new(SIGNING_LIMIT),
         }
     }
+
+    /// Drops what is kept about a GardenerCluster that is gone: its record and metric series.
+    pub fn forget(&self, gc: &impl kube::Resource) {
+        self.metrics.remove(&key(gc));
+        self.records.forget(&key(gc));
+    }
 }
 
 impl Reconciler {
@@ -500,8 +506,7 @@ async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action
         }
         None => {}
     }
-    reconciler.metrics.remove(&key(gc));
-    reconciler.records.forget(&key(gc));
+    reconciler.forget(gc);
     Ok(Action::await_change())
 }
 

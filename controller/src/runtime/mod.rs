@@ -179,9 +179,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
-    let (rt_store, runtimes) =
-        crate::watch::own_kind(Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns));
-    let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
+    let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
     let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
     let shoots = crate::watch::gardener_backoff(
         watcher(
@@ -241,6 +239,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         seed_regions: kyma_system::SeedRegions::default(),
     });
     reconciler.publish_create_limit();
+    let forgetting = reconciler.clone();
+    let runtimes = crate::watch::own_kind(
+        Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
+        rt_writer,
+        move |runtime| forgetting.forget(runtime),
+    );
+    let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
     let recovered = crate::gardener::health::retry_on_recovery(
@@ -804,13 +809,14 @@ impl Reconciler {
         })
     }
 
-    fn forget(&self, runtime: &Runtime) {
+    /// Drops what is kept about a Runtime that is gone: its record and its state series.
+    fn forget(&self, runtime: &impl Resource) {
         if let Some(record) = self.records.forget(&runtime.name_any())
             && record.scheduled
         {
             self.scheduled.fetch_sub(1, Ordering::Relaxed);
         }
-        if let Some(id) = runtime.runtime_id() {
+        if let Some(id) = runtime.labels().get(names::LABEL_RUNTIME_ID) {
             self.ctx.metrics.remove_runtime_state(id);
         }
     }

@@ -3,7 +3,8 @@
 //! condition saying when, the Shoot is deleted only after the period) and force deletion with
 //! `--force-deletion` (the annotation the real gardener-apiserver accepts is set when the
 //! Shoot's deletion reports an eligible error code, and only then). A Runtime's deletion
-//! deletes only its own GardenerCluster (issue 19).
+//! deletes only its own GardenerCluster (issue 19). A Runtime whose finalizer is removed by
+//! hand leaves no state series behind.
 
 use std::time::Duration;
 
@@ -579,5 +580,59 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
         "the Shoot outlived its Runtime"
     );
     ctl.stop().await;
+    Ok(())
+}
+
+/// An SRE removes the finalizer of a Runtime stuck in `Terminating` by hand: the controller
+/// never reconciles it again, and drops its state series (else `KimRuntimeTerminatingTooLong`
+/// would fire for it until the next restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_whose_finalizer_is_removed_by_hand_leaves_no_state_series() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-unfinalized").await?;
+    // A long grace period holds the deletion in `Terminating`.
+    let ctl = start_controller(env, &ns, &["--deletion-grace-period=1h"]).await?;
+    let id = format!("unfin-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    wait_state(env, &ns, &id, RuntimeState::Terminating, TIMEOUT).await?;
+    let series_of = |text: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("infrastructure_manager_im_runtime_state{")
+                    && l.contains(&format!("runtimeId=\"{id}\""))
+            })
+            .map(str::to_owned)
+    };
+    let metrics = ctl.metrics_text().await?;
+    let series = series_of(&metrics).context("no state series while Terminating")?;
+    assert!(series.contains("state=\"Terminating\""), "{series}");
+
+    let patch = json!({"metadata": {"finalizers": null}});
+    runtimes
+        .patch(&id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    eventually("its state series gone", Duration::from_secs(30), || async {
+        Ok(series_of(&ctl.metrics_text().await?).is_none())
+    })
+    .await?;
+    ctl.stop().await;
+
+    // The Shoot the deletion held back is left behind by the removed finalizer: delete it.
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let confirm =
+        json!({"metadata": {"annotations": {"confirmation.gardener.cloud/deletion": "true"}}});
+    shoots
+        .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(confirm))
+        .await?;
+    shoots.delete(&shoot_name, &DeleteParams::default()).await?;
     Ok(())
 }
