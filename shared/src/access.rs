@@ -743,6 +743,38 @@ mod tests {
         );
     }
 
+    /// An update may change the permissions, never the runtime or the account: what was
+    /// created in one runtime cluster, or for one account, would be left behind.
+    #[test]
+    fn runtime_and_service_account_are_immutable() {
+        let policy = AccessPolicy::default();
+        let update_fields = |new: &RuntimeAccess| -> Vec<String> {
+            validate_runtime_access_update(&pods_reader(), new, &policy)
+                .violations
+                .into_iter()
+                .map(|v| v.field)
+                .collect()
+        };
+        let mut wider = pods_reader();
+        if let Some(role) = wider.spec.role.as_mut() {
+            role.rules.push(rule(&[""], &["configmaps"], &["get"]));
+        }
+        assert_eq!(update_fields(&wider), Vec::<String>::new());
+        let mut moved = pods_reader();
+        moved.spec.runtime_id = "another-runtime".into();
+        assert_eq!(update_fields(&moved), ["spec.runtimeId"]);
+        let mut renamed = pods_reader();
+        renamed.spec.service_account.name = "other".into();
+        assert_eq!(update_fields(&renamed), ["spec.serviceAccount"]);
+        // A deletion in progress is not held to the rules, but still to immutability.
+        let mut deleting = moved.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(update_fields(&deleting), ["spec.runtimeId"]);
+    }
+
     #[test]
     fn requires_exactly_one_permission_source() {
         let mut ra = pods_reader();

@@ -32,8 +32,18 @@ use serde::{Deserialize, Serialize};
 pub struct RuntimeAccessSpec {
     /// The runtime ID. The GardenerCluster of this name in the same namespace provides the
     /// admin kubeconfig through which the controller manages the shoot cluster. Immutable.
+    // Enforced by the apiserver too (a CEL rule), so it holds while no webhook answers: what
+    // the controller created in one runtime cluster would otherwise be left there.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "is immutable; create a new RuntimeAccess for another runtime"
+    }]))]
     pub runtime_id: String,
     /// The ServiceAccount in the shoot cluster the kubeconfig authenticates as. Immutable.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "is immutable; create a new RuntimeAccess for another ServiceAccount"
+    }]))]
     pub service_account: ServiceAccountRef,
     /// Creates a ClusterRole with these rules and binds it cluster-wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -925,6 +925,54 @@ async fn runtime_access_is_held_to_least_privilege() {
     wh.stop(env).await;
 }
 
+/// A RuntimeAccess's runtime and ServiceAccount cannot change: refused by the webhook and, in
+/// a namespace no webhook covers (or while none answers), by the CRD's own rule, with the
+/// field and what to do instead; a change of its permissions passes.
+#[tokio::test]
+async fn runtime_access_runtime_and_account_are_immutable_with_or_without_the_webhook() {
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let bare = env.namespace("ra-immutable").await.unwrap();
+    for ns in [wh.ns.as_str(), bare.as_str()] {
+        let mut ra = json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": "reader", "namespace": ns},
+            "spec": {
+                "runtimeId": "runtime-id",
+                "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
+                "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            },
+        });
+        let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&ra))).await;
+        assert!(ok, "{ns}: {out}");
+        ra["spec"]["role"]["rules"][0]["verbs"] = json!(["get", "list"]);
+        let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&ra))).await;
+        assert!(ok, "{ns}: a change of the rules passes: {out}");
+        for (field, value, message) in [
+            (
+                "runtimeId",
+                json!("another-runtime"),
+                "create a new RuntimeAccess for another runtime",
+            ),
+            (
+                "serviceAccount",
+                json!({"name": "other", "namespace": "apps"}),
+                "create a new RuntimeAccess for another ServiceAccount",
+            ),
+        ] {
+            let mut changed = ra.clone();
+            changed["spec"][field] = value;
+            let (ok, out) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&changed))).await;
+            assert!(
+                !ok && out.contains(&format!("spec.{field}")) && out.contains(message),
+                "{ns}: a change of spec.{field} is refused naming it: {out}"
+            );
+        }
+    }
+    wh.stop(env).await;
+}
+
 /// `kyma-project.io/runtime-id` names a Runtime's GardenerCluster, which the Runtime's
 /// deletion deletes: an edit pointing it at another runtime is refused, on the Runtime and on
 /// the GardenerCluster; other label edits pass.
