@@ -94,6 +94,14 @@ pub async fn apply(
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
     }
+    if ready_as_upstream_left_it(runtime, &shoot) {
+        // Upstream KIM leaves a Ready Runtime alone after a restart unless its Shoot is
+        // mid-reconcile, and so do we after taking over from it: the status gains its
+        // observedGeneration and nothing else changes. Going on would turn Runtimes Pending
+        // whose cluster is hibernated or refuses a write, or whose Shoot's last Gardener
+        // reconcile erred, with no change of theirs.
+        return Ok(Action::await_change());
+    }
 
     if let Some(action) = follow_last_operation(reconciler, runtime, &shoot, draft) {
         return Ok(action);
@@ -470,6 +478,22 @@ async fn prepare(
 
 /// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
 /// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
+/// A Ready status written by upstream KIM (it sets no `observedGeneration`) whose Shoot is not
+/// mid-reconcile (upstream's restart guard: a newer generation than Gardener observed, or a
+/// last operation that is still pending or processing).
+fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
+    let upstream_ready = runtime
+        .status
+        .as_ref()
+        .is_some_and(|s| s.state == RuntimeState::Ready && s.observed_generation.is_none());
+    let status = shoot.status.as_ref();
+    let mid_reconcile = shoot.metadata.generation > status.and_then(|s| s.observed_generation)
+        || status
+            .and_then(|s| s.last_operation.as_ref())
+            .is_none_or(|op| matches!(op.state.as_str(), state::PENDING | state::PROCESSING));
+    upstream_ready && !mid_reconcile
+}
+
 fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
     let owner = shoot
         .annotations()

@@ -19,7 +19,11 @@
 //!   upstream's `Provisioned` reads "Shoot patched without changes";
 //! - gcp: provisioned, and Gardener reconciled the Shoot since (its daily reconcile: the last
 //!   operation is a `Reconcile`); its kubeconfig Secret is older than the rotation period, so
-//!   exactly this one kubeconfig is due.
+//!   exactly this one kubeconfig is due;
+//! - a second aws one whose cluster cannot be reached (hibernated: its API server is scaled to
+//!   zero) and whose Shoot's last Gardener reconcile erred: upstream's restart leaves a Ready
+//!   Runtime alone unless its Shoot is mid-reconcile, so it must stay Ready untouched too (it
+//!   takes no part in the force-patch below, which does go into its cluster).
 //!
 //! Gardener calls are counted in the KCP audit log (Gardener is aggregated into the KCP), by
 //! the user the controller authenticates as.
@@ -90,6 +94,13 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
                 .with_context(|| format!("laying down the {provider} Runtime as upstream"))?,
         );
     }
+
+    let dark_id = format!("tk3-{suffix}");
+    let mut dark = lay_down(env, &ns, "aws", &dark_id)
+        .await
+        .context("laying down the unreachable Runtime as upstream")?;
+    go_dark(env, &ns, &mut dark).await?;
+    laid.push(dark);
 
     // Every version of every Runtime from here on.
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
@@ -210,6 +221,14 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
         let status = rt.status.as_ref().context("status")?;
         assert_eq!(status.state, RuntimeState::Ready, "{what}: {status:?}");
         assert_eq!(
+            status
+                .shoot_last_operation
+                .as_ref()
+                .map(|op| op.state.as_str()),
+            l.shoot_before.data["status"]["lastOperation"]["state"].as_str(),
+            "{what}: the Shoot's last operation is surfaced"
+        );
+        assert_eq!(
             conditions_of(&rt),
             l.conditions,
             "{what}: conditions changed"
@@ -220,7 +239,8 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
     // applies the Runtime as a change does) applies our conversion with upstream's field
     // manager over upstream's Shoot: for these Runtimes it must be the Shoot upstream made, so
     // neither the Shoot nor its structured-auth ConfigMap changes.
-    for l in &laid {
+    let reachable: Vec<&Laid> = laid.iter().filter(|l| l.id != dark_id).collect();
+    for l in &reachable {
         runtimes
             .patch(
                 &l.id,
@@ -230,7 +250,7 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
             )
             .await?;
     }
-    for l in &laid {
+    for l in &reachable {
         eventually(
             &format!("{} force-patched", l.provider),
             TIMEOUT,
@@ -244,7 +264,7 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
         .await?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    for l in &laid {
+    for l in &reachable {
         let what = l.provider;
         let now = shoots.get(&l.shoot).await?;
         assert_eq!(
@@ -575,6 +595,71 @@ pub(super) async fn lay_down(
             })
             .collect(),
     })
+}
+
+/// Makes `laid`'s cluster unreachable (its kubeconfig points at a closed port, as a hibernated
+/// cluster's API server answers no connection) and its Shoot's last operation a Gardener
+/// reconcile that erred.
+async fn go_dark(env: &TestEnv, ns: &str, laid: &mut Laid) -> Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(env.kcp_client().await?, ns);
+    let name = names::kubeconfig_secret_name(&laid.id);
+    let kubeconfig = laid
+        .secret_before
+        .data
+        .as_ref()
+        .and_then(|d| d.get("config"))
+        .context("kubeconfig")?;
+    let text = String::from_utf8(kubeconfig.0.clone())?;
+    let dark: String = text
+        .lines()
+        .map(|line| match line.split_once("server: ") {
+            Some((indent, _)) => format!("{indent}server: https://127.0.0.1:9"),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    ensure!(dark != text, "no server in the kubeconfig");
+    laid.secret_before = secrets
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"config": dark}})),
+        )
+        .await?;
+    let shoots = shoots_api(env).await?;
+    // The simulated gardenlet keeps an operation in Error while the Shoot has this fault.
+    shoots
+        .patch(
+            &laid.shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kim_tests::simulator::FAULT_ANNOTATION: "error:ERR_INFRA_RATE_LIMITS_EXCEEDED"}}})),
+        )
+        .await?;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    shoots
+        .patch_status(
+            &laid.shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "lastOperation": {"type": "Reconcile", "state": "Error", "progress": 40,
+                    "description": "Waiting until the infrastructure is reconciled", "lastUpdateTime": now},
+                "lastErrors": [{"description": "infrastructure reconcile failed: rate limited",
+                    "codes": ["ERR_INFRA_RATE_LIMITS_EXCEEDED"], "lastUpdateTime": now}],
+            }})),
+        )
+        .await?;
+    // Given time to undo it, the simulator keeps it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    laid.shoot_before = shoots.get(&laid.shoot).await?;
+    ensure!(
+        laid.shoot_before.data["status"]["lastOperation"]["state"] == "Error",
+        "the Shoot's last operation did not stay Error: {}",
+        laid.shoot_before.data["status"]["lastOperation"]
+    );
+    Ok(())
 }
 
 /// What upstream's patch conversion (`NewConverterPatch`) applies for a Runtime whose change
