@@ -1,6 +1,7 @@
 //! OIDC in the runtime cluster (upstream `sFnConfigureOidc`): one
 //! `OpenIDConnect` (`authentication.gardener.cloud/v1alpha1`) per `additionalOidcConfig`
-//! entry, named `kyma-oidc-<i>`, or the configured default shared IAS tenant. Unlike upstream
+//! entry, named `kyma-oidc-<i>`, the configured default shared IAS tenant when the list is unset,
+//! or none for an empty list ([`wanted`]). Unlike upstream
 //! (delete all, then create), we apply each by server-side apply and delete only the
 //! managed ones no longer wanted, so a reconcile does not open a window without OIDC.
 //!
@@ -39,7 +40,10 @@ pub fn extension_enabled(shoot: &Shoot) -> bool {
         .any(|e| e.type_ == extension::OIDC_SERVICE && e.disabled != Some(true))
 }
 
-/// The `OpenIDConnect` specs wanted for a Runtime, `default` when it names none usable.
+/// The `OpenIDConnect` specs wanted for a Runtime (upstream's rule): `default` when
+/// `additionalOidcConfig` is unset or an entry lacks its client ID or issuer; none for an empty
+/// list (KEB writes `[]` for a customer's `oidc: {list: []}`: no OIDC provider in the cluster);
+/// else one per entry.
 pub fn wanted(runtime: &Runtime, default: Value) -> Vec<Value> {
     let configs = runtime
         .spec
@@ -48,10 +52,17 @@ pub fn wanted(runtime: &Runtime, default: Value) -> Vec<Value> {
         .as_ref()
         .and_then(|k| k.kube_api_server.as_ref())
         .and_then(|a| a.additional_oidc_config.as_ref());
-    let usable: Vec<Value> = configs
-        .into_iter()
-        .flatten()
-        .filter(|c| c.oidc.client_id.is_some() && c.oidc.issuer_url.is_some())
+    let Some(configs) = configs else {
+        return vec![default];
+    };
+    if configs
+        .iter()
+        .any(|c| c.oidc.client_id.is_none() || c.oidc.issuer_url.is_none())
+    {
+        return vec![default];
+    }
+    configs
+        .iter()
         .map(|c| {
             let o = &c.oidc;
             let mut spec = json!({
@@ -73,12 +84,7 @@ pub fn wanted(runtime: &Runtime, default: Value) -> Vec<Value> {
             }
             strip_nulls(spec)
         })
-        .collect();
-    if usable.is_empty() {
-        vec![default]
-    } else {
-        usable
-    }
+        .collect()
 }
 
 fn strip_nulls(v: Value) -> Value {
@@ -155,35 +161,52 @@ mod tests {
     use kim_shared::api::runtime::{AdditionalOidcConfig, RuntimeApiServer, RuntimeKubernetes};
     use kim_shared::gardener::OidcConfig;
 
-    #[test]
-    fn default_when_none_usable() {
+    fn with_entries(entries: Option<Vec<AdditionalOidcConfig>>) -> Runtime {
         let mut runtime = Runtime::new("rt", Default::default());
-        assert_eq!(
-            wanted(&runtime, json!({"clientID": "d"})),
-            vec![json!({"clientID": "d"})]
-        );
         runtime.spec.shoot.kubernetes = Some(RuntimeKubernetes {
             kube_api_server: Some(RuntimeApiServer {
-                additional_oidc_config: Some(vec![AdditionalOidcConfig {
-                    oidc: OidcConfig {
-                        client_id: Some("c".into()),
-                        issuer_url: Some("https://i".into()),
-                        signing_algs: Some(vec!["RS256".into()]),
-                        ..Default::default()
-                    },
-                    jwks: None,
-                }]),
+                additional_oidc_config: entries,
                 ..Default::default()
             }),
             ..Default::default()
         });
-        let w = wanted(&runtime, json!({"clientID": "d"}));
+        runtime
+    }
+
+    fn entry(client_id: Option<&str>, issuer_url: Option<&str>) -> AdditionalOidcConfig {
+        AdditionalOidcConfig {
+            oidc: OidcConfig {
+                client_id: client_id.map(Into::into),
+                issuer_url: issuer_url.map(Into::into),
+                signing_algs: Some(vec!["RS256".into()]),
+                ..Default::default()
+            },
+            jwks: None,
+        }
+    }
+
+    #[test]
+    fn default_when_unset_or_incomplete_none_for_an_empty_list() {
+        let default = json!({"clientID": "d"});
+        let complete = entry(Some("c"), Some("https://i"));
         assert_eq!(
-            w,
+            wanted(&with_entries(None), default.clone()),
+            vec![default.clone()]
+        );
+        assert_eq!(
+            wanted(&with_entries(Some(vec![complete.clone()])), default.clone()),
             vec![
                 json!({"clientID": "c", "issuerURL": "https://i", "supportedSigningAlgs": ["RS256"],
                        "usernameClaim": "sub"})
             ]
+        );
+        // One entry without an issuer: the default alone, as upstream.
+        let partial = with_entries(Some(vec![complete, entry(Some("x"), None)]));
+        assert_eq!(wanted(&partial, default.clone()), vec![default.clone()]);
+        // An empty list: no provider at all (the customer turned OIDC off).
+        assert_eq!(
+            wanted(&with_entries(Some(Vec::new())), default),
+            Vec::<Value>::new()
         );
     }
 }

@@ -130,14 +130,33 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
     assert!(api.get_opt("kyma-oidc-2").await.unwrap().is_none());
     assert!(api.get_opt("kyma-oidc-0").await.unwrap().is_some());
 
-    // No usable entry: the configured default.
+    // An entry without an issuer: the configured default.
     let none = runtime_with(json!([{"clientID": "x"}]));
-    oidc::apply(&runtime_client, &oidc::wanted(&none, default))
+    oidc::apply(&runtime_client, &oidc::wanted(&none, default.clone()))
         .await
         .unwrap();
     assert_eq!(
         api.get("kyma-oidc-0").await.unwrap().data["spec"]["clientID"],
         "default"
+    );
+
+    // An empty list (KEB's `oidc: {list: []}`): no provider, every managed object goes.
+    let off = runtime_with(json!([]));
+    oidc::apply(&runtime_client, &oidc::wanted(&off, default))
+        .await
+        .unwrap();
+    let selector = "operator.kyma-project.io/managed-by=infrastructure-manager";
+    let left = api
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .unwrap();
+    assert!(
+        left.items.is_empty(),
+        "managed OpenIDConnects left: {:?}",
+        left.items
+            .iter()
+            .map(|o| &o.metadata.name)
+            .collect::<Vec<_>>()
     );
 }
 
