@@ -46,8 +46,13 @@ pub fn plan(admins: &[String], bindings: &[ClusterRoleBinding]) -> AdminPlan {
         })
         .filter_map(|b| b.metadata.name.clone())
         .collect();
-    let mut create: Vec<String> = admins
+    let mut seen = std::collections::HashSet::new();
+    let create: Vec<String> = admins
         .iter()
+        // A blank name cannot be a binding's subject (the apiserver refuses it), and the
+        // webhook admits it with a warning: skipped, so the other administrators still get
+        // theirs.
+        .filter(|a| !a.trim().is_empty())
         .filter(|a| {
             !ours.iter().any(|b| {
                 b.subjects
@@ -57,9 +62,9 @@ pub fn plan(admins: &[String], bindings: &[ClusterRoleBinding]) -> AdminPlan {
                     .any(|s| &s.name == *a)
             })
         })
+        .filter(|a| seen.insert(*a))
         .cloned()
         .collect();
-    create.dedup();
     AdminPlan { remove, create }
 }
 
@@ -184,6 +189,25 @@ mod tests {
         let p = plan(&admins, &existing);
         assert_eq!(p.remove, vec!["admin-2".to_string()]);
         assert_eq!(p.create, vec!["b@x".to_string()]);
+    }
+
+    #[test]
+    fn blank_and_repeated_administrators_get_no_extra_binding() {
+        let admins: Vec<String> = ["a@x", "", "  ", "b@x", "a@x"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(plan(&admins, &[]).create, ["a@x", "b@x"]);
+        // No administrators at all: every cluster-admin binding of ours goes.
+        let existing = vec![crb(
+            "admin-1",
+            Some(MANAGED_BY_INFRASTRUCTURE_MANAGER),
+            "cluster-admin",
+            &[("User", "a@x")],
+        )];
+        let none = plan(&[], &existing);
+        assert_eq!(none.remove, ["admin-1"]);
+        assert!(none.create.is_empty());
     }
 
     #[test]

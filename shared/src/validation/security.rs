@@ -7,23 +7,26 @@ use crate::api::ProviderType;
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let security = &ctx.rt.spec.security;
+    // Administrators are bindings in the runtime cluster, not part of the Shoot, and KEB
+    // writes them as given (an empty list for old runtimes without a user ID, entries as the
+    // customer typed them): warnings, so that no update of such a Runtime is refused.
     if security.administrators.is_empty() {
-        f.violation(
+        f.warning(
             "spec.security.administrators",
-            "must name at least one administrator (user name or e-mail), who is bound to cluster-admin in the cluster",
+            "names no administrator: no one is bound to cluster-admin in the cluster, and the bindings the infrastructure manager created there are removed",
         );
     }
     let mut seen = std::collections::HashSet::new();
     for (i, admin) in security.administrators.iter().enumerate() {
         if admin.trim().is_empty() {
-            f.violation(
-                format!("spec.security.administrators[{i}]"),
-                "is empty; give a user name or e-mail",
+            f.warning(
+                format_args!("spec.security.administrators[{i}]"),
+                "is empty and skipped: no binding is created for it",
             );
         } else if admin.trim() != admin {
-            f.violation(
-                format!("spec.security.administrators[{i}]"),
-                format!("{admin:?} has leading or trailing whitespace; give the user name exactly, e.g. {:?}", admin.trim()),
+            f.warning(
+                format_args!("spec.security.administrators[{i}]"),
+                format_args!("{admin:?} has leading or trailing whitespace: the binding names it exactly so, which no user name {:?} matches", admin.trim()),
             );
         } else if !seen.insert(admin) {
             f.warning(
