@@ -423,8 +423,26 @@ impl<'a> Check<'a> {
             let (old_name, old_version) = self.effective_image(b);
             if (old_name.as_str(), old_version.as_deref()) == (name.as_str(), version.as_deref())
                 && b.machine.architecture == w.machine.architecture
-                && b.cri == w.cri
             {
+                // Only the container runtime changed (KEB's gVisor switch): the image is the
+                // pool's, which may have left the CloudProfile since Gardener moved the live
+                // pool to a newer version (the patch keeps that one). Its CRI support is
+                // checked while the profile still lists it; Gardener checks the live one.
+                let listed = self
+                    .spec()
+                    .machine_images
+                    .iter()
+                    .find(|i| i.name == name)
+                    .and_then(|i| {
+                        i.versions
+                            .iter()
+                            .find(|v| Some(v.version.as_str()) == version.as_deref())
+                    });
+                if b.cri != w.cri
+                    && let Some(v) = listed
+                {
+                    self.container_runtime(at, w, &name, v, f);
+                }
                 return;
             }
         }

@@ -673,6 +673,17 @@ fn an_existing_pool_keeps_its_image_and_may_move_up_to_an_expired_version_but_no
             "spec.shoot.provider.workers[0].cri.containerRuntimes[0].type: gardenlinux 1877.7.0 offers no container runtime \"gvisor\" in CloudProfile aws; offered: none"
         ]
     );
+    // KEB switches gVisor on for a pool whose version (pinned at creation) has left the
+    // CloudProfile since: the live pool runs a newer one, which Gardener checks. Admitted.
+    let gone = image("gardenlinux", Some("1312.3.0"));
+    let gone_gvisor = pool(|w| {
+        w["machine"]["image"] = json!({"name": "gardenlinux", "version": "1312.3.0"});
+        w["cri"] = json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]});
+    });
+    assert_eq!(
+        under(&gone_gvisor, Some(&gone), "spec.shoot.provider.workers[0]"),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
