@@ -20,6 +20,15 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// Whether the `kim.providers` allow-lists and bounds hold for a value: at admission only
+    /// (not when the controller re-checks a stored Runtime before converting it), and on UPDATE
+    /// only for a value the stored Runtime did not have already (`kept`). Tightening the
+    /// configuration then holds new choices to it without making stored Runtimes fail or
+    /// refusing KEB's updates of them (KEB rewrites whole sections, unchanged values included).
+    pub fn policy_applies(&self, kept: bool) -> bool {
+        self.opts.admission_policy && !kept
+    }
+
     pub fn new(
         rt: &'a Runtime,
         cfg: &'a KimConfig,

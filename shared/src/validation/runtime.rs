@@ -87,6 +87,7 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
             ),
         );
     } else if let Some(p) = ctx.provider
+        && ctx.policy_applies(ctx.old.is_some_and(|o| o.spec.shoot.region == shoot.region))
         && !p.allows_region(&shoot.region)
     {
         let allowed: Vec<&str> = p
@@ -234,6 +235,7 @@ fn kubernetes_version(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Kubern
         }
     };
     if let Some(p) = ctx.provider
+        && ctx.policy_applies(ctx.old.is_some_and(|o| explicit_version(o) == Some(v)))
         && let Err(why) = p.check_kubernetes_version(v)
     {
         f.violation(

@@ -172,9 +172,16 @@ fn pool_name<'a>(
     }
 }
 
+/// The stored pool of the same name, on UPDATE.
+fn stored_pool<'a>(ctx: &Ctx<'a>, w: &Worker) -> Option<&'a Worker> {
+    ctx.old
+        .and_then(|old| pools(old).map(|(_, o)| o).find(|o| o.name == w.name))
+}
+
 fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     let provider_type = ctx.rt.spec.shoot.provider.type_;
     let m = &w.machine;
+    let stored = stored_pool(ctx, w);
     let configured = ctx.provider.and_then(|p| p.machine_type(&m.type_));
     if m.type_.is_empty() {
         f.violation(
@@ -185,6 +192,7 @@ fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
             ),
         );
     } else if let Some(p) = ctx.provider
+        && ctx.policy_applies(stored.is_some_and(|o| o.machine.type_ == m.type_))
         && !p.allows_machine_type(&m.type_)
     {
         let allowed: Vec<&str> = p
@@ -235,6 +243,12 @@ fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
         );
         return;
     }
+    let image_kept = stored
+        .and_then(|o| o.machine.image.as_ref())
+        .is_some_and(|i| i.name == image.name && i.version == image.version);
+    if !ctx.policy_applies(image_kept) {
+        return;
+    }
     let Some(images) = ctx.provider.and_then(|p| p.machine_images.as_ref()) else {
         return;
     };
@@ -282,14 +296,18 @@ fn example_machine(t: ProviderType) -> &'static str {
 }
 
 fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
+    let stored = stored_pool(ctx, w);
     if let Some(v) = &w.volume {
+        let kept = stored
+            .and_then(|o| o.volume.as_ref())
+            .is_some_and(|o| o.type_ == v.type_ && o.size == v.size);
         volume(
             ctx,
             at,
             "volume",
             v.name.as_deref(),
-            &v.size,
-            v.type_.as_deref(),
+            (&v.size, v.type_.as_deref()),
+            kept,
             f,
         );
     }
@@ -316,13 +334,18 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
             }
             _ => {}
         }
+        let kept = stored
+            .and_then(|o| o.data_volumes.as_deref())
+            .into_iter()
+            .flatten()
+            .any(|o| o.name == d.name && o.type_ == d.type_ && o.size == d.size);
         volume(
             ctx,
             at,
             &path,
             Some(&d.name),
-            &d.size,
-            d.type_.as_deref(),
+            (&d.size, d.type_.as_deref()),
+            kept,
             f,
         );
     }
@@ -336,13 +359,15 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     }
 }
 
+/// One volume: its name, its `(size, type)`, and, unless the stored pool has it `kept`, the
+/// configured volume types.
 fn volume(
     ctx: &Ctx<'_>,
     at: Item,
     path: &str,
     name: Option<&str>,
-    size: &str,
-    type_: Option<&str>,
+    (size, type_): (&str, Option<&str>),
+    kept: bool,
     f: &mut ValidationOutcome,
 ) {
     if let Some(n) = name
@@ -363,6 +388,9 @@ fn volume(
     }
     let Some(t) = type_ else { return };
     let Some(p) = ctx.provider else { return };
+    if !ctx.policy_applies(kept) {
+        return;
+    }
     match p.volume_type(t) {
         None if p.volume_types.is_some() => {
             let allowed: Vec<&str> = p
@@ -416,8 +444,11 @@ fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
             ),
         );
     }
+    let stored = stored_pool(ctx, w);
     if let Some(b) = ctx.provider.and_then(|p| p.worker_scaling) {
-        if i64::from(w.minimum) < i64::from(b.minimum) {
+        if ctx.policy_applies(stored.is_some_and(|o| o.minimum == w.minimum))
+            && i64::from(w.minimum) < i64::from(b.minimum)
+        {
             f.violation(
                 at.field("minimum"),
                 format!(
@@ -426,7 +457,9 @@ fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
                 ),
             );
         }
-        if i64::from(w.maximum) > i64::from(b.maximum) {
+        if ctx.policy_applies(stored.is_some_and(|o| o.maximum == w.maximum))
+            && i64::from(w.maximum) > i64::from(b.maximum)
+        {
             f.violation(
                 at.field("maximum"),
                 format!(
@@ -532,13 +565,12 @@ fn zones<'a>(
     let provider_type = shoot.provider.type_;
     let list = w.zones.as_deref().unwrap_or_default();
     if list.is_empty() {
-        // Legacy "Azure lite" pools were created without zones; they may stay so.
+        // Legacy "Azure lite" pools were created without zones; they may stay so (a stored
+        // one the controller re-checks is such a pool too: the conversion keeps its layout).
         let legacy = provider_type == ProviderType::Azure
-            && ctx.old.is_some_and(|old| {
-                pools(old).any(|(_, o)| {
-                    o.name == w.name && o.zones.as_deref().unwrap_or_default().is_empty()
-                })
-            });
+            && (!ctx.opts.admission_policy
+                || stored_pool(ctx, w)
+                    .is_some_and(|o| o.zones.as_deref().unwrap_or_default().is_empty()));
         if !legacy {
             f.violation(
                 at.field("zones"),
@@ -551,7 +583,12 @@ fn zones<'a>(
         }
         return;
     }
-    let region_known = ctx.provider.is_none_or(|p| p.allows_region(&shoot.region));
+    let region_kept = ctx.old.is_some_and(|o| o.spec.shoot.region == shoot.region);
+    let region_known = ctx.provider.is_none_or(|p| p.allows_region(&shoot.region))
+        || !ctx.policy_applies(region_kept);
+    let stored_zones = stored_pool(ctx, w)
+        .and_then(|o| o.zones.as_deref())
+        .unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
     for (j, zone) in list.iter().enumerate() {
         let field = || at.field(&format!("zones[{j}]"));
@@ -562,7 +599,8 @@ fn zones<'a>(
             );
             continue;
         }
-        if region_known && let Some(why) = zone_problem(ctx, zone) {
+        let kept = stored_zones.contains(zone);
+        if region_known && let Some(why) = zone_problem(ctx, zone, kept) {
             f.violation(field(), why);
         }
         if !all.contains(&zone.as_str()) {
@@ -572,13 +610,15 @@ fn zones<'a>(
 }
 
 /// Why `zone` is not a zone of the Runtime's region: from the configuration when it lists the
-/// region's zones, else by the provider's naming rule.
-fn zone_problem(ctx: &Ctx<'_>, zone: &str) -> Option<String> {
+/// region's zones (unless the stored pool has it, `kept`), else by the provider's naming rule,
+/// which the conversion relies on.
+fn zone_problem(ctx: &Ctx<'_>, zone: &str, kept: bool) -> Option<String> {
     let shoot = &ctx.rt.spec.shoot;
     let region = shoot.region.as_str();
     let provider_type = shoot.provider.type_;
     if let Some(p) = ctx.provider
         && p.regions.is_some()
+        && ctx.policy_applies(kept)
     {
         if p.allows_zone(region, zone) {
             return None;

@@ -389,3 +389,59 @@ fn the_runtime_id_label_is_immutable() {
     }
     denied(validate_gardener_cluster_update(&gc, &unlabelled), FIELD);
 }
+
+/// The operator tightened `kim.providers` after Runtimes were created (a higher minimum
+/// Kubernetes version, fewer machine and volume types, a lower node bound): updates that keep
+/// those values are admitted (KEB rewrites whole sections), the controller keeps converting
+/// such stored Runtimes, and a value an update changes is held to the configuration.
+#[test]
+fn a_tightened_configuration_holds_new_choices_only() {
+    use kim_shared::validation::{
+        ValidationOptions, validate_create, validate_create_with, validate_update,
+    };
+    let stored = runtime(|rt| {
+        rt.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.32.1".into());
+        let pool = main_pool(rt);
+        pool.machine.type_ = "m7g.medium".into();
+        pool.maximum = 400;
+        if let Some(v) = pool.volume.as_mut() {
+            v.type_ = Some("io2".into());
+        }
+    });
+    let fields = |f: &kim_shared::validation::ValidationOutcome| -> Vec<String> {
+        let mut v: Vec<String> = f.violations.iter().map(|v| v.field.clone()).collect();
+        v.sort();
+        v
+    };
+    // What the configuration refuses today.
+    let policy = [
+        "spec.shoot.kubernetes.version",
+        "spec.shoot.provider.workers[0].machine.type",
+        "spec.shoot.provider.workers[0].maximum",
+        "spec.shoot.provider.workers[0].volume.type",
+    ];
+    assert_eq!(fields(&validate_create(&stored, config())), policy);
+    // KEB's update that changes the administrators only.
+    let mut update = stored.clone();
+    update.spec.security.administrators = vec!["second.admin@example.com".into()];
+    accepts_update(&stored, &update);
+    // The controller's check of the stored Runtime before converting it.
+    let controller = ValidationOptions {
+        audit_log_mandatory: false,
+        admission_policy: false,
+    };
+    allowed(validate_create_with(&stored, config(), &controller));
+    // Changed values are held to the configuration.
+    let mut changed = update.clone();
+    changed.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.32.2".into());
+    let pool = main_pool(&mut changed);
+    pool.machine.type_ = "m7g.large".into();
+    pool.maximum = 500;
+    if let Some(v) = pool.volume.as_mut() {
+        v.type_ = Some("io1".into());
+    }
+    assert_eq!(
+        fields(&validate_update(&stored, &changed, config())),
+        policy
+    );
+}
