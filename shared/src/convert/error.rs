@@ -2,8 +2,6 @@
 //! broken live Shoot, the Shoot field) and says what would be valid; `docs/conversion.md` lists
 //! them with the validation rule that rejects the same Runtime at admission.
 
-use super::provider::zones::{MAX_NODES_PREFIX, MIN_NODES_PREFIX};
-
 /// A Runtime the conversion cannot turn into a Shoot.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
@@ -36,13 +34,17 @@ pub enum ConvertError {
     /// The nodes CIDR is too large or too small to be cut into zone subnets.
     #[error(
         "spec.shoot.networking.nodes: the prefix /{prefix} cannot be split into {provider} zone \
-         subnets; use a prefix from /{MIN_NODES_PREFIX} to /{MAX_NODES_PREFIX}"
+         subnets; use a prefix from /{min} to /{max}"
     )]
     NodesPrefix {
         /// Provider type.
         provider: &'static str,
         /// The prefix length found.
         prefix: u8,
+        /// Shortest prefix the split supports.
+        min: u8,
+        /// Longest prefix the split supports.
+        max: u8,
     },
 
     /// `spec.shoot.networking.pods` is no IPv4 CIDR from /2 to /32, or has fewer usable

@@ -48,7 +48,9 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) -> Option<Ipv4Net>
     dual_stack(ctx, f);
     let provider = ctx.rt.spec.shoot.provider.type_;
     let nodes = nodes?;
+    // GDCH's split takes any prefix its zones fit in (checked with the zones).
     if needs_zone_layout(provider)
+        && provider != ProviderType::Gdch
         && !(MIN_NODES_PREFIX..=MAX_NODES_PREFIX).contains(&nodes.prefix_len())
     {
         f.violation(

@@ -6,7 +6,7 @@ use super::syntax::{self, Scaled};
 use super::{Item, ValidationOutcome};
 use crate::api::{ProviderType, Runtime};
 use crate::config::{KubernetesVersion, parse_image_version};
-use crate::convert::zones::{self, MAX_NODES_PREFIX, MAX_ZONES, MIN_NODES_PREFIX, ZoneSplitError};
+use crate::convert::zones::{self, MAX_ZONES, ZoneSplitError};
 use crate::gardener::Worker;
 use ipnet::Ipv4Net;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -713,9 +713,13 @@ fn zone_layout(
     };
     let why = match result {
         Ok(()) => return,
-        Err(ZoneSplitError::Prefix(p)) => {
+        Err(ZoneSplitError::Prefix {
+            prefix: p,
+            min,
+            max,
+        }) => {
             format!(
-                "a /{p} network cannot be split into zone subnets; use a prefix from /{MIN_NODES_PREFIX} to /{MAX_NODES_PREFIX}"
+                "a /{p} network cannot be split into zone subnets; use a prefix from /{min} to /{max}"
             )
         }
         Err(ZoneSplitError::ZoneCount { count, min, max }) => {

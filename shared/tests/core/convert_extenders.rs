@@ -1021,7 +1021,9 @@ fn errors_name_the_runtime_field() {
         fails(&rt, &cfg),
         ConvertError::NodesPrefix {
             provider: "aws",
-            prefix: 25
+            prefix: 25,
+            min: 16,
+            max: 24
         }
     );
     assert_eq!(field(&rt), "spec.shoot.networking.nodes");

@@ -409,6 +409,11 @@ fn the_zones_must_fit_the_providers_zone_layout() {
         nodes(&gdch(&["eu-central-1a", "eu-central-1b", "eu-central-1c"])),
         Vec::<String>::new()
     );
+    // A GDCH nodes network larger than /16 (KEB sets no lower bound, upstream splits any that
+    // fits the zones).
+    let mut wide = gdch(&["eu-central-1a", "eu-central-1b", "eu-central-1c"]);
+    wide.spec.shoot.networking.nodes = "172.16.0.0/12".into();
+    assert_eq!(nodes(&wide), Vec::<String>::new());
 }
 
 #[test]

@@ -56,9 +56,11 @@ fn split_error(provider: ProviderType, e: ZoneSplitError) -> ConvertError {
             min,
             max,
         },
-        ZoneSplitError::Prefix(prefix) => ConvertError::NodesPrefix {
+        ZoneSplitError::Prefix { prefix, min, max } => ConvertError::NodesPrefix {
             provider: provider.as_str(),
             prefix,
+            min,
+            max,
         },
     }
 }

@@ -24,8 +24,8 @@ pub enum ZoneSplitError {
         min: usize,
         max: usize,
     },
-    /// The nodes prefix is outside `/16`..`/24`.
-    Prefix(u8),
+    /// The nodes prefix is outside what the split supports, `/min`..`/max`.
+    Prefix { prefix: u8, min: u8, max: u8 },
 }
 
 /// The three subnets of one AWS zone.
@@ -47,14 +47,23 @@ fn check(nodes: Ipv4Net, count: usize, min: usize, max: usize) -> Result<(), Zon
     }
     let prefix = nodes.prefix_len();
     if !(MIN_NODES_PREFIX..=MAX_NODES_PREFIX).contains(&prefix) {
-        return Err(ZoneSplitError::Prefix(prefix));
+        return Err(ZoneSplitError::Prefix {
+            prefix,
+            min: MIN_NODES_PREFIX,
+            max: MAX_NODES_PREFIX,
+        });
     }
     Ok(())
 }
 
 fn net(base: u32, prefix: u8) -> Result<Ipv4Net, ZoneSplitError> {
-    // The prefix is at most 24 + 3 + 3 = 30 here, so this never fails after `check`.
-    Ipv4Net::new(Ipv4Addr::from(base), prefix).map_err(|_| ZoneSplitError::Prefix(prefix))
+    // The prefix is at most 32 here (24 + 3 + 3 after `check`, 32 for GDCH), so this never
+    // fails.
+    Ipv4Net::new(Ipv4Addr::from(base), prefix).map_err(|_| ZoneSplitError::Prefix {
+        prefix,
+        min: 0,
+        max: 32,
+    })
 }
 
 /// AWS: with `w = nodes prefix + 3`, each of the first three zones takes `workers /w`, then
@@ -109,19 +118,33 @@ pub fn eighths(nodes: Ipv4Net, count: usize) -> Result<Vec<Ipv4Net>, ZoneSplitEr
 pub const GDCH_MAX_ZONES: usize = 3;
 
 /// GDCH (upstream's `hyperscaler/gdch/zones.go`): the nodes CIDR is cut into 1, 2 or 4 equal
-/// blocks for 1, 2 or 3 zones; zone `k` (by position) takes the `k`-th block. Nodes prefix 16
-/// to 24, as for every other provider.
+/// blocks for 1, 2 or 3 zones; zone `k` (by position) takes the `k`-th block. Any nodes prefix
+/// whose blocks still fit an IPv4 network, as upstream (KEB offers GDCH networks up to /23 and
+/// sets no lower bound).
 pub fn gdch(nodes: Ipv4Net, count: usize) -> Result<Vec<Ipv4Net>, ZoneSplitError> {
-    check(nodes, count, 1, GDCH_MAX_ZONES)?;
+    if !(1..=GDCH_MAX_ZONES).contains(&count) {
+        return Err(ZoneSplitError::ZoneCount {
+            count,
+            min: 1,
+            max: GDCH_MAX_ZONES,
+        });
+    }
     let shift: u8 = match count {
         1 => 0,
         2 => 1,
         _ => 2,
     };
+    if nodes.prefix_len() + shift > 32 {
+        return Err(ZoneSplitError::Prefix {
+            prefix: nodes.prefix_len(),
+            min: 0,
+            max: 32 - shift,
+        });
+    }
     let w = nodes.prefix_len() + shift;
     let step = 1u32 << (32 - u32::from(w));
     let base = u32::from(nodes.network());
-    // count <= 3 blocks of at most /26: every block lies inside the nodes CIDR.
+    // count <= 3 blocks of at most /32: every block lies inside the nodes CIDR.
     (0..count as u32).map(|k| net(base + k * step, w)).collect()
 }
 
@@ -233,11 +256,19 @@ mod tests {
         );
         assert_eq!(
             aws(n("10.0.0.0/15"), &["a"]),
-            Err(ZoneSplitError::Prefix(15))
+            Err(ZoneSplitError::Prefix {
+                prefix: 15,
+                min: 16,
+                max: 24
+            })
         );
         assert_eq!(
             aws(n("10.250.0.0/25"), &["a"]),
-            Err(ZoneSplitError::Prefix(25))
+            Err(ZoneSplitError::Prefix {
+                prefix: 25,
+                min: 16,
+                max: 24
+            })
         );
     }
 
@@ -282,7 +313,11 @@ mod tests {
         );
         assert_eq!(
             eighths(n("10.250.0.0/25"), 1),
-            Err(ZoneSplitError::Prefix(25))
+            Err(ZoneSplitError::Prefix {
+                prefix: 25,
+                min: 16,
+                max: 24
+            })
         );
     }
 
@@ -321,6 +356,23 @@ mod tests {
                 count: 0,
                 min: 1,
                 max: 3
+            })
+        );
+        // Upstream (and KEB) set no range but the zones' fit: a /12 and a /30 split too.
+        assert_eq!(
+            s(gdch(n("172.16.0.0/12"), 3).expect("valid")),
+            ["172.16.0.0/14", "172.20.0.0/14", "172.24.0.0/14"]
+        );
+        assert_eq!(
+            s(gdch(n("10.0.0.0/30"), 3).expect("valid")),
+            ["10.0.0.0/32", "10.0.0.1/32", "10.0.0.2/32"]
+        );
+        assert_eq!(
+            gdch(n("10.0.0.0/31"), 3),
+            Err(ZoneSplitError::Prefix {
+                prefix: 31,
+                min: 0,
+                max: 30
             })
         );
     }
