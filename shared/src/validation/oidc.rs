@@ -22,6 +22,21 @@ impl At {
             At::Additional(item) => item.field(key),
         }
     }
+
+    /// A claim or key set the authenticator cannot use. In `oidcConfig` it goes into the
+    /// Shoot's structured authentication, which the kube-apiserver must accept: refused. An
+    /// `additionalOidcConfig` entry only becomes an `OpenIDConnect` in the cluster, which takes
+    /// it as given (KEB passes the customer's values through): a warning, so that no KEB update
+    /// is refused over it.
+    fn unusable(self, f: &mut ValidationOutcome, key: &str, message: String) {
+        match self {
+            At::Main => f.violation(self.field(key), message),
+            At::Additional(_) => f.warning(
+                self.field(key),
+                format_args!("{message} (the OpenIDConnect in the cluster gets it as given, and no token will match it)"),
+            ),
+        }
+    }
 }
 
 pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
@@ -70,7 +85,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
         if let Some(jwks) = &extra.jwks
             && let Err(why) = jwks_problem(&jwks.0)
         {
-            f.violation(at.field("jwks"), why);
+            at.unusable(f, "jwks", why);
         }
     }
 }
@@ -103,14 +118,16 @@ fn entry(at: At, o: &OidcConfig, f: &mut ValidationOutcome) {
     }
     for (key, value) in o.required_claims.iter().flatten() {
         if key.is_empty() || key.contains(|c: char| c.is_whitespace() || c == '=') {
-            f.violation(
-                at.field(&format!("requiredClaims[{key}]")),
-                "is not a claim name; use a name without whitespace or '=', e.g. aud",
+            at.unusable(
+                f,
+                &format!("requiredClaims[{key}]"),
+                "is not a claim name; use a name without whitespace or '=', e.g. aud".to_owned(),
             );
         } else if value.is_empty() {
-            f.violation(
-                at.field(&format!("requiredClaims[{key}]")),
-                "must hold the value the claim must have",
+            at.unusable(
+                f,
+                &format!("requiredClaims[{key}]"),
+                "must hold the value the claim must have".to_owned(),
             );
         }
     }
@@ -121,8 +138,9 @@ fn entry(at: At, o: &OidcConfig, f: &mut ValidationOutcome) {
         if let Some(c) = claim
             && (c.is_empty() || c.contains(char::is_whitespace))
         {
-            f.violation(
-                at.field(key),
+            at.unusable(
+                f,
+                key,
                 format!(
                     "{c:?} is not a claim name; use e.g. sub, email or groups, or leave it out"
                 ),
