@@ -864,7 +864,8 @@ fn follow_last_operation(
     match op.state.as_str() {
         state::SUCCEEDED => {
             // A Ready Runtime that already reports a finished provisioning keeps the reason it
-            // has: upstream never revisits Ready Runtimes, so after a take-over its last word
+            // has: upstream leaves Ready Runtimes alone unless their Shoot is mid-reconcile, so
+            // after a take-over its last word
             // ("Shoot patched without changes", or `ShootCreationCompleted` on a Shoot Gardener
             // has reconciled since) still holds. Our own patches set the condition to Unknown
             // first, so their outcome is still written below.
