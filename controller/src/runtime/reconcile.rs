@@ -865,10 +865,10 @@ fn follow_last_operation(
         state::SUCCEEDED => {
             // A Ready Runtime that already reports a finished provisioning keeps the reason it
             // has: upstream leaves Ready Runtimes alone unless their Shoot is mid-reconcile, so
-            // after a take-over its last word
-            // ("Shoot patched without changes", or `ShootCreationCompleted` on a Shoot Gardener
-            // has reconciled since) still holds. Our own patches set the condition to Unknown
-            // first, so their outcome is still written below.
+            // after a take-over its last word ("Shoot patched without changes", or
+            // `ShootCreationCompleted` on a Shoot Gardener has reconciled since) still holds.
+            // Our own patches set the condition to Unknown first, so their outcome is still
+            // written below.
             let finished = draft.current_state() == RuntimeState::Ready
                 && draft
                     .condition(condition::PROVISIONED)
