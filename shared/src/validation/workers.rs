@@ -300,7 +300,7 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     if let Some(v) = &w.volume {
         let kept = stored
             .and_then(|o| o.volume.as_ref())
-            .is_some_and(|o| o.type_ == v.type_ && o.size == v.size);
+            .map(|o| (o.type_ == v.type_, o.size == v.size));
         volume(
             ctx,
             at,
@@ -338,7 +338,8 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
             .and_then(|o| o.data_volumes.as_deref())
             .into_iter()
             .flatten()
-            .any(|o| o.name == d.name && o.type_ == d.type_ && o.size == d.size);
+            .find(|o| o.name == d.name)
+            .map(|o| (o.type_ == d.type_, o.size == d.size));
         volume(
             ctx,
             at,
@@ -359,17 +360,19 @@ fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
     }
 }
 
-/// One volume: its name, its `(size, type)`, and, unless the stored pool has it `kept`, the
-/// configured volume types.
+/// One volume: its name, its `(size, type)`, and the configured volume types, for what the
+/// stored pool's volume of the same name (`kept`: whether its type and its size are the same)
+/// did not have already.
 fn volume(
     ctx: &Ctx<'_>,
     at: Item,
     path: &str,
     name: Option<&str>,
     (size, type_): (&str, Option<&str>),
-    kept: bool,
+    kept: Option<(bool, bool)>,
     f: &mut ValidationOutcome,
 ) {
+    let (type_kept, size_kept) = kept.unwrap_or((false, false));
     if let Some(n) = name
         && !n.is_empty()
         && (!syntax::is_dns_label(n) || n.len() > POOL_NAME_MAX)
@@ -388,11 +391,8 @@ fn volume(
     }
     let Some(t) = type_ else { return };
     let Some(p) = ctx.provider else { return };
-    if !ctx.policy_applies(kept) {
-        return;
-    }
     match p.volume_type(t) {
-        None if p.volume_types.is_some() => {
+        None if p.volume_types.is_some() && ctx.policy_applies(type_kept) => {
             let allowed: Vec<&str> = p
                 .volume_types
                 .iter()
@@ -407,7 +407,7 @@ fn volume(
                 ),
             );
         }
-        Some(vt) => {
+        Some(vt) if ctx.policy_applies(type_kept && size_kept) => {
             let Some(gib) = gib else { return };
             let min = vt.min_size.map(|s| u64::from(s.gib()));
             let max = vt.max_size.map(|s| u64::from(s.gib()));
@@ -422,7 +422,7 @@ fn volume(
                 );
             }
         }
-        None => {}
+        _ => {}
     }
 }
 

@@ -425,6 +425,12 @@ fn a_tightened_configuration_holds_new_choices_only() {
     let mut update = stored.clone();
     update.spec.security.administrators = vec!["second.admin@example.com".into()];
     accepts_update(&stored, &update);
+    // A resize keeps the volume type the configuration no longer lists.
+    let mut resized = update.clone();
+    if let Some(v) = main_pool(&mut resized).volume.as_mut() {
+        v.size = "120Gi".into();
+    }
+    accepts_update(&stored, &resized);
     // The controller's check of the stored Runtime before converting it.
     let controller = ValidationOptions {
         audit_log_mandatory: false,

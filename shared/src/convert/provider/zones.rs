@@ -142,10 +142,20 @@ pub fn gdch(nodes: Ipv4Net, count: usize) -> Result<Vec<Ipv4Net>, ZoneSplitError
         });
     }
     let w = nodes.prefix_len() + shift;
-    let step = 1u32 << (32 - u32::from(w));
-    let base = u32::from(nodes.network());
-    // count <= 3 blocks of at most /32: every block lies inside the nodes CIDR.
-    (0..count as u32).map(|k| net(base + k * step, w)).collect()
+    // In u64: a /0 network with one zone is a single block of 2^32 addresses.
+    let step = 1u64 << (32 - u32::from(w));
+    let base = u64::from(u32::from(nodes.network()));
+    // count <= 3 blocks inside the nodes CIDR: each start fits in u32.
+    (0..count as u64)
+        .map(|k| {
+            let start = u32::try_from(base + k * step).map_err(|_| ZoneSplitError::Prefix {
+                prefix: nodes.prefix_len(),
+                min: 0,
+                max: 32 - shift,
+            })?;
+            net(start, w)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -367,6 +377,7 @@ mod tests {
             s(gdch(n("10.0.0.0/30"), 3).expect("valid")),
             ["10.0.0.0/32", "10.0.0.1/32", "10.0.0.2/32"]
         );
+        assert_eq!(s(gdch(n("0.0.0.0/0"), 1).expect("valid")), ["0.0.0.0/0"]);
         assert_eq!(
             gdch(n("10.0.0.0/31"), 3),
             Err(ZoneSplitError::Prefix {
