@@ -364,6 +364,11 @@ impl Metrics {
         self.runtime_state.get_or_create(&labels).set(1);
     }
 
+    /// The runtime IDs that have a state series.
+    pub fn runtime_state_ids(&self) -> Vec<String> {
+        lock(&self.runtime_series).keys().cloned().collect()
+    }
+
     /// Removes the state series of a runtime (after its finalizer is gone).
     pub fn remove_runtime_state(&self, runtime_id: &str) {
         if let Some(old) = lock(&self.runtime_series).remove(runtime_id) {

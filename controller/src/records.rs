@@ -128,6 +128,11 @@ impl<R: Default> Records<R> {
             .collect()
     }
 
+    /// The keys of every object with a record.
+    pub fn keys(&self) -> Vec<String> {
+        lock(&self.inner).entries.keys().cloned().collect()
+    }
+
     /// Lets the object be found by `alias` too (see [`Records::key_of`]).
     pub fn set_alias(&self, key: &str, alias: &str) {
         let mut inner = lock(&self.inner);

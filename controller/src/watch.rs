@@ -7,6 +7,7 @@ use std::fmt::Debug;
 
 use futures::{Stream, StreamExt, future};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
@@ -45,6 +46,38 @@ where
         }
     })
     .applied_objects()
+}
+
+/// How often [`sweep`] looks for objects that are gone.
+pub const SWEEP_PERIOD: Duration = Duration::from_secs(60);
+
+/// Until `shutdown`, every [`SWEEP_PERIOD`] once `store` holds its first list: `forget_missing`
+/// with the keys `key` gives the objects in `store`.
+///
+/// What a reconciler keeps per object is dropped when the watch reports the object deleted
+/// ([`own_kind`]), but not every disappearance is reported: objects deleted while the watch
+/// was disconnected vanish with the relist, and a reconcile still running when the deletion
+/// arrives may write its record or series again. The sweep catches those within a period.
+pub async fn sweep<K>(
+    store: Store<K>,
+    key: impl Fn(&K) -> String,
+    forget_missing: impl Fn(&std::collections::HashSet<String>),
+    shutdown: crate::Shutdown,
+) where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    tokio::select! {
+        ready = store.wait_until_ready() => if ready.is_err() { return },
+        _ = shutdown.cancelled() => return,
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_PERIOD) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let present = store.state().iter().map(|o| key(o)).collect();
+        forget_missing(&present);
+    }
 }
 
 /// `events` without its errors, each reported ([`report`]).

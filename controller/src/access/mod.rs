@@ -72,6 +72,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (store, writer) = reflector::store();
     let forgetting = reconciler.clone();
     let stream = crate::watch::own_kind(requests, writer, move |ra| forgetting.forget(ra));
+    let sweeping = reconciler.clone();
+    let sweep = tokio::spawn(crate::watch::sweep(
+        store.clone(),
+        crate::records::key,
+        move |present| sweeping.forget_missing(present),
+        shutdown.clone(),
+    ));
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
@@ -82,4 +89,6 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             futures::future::ready(())
         })
         .await;
+    // It ends on `shutdown` too; a panic in it is already logged.
+    let _ = sweep.await;
 }

@@ -82,8 +82,24 @@ impl Reconciler {
     /// Drops what is kept about a RuntimeAccess that is gone: its record and its share of the
     /// cached runtime-cluster clients.
     pub fn forget(&self, ra: &impl kube::Resource) {
-        self.records.forget(&key(ra));
-        self.clients.release(&key(ra));
+        self.forget_key(&key(ra));
+    }
+
+    fn forget_key(&self, key: &str) {
+        self.records.forget(key);
+        self.clients.release(key);
+    }
+
+    /// Drops records and clients of RuntimeAccesses whose keys are not among `present` (the
+    /// cached ones; [`crate::watch::sweep`]).
+    pub fn forget_missing(&self, present: &std::collections::HashSet<String>) {
+        let mut kept = self.records.keys();
+        kept.extend(self.clients.users());
+        for key in kept {
+            if !present.contains(&key) {
+                self.forget_key(&key);
+            }
+        }
     }
 }
 

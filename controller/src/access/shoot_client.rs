@@ -147,6 +147,18 @@ impl ShootClients {
         Ok(access)
     }
 
+    /// The RuntimeAccesses that hold a client.
+    pub fn users(&self) -> Vec<String> {
+        let mut users: Vec<String> = self
+            .lock()
+            .values()
+            .flat_map(|c| c.users.iter().cloned())
+            .collect();
+        users.sort();
+        users.dedup();
+        users
+    }
+
     /// The RuntimeAccess `user` is gone: drops the clients no other RuntimeAccess uses.
     pub fn release(&self, user: &str) {
         self.lock().retain(|_, c| {

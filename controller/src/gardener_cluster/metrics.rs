@@ -88,6 +88,13 @@ impl KubeconfigMetrics {
         self.expiration.get_or_create(&labels).set(expires_epoch);
     }
 
+    /// The GardenerClusters (by key) that have a series.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = lock(&self.state_series).keys().cloned().collect();
+        keys.extend(lock(&self.expiration_series).keys().cloned());
+        keys
+    }
+
     /// Removes both series of the GardenerCluster `key` (it is gone).
     pub fn remove(&self, key: &str) {
         if let Some(old) = lock(&self.state_series).remove(key) {

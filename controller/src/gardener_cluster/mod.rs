@@ -66,6 +66,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (store, writer) = reflector::store();
     let forgetting = reconciler.clone();
     let stream = crate::watch::own_kind(clusters, writer, move |gc| forgetting.forget(gc));
+    let sweeping = reconciler.clone();
+    let sweep = tokio::spawn(crate::watch::sweep(
+        store.clone(),
+        crate::records::key,
+        move |present| sweeping.forget_missing(present),
+        shutdown.clone(),
+    ));
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
@@ -80,4 +87,6 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             futures::future::ready(())
         })
         .await;
+    // It ends on `shutdown` too; a panic in it is already logged.
+    let _ = sweep.await;
 }

@@ -129,8 +129,24 @@ impl Reconciler {
 
     /// Drops what is kept about a GardenerCluster that is gone: its record and metric series.
     pub fn forget(&self, gc: &impl kube::Resource) {
-        self.metrics.remove(&key(gc));
-        self.records.forget(&key(gc));
+        self.forget_key(&key(gc));
+    }
+
+    fn forget_key(&self, key: &str) {
+        self.metrics.remove(key);
+        self.records.forget(key);
+    }
+
+    /// Drops records and series of GardenerClusters whose keys are not among `present` (the
+    /// cached ones; [`crate::watch::sweep`]).
+    pub fn forget_missing(&self, present: &std::collections::HashSet<String>) {
+        let mut kept = self.records.keys();
+        kept.extend(self.metrics.keys());
+        for key in kept {
+            if !present.contains(&key) {
+                self.forget_key(&key);
+            }
+        }
     }
 }
 

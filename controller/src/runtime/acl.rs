@@ -9,6 +9,8 @@
 //! leader, or whose patch failed reaches every Shoot all the same.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{Stream, StreamExt, future, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -26,6 +28,14 @@ use crate::context::Context;
 /// Why the ACL addresses could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum AclError {
+    /// The watch has not listed the ConfigMap yet (just started, or the KCP does not answer).
+    #[error("the API server ACL ConfigMap {namespace}/{name} has not been read yet")]
+    NotRead {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// The ConfigMap does not exist.
     #[error("the API server ACL ConfigMap {namespace}/{name} does not exist")]
     Missing {
@@ -49,18 +59,22 @@ pub enum AclError {
 /// The watched ACL ConfigMap.
 pub struct AclConfigMap {
     store: Store<ConfigMap>,
+    /// The watch has listed the ConfigMap once (the store is empty before, as it is when the
+    /// ConfigMap does not exist).
+    listed: Arc<AtomicBool>,
     name: String,
     namespace: String,
 }
 
 impl AclConfigMap {
-    /// Its store, for the wait for the first list.
-    pub fn store(&self) -> &Store<ConfigMap> {
-        &self.store
-    }
-
     /// The addresses the ConfigMap gives now.
     fn addresses(&self) -> Result<AclAddresses, AclError> {
+        if !self.listed.load(Ordering::Acquire) {
+            return Err(AclError::NotRead {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            });
+        }
         let cm = self
             .store
             .get(&ObjectRef::new(&self.name).within(&self.namespace))
@@ -96,20 +110,27 @@ pub fn addresses(
 }
 
 /// Whether the cached `shoot` does not allow the addresses the ConfigMap gives now for
-/// `runtime`, and our last patch did not carry them either (the cache may not show it yet).
-/// `false` when the ACL is not managed or the ConfigMap is missing or invalid: the conversion
-/// reports that once the Runtime changes, and a patch now could only fail.
+/// `runtime`, and our last patch, which the cache may not show yet, did not carry them
+/// either. `false` when the ACL is not managed or the ConfigMap is not read yet, missing or
+/// invalid: the conversion reports that once the Runtime changes, and a patch now could only
+/// fail.
 pub fn outdated(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> bool {
     let Some(Ok(addresses)) = reconciler.acl.as_ref().map(AclConfigMap::addresses) else {
         return false;
     };
-    acl_outdated(runtime, &addresses, shoot)
-        && reconciler.acl_applied(runtime).as_ref() != Some(&addresses)
+    // Our patch's record counts until the cache shows a newer Shoot than its answer (changed
+    // since by someone else).
+    let patched = reconciler
+        .acl_applied(runtime)
+        .is_some_and(|(applied, generation)| {
+            applied == addresses && shoot.metadata.generation <= generation
+        });
+    acl_outdated(runtime, &addresses, shoot) && !patched
 }
 
-/// The watch of the ACL ConfigMap, and what it triggers: after a change of the ConfigMap's
-/// data, every Runtime of `runtimes` that asks for an ACL. The first list triggers nothing:
-/// reconciles wait for it ([`AclConfigMap::store`]) and compare on their own.
+/// The watch of the ACL ConfigMap, and what it triggers: every Runtime of `runtimes` that asks
+/// for an ACL, once the ConfigMap is first listed (reconciles before that did not compare) and
+/// after each change of its data.
 pub fn watch(
     ctx: &Context,
     runtimes: Store<CachedRuntime>,
@@ -131,24 +152,36 @@ pub fn watch(
     )
     .default_backoff()
     .modify(|cm| cm.managed_fields_mut().clear())
-    .reflect(writer)
-    .applied_objects();
+    .reflect(writer);
     let events = crate::watch::without_errors(events, "acl_configmap", ctx.metrics.clone());
+    let listed = Arc::new(AtomicBool::new(false));
+    let first_list = listed.clone();
+    // The data last seen: `None` before the first list, empty while the ConfigMap is gone.
     let mut seen: Option<BTreeMap<String, String>> = None;
     let triggers = events
         .filter_map(move |event| {
-            let data = event.ok().map(|cm| cm.data.unwrap_or_default());
-            let changed = match (&seen, &data) {
-                (Some(before), Some(now)) => before != now,
-                _ => false,
+            let fire = match event {
+                Ok(watcher::Event::InitDone) => {
+                    let first = !first_list.swap(true, Ordering::AcqRel);
+                    seen.get_or_insert_with(BTreeMap::new);
+                    first
+                }
+                Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                    let data = cm.data.unwrap_or_default();
+                    let changed = seen.as_ref().is_some_and(|before| *before != data);
+                    seen = Some(data);
+                    changed
+                }
+                Ok(watcher::Event::Delete(_)) => {
+                    seen = Some(BTreeMap::new());
+                    false
+                }
+                Ok(watcher::Event::Init) | Err(_) => false,
             };
-            if data.is_some() {
-                seen = data;
-            }
-            future::ready(changed.then_some(()))
+            future::ready(fire.then_some(()))
         })
         .flat_map(move |()| {
-            tracing::info!("API server ACL ConfigMap changed; the Shoots with an ACL follow");
+            tracing::info!("API server ACL ConfigMap read; the Shoots with an ACL follow it");
             let wanting: Vec<ObjectRef<CachedRuntime>> = runtimes
                 .state()
                 .iter()
@@ -161,6 +194,7 @@ pub fn watch(
     Some((
         AclConfigMap {
             store,
+            listed,
             name,
             namespace,
         },

@@ -23,6 +23,7 @@ pub mod seed;
 pub mod shoot_cache;
 pub mod status;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -141,9 +142,10 @@ struct RuntimeRecord {
     /// When we created the Shoot: until the watch shows it, another create would only be
     /// refused (after passing through Gardener's admission once more).
     created: Option<Instant>,
-    /// The ACL addresses our last successful Shoot patch carried: until the watch shows that
-    /// patch, the cached Shoot still has the addresses before it.
-    acl_applied: Option<kim_shared::convert::AclAddresses>,
+    /// The ACL addresses our last successful Shoot patch carried, and the generation of the
+    /// Shoot it answered with: until the watch shows that patch, the cached Shoot still has the
+    /// addresses before it.
+    acl_applied: Option<(kim_shared::convert::AclAddresses, Option<i64>)>,
     /// The generation whose stop was counted in `unexpected_stops_total`: a reconcile right
     /// after the `Failed` status write may still read `Pending` from the cache.
     stopped: Option<i64>,
@@ -223,12 +225,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(Reconciler {
         config: ctx.config.clone(),
         ctx: ctx.clone(),
-        caches_ready: caches_ready(
-            shoot_store.clone(),
-            gc_store.clone(),
-            acl.as_ref().map(|acl| acl.store().clone()),
-            shutdown.clone(),
-        ),
+        caches_ready: caches_ready(shoot_store.clone(), gc_store.clone(), shutdown.clone()),
         acl,
         shoots: shoot_store,
         clusters: gc_store,
@@ -246,6 +243,17 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         move |runtime| forgetting.forget(runtime),
     );
     let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
+    let sweeping = reconciler.clone();
+    let cached = rt_store.clone();
+    let sweep = tokio::spawn(crate::watch::sweep(
+        rt_store.clone(),
+        |runtime: &CachedRuntime| runtime.name_any(),
+        move |names| {
+            let ids = cached.state().iter().map(|rt| runtime_id(&**rt)).collect();
+            sweeping.forget_missing(names, &ids);
+        },
+        shutdown.clone(),
+    ));
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
     let recovered = crate::gardener::health::retry_on_recovery(
@@ -289,16 +297,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         })
         .await;
-    if let Some(task) = bootstrapper_watch {
-        // It ends on `shutdown` too; a panic in it is already logged.
+    for task in std::iter::once(sweep).chain(bootstrapper_watch) {
+        // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;
     }
     tracing::info!("runtime reconciler stopped");
 }
 
-/// One future that all reconciles await for the first full lists of the caches (Shoots,
-/// GardenerClusters and, when the ACL is managed, its ConfigMap): `true` once all are filled,
-/// `false` when `shutdown` comes first.
+/// One future that all reconciles await for the first full lists of both caches: `true` once
+/// both are filled, `false` when `shutdown` comes first.
 ///
 /// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
 /// on it at once only the last one is woken, the others stay parked for good (after a restart
@@ -313,18 +320,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
 fn caches_ready(
     shoots: Store<CachedShoot>,
     clusters: Store<StatusApart<GardenerCluster>>,
-    acl: Option<Store<ConfigMap>>,
     shutdown: Shutdown,
 ) -> Shared<BoxFuture<'static, bool>> {
     async move {
         let filled = async {
             // An error means the writer is gone: the controller is stopping.
-            shoots.wait_until_ready().await.is_ok()
-                && clusters.wait_until_ready().await.is_ok()
-                && match &acl {
-                    Some(acl) => acl.wait_until_ready().await.is_ok(),
-                    None => true,
-                }
+            shoots.wait_until_ready().await.is_ok() && clusters.wait_until_ready().await.is_ok()
         };
         tokio::select! {
             filled = filled => filled,
@@ -704,16 +705,20 @@ impl Reconciler {
         self.record(runtime, |record| record.applied)
     }
 
-    fn acl_applied(&self, runtime: &Runtime) -> Option<kim_shared::convert::AclAddresses> {
+    /// The ACL addresses our last Shoot patch carried, with the generation of its answer.
+    fn acl_applied(
+        &self,
+        runtime: &Runtime,
+    ) -> Option<(kim_shared::convert::AclAddresses, Option<i64>)> {
         self.record(runtime, |record| record.acl_applied.clone())
     }
 
     fn record_acl_applied(
         &self,
         runtime: &Runtime,
-        addresses: Option<kim_shared::convert::AclAddresses>,
+        applied: Option<(kim_shared::convert::AclAddresses, Option<i64>)>,
     ) {
-        self.record(runtime, |record| record.acl_applied = addresses);
+        self.record(runtime, |record| record.acl_applied = applied);
     }
 
     fn record_applied(&self, runtime: &Runtime, shoot: &Shoot) {
@@ -811,14 +816,34 @@ impl Reconciler {
 
     /// Drops what is kept about a Runtime that is gone: its record and its state series.
     fn forget(&self, runtime: &impl Resource) {
-        if let Some(record) = self.records.forget(&runtime.name_any())
+        self.forget_record(&runtime.name_any());
+        if let Some(id) = runtime.labels().get(names::LABEL_RUNTIME_ID) {
+            self.ctx.metrics.remove_runtime_state(id);
+        }
+    }
+
+    fn forget_record(&self, name: &str) {
+        if let Some(record) = self.records.forget(name)
             && record.scheduled
         {
             self.scheduled.fetch_sub(1, Ordering::Relaxed);
         }
-        if let Some(id) = runtime.labels().get(names::LABEL_RUNTIME_ID) {
-            self.ctx.metrics.remove_runtime_state(id);
+    }
+
+    /// Drops the records of Runtimes not among `names` and the state series of runtime IDs
+    /// not among `ids` (the cached Runtimes; [`crate::watch::sweep`]).
+    fn forget_missing(&self, names: &HashSet<String>, ids: &HashSet<String>) {
+        for name in self.records.keys() {
+            if !names.contains(&name) {
+                self.forget_record(&name);
+            }
         }
+        for id in self.ctx.metrics.runtime_state_ids() {
+            if !ids.contains(&id) {
+                self.ctx.metrics.remove_runtime_state(&id);
+            }
+        }
+        self.publish_queue_depth();
     }
 
     fn publish_queue_depth(&self) {
@@ -942,7 +967,7 @@ mod tests {
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-        let ready = caches_ready(shoots.clone(), clusters.clone(), None, Shutdown::new());
+        let ready = caches_ready(shoots.clone(), clusters.clone(), Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
                 let ready = ready.clone();
@@ -991,7 +1016,7 @@ mod tests {
         let (shoots, _shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let shutdown = Shutdown::new();
-        let ready = caches_ready(shoots, clusters, None, shutdown.clone());
+        let ready = caches_ready(shoots, clusters, shutdown.clone());
         let waiters: Vec<_> = (0..5).map(|_| tokio::spawn(ready.clone())).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(waiters.iter().all(|w| !w.is_finished()), "caches are empty");

@@ -241,6 +241,8 @@ async fn create_shoot(
         Ok(_) => {
             permit.finish(WriteOutcome::Answered(answered_in));
             reconciler.publish_create_limit();
+            // A patch of an earlier Shoot of this name says nothing about this one.
+            reconciler.record_acl_applied(runtime, None);
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
             reconciler.shoot_created(runtime);
@@ -420,6 +422,8 @@ async fn prepare(
 ) -> Result<kim_shared::convert::Converted, Action> {
     let acl = match super::acl::addresses(reconciler, runtime) {
         Ok(acl) => acl,
+        // Decided once the watch has listed it (moments after a start), not failed for it.
+        Err(super::acl::AclError::NotRead { .. }) => return Err(Action::requeue(RETRY)),
         Err(e) => {
             // Not the Runtime's fault: looked at again once a minute, so the Runtime proceeds
             // once the ConfigMap is right.
@@ -476,8 +480,6 @@ async fn prepare(
     Ok(converted)
 }
 
-/// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
-/// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
 /// A Ready status written by upstream KIM (it sets no `observedGeneration`) whose Shoot is not
 /// mid-reconcile (upstream's restart guard: a newer generation than Gardener observed, or a
 /// last operation that is still pending or processing).
@@ -494,6 +496,8 @@ fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
     upstream_ready && !mid_reconcile
 }
 
+/// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
+/// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
 fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
     let owner = shoot
         .annotations()
@@ -725,7 +729,7 @@ async fn patch_shoot(
     };
     reconciler.gardener_answered(runtime);
     reconciler.record_applied(runtime, &patched);
-    reconciler.record_acl_applied(runtime, acl);
+    reconciler.record_acl_applied(runtime, acl.map(|a| (a, patched.metadata.generation)));
     if runtime
         .annotations()
         .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
