@@ -51,8 +51,17 @@ where
 /// How often [`sweep`] looks for objects that are gone.
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
-/// Until `shutdown`, every [`SWEEP_PERIOD`] once `store` holds its first list: `forget_missing`
-/// with the keys `key` gives the objects in `store`.
+/// A tick every `period`, the first after one period.
+pub fn every(period: Duration) -> impl Stream<Item = ()> + Send {
+    futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(period).await;
+        Some(((), ()))
+    })
+}
+
+/// Until `shutdown`, at each of `ticks` once `store` holds its first list (production:
+/// [`every`] [`SWEEP_PERIOD`]): `forget_missing` with the keys `key` gives the objects in
+/// `store`.
 ///
 /// What a reconciler keeps per object is dropped when the watch reports the object deleted
 /// ([`own_kind`]), but not every disappearance is reported: objects deleted while the watch
@@ -60,6 +69,7 @@ pub const SWEEP_PERIOD: Duration = Duration::from_secs(60);
 /// arrives may write its record or series again. The sweep catches those within a period.
 pub async fn sweep<K>(
     store: Store<K>,
+    ticks: impl Stream<Item = ()>,
     key: impl Fn(&K) -> String,
     forget_missing: impl Fn(&std::collections::HashSet<String>),
     shutdown: crate::Shutdown,
@@ -70,9 +80,10 @@ pub async fn sweep<K>(
         ready = store.wait_until_ready() => if ready.is_err() { return },
         _ = shutdown.cancelled() => return,
     }
+    let mut ticks = std::pin::pin!(ticks);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(SWEEP_PERIOD) => {}
+            tick = ticks.next() => if tick.is_none() { return },
             _ = shutdown.cancelled() => return,
         }
         let present = store.state().iter().map(|o| key(o)).collect();
@@ -205,6 +216,59 @@ mod tests {
         futures::stream::iter(
             std::iter::once(Err(watcher::Error::NoResourceVersion)).chain((0..items).map(Ok)),
         )
+    }
+
+    /// The sweep waits for the first list, then at each tick hands over the keys of what the
+    /// store holds: an object gone from the store (deleted, or missing from a relist) is no
+    /// longer among them.
+    #[tokio::test]
+    async fn the_sweep_hands_over_what_the_store_holds_at_each_tick() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::reflector;
+        let cm = |name: &str| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (tick, ticks) = futures::channel::mpsc::unbounded::<()>();
+        let (seen, mut swept) = futures::channel::mpsc::unbounded::<Vec<String>>();
+        let shutdown = crate::Shutdown::new();
+        let task = tokio::spawn(sweep(
+            store,
+            ticks,
+            crate::records::key,
+            move |present| {
+                let mut keys: Vec<String> = present.iter().cloned().collect();
+                keys.sort();
+                let _ = seen.unbounded_send(keys);
+            },
+            shutdown.clone(),
+        ));
+        // Before the first list a tick sweeps nothing (an empty cache would forget everything);
+        // it is taken once the list is there.
+        tick.unbounded_send(()).expect("sweep running");
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(swept.try_recv().is_err(), "swept before the first list");
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cm("a")),
+            watcher::Event::InitApply(cm("b")),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+        }
+        assert_eq!(swept.next().await, Some(vec!["ns/a".into(), "ns/b".into()]));
+        writer.apply_watcher_event(&watcher::Event::Delete(cm("a")));
+        tick.unbounded_send(()).expect("sweep running");
+        assert_eq!(swept.next().await, Some(vec!["ns/b".into()]));
+        shutdown.cancel();
+        task.await.expect("the sweep ends on shutdown");
     }
 
     #[tokio::test]

@@ -69,6 +69,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let sweeping = reconciler.clone();
     let sweep = tokio::spawn(crate::watch::sweep(
         store.clone(),
+        crate::watch::every(crate::watch::SWEEP_PERIOD),
         crate::records::key,
         move |present| sweeping.forget_missing(present),
         shutdown.clone(),

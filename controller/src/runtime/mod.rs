@@ -247,6 +247,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let cached = rt_store.clone();
     let sweep = tokio::spawn(crate::watch::sweep(
         rt_store.clone(),
+        crate::watch::every(crate::watch::SWEEP_PERIOD),
         |runtime: &CachedRuntime| runtime.name_any(),
         move |names| {
             let ids = cached.state().iter().map(|rt| runtime_id(&**rt)).collect();
