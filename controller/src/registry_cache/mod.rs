@@ -40,6 +40,11 @@ pub const CONTROLLER: &str = "registry_cache";
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Retry after a failed reconcile.
 const RETRY: Duration = Duration::from_secs(30);
+/// Runtime clusters read at once. Each read may wait [`RECONCILE_TIMEOUT`] for a cluster that
+/// does not answer (hibernated, or dropping packets): one at a time, as upstream does, a few
+/// such clusters would hold back every other Runtime's caches for minutes after each period or
+/// runtime watcher burst.
+const WORKERS: u16 = 8;
 
 /// Runs the registry cache (on) or its sweeper (off) until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
@@ -143,7 +148,7 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(Reconciler { ctx: ctx.clone() });
     tracing::info!("registry cache controller started");
     Controller::for_stream(secrets, store)
-        .with_config(ControllerConfig::default().concurrency(1))
+        .with_config(ControllerConfig::default().concurrency(WORKERS))
         .reconcile_on(events)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, reconciler)
