@@ -17,23 +17,53 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 
+/// What a reconciler keeps per object (records, metric series, clients) and drops once the
+/// object is gone: a deleted object is never reconciled again, so its reconciler is told.
+pub trait Forget<K>: Send + Sync + 'static {
+    /// The watch reports `obj` deleted (an object whose finalizer was removed by hand goes
+    /// without a last reconcile).
+    fn forget(&self, obj: &K);
+
+    /// `present` is every cached object: drop what is kept about any other ([`sweep`]).
+    fn forget_missing(&self, present: &[Arc<K>]);
+}
+
+/// For [`Forget::forget_missing`]: calls `forget` with each key of `kept` (what a reconciler
+/// keeps, by [`crate::records::key`]) that no object of `present` has.
+pub fn forget_absent<K: Resource>(present: &[Arc<K>], kept: Vec<String>, forget: impl Fn(&str)) {
+    let present: std::collections::HashSet<String> =
+        present.iter().map(|o| crate::records::key(&**o)).collect();
+    for key in kept.iter().filter(|k| !present.contains(*k)) {
+        forget(key);
+    }
+}
+
 /// The watch of a reconciler's own kind in its namespace, filling the store of `writer`:
 /// listed in pages of [`crate::LIST_PAGE_SIZE`], retried with kube's default backoff, cached
 /// without managedFields (no reconciler reads them; a heap profile at 1,000 Runtimes put them
-/// at about 10 KiB of each cached GardenerCluster).
-///
-/// `deleted` is called with each object the watch sees deleted: an object whose finalizer was
-/// removed by hand is never reconciled again, so what its reconciler keeps about it (records,
-/// metric series, clients) is dropped there.
+/// at about 10 KiB of each cached GardenerCluster). `forget` hears of every object the watch
+/// sees deleted, and of what the cache holds every [`SWEEP_PERIOD`] (the task returned, which
+/// ends on `shutdown`).
 pub fn own_kind<K>(
     api: Api<K>,
     writer: Writer<K>,
-    deleted: impl Fn(&K) + Send + 'static,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+    forget: Arc<impl Forget<K>>,
+    shutdown: crate::Shutdown,
+) -> (
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+    tokio::task::JoinHandle<()>,
+)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    watcher::watcher(
+    let sweeping = forget.clone();
+    let sweep = tokio::spawn(sweep(
+        writer.as_reader(),
+        every(SWEEP_PERIOD),
+        move |present| sweeping.forget_missing(present),
+        shutdown,
+    ));
+    let events = watcher::watcher(
         api,
         watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
     )
@@ -42,13 +72,14 @@ where
     .reflect(writer)
     .inspect(move |event| {
         if let Ok(watcher::Event::Delete(obj)) = event {
-            deleted(obj);
+            forget.forget(obj);
         }
     })
-    .applied_objects()
+    .applied_objects();
+    (events, sweep)
 }
 
-/// How often [`sweep`] looks for objects that are gone.
+/// How often [`sweep`] hands over what the cache holds.
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
 /// A tick every `period`, the first after one period.
@@ -59,19 +90,17 @@ pub fn every(period: Duration) -> impl Stream<Item = ()> + Send {
     })
 }
 
-/// Until `shutdown`, at each of `ticks` once `store` holds its first list (production:
-/// [`every`] [`SWEEP_PERIOD`]): `forget_missing` with the keys `key` gives the objects in
-/// `store`.
+/// Until `shutdown`, at each of `ticks` once `store` holds its first list: `forget_missing`
+/// with every object in `store`.
 ///
-/// What a reconciler keeps per object is dropped when the watch reports the object deleted
-/// ([`own_kind`]), but not every disappearance is reported: objects deleted while the watch
-/// was disconnected vanish with the relist, and a reconcile still running when the deletion
-/// arrives may write its record or series again. The sweep catches those within a period.
+/// The watch's Delete events ([`own_kind`]) do not report every disappearance: objects
+/// deleted while the watch was disconnected vanish with the relist, and a reconcile still
+/// running when the deletion arrives may write its record or series again. The sweep catches
+/// those within a tick.
 pub async fn sweep<K>(
     store: Store<K>,
     ticks: impl Stream<Item = ()>,
-    key: impl Fn(&K) -> String,
-    forget_missing: impl Fn(&std::collections::HashSet<String>),
+    forget_missing: impl Fn(&[Arc<K>]),
     shutdown: crate::Shutdown,
 ) where
     K: Resource<DynamicType = ()> + Clone + 'static,
@@ -86,8 +115,7 @@ pub async fn sweep<K>(
             tick = ticks.next() => if tick.is_none() { return },
             _ = shutdown.cancelled() => return,
         }
-        let present = store.state().iter().map(|o| key(o)).collect();
-        forget_missing(&present);
+        forget_missing(&store.state());
     }
 }
 
@@ -240,9 +268,9 @@ mod tests {
         let task = tokio::spawn(sweep(
             store,
             ticks,
-            crate::records::key,
-            move |present| {
-                let mut keys: Vec<String> = present.iter().cloned().collect();
+            move |present: &[Arc<ConfigMap>]| {
+                let mut keys: Vec<String> =
+                    present.iter().map(|o| crate::records::key(&**o)).collect();
                 keys.sort();
                 let _ = seen.unbounded_send(keys);
             },

@@ -70,16 +70,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
     let (store, writer) = reflector::store();
-    let forgetting = reconciler.clone();
-    let stream = crate::watch::own_kind(requests, writer, move |ra| forgetting.forget(ra));
-    let sweeping = reconciler.clone();
-    let sweep = tokio::spawn(crate::watch::sweep(
-        store.clone(),
-        crate::watch::every(crate::watch::SWEEP_PERIOD),
-        crate::records::key,
-        move |present| sweeping.forget_missing(present),
-        shutdown.clone(),
-    ));
+    let (stream, sweep) =
+        crate::watch::own_kind(requests, writer, reconciler.clone(), shutdown.clone());
     Controller::for_stream(stream, store)
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))

@@ -81,25 +81,21 @@ impl Reconciler {
 
     /// Drops what is kept about a RuntimeAccess that is gone: its record and its share of the
     /// cached runtime-cluster clients.
-    pub fn forget(&self, ra: &impl kube::Resource) {
-        self.forget_key(&key(ra));
-    }
-
     fn forget_key(&self, key: &str) {
         self.records.forget(key);
         self.clients.release(key);
     }
+}
 
-    /// Drops records and clients of RuntimeAccesses whose keys are not among `present` (the
-    /// cached ones; [`crate::watch::sweep`]).
-    pub fn forget_missing(&self, present: &std::collections::HashSet<String>) {
+impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
+    fn forget(&self, ra: &StatusApart<RuntimeAccess>) {
+        self.forget_key(&key(ra));
+    }
+
+    fn forget_missing(&self, present: &[Arc<StatusApart<RuntimeAccess>>]) {
         let mut kept = self.records.keys();
         kept.extend(self.clients.users());
-        for key in kept {
-            if !present.contains(&key) {
-                self.forget_key(&key);
-            }
-        }
+        crate::watch::forget_absent(present, kept, |key| self.forget_key(key));
     }
 }
 
@@ -836,7 +832,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         name = ra.name_any(),
         "RuntimeAccess cleaned up"
     );
-    reconciler.forget(ra);
+    reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
 }
 

@@ -64,16 +64,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         move || failing.failing(),
     );
     let (store, writer) = reflector::store();
-    let forgetting = reconciler.clone();
-    let stream = crate::watch::own_kind(clusters, writer, move |gc| forgetting.forget(gc));
-    let sweeping = reconciler.clone();
-    let sweep = tokio::spawn(crate::watch::sweep(
-        store.clone(),
-        crate::watch::every(crate::watch::SWEEP_PERIOD),
-        crate::records::key,
-        move |present| sweeping.forget_missing(present),
-        shutdown.clone(),
-    ));
+    let (stream, sweep) =
+        crate::watch::own_kind(clusters, writer, reconciler.clone(), shutdown.clone());
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);

@@ -127,26 +127,23 @@ impl Reconciler {
         }
     }
 
-    /// Drops what is kept about a GardenerCluster that is gone: its record and metric series.
-    pub fn forget(&self, gc: &impl kube::Resource) {
-        self.forget_key(&key(gc));
-    }
-
+    /// Drops what is kept about the GardenerCluster `key`, which is gone: its record and metric
+    /// series.
     fn forget_key(&self, key: &str) {
         self.metrics.remove(key);
         self.records.forget(key);
     }
+}
 
-    /// Drops records and series of GardenerClusters whose keys are not among `present` (the
-    /// cached ones; [`crate::watch::sweep`]).
-    pub fn forget_missing(&self, present: &std::collections::HashSet<String>) {
+impl crate::watch::Forget<StatusApart<GardenerCluster>> for Reconciler {
+    fn forget(&self, gc: &StatusApart<GardenerCluster>) {
+        self.forget_key(&key(gc));
+    }
+
+    fn forget_missing(&self, present: &[Arc<StatusApart<GardenerCluster>>]) {
         let mut kept = self.records.keys();
         kept.extend(self.metrics.keys());
-        for key in kept {
-            if !present.contains(&key) {
-                self.forget_key(&key);
-            }
-        }
+        crate::watch::forget_absent(present, kept, |key| self.forget_key(key));
     }
 }
 
@@ -522,7 +519,7 @@ async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action
         }
         None => {}
     }
-    reconciler.forget(gc);
+    reconciler.forget_key(&key(gc));
     Ok(Action::await_change())
 }
 

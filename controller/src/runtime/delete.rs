@@ -367,7 +367,7 @@ async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result
         // A pass queued from a stale cache entry ran after the finalizer had gone: done.
         Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {
             tracing::debug!("Runtime already gone when removing its finalizer");
-            reconciler.forget(runtime);
+            reconciler.forget_runtime(runtime);
             return Ok(Deleted::Finalized);
         }
         Err(e) => return Err(Error::api("remove the finalizer from the Runtime", e)),
@@ -378,7 +378,7 @@ async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result
             .metrics
             .observe_deletion(super::elapsed_since(since.0));
     }
-    reconciler.forget(runtime);
+    reconciler.forget_runtime(runtime);
     tracing::info!("Runtime deleted, finalizer removed");
     Ok(Deleted::Finalized)
 }

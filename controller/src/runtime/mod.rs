@@ -174,6 +174,30 @@ pub struct Reconciler {
     acl: Option<acl::AclConfigMap>,
 }
 
+impl crate::watch::Forget<CachedRuntime> for Reconciler {
+    fn forget(&self, runtime: &CachedRuntime) {
+        self.forget_runtime(runtime);
+    }
+
+    /// Drops the records of Runtimes not cached and the state series of runtime IDs no cached
+    /// Runtime has.
+    fn forget_missing(&self, present: &[Arc<CachedRuntime>]) {
+        let names: HashSet<String> = present.iter().map(|rt| rt.name_any()).collect();
+        let ids: HashSet<String> = present.iter().map(|rt| runtime_id(&**rt)).collect();
+        for name in self.records.keys() {
+            if !names.contains(&name) {
+                self.forget_record(&name);
+            }
+        }
+        for id in self.ctx.metrics.runtime_state_ids() {
+            if !ids.contains(&id) {
+                self.ctx.metrics.remove_runtime_state(&id);
+            }
+        }
+        self.publish_queue_depth();
+    }
+}
+
 /// Runs the Runtime reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let ns = ctx.settings.namespace.clone();
@@ -236,25 +260,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         seed_regions: kyma_system::SeedRegions::default(),
     });
     reconciler.publish_create_limit();
-    let forgetting = reconciler.clone();
-    let runtimes = crate::watch::own_kind(
+    let (runtimes, sweep) = crate::watch::own_kind(
         Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
         rt_writer,
-        move |runtime| forgetting.forget(runtime),
+        reconciler.clone(),
+        shutdown.clone(),
     );
     let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
-    let sweeping = reconciler.clone();
-    let cached = rt_store.clone();
-    let sweep = tokio::spawn(crate::watch::sweep(
-        rt_store.clone(),
-        crate::watch::every(crate::watch::SWEEP_PERIOD),
-        |runtime: &CachedRuntime| runtime.name_any(),
-        move |names| {
-            let ids = cached.state().iter().map(|rt| runtime_id(&**rt)).collect();
-            sweeping.forget_missing(names, &ids);
-        },
-        shutdown.clone(),
-    ));
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
     let recovered = crate::gardener::health::retry_on_recovery(
@@ -816,7 +828,7 @@ impl Reconciler {
     }
 
     /// Drops what is kept about a Runtime that is gone: its record and its state series.
-    fn forget(&self, runtime: &impl Resource) {
+    fn forget_runtime(&self, runtime: &impl Resource) {
         self.forget_record(&runtime.name_any());
         if let Some(id) = runtime.labels().get(names::LABEL_RUNTIME_ID) {
             self.ctx.metrics.remove_runtime_state(id);
@@ -829,22 +841,6 @@ impl Reconciler {
         {
             self.scheduled.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-
-    /// Drops the records of Runtimes not among `names` and the state series of runtime IDs
-    /// not among `ids` (the cached Runtimes; [`crate::watch::sweep`]).
-    fn forget_missing(&self, names: &HashSet<String>, ids: &HashSet<String>) {
-        for name in self.records.keys() {
-            if !names.contains(&name) {
-                self.forget_record(&name);
-            }
-        }
-        for id in self.ctx.metrics.runtime_state_ids() {
-            if !ids.contains(&id) {
-                self.ctx.metrics.remove_runtime_state(&id);
-            }
-        }
-        self.publish_queue_depth();
     }
 
     fn publish_queue_depth(&self) {

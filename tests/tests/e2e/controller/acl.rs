@@ -65,6 +65,20 @@ fn acl_cidrs(shoot: &Shoot) -> Option<Value> {
     (value["disabled"] == false).then(|| value["providerConfig"]["rule"]["cidrs"].clone())
 }
 
+/// Waits until the Shoot's ACL allows `cidr`.
+async fn allows_eventually(shoots: &Api<Shoot>, name: &str, cidr: &str) -> Result<()> {
+    eventually(
+        &format!("the Shoot's ACL allows {cidr}"),
+        TIMEOUT,
+        || async {
+            let shoot = shoots.get(name).await?;
+            Ok(acl_cidrs(&shoot)
+                .is_some_and(|c| c.as_array().is_some_and(|a| a.contains(&json!(cidr)))))
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -112,19 +126,9 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
     let patch = json!({"data": {"kcp-external-nat-ip.json": "\"5.5.5.5/32\""}});
     cms.patch(CONFIG_MAP, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
-    eventually("the Shoot's ACL has the new KCP address", TIMEOUT, || {
-        let shoots = shoots.clone();
-        let name = shoot_name.clone();
-        async move {
-            let shoot = shoots.get(&name).await?;
-            Ok(acl_cidrs(&shoot).is_some_and(|c| {
-                c.as_array()
-                    .is_some_and(|a| a.contains(&json!("5.5.5.5/32")))
-            }))
-        }
-    })
-    .await
-    .context("ACL ConfigMap change")?;
+    allows_eventually(&shoots, &shoot_name, "5.5.5.5/32")
+        .await
+        .context("ACL ConfigMap change")?;
     let rt = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
     assert_eq!(
         rt.metadata.generation,
@@ -141,23 +145,9 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
     let (args, dir) = controller_args(env, &ns, &["--api-server-acl-enabled"]).await?;
     set_acl_config_map(&args.converter_config_filepath, Some(CONFIG_MAP))?;
     let _ctl = start_with_args(args, dir).await?;
-    eventually(
-        "the Shoot's ACL has the KCP address set while no controller ran",
-        TIMEOUT,
-        || {
-            let shoots = shoots.clone();
-            let name = shoot_name.clone();
-            async move {
-                let shoot = shoots.get(&name).await?;
-                Ok(acl_cidrs(&shoot).is_some_and(|c| {
-                    c.as_array()
-                        .is_some_and(|a| a.contains(&json!("6.6.6.6/32")))
-                }))
-            }
-        },
-    )
-    .await
-    .context("ACL ConfigMap changed while no controller ran")?;
+    allows_eventually(&shoots, &shoot_name, "6.6.6.6/32")
+        .await
+        .context("ACL ConfigMap changed while no controller ran")?;
 
     // Without the ConfigMap a Runtime with an ACL cannot be converted: `ConversionErr` naming
     // it; once it is back, the Runtime proceeds on its own.
