@@ -422,8 +422,18 @@ async fn prepare(
 ) -> Result<kim_shared::convert::Converted, Action> {
     let acl = match super::acl::addresses(reconciler, runtime) {
         Ok(acl) => acl,
-        // Decided once the watch has listed it (moments after a start), not failed for it.
-        Err(super::acl::AclError::NotRead { .. }) => return Err(Action::requeue(RETRY)),
+        // Decided once the watch has listed it (moments after a start), not failed for it; said
+        // in the condition, so that a watch that cannot list (its RBAC) is seen.
+        Err(e @ super::acl::AclError::NotRead { .. }) => {
+            tracing::info!(error = %e, "waiting for the API server ACL ConfigMap");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::Unknown,
+                reason::PROCESSING,
+                format!("waiting: {e}"),
+            );
+            return Err(Action::requeue(RETRY));
+        }
         Err(e) => {
             // Not the Runtime's fault: looked at again once a minute, so the Runtime proceeds
             // once the ConfigMap is right.
