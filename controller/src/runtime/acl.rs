@@ -115,6 +115,10 @@ pub fn addresses(
 /// invalid: the conversion reports that once the Runtime changes, and a patch now could only
 /// fail.
 pub fn outdated(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> bool {
+    // Most Runtimes ask for no ACL: their reconcile need not parse the ConfigMap.
+    if !acl_requested(runtime) {
+        return false;
+    }
     let Some(Ok(addresses)) = reconciler.acl.as_ref().map(AclConfigMap::addresses) else {
         return false;
     };

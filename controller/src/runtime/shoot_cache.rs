@@ -22,6 +22,7 @@ use kim_shared::gardener::{
 };
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]
@@ -84,15 +85,14 @@ fn compact_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::
 }
 
 /// An extension without its `providerConfig`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug)]
 struct CachedExtension {
-    #[serde(rename = "type")]
     type_: String,
     disabled: Option<bool>,
 }
 
 /// The extensions, and the one `providerConfig` the reconciler reads: the `acl` extension's
-/// (its addresses are compared with the ACL ConfigMap), as compact JSON text.
+/// (its addresses are compared with the ACL ConfigMap), as its JSON text.
 #[derive(Clone, Debug)]
 struct CachedExtensions {
     list: Vec<CachedExtension>,
@@ -104,21 +104,29 @@ const ACL_EXTENSION: &str = "acl";
 
 impl<'de> Deserialize<'de> for CachedExtensions {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Every config is taken as its JSON text, unparsed: only the `acl` one is kept.
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Decoded {
-            #[serde(flatten)]
-            extension: CachedExtension,
-            #[serde(default, deserialize_with = "compact_json")]
-            provider_config: Option<Box<str>>,
+            #[serde(rename = "type")]
+            type_: String,
+            disabled: Option<bool>,
+            provider_config: Option<Box<RawValue>>,
         }
         let decoded = Vec::<Decoded>::deserialize(d)?;
         let acl_config = decoded
             .iter()
-            .find(|e| e.extension.type_ == ACL_EXTENSION)
-            .and_then(|e| e.provider_config.clone());
+            .find(|e| e.type_ == ACL_EXTENSION)
+            .and_then(|e| e.provider_config.as_deref())
+            .map(|raw| raw.get().into());
         Ok(Self {
-            list: decoded.into_iter().map(|e| e.extension).collect(),
+            list: decoded
+                .into_iter()
+                .map(|e| CachedExtension {
+                    type_: e.type_,
+                    disabled: e.disabled,
+                })
+                .collect(),
             acl_config,
         })
     }
@@ -146,7 +154,7 @@ impl CachedShoot {
                         .iter()
                         .map(|e| Extension {
                             disabled: e.disabled,
-                            // Written by `compact_json`, so it parses.
+                            // JSON text from the watch, so it parses.
                             provider_config: (e.type_ == ACL_EXTENSION)
                                 .then_some(extensions.acl_config.as_deref())
                                 .flatten()

@@ -201,11 +201,9 @@ pub fn acl_outdated(rt: &Runtime, addresses: &AclAddresses, live: &Shoot) -> boo
     let desired = acl_cidrs(rt, addresses);
     ext.disabled == Some(true)
         || !live_cidrs.is_some_and(|live| {
-            live.len() == desired.len()
-                && live
-                    .iter()
-                    .zip(&desired)
-                    .all(|(l, d)| l.as_str() == Some(*d))
+            live.iter()
+                .map(Value::as_str)
+                .eq(desired.iter().map(|d| Some(*d)))
         })
 }
 

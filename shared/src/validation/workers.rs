@@ -70,13 +70,16 @@ pub(crate) fn check(
     let mut names: std::collections::HashMap<&str, Item> = std::collections::HashMap::new();
     for (at, w) in pools(rt) {
         pool_name(&mut names, at, w, f);
-        machine(ctx, at, w, f);
-        volumes(ctx, at, w, f);
-        scaling(ctx, at, w, f);
+        // On UPDATE, the stored pool of the same name: the configuration's lists hold only
+        // what it did not have.
+        let stored = stored_pool(ctx, w);
+        machine(ctx, at, w, stored, f);
+        volumes(ctx, at, w, stored, f);
+        scaling(ctx, at, w, stored, f);
         if let Some(v) = version {
             pool_version(at, w, v, f);
         }
-        zones(ctx, at, w, &mut all_zones, f);
+        zones(ctx, at, w, stored, &mut all_zones, f);
         if w.system_components.as_ref().is_none_or(|s| s.allow) && w.maximum > 0 {
             system_pools += 1;
             let zones = w.zones.as_ref().map_or(0, Vec::len);
@@ -178,10 +181,15 @@ fn stored_pool<'a>(ctx: &Ctx<'a>, w: &Worker) -> Option<&'a Worker> {
         .and_then(|old| pools(old).map(|(_, o)| o).find(|o| o.name == w.name))
 }
 
-fn machine(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
+fn machine(
+    ctx: &Ctx<'_>,
+    at: Item,
+    w: &Worker,
+    stored: Option<&Worker>,
+    f: &mut ValidationOutcome,
+) {
     let provider_type = ctx.rt.spec.shoot.provider.type_;
     let m = &w.machine;
-    let stored = stored_pool(ctx, w);
     let configured = ctx.provider.and_then(|p| p.machine_type(&m.type_));
     if m.type_.is_empty() {
         f.violation(
@@ -295,8 +303,13 @@ fn example_machine(t: ProviderType) -> &'static str {
     }
 }
 
-fn volumes(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
-    let stored = stored_pool(ctx, w);
+fn volumes(
+    ctx: &Ctx<'_>,
+    at: Item,
+    w: &Worker,
+    stored: Option<&Worker>,
+    f: &mut ValidationOutcome,
+) {
     if let Some(v) = &w.volume {
         let kept = stored
             .and_then(|o| o.volume.as_ref())
@@ -426,7 +439,13 @@ fn volume(
     }
 }
 
-fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
+fn scaling(
+    ctx: &Ctx<'_>,
+    at: Item,
+    w: &Worker,
+    stored: Option<&Worker>,
+    f: &mut ValidationOutcome,
+) {
     if w.minimum < 0 {
         f.violation(
             at.field("minimum"),
@@ -444,7 +463,6 @@ fn scaling(ctx: &Ctx<'_>, at: Item, w: &Worker, f: &mut ValidationOutcome) {
             ),
         );
     }
-    let stored = stored_pool(ctx, w);
     if let Some(b) = ctx.provider.and_then(|p| p.worker_scaling) {
         if ctx.policy_applies(stored.is_some_and(|o| o.minimum == w.minimum))
             && i64::from(w.minimum) < i64::from(b.minimum)
@@ -558,6 +576,7 @@ fn zones<'a>(
     ctx: &Ctx<'_>,
     at: Item,
     w: &'a Worker,
+    stored: Option<&Worker>,
     all: &mut Vec<&'a str>,
     f: &mut ValidationOutcome,
 ) {
@@ -569,8 +588,7 @@ fn zones<'a>(
         // one the controller re-checks is such a pool too: the conversion keeps its layout).
         let legacy = provider_type == ProviderType::Azure
             && (!ctx.opts.admission_policy
-                || stored_pool(ctx, w)
-                    .is_some_and(|o| o.zones.as_deref().unwrap_or_default().is_empty()));
+                || stored.is_some_and(|o| o.zones.as_deref().unwrap_or_default().is_empty()));
         if !legacy {
             f.violation(
                 at.field("zones"),
@@ -586,9 +604,7 @@ fn zones<'a>(
     let region_kept = ctx.old.is_some_and(|o| o.spec.shoot.region == shoot.region);
     let region_known = ctx.provider.is_none_or(|p| p.allows_region(&shoot.region))
         || !ctx.policy_applies(region_kept);
-    let stored_zones = stored_pool(ctx, w)
-        .and_then(|o| o.zones.as_deref())
-        .unwrap_or_default();
+    let stored_zones = stored.and_then(|o| o.zones.as_deref()).unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
     for (j, zone) in list.iter().enumerate() {
         let field = || at.field(&format!("zones[{j}]"));

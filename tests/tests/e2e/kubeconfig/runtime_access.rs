@@ -201,6 +201,16 @@ fn runtime_access(
 }
 
 /// Waits for `state: Ready` and returns the status.
+/// The spec of a RuntimeAccess for ServiceAccount `account` in `namespace` that may get
+/// ConfigMaps in `apps`, with the shortest token lifetime.
+fn configmap_reader(account: &str, namespace: &str, apps: &str) -> serde_json::Value {
+    json!({
+        "serviceAccount": {"name": account, "namespace": namespace},
+        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+        "tokenExpirationSeconds": 600,
+    })
+}
+
 async fn access_ready(
     requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
     name: &str,
@@ -1315,13 +1325,7 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
             .await?;
     }
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let harmless = |sa_ns: &str| {
-        json!({
-            "serviceAccount": {"name": powerful, "namespace": sa_ns},
-            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-            "tokenExpirationSeconds": 600,
-        })
-    };
+    let harmless = |sa_ns: &str| configmap_reader(&powerful, sa_ns, &apps);
     requests
         .create(
             &PostParams::default(),
@@ -1448,12 +1452,8 @@ async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() ->
     let apps = env.shoot_namespace("ra-secret").await?;
     let victim = victim_secret(&secrets, "gardener-credentials").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let spec = json!({
-        "serviceAccount": {"name": "thief", "namespace": apps},
-        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-        "tokenExpirationSeconds": 600,
-        "secret": {"name": "gardener-credentials"},
-    });
+    let mut spec = configmap_reader("thief", &apps, &apps);
+    spec["secret"] = json!({"name": "gardener-credentials"});
     requests
         .create(
             &PostParams::default(),
@@ -1540,11 +1540,7 @@ async fn an_admin_kubeconfig_with_an_exec_plugin_is_refused_and_never_run() -> R
         .await?;
     let apps = env.shoot_namespace("exec").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let spec = json!({
-        "serviceAccount": {"name": "reader", "namespace": apps},
-        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-        "tokenExpirationSeconds": 600,
-    });
+    let spec = configmap_reader("reader", &apps, &apps);
     requests
         .create(
             &PostParams::default(),
@@ -1606,11 +1602,7 @@ async fn a_runtime_access_never_uses_a_secret_its_gardener_cluster_does_not_own(
     let apps = env.shoot_namespace("foreign").await?;
     let account = unique("reader-");
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let spec = json!({
-        "serviceAccount": {"name": account, "namespace": apps},
-        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-        "tokenExpirationSeconds": 600,
-    });
+    let spec = configmap_reader(&account, &apps, &apps);
     requests
         .create(
             &PostParams::default(),
@@ -1686,11 +1678,7 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
     .await?;
 
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let spec = json!({
-        "serviceAccount": {"name": "reader", "namespace": apps},
-        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-        "tokenExpirationSeconds": 600,
-    });
+    let spec = configmap_reader("reader", &apps, &apps);
     requests
         .create(
             &PostParams::default(),
@@ -1772,11 +1760,7 @@ async fn runtime_access_deletion_reports_an_unreachable_runtime_and_can_be_relea
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let apps = env.shoot_namespace("gone").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
-    let spec = json!({
-        "serviceAccount": {"name": "reader", "namespace": apps},
-        "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-        "tokenExpirationSeconds": 600,
-    });
+    let spec = configmap_reader("reader", &apps, &apps);
     requests
         .create(
             &PostParams::default(),
@@ -1887,13 +1871,7 @@ async fn a_runtime_access_whose_status_does_not_read_waits_alone_and_is_still_cl
     );
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
-    let spec = |sa: &str| {
-        json!({
-            "serviceAccount": {"name": sa, "namespace": apps},
-            "role": {"namespace": apps, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
-            "tokenExpirationSeconds": 600,
-        })
-    };
+    let spec = |sa: &str| configmap_reader(sa, &apps, &apps);
     requests
         .create(
             &PostParams::default(),
