@@ -122,14 +122,26 @@ pub fn outdated(reconciler: &Reconciler, runtime: &Runtime, shoot: &Shoot) -> bo
     let Some(Ok(addresses)) = reconciler.acl.as_ref().map(AclConfigMap::addresses) else {
         return false;
     };
-    // Our patch's record counts until the cache shows a newer Shoot than its answer (changed
-    // since by someone else).
-    let patched = reconciler
-        .acl_applied(runtime)
-        .is_some_and(|(applied, generation)| {
-            applied == addresses && shoot.metadata.generation <= generation
-        });
+    let patched = patch_covers(
+        reconciler.acl_applied(runtime).as_ref(),
+        &addresses,
+        shoot.metadata.generation,
+    );
     acl_outdated(runtime, &addresses, shoot) && !patched
+}
+
+/// Whether our last ACL patch (the addresses it carried, the generation of the Shoot it
+/// answered) already carries `addresses` for a cached Shoot of `cached_generation`. The record
+/// counts until the cache shows a newer Shoot than the patch's answer: someone changed it
+/// since, and only the Shoot itself tells what it allows.
+fn patch_covers(
+    applied: Option<&(AclAddresses, Option<i64>)>,
+    addresses: &AclAddresses,
+    cached_generation: Option<i64>,
+) -> bool {
+    applied.is_some_and(|(applied, generation)| {
+        applied == addresses && cached_generation <= *generation
+    })
 }
 
 /// The watch of the ACL ConfigMap, and what it triggers: every Runtime of `runtimes` that asks
@@ -204,4 +216,32 @@ pub fn watch(
         },
         triggers,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addresses(nat: &str) -> AclAddresses {
+        AclAddresses {
+            operator_cidrs: vec!["10.0.0.0/8".to_owned()],
+            kcp_nat_ip: nat.to_owned(),
+        }
+    }
+
+    #[test]
+    fn our_patch_counts_until_the_cache_shows_a_newer_shoot() {
+        let now = addresses("1.2.3.4");
+        let patch = (now.clone(), Some(7));
+        // The cache still shows the Shoot before our patch, or the patch's answer itself.
+        assert!(patch_covers(Some(&patch), &now, Some(6)));
+        assert!(patch_covers(Some(&patch), &now, Some(7)));
+        // Someone changed the Shoot after our patch: only the Shoot tells what it allows.
+        assert!(!patch_covers(Some(&patch), &now, Some(8)));
+        // The ConfigMap changed since the patch, or we never patched.
+        assert!(!patch_covers(Some(&patch), &addresses("5.6.7.8"), Some(7)));
+        assert!(!patch_covers(None, &now, Some(7)));
+        // An answer without a generation bounds nothing newer.
+        assert!(!patch_covers(Some(&(now.clone(), None)), &now, Some(1)));
+    }
 }
