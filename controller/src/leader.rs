@@ -11,8 +11,9 @@
 
 use std::time::Duration;
 
-use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// Leader election failed.
@@ -49,9 +50,12 @@ pub struct LeaderElection {
     pub timing: (u64, u64),
 }
 
-/// This replica's part in the election; dropping it releases the Lease.
+/// This replica's part in the election; [`Leadership::release`] steps down.
 pub struct Leadership {
     rx: watch::Receiver<bool>,
+    /// The Lease manager's task: it renews while `rx` lives and clears the Lease's holder once
+    /// `rx` is dropped.
+    manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
     /// When the Lease this replica last wrote expires.
     expiry: watch::Receiver<Instant>,
     /// How long before that expiry this replica stops leading.
@@ -128,7 +132,7 @@ impl Leadership {
                 name: name.to_owned(),
                 source,
             })?;
-        let (mut rx, _task) = manager.watch().await;
+        let (mut rx, manager) = manager.watch().await;
         while !*rx.borrow_and_update() {
             if rx.changed().await.is_err() {
                 return Err(LeaderError::Stopped {
@@ -140,12 +144,35 @@ impl Leadership {
         tracing::info!(lease = name, namespace, identity, "became leader");
         Ok(Self {
             rx,
+            manager,
             expiry,
             // The manager renews `grace` before the expiry; half of that is left for the
             // renewal's round trip, the other half keeps this replica's last writes clear of a
             // follower that takes the Lease at the expiry by its own clock.
             margin: Duration::from_secs(grace) / 2,
         })
+    }
+
+    /// Steps down: clears the Lease's holder (when this replica still holds it), so that a
+    /// follower takes it as soon as it looks again instead of after the expiry plus its
+    /// collision wait. Waits for that write at most `timeout`: the process exits after this, and
+    /// an unfinished write would be cancelled with it.
+    pub async fn release(self, timeout: Duration) {
+        let Self { rx, manager, .. } = self;
+        drop(rx);
+        match tokio::time::timeout(timeout, manager).await {
+            Ok(Ok(Ok(_))) => tracing::info!("released the Lease"),
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(%error, "could not release the Lease; it expires on its own")
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the Lease manager failed; the Lease expires on its own")
+            }
+            Err(_) => tracing::warn!(
+                ?timeout,
+                "releasing the Lease took too long; it expires on its own"
+            ),
+        }
     }
 
     /// Resolves when this replica no longer leads: the Lease manager says so, or the Lease

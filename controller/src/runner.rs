@@ -75,6 +75,10 @@ pub enum RunError {
     ReconcilerPanicked,
 }
 
+/// How long a stopping leader waits for its Lease release: within the 5 s the Pod's 30 s grace
+/// period leaves after the default `--graceful-shutdown-timeout`.
+const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A started process: clients built, servers listening, reconcilers not yet running.
 pub struct Process {
     /// The shared context handed to every reconciler.
@@ -223,7 +227,9 @@ impl Process {
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
         // process keeps its Lease until it expires.
         join_within(tasks, self.drain_timeout).await;
-        drop(leadership);
+        if let Some(leadership) = leadership {
+            leadership.release(LEASE_RELEASE_TIMEOUT).await;
+        }
         result
     }
 }

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 pub struct RunningController {
     /// Stops it.
     pub shutdown: kim_controller::Shutdown,
-    /// The `run` task.
-    pub task: tokio::task::JoinHandle<()>,
+    /// The `run` task; its error, if `run` ended with one.
+    pub task: tokio::task::JoinHandle<Result<(), String>>,
     /// `/metrics` address.
     pub metrics: std::net::SocketAddr,
     /// Its identity in the leader-election Lease.
@@ -30,10 +30,12 @@ pub struct RunningController {
 }
 
 impl RunningController {
-    /// Stops the controller and waits for it.
+    /// Stops the controller and waits for it; panics (fails the test) when it does not stop
+    /// within 30 s, panicked, or ended with an error before (a test whose remaining checks say
+    /// "nothing changed" would otherwise pass against a dead controller).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+        stopped(tokio::time::timeout(Duration::from_secs(30), self.task).await);
     }
 
     /// Kills the controller at once (no graceful shutdown): a crash.
@@ -257,9 +259,10 @@ pub async fn start_with_args(args: RunArgs, dir: tempfile::TempDir) -> Result<Ru
     let metrics = process.metrics_addr;
     let identity = process.identity.clone();
     let task = tokio::spawn(async move {
-        if let Err(e) = process.run().await {
+        process.run().await.map_err(|e| {
             eprintln!("controller stopped: {e}");
-        }
+            e.to_string()
+        })
     });
     Ok(RunningController {
         shutdown,
@@ -301,8 +304,20 @@ pub fn metric_sum(text: &str, metric: &str, labels: &[&str]) -> f64 {
 pub struct KillableController {
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: kim_controller::Shutdown,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
     _dir: tempfile::TempDir,
+}
+
+/// Fails the test unless a controller's `run` task (waited for with a timeout) ended well.
+fn stopped(
+    waited: Result<Result<Result<(), String>, tokio::task::JoinError>, tokio::time::error::Elapsed>,
+) {
+    match waited {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => panic!("the controller had stopped with an error: {e}"),
+        Ok(Err(e)) => panic!("the controller's task failed: {e}"),
+        Err(_) => panic!("the controller did not stop within 30 s of its shutdown"),
+    }
 }
 
 impl Drop for KillableController {
@@ -360,12 +375,15 @@ impl KillableController {
             match Process::start(args, stop).await {
                 Ok(p) => {
                     let _ = tx.send(Ok((p.identity.clone(), p.metrics_addr)));
-                    if let Err(e) = p.run().await {
+                    p.run().await.map_err(|e| {
                         tracing::warn!("controller stopped: {e}");
-                    }
+                        e.to_string()
+                    })
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(format!("controller did not start: {e}")));
+                    let e = format!("controller did not start: {e}");
+                    let _ = tx.send(Err(e.clone()));
+                    Err(e)
                 }
             }
         });
@@ -396,11 +414,12 @@ impl KillableController {
         }
     }
 
-    /// Stops it gracefully (as on SIGTERM) and waits up to 30 s for the process to end.
+    /// Stops it gracefully (as on SIGTERM) and waits up to 30 s for the process to end;
+    /// panics as [`RunningController::stop`] does.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+            stopped(tokio::time::timeout(Duration::from_secs(30), task).await);
         }
     }
 }

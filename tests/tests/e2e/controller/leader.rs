@@ -216,6 +216,13 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()>
     );
     let stop = Instant::now();
     survivor.0.stop().await;
+    // The stopped leader cleared its holder before its process ended (a waiting follower only
+    // looks again when the old term ends, so the takeover time alone cannot tell).
+    assert_ne!(
+        holder(env, &ns).await?.as_deref(),
+        Some(survivor.1.as_str()),
+        "the stopped leader still holds the Lease"
+    );
     let (_, _) = wait_holder(
         env,
         &ns,
