@@ -13,9 +13,10 @@ use kim_shared::access::{secret_key, secret_name, service_account_user, validate
 use kim_shared::api::runtime_access::{
     AccessSecretRef, RuntimeAccess, RuntimeAccessStatus, ShootObjectRef,
 };
-use kim_shared::api::{GardenerCluster, Unreadable};
+use kim_shared::api::{GardenerCluster, Runtime, Unreadable};
+use kim_shared::gardener::Shoot;
 use kim_shared::names;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
@@ -806,10 +807,35 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
                     return Err(e);
                 }
             }
-            // The runtime (and with it the shoot) is gone or going: nothing left to clean there.
-            None => {
-                tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig; skipping shoot cleanup")
-            }
+            None => match live_shoot(reconciler, ra).await? {
+                // A live cluster whose admin kubeconfig is missing or not ours (its
+                // GardenerCluster deleted by hand, a Secret relabelled): what this request
+                // created there still grants access, so the deletion waits.
+                Some(shoot) => {
+                    let msg = format!(
+                        "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                        ra.spec.runtime_id
+                    );
+                    write_status(
+                        reconciler,
+                        ra,
+                        status_with(
+                            ra,
+                            "Deleting",
+                            "False",
+                            REASON_SHOOT_UNREACHABLE,
+                            &msg,
+                            Timestamp::now(),
+                        ),
+                    )
+                    .await?;
+                    return Err(Error::Step(msg));
+                }
+                // The runtime's Shoot is gone or being deleted: its cluster goes with it.
+                None => {
+                    tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig and its Shoot is gone or being deleted; skipping shoot cleanup")
+                }
+            },
         }
     }
     if let Some(secret) = existing {
@@ -834,6 +860,40 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     );
     reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
+}
+
+/// The name of the Shoot of `ra`'s runtime while it exists and is not being deleted: the
+/// Runtime `<runtimeId>` in the request's namespace names it (read as untyped data, so that a
+/// Runtime our types cannot read still answers). `None` when the Runtime or the Shoot is gone
+/// or the Shoot is being deleted.
+async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Option<String>, Error> {
+    let ns = ra.namespace().unwrap_or_default();
+    let runtime_id = &ra.spec.runtime_id;
+    let runtimes: Api<DynamicObject> = Api::namespaced_with(
+        reconciler.ctx.kcp.clone(),
+        &ns,
+        &ApiResource::erase::<Runtime>(&()),
+    );
+    let Some(runtime) = runtimes
+        .get_opt(runtime_id)
+        .await
+        .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?
+    else {
+        return Ok(None);
+    };
+    let Some(shoot) = runtime.data["spec"]["shoot"]["name"].as_str() else {
+        return Ok(None);
+    };
+    let shoots: Api<Shoot> = Api::namespaced(
+        reconciler.ctx.gardener.clone(),
+        &reconciler.ctx.gardener_namespace,
+    );
+    let live = shoots
+        .get_metadata_opt(shoot)
+        .await
+        .map_err(api(format!("reading Shoot {shoot}")))?
+        .is_some_and(|meta| meta.metadata.deletion_timestamp.is_none());
+    Ok(live.then(|| shoot.to_owned()))
 }
 
 /// Deletes `objs` in the shoot (each only if it carries this request's label); the first

@@ -1738,6 +1738,113 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
     Ok(())
 }
 
+/// A live cluster whose admin kubeconfig is missing (its GardenerCluster deleted by hand):
+/// deleting a RuntimeAccess must not end with its ServiceAccount and binding still granting
+/// access there. The deletion waits (`ShootCleanupFailed`, saying why and how to finish) while
+/// the Shoot the Runtime names exists, and completes, removing them, once the kubeconfig is
+/// back. The Runtime names the test's Shoot, annotated as another runtime's so that the Runtime
+/// reconciler leaves it alone. On the code before the fix the request was gone at once and its
+/// objects stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_deletion_waits_while_the_cluster_lives_without_an_admin_kubeconfig()
+-> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kim_shared::api::Runtime;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-live", &[]).await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let shoot = gcs.get(&id).await?.spec.shoot.name;
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "infrastructuremanager.kyma-project.io/runtime-id": "another-runtime"
+            }}})),
+        )
+        .await?;
+    let mut runtime = kim_tests::controller::sample_runtime(&ns, &id)?;
+    runtime.spec.shoot.name = shoot.clone();
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    runtimes.create(&PostParams::default(), &runtime).await?;
+
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("live").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader("reader", &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+
+    gcs.delete(&id, &DeleteParams::default()).await?;
+    eventually("GardenerCluster gone", Duration::from_secs(30), || async {
+        Ok(gcs.get_opt(&id).await?.is_none().then_some(()))
+    })
+    .await?;
+    requests.delete("reader", &DeleteParams::default()).await?;
+    let condition = access_condition(&requests, "reader", "ShootCleanupFailed").await?;
+    assert!(
+        condition.message.contains(&format!("Shoot {shoot} exists"))
+            && condition
+                .message
+                .contains("infrastructuremanager.kyma-project.io/skip-shoot-cleanup=true"),
+        "the condition says why and how to finish: {}",
+        condition.message
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let bindings: Api<RoleBinding> = Api::namespaced(shoot_admin.clone(), &apps);
+    let rbac = format!("kim-access:{ns}:reader");
+    assert!(exists(&requests, "reader").await?, "the finalizer holds");
+    assert!(exists(&accounts, "reader").await?);
+
+    // The admin kubeconfig is back: the deletion completes and removes what it created.
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    eventually(
+        "request, Secret and shoot objects gone",
+        Duration::from_secs(60),
+        || async {
+            let gone = requests.get_opt("reader").await?.is_none()
+                && secrets.get_opt(&secret_name).await?.is_none()
+                && !exists(&accounts, "reader").await?
+                && !exists(&bindings, &rbac).await?;
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+
+    // The Runtime's deletion leaves the other runtime's Shoot alone and ends.
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Runtime gone", Duration::from_secs(60), || async {
+        Ok(runtimes.get_opt(&id).await?.is_none().then_some(()))
+    })
+    .await?;
+    assert!(
+        exists(&shoots, &shoot).await?,
+        "another runtime's Shoot was deleted"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// A runtime that no longer answers (hibernated, gone, network cut): a request's deletion
 /// retried for ever without saying why. Now each shoot request gives up after
 /// `--access-shoot-request-timeout`, the condition says what is wrong and how to finish, and
