@@ -89,7 +89,11 @@ pub async fn apply(
         .is_some_and(|s| s.state == RuntimeState::Ready)
         && runtime.status.as_ref().and_then(|s| s.observed_generation)
             == runtime.metadata.generation
-        && !super::audit_log::unfinished(reconciler, runtime);
+        && !super::audit_log::unfinished(reconciler, runtime)
+        // A GardenerCluster deleted by hand takes the admin kubeconfig with it: make it anew.
+        && reconciler
+            .gardener_cluster(runtime, &runtime_id)
+            .is_some();
     if ready {
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());

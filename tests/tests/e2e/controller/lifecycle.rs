@@ -118,6 +118,23 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         "pool removed"
     );
 
+    // A GardenerCluster deleted by hand (with it its admin kubeconfig) is made anew, and the
+    // Runtime is Ready again only with it.
+    let before = gcs.get(&id).await?.uid();
+    gcs.delete(&id, &DeleteParams::default()).await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    eventually("GardenerCluster made anew", READY_TIMEOUT, || async {
+        let again = gcs.get_opt(&id).await?.is_some_and(|gc| gc.uid() != before);
+        Ok(again
+            && secrets
+                .get_opt(&format!("kubeconfig-{id}"))
+                .await?
+                .is_some())
+    })
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+
     // Delete: GardenerCluster, then Shoot, then the finalizer.
     runtimes.delete(&id, &DeleteParams::default()).await?;
     eventually("Runtime gone", READY_TIMEOUT, || async {
@@ -133,11 +150,17 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         "Shoot deleted before the finalizer"
     );
 
+    // The series exist from the start (at 0): the requests this test caused are counted.
     let metrics = ctl.metrics_text().await?;
-    assert!(
-        metrics.contains("infrastructure_manager_im_gardener_requests_total"),
-        "{metrics}"
-    );
+    let requests = |method: &str| {
+        metric_sum(
+            &metrics,
+            "infrastructure_manager_im_gardener_requests_total",
+            &[&format!("method=\"{method}\"")],
+        )
+    };
+    assert!(requests("POST") >= 1.0, "Shoot create counted: {metrics}");
+    assert!(requests("DELETE") >= 1.0, "Shoot delete counted: {metrics}");
     ctl.stop().await;
     Ok(())
 }
