@@ -194,8 +194,25 @@ pub fn report(watch: &'static str, e: &watcher::Error, metrics: &Metrics) {
             error,
             "a watched object does not decode; this watch sees no change until it is fixed"
         );
+    } else if is_refused(e) {
+        tracing::warn!(
+            watch,
+            error = %e,
+            "the API server refuses this watch (RBAC or credentials); it sees no change until that is fixed"
+        );
     } else {
         tracing::debug!(watch, error = %e, "watch failed; it retries with its own backoff");
+    }
+}
+
+/// Whether the API server refused a watch step for who asked (401, 403): unlike a restart or
+/// a network cut, that does not heal by itself, so it is logged where an operator sees it.
+pub fn is_refused(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 401 || s.code == 403,
+        _ => false,
     }
 }
 
@@ -342,6 +359,31 @@ mod tests {
         }
         assert_eq!(metrics.watch_decode_errors("runtimes"), 4);
         assert_eq!(metrics.watch_decode_errors("shoots"), 0);
+    }
+
+    #[test]
+    fn a_watch_refused_for_who_asks_is_told_apart_from_passing_failures() {
+        let status = |code: u16, reason: &str| {
+            let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": code, "reason": reason, "message": "m",
+            }))
+            .expect("status");
+            kube::Error::Api(s.boxed())
+        };
+        for e in [
+            watcher::Error::InitialListFailed(status(403, "Forbidden")),
+            watcher::Error::WatchStartFailed(status(401, "Unauthorized")),
+            watcher::Error::WatchFailed(status(403, "Forbidden")),
+        ] {
+            assert!(is_refused(&e), "{e}");
+        }
+        for e in [
+            watcher::Error::InitialListFailed(status(503, "ServiceUnavailable")),
+            watcher::Error::WatchFailed(status(410, "Expired")),
+            watcher::Error::NoResourceVersion,
+        ] {
+            assert!(!is_refused(&e), "{e}");
+        }
     }
 
     #[tokio::test]

@@ -48,7 +48,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "kcp-system")]
     pub namespace: String,
 
-    /// kubeconfig of the KCP cluster; in-cluster or `KUBECONFIG` when unset. `--kubeconfig` is
+    /// kubeconfig of the KCP cluster; when unset, `KUBECONFIG` or `~/.kube/config`, else
+    /// in-cluster (kube's `Config::infer`). `--kubeconfig` is
     /// controller-runtime's name of it, which upstream's binary takes.
     #[arg(long, env = "KCP_KUBECONFIG", alias = "kubeconfig")]
     pub kcp_kubeconfig_path: Option<PathBuf>,

@@ -582,10 +582,11 @@ async fn remove_read_credentials(runtime_client: &kube::Client) -> Result<(), St
     }
 }
 
-/// On deletion (upstream's `ReleaseDedicated`): the Runtime's `AuditLog` is marked orphaned
-/// and a reservation never claimed goes back to the pool. A failure keeps the finalizer (the
-/// caller retries), so a Runtime created again under the same name never finds the old
-/// claim.
+/// On deletion (upstream's `ReleaseDedicated`), once the Shoot is gone: the Runtime's
+/// `AuditLog` is marked orphaned and a reservation never claimed goes back to the pool. A
+/// failure keeps the finalizer (the caller retries), so a Runtime created again under the same
+/// name never finds the old claim; a KALM that does not answer holds only the finalizer, not
+/// the Shoot's deletion.
 pub async fn release(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), Error> {
     if !enabled(reconciler) {
         return Ok(());

@@ -16,7 +16,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::classify::{self, ApiErrorKind};
-use super::requeue::{DELETION_POLL, RETRY, SAFETY_REQUEUE};
+use super::requeue::{DELETION_POLL, PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler};
 use crate::stored::StatusApart;
@@ -55,9 +55,6 @@ pub async fn run(
     // Another runtime's Shoot says nothing about this Runtime; it is left alone in step 2.
     draft.shoot(shoot.as_deref().filter(|s| shoot_is_of(s, &runtime_id)));
 
-    // 0. The dedicated audit log goes back to KALM (orphaned, or a reservation returned).
-    super::audit_log::release(reconciler, runtime).await?;
-
     // 1. GardenerCluster (its reconciler then deletes the kubeconfig Secret).
     if let Some(action) = delete_gardener_cluster(reconciler, runtime, &runtime_id, draft).await? {
         return Ok(Deleted::Pending(action));
@@ -95,10 +92,11 @@ pub async fn run(
                 left.max(Duration::from_secs(1)),
             )));
         }
-        return finalize(reconciler, runtime).await;
+        return finalize(reconciler, runtime, draft).await;
     };
     if !shoot_is_of(&shoot, &runtime_id) {
         tracing::warn!(shoot = %shoot.name_any(), "the Shoot this Runtime names belongs to another runtime; leaving it and its ConfigMap");
+        super::audit_log::release(reconciler, runtime).await?;
         return release_finalizer(reconciler, runtime).await;
     }
     if shoot.meta().deletion_timestamp.is_some() {
@@ -138,6 +136,7 @@ pub async fn run(
                 reconciler,
                 runtime,
                 draft,
+                reason::GARDENER_SHOOT_DELETED,
                 "Gardener API shoot annotate error",
                 &e,
             )));
@@ -156,12 +155,13 @@ pub async fn run(
             Ok(Deleted::Pending(Action::requeue(DELETION_POLL)))
         }
         Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {
-            finalize(reconciler, runtime).await
+            finalize(reconciler, runtime, draft).await
         }
         Err(e) => Ok(Deleted::Pending(delete_failure(
             reconciler,
             runtime,
             draft,
+            reason::GARDENER_SHOOT_DELETED,
             "Gardener API shoot delete error",
             &e,
         ))),
@@ -277,6 +277,7 @@ async fn hibernate_during_grace(
                 reconciler,
                 runtime,
                 draft,
+                reason::GARDENER_SHOOT_DELETED,
                 "Gardener API shoot hibernate error",
                 &e,
             ));
@@ -329,7 +330,11 @@ async fn force_deletion_if_allowed(reconciler: &Reconciler, shoot: &Shoot) {
     }
 }
 
-async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted, Error> {
+async fn finalize(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Result<Deleted, Error> {
     // Every Shoot we write uses structured authentication, so its ConfigMap exists whatever
     // `--structured-auth-enabled` says (upstream deletes it only with the flag on; with it
     // off, as deployed, one ConfigMap would be left in the project per deleted Runtime).
@@ -342,12 +347,17 @@ async fn finalize(reconciler: &Reconciler, runtime: &Runtime) -> Result<Deleted,
         Ok(_) => {}
         Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {}
         Err(e) => {
-            return Err(Error::api(
-                "delete the structured authentication ConfigMap",
-                e,
-            ));
+            return Ok(Deleted::Pending(delete_failure(
+                reconciler,
+                runtime,
+                draft,
+                reason::STRUCTURED_CONFIG_DELETED,
+                "Gardener API structured authentication configmap delete error",
+                &e,
+            )));
         }
     }
+    super::audit_log::release(reconciler, runtime).await?;
     super::registry_cache::on_delete(reconciler, runtime)
         .await
         .map_err(|e| Error::api("delete the registry cache Secrets", e))?;
@@ -383,13 +393,24 @@ async fn release_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result
     Ok(Deleted::Finalized)
 }
 
+/// How long a deletion waits after Gardener refused one of its writes with an answer of `kind`
+/// that is neither "try later" nor transient: a refusal (an admission policy, 422) as long as a
+/// refused create or patch, a conflict or a Shoot gone meanwhile soon.
+fn retry_after_refusal(kind: ApiErrorKind) -> Duration {
+    match kind {
+        ApiErrorKind::Permanent => PERMANENT_RETRY,
+        _ => RETRY,
+    }
+}
+
 /// A failed Gardener write of the deletion. "Try later" and transient answers back off per
 /// Runtime as creates and patches do (2 s doubling to 60 s), so a busy Gardener does not get
-/// two writes per deleting Runtime every few seconds; anything else is retried after [`RETRY`].
+/// two writes per deleting Runtime every few seconds; others wait [`retry_after_refusal`].
 fn delete_failure(
     reconciler: &Reconciler,
     runtime: &Runtime,
     draft: &mut StatusDraft,
+    reason: &'static str,
     what: &str,
     e: &kube::Error,
 ) -> Action {
@@ -398,7 +419,7 @@ fn delete_failure(
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
             reconciler.gardener_refused(runtime, kind, "delete")
         }
-        _ => RETRY,
+        other => retry_after_refusal(other),
     };
     if kind == ApiErrorKind::Permanent {
         tracing::warn!(error = %e, "{what}");
@@ -408,7 +429,7 @@ fn delete_failure(
     draft.set(
         condition::DEPROVISIONED,
         CondStatus::False,
-        reason::GARDENER_SHOOT_DELETED,
+        reason,
         format!("{what}: {}", classify::message(e)),
     );
     Action::requeue(wait)
@@ -418,6 +439,17 @@ fn delete_failure(
 mod tests {
     use super::*;
     use kim_shared::api::gardener_cluster::{Kubeconfig, SecretKeyRef, ShootReference};
+
+    #[test]
+    fn a_refused_deletion_is_retried_as_seldom_as_a_refused_create() {
+        // One DELETE a minute per Runtime a policy refuses, not every few seconds.
+        assert_eq!(
+            retry_after_refusal(ApiErrorKind::Permanent),
+            PERMANENT_RETRY
+        );
+        assert_eq!(retry_after_refusal(ApiErrorKind::Conflict), RETRY);
+        assert_eq!(retry_after_refusal(ApiErrorKind::NotFound), RETRY);
+    }
 
     #[test]
     fn a_gardener_cluster_is_the_runtimes_only_if_it_names_its_shoot() {

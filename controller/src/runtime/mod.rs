@@ -441,9 +441,18 @@ async fn reconcile_inner(
     let mut draft = StatusDraft::new(runtime, now);
     let shoot = reconciler.shoot(&runtime.spec.shoot.name);
     let action = if runtime.meta().deletion_timestamp.is_some() {
-        match delete::run(reconciler, runtime, shoot, &mut draft, now).await? {
-            delete::Deleted::Finalized => return Ok(Action::await_change()),
-            delete::Deleted::Pending(a) => a,
+        match delete::run(reconciler, runtime, shoot, &mut draft, now).await {
+            Ok(delete::Deleted::Finalized) => return Ok(Action::await_change()),
+            Ok(delete::Deleted::Pending(a)) => a,
+            Err(e) => {
+                // The state says Terminating while a step fails too: the alert on deletions
+                // that take too long counts Runtimes by state.
+                draft.observed();
+                if let Err(write) = reconciler.write_status(runtime, &draft).await {
+                    tracing::debug!(error = %write, "cannot write the status of a failing deletion");
+                }
+                return Err(e);
+            }
         }
     } else {
         reconcile::apply(reconciler, runtime, shoot, &mut draft).await?

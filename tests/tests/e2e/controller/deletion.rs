@@ -636,3 +636,43 @@ async fn a_runtime_whose_finalizer_is_removed_by_hand_leaves_no_state_series() -
     shoots.delete(&shoot_name, &DeleteParams::default()).await?;
     Ok(())
 }
+
+/// The dedicated audit log is released once the Shoot is gone, so a KALM that does not answer
+/// (here: no `AuditLog` API at all in this environment) holds only the finalizer, not the
+/// Shoot's deletion, and the Runtime says `Terminating` meanwhile. On the code before, the
+/// release ran first in every pass: the Shoot was never deleted and the state stayed `Ready`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_audit_log_release_that_fails_holds_the_finalizer_not_the_shoot_deletion() -> Result<()>
+{
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-kalm-down").await?;
+    let ctl = start_controller(env, &ns, &["--dedicated-audit-logging-enabled=true"]).await?;
+    let id = format!("kalm-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Shoot deleted", TIMEOUT, || async {
+        Ok(shoots.get_opt(&shoot_name).await?.is_none())
+    })
+    .await?;
+    // The release keeps failing: the finalizer stays, the state says so.
+    wait_state(env, &ns, &id, RuntimeState::Terminating, TIMEOUT).await?;
+    assert!(
+        runtimes.get_opt(&id).await?.is_some(),
+        "the finalizer went without the audit log released"
+    );
+    ctl.stop().await;
+
+    // Without the feature nothing is to release: the deletion ends.
+    let ctl = start_controller(env, &ns, &[]).await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
