@@ -112,6 +112,17 @@ pub fn classify(err: &kube::Error) -> ApiErrorKind {
     }
 }
 
+/// Whether a write that failed with `err` may still have been stored: no answer at all (a
+/// timeout, a broken connection), or the apiserver's own timeout (504, "may still be
+/// processing the request") or an internal error (500: storage can time out after it wrote).
+/// Other answers come before the write or instead of it.
+pub fn may_have_been_stored(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(status) => matches!(status.code, 500 | 504),
+        _ => true,
+    }
+}
+
 /// Whether the error chain holds the Gardener client's request timeout.
 fn timed_out(mut e: &(dyn std::error::Error + 'static)) -> bool {
     loop {
@@ -157,6 +168,29 @@ pub fn classify_status(code: u16, reason: &str, message: &str) -> ApiErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_may_have_been_stored_without_an_answer_or_after_a_server_timeout() {
+        let answer = |code: u16, reason: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure("m", reason)
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert!(may_have_been_stored(&answer(504, "Timeout")));
+        assert!(may_have_been_stored(&answer(500, "InternalError")));
+        assert!(may_have_been_stored(&kube::Error::LinesCodecMaxLineLengthExceeded));
+        for (code, reason) in [
+            (403, "Forbidden"),
+            (409, "AlreadyExists"),
+            (422, "Invalid"),
+            (429, "TooManyRequests"),
+            (503, "ServiceUnavailable"),
+        ] {
+            assert!(!may_have_been_stored(&answer(code, reason)), "{code}");
+        }
+    }
 
     fn errs(codes: &[&str]) -> Vec<LastError> {
         vec![LastError {

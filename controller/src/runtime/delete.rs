@@ -79,13 +79,13 @@ pub async fn run(
                 .and_then(|left| now.checked_add(left).ok())
                 .and_then(|t| t.round(jiff::Unit::Second).ok())
                 .unwrap_or(now);
-            tracing::info!(%until, "a Shoot create got no answer and may still be admitted; the finalizer stays until then");
+            tracing::info!(%until, "a Shoot create got no final answer and may still be admitted; the finalizer stays until then");
             draft.set(
                 condition::DEPROVISIONED,
                 CondStatus::Unknown,
                 reason::PROCESSING,
                 format!(
-                    "A Shoot create got no answer and may still be admitted until {until}; the finalizer stays until then"
+                    "A Shoot create got no final answer and may still be admitted until {until}; the finalizer stays until then"
                 ),
             );
             return Ok(Deleted::Pending(Action::requeue(

@@ -272,9 +272,9 @@ async fn create_shoot(
         Err(e) => {
             permit.finish(outcome_of(&e));
             reconciler.publish_create_limit();
-            // No answer at all (a timeout, a broken connection): the create may have been
-            // admitted after all.
-            if !matches!(e, kube::Error::Api(_)) {
+            // No answer, or the apiserver's own timeout: the create may have been admitted
+            // after all.
+            if classify::may_have_been_stored(&e) {
                 reconciler.set_create_unsure(runtime, sent);
             }
             let kind = classify::classify(&e);

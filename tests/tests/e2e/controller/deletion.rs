@@ -472,6 +472,22 @@ async fn a_runtime_naming_another_runtimes_shoot_or_id_touches_nothing_of_it() -
 /// deleted with the Runtime, not left orphaned in Gardener.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> Result<()> {
+    // Answered after the controller's 1 s write timeout: it never sees the answer.
+    late_shoot_outlives_no_deletion("ctl-unanswered", Duration::from_millis(1500)).await
+}
+
+/// The same with the apiserver's own timeout answered at once (504 "may still be processing
+/// the request"). On the code before, only a missing answer held the finalizer: this Runtime
+/// was finalized and its Shoot landed orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shoot_whose_create_timed_out_in_the_apiserver_is_not_orphaned_by_a_deletion()
+-> Result<()> {
+    late_shoot_outlives_no_deletion("ctl-timedout", Duration::ZERO).await
+}
+
+/// Every Shoot create is answered 504 after `answer_after`; the first one is admitted a few
+/// seconds later all the same, while the Runtime is being deleted.
+async fn late_shoot_outlives_no_deletion(prefix: &str, answer_after: Duration) -> Result<()> {
     use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
     use kube::api::{ApiResource, DynamicObject};
     use std::sync::Arc;
@@ -479,7 +495,7 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
 
     const LANDS_AFTER: Duration = Duration::from_secs(4);
     let env = TestEnv::shared().await?;
-    let ns = env.namespace("ctl-unanswered").await?;
+    let ns = env.namespace(prefix).await?;
     let id = format!("unans-{}", &ns[ns.len().saturating_sub(6)..]);
     let rt = sample_runtime(&ns, &id)?;
     let shoot_name = rt.spec.shoot.name.clone();
@@ -491,8 +507,7 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
         &ApiResource::erase::<Shoot>(&()),
     );
 
-    // Every Shoot create is answered after the controller's 1 s write timeout (so it never
-    // sees an answer); the first one is admitted LANDS_AFTER later, as the apiserver would.
+    // The first create is admitted LANDS_AFTER later, as the apiserver would.
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
     let landing = Arc::new(AtomicBool::new(false));
     let handle = tokio::runtime::Handle::current();
@@ -509,7 +524,7 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
                     anyhow::Ok(())
                 });
             }
-            std::thread::sleep(Duration::from_millis(1500));
+            std::thread::sleep(answer_after);
             ProxyResponse {
                 status: 504,
                 body: json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -557,7 +572,7 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
             };
             Ok(rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
                 c.message
-                    .contains("A Shoot create got no answer and may still be admitted")
+                    .contains("A Shoot create got no final answer and may still be admitted")
             }))
         },
     )
