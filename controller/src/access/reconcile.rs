@@ -526,7 +526,9 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 .await;
             }
         };
-        // What this request created before: the durable record and the (maybe older) status.
+        // What this request created before: the durable record and the (maybe older) status,
+        // and for a spec not applied yet what carries its label (a failed pass applied
+        // objects it never recorded). Token rotations of an applied spec skip the lists.
         let mut previous = facts.applied_objects.clone().unwrap_or_default();
         previous.extend(
             ra.status
@@ -534,6 +536,23 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 .map(|s| s.shoot_objects.clone())
                 .unwrap_or_default(),
         );
+        if facts.applied_with(&fingerprint).is_none() {
+            match shoot::labelled(&a.client, ra).await {
+                Ok(labelled) => previous.extend(labelled),
+                Err(e) => {
+                    reconciler.tokens.failed(decision);
+                    return fail(
+                        reconciler,
+                        ra,
+                        "ShootAccessFailed",
+                        "listing the objects of this RuntimeAccess",
+                        e,
+                        now,
+                    )
+                    .await;
+                }
+            }
+        }
         match ensure_shoot_objects(&a.client, ra, previous).await {
             Ok((created, sa)) => {
                 access = Some((a, sa));
@@ -774,9 +793,6 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .reference(),
     );
     objs.extend(shoot::rbac_objects(ra).iter().map(RbacObject::reference));
-    objs.sort();
-    objs.dedup();
-    shoot::deletion_order(&mut objs);
     let skip = ra
         .annotations()
         .get(ANNOTATION_SKIP_SHOOT_CLEANUP)
@@ -786,7 +802,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     } else {
         match admin_kubeconfig(reconciler, ra).await? {
             Some(admin) => {
-                if let Err(e) = delete_in_shoot(reconciler, ra, &admin, &objs).await {
+                if let Err(e) = delete_in_shoot(reconciler, ra, &admin, objs).await {
                     let msg = format!(
                         "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                         ra.spec.runtime_id
@@ -896,16 +912,25 @@ async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Optio
     Ok(live.then(|| shoot.to_owned()))
 }
 
-/// Deletes `objs` in the shoot (each only if it carries this request's label); the first
-/// failure ends it, so an unreachable runtime costs one request timeout per attempt.
+/// Deletes `objs` and whatever else carries this request's label in the shoot (each only if
+/// it carries the label), bindings first; the first failure ends it, so an unreachable runtime
+/// costs one request timeout per attempt.
 async fn delete_in_shoot(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
     admin: &AdminKubeconfig,
-    objs: &[ShootObjectRef],
+    mut objs: Vec<ShootObjectRef>,
 ) -> Result<(), Error> {
     let access = shoot_access(reconciler, ra, admin).await?;
-    for obj in objs {
+    objs.extend(
+        shoot::labelled(&access.client, ra)
+            .await
+            .map_err(api("listing the objects of this RuntimeAccess in the shoot"))?,
+    );
+    objs.sort();
+    objs.dedup();
+    shoot::deletion_order(&mut objs);
+    for obj in &objs {
         let outcome = shoot::delete(&access.client, ra, obj)
             .await
             .map_err(api(format!(

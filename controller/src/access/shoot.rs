@@ -490,6 +490,42 @@ where
     }
 }
 
+/// Everything in the shoot that carries this request's [`LABEL_RUNTIME_ACCESS_UID`], whatever
+/// the records say: objects a pass applied before a later step of it failed are in no record,
+/// and would otherwise outlive a spec change and the request itself, still granting access.
+/// Five label-selected metadata lists.
+pub async fn labelled(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+) -> Result<Vec<ShootObjectRef>, kube::Error> {
+    let Some(uid) = ra.uid().filter(|uid| !uid.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let lp = ListParams::default().labels(&format!("{LABEL_RUNTIME_ACCESS_UID}={uid}"));
+    let mut out = Vec::new();
+    out.extend(listed::<ClusterRoleBinding>(shoot, &lp).await?);
+    out.extend(listed::<RoleBinding>(shoot, &lp).await?);
+    out.extend(listed::<ClusterRole>(shoot, &lp).await?);
+    out.extend(listed::<Role>(shoot, &lp).await?);
+    out.extend(listed::<ServiceAccount>(shoot, &lp).await?);
+    Ok(out)
+}
+
+async fn listed<K>(
+    shoot: &kube::Client,
+    lp: &ListParams,
+) -> Result<impl Iterator<Item = ShootObjectRef>, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list = Api::<K>::all(shoot.clone()).list_metadata(lp).await?;
+    Ok(list.items.into_iter().map(|meta| ShootObjectRef {
+        kind: K::kind(&()).into_owned(),
+        name: meta.name_any(),
+        namespace: meta.namespace(),
+    }))
+}
+
 /// Order for deletion: bindings first (access ends at once), then roles, then the account.
 pub fn deletion_order(objs: &mut [ShootObjectRef]) {
     let rank = |k: &str| match k {

@@ -547,9 +547,10 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     let kc = access_kubeconfig(&secrets, &status).await?;
     let reconciles = ctl.access_settled().await?;
     // The status, Secret and finalizer writes each triggered another reconcile; only the one
-    // that did the work reached the shoot: ServiceAccount GET (404), the lists of
-    // ClusterRoleBindings and of the namespace's RoleBindings (no foreign binding may name a
-    // new account) and POST, Role and binding PATCH (server-side apply), TokenRequest POST.
+    // that did the work reached the shoot: the five lists of what carries the request's label
+    // (a spec not applied yet), ServiceAccount GET (404), the lists of ClusterRoleBindings and
+    // of the namespace's RoleBindings (no foreign binding may name a new account) and POST,
+    // Role and binding PATCH (server-side apply), TokenRequest POST.
     assert!(
         reconciles >= 3,
         "expected follow-up reconciles after the first, saw {reconciles} in all"
@@ -562,7 +563,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     );
     assert_eq!(
         calls,
-        (3, 2, 2, 7),
+        (8, 2, 2, 12),
         "shoot requests (GET, POST, PATCH, all) after {reconciles} reconciles"
     );
     let role_version = roles.get(&rbac_name).await?.metadata.resource_version;
@@ -611,8 +612,8 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     assert_eq!(kept.shoot_objects, status.shoot_objects, "recorded objects");
     assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
 
-    // A spec change is applied (one reconcile: ServiceAccount GET, Role and binding PATCH),
-    // with the same token and the same shoot client.
+    // A spec change is applied (one reconcile: the five labelled lists, ServiceAccount GET,
+    // Role and binding PATCH), with the same token and the same shoot client.
     requests
         .patch(
             "quiet",
@@ -643,7 +644,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (4, 2, 4, 10),
+        (14, 2, 4, 20),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
@@ -1732,6 +1733,99 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
     assert!(
         exists(&accounts, &victim).await?,
         "a ServiceAccount the request did not create was deleted"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Objects a pass applied before a later step of it failed are in no record (status, Secret):
+/// they must not outlive a spec change or the request, still granting access. Simulated by
+/// bindings carrying the request's label that no record names. On the code before, both
+/// stayed: the stale check and the cleanup trusted the records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_deletion()
+-> Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-unrec", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("unrec").await?;
+    let other = env.shoot_namespace("unrec-other").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader("reader", &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+    let uid = requests.get("reader").await?.uid().context("uid")?;
+    let binding = |name: &str| -> Result<serde_json::Value> {
+        Ok(json!({
+            "metadata": {"name": name, "labels": {
+                "infrastructuremanager.kyma-project.io/runtime-access-uid": uid,
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            }},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": apps}],
+        }))
+    };
+    let role_bindings: Api<RoleBinding> = Api::namespaced(shoot_admin.clone(), &other);
+    role_bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding("unrecorded")?)?,
+        )
+        .await?;
+
+    // A spec change: what carries the label and the new spec does not want goes.
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"role": {"namespace": apps, "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}}})),
+        )
+        .await?;
+    eventually("spec change applied", Duration::from_secs(30), || async {
+        let status = requests.get("reader").await?.status.unwrap_or_default();
+        Ok((status.observed_generation == Some(2) && status.state.as_deref() == Some("Ready"))
+            .then_some(()))
+    })
+    .await?;
+    eventually(
+        "unrecorded RoleBinding removed",
+        Duration::from_secs(15),
+        || async { Ok((!exists(&role_bindings, "unrecorded").await?).then_some(())) },
+    )
+    .await?;
+
+    // The deletion: the same for what appeared since.
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
+    let cluster_binding = unique("unrecorded-");
+    cluster_bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding(&cluster_binding)?)?,
+        )
+        .await?;
+    delete_access(&requests, &secrets, "reader", &secret_name).await?;
+    assert!(
+        !exists(&cluster_bindings, &cluster_binding).await?,
+        "a ClusterRoleBinding carrying the request's label outlived it"
     );
     ctl.stop().await;
     assert_not_logged(&admin);
