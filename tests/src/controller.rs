@@ -634,18 +634,21 @@ impl AdminBindings {
         Ok(bound.all(|b| events.iter().any(|e| e.deleted && e.name() == b.name())))
     }
 
+    /// Whether a binding of `admin` has been seen (created, or there when the watch began).
+    pub fn seen_bound(&self, admin: &str) -> bool {
+        self.events.lock().is_ok_and(|events| {
+            events
+                .iter()
+                .any(|e| !e.deleted && binds_admin(&e.binding, admin))
+        })
+    }
+
     /// Waits until a binding of `admin` has been seen.
     pub async fn wait_bound(&self, admin: &str, timeout: Duration) -> Result<()> {
         eventually(
             &format!("a binding of {admin} created"),
             timeout,
-            || async {
-                Ok(self.events.lock().is_ok_and(|events| {
-                    events
-                        .iter()
-                        .any(|e| !e.deleted && binds_admin(&e.binding, admin))
-                }))
-            },
+            || async { Ok(self.seen_bound(admin)) },
         )
         .await
     }

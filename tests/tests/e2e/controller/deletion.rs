@@ -466,6 +466,64 @@ async fn a_runtime_naming_another_runtimes_shoot_or_id_touches_nothing_of_it() -
     Ok(())
 }
 
+/// A GardenerCluster made ahead under a new Runtime's ID that names another runtime's Shoot:
+/// its admin kubeconfig is that cluster's, so the new Runtime must configure nothing through
+/// it (its administrators would become cluster admins of the victim's cluster). Every Shoot
+/// here shares one cluster, so a binding of the new Runtime's administrator anywhere is the
+/// breach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gardener_cluster_naming_another_shoot_lends_its_cluster_to_no_runtime() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-lent").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(5)..];
+    let victim_id = format!("victim-{suffix}");
+    let victim = sample_runtime(&ns, &victim_id)?;
+    create(env, &victim).await?;
+    wait_state(env, &ns, &victim_id, RuntimeState::Ready, TIMEOUT).await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    let mut lent = gcs.get(&victim_id).await?;
+    let new_id = format!("borrower-{suffix}");
+    lent.metadata = kube::api::ObjectMeta {
+        name: Some(new_id.clone()),
+        namespace: Some(ns.clone()),
+        labels: Some(
+            [(names::LABEL_RUNTIME_ID.to_owned(), new_id.clone())]
+                .into_iter()
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    lent.spec.kubeconfig.secret.name = format!("kubeconfig-{new_id}");
+    lent.status = None;
+    gcs.create(&PostParams::default(), &lent).await?;
+
+    let admin = format!("{new_id}@myorg.com");
+    let mut borrower = sample_runtime(&ns, &new_id)?;
+    borrower.spec.security.administrators = vec![admin.clone()];
+    let bindings = AdminBindings::start(env).await?;
+    create(env, &borrower).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    eventually("the lent GardenerCluster refused", TIMEOUT, || async {
+        let rt = runtimes.get(&new_id).await?;
+        Ok(rt
+            .condition(condition::KUBECONFIG_READY)
+            .is_some_and(|c| c.status == "False" && c.reason == reason::KUBERNETES_ERR))
+    })
+    .await?;
+    let rt = runtimes.get(&new_id).await?;
+    assert_eq!(
+        rt.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Pending)
+    );
+    assert!(
+        !bindings.seen_bound(&admin),
+        "the borrower's administrator was bound through another runtime's kubeconfig"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
 /// A Shoot create that got no answer may still be admitted after the controller stopped
 /// waiting for it (the apiserver handles it until its own request timeout). A Runtime deleted
 /// meanwhile keeps its finalizer until such a Shoot could have landed; one that lands is

@@ -249,7 +249,9 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
             &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
         )
         .await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The reconcile of the new generation ran (it writes `observedGeneration`) and left the
+    // Shoot alone.
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
     assert_eq!(
         first_pool_maximum(&shoots.get(&shoot_name).await?),
         Some(20),

@@ -166,9 +166,9 @@ async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_fie
                 "{rule}: `kubectl {}` must name {field}: {out}",
                 args.join(" ")
             );
+            // The CRD schema would say "is invalid" too: the webhook's name tells them apart.
             assert!(
-                (out.contains(&format!("The Runtime \"invalid-{i}\" is invalid"))
-                    || out.contains("denied the request")),
+                out.contains("runtime.infrastructuremanager.kyma-project.io\" denied the request"),
                 "{rule}: our webhook answered: {out}"
             );
         }
