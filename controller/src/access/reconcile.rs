@@ -922,11 +922,9 @@ async fn delete_in_shoot(
     mut objs: Vec<ShootObjectRef>,
 ) -> Result<(), Error> {
     let access = shoot_access(reconciler, ra, admin).await?;
-    objs.extend(
-        shoot::labelled(&access.client, ra)
-            .await
-            .map_err(api("listing the objects of this RuntimeAccess in the shoot"))?,
-    );
+    objs.extend(shoot::labelled(&access.client, ra).await.map_err(api(
+        "listing the objects of this RuntimeAccess in the shoot",
+    ))?);
     objs.sort();
     objs.dedup();
     shoot::deletion_order(&mut objs);

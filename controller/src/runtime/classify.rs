@@ -180,7 +180,9 @@ mod tests {
         };
         assert!(may_have_been_stored(&answer(504, "Timeout")));
         assert!(may_have_been_stored(&answer(500, "InternalError")));
-        assert!(may_have_been_stored(&kube::Error::LinesCodecMaxLineLengthExceeded));
+        assert!(may_have_been_stored(
+            &kube::Error::LinesCodecMaxLineLengthExceeded
+        ));
         for (code, reason) in [
             (403, "Forbidden"),
             (409, "AlreadyExists"),

@@ -1802,8 +1802,10 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
         .await?;
     eventually("spec change applied", Duration::from_secs(30), || async {
         let status = requests.get("reader").await?.status.unwrap_or_default();
-        Ok((status.observed_generation == Some(2) && status.state.as_deref() == Some("Ready"))
-            .then_some(()))
+        Ok(
+            (status.observed_generation == Some(2) && status.state.as_deref() == Some("Ready"))
+                .then_some(()),
+        )
     })
     .await?;
     eventually(
