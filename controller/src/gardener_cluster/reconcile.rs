@@ -43,6 +43,9 @@ pub const BACKOFF: Backoff = Backoff {
 /// Look again at a Secret of the same name that is not this GardenerCluster's.
 const SECRET_NOT_OWNED_RECHECK: Duration = Duration::from_secs(60);
 
+/// How often a GardenerCluster whose Shoot does not exist asks Gardener again (one request).
+const SHOOT_MISSING_RETRY: Duration = Duration::from_secs(300);
+
 /// What the reconciler remembers of one GardenerCluster between reconciles.
 #[derive(Default)]
 struct ClusterRecord {
@@ -365,9 +368,10 @@ async fn apply(
                     )
                     .await?;
                     if e.is_not_found() {
-                        // The Shoot is gone: nothing to retry until the GardenerCluster changes.
-                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, "shoot not found; waiting for a change");
-                        return Ok(Action::await_change());
+                        // The Shoot is gone, or not there yet: its Runtime may make it anew
+                        // (no event of ours tells), so look again now and then.
+                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, retry_in = ?SHOOT_MISSING_RETRY, "shoot not found");
+                        return Ok(Action::requeue(SHOOT_MISSING_RETRY));
                     }
                     return Err(e.into());
                 }

@@ -250,6 +250,7 @@ async fn create_shoot(
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
             reconciler.shoot_created(runtime);
+            rotate_kubeconfig_of_earlier_shoot(reconciler, runtime).await;
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::Unknown,
@@ -293,6 +294,35 @@ async fn create_shoot(
                 reconciler.forget_references(runtime);
             }
             Ok(action)
+        }
+    }
+}
+
+/// A Shoot created while the Runtime's GardenerCluster exists replaces one deleted by someone
+/// else: the admin kubeconfig the GardenerCluster holds is the old cluster's (another CA), and
+/// would otherwise stay until its rotation falls due. Its rotation is forced; a failure is
+/// logged (the rotation then comes when due).
+async fn rotate_kubeconfig_of_earlier_shoot(reconciler: &Reconciler, runtime: &Runtime) {
+    let runtime_id = reconciler.runtime_id(runtime);
+    let Some(gc) = reconciler.gardener_cluster(runtime, &runtime_id) else {
+        return;
+    };
+    if !super::delete::gardener_cluster_is_of(&gc.spec, runtime) {
+        return;
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
+    }}});
+    match reconciler
+        .gardener_clusters::<crate::stored::StatusApart<kim_shared::api::GardenerCluster>>(runtime)
+        .patch(&runtime_id, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => tracing::info!(
+            "the Shoot was made anew: its GardenerCluster's admin kubeconfig is rotated"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot force the rotation of the admin kubeconfig of a Shoot made anew")
         }
     }
 }

@@ -190,3 +190,91 @@ async fn a_project_flag_that_differs_from_the_configuration_stops_the_start() ->
     );
     Ok(())
 }
+
+/// Someone deletes the Shoot of a Ready Runtime: while Gardener deletes it the Runtime says so
+/// (`Pending`, "being deleted outside"), then the Shoot is made anew and the admin kubeconfig
+/// rotated at once (the new cluster has a new CA; before, the old kubeconfig stayed until its
+/// rotation fell due).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shoot_deleted_outside_is_made_anew_with_a_new_admin_kubeconfig() -> Result<()> {
+    const HOLD: &str = "kim-test/hold";
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-anew").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("anew-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    let last_sync = |s: &k8s_openapi::api::core::v1::Secret| {
+        s.annotations().get(names::ANNOTATION_LAST_SYNC).cloned()
+    };
+    let secret_name = format!("kubeconfig-{id}");
+    let synced = last_sync(&secrets.get(&secret_name).await?);
+    let old = shoots.get(&shoot_name).await?;
+
+    // Held by a finalizer of ours, so the deletion can be watched.
+    let mut finalizers = old.finalizers().to_vec();
+    finalizers.push(HOLD.to_owned());
+    let hold = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "annotations": {names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"},
+    }});
+    shoots
+        .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(hold))
+        .await?;
+    shoots.delete(&shoot_name, &DeleteParams::default()).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    eventually(
+        "the Runtime says the Shoot is deleted outside",
+        READY_TIMEOUT,
+        || async {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt
+                .status
+                .as_ref()
+                .is_some_and(|s| s.state == RuntimeState::Pending)
+                && rt
+                    .condition(names::condition::PROVISIONED)
+                    .is_some_and(|c| {
+                        c.status == "Unknown" && c.message.contains("being deleted outside")
+                    }))
+        },
+    )
+    .await?;
+
+    let held = shoots.get(&shoot_name).await?;
+    let released: Vec<String> = held
+        .finalizers()
+        .iter()
+        .filter(|f| *f != HOLD)
+        .cloned()
+        .collect();
+    shoots
+        .patch(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": released}})),
+        )
+        .await?;
+    eventually("the Shoot made anew", READY_TIMEOUT, || async {
+        Ok(shoots
+            .get_opt(&shoot_name)
+            .await?
+            .is_some_and(|s| s.uid() != old.uid() && s.metadata.deletion_timestamp.is_none()))
+    })
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    eventually("the admin kubeconfig rotated", READY_TIMEOUT, || async {
+        Ok(last_sync(&secrets.get(&secret_name).await?) != synced)
+    })
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
