@@ -93,6 +93,14 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
             "Unknown",
             "Shoot creation in progress",
         ),
+        // Gardener's scheduler finds no Seed: upstream's message, Failed, no lastErrors.
+        (
+            "noseed",
+            "noseed",
+            RuntimeState::Failed,
+            "False",
+            "Shoot creation failed, no matching seeds",
+        ),
     ];
     let mut ids = Vec::new();
     for (case, fault, ..) in &cases {
@@ -105,7 +113,11 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
         create(env, &sample_runtime(&ns, id)?).await?;
     }
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
-    for (id, (_, _, state, status, message)) in ids.iter().zip(&cases) {
+    for (id, (case, _, state, status, message)) in ids.iter().zip(&cases) {
+        if *case == "noseed" {
+            wait_condition(env, &ns, id, *state, status, message).await?;
+            continue;
+        }
         // Wait for lastErrors first: "Shoot creation in progress" is also the condition before
         // the fault shows, so checking lastErrors as soon as the condition matches is racy.
         eventually(
@@ -146,7 +158,8 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
         Some(names::reason::CREATION_ERR)
     );
     let metrics = ctl.metrics_text().await?;
-    // Only the fatal Runtime stopped on an error nobody retries, once.
+    // Only the fatal Runtime stopped on an error nobody retries, once (the Seed-less one
+    // waits for its Runtime to change as upstream's does, and is not counted there either).
     let stops: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("unexpected_stops_total "))
@@ -155,6 +168,67 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     for id in &ids {
         set_fault(env, &shoot_name(id), None).await?;
     }
+    ctl.stop().await;
+    Ok(())
+}
+
+/// The same classification for a Shoot update (Gardener's `Reconcile` operation): a retryable
+/// code keeps the Runtime `Pending` ("during cluster reconcile"), a fatal one makes it `Failed`
+/// with upstream's `ProcessingErr` and the codes, counted once as a stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gardener_errors_of_an_update_end_where_upstream_classification_says() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-upd-faults").await?;
+    let suffix = &ns[ns.len().saturating_sub(5)..];
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let cases = [
+        (
+            "updquota",
+            "failed:ERR_INFRA_QUOTA_EXCEEDED",
+            RuntimeState::Pending,
+            "Unknown",
+            "Retryable gardener errors during cluster reconcile",
+        ),
+        (
+            "updfatal",
+            "failed:ERR_INFRA_UNAUTHORIZED",
+            RuntimeState::Failed,
+            "False",
+            "ERR_INFRA_UNAUTHORIZED",
+        ),
+    ];
+    for (case, fault, state, status, message) in &cases {
+        let id = format!("{case}-{suffix}");
+        create(env, &sample_runtime(&ns, &id)?).await?;
+        wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+        set_fault(env, &shoot_name(&id), Some(fault)).await?;
+        let rt = runtimes.get(&id).await?;
+        let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
+        workers[0]["maximum"] = json!(12);
+        runtimes
+            .patch(
+                &id,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
+            )
+            .await?;
+        let rt = wait_condition(env, &ns, &id, *state, status, message).await?;
+        if *state == RuntimeState::Failed {
+            assert_eq!(
+                rt.condition(names::condition::PROVISIONED)
+                    .map(|c| c.reason.as_str()),
+                Some(names::reason::PROCESSING_ERR)
+            );
+        }
+        set_fault(env, &shoot_name(&id), None).await?;
+    }
+    let metrics = ctl.metrics_text().await?;
+    let stops: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("unexpected_stops_total "))
+        .collect();
+    assert_eq!(stops, ["unexpected_stops_total 1"], "{metrics}");
     ctl.stop().await;
     Ok(())
 }
