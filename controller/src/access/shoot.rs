@@ -403,7 +403,30 @@ where
     match api.patch(&name, params, &Patch::Apply(obj)).await {
         Ok(_) => Ok(()),
         Err(e) if is_status(&e, 422) => {
-            api.delete(&name, &DeleteParams::default()).await?;
+            // Replaced only when it is this request's own (same UID label; its UID as
+            // precondition): a binding of that name someone else made is not deleted.
+            let ours = obj
+                .meta()
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_RUNTIME_ACCESS_UID));
+            let Some(live) = api.get_metadata_opt(&name).await? else {
+                return api
+                    .patch(&name, params, &Patch::Apply(obj))
+                    .await
+                    .map(|_| ());
+            };
+            if ours.is_none() || live.labels().get(LABEL_RUNTIME_ACCESS_UID) != ours {
+                return Err(e);
+            }
+            let dp = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    uid: live.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            api.delete(&name, &dp).await?;
             api.patch(&name, params, &Patch::Apply(obj))
                 .await
                 .map(|_| ())

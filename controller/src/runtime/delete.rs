@@ -142,7 +142,15 @@ pub async fn run(
             )));
         }
     }
-    match api.delete(&name, &DeleteParams::default()).await {
+    // Only the Shoot looked at (its UID): one made anew meanwhile is judged in the next pass.
+    let only_this = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: shoot.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &only_this).await {
         Ok(_) => {
             reconciler.gardener_answered(runtime);
             tracing::info!("Shoot deletion started");

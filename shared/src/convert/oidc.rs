@@ -13,13 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// Data key of the authentication configuration in the ConfigMap (Gardener reads this key).
-pub const STRUCTURED_AUTH_CONFIG_KEY: &str = "config.yaml";
-
-/// Name of the structured-authentication ConfigMap of a Shoot, `structured-auth-config-<shoot>`.
-pub fn structured_auth_config_map_name(shoot_name: &str) -> String {
-    format!("structured-auth-config-{shoot_name}")
-}
+pub use crate::names::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 
 /// The claim upstream's kube-apiserver flags default the username to.
 const DEFAULT_USERNAME_CLAIM: &str = "sub";

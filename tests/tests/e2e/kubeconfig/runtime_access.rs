@@ -1834,6 +1834,65 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     Ok(())
 }
 
+/// A binding of the name a request would use, made by someone else with another roleRef: the
+/// controller must not delete it to make its own (Kubernetes forbids changing a roleRef, which
+/// is when the controller replaces its own bindings). The request fails naming it; on the code
+/// before, the binding was deleted and replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-taken", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let sa_ns = env.shoot_namespace("taken").await?;
+    let name = format!("kim-access:{ns}:taker");
+    let bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
+    let theirs = bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "ServiceAccount", "name": "someone", "namespace": sa_ns}],
+            }))?,
+        )
+        .await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let rules = json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "taker",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "taker", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "taker", "ShootAccessFailed").await?;
+    assert!(condition.message.contains(&name), "{}", condition.message);
+    let live = bindings.get(&name).await?;
+    assert_eq!(live.uid(), theirs.uid(), "their binding was replaced");
+    assert_eq!(live.role_ref.name, "view");
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// A live cluster whose admin kubeconfig is missing (its GardenerCluster deleted by hand):
 /// deleting a RuntimeAccess must not end with its ServiceAccount and binding still granting
 /// access there. The deletion waits (`ShootCleanupFailed`, saying why and how to finish) while
