@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::fmt::Debug;
 
-use futures::{Stream, StreamExt, future};
+use futures::{FutureExt, Stream, StreamExt, future};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -116,6 +116,32 @@ pub async fn sweep<K>(
             _ = shutdown.cancelled() => return,
         }
         forget_missing(&store.state());
+    }
+}
+
+/// Runs a reconciler's `Controller` (`run`) until it ends, or until `shutdown` comes before
+/// `store` (the Controller's own) has its first list. kube's Controller holds its runner until
+/// that store is ready and, once shut down, no longer polls the watch that would fill it: a
+/// process stopped right after its start (or while the API server does not answer the list)
+/// would wait for the whole drain timeout. Before the first list no reconcile ran, so there is
+/// nothing to drain.
+pub async fn run_until_stopped<K>(
+    run: impl std::future::Future<Output = ()>,
+    store: Store<K>,
+    shutdown: &crate::Shutdown,
+) where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let stopped_unlisted = async {
+        shutdown.cancelled().await;
+        if let Some(Ok(())) = store.wait_until_ready().now_or_never() {
+            // Listed: the Controller drains its reconciles and ends on its own.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = run => {}
+        () = stopped_unlisted => tracing::debug!("stopped before the first list; nothing to drain"),
     }
 }
 
@@ -253,8 +279,6 @@ async fn recovered(recoveries: &mut watch::Receiver<u64>) {
 
 #[cfg(test)]
 mod tests {
-    use futures::FutureExt;
-
     use super::*;
 
     fn failing_then(items: usize) -> impl Stream<Item = Result<usize, watcher::Error>> + Send {
@@ -266,6 +290,33 @@ mod tests {
     /// The sweep waits for the first list, then at each tick hands over the keys of what the
     /// store holds: an object gone from the store (deleted, or missing from a relist) is no
     /// longer among them.
+    /// A Controller future that never ends unless its store is listed and it drains, as kube's
+    /// does when shut down before its first list.
+    #[tokio::test]
+    async fn a_stop_before_the_first_list_does_not_wait_for_the_drain() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::{reflector, watcher};
+        let (store, _writer) = reflector::store::<ConfigMap>();
+        let shutdown = crate::Shutdown::new();
+        shutdown.cancel();
+        let stopped =
+            run_until_stopped(std::future::pending::<()>(), store, &shutdown).now_or_never();
+        assert!(stopped.is_some(), "an unlisted reconciler stops at once");
+
+        // Listed: the Controller's own graceful shutdown decides (it drains), not the stop.
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let shutdown = crate::Shutdown::new();
+        shutdown.cancel();
+        let waiting =
+            run_until_stopped(std::future::pending::<()>(), store, &shutdown).now_or_never();
+        assert!(waiting.is_none(), "a listed reconciler drains first");
+        let (store, _writer) = reflector::store::<ConfigMap>();
+        let done = run_until_stopped(async {}, store, &crate::Shutdown::new()).now_or_never();
+        assert!(done.is_some(), "it ends when the Controller ends");
+    }
+
     #[tokio::test]
     async fn the_sweep_hands_over_what_the_store_holds_at_each_tick() {
         use k8s_openapi::api::core::v1::ConfigMap;

@@ -72,16 +72,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (store, writer) = reflector::store();
     let (stream, sweep) =
         crate::watch::own_kind(requests, writer, reconciler.clone(), shutdown.clone());
-    Controller::for_stream(stream, store)
+    let run = Controller::for_stream(stream, store.clone())
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
-        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| {
             crate::watch::report_run(CONTROLLER, &result, &ctx.metrics);
             futures::future::ready(())
-        })
-        .await;
+        });
+    crate::watch::run_until_stopped(run, store, &shutdown).await;
     // It ends on `shutdown` too; a panic in it is already logged.
     let _ = sweep.await;
 }

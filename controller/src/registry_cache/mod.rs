@@ -147,17 +147,17 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
     });
     let reconciler = Arc::new(Reconciler { ctx: ctx.clone() });
     tracing::info!("registry cache controller started");
-    Controller::for_stream(secrets, store)
+    let run = Controller::for_stream(secrets, store.clone())
         .with_config(ControllerConfig::default().concurrency(WORKERS))
         .reconcile_on(events)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "registry cache controller event");
             }
-        })
-        .await;
+        });
+    crate::watch::run_until_stopped(run, store, &shutdown).await;
     let _ = listener.await;
     tracing::info!("registry cache controller stopped");
 }

@@ -288,7 +288,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let config = ControllerConfig::default()
         .concurrency(ctx.settings.runtime.workers)
         .debounce(Duration::from_millis(50));
-    Controller::for_stream(runtimes, rt_store)
+    let run = Controller::for_stream(runtimes, rt_store.clone())
         .with_config(config)
         .watches_stream(shoots, move |shoot: CachedShoot| {
             let id = shoot
@@ -302,14 +302,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         })
         .reconcile_on(recovered)
         .reconcile_on(futures::stream::iter(acl_changes).flatten())
-        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "runtime controller event");
             }
-        })
-        .await;
+        });
+    crate::watch::run_until_stopped(run, rt_store, &shutdown).await;
     for task in std::iter::once(sweep).chain(bootstrapper_watch) {
         // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;

@@ -1,8 +1,13 @@
 //! Crash safety: killing the controller at random points while 200 Runtimes are provisioned and
-//! deleted leaves no duplicate Shoot, no orphan GardenerCluster and no stuck finalizer.
+//! deleted leaves no Shoot created twice (a watch records every Shoot's UID), no orphan Shoot
+//! or GardenerCluster and no stuck finalizer.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use anyhow::Result;
 use kim_shared::api::{GardenerCluster, Runtime};
@@ -26,6 +31,33 @@ async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
     let suffix = ns[ns.len().saturating_sub(4)..].to_owned();
     let ids: Vec<String> = (0..RUNTIMES).map(|i| format!("k{suffix}{i:03}")).collect();
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let wanted: HashSet<String> = ids.iter().map(|id| shoot_name(id)).collect();
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    // Every Shoot of these Runtimes the watch sees, by name: more than one UID for a name is a
+    // Shoot created twice.
+    let seen: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
+    let watch = {
+        let (seen, wanted) = (seen.clone(), wanted.clone());
+        let events = watcher(shoots.clone(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                if let Ok(shoot) = event
+                    && wanted.contains(&shoot.name_any())
+                    && let Ok(mut seen) = seen.lock()
+                {
+                    seen.entry(shoot.name_any())
+                        .or_default()
+                        .insert(shoot.uid().unwrap_or_default());
+                }
+            }
+        })
+    };
     for id in &ids {
         create(env, &sample_runtime(&ns, id)?).await?;
     }
@@ -41,6 +73,16 @@ async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
         ctl.kill();
         eprintln!("round {round}: killed after {ms} ms");
     }
+    // The crashes interrupted real work: Shoots exist before the deletions start.
+    let created = shoots
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|s| wanted.contains(&s.name_any()))
+        .count();
+    eprintln!("{created} of {RUNTIMES} Shoots exist before the deletions");
+    assert!(created > 0, "no Shoot was created in the crash rounds");
     // Delete everything, and keep crashing.
     for id in &ids {
         runtimes.delete(id, &DeleteParams::default()).await?;
@@ -67,11 +109,15 @@ async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
     .await?;
     ctl.stop().await;
 
-    let wanted: HashSet<String> = ids.iter().map(|id| shoot_name(id)).collect();
-    let shoots: Api<Shoot> = Api::namespaced(
-        env.garden_client().await?,
-        kim_tests::fixtures::PROJECT_NAMESPACE,
-    );
+    watch.abort();
+    let twice: Vec<String> = seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .iter()
+        .filter(|(_, uids)| uids.len() > 1)
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert!(twice.is_empty(), "Shoots created twice: {twice:?}");
     let left: Vec<String> = shoots
         .list(&ListParams::default())
         .await?
