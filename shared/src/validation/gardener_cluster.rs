@@ -39,13 +39,20 @@ pub fn validate_gardener_cluster(gc: &GardenerCluster) -> ValidationOutcome {
     f
 }
 
-/// Validates an UPDATE: [`validate_gardener_cluster`] on the new object, and the runtime-id
+/// Validates an UPDATE: [`validate_gardener_cluster`] on a changed spec, and the runtime-id
 /// label may not change (the Runtime reconciler finds and deletes its GardenerCluster by it).
+/// A spec left as it is passes whatever today's rules say of it: the controller's finalizer
+/// removal, a label or an annotation must never be refused for a spec stored before them (a
+/// GardenerCluster whose finalizer cannot go holds its Runtime's deletion).
 pub fn validate_gardener_cluster_update(
     old: &GardenerCluster,
     new: &GardenerCluster,
 ) -> ValidationOutcome {
-    let mut f = validate_gardener_cluster(new);
+    let mut f = if old.spec == new.spec {
+        ValidationOutcome::default()
+    } else {
+        validate_gardener_cluster(new)
+    };
     super::update::runtime_id_unchanged(
         crate::api::gardener_cluster::label(&old.metadata, crate::names::LABEL_RUNTIME_ID),
         crate::api::gardener_cluster::label(&new.metadata, crate::names::LABEL_RUNTIME_ID),

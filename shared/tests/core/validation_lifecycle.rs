@@ -373,7 +373,7 @@ fn the_runtime_id_label_is_immutable() {
     let other_label = runtime(|rt| set_label(rt, names::LABEL_KYMA_NAME, Some("renamed")));
     accepts_update(&old, &other_label);
 
-    use kim_shared::validation::validate_gardener_cluster_update;
+    use kim_shared::validation::{validate_gardener_cluster, validate_gardener_cluster_update};
     let gc = gardener_cluster();
     allowed(validate_gardener_cluster_update(&gc, &gc));
     let mut relabelled = gc.clone();
@@ -388,6 +388,26 @@ fn the_runtime_id_label_is_immutable() {
         l.remove(names::LABEL_RUNTIME_ID);
     }
     denied(validate_gardener_cluster_update(&gc, &unlabelled), FIELD);
+
+    // A spec stored before today's rules: metadata changes (the finalizer's removal) pass, a
+    // spec change is held to the rules.
+    let mut stored = gc.clone();
+    stored.spec.kubeconfig.secret.key = "not a key".into();
+    assert!(!validate_gardener_cluster(&stored).is_allowed());
+    let mut finalized = stored.clone();
+    finalized.metadata.finalizers = None;
+    finalized
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("note".into(), "x".into());
+    allowed(validate_gardener_cluster_update(&stored, &finalized));
+    let mut still_bad = stored.clone();
+    still_bad.spec.kubeconfig.secret.name = "kubeconfig-other".into();
+    denied(
+        validate_gardener_cluster_update(&stored, &still_bad),
+        "spec.kubeconfig.secret.key",
+    );
 }
 
 /// The operator tightened `kim.providers` after Runtimes were created (a higher minimum
