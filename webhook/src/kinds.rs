@@ -254,6 +254,25 @@ mod tests {
         );
     }
 
+    /// Fail closed: before the CloudProfiles are listed, a Runtime is refused (the apiserver
+    /// retries or the client does), not admitted unchecked.
+    #[test]
+    fn before_the_cloud_profiles_are_listed_runtimes_are_refused_with_a_retry_hint() {
+        let mut ctx = ctx();
+        let cfg = ctx.config.clone().expect("config");
+        let profiles = crate::profiles::CloudProfiles::unlisted();
+        assert!(profiles.ready().is_err(), "not ready before the first list");
+        ctx.cloud_profiles = Some(profiles);
+        let f = ctx.against_cloud_profile(&stored_without_volume(), None, &cfg);
+        assert!(
+            f.violations.iter().any(|v| v
+                .message
+                .contains("the Gardener CloudProfiles are not cached yet; try again shortly")),
+            "{:?}",
+            f.violations
+        );
+    }
+
     #[test]
     fn audit_log_mandatory_is_the_flag_of_the_context() {
         let mut ctx = ctx();

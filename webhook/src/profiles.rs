@@ -162,6 +162,16 @@ impl CloudProfiles {
         me
     }
 
+    /// A cache that has not listed yet, without a watch (for tests of the rules).
+    #[cfg(test)]
+    pub(crate) fn unlisted() -> Arc<Self> {
+        let (store, _writer) = reflector::store();
+        Arc::new(Self {
+            store,
+            health: Mutex::new(Health::default()),
+        })
+    }
+
     /// A cache that holds `profiles`, synced, without a watch (for tests of the rules).
     #[cfg(test)]
     pub(crate) fn holding(profiles: Vec<WatchedProfile>) -> Arc<Self> {
