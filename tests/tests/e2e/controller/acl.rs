@@ -208,3 +208,72 @@ async fn acl_flag_without_the_config_map_name_refuses_to_start() -> Result<()> {
     );
     Ok(())
 }
+
+/// The controller's Role lacks ConfigMaps, so the ACL ConfigMap's watch never lists: a Runtime
+/// with an ACL waits, saying so in `Provisioned`, and gets no Shoot (one without the operators'
+/// and the KCP's addresses would lock them out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_with_an_acl_waits_while_the_config_map_cannot_be_read() -> Result<()> {
+    use kim_tests::testenv::Credentials;
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-acl-unread").await?;
+    let kcp = env.kcp_client().await?;
+    let cms: Api<ConfigMap> = Api::namespaced(kcp.clone(), &ns);
+    cms.create(&PostParams::default(), &upstream_config_map())
+        .await?;
+    let suffix = &ns[ns.len().saturating_sub(6)..];
+    let user = format!("kim-acl-unread-{suffix}");
+    super::audit_log::bind_deployed_role_without(&kcp, &ns, &user, Some("configmaps")).await?;
+    let (mut args, dir) = controller_args(env, &ns, &["--api-server-acl-enabled"]).await?;
+    set_acl_config_map(&args.converter_config_filepath, Some(CONFIG_MAP))?;
+    let pair = env.ca().client_cert(&user, &[])?;
+    let path = dir.path().join("kcp-restricted.kubeconfig");
+    kim_tests::testenv::access::write_private(
+        &path,
+        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
+    )?;
+    args.kcp_kubeconfig_path = Some(path);
+    let ctl = start_with_args(args, dir).await?;
+
+    let id = format!("aclu-{suffix}");
+    let mut rt = sample_runtime(&ns, &id)?;
+    rt.spec
+        .shoot
+        .kubernetes
+        .get_or_insert_with(Default::default)
+        .kube_api_server
+        .get_or_insert_with(Default::default)
+        .acl = Some(serde_json::from_value(
+        json!({"allowedCIDRs": ["203.0.113.0/24"]}),
+    )?);
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    let runtimes: Api<kim_shared::api::Runtime> = Api::namespaced(kcp.clone(), &ns);
+    eventually(
+        "the Runtime says it waits for the ACL ConfigMap",
+        TIMEOUT,
+        || async {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt
+                .status
+                .as_ref()
+                .is_some_and(|s| s.state == RuntimeState::Pending)
+                && rt
+                    .condition(kim_shared::names::condition::PROVISIONED)
+                    .is_some_and(|c| {
+                        c.status == "Unknown"
+                        && c.message.contains(&format!(
+                            "the API server ACL ConfigMap {ns}/{CONFIG_MAP} has not been read yet"
+                        ))
+                    }))
+        },
+    )
+    .await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    assert!(
+        shoots.get_opt(&shoot_name).await?.is_none(),
+        "a Shoot was created without the ACL ConfigMap's addresses"
+    );
+    ctl.stop().await;
+    Ok(())
+}

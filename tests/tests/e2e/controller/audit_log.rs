@@ -78,6 +78,16 @@ fn log_dispatch() -> tracing::Dispatch {
 /// ClusterRoleBinding (named after `ns`, so environments shared by tests keep them apart),
 /// bound to `user`.
 pub(super) async fn bind_deployed_role(kcp: &kube::Client, ns: &str, user: &str) -> Result<()> {
+    bind_deployed_role_without(kcp, ns, user, None).await
+}
+
+/// [`bind_deployed_role`] with the Role's rules on `left_out` (a resource) removed.
+pub(super) async fn bind_deployed_role_without(
+    kcp: &kube::Client,
+    ns: &str,
+    user: &str,
+    left_out: Option<&str>,
+) -> Result<()> {
     let text = std::fs::read_to_string(repo_root().join("deploy/controller/rbac.yaml"))?;
     let subjects = Some(vec![Subject {
         kind: "User".into(),
@@ -91,6 +101,9 @@ pub(super) async fn bind_deployed_role(kcp: &kube::Client, ns: &str, user: &str)
             Some("Role") => {
                 let mut role: Role = serde_json::from_value(value)?;
                 role.metadata.namespace = Some(ns.to_owned());
+                if let (Some(resource), Some(rules)) = (left_out, role.rules.as_mut()) {
+                    rules.retain(|r| !r.resources.iter().flatten().any(|x| x == resource));
+                }
                 Api::<Role>::namespaced(kcp.clone(), ns)
                     .create(&PostParams::default(), &role)
                     .await?;
