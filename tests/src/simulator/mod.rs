@@ -9,7 +9,8 @@
 //! Faults, most specific first: the Shoot annotation [`FAULT_ANNOTATION`], the key
 //! `<namespace>.<shoot>` or `<shoot>` of ConfigMap `garden/kim-gardener-sim`, its key `*`, then
 //! [`SimulatorConfig::default_fault`]. Values: `none`, `error:CODE[,CODE]`, `failed:CODE[,CODE]`,
-//! `slow:<duration>` (e.g. `slow:5s`), `stuck`, `noseed`. Changes to the ConfigMap re-evaluate all Shoots.
+//! `slow:<duration>` (e.g. `slow:5s`), `stuck`, `noseed`; any other value fails the operation
+//! with [`INVALID_FAULT_CODE`]. Changes to the ConfigMap re-evaluate all Shoots.
 //!
 //! Event-driven: a `kube::runtime::Controller` over Shoots; timers only where the simulated
 //! gardenlet itself would wait (step delays).
@@ -63,6 +64,9 @@ pub enum Fault {
     /// message (which KIM recognises).
     NoSeed,
 }
+
+/// The `lastErrors` code of an operation whose fault string does not parse.
+pub const INVALID_FAULT_CODE: &str = "KIM_SIMULATOR_INVALID_FAULT";
 
 /// A fault string could not be parsed.
 #[derive(Debug, thiserror::Error)]
@@ -227,10 +231,12 @@ fn error_policy(_shoot: Arc<Shoot>, err: &SimError, _ctx: Arc<Ctx>) -> Action {
 }
 
 fn fault_for(shoot: &Shoot, ctx: &Ctx) -> Fault {
+    // A fault that does not parse fails the operation with a code of its own, so a typo in a
+    // test's fault shows in the Runtime's status instead of passing as a healthy Shoot.
     let parse = |v: &str| {
         v.parse::<Fault>().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "ignoring fault");
-            Fault::None
+            tracing::error!(error = %e, "the Shoot's operation fails with {INVALID_FAULT_CODE}");
+            Fault::Failed(vec![INVALID_FAULT_CODE.to_owned()])
         })
     };
     if let Some(v) = shoot.annotations().get(FAULT_ANNOTATION) {
