@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
 
-use super::shutdown::{PROBE_PERIOD, Stop, host_address, scenario, webhook_bin};
+use super::shutdown::{Stop, host_address, scenario, webhook_bin};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_under_load_loses_no_admission_beyond_one_retry() {
@@ -50,10 +50,11 @@ async fn a_replica_killed_under_load_loses_no_admission_beyond_one_retry() {
         "a first failure that is not a call to the killed replica: {:#?}",
         report.retried
     );
+    // The kill hit a replica the apiserver was sending reviews to (else nothing was at risk).
     assert!(
-        report.until_removed <= 3 * PROBE_PERIOD,
-        "the killed replica's endpoint was removed only after {:?}",
-        report.until_removed
+        report.connections.0 > 0,
+        "the apiserver never reached the killed replica: {}",
+        report.summary()
     );
     assert!(
         report.other_served_after_exit > 0,

@@ -127,7 +127,7 @@ pub(super) struct Report {
     /// SIGTERM to its exit.
     until_exit: Duration,
     /// Connections the apiserver opened to the stopped and to the other replica.
-    connections: (usize, usize),
+    pub(super) connections: (usize, usize),
 }
 
 impl Report {
