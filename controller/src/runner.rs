@@ -400,10 +400,8 @@ mod tests {
             slow_done.load(Ordering::SeqCst),
             "the slow reconciler was not waited for"
         );
-        assert!(
-            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
-            "took {took:?}"
-        );
+        // It waited the timeout for the hung one (no upper bound: the machine's load decides).
+        assert!(took >= Duration::from_millis(500), "took {took:?}");
         // The aborted task is dropped by the runtime soon after the abort.
         for _ in 0..100 {
             if hung_dropped.load(Ordering::SeqCst) {
