@@ -132,6 +132,10 @@ pub async fn run(
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
         {
+            if classify::classify(&e) == ApiErrorKind::NotFound {
+                // Gone since the cache showed it: the next pass confirms that with a live read.
+                return Ok(Deleted::Pending(Action::requeue(RETRY)));
+            }
             return Ok(Deleted::Pending(delete_failure(
                 reconciler,
                 runtime,
@@ -193,6 +197,7 @@ async fn delete_gardener_cluster(
     };
     // The GardenerCluster is found by the runtime-id label, which its editors could point at
     // another runtime's: it is this Runtime's only if it names this Runtime's shoot.
+    let mut foreign = None;
     let gc = gc.filter(|gc| {
         let ours = gardener_cluster_is_of(&gc.spec, runtime);
         if !ours {
@@ -201,15 +206,22 @@ async fn delete_gardener_cluster(
                 shoot = %gc.spec.shoot.name,
                 "GardenerCluster of this runtime ID names another shoot; not deleting it"
             );
+            foreign = Some(gc.spec.shoot.name.clone());
         }
         ours
     });
     let Some(gc) = gc else {
+        let message = match foreign {
+            Some(shoot) => format!(
+                "GardenerCluster {runtime_id} names shoot {shoot:?}, not this Runtime's: left in place"
+            ),
+            None => "Gardener Cluster CR successfully deleted".to_owned(),
+        };
         draft.set(
             condition::DEPROVISIONED,
             CondStatus::True,
             reason::GARDENER_CLUSTER_CR_DELETED,
-            "Gardener Cluster CR successfully deleted",
+            message,
         );
         return Ok(None);
     };
