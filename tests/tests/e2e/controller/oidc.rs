@@ -6,7 +6,8 @@
 //! objects are removed. Through the controller: a refused OpenIDConnect leaves the Runtime
 //! `Pending` with `OidcAndConfigMapConfigured=False/OidcConfigurationErr` naming the object and the
 //! apiserver's reason (stored before the retry; upstream loses it), and it becomes `Ready` once
-//! the cause is gone.
+//! the cause is gone. The same for an administrator's binding the cluster refuses
+//! (`Configured=False/ConfigurationError`).
 //!
 //! Its own environment, its tests one at a time: every Runtime of an environment gets the same
 //! shoot cluster, the objects `kyma-oidc-<i>` are cluster-scoped, and the other controller
@@ -167,47 +168,15 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     let runtime_client = env.shoot_client().await.unwrap();
     // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
     // admission could refuse an OpenIDConnect.
-    let policy: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": "refuse-blocked-client"},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["authentication.gardener.cloud"], "apiVersions": ["*"],
-                "operations": ["CREATE", "UPDATE"], "resources": ["openidconnects"]}]},
-            "validations": [{"expression": "object.spec.clientID != 'blocked-client'",
-                             "message": "the client blocked-client is not allowed here"}]
-        }
-    }))
-    .unwrap();
-    let binding: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": "refuse-blocked-client"},
-        "spec": {"policyName": "refuse-blocked-client", "validationActions": ["Deny"]}
-    }))
-    .unwrap();
-    let ar = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        )
-    };
-    let policies: Api<DynamicObject> = Api::all_with(
-        runtime_client.clone(),
-        &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-    );
-    let bindings: Api<DynamicObject> = Api::all_with(
-        runtime_client.clone(),
-        &ar(
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-    );
-    let pp = kube::api::PostParams::default();
-    policies.create(&pp, &policy).await.unwrap();
-    bindings.create(&pp, &binding).await.unwrap();
+    let refusal = Refusal::create(
+        &runtime_client,
+        "refuse-blocked-client",
+        json!({"apiGroups": ["authentication.gardener.cloud"], "apiVersions": ["*"],
+               "operations": ["CREATE", "UPDATE"], "resources": ["openidconnects"]}),
+        "object.spec.clientID != 'blocked-client'",
+        "the client blocked-client is not allowed here",
+    )
+    .await;
     // The policy takes effect once the apiserver has compiled it.
     let blocked = vec![json!({"clientID": "blocked-client",
                               "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
@@ -274,14 +243,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     );
 
     // The cause goes: the next retry configures OIDC and the Runtime becomes Ready.
-    bindings
-        .delete("refuse-blocked-client", &Default::default())
-        .await
-        .unwrap();
-    policies
-        .delete("refuse-blocked-client", &Default::default())
-        .await
-        .unwrap();
+    refusal.delete().await;
     let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
         .await
         .unwrap();
@@ -298,5 +260,159 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
             .data["spec"]["clientID"],
         "blocked-client"
     );
+    ctl.stop().await;
+}
+
+/// A ValidatingAdmissionPolicy (and its binding) in the runtime's cluster that refuses what
+/// matches `rule` unless `expression` holds, as a real cluster's admission could.
+struct Refusal {
+    policies: Api<DynamicObject>,
+    bindings: Api<DynamicObject>,
+    name: String,
+}
+
+impl Refusal {
+    async fn create(
+        client: &kube::Client,
+        name: &str,
+        rule: Value,
+        expression: &str,
+        message: &str,
+    ) -> Self {
+        let ar = |kind: &str, plural: &str| {
+            ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                plural,
+            )
+        };
+        let policies: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        );
+        let bindings: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ar(
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+            ),
+        );
+        let policy: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}]
+            }
+        }))
+        .unwrap();
+        let binding: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]}
+        }))
+        .unwrap();
+        let pp = kube::api::PostParams::default();
+        policies.create(&pp, &policy).await.unwrap();
+        bindings.create(&pp, &binding).await.unwrap();
+        Self {
+            policies,
+            bindings,
+            name: name.to_owned(),
+        }
+    }
+
+    async fn delete(self) {
+        self.bindings
+            .delete(&self.name, &Default::default())
+            .await
+            .unwrap();
+        self.policies
+            .delete(&self.name, &Default::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// An administrator's binding that the runtime's cluster refuses: `Configured=False` with
+/// `ConfigurationError` and the apiserver's reason, the Runtime `Pending`, `Ready` once the
+/// cause is gone (no test saw this step fail before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_administrator_binding_is_a_stored_condition_and_the_runtime_recovers() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let runtime_client = env.shoot_client().await.unwrap();
+    let ns = env.namespace("ctl-admins").await.unwrap();
+    let id = format!("adm-{}", &ns[ns.len().saturating_sub(6)..]);
+    let admin = format!("{id}-blocked@example.com");
+    let refusal = Refusal::create(
+        &runtime_client,
+        "refuse-blocked-admin",
+        json!({"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["*"],
+               "operations": ["CREATE", "UPDATE"], "resources": ["clusterrolebindings"]}),
+        "!has(object.subjects) || !object.subjects.exists(s, s.name.endsWith('-blocked@example.com'))",
+        "this administrator is not allowed here",
+    )
+    .await;
+    // The policy takes effect once the apiserver has compiled it: probe with a binding of
+    // another refused name (removed again if it got through).
+    let probes: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> =
+        Api::all(runtime_client.clone());
+    let mut probe =
+        kim_controller::runtime::admins::binding_for(&format!("{id}-probe-blocked@example.com"));
+    let probe_name = format!("{id}-probe");
+    probe.metadata.name = Some(probe_name.clone());
+    probe.metadata.generate_name = None;
+    eventually("the policy refuses", Duration::from_secs(30), || {
+        let (probes, probe, probe_name) = (probes.clone(), probe.clone(), probe_name.clone());
+        async move {
+            match probes.create(&Default::default(), &probe).await {
+                Ok(_) => {
+                    probes.delete(&probe_name, &Default::default()).await?;
+                    Ok(false)
+                }
+                Err(_) => Ok(true),
+            }
+        }
+    })
+    .await
+    .unwrap();
+
+    let ctl = start_controller(env, &ns, &[]).await.unwrap();
+    let mut rt = sample_runtime(&ns, &id).unwrap();
+    rt.spec.security.administrators = vec![admin.clone()];
+    create(env, &rt).await.unwrap();
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await.unwrap(), &ns);
+    eventually("Configured=False stored", Duration::from_secs(120), || {
+        let (runtimes, id) = (runtimes.clone(), id.clone());
+        async move {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt
+                .condition(condition::CONFIGURED)
+                .is_some_and(|c| c.status == "False"))
+        }
+    })
+    .await
+    .unwrap();
+    let rt = runtimes.get(&id).await.unwrap();
+    let c = rt.condition(condition::CONFIGURED).unwrap();
+    assert_eq!(c.reason, reason::CONFIGURATION_ERROR, "{c:?}");
+    assert!(
+        c.message
+            .starts_with("failed to update kubeconfig admin access: ")
+            && c.message.contains("this administrator is not allowed here"),
+        "{c:?}"
+    );
+    assert_eq!(
+        rt.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Pending)
+    );
+
+    refusal.delete().await;
+    wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(400))
+        .await
+        .unwrap();
     ctl.stop().await;
 }
