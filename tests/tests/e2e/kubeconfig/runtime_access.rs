@@ -1893,6 +1893,135 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
     Ok(())
 }
 
+/// The runtime's cluster refuses the TokenRequest (an admission policy on
+/// `serviceaccounts/token` for this one account): the request shows `state: Error` with
+/// `TokenRequestFailed` and the apiserver's reason, no kubeconfig Secret is written, and it
+/// becomes Ready once the cause goes (no test saw this step fail before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passes() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-tokenref", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("tokenref").await?;
+    let account = unique("refused-");
+    let ar = |kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            plural,
+        )
+    };
+    let policies: Api<DynamicObject> = Api::all_with(
+        shoot_admin.clone(),
+        &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(
+        shoot_admin.clone(),
+        &ar(
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    );
+    let name = format!("refuse-{account}");
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                        "resources": ["serviceaccounts/token"]}]},
+                    "validations": [{"expression": format!("!request.name.startsWith('{account}')"),
+                                     "message": "no tokens for this account here"}]
+                }
+            }))?,
+        )
+        .await?;
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]}
+            }))?,
+        )
+        .await?;
+
+    // The policy takes effect once the apiserver has compiled it: probe with an account of
+    // the same prefix.
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let probe = format!("{account}-probe");
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": probe}}))?,
+        )
+        .await?;
+    eventually("the policy refuses", Duration::from_secs(30), || async {
+        let request: TokenRequest =
+            serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 600}}))?;
+        let answer: std::result::Result<TokenRequest, kube::Error> = accounts
+            .create_subresource("token", &probe, &PostParams::default(), &request)
+            .await;
+        let refused = answer.is_err();
+        Ok(refused.then_some(()))
+    })
+    .await?;
+
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader(&account, &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "tokenref", &id, spec)?,
+        )
+        .await?;
+    let condition = eventually("TokenRequestFailed", Duration::from_secs(60), || async {
+        let status = requests.get("tokenref").await?.status.unwrap_or_default();
+        Ok(status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "KubeconfigReady" && c.reason == "TokenRequestFailed")
+            .filter(|_| status.state.as_deref() == Some("Error")))
+    })
+    .await?;
+    assert!(
+        condition
+            .message
+            .contains("no tokens for this account here"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        secrets.get_opt("tokenref-kubeconfig").await?.is_none(),
+        "a kubeconfig Secret was written without a token"
+    );
+
+    bindings.delete(&name, &DeleteParams::default()).await?;
+    policies.delete(&name, &DeleteParams::default()).await?;
+    access_ready(&requests, "tokenref").await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// A live cluster whose admin kubeconfig is missing (its GardenerCluster deleted by hand):
 /// deleting a RuntimeAccess must not end with its ServiceAccount and binding still granting
 /// access there. The deletion waits (`ShootCleanupFailed`, saying why and how to finish) while
