@@ -55,17 +55,31 @@ async fn every_configured_region_has_a_ready_seed_with_the_region_label() {
         .any(|c| c["type"] == "GardenletReady" && c["status"] == "True");
     assert!(ready, "{:?}", aws.data["status"]);
     assert_eq!(aws.data["status"]["lastOperation"]["state"], "Succeeded");
+    let all = Api::<DynamicObject>::all_with(env.garden_client().await.unwrap(), &ar);
     for p in fixtures::data::providers().unwrap() {
         for (region, _) in &p.regions {
             let name = fixtures::seed_name(&p.provider, region);
-            assert!(
-                Api::<DynamicObject>::all_with(env.garden_client().await.unwrap(), &ar)
-                    .get_opt(&name)
-                    .await
-                    .unwrap()
-                    .is_some(),
-                "Seed {name} missing"
+            let seed = all
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("Seed {name} missing"));
+            assert_eq!(
+                seed.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("seed.gardener.cloud/region"))
+                    .map(String::as_str),
+                Some(region.as_str()),
+                "Seed {name}: region label"
             );
+            let ready = seed.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "GardenletReady" && c["status"] == "True")
+                });
+            assert!(ready, "Seed {name} not ready: {:?}", seed.data["status"]);
         }
     }
 }
