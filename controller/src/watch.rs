@@ -57,8 +57,12 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let sweeping = forget.clone();
+    // The store's own readiness wakes one waiter only (kube's Controller, which polls it
+    // too): the sweep learns of the first list from the stream instead.
+    let (listed_tx, listed) = tokio::sync::watch::channel(false);
     let sweep = tokio::spawn(sweep(
         writer.as_reader(),
+        listed,
         every(SWEEP_PERIOD),
         move |present| sweeping.forget_missing(present),
         shutdown,
@@ -70,10 +74,13 @@ where
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
-    .inspect(move |event| {
-        if let Ok(watcher::Event::Delete(obj)) = event {
-            forget.forget(obj);
+    .inspect(move |event| match event {
+        Ok(watcher::Event::Delete(obj)) => forget.forget(obj),
+        // Reflected already: the store holds the list.
+        Ok(watcher::Event::InitDone) => {
+            listed_tx.send_replace(true);
         }
+        _ => {}
     })
     .applied_objects();
     (events, sweep)
@@ -99,6 +106,7 @@ pub fn every(period: Duration) -> impl Stream<Item = ()> + Send {
 /// those within a tick.
 pub async fn sweep<K>(
     store: Store<K>,
+    mut listed: tokio::sync::watch::Receiver<bool>,
     ticks: impl Stream<Item = ()>,
     forget_missing: impl Fn(&[Arc<K>]),
     shutdown: crate::Shutdown,
@@ -106,7 +114,7 @@ pub async fn sweep<K>(
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     tokio::select! {
-        ready = store.wait_until_ready() => if ready.is_err() { return },
+        ready = listed.wait_for(|listed| *listed) => if ready.is_err() { return },
         _ = shutdown.cancelled() => return,
     }
     let mut ticks = std::pin::pin!(ticks);
@@ -287,9 +295,6 @@ mod tests {
         )
     }
 
-    /// The sweep waits for the first list, then at each tick hands over the keys of what the
-    /// store holds: an object gone from the store (deleted, or missing from a relist) is no
-    /// longer among them.
     /// A Controller future that never ends unless its store is listed and it drains, as kube's
     /// does when shut down before its first list.
     #[tokio::test]
@@ -317,6 +322,11 @@ mod tests {
         assert!(done.is_some(), "it ends when the Controller ends");
     }
 
+    /// The sweep waits for the first list, then at each tick hands over the keys of what the
+    /// store holds: an object gone from the store (deleted, or missing from a relist) is no
+    /// longer among them. It learns of the first list from its own signal: the store's
+    /// readiness wakes only its latest waiter, and kube's Controller waits on it too (here: a
+    /// second waiter polled after the sweep).
     #[tokio::test]
     async fn the_sweep_hands_over_what_the_store_holds_at_each_tick() {
         use k8s_openapi::api::core::v1::ConfigMap;
@@ -333,8 +343,10 @@ mod tests {
         let (tick, ticks) = futures::channel::mpsc::unbounded::<()>();
         let (seen, mut swept) = futures::channel::mpsc::unbounded::<Vec<String>>();
         let shutdown = crate::Shutdown::new();
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(sweep(
-            store,
+            store.clone(),
+            listed,
             ticks,
             move |present: &[Arc<ConfigMap>]| {
                 let mut keys: Vec<String> =
@@ -351,6 +363,9 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(swept.try_recv().is_err(), "swept before the first list");
+        // Another waiter on the store's readiness, as kube's Controller runner.
+        let runner = tokio::spawn(async move { store.wait_until_ready().await.is_ok() });
+        tokio::task::yield_now().await;
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(cm("a")),
@@ -359,6 +374,11 @@ mod tests {
         ] {
             writer.apply_watcher_event(&event);
         }
+        listed_tx.send_replace(true);
+        assert!(
+            runner.await.expect("runner"),
+            "the other waiter is ready too"
+        );
         assert_eq!(swept.next().await, Some(vec!["ns/a".into(), "ns/b".into()]));
         writer.apply_watcher_event(&watcher::Event::Delete(cm("a")));
         tick.unbounded_send(()).expect("sweep running");
