@@ -175,6 +175,15 @@ impl Leadership {
         }
     }
 
+    /// Leaves the Lease as it is: after a lost leadership another replica may hold it, and the
+    /// manager's release (on dropping the receiver) would clear its holder. The manager is
+    /// stopped before the receiver goes.
+    pub fn abandon(self) {
+        let Self { rx, manager, .. } = self;
+        manager.abort();
+        drop(rx);
+    }
+
     /// Resolves when this replica no longer leads: the Lease manager says so, or the Lease
     /// this replica last wrote is about to expire without a renewal.
     pub async fn lost(&mut self) {

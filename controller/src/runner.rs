@@ -227,8 +227,13 @@ impl Process {
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
         // process keeps its Lease until it expires.
         join_within(tasks, self.drain_timeout).await;
-        if let Some(leadership) = leadership {
-            leadership.release(LEASE_RELEASE_TIMEOUT).await;
+        match leadership {
+            // Another replica may hold the Lease by now: a release could clear its holder.
+            Some(leadership) if matches!(result, Err(RunError::LostLeadership)) => {
+                leadership.abandon();
+            }
+            Some(leadership) => leadership.release(LEASE_RELEASE_TIMEOUT).await,
+            None => {}
         }
         result
     }
