@@ -59,16 +59,8 @@ pub async fn after_provisioned(
     let runtime_id = reconciler.runtime_id(runtime);
     let gc = reconciler.gardener_cluster(runtime, &runtime_id);
     let Some(gc) = gc else {
-        let api: Api<kim_shared::api::GardenerCluster> = reconciler.gardener_clusters(runtime);
-        match api
-            .create(
-                &PostParams::default(),
-                &gardener_cluster_for(runtime, &runtime_id, shoot),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => {}
+        match create_gardener_cluster(reconciler, runtime, &runtime_id, shoot).await {
+            Ok(()) => {}
             Err(e) => {
                 draft.set(
                     condition::KUBECONFIG_READY,
@@ -104,6 +96,10 @@ pub async fn after_provisioned(
         );
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
+    }
+    if reconciler.rotation_owed(runtime, None) {
+        force_rotation(reconciler, runtime, &runtime_id).await;
+        reconciler.rotation_owed(runtime, Some(false));
     }
     let gc_ready = gc.state() == Some(names::GARDENER_CLUSTER_STATE_READY);
     if !gc_ready {
@@ -508,4 +504,48 @@ pub fn gardener_cluster_for(runtime: &Runtime, runtime_id: &str, shoot: &Shoot) 
         gc.metadata.annotations = Some([(names::ANNOTATION_SKR_DOMAIN.to_owned(), domain)].into());
     }
     gc
+}
+
+/// Forces the rotation of the GardenerCluster's admin kubeconfig (the Shoot was made anew, so
+/// the one it holds is the old cluster's). A failure is logged: the rotation then comes when
+/// due.
+async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: &str) {
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
+    }}});
+    match reconciler
+        .gardener_clusters::<crate::stored::StatusApart<kim_shared::api::GardenerCluster>>(runtime)
+        .patch(
+            runtime_id,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => tracing::info!("the Shoot was made anew: its admin kubeconfig is rotated"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot force the rotation of the admin kubeconfig of a Shoot made anew")
+        }
+    }
+}
+
+/// Creates the Runtime's GardenerCluster; one that exists already is fine.
+pub(super) async fn create_gardener_cluster(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    runtime_id: &str,
+    shoot: &Shoot,
+) -> Result<(), kube::Error> {
+    let api: Api<kim_shared::api::GardenerCluster> = reconciler.gardener_clusters(runtime);
+    match api
+        .create(
+            &PostParams::default(),
+            &gardener_cluster_for(runtime, runtime_id, shoot),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }

@@ -142,6 +142,10 @@ struct RuntimeRecord {
     /// When we created the Shoot: until the watch shows it, another create would only be
     /// refused (after passing through Gardener's admission once more).
     created: Option<Instant>,
+    /// The Shoot was made anew while the GardenerCluster held the old cluster's admin
+    /// kubeconfig: its rotation is forced once the new Shoot is provisioned (Gardener signs
+    /// none before). Kept in memory only: after a restart the rotation comes when due.
+    rotation_owed: bool,
     /// The ACL addresses our last successful Shoot patch carried, and the generation of the
     /// Shoot it answered with: until the watch shows that patch, the cached Shoot still has the
     /// addresses before it.
@@ -733,6 +737,16 @@ impl Reconciler {
         runtime: &Runtime,
     ) -> Option<(kim_shared::convert::AclAddresses, Option<i64>)> {
         self.record(runtime, |record| record.acl_applied.clone())
+    }
+
+    /// Whether a Shoot made anew owes its GardenerCluster a rotation; `owed` sets it.
+    pub(crate) fn rotation_owed(&self, runtime: &Runtime, owed: Option<bool>) -> bool {
+        self.record(runtime, |record| {
+            if let Some(owed) = owed {
+                record.rotation_owed = owed;
+            }
+            record.rotation_owed
+        })
     }
 
     fn record_acl_applied(

@@ -89,12 +89,16 @@ pub async fn apply(
         .is_some_and(|s| s.state == RuntimeState::Ready)
         && runtime.status.as_ref().and_then(|s| s.observed_generation)
             == runtime.metadata.generation
-        && !super::audit_log::unfinished(reconciler, runtime)
-        // A GardenerCluster deleted by hand takes the admin kubeconfig with it: make it anew.
-        && reconciler
-            .gardener_cluster(runtime, &runtime_id)
-            .is_some();
+        && !super::audit_log::unfinished(reconciler, runtime);
     if ready {
+        // A GardenerCluster deleted by hand takes the admin kubeconfig with it: it is made
+        // anew, and the Runtime stays Ready (nothing in the cluster changed).
+        if reconciler.gardener_cluster(runtime, &runtime_id).is_none() {
+            cluster::create_gardener_cluster(reconciler, runtime, &runtime_id, &shoot)
+                .await
+                .map_err(|e| Error::api("create the GardenerCluster", e))?;
+            tracing::info!("GardenerCluster made anew");
+        }
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
     }
@@ -250,7 +254,13 @@ async fn create_shoot(
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
             reconciler.shoot_created(runtime);
-            rotate_kubeconfig_of_earlier_shoot(reconciler, runtime).await;
+            // A Shoot made anew (deleted by someone else) has a new CA: the admin kubeconfig
+            // the GardenerCluster holds is the old cluster's. Rotated once this Shoot is
+            // provisioned (Gardener signs none for a Shoot without addresses).
+            let runtime_id = reconciler.runtime_id(runtime);
+            if reconciler.gardener_cluster(runtime, &runtime_id).is_some() {
+                reconciler.rotation_owed(runtime, Some(true));
+            }
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::Unknown,
@@ -294,35 +304,6 @@ async fn create_shoot(
                 reconciler.forget_references(runtime);
             }
             Ok(action)
-        }
-    }
-}
-
-/// A Shoot created while the Runtime's GardenerCluster exists replaces one deleted by someone
-/// else: the admin kubeconfig the GardenerCluster holds is the old cluster's (another CA), and
-/// would otherwise stay until its rotation falls due. Its rotation is forced; a failure is
-/// logged (the rotation then comes when due).
-async fn rotate_kubeconfig_of_earlier_shoot(reconciler: &Reconciler, runtime: &Runtime) {
-    let runtime_id = reconciler.runtime_id(runtime);
-    let Some(gc) = reconciler.gardener_cluster(runtime, &runtime_id) else {
-        return;
-    };
-    if !super::delete::gardener_cluster_is_of(&gc.spec, runtime) {
-        return;
-    }
-    let patch = serde_json::json!({"metadata": {"annotations": {
-        names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
-    }}});
-    match reconciler
-        .gardener_clusters::<crate::stored::StatusApart<kim_shared::api::GardenerCluster>>(runtime)
-        .patch(&runtime_id, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        Ok(_) => tracing::info!(
-            "the Shoot was made anew: its GardenerCluster's admin kubeconfig is rotated"
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot force the rotation of the admin kubeconfig of a Shoot made anew")
         }
     }
 }
