@@ -832,7 +832,8 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
                         "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                         ra.spec.runtime_id
                     );
-                    write_status(
+                    // The reason the deletion waits is the error, also if the status write fails.
+                    if let Err(e) = write_status(
                         reconciler,
                         ra,
                         status_with(
@@ -844,7 +845,10 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
                             Timestamp::now(),
                         ),
                     )
-                    .await?;
+                    .await
+                    {
+                        tracing::debug!(error = %e, "cannot write the status of a waiting deletion");
+                    }
                     return Err(Error::Step(msg));
                 }
                 // The runtime's Shoot is gone or being deleted: its cluster goes with it.
@@ -897,6 +901,11 @@ async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Optio
     else {
         return Ok(None);
     };
+    // A Runtime being deleted takes its cluster with it (first hibernated during a deletion
+    // grace period): nothing to wait for.
+    if runtime.metadata.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
     let Some(shoot) = runtime.data["spec"]["shoot"]["name"].as_str() else {
         return Ok(None);
     };

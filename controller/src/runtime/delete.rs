@@ -96,7 +96,9 @@ pub async fn run(
     };
     if !shoot_is_of(&shoot, &runtime_id) {
         tracing::warn!(shoot = %shoot.name_any(), "the Shoot this Runtime names belongs to another runtime; leaving it and its ConfigMap");
-        super::audit_log::release(reconciler, runtime).await?;
+        if let Some(waiting) = release_audit_log(reconciler, runtime, draft).await {
+            return Ok(waiting);
+        }
         return release_finalizer(reconciler, runtime).await;
     }
     if shoot.meta().deletion_timestamp.is_some() {
@@ -377,11 +379,31 @@ async fn finalize(
             )));
         }
     }
-    super::audit_log::release(reconciler, runtime).await?;
+    if let Some(waiting) = release_audit_log(reconciler, runtime, draft).await {
+        return Ok(waiting);
+    }
     super::registry_cache::on_delete(reconciler, runtime)
         .await
         .map_err(|e| Error::api("delete the registry cache Secrets", e))?;
     release_finalizer(reconciler, runtime).await
+}
+
+/// Releases the dedicated audit log ([`super::audit_log::release`]); on failure the deletion
+/// waits (finalizer kept) with `Deprovisioned=False/AuditLogErr` naming the cause.
+async fn release_audit_log(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Option<Deleted> {
+    let e = super::audit_log::release(reconciler, runtime).await.err()?;
+    tracing::warn!(error = %e, retry_in = ?DELETION_POLL, "cannot release the dedicated audit log; the finalizer stays");
+    draft.set(
+        condition::DEPROVISIONED,
+        CondStatus::False,
+        reason::AUDIT_LOG_ERR,
+        format!("Dedicated audit log release error: {e}"),
+    );
+    Some(Deleted::Pending(Action::requeue(DELETION_POLL)))
 }
 
 /// Removes the finalizer and forgets the Runtime; the last step of every deletion.

@@ -732,12 +732,24 @@ async fn an_audit_log_release_that_fails_holds_the_finalizer_not_the_shoot_delet
         Ok(shoots.get_opt(&shoot_name).await?.is_none())
     })
     .await?;
-    // The release keeps failing: the finalizer stays, the state says so.
-    wait_state(env, &ns, &id, RuntimeState::Terminating, TIMEOUT).await?;
-    assert!(
-        runtimes.get_opt(&id).await?.is_some(),
-        "the finalizer went without the audit log released"
-    );
+    // The release keeps failing: the finalizer stays, the state and the condition say why.
+    eventually(
+        "Deprovisioned names the audit log release",
+        TIMEOUT,
+        || async {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt
+                .status
+                .as_ref()
+                .is_some_and(|s| s.state == RuntimeState::Terminating)
+                && rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
+                    c.status == "False"
+                        && c.reason == reason::AUDIT_LOG_ERR
+                        && c.message.contains("Dedicated audit log release error")
+                }))
+        },
+    )
+    .await?;
     ctl.stop().await;
 
     // Without the feature nothing is to release: the deletion ends.
