@@ -403,20 +403,17 @@ where
     match api.patch(&name, params, &Patch::Apply(obj)).await {
         Ok(_) => Ok(()),
         Err(e) if is_status(&e, 422) => {
-            // Replaced only when it is this request's own (same UID label; its UID as
-            // precondition): a binding of that name someone else made is not deleted.
-            let ours = obj
-                .meta()
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_RUNTIME_ACCESS_UID));
+            // Replaced only when a RuntimeAccess of this name made it (this one: same UID
+            // label; an earlier one deleted without its cleanup: our managed-by label and the
+            // same origin annotation), with its UID as precondition: a binding of that name
+            // someone else made is not deleted.
             let Some(live) = api.get_metadata_opt(&name).await? else {
                 return api
                     .patch(&name, params, &Patch::Apply(obj))
                     .await
                     .map(|_| ());
             };
-            if ours.is_none() || live.labels().get(LABEL_RUNTIME_ACCESS_UID) != ours {
+            if !made_by_a_request_of_this_name(&live.metadata, obj.meta()) {
                 return Err(e);
             }
             let dp = DeleteParams {
@@ -433,6 +430,23 @@ where
         }
         Err(e) => Err(e),
     }
+}
+
+/// Whether `live` was made for the RuntimeAccess `desired` is built for: this one (its UID
+/// label), or an earlier one of the same name (our managed-by label and the same origin
+/// annotation). Pure.
+fn made_by_a_request_of_this_name(live: &ObjectMeta, desired: &ObjectMeta) -> bool {
+    let label = |m: &ObjectMeta, k: &str| m.labels.as_ref().and_then(|l| l.get(k)).cloned();
+    let annotation =
+        |m: &ObjectMeta, k: &str| m.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+    let this_one = label(desired, LABEL_RUNTIME_ACCESS_UID).is_some()
+        && label(live, LABEL_RUNTIME_ACCESS_UID) == label(desired, LABEL_RUNTIME_ACCESS_UID);
+    let same_origin = label(live, names::LABEL_MANAGED_BY).as_deref()
+        == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
+        && annotation(desired, ANNOTATION_RUNTIME_ACCESS).is_some()
+        && annotation(live, ANNOTATION_RUNTIME_ACCESS)
+            == annotation(desired, ANNOTATION_RUNTIME_ACCESS);
+    this_one || same_origin
 }
 
 /// What [`delete`] did.
@@ -641,6 +655,39 @@ mod tests {
         );
         ra.metadata.namespace = Some("kcp-system".into());
         ra
+    }
+
+    #[test]
+    fn only_a_binding_of_a_request_of_this_name_is_replaced() {
+        let mut ra = request();
+        ra.metadata.uid = Some("uid-now".into());
+        let desired = match &rbac_objects(&ra)[1] {
+            RbacObject::RoleBinding(b) => b.metadata.clone(),
+            other => panic!("binding expected, got {other:?}"),
+        };
+        // This request's own.
+        assert!(made_by_a_request_of_this_name(&desired, &desired));
+        // An earlier request of the same name, deleted without its cleanup.
+        let mut earlier = desired.clone();
+        earlier
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(LABEL_RUNTIME_ACCESS_UID.into(), "uid-before".into());
+        assert!(made_by_a_request_of_this_name(&earlier, &desired));
+        // Someone else's: no labels, or ours without the origin, or another origin.
+        assert!(!made_by_a_request_of_this_name(
+            &ObjectMeta::default(),
+            &desired
+        ));
+        let mut labelled_only = earlier.clone();
+        labelled_only.annotations = None;
+        assert!(!made_by_a_request_of_this_name(&labelled_only, &desired));
+        let mut other_origin = earlier;
+        other_origin
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_RUNTIME_ACCESS.into(), "kcp-system/other".into());
+        assert!(!made_by_a_request_of_this_name(&other_origin, &desired));
     }
 
     #[test]
