@@ -7,7 +7,7 @@
 
 use std::fmt::Debug;
 
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer;
 use kube::{Api, Resource, ResourceExt};
@@ -89,5 +89,17 @@ pub fn finalizer_result<E: std::error::Error + 'static>(
             Ok(Action::await_change())
         }
         Err(other) => Err(finalizer_error(other.to_string())),
+    }
+}
+
+/// A delete of the object with this UID only: one made anew under the name since it was
+/// looked at (and checked) is left alone (409).
+pub fn only_uid(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
     }
 }

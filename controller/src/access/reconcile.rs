@@ -16,7 +16,7 @@ use kim_shared::api::runtime_access::{
 use kim_shared::api::{GardenerCluster, Runtime, Unreadable};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
@@ -860,13 +860,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     }
     if let Some(secret) = existing {
         // Conditional on the UID that was checked: a Secret replaced meanwhile stays.
-        let dp = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: secret.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let dp = crate::finalizing::only_uid(secret.metadata.uid.clone());
         match secrets.delete(&name, &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}

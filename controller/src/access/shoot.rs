@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::access::shoot_rbac_name;
 use kim_shared::api::runtime_access::{RoleKind, RuntimeAccess, ShootObjectRef};
 use kim_shared::names;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
 /// Annotation on every object the controller creates in the shoot: `<kcp namespace>/<name>` of
@@ -416,13 +416,7 @@ where
             if !made_by_a_request_of_this_name(&live.metadata, obj.meta()) {
                 return Err(e);
             }
-            let dp = DeleteParams {
-                preconditions: Some(kube::api::Preconditions {
-                    uid: live.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let dp = crate::finalizing::only_uid(live.metadata.uid.clone());
             api.delete(&name, &dp).await?;
             api.patch(&name, params, &Patch::Apply(obj))
                 .await
@@ -511,13 +505,7 @@ where
     if !created_by(meta.labels(), ra) {
         return Ok(Deletion::NotOwned);
     }
-    let dp = DeleteParams {
-        preconditions: Some(kube::api::Preconditions {
-            uid: meta.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
+    let dp = crate::finalizing::only_uid(meta.metadata.uid.clone());
     match api.delete(name, &dp).await {
         Ok(_) => Ok(Deletion::Deleted),
         Err(e) if is_status(&e, 404) => Ok(Deletion::Absent),

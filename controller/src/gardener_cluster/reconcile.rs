@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kim_shared::api::{GardenerCluster, Unreadable};
 use kim_shared::names;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
@@ -487,13 +487,7 @@ async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action
     match existing {
         Some(secret) if kubeconfig_secret::belongs_to(&secret, gc) => {
             // Conditional on the UID that was checked: a Secret replaced meanwhile stays.
-            let dp = DeleteParams {
-                preconditions: Some(kube::api::Preconditions {
-                    uid: secret.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let dp = crate::finalizing::only_uid(secret.metadata.uid.clone());
             if let Err(e) = secrets.delete(&loc.name, &dp).await {
                 let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
                 if !not_found {

@@ -149,13 +149,7 @@ pub async fn run(
         }
     }
     // Only the Shoot looked at (its UID): one made anew meanwhile is judged in the next pass.
-    let only_this = DeleteParams {
-        preconditions: Some(kube::api::Preconditions {
-            uid: shoot.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
+    let only_this = crate::finalizing::only_uid(shoot.metadata.uid.clone());
     match api.delete(&name, &only_this).await {
         Ok(_) => {
             reconciler.gardener_answered(runtime);
@@ -229,13 +223,7 @@ async fn delete_gardener_cluster(
     };
     if gc.meta().deletion_timestamp.is_none() {
         // Conditional on the UID that was checked: a GardenerCluster replaced meanwhile stays.
-        let dp = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: gc.meta().uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let dp = crate::finalizing::only_uid(gc.meta().uid.clone());
         match api.delete(runtime_id, &dp).await {
             Ok(_) => {}
             Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => return Ok(None),
