@@ -11,6 +11,7 @@ pub mod faultproxy;
 pub mod fixtures;
 pub mod keb;
 pub mod programs;
+pub mod refusal;
 pub mod simulator;
 pub mod testenv;
 pub mod watchdog;

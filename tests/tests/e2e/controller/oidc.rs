@@ -20,6 +20,7 @@ use kim_controller::runtime::oidc;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{condition, reason};
 use kim_tests::controller::{create, eventually, sample_runtime, start_controller, wait_state};
+use kim_tests::refusal::Refusal;
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
@@ -176,7 +177,8 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         "object.spec.clientID != 'blocked-client'",
         "the client blocked-client is not allowed here",
     )
-    .await;
+    .await
+    .unwrap();
     // The policy takes effect once the apiserver has compiled it.
     let blocked = vec![json!({"clientID": "blocked-client",
                               "issuerURL": "https://blocked.example.com", "usernameClaim": "sub"})];
@@ -243,7 +245,7 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     );
 
     // The cause goes: the next retry configures OIDC and the Runtime becomes Ready.
-    refusal.delete().await;
+    refusal.delete().await.unwrap();
     let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(180))
         .await
         .unwrap();
@@ -261,79 +263,6 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         "blocked-client"
     );
     ctl.stop().await;
-}
-
-/// A ValidatingAdmissionPolicy (and its binding) in the runtime's cluster that refuses what
-/// matches `rule` unless `expression` holds, as a real cluster's admission could.
-struct Refusal {
-    policies: Api<DynamicObject>,
-    bindings: Api<DynamicObject>,
-    name: String,
-}
-
-impl Refusal {
-    async fn create(
-        client: &kube::Client,
-        name: &str,
-        rule: Value,
-        expression: &str,
-        message: &str,
-    ) -> Self {
-        let ar = |kind: &str, plural: &str| {
-            ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-                plural,
-            )
-        };
-        let policies: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-        );
-        let bindings: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &ar(
-                "ValidatingAdmissionPolicyBinding",
-                "validatingadmissionpolicybindings",
-            ),
-        );
-        let policy: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [rule]},
-                "validations": [{"expression": expression, "message": message}]
-            }
-        }))
-        .unwrap();
-        let binding: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"]}
-        }))
-        .unwrap();
-        let pp = kube::api::PostParams::default();
-        policies.create(&pp, &policy).await.unwrap();
-        bindings.create(&pp, &binding).await.unwrap();
-        Self {
-            policies,
-            bindings,
-            name: name.to_owned(),
-        }
-    }
-
-    async fn delete(self) {
-        self.bindings
-            .delete(&self.name, &Default::default())
-            .await
-            .unwrap();
-        self.policies
-            .delete(&self.name, &Default::default())
-            .await
-            .unwrap();
-    }
 }
 
 /// An administrator's binding that the runtime's cluster refuses: `Configured=False` with
@@ -355,7 +284,8 @@ async fn a_refused_administrator_binding_is_a_stored_condition_and_the_runtime_r
         "!has(object.subjects) || !object.subjects.exists(s, s.name.endsWith('-blocked@example.com'))",
         "this administrator is not allowed here",
     )
-    .await;
+    .await
+    .unwrap();
     // The policy takes effect once the apiserver has compiled it: probe with a binding of
     // another refused name (removed again if it got through).
     let probes: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> =
@@ -410,7 +340,7 @@ async fn a_refused_administrator_binding_is_a_stored_condition_and_the_runtime_r
         Some(RuntimeState::Pending)
     );
 
-    refusal.delete().await;
+    refusal.delete().await.unwrap();
     wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(400))
         .await
         .unwrap();

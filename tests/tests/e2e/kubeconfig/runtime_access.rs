@@ -1900,7 +1900,6 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passes() -> Result<()> {
     use kim_shared::api::runtime_access::RuntimeAccess;
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
     let Setup {
         env,
@@ -1913,54 +1912,15 @@ async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passe
     let shoot_admin = env.shoot_client().await?;
     let apps = env.shoot_namespace("tokenref").await?;
     let account = unique("refused-");
-    let ar = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-            plural,
-        )
-    };
-    let policies: Api<DynamicObject> = Api::all_with(
-        shoot_admin.clone(),
-        &ar("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-    );
-    let bindings: Api<DynamicObject> = Api::all_with(
-        shoot_admin.clone(),
-        &ar(
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        ),
-    );
-    let name = format!("refuse-{account}");
-    policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicy",
-                "metadata": {"name": name},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {"resourceRules": [{
-                        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                        "resources": ["serviceaccounts/token"]}]},
-                    "validations": [{"expression": format!("!request.name.startsWith('{account}')"),
-                                     "message": "no tokens for this account here"}]
-                }
-            }))?,
-        )
-        .await?;
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": name},
-                "spec": {"policyName": name, "validationActions": ["Deny"]}
-            }))?,
-        )
-        .await?;
-
+    let refusal = kim_tests::refusal::Refusal::create(
+        &shoot_admin,
+        &format!("refuse-{account}"),
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+               "resources": ["serviceaccounts/token"]}),
+        &format!("!request.name.startsWith('{account}')"),
+        "no tokens for this account here",
+    )
+    .await?;
     // The policy takes effect once the apiserver has compiled it: probe with an account of
     // the same prefix.
     use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -2014,8 +1974,7 @@ async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passe
         "a kubeconfig Secret was written without a token"
     );
 
-    bindings.delete(&name, &DeleteParams::default()).await?;
-    policies.delete(&name, &DeleteParams::default()).await?;
+    refusal.delete().await?;
     access_ready(&requests, "tokenref").await?;
     ctl.stop().await;
     assert_not_logged(&admin);
