@@ -807,19 +807,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
                         "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                         ra.spec.runtime_id
                     );
-                    write_status(
-                        reconciler,
-                        ra,
-                        status_with(
-                            ra,
-                            "Deleting",
-                            "False",
-                            REASON_SHOOT_UNREACHABLE,
-                            &msg,
-                            Timestamp::now(),
-                        ),
-                    )
-                    .await?;
+                    cleanup_waits(reconciler, ra, &msg).await;
                     return Err(e);
                 }
             }
@@ -832,23 +820,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
                         "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                         ra.spec.runtime_id
                     );
-                    // The reason the deletion waits is the error, also if the status write fails.
-                    if let Err(e) = write_status(
-                        reconciler,
-                        ra,
-                        status_with(
-                            ra,
-                            "Deleting",
-                            "False",
-                            REASON_SHOOT_UNREACHABLE,
-                            &msg,
-                            Timestamp::now(),
-                        ),
-                    )
-                    .await
-                    {
-                        tracing::debug!(error = %e, "cannot write the status of a waiting deletion");
-                    }
+                    cleanup_waits(reconciler, ra, &msg).await;
                     return Err(Error::Step(msg));
                 }
                 // The runtime's Shoot is gone or being deleted: its cluster goes with it.
@@ -874,6 +846,22 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     );
     reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
+}
+
+/// Says why the deletion waits (`Deleting`, `ShootCleanupFailed`). The reconcile's error
+/// carries the reason too, so a failed status write is only logged.
+async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
+    let status = status_with(
+        ra,
+        "Deleting",
+        "False",
+        REASON_SHOOT_UNREACHABLE,
+        msg,
+        Timestamp::now(),
+    );
+    if let Err(e) = write_status(reconciler, ra, status).await {
+        tracing::debug!(error = %e, "cannot write the status of a waiting deletion");
+    }
 }
 
 /// The name of the Shoot of `ra`'s runtime while it exists and is not being deleted: the

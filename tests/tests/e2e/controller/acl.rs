@@ -54,6 +54,20 @@ fn set_acl_config_map(path: &std::path::Path, name: Option<&str>) -> Result<()> 
     Ok(())
 }
 
+/// Asks for an ACL allowing 203.0.113.0/24.
+fn with_acl(rt: &mut kim_shared::api::Runtime) -> Result<()> {
+    rt.spec
+        .shoot
+        .kubernetes
+        .get_or_insert_with(Default::default)
+        .kube_api_server
+        .get_or_insert_with(Default::default)
+        .acl = Some(serde_json::from_value(
+        json!({"allowedCIDRs": ["203.0.113.0/24"]}),
+    )?);
+    Ok(())
+}
+
 fn acl_cidrs(shoot: &Shoot) -> Option<Value> {
     let ext = shoot
         .spec
@@ -94,15 +108,7 @@ async fn acl_comes_from_the_config_map_and_follows_its_changes() -> Result<()> {
 
     let id = format!("acl-{}", &ns[ns.len().saturating_sub(6)..]);
     let mut rt = sample_runtime(&ns, &id)?;
-    rt.spec
-        .shoot
-        .kubernetes
-        .get_or_insert_with(Default::default)
-        .kube_api_server
-        .get_or_insert_with(Default::default)
-        .acl = Some(serde_json::from_value(
-        json!({"allowedCIDRs": ["203.0.113.0/24"]}),
-    )?);
+    with_acl(&mut rt)?;
     let shoot_name = rt.spec.shoot.name.clone();
     create(env, &rt).await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
@@ -237,15 +243,7 @@ async fn a_runtime_with_an_acl_waits_while_the_config_map_cannot_be_read() -> Re
 
     let id = format!("aclu-{suffix}");
     let mut rt = sample_runtime(&ns, &id)?;
-    rt.spec
-        .shoot
-        .kubernetes
-        .get_or_insert_with(Default::default)
-        .kube_api_server
-        .get_or_insert_with(Default::default)
-        .acl = Some(serde_json::from_value(
-        json!({"allowedCIDRs": ["203.0.113.0/24"]}),
-    )?);
+    with_acl(&mut rt)?;
     let shoot_name = rt.spec.shoot.name.clone();
     create(env, &rt).await?;
     let runtimes: Api<kim_shared::api::Runtime> = Api::namespaced(kcp.clone(), &ns);
