@@ -865,7 +865,7 @@ async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
 }
 
 /// The name of the Shoot of `ra`'s runtime while it exists and is not being deleted: the
-/// Runtime `<runtimeId>` in the request's namespace names it (read as untyped data, so that a
+/// Runtime `<runtimeId>` (or labelled with that runtime ID) in the request's namespace names it (read as untyped data, so that a
 /// Runtime our types cannot read still answers). `None` when the Runtime or the Shoot is gone
 /// or the Shoot is being deleted.
 async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Option<String>, Error> {
@@ -876,11 +876,26 @@ async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Optio
         &ns,
         &ApiResource::erase::<Runtime>(&()),
     );
-    let Some(runtime) = runtimes
+    let by_name = runtimes
         .get_opt(runtime_id)
         .await
-        .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?
-    else {
+        .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?;
+    // The Runtime reconciler takes the ID from the label: a Runtime stored under another name
+    // (no webhook checked it) is found by it.
+    let runtime = match by_name {
+        Some(runtime) => Some(runtime),
+        None => runtimes
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&format!("{}={runtime_id}", names::LABEL_RUNTIME_ID)),
+            )
+            .await
+            .map_err(api(format!("listing Runtimes {ns}/{runtime_id}")))?
+            .items
+            .into_iter()
+            .next(),
+    };
+    let Some(runtime) = runtime else {
         return Ok(None);
     };
     // A Runtime being deleted takes its cluster with it (first hibernated during a deletion

@@ -2017,7 +2017,10 @@ async fn runtime_access_deletion_waits_while_the_cluster_lives_without_an_admin_
             }}})),
         )
         .await?;
+    // Stored under another name than its runtime ID (no webhook here): found by the label.
     let mut runtime = kim_tests::controller::sample_runtime(&ns, &id)?;
+    let runtime_name = format!("{id}-named-otherwise");
+    runtime.metadata.name = Some(runtime_name.clone());
     runtime.spec.shoot.name = shoot.clone();
     let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
     runtimes.create(&PostParams::default(), &runtime).await?;
@@ -2074,9 +2077,15 @@ async fn runtime_access_deletion_waits_while_the_cluster_lives_without_an_admin_
     .await?;
 
     // The Runtime's deletion leaves the other runtime's Shoot alone and ends.
-    runtimes.delete(&id, &DeleteParams::default()).await?;
+    runtimes
+        .delete(&runtime_name, &DeleteParams::default())
+        .await?;
     eventually("Runtime gone", Duration::from_secs(60), || async {
-        Ok(runtimes.get_opt(&id).await?.is_none().then_some(()))
+        Ok(runtimes
+            .get_opt(&runtime_name)
+            .await?
+            .is_none()
+            .then_some(()))
     })
     .await?;
     assert!(
