@@ -474,6 +474,52 @@ pub async fn create(env: &TestEnv, rt: &Runtime) -> Result<Runtime> {
     Ok(api.create(&PostParams::default(), rt).await?)
 }
 
+/// Changes the Runtime's first worker pool's `maximum` (a spec change the Shoot follows).
+pub async fn set_first_pool_maximum(runtimes: &Api<Runtime>, id: &str, maximum: i32) -> Result<()> {
+    use kube::api::{Patch, PatchParams};
+    let rt = runtimes.get(id).await?;
+    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
+    workers[0]["maximum"] = json!(maximum);
+    runtimes
+        .patch(
+            id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until the Runtime `ns/name` is in `state` and its condition `type_` satisfies
+/// `holds`; returns it. On timeout the error shows the last status.
+pub async fn wait_condition(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    state: RuntimeState,
+    type_: &str,
+    holds: impl Fn(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> bool,
+    timeout: Duration,
+) -> Result<Runtime> {
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let rt = api.get(name).await?;
+        if rt.status.as_ref().is_some_and(|s| s.state == state)
+            && rt.condition(type_).is_some_and(&holds)
+        {
+            return Ok(rt);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "Runtime {ns}/{name} not {state:?} with the {type_} condition wanted within {timeout:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Waits until the Runtime's state is `want`, failing with its status otherwise.
 pub async fn wait_state(
     env: &TestEnv,

@@ -97,9 +97,8 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
-    if reconciler.rotation_owed(runtime, None) {
+    if reconciler.take_owed_rotation(runtime) {
         force_rotation(reconciler, runtime, &runtime_id).await;
-        reconciler.rotation_owed(runtime, Some(false));
     }
     let gc_ready = gc.state() == Some(names::GARDENER_CLUSTER_STATE_READY);
     if !gc_ready {

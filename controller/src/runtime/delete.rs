@@ -193,33 +193,27 @@ async fn delete_gardener_cluster(
     };
     // The GardenerCluster is found by the runtime-id label, which its editors could point at
     // another runtime's: it is this Runtime's only if it names this Runtime's shoot.
-    let mut foreign = None;
-    let gc = gc.filter(|gc| {
-        let ours = gardener_cluster_is_of(&gc.spec, runtime);
-        if !ours {
-            tracing::warn!(
-                gardener_cluster = runtime_id,
-                shoot = %gc.spec.shoot.name,
-                "GardenerCluster of this runtime ID names another shoot; not deleting it"
+    let gc = match gc {
+        Some(gc) if gardener_cluster_is_of(&gc.spec, runtime) => gc,
+        other => {
+            let message = match other {
+                Some(foreign) => {
+                    let shoot = &foreign.spec.shoot.name;
+                    tracing::warn!(gardener_cluster = runtime_id, %shoot, "GardenerCluster of this runtime ID names another shoot; not deleting it");
+                    format!(
+                        "GardenerCluster {runtime_id} names shoot {shoot:?}, not this Runtime's: left in place"
+                    )
+                }
+                None => "Gardener Cluster CR successfully deleted".to_owned(),
+            };
+            draft.set(
+                condition::DEPROVISIONED,
+                CondStatus::True,
+                reason::GARDENER_CLUSTER_CR_DELETED,
+                message,
             );
-            foreign = Some(gc.spec.shoot.name.clone());
+            return Ok(None);
         }
-        ours
-    });
-    let Some(gc) = gc else {
-        let message = match foreign {
-            Some(shoot) => format!(
-                "GardenerCluster {runtime_id} names shoot {shoot:?}, not this Runtime's: left in place"
-            ),
-            None => "Gardener Cluster CR successfully deleted".to_owned(),
-        };
-        draft.set(
-            condition::DEPROVISIONED,
-            CondStatus::True,
-            reason::GARDENER_CLUSTER_CR_DELETED,
-            message,
-        );
-        return Ok(None);
     };
     if gc.meta().deletion_timestamp.is_none() {
         // Conditional on the UID that was checked: a GardenerCluster replaced meanwhile stays.

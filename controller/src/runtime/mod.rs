@@ -739,14 +739,14 @@ impl Reconciler {
         self.record(runtime, |record| record.acl_applied.clone())
     }
 
-    /// Whether a Shoot made anew owes its GardenerCluster a rotation; `owed` sets it.
-    pub(crate) fn rotation_owed(&self, runtime: &Runtime, owed: Option<bool>) -> bool {
-        self.record(runtime, |record| {
-            if let Some(owed) = owed {
-                record.rotation_owed = owed;
-            }
-            record.rotation_owed
-        })
+    /// The Shoot was made anew: its GardenerCluster owes a rotation.
+    fn owe_rotation(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.rotation_owed = true);
+    }
+
+    /// Whether a rotation is owed, which it no longer is after this call.
+    fn take_owed_rotation(&self, runtime: &Runtime) -> bool {
+        self.record(runtime, |record| std::mem::take(&mut record.rotation_owed))
     }
 
     fn record_acl_applied(

@@ -259,7 +259,7 @@ async fn create_shoot(
             // provisioned (Gardener signs none for a Shoot without addresses).
             let runtime_id = reconciler.runtime_id(runtime);
             if reconciler.gardener_cluster(runtime, &runtime_id).is_some() {
-                reconciler.rotation_owed(runtime, Some(true));
+                reconciler.owe_rotation(runtime);
             }
             draft.set(
                 condition::PROVISIONED,

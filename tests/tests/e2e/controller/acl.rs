@@ -246,25 +246,16 @@ async fn a_runtime_with_an_acl_waits_while_the_config_map_cannot_be_read() -> Re
     with_acl(&mut rt)?;
     let shoot_name = rt.spec.shoot.name.clone();
     create(env, &rt).await?;
-    let runtimes: Api<kim_shared::api::Runtime> = Api::namespaced(kcp.clone(), &ns);
-    eventually(
-        "the Runtime says it waits for the ACL ConfigMap",
+    // The Runtime says it waits for the ACL ConfigMap.
+    let waiting = format!("the API server ACL ConfigMap {ns}/{CONFIG_MAP} has not been read yet");
+    wait_condition(
+        env,
+        &ns,
+        &id,
+        RuntimeState::Pending,
+        kim_shared::names::condition::PROVISIONED,
+        |c| c.status == "Unknown" && c.message.contains(&waiting),
         TIMEOUT,
-        || async {
-            let rt = runtimes.get(&id).await?;
-            Ok(rt
-                .status
-                .as_ref()
-                .is_some_and(|s| s.state == RuntimeState::Pending)
-                && rt
-                    .condition(kim_shared::names::condition::PROVISIONED)
-                    .is_some_and(|c| {
-                        c.status == "Unknown"
-                        && c.message.contains(&format!(
-                            "the API server ACL ConfigMap {ns}/{CONFIG_MAP} has not been read yet"
-                        ))
-                    }))
-        },
     )
     .await?;
     let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);

@@ -733,21 +733,18 @@ async fn an_audit_log_release_that_fails_holds_the_finalizer_not_the_shoot_delet
     })
     .await?;
     // The release keeps failing: the finalizer stays, the state and the condition say why.
-    eventually(
-        "Deprovisioned names the audit log release",
-        TIMEOUT,
-        || async {
-            let rt = runtimes.get(&id).await?;
-            Ok(rt
-                .status
-                .as_ref()
-                .is_some_and(|s| s.state == RuntimeState::Terminating)
-                && rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
-                    c.status == "False"
-                        && c.reason == reason::AUDIT_LOG_ERR
-                        && c.message.contains("Dedicated audit log release error")
-                }))
+    wait_condition(
+        env,
+        &ns,
+        &id,
+        RuntimeState::Terminating,
+        condition::DEPROVISIONED,
+        |c| {
+            c.status == "False"
+                && c.reason == reason::AUDIT_LOG_ERR
+                && c.message.contains("Dedicated audit log release error")
         },
+        TIMEOUT,
     )
     .await?;
     ctl.stop().await;

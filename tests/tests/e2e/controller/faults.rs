@@ -30,7 +30,16 @@ async fn set_fault(env: &TestEnv, shoot: &str, fault: Option<&str>) -> Result<()
     Ok(())
 }
 
-async fn wait_condition(
+/// The `unexpected_stops_total` sample lines of `metrics`.
+fn unexpected_stops(metrics: &str) -> Vec<&str> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("unexpected_stops_total "))
+        .collect()
+}
+
+/// Waits for `state` with `Provisioned` at `status` and a message containing `message_part`.
+async fn wait_provisioned(
     env: &TestEnv,
     ns: &str,
     name: &str,
@@ -38,31 +47,16 @@ async fn wait_condition(
     status: &str,
     message_part: &str,
 ) -> Result<Runtime> {
-    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
-    let mut last = None;
-    let found = eventually("Provisioned condition", TIMEOUT, || {
-        let api = api.clone();
-        let name = name.to_owned();
-        async move {
-            let rt = api.get(&name).await?;
-            let ok = rt.status.as_ref().is_some_and(|s| s.state == state)
-                && rt
-                    .condition(names::condition::PROVISIONED)
-                    .is_some_and(|c| c.status == status && c.message.contains(message_part));
-            Ok(ok)
-        }
-    })
-    .await;
-    if found.is_err() {
-        last = Some(api.get(name).await?);
-    }
-    match found {
-        Ok(()) => Ok(api.get(name).await?),
-        Err(e) => anyhow::bail!(
-            "{e}; {name} wanted {state:?}/{status}/{message_part:?}, status: {}",
-            serde_json::to_string_pretty(&last.and_then(|r| r.status))?
-        ),
-    }
+    wait_condition(
+        env,
+        ns,
+        name,
+        state,
+        names::condition::PROVISIONED,
+        |c| c.status == status && c.message.contains(message_part),
+        TIMEOUT,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -115,7 +109,7 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     for (id, (case, _, state, status, message)) in ids.iter().zip(&cases) {
         if *case == "noseed" {
-            wait_condition(env, &ns, id, *state, status, message).await?;
+            wait_provisioned(env, &ns, id, *state, status, message).await?;
             continue;
         }
         // Wait for lastErrors first: "Shoot creation in progress" is also the condition before
@@ -137,13 +131,13 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
             },
         )
         .await?;
-        wait_condition(env, &ns, id, *state, status, message).await?;
+        wait_provisioned(env, &ns, id, *state, status, message).await?;
     }
     // The retryable Error clears: the Runtime becomes Ready without any change to it.
     set_fault(env, &shoot_name(&ids[2]), None).await?;
     wait_state(env, &ns, &ids[2], RuntimeState::Ready, TIMEOUT).await?;
     // The fatal one stays Failed.
-    let rt = wait_condition(
+    let rt = wait_provisioned(
         env,
         &ns,
         &ids[0],
@@ -160,11 +154,11 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     let metrics = ctl.metrics_text().await?;
     // Only the fatal Runtime stopped on an error nobody retries, once (the Seed-less one
     // waits for its Runtime to change as upstream's does, and is not counted there either).
-    let stops: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("unexpected_stops_total "))
-        .collect();
-    assert_eq!(stops, ["unexpected_stops_total 1"], "{metrics}");
+    assert_eq!(
+        unexpected_stops(&metrics),
+        ["unexpected_stops_total 1"],
+        "{metrics}"
+    );
     for id in &ids {
         set_fault(env, &shoot_name(id), None).await?;
     }
@@ -203,17 +197,8 @@ async fn gardener_errors_of_an_update_end_where_upstream_classification_says() -
         create(env, &sample_runtime(&ns, &id)?).await?;
         wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
         set_fault(env, &shoot_name(&id), Some(fault)).await?;
-        let rt = runtimes.get(&id).await?;
-        let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
-        workers[0]["maximum"] = json!(12);
-        runtimes
-            .patch(
-                &id,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
-            )
-            .await?;
-        let rt = wait_condition(env, &ns, &id, *state, status, message).await?;
+        set_first_pool_maximum(&runtimes, &id, 12).await?;
+        let rt = wait_provisioned(env, &ns, &id, *state, status, message).await?;
         if *state == RuntimeState::Failed {
             assert_eq!(
                 rt.condition(names::condition::PROVISIONED)
@@ -224,11 +209,11 @@ async fn gardener_errors_of_an_update_end_where_upstream_classification_says() -
         set_fault(env, &shoot_name(&id), None).await?;
     }
     let metrics = ctl.metrics_text().await?;
-    let stops: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("unexpected_stops_total "))
-        .collect();
-    assert_eq!(stops, ["unexpected_stops_total 1"], "{metrics}");
+    assert_eq!(
+        unexpected_stops(&metrics),
+        ["unexpected_stops_total 1"],
+        "{metrics}"
+    );
     ctl.stop().await;
     Ok(())
 }

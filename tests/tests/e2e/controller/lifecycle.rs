@@ -230,22 +230,15 @@ async fn a_shoot_deleted_outside_is_made_anew_with_a_new_admin_kubeconfig() -> R
         .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(hold))
         .await?;
     shoots.delete(&shoot_name, &DeleteParams::default()).await?;
-    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
-    eventually(
-        "the Runtime says the Shoot is deleted outside",
+    // The Runtime says the Shoot is deleted outside.
+    wait_condition(
+        env,
+        &ns,
+        &id,
+        RuntimeState::Pending,
+        names::condition::PROVISIONED,
+        |c| c.status == "Unknown" && c.message.contains("being deleted outside"),
         READY_TIMEOUT,
-        || async {
-            let rt = runtimes.get(&id).await?;
-            Ok(rt
-                .status
-                .as_ref()
-                .is_some_and(|s| s.state == RuntimeState::Pending)
-                && rt
-                    .condition(names::condition::PROVISIONED)
-                    .is_some_and(|c| {
-                        c.status == "Unknown" && c.message.contains("being deleted outside")
-                    }))
-        },
     )
     .await?;
 

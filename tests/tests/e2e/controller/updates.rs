@@ -240,15 +240,7 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
             )),
         )
         .await?;
-    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
-    workers[0]["maximum"] = json!(12);
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
-        )
-        .await?;
+    set_first_pool_maximum(&runtimes, &id, 12).await?;
     // The reconcile of the new generation ran (it writes `observedGeneration`) and left the
     // Shoot alone.
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
