@@ -501,23 +501,12 @@ pub async fn wait_condition(
     holds: impl Fn(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> bool,
     timeout: Duration,
 ) -> Result<Runtime> {
-    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let rt = api.get(name).await?;
-        if rt.status.as_ref().is_some_and(|s| s.state == state)
+    let wanted = format!("{state:?} with the {type_} condition wanted");
+    wait_runtime(env, ns, name, &wanted, timeout, |rt| {
+        rt.status.as_ref().is_some_and(|s| s.state == state)
             && rt.condition(type_).is_some_and(&holds)
-        {
-            return Ok(rt);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "Runtime {ns}/{name} not {state:?} with the {type_} condition wanted within {timeout:?}; status: {}",
-                serde_json::to_string_pretty(&rt.status)?
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
 }
 
 /// Waits until the Runtime's state is `want`, failing with its status otherwise.
@@ -528,18 +517,33 @@ pub async fn wait_state(
     want: RuntimeState,
     timeout: Duration,
 ) -> Result<Runtime> {
+    wait_runtime(env, ns, name, &format!("{want:?}"), timeout, |rt| {
+        rt.status.as_ref().is_some_and(|s| s.state == want)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation
+    })
+    .await
+}
+
+/// Waits until the Runtime `ns/name` satisfies `done`; on timeout the error says it is not
+/// `wanted` and shows the last status.
+async fn wait_runtime(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    wanted: &str,
+    timeout: Duration,
+    done: impl Fn(&Runtime) -> bool,
+) -> Result<Runtime> {
     let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let rt = api.get(name).await?;
-        if rt.status.as_ref().is_some_and(|s| s.state == want)
-            && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation
-        {
+        if done(&rt) {
             return Ok(rt);
         }
         if tokio::time::Instant::now() > deadline {
             bail!(
-                "Runtime {ns}/{name} not {want:?} within {timeout:?}; status: {}",
+                "Runtime {ns}/{name} not {wanted} within {timeout:?}; status: {}",
                 serde_json::to_string_pretty(&rt.status)?
             );
         }
