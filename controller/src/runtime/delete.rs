@@ -18,7 +18,7 @@ use serde_json::json;
 use super::classify::{self, ApiErrorKind};
 use super::requeue::{DELETION_POLL, PERMANENT_RETRY, RETRY, SAFETY_REQUEUE};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler};
+use super::{CreateMayLand, Error, Reconciler};
 use crate::stored::StatusApart;
 
 /// Outcome of a deletion pass.
@@ -71,7 +71,14 @@ pub async fn run(
             .map(Arc::new),
     };
     let Some(shoot) = shoot else {
-        if let Some(left) = reconciler.unanswered_create_may_land(runtime) {
+        if let Some(may_land) = reconciler.create_may_land(runtime) {
+            let (left, what) = match may_land {
+                CreateMayLand::Unanswered(left) => (left, "A Shoot create got no final answer"),
+                CreateMayLand::ByEarlierLeader(left) => (
+                    left,
+                    "The controller replica before this one may have sent a Shoot create that got no final answer",
+                ),
+            };
             // The time, not the seconds left: the message stays the same from pass to pass, so
             // it is written once.
             let until = jiff::SignedDuration::try_from(left)
@@ -79,14 +86,12 @@ pub async fn run(
                 .and_then(|left| now.checked_add(left).ok())
                 .and_then(|t| t.round(jiff::Unit::Second).ok())
                 .unwrap_or(now);
-            tracing::info!(%until, "a Shoot create got no final answer and may still be admitted; the finalizer stays until then");
+            tracing::info!(%until, "{what}; the Shoot may still be admitted, so the finalizer stays until then");
             draft.set(
                 condition::DEPROVISIONED,
                 CondStatus::Unknown,
                 reason::PROCESSING,
-                format!(
-                    "A Shoot create got no final answer and may still be admitted until {until}; the finalizer stays until then"
-                ),
+                format!("{what}; the Shoot may still be admitted until {until}, and the finalizer stays until then"),
             );
             return Ok(Deleted::Pending(Action::requeue(
                 left.max(Duration::from_secs(1)),

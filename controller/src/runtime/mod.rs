@@ -176,6 +176,38 @@ pub struct Reconciler {
     seed_regions: kyma_system::SeedRegions,
     /// The API server ACL ConfigMap, when the ACL is managed.
     acl: Option<acl::AclConfigMap>,
+    /// When this replica began to reconcile (after it took the lead): a Shoot create an
+    /// earlier leader sent may still be admitted until [`requeue::UNANSWERED_CREATE_LANDS_WITHIN`]
+    /// after it.
+    began: Began,
+}
+
+/// The moment a reconciler began, on both clocks.
+#[derive(Clone, Copy)]
+struct Began {
+    at: Instant,
+    wall: jiff::Timestamp,
+}
+
+/// Why a deleted Runtime without a Shoot keeps its finalizer a while.
+#[derive(Debug, PartialEq)]
+pub enum CreateMayLand {
+    /// This replica sent a create that got no final answer.
+    Unanswered(Duration),
+    /// The Runtime existed before this replica began: the replica before it may have sent a
+    /// create whose answer died with it.
+    ByEarlierLeader(Duration),
+}
+
+/// Whether the Runtime was stored before `began`. `creationTimestamp` has whole seconds: one
+/// stored in the second `began` falls in counts as later.
+fn existed_before(runtime: &Runtime, began: jiff::Timestamp) -> bool {
+    let began_second = began.as_second();
+    runtime
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .is_some_and(|created| created.0.as_second() < began_second)
 }
 
 impl crate::watch::Forget<CachedRuntime> for Reconciler {
@@ -262,6 +294,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         in_flight: AtomicUsize::new(0),
         create_limit: WriteLimit::new(WriteLimitSettings::default()),
         seed_regions: kyma_system::SeedRegions::default(),
+        began: Began {
+            at: Instant::now(),
+            wall: jiff::Timestamp::now(),
+        },
     });
     reconciler.publish_create_limit();
     let (runtimes, sweep) = crate::watch::own_kind(
@@ -679,10 +715,20 @@ impl Reconciler {
     }
 
     /// Time left in which a Shoot create of this Runtime that got no answer may still be
-    /// admitted ([`requeue::UNANSWERED_CREATE_LANDS_WITHIN`]).
-    fn unanswered_create_may_land(&self, runtime: &Runtime) -> Option<Duration> {
-        let sent = self.record(runtime, |record| record.create_unsure)?;
-        (sent + requeue::UNANSWERED_CREATE_LANDS_WITHIN).checked_duration_since(Instant::now())
+    /// admitted ([`requeue::UNANSWERED_CREATE_LANDS_WITHIN`]): one this replica sent, or, for
+    /// a Runtime older than this replica's lead, one the replica before may have sent (what it
+    /// knew died with it).
+    fn create_may_land(&self, runtime: &Runtime) -> Option<CreateMayLand> {
+        let left = |sent: Instant| {
+            (sent + requeue::UNANSWERED_CREATE_LANDS_WITHIN).checked_duration_since(Instant::now())
+        };
+        if let Some(sent) = self.record(runtime, |record| record.create_unsure) {
+            return left(sent).map(CreateMayLand::Unanswered);
+        }
+        existed_before(runtime, self.began.wall)
+            .then(|| left(self.began.at))
+            .flatten()
+            .map(CreateMayLand::ByEarlierLeader)
     }
 
     /// Whether the objects the Shoot references were written for the current generation.
@@ -960,6 +1006,35 @@ fn same_yaml_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtime_existed_before_a_reconciler_only_when_stored_in_an_earlier_second() {
+        let runtime_created = |at: &str| {
+            let mut runtime = Runtime::new("rt", Default::default());
+            runtime.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    at.parse().expect("timestamp"),
+                ));
+            runtime
+        };
+        let began: jiff::Timestamp = "2026-12-04T10:00:00.700Z".parse().expect("timestamp");
+        assert!(existed_before(
+            &runtime_created("2026-12-04T09:59:59Z"),
+            began
+        ));
+        assert!(!existed_before(
+            &runtime_created("2026-12-04T10:00:00Z"),
+            began
+        ));
+        assert!(!existed_before(
+            &runtime_created("2026-12-04T10:00:01Z"),
+            began
+        ));
+        assert!(!existed_before(
+            &Runtime::new("rt", Default::default()),
+            began
+        ));
+    }
 
     #[test]
     fn yaml_data_compares_documents_not_quoting() {

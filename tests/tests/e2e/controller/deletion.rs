@@ -531,7 +531,17 @@ async fn a_gardener_cluster_naming_another_shoot_lends_its_cluster_to_no_runtime
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> Result<()> {
     // Answered after the controller's 1 s write timeout: it never sees the answer.
-    late_shoot_outlives_no_deletion("ctl-unanswered", Duration::from_millis(1500)).await
+    late_shoot_outlives_no_deletion("ctl-unanswered", Duration::from_millis(1500), false).await
+}
+
+/// The same across a crash: the replica that sent the create dies before the deletion, and
+/// the replica after it knows nothing of that create. On the code before, what made the
+/// finalizer wait lived only in the dead replica's memory: this Runtime was finalized and its
+/// Shoot landed orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shoot_whose_create_got_no_answer_before_a_crash_is_not_orphaned_by_a_deletion()
+-> Result<()> {
+    late_shoot_outlives_no_deletion("ctl-unans-crash", Duration::ZERO, true).await
 }
 
 /// The same with the apiserver's own timeout answered at once (504 "may still be processing
@@ -540,18 +550,24 @@ async fn a_shoot_whose_create_got_no_answer_is_not_orphaned_by_a_deletion() -> R
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shoot_whose_create_timed_out_in_the_apiserver_is_not_orphaned_by_a_deletion()
 -> Result<()> {
-    late_shoot_outlives_no_deletion("ctl-timedout", Duration::ZERO).await
+    late_shoot_outlives_no_deletion("ctl-timedout", Duration::ZERO, false).await
 }
 
 /// Every Shoot create is answered 504 after `answer_after`; the first one is admitted a few
-/// seconds later all the same, while the Runtime is being deleted.
-async fn late_shoot_outlives_no_deletion(prefix: &str, answer_after: Duration) -> Result<()> {
+/// seconds later all the same, while the Runtime is being deleted (with `crash`, by a new
+/// controller: the one that sent the create is killed first).
+async fn late_shoot_outlives_no_deletion(
+    prefix: &str,
+    answer_after: Duration,
+    crash: bool,
+) -> Result<()> {
     use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
     use kube::api::{ApiResource, DynamicObject};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    const LANDS_AFTER: Duration = Duration::from_secs(4);
+    // Time for a new controller to start after a crash.
+    let lands_after = Duration::from_secs(if crash { 15 } else { 4 });
     let env = TestEnv::shared().await?;
     let ns = env.namespace(prefix).await?;
     let id = format!("unans-{}", &ns[ns.len().saturating_sub(6)..]);
@@ -576,7 +592,7 @@ async fn late_shoot_outlives_no_deletion(prefix: &str, answer_after: Duration) -
                 let raw_shoots = raw_shoots.clone();
                 let body = req.body.clone();
                 handle.spawn(async move {
-                    tokio::time::sleep(LANDS_AFTER).await;
+                    tokio::time::sleep(lands_after).await;
                     let shoot: DynamicObject = serde_json::from_slice(&body)?;
                     raw_shoots.create(&PostParams::default(), &shoot).await?;
                     anyhow::Ok(())
@@ -616,7 +632,19 @@ async fn late_shoot_outlives_no_deletion(prefix: &str, answer_after: Duration) -
             .is_some_and(|c| c.reason == reason::GARDENER_BUSY))
     })
     .await?;
-    runtimes.delete(&id, &DeleteParams::default()).await?;
+    let (ctl, waits_because) = if crash {
+        ctl.kill();
+        runtimes.delete(&id, &DeleteParams::default()).await?;
+        let ctl =
+            start_controller_wired(env, &ns, &["--gardener-write-timeout=1s"], &wiring).await?;
+        (
+            ctl,
+            "The controller replica before this one may have sent a Shoot create that got no final answer",
+        )
+    } else {
+        runtimes.delete(&id, &DeleteParams::default()).await?;
+        (ctl, "A Shoot create got no final answer")
+    };
 
     // The finalizer waits, saying why, while the unanswered create may still land.
     eventually(
@@ -629,8 +657,8 @@ async fn late_shoot_outlives_no_deletion(prefix: &str, answer_after: Duration) -
                 );
             };
             Ok(rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
-                c.message
-                    .contains("A Shoot create got no final answer and may still be admitted")
+                c.message.starts_with(waits_because)
+                    && c.message.contains("the Shoot may still be admitted until")
             }))
         },
     )
