@@ -692,6 +692,11 @@ async fn patch_shoot(
     why: &'static str,
 ) -> Result<Action, Error> {
     tracing::info!(why, "patching Shoot");
+    // KEB takes `Ready` after a spec change for "update done": until a patch carries the new
+    // generation, a Runtime is not Ready for it, whichever step below fails or waits.
+    if runtime.status.as_ref().and_then(|s| s.observed_generation) != runtime.metadata.generation {
+        draft.state(RuntimeState::Pending);
+    }
     // The watch cache holds a slim Shoot; the conversion and the full-update decision need
     // the whole live object (and a fresh one is the better base for a patch anyway).
     let live = match reconciler.get_shoot_live(&cached.name_any()).await {

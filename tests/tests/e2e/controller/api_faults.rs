@@ -681,3 +681,83 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
 fn json_admins(admin: &str) -> Value {
     serde_json::json!({"spec": {"security": {"administrators": [admin]}}})
 }
+
+/// KEB reports an update done once the Runtime reads `Ready` a few seconds after its spec
+/// change. While Gardener refuses the writes the change needs (here the structured-auth
+/// ConfigMap, written before the Shoot patch), the Runtime must not read `Ready` with the new
+/// generation. On the code before, a "try later" answer kept the state `Ready` and the status
+/// said the new generation was observed: KEB would report the update done with the Shoot
+/// unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_update_gardener_refuses_for_now_is_never_shown_ready() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("api-update").await?;
+    let id = format!("api-update-{}", &ns[ns.len().saturating_sub(5)..]);
+    let shoot = shoot_name(&id);
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let (ctl, _) = start_logged(env, &ns, &[], &wiring).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    let config_map_path =
+        format!("/namespaces/{PROJECT_NAMESPACE}/configmaps/structured-auth-config-{shoot}");
+    let unavailable = ApiFault::ServerError(503);
+    proxy.inject(Rule {
+        method: None,
+        path_contains: config_map_path.clone(),
+        fault: unavailable.clone(),
+        times: None,
+    });
+    let admin = format!("{id}-update@myorg.com");
+    let changed = runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json_admins(&admin)),
+        )
+        .await?;
+    let generation = changed.metadata.generation;
+
+    // Every status while the ConfigMap is refused: never Ready for the new generation, and
+    // Pending once that generation is observed.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let rt = runtimes.get(&id).await?;
+        let observed = rt.status.as_ref().and_then(|s| s.observed_generation) == generation;
+        if observed && state(&rt) == Some(RuntimeState::Ready) {
+            bail!(
+                "Ready for the new generation while Gardener refused the update: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        if observed
+            && state(&rt) == Some(RuntimeState::Pending)
+            && proxy
+                .served()
+                .iter()
+                .any(|s| s.path.contains(&config_map_path) && s.fault == unavailable)
+        {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{id}: the refused update not shown Pending within {TIMEOUT:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.clear();
+    wait_runtime(env, &ns, &id, "Ready for the new generation", |rt| {
+        state(rt) == Some(RuntimeState::Ready)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
+    })
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
