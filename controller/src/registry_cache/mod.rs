@@ -222,7 +222,7 @@ async fn apply(ctx: &Context, runtime_id: &str) -> Result<bool, Error> {
     if runtime.metadata.deletion_timestamp.is_some() || terminating {
         return Ok(false);
     }
-    let client = crate::runtime::cluster::runtime_cluster_client(ctx, ns, runtime_id).await?;
+    let client = crate::runtime::cluster::runtime_cluster_client(ctx, ns, runtime_id, None).await?;
     let desired = read_caches(&client).await?;
     let version = read_credentials_version(&client, &desired).await?;
     let key = names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS;

@@ -97,9 +97,6 @@ pub async fn after_provisioned(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
-    if reconciler.take_owed_rotation(runtime) {
-        force_rotation(reconciler, runtime, &runtime_id).await;
-    }
     let gc_ready = gc.state() == Some(names::GARDENER_CLUSTER_STATE_READY);
     if !gc_ready {
         draft.state(RuntimeState::Pending);
@@ -112,13 +109,35 @@ pub async fn after_provisioned(
         "Gardener Cluster CR is ready.",
     );
 
+    // A Shoot made anew (deleted by someone else) is a new cluster with a new CA, and the
+    // kubeconfig the GardenerCluster holds may still be the old cluster's: its rotation is
+    // forced now that Gardener can sign one (it signs none for a Shoot without addresses).
+    // Decided from the Secret and the Shoot, so a restart in between forgets nothing.
+    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
-        reconciler.runtime_cluster_client(runtime, &runtime_id),
+        runtime_cluster_client(
+            &reconciler.ctx,
+            &runtime.namespace().unwrap_or_default(),
+            &runtime_id,
+            created,
+        ),
     )
     .await
     {
         Ok(Ok(c)) => c,
+        Ok(Err(e @ SkrError::SignedBeforeShoot { .. })) => {
+            tracing::info!(error = %e, "forcing the rotation of the admin kubeconfig");
+            force_rotation(reconciler, runtime, &runtime_id).await;
+            draft.set(
+                condition::KUBECONFIG_READY,
+                CondStatus::Unknown,
+                reason::GARDENER_CLUSTER_CR_CREATED,
+                format!("{e}; waiting for its rotation"),
+            );
+            draft.state(RuntimeState::Pending);
+            return Ok(Action::requeue(RETRY));
+        }
         Ok(Err(e)) => {
             tracing::info!(error = %e, "cannot build a client for the runtime cluster yet");
             draft.set(
@@ -378,6 +397,7 @@ pub async fn runtime_cluster_client(
     ctx: &crate::context::Context,
     namespace: &str,
     runtime_id: &str,
+    shoot_created: Option<jiff::Timestamp>,
 ) -> Result<kube::Client, SkrError> {
     let name = names::kubeconfig_secret_name(runtime_id);
     let secret = Api::<Secret>::namespaced(ctx.kcp.clone(), namespace)
@@ -387,6 +407,9 @@ pub async fn runtime_cluster_client(
             name: name.clone(),
             source: e,
         })?;
+    if signed_before(&secret, shoot_created) {
+        return Err(SkrError::SignedBeforeShoot { name });
+    }
     let bytes = secret
         .data
         .as_ref()
@@ -403,6 +426,18 @@ pub async fn runtime_cluster_client(
     kube::client::ClientBuilder::try_from(config)
         .map(|builder| builder.with_layer(&counted).build())
         .map_err(|e| SkrError::Client { name, source: e })
+}
+
+/// Whether the Secret's kubeconfig was signed (its `last-sync`) before the Shoot was created,
+/// and so is another cluster's. Both times have whole seconds; a kubeconfig cannot be signed
+/// in the second its Shoot is created (the Shoot has no address yet). A Secret without a
+/// readable `last-sync` says nothing.
+fn signed_before(secret: &Secret, shoot_created: Option<jiff::Timestamp>) -> bool {
+    let signed = secret
+        .annotations()
+        .get(names::ANNOTATION_LAST_SYNC)
+        .and_then(|raw| crate::gardener_cluster::rotation::parse_last_sync(raw));
+    matches!((signed, shoot_created), (Some(signed), Some(created)) if signed < created)
 }
 
 /// The runtime cluster cannot be reached yet. Messages never contain the kubeconfig.
@@ -431,6 +466,15 @@ pub enum SkrError {
         /// Why (no values of the kubeconfig).
         source: crate::gardener::client::SecretKubeconfigError,
     },
+    /// The Secret's kubeconfig was signed before the Shoot was created: it is the admin
+    /// kubeconfig of an earlier cluster of the same name.
+    #[error(
+        "kubeconfig Secret {name} holds an admin kubeconfig signed before the Shoot was created"
+    )]
+    SignedBeforeShoot {
+        /// Secret name.
+        name: String,
+    },
     /// No client could be built.
     #[error("kubeconfig Secret {name}: {source}")]
     Client {
@@ -452,6 +496,7 @@ impl Reconciler {
             &self.ctx,
             &runtime.namespace().unwrap_or_default(),
             runtime_id,
+            None,
         )
         .await
     }
@@ -506,8 +551,7 @@ pub fn gardener_cluster_for(runtime: &Runtime, runtime_id: &str, shoot: &Shoot) 
 }
 
 /// Forces the rotation of the GardenerCluster's admin kubeconfig (the Shoot was made anew, so
-/// the one it holds is the old cluster's). A failure is logged: the rotation then comes when
-/// due.
+/// the one it holds is the old cluster's). A failure is logged: the next pass asks again.
 async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: &str) {
     let patch = serde_json::json!({"metadata": {"annotations": {
         names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
@@ -546,5 +590,43 @@ pub(super) async fn create_gardener_cluster(
         Ok(_) => Ok(()),
         Err(e) if classify::classify(&e) == ApiErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signed_before;
+    use k8s_openapi::api::core::v1::Secret;
+    use kim_shared::names;
+
+    #[test]
+    fn a_kubeconfig_signed_before_its_shoot_was_created_is_another_clusters() {
+        let secret = |last_sync: Option<&str>| {
+            let mut secret = Secret::default();
+            secret.metadata.annotations = last_sync.map(|t| {
+                std::collections::BTreeMap::from([(
+                    names::ANNOTATION_LAST_SYNC.to_owned(),
+                    t.to_owned(),
+                )])
+            });
+            secret
+        };
+        let created: Option<jiff::Timestamp> = Some("2026-12-04T10:00:00Z".parse().expect("time"));
+        assert!(signed_before(
+            &secret(Some("2026-12-04T09:59:59Z")),
+            created
+        ));
+        assert!(!signed_before(
+            &secret(Some("2026-12-04T10:00:00Z")),
+            created
+        ));
+        assert!(!signed_before(
+            &secret(Some("2026-12-04T10:00:01Z")),
+            created
+        ));
+        // Nothing to compare: the kubeconfig is used as before.
+        assert!(!signed_before(&secret(None), created));
+        assert!(!signed_before(&secret(Some("yesterday")), created));
+        assert!(!signed_before(&secret(Some("2026-12-04T09:59:59Z")), None));
     }
 }

@@ -142,10 +142,6 @@ struct RuntimeRecord {
     /// When we created the Shoot: until the watch shows it, another create would only be
     /// refused (after passing through Gardener's admission once more).
     created: Option<Instant>,
-    /// The Shoot was made anew while the GardenerCluster held the old cluster's admin
-    /// kubeconfig: its rotation is forced once the new Shoot is provisioned (Gardener signs
-    /// none before). Kept in memory only: after a restart the rotation comes when due.
-    rotation_owed: bool,
     /// The ACL addresses our last successful Shoot patch carried, and the generation of the
     /// Shoot it answered with: until the watch shows that patch, the cached Shoot still has the
     /// addresses before it.
@@ -783,16 +779,6 @@ impl Reconciler {
         runtime: &Runtime,
     ) -> Option<(kim_shared::convert::AclAddresses, Option<i64>)> {
         self.record(runtime, |record| record.acl_applied.clone())
-    }
-
-    /// The Shoot was made anew: its GardenerCluster owes a rotation.
-    fn owe_rotation(&self, runtime: &Runtime) {
-        self.record(runtime, |record| record.rotation_owed = true);
-    }
-
-    /// Whether a rotation is owed, which it no longer is after this call.
-    fn take_owed_rotation(&self, runtime: &Runtime) -> bool {
-        self.record(runtime, |record| std::mem::take(&mut record.rotation_owed))
     }
 
     fn record_acl_applied(

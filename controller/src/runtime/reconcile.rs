@@ -89,7 +89,8 @@ pub async fn apply(
         .is_some_and(|s| s.state == RuntimeState::Ready)
         && runtime.status.as_ref().and_then(|s| s.observed_generation)
             == runtime.metadata.generation
-        && !super::audit_log::unfinished(reconciler, runtime);
+        && !super::audit_log::unfinished(reconciler, runtime)
+        && status_is_of(runtime, &shoot);
     if ready {
         // A GardenerCluster deleted by hand takes the admin kubeconfig with it: it is made
         // anew, and the Runtime stays Ready (nothing in the cluster changed).
@@ -254,13 +255,6 @@ async fn create_shoot(
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
             reconciler.shoot_created(runtime);
-            // A Shoot made anew (deleted by someone else) has a new CA: the admin kubeconfig
-            // the GardenerCluster holds is the old cluster's. Rotated once this Shoot is
-            // provisioned (Gardener signs none for a Shoot without addresses).
-            let runtime_id = reconciler.runtime_id(runtime);
-            if reconciler.gardener_cluster(runtime, &runtime_id).is_some() {
-                reconciler.owe_rotation(runtime);
-            }
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::Unknown,
@@ -508,6 +502,23 @@ async fn prepare(
 /// A Ready status written by upstream KIM (it sets no `observedGeneration`) whose Shoot is not
 /// mid-reconcile (upstream's restart guard: a newer generation than Gardener observed, or a
 /// last operation that is still pending or processing).
+/// Whether the Runtime's status was written for this Shoot: the Shoot operation it reports
+/// ended no earlier than the Shoot was created. A Shoot made anew after the last status write
+/// (its write lost to a crash or a refusal) is a new cluster that the steps after provisioning
+/// have not set up; a status without either time says nothing.
+fn status_is_of(runtime: &Runtime, shoot: &Shoot) -> bool {
+    let reported = runtime
+        .status
+        .as_ref()
+        .and_then(|s| s.shoot_last_operation.as_ref())
+        .map(|op| op.last_update_time.0);
+    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    match (reported, created) {
+        (Some(reported), Some(created)) => reported >= created,
+        _ => true,
+    }
+}
+
 fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
     let upstream_ready = runtime
         .status
@@ -1004,7 +1015,53 @@ fn follow_last_operation(
 
 #[cfg(test)]
 mod tests {
-    use super::{PatchDecision, PatchFacts, should_patch};
+    use super::{PatchDecision, PatchFacts, should_patch, status_is_of};
+    use kim_shared::api::Runtime;
+    use kim_shared::gardener::Shoot;
+
+    #[test]
+    fn a_status_is_of_a_shoot_created_no_later_than_the_operation_it_reports() {
+        let runtime = |reported: Option<&str>| -> Runtime {
+            let mut runtime = Runtime::new("rt", Default::default());
+            runtime.status = Some(
+                serde_json::from_value(serde_json::json!({
+                    "state": "Ready",
+                    "shootLastOperation": reported.map(|t| serde_json::json!({
+                        "description": "", "lastUpdateTime": t, "progress": 100,
+                        "state": "Succeeded", "type": "Reconcile"})),
+                }))
+                .expect("status"),
+            );
+            runtime
+        };
+        let shoot = |created: Option<&str>| -> Shoot {
+            let mut shoot = Shoot::default();
+            shoot.metadata.creation_timestamp = created.map(|t| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.parse().expect("time"))
+            });
+            shoot
+        };
+        let reported = Some("2026-12-04T10:00:00Z");
+        assert!(status_is_of(
+            &runtime(reported),
+            &shoot(Some("2026-12-04T09:00:00Z"))
+        ));
+        assert!(status_is_of(
+            &runtime(reported),
+            &shoot(Some("2026-12-04T10:00:00Z"))
+        ));
+        // Made anew after the status was written.
+        assert!(!status_is_of(
+            &runtime(reported),
+            &shoot(Some("2026-12-04T10:00:01Z"))
+        ));
+        // Nothing to compare: as before.
+        assert!(status_is_of(
+            &runtime(None),
+            &shoot(Some("2026-12-04T10:00:01Z"))
+        ));
+        assert!(status_is_of(&runtime(reported), &shoot(None)));
+    }
 
     fn up_to_date() -> PatchFacts {
         PatchFacts {

@@ -271,3 +271,83 @@ async fn a_shoot_deleted_outside_is_made_anew_with_a_new_admin_kubeconfig() -> R
     ctl.stop().await;
     Ok(())
 }
+
+/// The same with the Shoot made anew while no controller ran: the replica that made it died
+/// before it wrote the Runtime's status (here the Shoot is made anew by hand, as that replica
+/// would have made it, with the Runtime still `Ready` for the old Shoot). The next replica
+/// sets the new cluster up and rotates its admin kubeconfig. On the code before, both lived
+/// in the dead replica's memory: the Runtime stayed `Ready` with the old cluster's
+/// kubeconfig and nothing set up in the new cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shoot_made_anew_while_no_controller_ran_is_set_up_with_a_new_admin_kubeconfig()
+-> Result<()> {
+    use kube::api::{ApiResource, DynamicObject, ObjectMeta, PostParams};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-anew-dead").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("anewd-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    let secret_name = format!("kubeconfig-{id}");
+    let last_sync = |s: &k8s_openapi::api::core::v1::Secret| {
+        s.annotations().get(names::ANNOTATION_LAST_SYNC).cloned()
+    };
+    let synced = last_sync(&secrets.get(&secret_name).await?);
+    ctl.kill();
+
+    let shoots: Api<DynamicObject> = Api::namespaced_with(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+        &ApiResource::erase::<Shoot>(&()),
+    );
+    let old = shoots.get(&shoot_name).await?;
+    shoots
+        .patch(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"}}})),
+        )
+        .await?;
+    shoots.delete(&shoot_name, &DeleteParams::default()).await?;
+    eventually("the old Shoot gone", READY_TIMEOUT, || async {
+        Ok(shoots.get_opt(&shoot_name).await?.is_none())
+    })
+    .await?;
+    // Whole seconds: the new Shoot must be created in a later second than the kubeconfig was
+    // signed, as any Shoot Gardener could sign for is.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut annotations = old.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(names::GARDENER_ANNOTATION_CONFIRM_DELETION);
+    let mut anew = DynamicObject {
+        types: old.types.clone(),
+        metadata: ObjectMeta {
+            name: old.metadata.name.clone(),
+            namespace: old.metadata.namespace.clone(),
+            labels: old.metadata.labels.clone(),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        data: old.data.clone(),
+    };
+    if let Some(data) = anew.data.as_object_mut() {
+        data.remove("status");
+    }
+    let anew = shoots.create(&PostParams::default(), &anew).await?;
+    anyhow::ensure!(anew.uid() != old.uid(), "the Shoot was not made anew");
+
+    let ctl = start_controller(env, &ns, &[]).await?;
+    eventually(
+        "the new cluster's admin kubeconfig",
+        READY_TIMEOUT,
+        || async { Ok(last_sync(&secrets.get(&secret_name).await?) != synced) },
+    )
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    ctl.stop().await;
+    Ok(())
+}
