@@ -304,7 +304,8 @@ async fn apply(
         served_force(reconciler, gc).as_deref(),
     );
     let state = kubeconfig_secret::state(existing.as_ref(), &loc.key);
-    match rotation::decide(&reconciler.policy, state, forced, now) {
+    let rotate_after = reconciler.policy.rotate_after_for(&gc.name_any());
+    match rotation::decide(rotate_after, state, forced, now) {
         RotationDecision::Wait { requeue_after } => {
             if gc
                 .annotations()
@@ -471,7 +472,7 @@ async fn apply(
                 status::desired(conditions(gc), reason, None, gc.metadata.generation, now),
             )
             .await?;
-            Ok(Action::requeue(reconciler.policy.rotate_after()))
+            Ok(Action::requeue(rotate_after))
         }
     }
 }

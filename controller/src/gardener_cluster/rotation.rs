@@ -12,6 +12,10 @@ use jiff::{SignedDuration, Timestamp};
 /// Upstream's constant `rotationPeriodRatio`: rotate at 95 % of the rotation period.
 pub const ROTATION_PERIOD_RATIO: f64 = 0.95;
 
+/// The share of `rotate_after` by which a GardenerCluster's rotations come early, a fixed
+/// fraction of it per name ([`RotationPolicy::rotate_after_for`]).
+pub const ROTATION_SPREAD: f64 = 0.1;
+
 /// Gardener rejects an `AdminKubeconfigRequest` with `expirationSeconds` below 600.
 pub const MIN_EXPIRATION: Duration = Duration::from_secs(600);
 
@@ -103,6 +107,33 @@ impl RotationPolicy {
     }
 }
 
+impl RotationPolicy {
+    /// [`Self::rotate_after`] for one GardenerCluster: earlier by up to [`ROTATION_SPREAD`], by
+    /// a fraction fixed per name. Kubeconfigs signed in one wave (a burst of creations, a
+    /// forced rotation of all) would otherwise fall due in the same minutes every period, each
+    /// time a burst of signing calls to Gardener; with the fraction they drift apart.
+    pub fn rotate_after_for(&self, name: &str) -> Duration {
+        self.rotate_after()
+            .mul_f64(1.0 - ROTATION_SPREAD * fraction_of(name))
+    }
+}
+
+/// A number in [0, 1) fixed by `name`, stable across processes and releases: FNV-1a, then
+/// MurmurHash3's final mix (FNV alone leaves the top bits of names that differ only at their
+/// end close together).
+fn fraction_of(name: &str) -> f64 {
+    let fnv = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut hash = fnv ^ (fnv >> 33);
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
+    // The top 53 bits: exactly representable in an f64.
+    (hash >> 11) as f64 / (1_u64 << 53) as f64
+}
+
 /// What the controller knows about the kubeconfig Secret, read from the KCP (never Gardener).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SecretState<'a> {
@@ -159,7 +190,7 @@ pub enum RotationDecision {
 
 /// Decides whether to ask Gardener for a new kubeconfig (upstream 5.2, plus the forced rotation).
 pub fn decide(
-    policy: &RotationPolicy,
+    rotate_after: Duration,
     secret: SecretState<'_>,
     forced: bool,
     now: Timestamp,
@@ -182,7 +213,6 @@ pub fn decide(
     if age < -FUTURE_TOLERANCE {
         return RotationDecision::Rotate(RotationCause::LastSyncInvalid);
     }
-    let rotate_after = policy.rotate_after();
     // A small negative age (clock skew) counts as zero: wait the full period.
     let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
     match rotate_after.checked_sub(age) {
@@ -274,11 +304,40 @@ mod tests {
     }
 
     #[test]
+    fn rotations_come_early_by_a_fixed_fraction_per_name_spread_over_a_tenth() {
+        let p = RotationPolicy::upstream_default();
+        let full = p.rotate_after().as_secs_f64();
+        let shares: Vec<f64> = (0..1000)
+            .map(|i| p.rotate_after_for(&format!("runtime-{i}")).as_secs_f64() / full)
+            .collect();
+        assert!(shares.iter().all(|s| (0.9..=1.0).contains(s)), "{shares:?}");
+        let (low, high) = shares
+            .iter()
+            .fold((1.0_f64, 0.0_f64), |(l, h), s| (l.min(*s), h.max(*s)));
+        assert!(low < 0.905 && high > 0.995, "spread {low}..{high}");
+        // Each tenth of the range holds some names.
+        for tenth in 0..10 {
+            let from = 0.9 + 0.01 * f64::from(tenth);
+            assert!(
+                shares.iter().any(|s| (from..from + 0.01).contains(s)),
+                "no name in {from}..{}",
+                from + 0.01
+            );
+        }
+        assert_eq!(p.rotate_after_for("a"), p.rotate_after_for("a"));
+    }
+
+    #[test]
     fn waits_until_95_percent_of_the_rotation_period() {
         let p = RotationPolicy::upstream_default();
         let synced = "2026-01-01T00:00:00Z";
         assert_eq!(
-            decide(&p, present(synced), false, ts("2026-01-01T10:00:00Z")),
+            decide(
+                p.rotate_after(),
+                present(synced),
+                false,
+                ts("2026-01-01T10:00:00Z")
+            ),
             RotationDecision::Wait {
                 requeue_after: Duration::from_secs(49_248 - 36_000)
             }
@@ -288,14 +347,14 @@ mod tests {
             .checked_add(SignedDuration::from_secs(49_247))
             .unwrap();
         assert!(matches!(
-            decide(&p, present(synced), false, just_before),
+            decide(p.rotate_after(), present(synced), false, just_before),
             RotationDecision::Wait { .. }
         ));
         let at = ts(synced)
             .checked_add(SignedDuration::from_secs(49_248))
             .unwrap();
         assert_eq!(
-            decide(&p, present(synced), false, at),
+            decide(p.rotate_after(), present(synced), false, at),
             RotationDecision::Rotate(RotationCause::Due)
         );
     }
@@ -305,19 +364,24 @@ mod tests {
         let p = RotationPolicy::upstream_default();
         let now = ts("2026-01-01T00:00:00Z");
         assert_eq!(
-            decide(&p, SecretState::Missing, false, now),
+            decide(p.rotate_after(), SecretState::Missing, false, now),
             RotationDecision::Rotate(RotationCause::SecretMissing)
         );
         assert_eq!(
-            decide(&p, SecretState::KeyMissing, true, now),
+            decide(p.rotate_after(), SecretState::KeyMissing, true, now),
             RotationDecision::Rotate(RotationCause::KeyMissing)
         );
         assert_eq!(
-            decide(&p, SecretState::Present { last_sync: None }, false, now),
+            decide(
+                p.rotate_after(),
+                SecretState::Present { last_sync: None },
+                false,
+                now
+            ),
             RotationDecision::Rotate(RotationCause::LastSyncMissing)
         );
         assert_eq!(
-            decide(&p, present("yesterday"), false, now),
+            decide(p.rotate_after(), present("yesterday"), false, now),
             RotationDecision::Rotate(RotationCause::LastSyncInvalid)
         );
     }
@@ -326,7 +390,7 @@ mod tests {
     fn force_rotates_a_fresh_secret_and_counts_as_a_replacement() {
         let p = RotationPolicy::upstream_default();
         let now = ts("2026-01-01T00:00:10Z");
-        let d = decide(&p, present("2026-01-01T00:00:00Z"), true, now);
+        let d = decide(p.rotate_after(), present("2026-01-01T00:00:00Z"), true, now);
         assert_eq!(d, RotationDecision::Rotate(RotationCause::Forced));
         assert!(RotationCause::Forced.replaces_existing());
         assert!(RotationCause::Due.replaces_existing());
@@ -352,18 +416,33 @@ mod tests {
         let p = RotationPolicy::upstream_default();
         let now = ts("2026-01-01T00:00:00Z");
         assert_eq!(
-            decide(&p, present("2026-01-01T00:00:30Z"), false, now),
+            decide(
+                p.rotate_after(),
+                present("2026-01-01T00:00:30Z"),
+                false,
+                now
+            ),
             RotationDecision::Wait {
                 requeue_after: p.rotate_after()
             }
         );
         assert_eq!(
-            decide(&p, present("2026-01-02T00:00:00Z"), false, now),
+            decide(
+                p.rotate_after(),
+                present("2026-01-02T00:00:00Z"),
+                false,
+                now
+            ),
             RotationDecision::Rotate(RotationCause::LastSyncInvalid)
         );
         // Exactly the tolerated skew still waits.
         assert_eq!(
-            decide(&p, present("2026-01-01T00:01:00Z"), false, now),
+            decide(
+                p.rotate_after(),
+                present("2026-01-01T00:01:00Z"),
+                false,
+                now
+            ),
             RotationDecision::Wait {
                 requeue_after: p.rotate_after()
             }
