@@ -43,11 +43,13 @@ pub const FIELD_MANAGER: &str = "kim-runtime-access";
 /// How often to look again while the runtime has no admin kubeconfig yet.
 const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);
 
-/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s, 8 s, then every 15 s (a
-/// runtime that answers again is noticed within 15 s).
+/// Per-object backoff after a failed reconcile: 1 s doubling to 60 s, jittered. A runtime
+/// that answers again is noticed within a minute, which leaves a token due for rotation (at
+/// `--access-rotation-ratio` of its lifetime) time to spare; a hibernated runtime's requests
+/// cost three KCP reads a minute each, not four times that.
 pub const BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(1),
-    cap: Duration::from_secs(15),
+    cap: Duration::from_secs(60),
 };
 
 /// State shared by all reconciles.
@@ -200,7 +202,7 @@ pub fn error_policy(
     error: &Error,
     reconciler: Arc<Reconciler>,
 ) -> Action {
-    let delay = BACKOFF.delay(reconciler.records.failed(&key(&*ra)));
+    let delay = BACKOFF.jittered(reconciler.records.failed(&key(&*ra)), rand::random::<f64>());
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),

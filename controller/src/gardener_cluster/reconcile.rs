@@ -33,7 +33,7 @@ use crate::stored::StatusApart;
 /// Field manager of everything this reconciler applies.
 pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
 
-/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s, 8 s, then every 15 s (a failure
+/// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s, 8 s, then 15 s, each jittered (a failure
 /// here is a Secret or one Gardener call, cheap to retry, so a recovery is noticed soon).
 pub const BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(1),
@@ -226,7 +226,8 @@ pub fn error_policy(
     error: &Error,
     reconciler: Arc<Reconciler>,
 ) -> Action {
-    let delay = BACKOFF.delay(reconciler.records.failed(&key(&*gc)));
+    // Jittered: GardenerClusters that failed together (Gardener down) do not come back together.
+    let delay = BACKOFF.jittered(reconciler.records.failed(&key(&*gc)), rand::random::<f64>());
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),
