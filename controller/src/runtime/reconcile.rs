@@ -850,6 +850,24 @@ fn patch_failure(
             draft.state(RuntimeState::Pending);
             Action::requeue(wait)
         }
+        // Upstream retries a forbidden patch as pending (Gardener answers 403 now and then to
+        // writes that are allowed), and KEB fails an update at once on `Failed`: a forbidden
+        // update stays `Pending`, retried with the refusal backoff, saying why.
+        ApiErrorKind::Permanent if is_forbidden(e) => {
+            let wait = reconciler.gardener_refused(runtime, kind, "patch");
+            tracing::warn!(error = %e, retry_in = ?wait, "{what}; retrying");
+            draft.set(
+                condition::PROVISIONED,
+                CondStatus::Unknown,
+                reason::PROCESSING,
+                format!(
+                    "Shoot is pending for update after forbidden error: {what}: {}",
+                    classify::message(e)
+                ),
+            );
+            draft.state(RuntimeState::Pending);
+            Action::requeue(wait)
+        }
         _ => {
             tracing::warn!(error = %e, "{what}");
             reconciler.back_off(runtime, PERMANENT_RETRY);
@@ -863,6 +881,10 @@ fn patch_failure(
             Action::requeue(PERMANENT_RETRY)
         }
     }
+}
+
+fn is_forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 403)
 }
 
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).

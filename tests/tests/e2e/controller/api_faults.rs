@@ -683,13 +683,13 @@ fn json_admins(admin: &str) -> Value {
 }
 
 /// KEB reports an update done once the Runtime reads `Ready` a few seconds after its spec
-/// change. While Gardener refuses the writes the change needs (here the structured-auth
-/// ConfigMap, written before the Shoot patch), the Runtime must not read `Ready` with the new
-/// generation. On the code before, a "try later" answer kept the state `Ready` and the status
+/// change, and failed once it reads `Failed`. While Gardener refuses the writes the change
+/// needs for now (here the structured-auth ConfigMap, written before the Shoot patch, then the
+/// patch itself with a 403), the Runtime must not read `Ready` with the new generation. On the code before, a "try later" answer kept the state `Ready` and the status
 /// said the new generation was observed: KEB would report the update done with the Shoot
 /// unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_update_gardener_refuses_for_now_is_never_shown_ready() -> Result<()> {
+async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("api-update").await?;
     let id = format!("api-update-{}", &ns[ns.len().saturating_sub(5)..]);
@@ -754,6 +754,75 @@ async fn an_update_gardener_refuses_for_now_is_never_shown_ready() -> Result<()>
     }
     proxy.clear();
     wait_runtime(env, &ns, &id, "Ready for the new generation", |rt| {
+        state(rt) == Some(RuntimeState::Ready)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
+    })
+    .await?;
+
+    // A forbidden Shoot patch: upstream retries it as pending (Gardener answers 403 now and
+    // then to allowed writes), and KEB fails the update on `Failed`. Never `Failed`, never
+    // `Ready` for the new generation while it lasts; on the code before it was `Failed` at once.
+    let shoot_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots/{shoot}");
+    let forbidden = ApiFault::Status {
+        code: 403,
+        reason: "Forbidden".into(),
+        message: format!("shoots.core.gardener.cloud \"{shoot}\" is forbidden: try again"),
+    };
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: shoot_path.clone(),
+        fault: forbidden.clone(),
+        times: None,
+    });
+    let changed = runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json_admins(&format!("{id}-forbidden@myorg.com"))),
+        )
+        .await?;
+    let generation = changed.metadata.generation;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut pending_polls = 0;
+    while pending_polls < 30 {
+        let rt = runtimes.get(&id).await?;
+        let observed = rt.status.as_ref().and_then(|s| s.observed_generation) == generation;
+        if state(&rt) == Some(RuntimeState::Failed)
+            || (observed && state(&rt) == Some(RuntimeState::Ready))
+        {
+            bail!(
+                "a forbidden update shown {:?}: {}",
+                state(&rt),
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        if observed
+            && has_condition(
+                &rt,
+                condition::PROVISIONED,
+                "Unknown",
+                reason::PROCESSING,
+                "Shoot is pending for update after forbidden error",
+            )
+        {
+            pending_polls += 1;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{id}: the forbidden update not shown pending within {TIMEOUT:?}; status: {}",
+                serde_json::to_string_pretty(&rt.status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Retried, not given up: more than one patch was refused.
+    assert!(
+        proxy.served_count("PATCH", &shoot_path, &forbidden) >= 2,
+        "{:?}",
+        proxy.served()
+    );
+    proxy.clear();
+    wait_runtime(env, &ns, &id, "Ready after the forbidden update", |rt| {
         state(rt) == Some(RuntimeState::Ready)
             && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
     })
