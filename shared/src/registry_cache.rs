@@ -346,6 +346,8 @@ pub struct GardenSecret {
     pub dirty: bool,
     /// Labelled as ours ([`LABEL_MANAGED_BY`]).
     pub ours: bool,
+    /// Its `creationTimestamp`.
+    pub created: Option<jiff::Timestamp>,
 }
 
 impl GardenSecret {
@@ -362,32 +364,76 @@ impl GardenSecret {
             runtime_id: runtime_id.clone(),
             dirty: labels.get(LABEL_DIRTY).is_some_and(|v| v == "true"),
             ours,
+            created: None,
         })
     }
 }
 
 /// Per cache UID, the name of its current garden Secret (for the conversion): Secrets of this
-/// Runtime only, never a dirty one.
+/// Runtime only, never a dirty one, and of two the older (then the first by name). A second one
+/// is a duplicate (a create whose answer was lost lands after it was made again); [`unused`]
+/// deletes it. The older one stays current when such a create lands late, so a Shoot patched
+/// with it never references a deleted Secret.
 pub fn secret_names(secrets: &[GardenSecret], runtime_id: &str) -> BTreeMap<String, String> {
-    secrets
-        .iter()
-        .filter(|s| s.ours && !s.dirty && s.runtime_id == runtime_id)
-        .map(|s| (s.cache_uid.clone(), s.name.clone()))
+    let mut current: BTreeMap<&str, &GardenSecret> = BTreeMap::new();
+    for s in current_candidates(secrets, runtime_id) {
+        current
+            .entry(s.cache_uid.as_str())
+            .and_modify(|kept| {
+                if age_order(s) < age_order(kept) {
+                    *kept = s;
+                }
+            })
+            .or_insert(s);
+    }
+    current
+        .into_iter()
+        .map(|(uid, s)| (uid.to_owned(), s.name.clone()))
         .collect()
 }
 
-/// The garden Secrets of this Runtime to delete: replaced ones and those of caches that no
-/// longer reference credentials (upstream's `DeleteUnused`).
+/// Older first, then by name.
+fn age_order(s: &GardenSecret) -> (Option<jiff::Timestamp>, &str) {
+    (s.created, s.name.as_str())
+}
+
+/// The current garden Secret of one cache (the one [`secret_names`] names for it).
+pub fn current<'a>(
+    secrets: &'a [GardenSecret],
+    runtime_id: &'a str,
+    cache_uid: &str,
+) -> Option<&'a GardenSecret> {
+    current_candidates(secrets, runtime_id)
+        .filter(|s| s.cache_uid == cache_uid)
+        .min_by(|a, b| age_order(a).cmp(&age_order(b)))
+}
+
+fn current_candidates<'a>(
+    secrets: &'a [GardenSecret],
+    runtime_id: &'a str,
+) -> impl Iterator<Item = &'a GardenSecret> {
+    secrets
+        .iter()
+        .filter(move |s| s.ours && !s.dirty && s.runtime_id == runtime_id)
+}
+
+/// The garden Secrets of this Runtime to delete: replaced ones, duplicates of a current one,
+/// and those of caches that no longer reference credentials (upstream's `DeleteUnused`).
 pub fn unused<'a>(
     secrets: &'a [GardenSecret],
     runtime_id: &str,
     caches: &[ImageRegistryCache],
 ) -> Vec<&'a str> {
     let wanted: BTreeSet<&str> = with_credentials(caches).map(|c| c.uid.as_str()).collect();
+    let current = secret_names(secrets, runtime_id);
     secrets
         .iter()
         .filter(|s| s.ours && s.runtime_id == runtime_id)
-        .filter(|s| s.dirty || !wanted.contains(s.cache_uid.as_str()))
+        .filter(|s| {
+            s.dirty
+                || !wanted.contains(s.cache_uid.as_str())
+                || current.get(&s.cache_uid) != Some(&s.name)
+        })
         .map(|s| s.name.as_str())
         .collect()
 }
@@ -741,6 +787,7 @@ mod tests {
             runtime_id: rt.into(),
             dirty,
             ours: true,
+            created: None,
         }
     }
 
@@ -780,6 +827,46 @@ mod tests {
             vec!["reg-cache-old", "reg-cache-b"]
         );
         assert_eq!(unused(&secrets, "rt", &[]).len(), 3);
+    }
+
+    #[test]
+    fn of_two_current_secrets_of_a_cache_the_older_is_kept_and_the_other_deleted() {
+        let at = |name: &str, time: &str| GardenSecret {
+            created: Some(time.parse().expect("time")),
+            ..garden(name, "u1", "rt", false)
+        };
+        // The late one sorts first by name: age decides.
+        let secrets = vec![
+            at("reg-cache-b", "2026-12-04T10:00:00Z"),
+            at("reg-cache-a", "2026-12-04T10:00:05Z"),
+        ];
+        assert_eq!(secret_names(&secrets, "rt")["u1"], "reg-cache-b");
+        let caches = vec![cache("team", Some("creds"))];
+        assert_eq!(unused(&secrets, "rt", &caches), vec!["reg-cache-a"]);
+    }
+
+    #[test]
+    fn of_two_current_secrets_of_the_same_age_the_first_by_name_is_kept() {
+        // In either order: the conversion and the clean-up name the same one.
+        for secrets in [
+            vec![
+                garden("reg-cache-b", "u1", "rt", false),
+                garden("reg-cache-a", "u1", "rt", false),
+            ],
+            vec![
+                garden("reg-cache-a", "u1", "rt", false),
+                garden("reg-cache-b", "u1", "rt", false),
+            ],
+        ] {
+            assert_eq!(secret_names(&secrets, "rt")["u1"], "reg-cache-a");
+            assert_eq!(
+                current(&secrets, "rt", "u1").map(|s| s.name.as_str()),
+                Some("reg-cache-a")
+            );
+            let caches = vec![cache("team", Some("creds"))];
+            assert_eq!(unused(&secrets, "rt", &caches), vec!["reg-cache-b"]);
+        }
+        assert!(current(&[], "rt", "u1").is_none());
     }
 
     #[test]

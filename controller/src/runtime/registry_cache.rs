@@ -81,7 +81,9 @@ impl GardenSecrets {
             .items
             .into_iter()
             .filter_map(|s| {
-                let info = GardenSecret::from_labels(&s.name_any(), s.metadata.labels.as_ref()?)?;
+                let mut info =
+                    GardenSecret::from_labels(&s.name_any(), s.metadata.labels.as_ref()?)?;
+                info.created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
                 Some((info, s))
             })
             .collect())
@@ -148,9 +150,8 @@ impl GardenSecrets {
                 })?;
             let data = source.data.unwrap_or_default();
             rc::check_keys(cache, data.iter().map(|(k, v)| (k.as_str(), v.0.len())))?;
-            let current = existing
-                .iter()
-                .find(|(i, _)| !i.dirty && i.cache_uid == cache.uid);
+            let current = rc::current(&infos, runtime_id, &cache.uid)
+                .and_then(|info| existing.iter().find(|(i, _)| i.name == info.name));
             let same = current.is_some_and(|(_, s)| s.data.as_ref() == Some(&data));
             let step = rc::sync_step(current.map(|(i, _)| i), same);
             if let SyncStep::Replace { old } = &step {
