@@ -38,8 +38,13 @@ use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 pub const CONTROLLER: &str = "registry_cache";
 /// Time allowed for one reconcile's calls into the runtime cluster and the KCP.
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Retry after a failed reconcile.
-const RETRY: Duration = Duration::from_secs(30);
+/// Retries after a failed reconcile: 30 s doubling to 10 minutes, jittered. A hibernated or
+/// unreachable cluster costs a timeout per attempt; the runtime watcher's call (the
+/// [`listener`]) brings a changed cluster's caches sooner.
+const BACKOFF: crate::records::Backoff = crate::records::Backoff {
+    first: Duration::from_secs(30),
+    cap: Duration::from_secs(600),
+};
 /// Runtime clusters read at once. Each read may wait [`RECONCILE_TIMEOUT`] for a cluster that
 /// does not answer (hibernated, or dropping packets): one at a time, as upstream does, a few
 /// such clusters would hold back every other Runtime's caches for minutes after each period or
@@ -55,7 +60,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     }
 }
 
-/// A reconcile failed; retried after [`RETRY`].
+/// A reconcile failed; retried with [`BACKOFF`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A call failed.
@@ -101,6 +106,8 @@ fn api(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
 
 struct Reconciler {
     ctx: Arc<Context>,
+    /// Consecutive failures per kubeconfig Secret name (dropped on success).
+    failures: crate::records::Records<()>,
 }
 
 async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
@@ -145,7 +152,10 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
             Some((key, rx))
         }
     });
-    let reconciler = Arc::new(Reconciler { ctx: ctx.clone() });
+    let reconciler = Arc::new(Reconciler {
+        ctx: ctx.clone(),
+        failures: Default::default(),
+    });
     tracing::info!("registry cache controller started");
     let run = Controller::for_stream(secrets, store.clone())
         .with_config(ControllerConfig::default().concurrency(WORKERS))
@@ -188,19 +198,28 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     )
     .await
     {
-        Ok(Ok(true)) if !period.is_zero() => Ok(Action::requeue(period)),
+        // Jittered by up to a tenth either way: the reads of clusters whose Secrets were
+        // listed together (every one after a start) spread over the period.
+        Ok(Ok(true)) if !period.is_zero() => Ok(Action::requeue(
+            period.mul_f64(0.9 + 0.2 * rand::random::<f64>()),
+        )),
         Ok(Ok(_)) => Ok(Action::await_change()),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(Error::Timeout),
     };
     ctx.metrics
         .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
+    if result.is_ok() {
+        reconciler.failures.forget(&secret.name_any());
+    }
     result
 }
 
-fn error_policy(secret: Arc<Secret>, err: &Error, _: Arc<Reconciler>) -> Action {
-    tracing::warn!(secret = %secret.name_any(), error = %err, retry_in = ?RETRY, "registry cache: reconcile failed; retrying");
-    Action::requeue(RETRY)
+fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
+    let failures = reconciler.failures.failed(&secret.name_any());
+    let retry_in = BACKOFF.jittered(failures, rand::random::<f64>());
+    tracing::warn!(secret = %secret.name_any(), error = %err, ?retry_in, "registry cache: reconcile failed; retrying");
+    Action::requeue(retry_in)
 }
 
 /// Reads the runtime cluster's configuration into the Runtime. `false`: there is no Runtime to
