@@ -1,11 +1,15 @@
 //! Clients for the shoot clusters, built from the runtimes' admin kubeconfig Secrets and kept
 //! while a Secret is unchanged (same `resourceVersion`), so reconciles of several
 //! RuntimeAccesses of one runtime, and later reconciles of the same one, reuse one client and
-//! its connections. Every request through such a client is counted in
+//! its connections. A client unused for [`IDLE`] goes at the next build: most runtimes need
+//! theirs once per token rotation, and a client with its TLS configuration and connection pool
+//! is tens of KiB, so keeping one per runtime would grow with the fleet (10,000 runtimes:
+//! hundreds of MiB). Every request through such a client is counted in
 //! `infrastructure_manager_im_runtime_access_shoot_requests_total{method,code}`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::client::ClientBuilder;
 use prometheus_client::metrics::counter::Counter;
@@ -14,6 +18,9 @@ use prometheus_client::registry::Registry;
 
 use super::kubeconfig::{ClusterEndpoint, cluster_endpoint};
 use crate::metrics::{CountLayer, RequestLabels};
+
+/// How long a cached client may go unused before it is dropped.
+pub const IDLE: Duration = Duration::from_secs(600);
 
 /// Metrics of the shoot clients.
 #[derive(Default)]
@@ -85,6 +92,7 @@ struct Cached {
     /// released (a runtime deleted after its RuntimeAccesses never has its Secret looked up
     /// again, so nothing else would drop its client).
     users: BTreeSet<String>,
+    last_used: Instant,
 }
 
 /// Shoot clients by admin kubeconfig Secret.
@@ -92,6 +100,7 @@ pub struct ShootClients {
     cache: Mutex<HashMap<(String, String), Cached>>,
     metrics: Arc<ShootMetrics>,
     timeout: std::time::Duration,
+    idle: Duration,
 }
 
 impl ShootClients {
@@ -102,6 +111,7 @@ impl ShootClients {
             cache: Mutex::default(),
             metrics,
             timeout,
+            idle: IDLE,
         }
     }
 
@@ -123,6 +133,7 @@ impl ShootClients {
             && hit.resource_version == rv
         {
             hit.users.insert(user.to_owned());
+            hit.last_used = Instant::now();
             return Ok(hit.access.clone());
         }
         let access = self.build(secret.kubeconfig).await?;
@@ -133,6 +144,8 @@ impl ShootClients {
         );
         if let Some(rv) = secret.resource_version {
             let mut cache = self.lock();
+            let now = Instant::now();
+            cache.retain(|_, c| now.duration_since(c.last_used) < self.idle);
             let mut users = cache.remove(&key).map(|c| c.users).unwrap_or_default();
             users.insert(user.to_owned());
             cache.insert(
@@ -141,6 +154,7 @@ impl ShootClients {
                     resource_version: rv.to_owned(),
                     access: access.clone(),
                     users,
+                    last_used: now,
                 },
             );
         }
@@ -276,6 +290,33 @@ users:
         assert_eq!(metrics.clients_built.get(), 2, "kept for ra-2");
         clients.release("ra-2");
         assert_eq!(clients.len(), 0, "no RuntimeAccess uses it any more");
+    }
+
+    #[tokio::test]
+    async fn an_idle_client_goes_at_the_next_build() {
+        let metrics = Arc::new(ShootMetrics::default());
+        let mut clients = ShootClients::new(metrics.clone(), std::time::Duration::from_secs(5));
+        clients.idle = Duration::from_millis(50);
+        clients
+            .get(&secret(Some("1"), ADMIN), "ra-1")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let other = AdminSecret {
+            name: "kubeconfig-rt-2",
+            ..secret(Some("1"), ADMIN)
+        };
+        clients.get(&other, "ra-2").await.unwrap();
+        assert_eq!(clients.len(), 1, "the idle client of rt-1 is gone");
+        assert_eq!(clients.users(), ["ra-2"]);
+        // Used within the idle time: kept.
+        clients.idle = Duration::from_secs(600);
+        clients
+            .get(&secret(Some("1"), ADMIN), "ra-1")
+            .await
+            .unwrap();
+        assert_eq!(clients.len(), 2);
+        assert_eq!(metrics.clients_built.get(), 3);
     }
 
     #[tokio::test]
