@@ -907,21 +907,27 @@ impl Reconciler {
 
     /// Writes the status once (server-side apply on `/status`) if it changed, publishes one
     /// Event per changed condition and refreshes the state metric.
+    /// Writes the draft as the Runtime's status, nothing else (no Event, no metric).
+    async fn apply_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
+        let body = json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "Runtime",
+            "status": draft.new,
+        });
+        self.runtimes(runtime)
+            .patch_status(
+                &runtime.name_any(),
+                &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map_err(|e| Error::api("write the Runtime status", e))?;
+        Ok(())
+    }
+
     async fn write_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
         if draft.changed() {
-            let body = json!({
-                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-                "kind": "Runtime",
-                "status": draft.new,
-            });
-            self.runtimes(runtime)
-                .patch_status(
-                    &runtime.name_any(),
-                    &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
-                    &Patch::Apply(body),
-                )
-                .await
-                .map_err(|e| Error::api("write the Runtime status", e))?;
+            self.apply_status(runtime, draft).await?;
             if draft.completes_provisioning()
                 && let Some(created) = runtime.metadata.creation_timestamp.as_ref()
             {

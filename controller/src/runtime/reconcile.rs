@@ -69,9 +69,13 @@ pub async fn apply(
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
 
-    let decision = should_patch(&patch_facts(reconciler, runtime, &shoot, draft));
+    let facts = patch_facts(reconciler, runtime, &shoot, draft);
+    let decision = should_patch(&facts);
     match decision {
         PatchDecision::Patch(why) => {
+            if update_asked(runtime, &facts) {
+                begin_update(reconciler, runtime, draft).await?;
+            }
             return patch_shoot(reconciler, runtime, &shoot, draft, why).await;
         }
         PatchDecision::Suspended => {
@@ -124,6 +128,38 @@ pub async fn apply(
         }
     }
     cluster::after_provisioned(reconciler, runtime, &shoot, draft).await
+}
+
+/// Whether the Runtime's spec changed since its Shoot was last patched, and its status does
+/// not describe that generation yet: an update KEB waits for. (A force-patch of a Runtime whose
+/// Shoot carries its generation, as after taking over from upstream, is none.)
+fn update_asked(runtime: &Runtime, facts: &PatchFacts) -> bool {
+    let observed = runtime.status.as_ref().and_then(|s| s.observed_generation);
+    facts.applied.is_none_or(|a| a < facts.generation) && observed != Some(facts.generation)
+}
+
+/// KEB takes `Ready` a few seconds (4 s) after a spec change for "update done": until a patch
+/// carries the new generation, the Runtime is `Pending`, whichever later step fails or waits,
+/// and a `Ready` one says so before the Gardener calls, which may take longer. The status write
+/// at the end of the pass publishes the Events of the whole pass.
+async fn begin_update(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+) -> Result<(), Error> {
+    let was_ready = draft.current_state() == RuntimeState::Ready;
+    draft.state(RuntimeState::Pending);
+    if was_ready {
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::PROCESSING,
+            "Shoot is pending for update",
+        );
+        draft.observed();
+        reconciler.apply_status(runtime, draft).await?;
+    }
+    Ok(())
 }
 
 async fn ensure_finalizer(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), Error> {
@@ -703,11 +739,6 @@ async fn patch_shoot(
     why: &'static str,
 ) -> Result<Action, Error> {
     tracing::info!(why, "patching Shoot");
-    // KEB takes `Ready` after a spec change for "update done": until a patch carries the new
-    // generation, a Runtime is not Ready for it, whichever step below fails or waits.
-    if runtime.status.as_ref().and_then(|s| s.observed_generation) != runtime.metadata.generation {
-        draft.state(RuntimeState::Pending);
-    }
     // The watch cache holds a slim Shoot; the conversion and the full-update decision need
     // the whole live object (and a fresh one is the better base for a patch anyway).
     let live = match reconciler.get_shoot_live(&cached.name_any()).await {

@@ -10,7 +10,7 @@
 //! of its own whose threads write there, so other tests of the process do not); every test
 //! here injects transient faults only, so that buffer must not hold a single `ERROR` line.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::LogBuffer;
@@ -19,7 +19,7 @@ use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
 use kim_tests::controller::*;
-use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
 use kim_tests::fixtures::PROJECT_NAMESPACE;
 use kim_tests::testenv::TestEnv;
 use kube::Api;
@@ -823,6 +823,56 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
     );
     proxy.clear();
     wait_runtime(env, &ns, &id, "Ready after the forbidden update", |rt| {
+        state(rt) == Some(RuntimeState::Ready)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
+    })
+    .await?;
+
+    // Gardener slow to answer the patch: KEB reads the Runtime 4 s after its change and must
+    // find it `Pending`, not the `Ready` of before. On the code before, the status was written
+    // only once the patch was answered.
+    let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answering = answered.clone();
+    let slow = ApiFault::Respond(Responder(Arc::new(move |_| {
+        std::thread::sleep(Duration::from_secs(6));
+        answering.store(true, std::sync::atomic::Ordering::SeqCst);
+        ProxyResponse {
+            status: 504,
+            body: serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "the request timed out", "reason": "Timeout", "code": 504})
+            .to_string()
+            .into_bytes(),
+        }
+    })));
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: shoot_path.clone(),
+        fault: slow.clone(),
+        times: None,
+    });
+    let changed = runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json_admins(&format!("{id}-slow@myorg.com"))),
+        )
+        .await?;
+    let generation = changed.metadata.generation;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rt = runtimes.get(&id).await?;
+    anyhow::ensure!(
+        state(&rt) == Some(RuntimeState::Pending)
+            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation,
+        "3 s after an update whose Shoot patch is not answered yet: {}",
+        serde_json::to_string_pretty(&rt.status)?
+    );
+    anyhow::ensure!(
+        proxy.served_count("PATCH", &shoot_path, &slow) >= 1
+            && !answered.load(std::sync::atomic::Ordering::SeqCst),
+        "the patch was not sent yet, or answered already: the check says nothing"
+    );
+    proxy.clear();
+    wait_runtime(env, &ns, &id, "Ready after the slow update", |rt| {
         state(rt) == Some(RuntimeState::Ready)
             && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
     })
