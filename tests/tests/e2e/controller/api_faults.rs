@@ -685,9 +685,10 @@ fn json_admins(admin: &str) -> Value {
 /// KEB reports an update done once the Runtime reads `Ready` a few seconds after its spec
 /// change, and failed once it reads `Failed`. While Gardener refuses the writes the change
 /// needs for now (here the structured-auth ConfigMap, written before the Shoot patch, then the
-/// patch itself with a 403), the Runtime must not read `Ready` with the new generation. On the code before, a "try later" answer kept the state `Ready` and the status
-/// said the new generation was observed: KEB would report the update done with the Shoot
-/// unchanged.
+/// patch itself with a 403), the Runtime must not read `Ready` with the new generation.
+/// On the code before, a "try later" answer kept the state `Ready` and the status said the new
+/// generation was observed (KEB would report the update done with the Shoot unchanged), and a
+/// 403 on the patch made it `Failed` at once (upstream retries it as pending).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -703,130 +704,58 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let update = Update {
+        proxy: &proxy,
+        runtimes: &runtimes,
+        id: &id,
+    };
 
+    // The structured-auth ConfigMap refused: Pending once the new generation is observed.
     let config_map_path =
         format!("/namespaces/{PROJECT_NAMESPACE}/configmaps/structured-auth-config-{shoot}");
     let unavailable = ApiFault::ServerError(503);
-    proxy.inject(Rule {
-        method: None,
-        path_contains: config_map_path.clone(),
-        fault: unavailable.clone(),
-        times: None,
-    });
-    let admin = format!("{id}-update@myorg.com");
-    let changed = runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json_admins(&admin)),
-        )
+    let generation = update
+        .with_fault(None, &config_map_path, &unavailable, "cm")
         .await?;
-    let generation = changed.metadata.generation;
+    update
+        .never_ready_nor_failed(generation, 1, |rt| {
+            state(rt) == Some(RuntimeState::Pending)
+                && proxy
+                    .served()
+                    .iter()
+                    .any(|s| s.path.contains(&config_map_path) && s.fault == unavailable)
+        })
+        .await?;
+    update.ready_after_clearing(env, &ns, generation).await?;
 
-    // Every status while the ConfigMap is refused: never Ready for the new generation, and
-    // Pending once that generation is observed.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        let rt = runtimes.get(&id).await?;
-        let observed = rt.status.as_ref().and_then(|s| s.observed_generation) == generation;
-        if observed && state(&rt) == Some(RuntimeState::Ready) {
-            bail!(
-                "Ready for the new generation while Gardener refused the update: {}",
-                serde_json::to_string_pretty(&rt.status)?
-            );
-        }
-        if observed
-            && state(&rt) == Some(RuntimeState::Pending)
-            && proxy
-                .served()
-                .iter()
-                .any(|s| s.path.contains(&config_map_path) && s.fault == unavailable)
-        {
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "{id}: the refused update not shown Pending within {TIMEOUT:?}; status: {}",
-                serde_json::to_string_pretty(&rt.status)?
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    proxy.clear();
-    wait_runtime(env, &ns, &id, "Ready for the new generation", |rt| {
-        state(rt) == Some(RuntimeState::Ready)
-            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
-    })
-    .await?;
-
-    // A forbidden Shoot patch: upstream retries it as pending (Gardener answers 403 now and
-    // then to allowed writes), and KEB fails the update on `Failed`. Never `Failed`, never
-    // `Ready` for the new generation while it lasts; on the code before it was `Failed` at once.
+    // A forbidden Shoot patch: retried as pending, saying so, for 30 polls (6 s).
     let shoot_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots/{shoot}");
     let forbidden = ApiFault::Status {
         code: 403,
         reason: "Forbidden".into(),
         message: format!("shoots.core.gardener.cloud \"{shoot}\" is forbidden: try again"),
     };
-    proxy.inject(Rule {
-        method: Some("PATCH".into()),
-        path_contains: shoot_path.clone(),
-        fault: forbidden.clone(),
-        times: None,
-    });
-    let changed = runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json_admins(&format!("{id}-forbidden@myorg.com"))),
-        )
+    let generation = update
+        .with_fault(Some("PATCH"), &shoot_path, &forbidden, "forbidden")
         .await?;
-    let generation = changed.metadata.generation;
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let mut pending_polls = 0;
-    while pending_polls < 30 {
-        let rt = runtimes.get(&id).await?;
-        let observed = rt.status.as_ref().and_then(|s| s.observed_generation) == generation;
-        if state(&rt) == Some(RuntimeState::Failed)
-            || (observed && state(&rt) == Some(RuntimeState::Ready))
-        {
-            bail!(
-                "a forbidden update shown {:?}: {}",
-                state(&rt),
-                serde_json::to_string_pretty(&rt.status)?
-            );
-        }
-        if observed
-            && has_condition(
-                &rt,
+    update
+        .never_ready_nor_failed(generation, 30, |rt| {
+            has_condition(
+                rt,
                 condition::PROVISIONED,
                 "Unknown",
                 reason::PROCESSING,
                 "Shoot is pending for update after forbidden error",
             )
-        {
-            pending_polls += 1;
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "{id}: the forbidden update not shown pending within {TIMEOUT:?}; status: {}",
-                serde_json::to_string_pretty(&rt.status)?
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        })
+        .await?;
     // Retried, not given up: more than one patch was refused.
     assert!(
         proxy.served_count("PATCH", &shoot_path, &forbidden) >= 2,
         "{:?}",
         proxy.served()
     );
-    proxy.clear();
-    wait_runtime(env, &ns, &id, "Ready after the forbidden update", |rt| {
-        state(rt) == Some(RuntimeState::Ready)
-            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
-    })
-    .await?;
+    update.ready_after_clearing(env, &ns, generation).await?;
 
     // Gardener slow to answer the patch: KEB reads the Runtime 4 s after its change and must
     // find it `Pending`, not the `Ready` of before. On the code before, the status was written
@@ -844,20 +773,9 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
             .into_bytes(),
         }
     })));
-    proxy.inject(Rule {
-        method: Some("PATCH".into()),
-        path_contains: shoot_path.clone(),
-        fault: slow.clone(),
-        times: None,
-    });
-    let changed = runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json_admins(&format!("{id}-slow@myorg.com"))),
-        )
+    let generation = update
+        .with_fault(Some("PATCH"), &shoot_path, &slow, "slow")
         .await?;
-    let generation = changed.metadata.generation;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rt = runtimes.get(&id).await?;
     anyhow::ensure!(
@@ -871,12 +789,96 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
             && !answered.load(std::sync::atomic::Ordering::SeqCst),
         "the patch was not sent yet, or answered already: the check says nothing"
     );
-    proxy.clear();
-    wait_runtime(env, &ns, &id, "Ready after the slow update", |rt| {
-        state(rt) == Some(RuntimeState::Ready)
-            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
-    })
-    .await?;
+    update.ready_after_clearing(env, &ns, generation).await?;
     ctl.stop().await;
     Ok(())
+}
+
+/// One Runtime updated while the proxy answers one Gardener call with a fault.
+struct Update<'a> {
+    proxy: &'a FaultProxy,
+    runtimes: &'a Api<Runtime>,
+    id: &'a str,
+}
+
+impl Update<'_> {
+    /// Injects `fault` for `path`, then changes the Runtime's administrators (a new
+    /// generation); returns that generation.
+    async fn with_fault(
+        &self,
+        method: Option<&str>,
+        path: &str,
+        fault: &ApiFault,
+        admin: &str,
+    ) -> Result<Option<i64>> {
+        self.proxy.inject(Rule {
+            method: method.map(str::to_owned),
+            path_contains: path.to_owned(),
+            fault: fault.clone(),
+            times: None,
+        });
+        let admin = format!("{}-{admin}@myorg.com", self.id);
+        let changed = self
+            .runtimes
+            .patch(
+                self.id,
+                &PatchParams::default(),
+                &Patch::Merge(json_admins(&admin)),
+            )
+            .await?;
+        Ok(changed.metadata.generation)
+    }
+
+    /// Polls every 200 ms: never `Failed`, never `Ready` for `generation`, until `shown` held
+    /// `polls` times with `generation` observed.
+    async fn never_ready_nor_failed(
+        &self,
+        generation: Option<i64>,
+        polls: u32,
+        shown: impl Fn(&Runtime) -> bool,
+    ) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        let mut seen = 0;
+        while seen < polls {
+            let rt = self.runtimes.get(self.id).await?;
+            let observed = rt.status.as_ref().and_then(|s| s.observed_generation) == generation;
+            if state(&rt) == Some(RuntimeState::Failed)
+                || (observed && state(&rt) == Some(RuntimeState::Ready))
+            {
+                bail!(
+                    "an update Gardener refused for now shown {:?}: {}",
+                    state(&rt),
+                    serde_json::to_string_pretty(&rt.status)?
+                );
+            }
+            if observed && shown(&rt) {
+                seen += 1;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "{}: the refused update not shown within {TIMEOUT:?}; status: {}",
+                    self.id,
+                    serde_json::to_string_pretty(&rt.status)?
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
+    /// Clears the faults and waits for `Ready` for `generation`.
+    async fn ready_after_clearing(
+        &self,
+        env: &TestEnv,
+        ns: &str,
+        generation: Option<i64>,
+    ) -> Result<()> {
+        self.proxy.clear();
+        wait_runtime(env, ns, self.id, "Ready for the new generation", |rt| {
+            state(rt) == Some(RuntimeState::Ready)
+                && rt.status.as_ref().and_then(|s| s.observed_generation) == generation
+        })
+        .await?;
+        Ok(())
+    }
 }
