@@ -369,11 +369,11 @@ impl GardenSecret {
     }
 }
 
-/// Per cache UID, the name of its current garden Secret (for the conversion): Secrets of this
-/// Runtime only, never a dirty one, and of two the older (then the first by name). A second one
-/// is a duplicate (a create whose answer was lost lands after it was made again); [`unused`]
-/// deletes it. The older one stays current when such a create lands late, so a Shoot patched
-/// with it never references a deleted Secret.
+/// Per cache UID, the name of its current garden Secret (for the conversion and the sync): Secrets
+/// of this Runtime only, never a dirty one, and of two the older (then the first by name). A
+/// second one is a duplicate (a create whose answer was lost lands after it was made again);
+/// it stays until the sync replaces the current one or the Runtime goes, because a Shoot
+/// patched between the two creates may reference either.
 pub fn secret_names(secrets: &[GardenSecret], runtime_id: &str) -> BTreeMap<String, String> {
     let mut current: BTreeMap<&str, &GardenSecret> = BTreeMap::new();
     for s in current_candidates(secrets, runtime_id) {
@@ -417,23 +417,18 @@ fn current_candidates<'a>(
         .filter(move |s| s.ours && !s.dirty && s.runtime_id == runtime_id)
 }
 
-/// The garden Secrets of this Runtime to delete: replaced ones, duplicates of a current one,
-/// and those of caches that no longer reference credentials (upstream's `DeleteUnused`).
+/// The garden Secrets of this Runtime to delete: replaced ones and those of caches that no
+/// longer reference credentials (upstream's `DeleteUnused`).
 pub fn unused<'a>(
     secrets: &'a [GardenSecret],
     runtime_id: &str,
     caches: &[ImageRegistryCache],
 ) -> Vec<&'a str> {
     let wanted: BTreeSet<&str> = with_credentials(caches).map(|c| c.uid.as_str()).collect();
-    let current = secret_names(secrets, runtime_id);
     secrets
         .iter()
         .filter(|s| s.ours && s.runtime_id == runtime_id)
-        .filter(|s| {
-            s.dirty
-                || !wanted.contains(s.cache_uid.as_str())
-                || current.get(&s.cache_uid) != Some(&s.name)
-        })
+        .filter(|s| s.dirty || !wanted.contains(s.cache_uid.as_str()))
         .map(|s| s.name.as_str())
         .collect()
 }
@@ -830,7 +825,7 @@ mod tests {
     }
 
     #[test]
-    fn of_two_current_secrets_of_a_cache_the_older_is_kept_and_the_other_deleted() {
+    fn of_two_current_secrets_of_a_cache_the_older_is_current_and_neither_deleted() {
         let at = |name: &str, time: &str| GardenSecret {
             created: Some(time.parse().expect("time")),
             ..garden(name, "u1", "rt", false)
@@ -841,8 +836,12 @@ mod tests {
             at("reg-cache-a", "2026-12-04T10:00:05Z"),
         ];
         assert_eq!(secret_names(&secrets, "rt")["u1"], "reg-cache-b");
+        assert_eq!(
+            current(&secrets, "rt", "u1").map(|s| s.name.as_str()),
+            Some("reg-cache-b")
+        );
         let caches = vec![cache("team", Some("creds"))];
-        assert_eq!(unused(&secrets, "rt", &caches), vec!["reg-cache-a"]);
+        assert!(unused(&secrets, "rt", &caches).is_empty());
     }
 
     #[test]
@@ -863,8 +862,6 @@ mod tests {
                 current(&secrets, "rt", "u1").map(|s| s.name.as_str()),
                 Some("reg-cache-a")
             );
-            let caches = vec![cache("team", Some("creds"))];
-            assert_eq!(unused(&secrets, "rt", &caches), vec!["reg-cache-b"]);
         }
         assert!(current(&[], "rt", "u1").is_none());
     }

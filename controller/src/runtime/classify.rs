@@ -112,6 +112,11 @@ pub fn classify(err: &kube::Error) -> ApiErrorKind {
     }
 }
 
+/// Whether the answer is a 403 (whatever its [`classify`]).
+pub fn is_forbidden(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 403)
+}
+
 /// Whether a write that failed with `err` may still have been stored: no answer at all (a
 /// timeout, a broken connection), or the apiserver's own timeout (504, "may still be
 /// processing the request") or an internal error (500: storage can time out after it wrote).

@@ -535,26 +535,17 @@ async fn prepare(
     Ok(converted)
 }
 
+/// Whether the Runtime's status was written for this Shoot (see
+/// [`super::status::of_an_earlier_shoot`]). A Shoot made anew after the last status write (its
+/// write lost to a crash or a refusal) is a new cluster that the steps after provisioning have
+/// not set up.
+fn status_is_of(runtime: &Runtime, shoot: &Shoot) -> bool {
+    !super::status::of_an_earlier_shoot(runtime.status.as_ref(), shoot)
+}
+
 /// A Ready status written by upstream KIM (it sets no `observedGeneration`) whose Shoot is not
 /// mid-reconcile (upstream's restart guard: a newer generation than Gardener observed, or a
 /// last operation that is still pending or processing).
-/// Whether the Runtime's status was written for this Shoot: the Shoot operation it reports
-/// ended no earlier than the Shoot was created. A Shoot made anew after the last status write
-/// (its write lost to a crash or a refusal) is a new cluster that the steps after provisioning
-/// have not set up; a status without either time says nothing.
-fn status_is_of(runtime: &Runtime, shoot: &Shoot) -> bool {
-    let reported = runtime
-        .status
-        .as_ref()
-        .and_then(|s| s.shoot_last_operation.as_ref())
-        .map(|op| op.last_update_time.0);
-    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    match (reported, created) {
-        (Some(reported), Some(created)) => reported >= created,
-        _ => true,
-    }
-}
-
 fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
     let upstream_ready = runtime
         .status
@@ -738,6 +729,10 @@ async fn patch_shoot(
     draft: &mut StatusDraft,
     why: &'static str,
 ) -> Result<Action, Error> {
+    // Gardener refused this Runtime's last write for now: no patch before the hold ends.
+    if let Some(wait) = reconciler.busy_hold(runtime) {
+        return Ok(Action::requeue(wait));
+    }
     tracing::info!(why, "patching Shoot");
     // The watch cache holds a slim Shoot; the conversion and the full-update decision need
     // the whole live object (and a fresh one is the better base for a patch anyway).
@@ -845,77 +840,54 @@ fn patch_failure(
     e: &kube::Error,
 ) -> Action {
     let kind = classify::classify(e);
-    match kind {
-        ApiErrorKind::Conflict => {
-            tracing::info!(error = %e, "conflict while writing the Shoot; retrying");
-            draft.set(
-                condition::PROVISIONED,
-                CondStatus::Unknown,
-                reason::PROCESSING,
-                "Shoot is pending for update after conflict error",
-            );
-            draft.state(RuntimeState::Pending);
-            Action::requeue(Duration::from_secs(1))
-        }
-        ApiErrorKind::Busy | ApiErrorKind::Transient => {
-            let wait = reconciler.gardener_refused(runtime, kind, "patch");
-            let busy = kind == ApiErrorKind::Busy;
-            tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
-            draft.set(
-                condition::PROVISIONED,
-                CondStatus::Unknown,
-                if busy {
-                    reason::GARDENER_BUSY
-                } else {
-                    reason::PROCESSING
-                },
-                if busy {
-                    format!(
-                        "Gardener is busy, retrying: {what}: {}",
-                        classify::message(e)
-                    )
-                } else {
-                    format!("{what}: {}", classify::message(e))
-                },
-            );
-            draft.state(RuntimeState::Pending);
-            Action::requeue(wait)
-        }
+    if kind == ApiErrorKind::Conflict {
+        tracing::info!(error = %e, "conflict while writing the Shoot; retrying");
+        draft.set(
+            condition::PROVISIONED,
+            CondStatus::Unknown,
+            reason::PROCESSING,
+            "Shoot is pending for update after conflict error",
+        );
+        draft.state(RuntimeState::Pending);
+        return Action::requeue(Duration::from_secs(1));
+    }
+    let cause = classify::message(e);
+    let retried = match kind {
+        ApiErrorKind::Busy => Some((
+            reason::GARDENER_BUSY,
+            format!("Gardener is busy, retrying: {what}: {cause}"),
+        )),
+        ApiErrorKind::Transient => Some((reason::PROCESSING, format!("{what}: {cause}"))),
         // Upstream retries a forbidden patch as pending (Gardener answers 403 now and then to
-        // writes that are allowed), and KEB fails an update at once on `Failed`: a forbidden
-        // update stays `Pending`, retried with the refusal backoff, saying why.
-        ApiErrorKind::Permanent if is_forbidden(e) => {
+        // writes that are allowed), and KEB fails an update at once on `Failed`.
+        ApiErrorKind::Permanent if classify::is_forbidden(e) => Some((
+            reason::PROCESSING,
+            format!("Shoot is pending for update after forbidden error: {what}: {cause}"),
+        )),
+        _ => None,
+    };
+    match retried {
+        Some((why, message)) => {
+            // Held until then: no patch of this Runtime before (see `patch_shoot`).
             let wait = reconciler.gardener_refused(runtime, kind, "patch");
-            tracing::warn!(error = %e, retry_in = ?wait, "{what}; retrying");
-            draft.set(
-                condition::PROVISIONED,
-                CondStatus::Unknown,
-                reason::PROCESSING,
-                format!(
-                    "Shoot is pending for update after forbidden error: {what}: {}",
-                    classify::message(e)
-                ),
-            );
+            tracing::info!(error = %e, retry_in = ?wait, "{what}; retrying");
+            draft.set(condition::PROVISIONED, CondStatus::Unknown, why, message);
             draft.state(RuntimeState::Pending);
             Action::requeue(wait)
         }
-        _ => {
+        None => {
             tracing::warn!(error = %e, "{what}");
             reconciler.back_off(runtime, PERMANENT_RETRY);
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::False,
                 reason::PROCESSING_ERR,
-                format!("{what}: {}", classify::message(e)),
+                format!("{what}: {cause}"),
             );
             draft.state(RuntimeState::Failed);
             Action::requeue(PERMANENT_RETRY)
         }
     }
-}
-
-fn is_forbidden(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(status) if status.code == 403)
 }
 
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).

@@ -49,6 +49,19 @@ pub struct StatusDraft {
     pub new: RuntimeStatus,
     generation: Option<i64>,
     now: Time,
+    /// The stored status reports an operation of an earlier Shoot than the one copied in.
+    another_shoot: bool,
+}
+
+/// Whether `status` reports an operation of a Shoot older than `shoot`: the last operation it
+/// holds was updated before `shoot` was created (a Shoot made anew since). Both times have
+/// whole seconds; a status or Shoot without its time says nothing.
+pub fn of_an_earlier_shoot(status: Option<&RuntimeStatus>, shoot: &Shoot) -> bool {
+    let reported = status
+        .and_then(|s| s.shoot_last_operation.as_ref())
+        .map(|op| op.last_update_time.0);
+    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    matches!((reported, created), (Some(reported), Some(created)) if reported < created)
 }
 
 impl StatusDraft {
@@ -60,6 +73,7 @@ impl StatusDraft {
             old,
             generation: runtime.metadata.generation,
             now: Time(now),
+            another_shoot: false,
         }
     }
 
@@ -140,6 +154,7 @@ impl StatusDraft {
 
     /// Copies the Shoot's last operation and errors.
     pub fn shoot(&mut self, shoot: Option<&Shoot>) {
+        self.another_shoot = shoot.is_some_and(|s| of_an_earlier_shoot(Some(&self.old), s));
         let st = shoot.and_then(|s| s.status.as_ref());
         self.new.shoot_last_operation = st.and_then(|s| s.last_operation.clone());
         self.new.shoot_last_errors = st
@@ -152,10 +167,15 @@ impl StatusDraft {
     /// every few seconds (a Shoot's creation, every maintenance reconcile); a Runtime status
     /// write for each step would multiply the control plane's writes by the number of steps.
     /// `status.shootLastOperation` therefore follows the operation's type and state, and takes
-    /// the current progress along whenever the status is written for another reason.
+    /// the current progress along whenever the status is written for another reason. An
+    /// operation of a Shoot made anew is always written: until then the status says it
+    /// describes the earlier Shoot.
     pub fn changed(&self) -> bool {
         if self.old == self.new {
             return false;
+        }
+        if self.another_shoot {
+            return true;
         }
         let same_operation = match (
             &self.old.shoot_last_operation,
@@ -348,6 +368,20 @@ mod tests {
         let mut d = StatusDraft::new(&stored, t("2026-01-01T00:10:00Z"));
         d.shoot(None);
         assert!(d.changed(), "a Shoot gone is written");
+
+        // The same operation and state, of a Shoot made anew after the stored one: written,
+        // else the status kept saying it describes the earlier Shoot.
+        let mut anew = shoot(op("Create", "Processing", 40, "2026-01-01T01:00:05Z"));
+        anew.metadata.creation_timestamp = Some(Time(t("2026-01-01T01:00:00Z")));
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T01:00:05Z"));
+        d.shoot(Some(&anew));
+        assert!(d.changed(), "an operation of a Shoot made anew is written");
+        // The stored Shoot itself, further on: not written.
+        let mut same = shoot(step.clone());
+        same.metadata.creation_timestamp = Some(Time(t("2025-12-31T23:59:59Z")));
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:06Z"));
+        d.shoot(Some(&same));
+        assert!(!d.changed());
     }
 
     #[test]
