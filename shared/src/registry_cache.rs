@@ -846,7 +846,7 @@ mod tests {
 
     #[test]
     fn of_two_current_secrets_of_the_same_age_the_first_by_name_is_kept() {
-        // In either order: the conversion and the clean-up name the same one.
+        // In either order: the conversion and the sync name the same one.
         for secrets in [
             vec![
                 garden("reg-cache-b", "u1", "rt", false),

@@ -116,12 +116,7 @@ pub async fn after_provisioned(
     let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
-        runtime_cluster_client(
-            &reconciler.ctx,
-            &runtime.namespace().unwrap_or_default(),
-            &runtime_id,
-            created,
-        ),
+        reconciler.runtime_cluster_client(runtime, &runtime_id, created),
     )
     .await
     {
@@ -486,17 +481,19 @@ pub enum SkrError {
 }
 
 impl Reconciler {
-    /// A client for the Runtime's cluster.
+    /// A client for the Runtime's cluster; with `shoot_created`, none from a kubeconfig signed
+    /// before then ([`SkrError::SignedBeforeShoot`]).
     pub async fn runtime_cluster_client(
         &self,
         runtime: &Runtime,
         runtime_id: &str,
+        shoot_created: Option<jiff::Timestamp>,
     ) -> Result<kube::Client, SkrError> {
         runtime_cluster_client(
             &self.ctx,
             &runtime.namespace().unwrap_or_default(),
             runtime_id,
-            None,
+            shoot_created,
         )
         .await
     }

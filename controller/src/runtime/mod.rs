@@ -491,7 +491,21 @@ async fn reconcile_inner(
             }
         }
     } else {
-        reconcile::apply(reconciler, runtime, shoot, &mut draft).await?
+        match reconcile::apply(reconciler, runtime, shoot, &mut draft).await {
+            Ok(action) => action,
+            Err(e) => {
+                // A new state already written (an update taken up) is published with its
+                // Events and state series even when a later step of the pass fails.
+                let stored = runtime.status.as_ref().map(|s| s.state).unwrap_or_default();
+                if draft.current_state() != stored {
+                    draft.observed();
+                    if let Err(write) = reconciler.write_status(runtime, &draft).await {
+                        tracing::debug!(error = %write, "cannot write the status of a failing pass");
+                    }
+                }
+                return Err(e);
+            }
+        }
     };
     draft.observed();
     reconciler.write_status(runtime, &draft).await?;
@@ -905,9 +919,8 @@ impl Reconciler {
         );
     }
 
-    /// Writes the status once (server-side apply on `/status`) if it changed, publishes one
-    /// Event per changed condition and refreshes the state metric.
-    /// Writes the draft as the Runtime's status, nothing else (no Event, no metric).
+    /// Writes the draft as the Runtime's status (server-side apply on `/status`), nothing else
+    /// (no Event, no metric).
     async fn apply_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
         let body = json!({
             "apiVersion": "infrastructuremanager.kyma-project.io/v1",
@@ -925,6 +938,8 @@ impl Reconciler {
         Ok(())
     }
 
+    /// Writes the status once if it changed, publishes one Event per changed condition and
+    /// refreshes the state metric.
     async fn write_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
         if draft.changed() {
             self.apply_status(runtime, draft).await?;

@@ -274,7 +274,7 @@ pub async fn before_patch(
     let runtime_id = reconciler.runtime_id(runtime);
     let result = async {
         let client = reconciler
-            .runtime_cluster_client(runtime, &runtime_id)
+            .runtime_cluster_client(runtime, &runtime_id, None)
             .await
             .map_err(|e| e.to_string())?;
         set_config_states(

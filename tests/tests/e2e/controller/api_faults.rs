@@ -5,10 +5,11 @@
 //! order, and the controller's JSON log holds no error-level line (in particular none for a
 //! conflict).
 //!
-//! The five fault classes run as five tests in parallel; each has its own proxy, controller
-//! and namespace. The controllers of this module's tests log into one buffer (each on a runtime
-//! of its own whose threads write there, so other tests of the process do not); every test
-//! here injects transient faults only, so that buffer must not hold a single `ERROR` line.
+//! The fault classes run as tests in parallel; each has its own proxy, controller and
+//! namespace. The controllers of this module's tests log into one buffer (each on a runtime of
+//! its own whose threads write there, so other tests of the process do not); every fault here
+//! is logged below error level (a retried one at info, a permanent one at warn: it is in the
+//! status), so that buffer must not hold a single `ERROR` line.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -553,9 +553,10 @@ async fn a_shoot_whose_create_timed_out_in_the_apiserver_is_not_orphaned_by_a_de
     late_shoot_outlives_no_deletion("ctl-timedout", Duration::ZERO, false).await
 }
 
-/// Every Shoot create is answered 504 after `answer_after`; the first one is admitted a few
-/// seconds later all the same, while the Runtime is being deleted (with `crash`, by a new
-/// controller: the one that sent the create is killed first).
+/// Every Shoot create is answered 504 after `answer_after`; the first one is admitted all the
+/// same once the deletion of the Runtime is seen waiting for it (with `crash`, the deletion by
+/// a new controller: the one that sent the create is killed first), well within the time such
+/// a create can land.
 async fn late_shoot_outlives_no_deletion(
     prefix: &str,
     answer_after: Duration,
@@ -566,8 +567,7 @@ async fn late_shoot_outlives_no_deletion(
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    // Time for a new controller to start after a crash.
-    let lands_after = Duration::from_secs(if crash { 15 } else { 4 });
+    let land = Arc::new(tokio::sync::Notify::new());
     let env = TestEnv::shared().await?;
     let ns = env.namespace(prefix).await?;
     let id = format!("unans-{}", &ns[ns.len().saturating_sub(6)..]);
@@ -581,18 +581,21 @@ async fn late_shoot_outlives_no_deletion(
         &ApiResource::erase::<Shoot>(&()),
     );
 
-    // The first create is admitted LANDS_AFTER later, as the apiserver would.
+    // The first create is admitted later all the same, as the apiserver may do.
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
     let landing = Arc::new(AtomicBool::new(false));
     let handle = tokio::runtime::Handle::current();
     let responder = {
         let landing = landing.clone();
+        let land = land.clone();
         Responder(Arc::new(move |req| {
             if req.path.ends_with("/shoots") && !landing.swap(true, Ordering::SeqCst) {
                 let raw_shoots = raw_shoots.clone();
                 let body = req.body.clone();
+                let land = land.clone();
                 handle.spawn(async move {
-                    tokio::time::sleep(lands_after).await;
+                    // Lands when told; a test that never tells has failed already.
+                    let _ = tokio::time::timeout(Duration::from_secs(60), land.notified()).await;
                     let shoot: DynamicObject = serde_json::from_slice(&body)?;
                     raw_shoots.create(&PostParams::default(), &shoot).await?;
                     anyhow::Ok(())
@@ -663,6 +666,7 @@ async fn late_shoot_outlives_no_deletion(
         },
     )
     .await?;
+    land.notify_one();
     eventually("the late Shoot landed", TIMEOUT, || async {
         Ok(shoots.get_opt(&shoot_name).await?.is_some())
     })

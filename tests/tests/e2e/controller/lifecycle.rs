@@ -347,7 +347,22 @@ async fn a_shoot_made_anew_while_no_controller_ran_is_set_up_with_a_new_admin_ku
         || async { Ok(last_sync(&secrets.get(&secret_name).await?) != synced) },
     )
     .await?;
-    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    // Ready again, with a status written for the new Shoot (its operation, not the old one's).
+    let created = anew
+        .metadata
+        .creation_timestamp
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the new Shoot has no creationTimestamp"))?;
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    eventually("Ready for the new Shoot", READY_TIMEOUT, || async {
+        let rt = runtimes.get(&id).await?;
+        let status = rt.status.as_ref();
+        Ok(status.is_some_and(|s| s.state == RuntimeState::Ready)
+            && status
+                .and_then(|s| s.shoot_last_operation.as_ref())
+                .is_some_and(|op| op.last_update_time >= created))
+    })
+    .await?;
     ctl.stop().await;
     Ok(())
 }
