@@ -53,7 +53,6 @@ pub(super) const UPSTREAM_MANAGER: &str = "manager";
 const UPSTREAM_APPLY_MANAGER: &str = "kim";
 /// The test controller's `--kubeconfig-expiration-time` is 1h with upstream's rotation ratio
 /// 0.6: a rotation is due 0.95 x 36 min after the last sync.
-const FRESH_SYNC_AGE: jiff::SignedDuration = jiff::SignedDuration::from_mins(10);
 const DUE_SYNC_AGE: jiff::SignedDuration = jiff::SignedDuration::from_hours(2);
 pub(super) const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -499,8 +498,15 @@ pub(super) async fn lay_down(
     // The GardenerCluster controller: the Secret (newSecret: the GardenerCluster's labels plus
     // managed-by and cluster-name, last-sync in RFC 3339 seconds, the kubeconfig as
     // stringData), then its status (UpdateConditionForReadyState).
+    // A fresh kubeconfig is signed now, after its Shoot was created, as every real one is (one
+    // signed before its Shoot is an earlier cluster's, and is rotated before it is used).
     let due = provider == "gcp";
-    let synced = jiff::Timestamp::now() - if due { DUE_SYNC_AGE } else { FRESH_SYNC_AGE };
+    let synced = jiff::Timestamp::now()
+        - if due {
+            DUE_SYNC_AGE
+        } else {
+            jiff::SignedDuration::ZERO
+        };
     let kubeconfig = issue_kubeconfig(env, &shoot_name).await?;
     let mut secret_labels = gc_labels.clone();
     secret_labels.insert(names::LABEL_CLUSTER_NAME.into(), json!(id));
