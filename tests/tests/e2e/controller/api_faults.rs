@@ -765,7 +765,9 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
     let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let answering = answered.clone();
     let slow = ApiFault::Respond(Responder(Arc::new(move |_| {
-        std::thread::sleep(Duration::from_secs(10));
+        // Off the runtime's workers: a worker blocked for the whole delay holds back the tasks
+        // queued on it, the test's own reads included.
+        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_secs(10)));
         answering.store(true, std::sync::atomic::Ordering::SeqCst);
         ProxyResponse {
             status: 504,
