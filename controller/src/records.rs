@@ -44,6 +44,11 @@ impl Backoff {
         let delay = self.delay(failures);
         delay / 2 + delay.mul_f64(random.clamp(0.0, 1.0) / 2.0)
     }
+
+    /// [`Backoff::jittered`] with a fresh random number.
+    pub fn random_delay(&self, failures: u32) -> Duration {
+        self.jittered(failures, rand::random::<f64>())
+    }
 }
 
 struct Entry<R> {
@@ -104,6 +109,12 @@ impl<R: Default> Records<R> {
         let entry = inner.entry(key);
         entry.failures = entry.failures.saturating_add(1);
         entry.failures
+    }
+
+    /// Counts one more consecutive failure of the object; returns the delay `backoff` gives
+    /// for that many ([`Backoff::random_delay`]).
+    pub fn retry_in(&self, key: &str, backoff: &Backoff) -> Duration {
+        backoff.random_delay(self.failed(key))
     }
 
     /// The object's consecutive failures so far.

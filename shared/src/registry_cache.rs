@@ -375,20 +375,9 @@ impl GardenSecret {
 /// it stays until the sync replaces the current one or the Runtime goes, because a Shoot
 /// patched between the two creates may reference either.
 pub fn secret_names(secrets: &[GardenSecret], runtime_id: &str) -> BTreeMap<String, String> {
-    let mut current: BTreeMap<&str, &GardenSecret> = BTreeMap::new();
-    for s in current_candidates(secrets, runtime_id) {
-        current
-            .entry(s.cache_uid.as_str())
-            .and_modify(|kept| {
-                if age_order(s) < age_order(kept) {
-                    *kept = s;
-                }
-            })
-            .or_insert(s);
-    }
-    current
-        .into_iter()
-        .map(|(uid, s)| (uid.to_owned(), s.name.clone()))
+    current_candidates(secrets, runtime_id)
+        .filter_map(|s| current(secrets, runtime_id, &s.cache_uid))
+        .map(|s| (s.cache_uid.clone(), s.name.clone()))
         .collect()
 }
 

@@ -202,7 +202,7 @@ pub fn error_policy(
     error: &Error,
     reconciler: Arc<Reconciler>,
 ) -> Action {
-    let delay = BACKOFF.jittered(reconciler.records.failed(&key(&*ra)), rand::random::<f64>());
+    let delay = reconciler.records.retry_in(&key(&*ra), &BACKOFF);
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),

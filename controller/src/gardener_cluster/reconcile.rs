@@ -227,7 +227,7 @@ pub fn error_policy(
     reconciler: Arc<Reconciler>,
 ) -> Action {
     // Jittered: GardenerClusters that failed together (Gardener down) do not come back together.
-    let delay = BACKOFF.jittered(reconciler.records.failed(&key(&*gc)), rand::random::<f64>());
+    let delay = reconciler.records.retry_in(&key(&*gc), &BACKOFF);
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),

@@ -216,8 +216,7 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
 }
 
 fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
-    let failures = reconciler.failures.failed(&secret.name_any());
-    let retry_in = BACKOFF.jittered(failures, rand::random::<f64>());
+    let retry_in = reconciler.failures.retry_in(&secret.name_any(), &BACKOFF);
     tracing::warn!(secret = %secret.name_any(), error = %err, ?retry_in, "registry cache: reconcile failed; retrying");
     Action::requeue(retry_in)
 }

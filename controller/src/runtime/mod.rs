@@ -476,40 +476,35 @@ async fn reconcile_inner(
     let now = jiff::Timestamp::now();
     let mut draft = StatusDraft::new(runtime, now);
     let shoot = reconciler.shoot(&runtime.spec.shoot.name);
-    let action = if runtime.meta().deletion_timestamp.is_some() {
+    let deleting = runtime.meta().deletion_timestamp.is_some();
+    let outcome = if deleting {
         match delete::run(reconciler, runtime, shoot, &mut draft, now).await {
             Ok(delete::Deleted::Finalized) => return Ok(Action::await_change()),
-            Ok(delete::Deleted::Pending(a)) => a,
-            Err(e) => {
-                // The state says Terminating while a step fails too: the alert on deletions
-                // that take too long counts Runtimes by state.
-                draft.observed();
-                if let Err(write) = reconciler.write_status(runtime, &draft).await {
-                    tracing::debug!(error = %write, "cannot write the status of a failing deletion");
-                }
-                return Err(e);
-            }
+            Ok(delete::Deleted::Pending(a)) => Ok(a),
+            Err(e) => Err(e),
         }
     } else {
-        match reconcile::apply(reconciler, runtime, shoot, &mut draft).await {
-            Ok(action) => action,
-            Err(e) => {
-                // A new state already written (an update taken up) is published with its
-                // Events and state series even when a later step of the pass fails.
-                let stored = runtime.status.as_ref().map(|s| s.state).unwrap_or_default();
-                if draft.current_state() != stored {
-                    draft.observed();
-                    if let Err(write) = reconciler.write_status(runtime, &draft).await {
-                        tracing::debug!(error = %write, "cannot write the status of a failing pass");
-                    }
-                }
-                return Err(e);
-            }
-        }
+        reconcile::apply(reconciler, runtime, shoot, &mut draft).await
     };
     draft.observed();
-    reconciler.write_status(runtime, &draft).await?;
-    Ok(action)
+    match outcome {
+        Ok(action) => {
+            reconciler.write_status(runtime, &draft).await?;
+            Ok(action)
+        }
+        Err(e) => {
+            // The state a failing pass reached is still published with its Events and state
+            // series: a deletion's `Terminating` (the alert on deletions that take too long
+            // counts Runtimes by state), an update's `Pending` (already written early).
+            let stored = runtime.status.as_ref().map(|s| s.state).unwrap_or_default();
+            if (deleting || draft.current_state() != stored)
+                && let Err(write) = reconciler.write_status(runtime, &draft).await
+            {
+                tracing::debug!(error = %write, "cannot write the status of a failing pass");
+            }
+            Err(e)
+        }
+    }
 }
 
 fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
@@ -521,7 +516,7 @@ fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconc
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
-            let delay = BACKOFF.jittered(failures, rand::random::<f64>());
+            let delay = BACKOFF.random_delay(failures);
             if kind == classify::ApiErrorKind::Permanent {
                 tracing::error!(runtime_id, shoot = %runtime.shoot_name(), error = %err, retry_in = ?delay, "reconcile failed");
             } else {
@@ -672,7 +667,7 @@ impl Reconciler {
         }
         self.record(runtime, |record| {
             record.refused = record.refused.saturating_add(1);
-            let wait = requeue::BUSY_BACKOFF.jittered(record.refused, rand::random::<f64>());
+            let wait = requeue::BUSY_BACKOFF.random_delay(record.refused);
             record.busy_until = Some(Instant::now() + wait);
             wait
         })
@@ -829,8 +824,7 @@ impl Reconciler {
     fn runtime_cluster_failed(&self, runtime: &Runtime) -> Duration {
         self.record(runtime, |record| {
             record.runtime_cluster_failures = record.runtime_cluster_failures.saturating_add(1);
-            requeue::RUNTIME_CLUSTER_BACKOFF
-                .jittered(record.runtime_cluster_failures, rand::random::<f64>())
+            requeue::RUNTIME_CLUSTER_BACKOFF.random_delay(record.runtime_cluster_failures)
         })
     }
 

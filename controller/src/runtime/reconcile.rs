@@ -235,9 +235,7 @@ async fn create_shoot(
     }
     let Some(permit) = reconciler.create_limit.try_acquire() else {
         reconciler.publish_create_limit();
-        return Ok(Action::requeue(
-            SLOT_WAIT.jittered(1, rand::random::<f64>()),
-        ));
+        return Ok(Action::requeue(SLOT_WAIT.random_delay(1)));
     };
     reconciler.publish_create_limit();
     let name = converted.shoot.name_any();

@@ -71,15 +71,26 @@ fn log_dispatch() -> tracing::Dispatch {
         .clone()
 }
 
-/// Starts a controller for `ns` reaching the clusters as `wiring` says, logging into [`logs`];
+/// The runtime ID of a test's Runtime in `ns` and its Shoot's name.
+fn runtime_in(ns: &str, label: &str) -> (String, String) {
+    let id = format!("{label}-{}", &ns[ns.len().saturating_sub(5)..]);
+    let shoot = shoot_name(&id);
+    (id, shoot)
+}
+
+/// Starts a controller for `ns` reaching Gardener through `proxy`, logging into [`logs`];
 /// returns it and its `/metrics` address.
 async fn start_logged(
     env: &TestEnv,
     ns: &str,
     extra: &[&str],
-    wiring: &Wiring,
+    proxy: &FaultProxy,
 ) -> Result<(KillableController, std::net::SocketAddr)> {
-    let (args, dir) = controller_args_wired(env, ns, extra, wiring).await?;
+    let wiring = Wiring {
+        gardener: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let (args, dir) = controller_args_wired(env, ns, extra, &wiring).await?;
     let (ctl, _, metrics) =
         KillableController::start_with_args(args, dir, Some(log_dispatch())).await?;
     Ok((ctl, metrics))
@@ -163,8 +174,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     let logs = logs();
     let env = TestEnv::shared().await?;
     let ns = env.namespace(label).await?;
-    let id = format!("{label}-{}", &ns[ns.len().saturating_sub(5)..]);
-    let shoot = shoot_name(&id);
+    let (id, shoot) = runtime_in(&ns, label);
     let shoots_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots");
     let shoot_path = format!("{shoots_path}/{shoot}");
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
@@ -178,11 +188,7 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     // Get: the Shoot watch's first two lists fail; create: every create fails until cleared.
     proxy.inject(rule("GET", &shoots_path, &faults.get, Some(2)));
     proxy.inject(rule("POST", &shoots_path, &faults.create, None));
-    let wiring = Wiring {
-        gardener: Some(proxy.access_via(env.kcp())),
-        ..Default::default()
-    };
-    let (ctl, metrics) = start_logged(env, &ns, &[], &wiring).await?;
+    let (ctl, metrics) = start_logged(env, &ns, &[], &proxy).await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 
@@ -508,12 +514,7 @@ async fn gardener_health_follows_an_outage() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("api-health").await?;
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
-    let wiring = Wiring {
-        gardener: Some(proxy.access_via(env.kcp())),
-        ..Default::default()
-    };
-    let (ctl, metrics) =
-        start_logged(env, &ns, &["--gardener-health-interval=1s"], &wiring).await?;
+    let (ctl, metrics) = start_logged(env, &ns, &["--gardener-health-interval=1s"], &proxy).await?;
     let url = proxy.url().to_owned();
     let health = |status: &'static str| {
         let (addr, url) = (metrics, url.clone());
@@ -567,8 +568,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
     let logs = logs();
     let env = TestEnv::shared().await?;
     let ns = env.namespace("api-perm").await?;
-    let id = format!("api-perm-{}", &ns[ns.len().saturating_sub(5)..]);
-    let shoot = shoot_name(&id);
+    let (id, shoot) = runtime_in(&ns, "api-perm");
     let shoots_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots");
     let shoot_path = format!("{shoots_path}/{shoot}");
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
@@ -586,11 +586,7 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
         fault: refused.clone(),
         times: None,
     });
-    let wiring = Wiring {
-        gardener: Some(proxy.access_via(env.kcp())),
-        ..Default::default()
-    };
-    let (ctl, _) = start_logged(env, &ns, &[], &wiring).await?;
+    let (ctl, _) = start_logged(env, &ns, &[], &proxy).await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
 
@@ -694,14 +690,9 @@ fn json_admins(admin: &str) -> Value {
 async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("api-update").await?;
-    let id = format!("api-update-{}", &ns[ns.len().saturating_sub(5)..]);
-    let shoot = shoot_name(&id);
+    let (id, shoot) = runtime_in(&ns, "api-update");
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
-    let wiring = Wiring {
-        gardener: Some(proxy.access_via(env.kcp())),
-        ..Default::default()
-    };
-    let (ctl, _) = start_logged(env, &ns, &[], &wiring).await?;
+    let (ctl, _) = start_logged(env, &ns, &[], &proxy).await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
     create(env, &sample_runtime(&ns, &id)?).await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
