@@ -13,6 +13,7 @@ use crate::api::audit_log::{AuditLog, state};
 use crate::config::AuditLogTenant;
 use crate::names;
 use serde_json::{Value, json};
+use std::borrow::Borrow;
 
 /// Label naming the runtime ID an `AuditLog` is reserved for (upstream's).
 pub const LABEL_RESERVED_FOR_RUNTIME_ID: &str = "reserved-for-runtime-id";
@@ -133,12 +134,16 @@ fn reserved_for(a: &AuditLog) -> Option<&str> {
 /// Runtime that is gone and are never picked; neither is one reserved for this runtime ID
 /// but assigned to another.
 pub fn pick<'a>(
-    pool: &'a [AuditLog],
+    pool: &'a [impl Borrow<AuditLog>],
     runtime_id: &str,
     region: &str,
     take_new: bool,
 ) -> Option<Pick<'a>> {
-    let mut live: Vec<&AuditLog> = pool.iter().filter(|a| !orphaned(a)).collect();
+    let mut live: Vec<&AuditLog> = pool
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|a| !orphaned(a))
+        .collect();
     live.sort_by(|a, b| name(a).cmp(name(b)));
     if let Some(a) = live.iter().find(|a| assignee(a) == Some(runtime_id)) {
         return Some(Pick::Claimed(a));
@@ -206,8 +211,9 @@ pub struct Release {
 /// The `AuditLog`s to release when `runtime_id`'s Runtime is deleted: the assigned one is
 /// marked orphaned (KALM keeps its logs for the retention period), a reservation never
 /// claimed loses its labels and returns to the pool.
-pub fn releases(pool: &[AuditLog], runtime_id: &str) -> Vec<Release> {
+pub fn releases(pool: &[impl Borrow<AuditLog>], runtime_id: &str) -> Vec<Release> {
     pool.iter()
+        .map(Borrow::borrow)
         .filter(|a| !orphaned(a))
         .filter_map(|a| {
             let patch = if assignee(a) == Some(runtime_id) {
@@ -253,7 +259,7 @@ pub fn tenant(a: &AuditLog) -> Result<AuditLogTenant, AuditLogError> {
 /// `AuditLog` of the pool names (the credentials of another stack), and the Secrets the
 /// infrastructure manager keeps there itself (admin kubeconfigs of runtime clusters).
 pub fn read_credentials_source<'a>(
-    pool: &[AuditLog],
+    pool: &[impl Borrow<AuditLog>],
     chosen: &'a AuditLog,
 ) -> Result<&'a str, AuditLogError> {
     let secret = chosen
@@ -271,7 +277,7 @@ pub fn read_credentials_source<'a>(
         secret: secret.to_owned(),
         why,
     };
-    let shared = pool.iter().any(|other| {
+    let shared = pool.iter().map(Borrow::borrow).any(|other: &AuditLog| {
         name(other) != name(chosen)
             && other.spec.config.as_ref().is_some_and(|c| {
                 c.read_creds_secret_name.as_deref() == Some(secret)

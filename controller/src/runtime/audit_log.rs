@@ -3,14 +3,17 @@
 //! `sFnCopyAuditLogReadCredentials`, the claim of `sFnPatchExistingShoot` and the release of
 //! `sFnDeleteShoot`). What to reserve, claim, write and copy is decided in
 //! `kim_shared::audit_log`; here are the reads and writes: `AuditLog`s of KALM's pool in the
-//! controller's namespace (listed only while a Runtime has audit-log work, so a Ready Runtime
-//! costs no request), the Shoot patch through the ordinary conversion, and the read
-//! credentials applied into the runtime cluster.
+//! controller's namespace (read from a watch, started only with the flag: a Shoot patch or a
+//! deletion would otherwise list the whole pool each time), the Shoot patch through the
+//! ordinary conversion, and the read credentials applied into the runtime cluster.
 //!
 //! Names of Secrets appear in conditions and logs; their data never do.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::audit_log::AuditLog;
 use kim_shared::api::{Runtime, RuntimeState};
@@ -18,15 +21,20 @@ use kim_shared::audit_log::{self as pool, AuditLogError, Pick};
 use kim_shared::config::AuditLogTenant;
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{condition, reason};
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
+use super::Reconciler;
 use super::classify::{self, ApiErrorKind, message};
 use super::oidc::RUNTIME_CLUSTER_FIELD_MANAGER;
 use super::requeue::{PERMANENT_RETRY, RETRY};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler};
+use crate::context::{Context, LIST_PAGE_SIZE, Shutdown};
+use crate::records::lock;
 
 /// Time allowed for the copy into the runtime cluster.
 const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,9 +42,140 @@ const RUNTIME_CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 /// Requeue after the claim when the Shoot must be patched to the dedicated tenant.
 const PATCH_SOON: Duration = Duration::from_millis(100);
+/// How long a read of the pool waits for the watch (its first list, or an `AuditLog` this
+/// replica patched) before the Runtime waits as `Pending`.
+const WATCH_WAIT: Duration = Duration::from_secs(5);
 /// `CustomAuditLogConfigured` while the suspend annotation holds the patch to the tenant.
 pub const SUSPENDED_MESSAGE: &str =
     "Custom AuditLog shoot configuration pending: Shoot patching is suspended";
+/// The watch's name in logs and metrics.
+const WATCH: &str = "auditlogs";
+
+/// KALM's pool as this replica's watch keeps it.
+///
+/// A pass decides on the pool as the watch last saw it, so it must see its own writes: a
+/// pass that reserved or claimed an `AuditLog` and then read a pool without that write would
+/// take a second one. Every patch is therefore remembered until the watch brings the patched
+/// object, and a read waits for that (a patch of an object the watch has moved past fails
+/// with a conflict, as every patch carries the `resourceVersion` it was decided on).
+pub struct PoolWatch {
+    store: Store<AuditLog>,
+    namespace: String,
+    /// Whether the watch has listed the pool (again after each relist).
+    listed: tokio::sync::watch::Receiver<bool>,
+    /// The watch's last error while it has none listed, for the condition message.
+    last_error: Arc<Mutex<Option<String>>>,
+    /// `AuditLog`s this replica patched, by name, with the `resourceVersion` each patch replaced.
+    written: Mutex<HashMap<String, String>>,
+    /// [`WATCH_WAIT`] (shorter in unit tests).
+    wait: Duration,
+}
+
+/// Why the pool cannot be read now.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolUnread {
+    /// The watch has not listed the pool yet.
+    #[error("KALM's AuditLog pool is not listed yet{}", .0.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    NotListed(Option<String>),
+    /// The watch has not brought an `AuditLog` as this replica patched it.
+    #[error("the watch has not brought AuditLog {0} as patched yet")]
+    OwnWriteUnseen(String),
+}
+
+impl PoolWatch {
+    /// Starts the watch of the `AuditLog`s in the controller's namespace, ended by `shutdown`.
+    pub fn start(ctx: &Context, shutdown: Shutdown) -> (Self, tokio::task::JoinHandle<()>) {
+        let namespace = ctx.settings.namespace.clone();
+        let (store, writer) = reflector::store::<AuditLog>();
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
+        let last_error: Arc<Mutex<Option<String>>> = Arc::default();
+        let metrics = ctx.metrics.clone();
+        metrics.track_watch(WATCH);
+        let events = watcher(
+            Api::<AuditLog>::namespaced(ctx.kcp.clone(), &namespace),
+            watcher::Config::default().page_size(LIST_PAGE_SIZE),
+        )
+        .default_backoff()
+        .modify(|a| a.managed_fields_mut().clear())
+        .reflect(writer);
+        let errors = last_error.clone();
+        let task = tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            loop {
+                let event = tokio::select! {
+                    event = events.next() => event,
+                    () = shutdown.cancelled() => return,
+                };
+                match event {
+                    None => return,
+                    Some(Err(e)) => {
+                        crate::watch::report(WATCH, &e, &metrics);
+                        *lock(&errors) = Some(e.to_string());
+                    }
+                    Some(Ok(watcher::Event::Init)) => {
+                        listed_tx.send_replace(false);
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        *lock(&errors) = None;
+                        listed_tx.send_replace(true);
+                    }
+                    Some(Ok(_)) => {}
+                }
+            }
+        });
+        let pool = Self {
+            store,
+            namespace,
+            listed,
+            last_error,
+            written: Mutex::default(),
+            wait: WATCH_WAIT,
+        };
+        (pool, task)
+    }
+
+    /// The pool, once the watch has listed it and brought every patch of this replica.
+    async fn read(&self) -> Result<Vec<Arc<AuditLog>>, PoolUnread> {
+        let deadline = Instant::now() + self.wait;
+        let mut listed = self.listed.clone();
+        if tokio::time::timeout(self.wait, listed.wait_for(|l| *l))
+            .await
+            .is_err()
+        {
+            return Err(PoolUnread::NotListed(lock(&self.last_error).clone()));
+        }
+        loop {
+            let unseen = self.unseen_write();
+            match unseen {
+                None => return Ok(self.store.state()),
+                Some(name) if Instant::now() >= deadline => {
+                    return Err(PoolUnread::OwnWriteUnseen(name));
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// An `AuditLog` this replica patched that the watch still shows as before the patch;
+    /// those it shows changed (or gone) are forgotten.
+    fn unseen_write(&self) -> Option<String> {
+        let mut written = lock(&self.written);
+        written.retain(|name, replaced| {
+            let key = ObjectRef::new(name).within(&self.namespace);
+            self.store
+                .get(&key)
+                .is_some_and(|a| a.metadata.resource_version.as_ref() == Some(replaced))
+        });
+        written.keys().next().cloned()
+    }
+
+    /// Remembers that `before` was patched.
+    fn wrote(&self, before: &AuditLog) {
+        if let Some(rv) = &before.metadata.resource_version {
+            lock(&self.written).insert(before.name_any(), rv.clone());
+        }
+    }
+}
 
 fn enabled(reconciler: &Reconciler) -> bool {
     reconciler.ctx.settings.runtime.dedicated_audit_logging
@@ -49,11 +188,12 @@ fn audit_logs(reconciler: &Reconciler) -> Api<AuditLog> {
     )
 }
 
-async fn list(reconciler: &Reconciler) -> Result<Vec<AuditLog>, kube::Error> {
-    Ok(audit_logs(reconciler)
-        .list(&ListParams::default())
-        .await?
-        .items)
+/// The pool from the watch (started with the flag, so always there when [`enabled`]).
+async fn list(reconciler: &Reconciler) -> Result<Vec<Arc<AuditLog>>, PoolUnread> {
+    match &reconciler.audit_logs {
+        Some(watch) => watch.read().await,
+        None => Err(PoolUnread::NotListed(None)),
+    }
 }
 
 fn now_unix() -> i64 {
@@ -113,15 +253,29 @@ fn api_failed(draft: &mut StatusDraft, type_: &str, what: &str, e: &kube::Error)
     )
 }
 
+/// The pool could not be read: waits under `type_`.
+fn unread(draft: &mut StatusDraft, type_: &str, what: &str, e: &PoolUnread) -> Action {
+    wait(
+        draft,
+        type_,
+        reason::CUSTOM_AUDIT_LOG_ERR,
+        format!("{what}: {e}"),
+    )
+}
+
+/// Merge-patches `a` with `body` (which carries `a`'s `resourceVersion`).
 async fn patch(
     reconciler: &Reconciler,
-    name: &str,
+    a: &AuditLog,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
     audit_logs(reconciler)
-        .patch(name, &PatchParams::default(), &Patch::Merge(body))
-        .await
-        .map(|_| ())
+        .patch(&a.name_any(), &PatchParams::default(), &Patch::Merge(body))
+        .await?;
+    if let Some(watch) = &reconciler.audit_logs {
+        watch.wrote(a);
+    }
+    Ok(())
 }
 
 /// Before the Shoot is created (upstream's phase 1): a Runtime asking for dedicated audit
@@ -150,14 +304,13 @@ pub async fn reserve(
     let region = &runtime.spec.shoot.region;
     let all = match list(reconciler).await {
         Ok(all) => all,
-        Err(e) => return Some(api_failed(draft, condition::PROVISIONED, WHAT, &e)),
+        Err(e) => return Some(unread(draft, condition::PROVISIONED, WHAT, &e)),
     };
     let chosen = match pool::pick(&all, id, region, true) {
         Some(Pick::Claimed(a) | Pick::Reserved(a)) => a,
         Some(Pick::Available(a)) => {
             let name = a.name_any();
-            if let Err(e) = patch(reconciler, &name, &pool::reserve_patch(a, id, now_unix())).await
-            {
+            if let Err(e) = patch(reconciler, a, &pool::reserve_patch(a, id, now_unix())).await {
                 return Some(api_failed(draft, condition::PROVISIONED, WHAT, &e));
             }
             tracing::info!(audit_log = %name, %region, "AuditLog reserved");
@@ -207,7 +360,7 @@ pub async fn tenant_for_patch(
     };
     let all = list(reconciler)
         .await
-        .map_err(|e| api_failed(draft, condition::PROVISIONED, WHAT, &e))?;
+        .map_err(|e| unread(draft, condition::PROVISIONED, WHAT, &e))?;
     let region = &runtime.spec.shoot.region;
     let chosen = match pool::pick(&all, id, region, requested) {
         Some(Pick::Claimed(a)) => {
@@ -223,7 +376,7 @@ pub async fn tenant_for_patch(
         Some(Pick::Reserved(a)) => a,
         Some(Pick::Available(a)) => {
             let name = a.name_any();
-            patch(reconciler, &name, &pool::claim_patch(a, id, now_unix()))
+            patch(reconciler, a, &pool::claim_patch(a, id, now_unix()))
                 .await
                 .map_err(|e| api_failed(draft, condition::PROVISIONED, WHAT, &e))?;
             tracing::info!(audit_log = %name, %region, "Upgrading shared to dedicated audit logging: AuditLog claimed");
@@ -287,7 +440,7 @@ pub async fn shoot_patch_needed(
     const WHAT: &str = "Custom AuditLog shoot configuration could not be patched, will retry";
     let all = list(reconciler)
         .await
-        .map_err(|e| api_failed(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
+        .map_err(|e| unread(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
     let Some(Pick::Claimed(chosen)) = pool::pick(&all, id, &runtime.spec.shoot.region, false)
     else {
         return Ok(None);
@@ -367,7 +520,7 @@ pub async fn configure(
     let all = match list(reconciler).await {
         Ok(all) => all,
         Err(e) => {
-            return Some(api_failed(
+            return Some(unread(
                 draft,
                 condition::CUSTOM_AUDIT_LOG_CONFIGURED,
                 WHAT,
@@ -380,7 +533,7 @@ pub async fn configure(
         Some(Pick::Claimed(a)) => a,
         Some(Pick::Reserved(a) | Pick::Available(a)) => {
             let name = a.name_any();
-            if let Err(e) = patch(reconciler, &name, &pool::claim_patch(a, id, now_unix())).await {
+            if let Err(e) = patch(reconciler, a, &pool::claim_patch(a, id, now_unix())).await {
                 return Some(api_failed(
                     draft,
                     condition::CUSTOM_AUDIT_LOG_CONFIGURED,
@@ -472,7 +625,7 @@ pub async fn configure(
 /// the runtime cluster (server-side apply). `None`: copied.
 async fn copy_read_credentials(
     reconciler: &Reconciler,
-    all: &[AuditLog],
+    all: &[Arc<AuditLog>],
     chosen: &AuditLog,
     runtime_client: &kube::Client,
     draft: &mut StatusDraft,
@@ -587,7 +740,7 @@ async fn remove_read_credentials(runtime_client: &kube::Client) -> Result<(), St
 /// failure keeps the finalizer (the caller retries), so a Runtime created again under the same
 /// name never finds the old claim; a KALM that does not answer holds only the finalizer, not
 /// the Shoot's deletion.
-pub async fn release(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), Error> {
+pub async fn release(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), ReleaseError> {
     if !enabled(reconciler) {
         return Ok(());
     }
@@ -596,14 +749,90 @@ pub async fn release(reconciler: &Reconciler, runtime: &Runtime) -> Result<(), E
     let Ok(id) = pool::runtime_id(runtime) else {
         return Ok(());
     };
-    let all = list(reconciler)
-        .await
-        .map_err(|e| Error::api("list the AuditLogs", e))?;
+    let all = list(reconciler).await?;
     for r in pool::releases(&all, id) {
-        patch(reconciler, &r.name, &r.patch)
+        let Some(a) = all.iter().find(|a| a.name_any() == r.name) else {
+            continue;
+        };
+        patch(reconciler, a, &r.patch)
             .await
-            .map_err(|e| Error::api("release the Runtime's AuditLog", e))?;
+            .map_err(ReleaseError::Patch)?;
         tracing::info!(audit_log = %r.name, "released dedicated audit log");
     }
     Ok(())
+}
+
+/// Why [`release`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// The pool could not be read.
+    #[error("cannot read the AuditLogs: {0}")]
+    Unread(#[from] PoolUnread),
+    /// A patch failed.
+    #[error("cannot release the Runtime's AuditLog: {}", message(.0))]
+    Patch(kube::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn audit_log(name: &str, rv: &str) -> AuditLog {
+        let mut a = AuditLog::new(name, Default::default());
+        a.metadata.namespace = Some("kcp-system".into());
+        a.metadata.resource_version = Some(rv.into());
+        a
+    }
+
+    /// A pass that patched an `AuditLog` reads the pool only once the watch brought the
+    /// patched object: a read of the pool before would not show its own reservation or claim.
+    #[tokio::test]
+    async fn a_read_waits_until_the_watch_brings_this_replicas_own_patch() {
+        let (store, mut writer) = reflector::store::<AuditLog>();
+        let (_listed_tx, listed) = tokio::sync::watch::channel(true);
+        let before = audit_log("a", "1");
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(before.clone()));
+        writer.apply_watcher_event(&Event::InitDone);
+        let watch = PoolWatch {
+            store,
+            namespace: "kcp-system".into(),
+            listed,
+            last_error: Arc::default(),
+            written: Mutex::default(),
+            wait: Duration::from_millis(100),
+        };
+        assert_eq!(watch.read().await.map(|p| p.len()).ok(), Some(1));
+
+        watch.wrote(&before);
+        assert!(matches!(
+            watch.read().await,
+            Err(PoolUnread::OwnWriteUnseen(name)) if name == "a"
+        ));
+        writer.apply_watcher_event(&Event::Apply(audit_log("a", "2")));
+        let pool = watch.read().await.expect("the patch is in the pool");
+        assert_eq!(pool[0].metadata.resource_version.as_deref(), Some("2"));
+        assert!(lock(&watch.written).is_empty(), "a seen write is forgotten");
+    }
+
+    /// Before its first list the pool is not read, and the condition says why.
+    #[tokio::test]
+    async fn an_unlisted_pool_is_not_read_and_names_the_watch_error() {
+        let (store, _writer) = reflector::store::<AuditLog>();
+        let (_listed_tx, listed) = tokio::sync::watch::channel(false);
+        let watch = PoolWatch {
+            store,
+            namespace: "kcp-system".into(),
+            listed,
+            last_error: Arc::new(Mutex::new(Some("404 page not found".into()))),
+            written: Mutex::default(),
+            wait: Duration::from_millis(100),
+        };
+        let e = watch.read().await.expect_err("not listed");
+        assert_eq!(
+            e.to_string(),
+            "KALM's AuditLog pool is not listed yet (404 page not found)"
+        );
+    }
 }

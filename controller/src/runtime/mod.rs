@@ -172,6 +172,8 @@ pub struct Reconciler {
     seed_regions: kyma_system::SeedRegions,
     /// The API server ACL ConfigMap, when the ACL is managed.
     acl: Option<acl::AclConfigMap>,
+    /// KALM's `AuditLog` pool, with `--dedicated-audit-logging-enabled`.
+    audit_logs: Option<audit_log::PoolWatch>,
     /// When this replica began to reconcile (after it took the lead): a Shoot create an
     /// earlier leader sent may still be admitted until [`requeue::UNANSWERED_CREATE_LANDS_WITHIN`]
     /// after it.
@@ -278,7 +280,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             shutdown.clone(),
         ))
     });
+    let (audit_logs, audit_log_watch) = ctx
+        .settings
+        .runtime
+        .dedicated_audit_logging
+        .then(|| audit_log::PoolWatch::start(&ctx, shutdown.clone()))
+        .unzip();
     let reconciler = Arc::new(Reconciler {
+        audit_logs,
         config: ctx.config.clone(),
         ctx: ctx.clone(),
         caches_ready: caches_ready(shoot_store.clone(), gc_store.clone(), shutdown.clone()),
@@ -346,7 +355,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         });
     crate::watch::run_until_stopped(run, rt_store, &shutdown).await;
-    for task in std::iter::once(sweep).chain(bootstrapper_watch) {
+    for task in std::iter::once(sweep)
+        .chain(bootstrapper_watch)
+        .chain(audit_log_watch)
+    {
         // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;
     }
