@@ -216,7 +216,8 @@ impl Process {
                 Err(RunError::ReconcilerPanicked)
             }
         };
-        if matches!(result, Err(RunError::LostLeadership)) {
+        let lost_before = matches!(result, Err(RunError::LostLeadership));
+        if lost_before {
             // Another replica may lead by now: no reconcile may finish its writes, so none is
             // drained (controller-runtime exits at once too).
             for (_, task) in &tasks {
@@ -225,17 +226,70 @@ impl Process {
         }
         // A reconcile that hangs (a request without timeout, a bug) must not keep the process
         // alive after SIGTERM: the Pod would sit in Terminating until SIGKILL, and a stuck
-        // process keeps its Lease until it expires.
-        join_within(tasks, self.drain_timeout).await;
+        // process keeps its Lease until it expires. A leadership lost while draining ends the
+        // drain at once: the next leader may already write.
+        let lost_while_draining = async {
+            match leadership.as_mut() {
+                Some(l) if !lost_before => l.lost().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let drained = drain(tasks, self.drain_timeout, lost_while_draining).await;
         match leadership {
-            // Another replica may hold the Lease by now: a release could clear its holder.
-            Some(leadership) if matches!(result, Err(RunError::LostLeadership)) => {
+            Some(leadership) if lost_before || drained.cut_off() => {
+                if !lost_before {
+                    tracing::warn!(
+                        aborted = ?drained.aborted,
+                        lost_leadership = drained.lost_leadership,
+                        "reconciles were cut off, their last requests may still be processed: the Lease is left to expire instead of being released"
+                    );
+                }
                 leadership.abandon();
             }
             Some(leadership) => leadership.release(LEASE_RELEASE_TIMEOUT).await,
             None => {}
         }
         result
+    }
+}
+
+/// How the reconcilers ended at shutdown.
+#[derive(Debug, Default, PartialEq)]
+struct Drained {
+    /// Reconcilers aborted at the drain timeout.
+    aborted: Vec<&'static str>,
+    /// The leadership was lost during the drain and every reconciler aborted.
+    lost_leadership: bool,
+}
+
+impl Drained {
+    /// Whether a reconcile was stopped mid-way: a request it had sent may still be processed
+    /// (an API server finishes a write whose client went away), so releasing the Lease would
+    /// let a follower start while it lands; the Lease expiry gives it that time.
+    fn cut_off(&self) -> bool {
+        self.lost_leadership || !self.aborted.is_empty()
+    }
+}
+
+/// [`join_within`], unless `lost` resolves first: then every reconciler is aborted at once.
+async fn drain(
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
+    timeout: std::time::Duration,
+    lost: impl std::future::Future<Output = ()>,
+) -> Drained {
+    let aborts: Vec<_> = tasks.iter().map(|(_, t)| t.abort_handle()).collect();
+    let joined = join_within(tasks, timeout);
+    tokio::pin!(joined);
+    tokio::select! {
+        aborted = &mut joined => Drained { aborted, lost_leadership: false },
+        () = lost => {
+            tracing::warn!("lost the leadership while draining; stopping every reconcile now");
+            for abort in &aborts {
+                abort.abort();
+            }
+            joined.await;
+            Drained { aborted: Vec::new(), lost_leadership: true }
+        }
     }
 }
 
@@ -359,6 +413,49 @@ mod tests {
         assert_eq!(
             super::log_filter("info,kube_client=debug"),
             "info,kube_client=debug"
+        );
+    }
+
+    /// A leadership lost during the drain stops every reconcile at once (the next leader may
+    /// already write) and the Lease is then left to expire; a drain that ends in time
+    /// releases it.
+    #[tokio::test]
+    async fn a_leadership_lost_while_draining_aborts_every_reconcile_at_once() {
+        use std::time::{Duration, Instant};
+        let hung = || tokio::spawn(std::future::pending::<()>());
+        let started = Instant::now();
+        let drained = super::drain(
+            vec![("runtime", hung()), ("gardener_cluster", hung())],
+            Duration::from_secs(60),
+            tokio::time::sleep(Duration::from_millis(50)),
+        )
+        .await;
+        assert!(drained.lost_leadership);
+        assert!(drained.cut_off());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "waited for the drain timeout"
+        );
+
+        let drained = super::drain(
+            vec![("runtime", tokio::spawn(async {}))],
+            Duration::from_secs(60),
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(drained, super::Drained::default());
+        assert!(!drained.cut_off(), "a clean drain releases the Lease");
+
+        let drained = super::drain(
+            vec![("runtime", hung())],
+            Duration::from_millis(50),
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(drained.aborted, vec!["runtime"]);
+        assert!(
+            drained.cut_off(),
+            "an aborted reconcile leaves the Lease to expire"
         );
     }
 

@@ -263,6 +263,18 @@ mod tests {
         (response(&a), a.audit)
     }
 
+    /// A field the webhook's types do not know (a newer CRD during a rollout) stays as sent:
+    /// the defaults patch adds the default and removes nothing.
+    #[test]
+    fn the_defaults_patch_leaves_fields_unknown_to_our_types_alone() {
+        let mut obj = cm(json!({"a": "1"}));
+        obj["futureField"] = json!({"x": 1});
+        obj["metadata"]["futureMeta"] = json!("kept");
+        let (answer, audit) = run(Mode::Mutate, &review("CREATE", obj, Value::Null));
+        assert_eq!(answer["allowed"], true, "{answer}");
+        assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
+    }
+
     #[test]
     fn allows_valid_create_and_copies_uid() {
         let (answer, audit) = run(

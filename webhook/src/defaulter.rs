@@ -2,8 +2,9 @@
 //! handler that answers a request with the JSON patch from the object as sent to the
 //! defaulted object.
 
-use json_patch::Patch;
+use json_patch::{Patch, PatchOperation};
 use kube::core::admission::Operation;
+use serde_json::Value;
 
 use crate::audit::AuditRecord;
 use crate::decode;
@@ -46,13 +47,17 @@ pub fn handle<T: Object + PartialEq>(
         return Response::allowed(&req.uid);
     }
     let patch = || -> Result<Patch, serde_json::Error> {
+        let typed = serde_json::to_value(obj)?;
         let sent = match raw {
             // The typed object has no managedFields (never read): neither has this one, so
             // the patch leaves them alone.
             Some(text) => decode::object_value(text)?,
-            None => serde_json::to_value(obj)?,
+            None => typed.clone(),
         };
-        Ok(json_patch::diff(&sent, &serde_json::to_value(&defaulted)?))
+        Ok(without_unknown_removals(
+            json_patch::diff(&sent, &serde_json::to_value(&defaulted)?),
+            &typed,
+        ))
     };
     match patch().and_then(|p| Ok((Response::patched(&req.uid, &p)?, p))) {
         Ok((response, patch)) => {
@@ -64,4 +69,21 @@ pub fn handle<T: Object + PartialEq>(
             format!("internal error computing the defaults patch: {e}"),
         ),
     }
+}
+
+/// `patch` without its removals of what `typed` (the object as our types read it) does not
+/// hold: a field of a newer CRD than this webhook's types (while a rollout runs the two side
+/// by side) is absent from the typed object, so the plain diff would remove it from every
+/// object that gets a default. Defaults only ever add, so no removal of ours is lost.
+fn without_unknown_removals(patch: Patch, typed: &Value) -> Patch {
+    Patch(
+        patch
+            .0
+            .into_iter()
+            .filter(|op| match op {
+                PatchOperation::Remove(r) => typed.pointer(r.path.as_str()).is_some(),
+                _ => true,
+            })
+            .collect(),
+    )
 }

@@ -10,7 +10,6 @@ use kim_shared::validation::Violation;
 use kube::core::Status;
 use kube::core::response::{StatusCause, StatusDetails};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::request::REVIEW_API_VERSION;
 
@@ -175,16 +174,6 @@ impl Response {
             serde_json::to_vec(&review).unwrap_or_default()
         })
     }
-}
-
-/// The patch that turns the object as sent (`raw`) into `defaulted`: controller-runtime's
-/// `PatchResponseFromRaw`, a `json_patch::diff` of the two documents.
-pub fn patch_response_from_raw(
-    uid: impl Into<String>,
-    raw: &Value,
-    defaulted: &Value,
-) -> Result<Response, serde_json::Error> {
-    Response::patched(uid, &json_patch::diff(raw, defaulted))
 }
 
 /// The JSON pointers a patch writes to.
