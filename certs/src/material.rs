@@ -342,7 +342,7 @@ impl CertMaterial {
                 // Subjects are unique per CA (they carry the creation time), so the issuer
                 // name identifies the signing CA.
                 issuer: self.cas.iter().rposition(|c| c.subject_der == s.issuer_der),
-                names_match: s.names == names.canonical(),
+                names_cover: names.canonical().iter().all(|n| s.names.contains(n)),
             }),
             trusted_since: Vec::new(),
         }
@@ -537,7 +537,7 @@ mod tests {
         assert_eq!(st.cas.len(), 1);
         let s = st.serving.expect("serving");
         assert_eq!(s.issuer, Some(0));
-        assert!(s.names_match);
+        assert!(s.names_cover);
         assert!(
             plan(&st, now, &policy()).is_empty(),
             "a fresh bootstrap needs nothing"
@@ -552,7 +552,15 @@ mod tests {
             dns: vec!["other.svc".into()],
             ips: vec![],
         };
-        assert!(!m.state(&other).serving.expect("serving").names_match);
+        assert!(!m.state(&other).serving.expect("serving").names_cover);
+        // Fewer names than the certificate has are covered (another version of the webhook
+        // during a rollout may want one name less).
+        let mut fewer = names();
+        fewer.ips.clear();
+        assert!(m.state(&fewer).serving.expect("serving").names_cover);
+        let mut more = names();
+        more.dns.push("new.kcp-system.svc".into());
+        assert!(!m.state(&more).serving.expect("serving").names_cover);
     }
 
     #[test]

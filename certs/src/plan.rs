@@ -21,8 +21,10 @@ pub struct ServingValidity {
     pub not_after: SystemTime,
     /// Index (in the bundle) of the CA that signed it; `None` when no CA in the bundle did.
     pub issuer: Option<usize>,
-    /// Whether its subject alternative names are exactly the wanted ones.
-    pub names_match: bool,
+    /// Whether its subject alternative names include every wanted one. More are accepted:
+    /// during a rollout two versions side by side, one naming a host the other does not,
+    /// would otherwise re-issue the shared certificate in turn on every tick.
+    pub names_cover: bool,
 }
 
 /// The certificate state as stored, reduced to what decisions need.
@@ -94,7 +96,7 @@ pub enum Reason {
     Expired,
     /// The serving certificate was signed by a CA no longer in the bundle.
     IssuerNotTrusted,
-    /// The serving certificate names other hosts than configured.
+    /// The serving certificate lacks a configured host.
     NamesChanged,
     /// A newer CA has been in every webhook's live caBundle for the propagation time; the
     /// serving certificate moves to it.
@@ -192,7 +194,7 @@ pub fn plan(state: &CertState, now: SystemTime, policy: &RotationPolicy) -> Plan
         None => Some(Reason::Missing),
         Some(s) if s.not_after <= now => Some(Reason::Expired),
         Some(s) if s.issuer.is_none_or(|i| !live.contains(&i)) => Some(Reason::IssuerNotTrusted),
-        Some(s) if !s.names_match => Some(Reason::NamesChanged),
+        Some(s) if !s.names_cover => Some(Reason::NamesChanged),
         Some(ServingValidity {
             issuer: Some(i), ..
         }) if matches!(preferred, Signer::Existing(p) if state.cas[p].not_before > state.cas[i].not_before) => {
@@ -252,7 +254,7 @@ mod tests {
         ServingValidity {
             not_after: at(until),
             issuer: Some(issuer),
-            names_match: true,
+            names_cover: true,
         }
     }
 
@@ -384,7 +386,7 @@ mod tests {
             Some(ServingValidity {
                 not_after: at(9),
                 issuer: None,
-                names_match: true,
+                names_cover: true,
             }),
         );
         let p = plan(&s, at(1), &policy());
@@ -401,7 +403,7 @@ mod tests {
             Some(ServingValidity {
                 not_after: at(9),
                 issuer: Some(0),
-                names_match: false,
+                names_cover: false,
             }),
         );
         let p = plan(&s, at(1), &policy());
@@ -458,7 +460,7 @@ mod tests {
                 serving = Some(ServingValidity {
                     not_after,
                     issuer: Some(idx),
-                    names_match: true,
+                    names_cover: true,
                 });
                 if state.serving.is_some() {
                     serving_rotations += 1;
