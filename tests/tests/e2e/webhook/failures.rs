@@ -10,9 +10,12 @@
 //! see: not one lost admission, every
 //! first failure a failed call to a webhook, and the killed replica's endpoint removed within a
 //! few probe periods.
+//!
+//! And a replica that Gardener does not give the CloudProfiles stays out of the endpoints
+//! (not Ready) until it does.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kim_tests::testenv::{TestEnv, TestEnvOptions};
 
@@ -62,4 +65,109 @@ async fn a_replica_killed_under_load_loses_no_admission_beyond_one_retry() {
         report.summary()
     );
     println!("test took {:?}", started.elapsed());
+}
+
+/// A replica started while Gardener refuses the CloudProfile list is not Ready, and its
+/// `/readyz` says why, so no endpoint sends it a review it could only refuse ("not cached
+/// yet"); it turns Ready once Gardener answers, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+    use kim_tests::testenv::process::{ManagedProcess, free_port};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let env = TestEnv::shared().await.unwrap();
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await.unwrap();
+    proxy.inject(Rule {
+        method: Some("GET".into()),
+        path_contains: "/cloudprofiles".into(),
+        fault: ApiFault::ServerError(503),
+        times: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut garden = proxy.access_via(env.kcp());
+    garden.name = "garden".into();
+    garden.namespace = Some(kim_tests::fixtures::PROJECT_NAMESPACE.to_owned());
+    let garden_file = dir.path().join("garden.kubeconfig");
+    kim_tests::testenv::access::write_private(&garden_file, &garden.admin_kubeconfig()).unwrap();
+    let cert = env
+        .ca()
+        .serving_cert("kim-webhook", &["localhost"])
+        .unwrap();
+    let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    kim_tests::testenv::access::write_private(&cert_file, &cert.cert_pem).unwrap();
+    kim_tests::testenv::access::write_private(&key_file, &cert.key_pem).unwrap();
+    let (port, admin) = (free_port().unwrap(), free_port().unwrap());
+    let config = kim_tests::testenv::repo_root().join("deploy/config/converter_config.json");
+    let args = vec![
+        "serve".to_owned(),
+        format!("--converter-config-filepath={}", config.display()),
+        format!("--gardener-kubeconfig-path={}", garden_file.display()),
+        format!("--listen-addr=127.0.0.1:{port}"),
+        format!("--admin-addr=127.0.0.1:{admin}"),
+        format!("--tls-cert-file={}", cert_file.display()),
+        format!("--tls-key-file={}", key_file.display()),
+        "--log-format=text".to_owned(),
+    ];
+    let log = dir.path().join("kim-webhook.log");
+    let mut process = ManagedProcess::spawn(
+        "kim-webhook",
+        &webhook_bin(),
+        &args,
+        &[("RUST_LOG", "info")],
+        &log,
+    )
+    .unwrap();
+    let probe = || async move {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", admin)).await?;
+        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await?;
+        std::io::Result::Ok(out)
+    };
+
+    // Refused lists: the probe answers, and says not ready, naming the cache.
+    let mut refused_probes = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        process.check_running().unwrap();
+        if let Ok(answer) = probe().await {
+            assert!(
+                answer.starts_with("HTTP/1.1 503"),
+                "ready while the CloudProfiles are refused: {answer}"
+            );
+            assert!(
+                answer.contains("the Gardener CloudProfiles are not cached yet"),
+                "{answer}"
+            );
+            refused_probes += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(refused_probes > 5, "the admin server hardly answered");
+    assert!(
+        proxy.served_count("GET", "/cloudprofiles", &ApiFault::ServerError(503)) > 0,
+        "the webhook never asked for the CloudProfiles"
+    );
+
+    // Gardener answers: Ready without a restart.
+    proxy.clear();
+    let healed = Instant::now();
+    loop {
+        process.check_running().unwrap();
+        if probe()
+            .await
+            .is_ok_and(|answer| answer.starts_with("HTTP/1.1 200"))
+        {
+            break;
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(60),
+            "not ready 60 s after Gardener answered (log {})",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    process.stop();
 }
