@@ -14,5 +14,6 @@ pub mod duration;
 pub mod gardener;
 pub mod names;
 pub mod provisioning_info;
+pub mod redact;
 pub mod registry_cache;
 pub mod validation;

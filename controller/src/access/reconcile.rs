@@ -753,7 +753,9 @@ async fn fail(
     e: impl std::fmt::Display,
     now: Timestamp,
 ) -> Result<Action, Error> {
-    let msg = format!("{what}: {e}");
+    // The answer to a Secret write may quote the kubeconfig it carried (an admission webhook's
+    // message); the status and the log get the message without it.
+    let msg = kim_shared::redact::credentials(&format!("{what}: {e}")).into_owned();
     write_status(
         reconciler,
         ra,

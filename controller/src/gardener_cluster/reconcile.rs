@@ -410,6 +410,9 @@ async fn apply(
             let written = match written {
                 Ok(s) => s,
                 Err(e) => {
+                    // The answer may quote the kubeconfig the write carried (an admission
+                    // webhook's message): the status and the log get it without.
+                    let e = crate::runtime::classify::without_credentials(e);
                     let failed = if existing.is_some() {
                         Reason::FailedToUpdateSecret
                     } else {

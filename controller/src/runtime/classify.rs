@@ -97,9 +97,25 @@ pub enum ApiErrorKind {
 /// The part of an error fit for a condition message: the API server's message, not the
 /// whole response.
 pub fn message(err: &kube::Error) -> String {
-    match err {
+    let text = match err {
         kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
         other => other.to_string(),
+    };
+    kim_shared::redact::credentials(&text).into_owned()
+}
+
+/// `err` with its API message cleared of anything that looks like credentials
+/// ([`kim_shared::redact`]): for errors of writes that carry a kubeconfig or a token, which
+/// are shown in a status and logged.
+pub fn without_credentials(err: kube::Error) -> kube::Error {
+    match err {
+        kube::Error::Api(mut status) => {
+            if let std::borrow::Cow::Owned(m) = kim_shared::redact::credentials(&status.message) {
+                status.message = m;
+            }
+            kube::Error::Api(status)
+        }
+        other => other,
     }
 }
 

@@ -289,15 +289,17 @@ pub async fn before_patch(
         match secrets.sync(&client, &runtime_id, caches).await {
             Ok(names) => Ok(names),
             Err(e) => {
+                // The answer to a Secret create may quote the credentials it carried.
+                let e = kim_shared::redact::credentials(&e.to_string()).into_owned();
                 set_config_states(
                     &client,
                     caches,
                     ConfigState::Failed,
                     rc::REASON_GARDEN_CONFIGURATION_FAILED,
-                    &e.to_string(),
+                    &e,
                 )
                 .await;
-                Err(e.to_string())
+                Err(e)
             }
         }
     };

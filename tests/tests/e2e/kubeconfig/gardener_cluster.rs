@@ -473,3 +473,97 @@ async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// An answer to the kubeconfig Secret write that quotes the request, as an admission webhook
+/// or a policy engine on Secrets may, puts no part of the kubeconfig into the GardenerCluster's
+/// status or the log: the quoted message arrives with the credentials redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() -> Result<()> {
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-echo").await?;
+    let shoot = ready_shoot(env).await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let quoted: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let sent = quoted.clone();
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{ns}/secrets"),
+        fault: ApiFault::Respond(Responder(Arc::new(move |req| {
+            sent.lock().unwrap().push(req.body.to_vec());
+            let message = format!(
+                "admission webhook \"echo.policy.example\" denied the request: {}",
+                String::from_utf8_lossy(&req.body)
+            );
+            ProxyResponse {
+                status: 403,
+                body: serde_json::to_vec(&json!({
+                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Forbidden", "code": 403, "message": message,
+                }))
+                .unwrap(),
+            }
+        }))),
+        times: None,
+    });
+    let ctl = Controller::start_via(env, &ns, &[], Some(proxy.access_via(env.kcp()))).await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let message = eventually(
+        "the refused write in the status",
+        Duration::from_secs(60),
+        || async {
+            let gc = gcs.get(&id).await?;
+            Ok(gc
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.reason.ends_with("FailedToCreateSecret"))
+                .map(|c| c.message))
+        },
+    )
+    .await;
+    let message = match message {
+        Ok(m) => m,
+        Err(e) => bail!(
+            "{e}; status: {:?}; requests answered: {}",
+            gcs.get(&id).await?.status,
+            quoted.lock().unwrap().len()
+        ),
+    };
+    ctl.stop().await;
+
+    let body = quoted
+        .lock()
+        .unwrap()
+        .first()
+        .cloned()
+        .context("no Secret write")?;
+    let body: serde_json::Value = serde_json::from_slice(&body)?;
+    let encoded = body["data"]["config"]
+        .as_str()
+        .context("the write carried no kubeconfig")?
+        .to_owned();
+    let kubeconfig = kubeconfig_of(&serde_json::from_value(body)?).context("kubeconfig text")?;
+    // The quoting reached the status and the log, redacted.
+    assert!(
+        message.contains("echo.policy.example") && message.contains("<redacted>"),
+        "{message}"
+    );
+    assert!(
+        log_text().contains("echo.policy.example"),
+        "the refused write was not logged"
+    );
+    for shown in [message.as_str(), log_text().as_str()] {
+        assert!(
+            !shown.contains(&encoded[..32]),
+            "the base64 kubeconfig is shown"
+        );
+    }
+    assert_not_in(&message, &kubeconfig, "the status");
+    assert_not_logged(&kubeconfig);
+    Ok(())
+}

@@ -81,7 +81,11 @@ fn log_text() -> String {
 
 /// Fails when any secret part of `kubeconfig` (key, certificate, token) is in the logs.
 fn assert_not_logged(kubeconfig: &str) {
-    let text = log_text();
+    assert_not_in(&log_text(), kubeconfig, "the logs");
+}
+
+/// Asserts that `text` (shown in `place`) holds no credential of `kubeconfig`, whole or in part.
+fn assert_not_in(text: &str, kubeconfig: &str, place: &str) {
     for line in kubeconfig.lines() {
         let Some((field, value)) = line.trim().split_once(':') else {
             continue;
@@ -93,17 +97,17 @@ fn assert_not_logged(kubeconfig: &str) {
         if secret_field && value.len() > 16 {
             assert!(
                 !text.contains(value),
-                "the logs contain the {field} of a kubeconfig"
+                "{place} contain the {field} of a kubeconfig"
             );
             assert!(
                 !text.contains(&value[..32.min(value.len())]),
-                "the logs contain part of the {field} of a kubeconfig"
+                "{place} contain part of the {field} of a kubeconfig"
             );
         }
     }
     assert!(
         !text.contains("PRIVATE KEY"),
-        "the logs contain a private key"
+        "{place} contain a private key"
     );
 }
 
@@ -136,8 +140,22 @@ struct Controller {
 
 impl Controller {
     async fn start(env: &TestEnv, ns: &str, extra: &[&str]) -> Result<Self> {
+        Self::start_via(env, ns, extra, None).await
+    }
+
+    /// [`Controller::start`] reaching the KCP through `kcp` (a fault proxy's access) instead.
+    async fn start_via(
+        env: &TestEnv,
+        ns: &str,
+        extra: &[&str],
+        kcp: Option<kim_tests::testenv::ClusterAccess>,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
-        let paths = env.write_kubeconfigs(dir.path())?;
+        let mut paths = env.write_kubeconfigs(dir.path())?;
+        if let Some(kcp) = kcp {
+            paths[0] = dir.path().join("kcp-via.kubeconfig");
+            access::write_private(&paths[0], &kcp.admin_kubeconfig())?;
+        }
         let mut argv: Vec<String> = vec![
             "kim-controller".into(),
             format!("--kcp-kubeconfig-path={}", paths[0].display()),
