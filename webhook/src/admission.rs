@@ -61,10 +61,17 @@ fn admit<T: Object>(
     let started = Instant::now();
     let mut audit = AuditRecord::new(mode, now);
     audit.kind = T::kind(&()).to_string();
-    let response = match decode::review::<T>(body) {
+    let mut response = match decode::review::<T>(body) {
         Ok(typed) => decide(typed, handle, &mut audit),
         Err(e) => undecodable::<T>(body, &e, &mut audit),
     };
+    // The apiserver makes a new UID for every webhook call and logs none: this annotation in
+    // its audit log is what ties its event to our record.
+    if !response.uid.is_empty() {
+        response
+            .audit_annotations
+            .insert("review-uid", response.uid.clone());
+    }
     audit.allowed = response.allowed;
     if !response.allowed && audit.violations.is_empty() && !response.message().is_empty() {
         audit.error = Some(response.message().to_string());
@@ -284,6 +291,7 @@ mod tests {
         assert_eq!(answer["uid"], "uid-1");
         assert_eq!(answer["allowed"], true);
         assert_eq!(answer["auditAnnotations"]["decision"], "allowed");
+        assert_eq!(answer["auditAnnotations"]["review-uid"], "uid-1");
         assert!(audit.allowed && audit.dry_run);
         assert_eq!(audit.user, "alice");
         assert_eq!(audit.groups, vec!["devs".to_string()]);

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
@@ -71,15 +72,20 @@ pub struct AuditRecord {
     pub dry_run: bool,
     /// The decision.
     pub allowed: bool,
-    /// Every violated rule, as `{"field": ..., "message": ...}`.
+    /// Every violated rule, as `{"field": ..., "message": ...}` (bounded: [`Bounds`]).
     #[serde(serialize_with = "violations")]
     pub violations: Vec<Violation>,
-    /// JSON pointers the defaults patch changed.
+    /// JSON pointers the defaults patch changed (bounded).
+    #[serde(serialize_with = "bounded_list::<16, 128, _>")]
     pub patch_paths: Vec<String>,
-    /// Warnings returned to the client.
+    /// Warnings returned to the client (bounded).
+    #[serde(serialize_with = "bounded_list::<8, 256, _>")]
     pub warnings: Vec<String>,
-    /// Why the request could not be judged (malformed input, wrong kind).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why the request could not be judged (malformed input, wrong kind; bounded).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "bounded_text::<512, _>"
+    )]
     pub error: Option<String>,
     /// The TCP peer that sent the review (`ip:port`). Any pod that reaches the port can post a
     /// review in a user's name; the peer tells the apiserver's records from such forgeries.
@@ -92,18 +98,75 @@ pub struct AuditRecord {
     pub latency_us: u64,
 }
 
-/// The violations of a record (validation's own type, which is not serde's).
+/// A record's parts that quote the request (messages quote values, paths name map keys) are
+/// bounded, so a record stays one line of a few KiB whatever the object holds: container
+/// runtimes split log lines over 16 KiB, and the writers' queues count records, not bytes.
+/// The response to the apiserver keeps everything.
+struct Bounds;
+
+impl Bounds {
+    /// Violations kept; the rest are counted in a last entry.
+    const VIOLATIONS: usize = 16;
+    /// Bytes kept of a violation's field path and message.
+    const FIELD: usize = 128;
+    const MESSAGE: usize = 384;
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
+}
+
+/// The first `N` entries of `list`, each cut to `MAX` bytes, and a last one counting the rest.
+fn bounded_list<const N: usize, const MAX: usize, S: Serializer>(
+    list: &[String],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let more = list.len().saturating_sub(N);
+    s.collect_seq(
+        list.iter()
+            .take(N)
+            .map(|e| cut(e, MAX))
+            .chain((more > 0).then(|| format!("... and {more} more").into())),
+    )
+}
+
+/// `text` cut to `MAX` bytes.
+fn bounded_text<const MAX: usize, S: Serializer>(
+    text: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match text {
+        Some(t) => s.serialize_str(&cut(t, MAX)),
+        None => s.serialize_none(),
+    }
+}
+
+/// The violations of a record (validation's own type, which is not serde's), bounded.
 fn violations<S: Serializer>(list: &[Violation], s: S) -> Result<S::Ok, S::Error> {
-    struct One<'a>(&'a Violation);
+    struct One<'a>(&'a str, std::borrow::Cow<'a, str>);
     impl Serialize for One<'_> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             let mut v = s.serialize_struct("Violation", 2)?;
-            v.serialize_field("field", &self.0.field)?;
-            v.serialize_field("message", &self.0.message)?;
+            v.serialize_field("field", &cut(self.0, Bounds::FIELD))?;
+            v.serialize_field("message", &cut(&self.1, Bounds::MESSAGE))?;
             v.end()
         }
     }
-    s.collect_seq(list.iter().map(One))
+    let more = list.len().saturating_sub(Bounds::VIOLATIONS);
+    s.collect_seq(
+        list.iter()
+            .take(Bounds::VIOLATIONS)
+            .map(|v| One(&v.field, v.message.as_str().into()))
+            .chain((more > 0).then(|| One("", format!("... and {more} more").into()))),
+    )
 }
 
 impl AuditRecord {
@@ -171,7 +234,37 @@ fn line_writer(name: &str, out: impl Write + Send + 'static) -> (NonBlocking, Wo
         .buffered_lines_limit(BUFFERED_RECORDS)
         .lossy(true)
         .thread_name(name)
-        .finish(out)
+        .finish(CountingErrors(out))
+}
+
+/// Failed writes of the audit writers' threads (a full disk, a closed stdout).
+static WRITE_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// Audit writes that failed since the process started (`kim_webhook_audit_write_errors`):
+/// tracing-appender's writer thread drops a line whose write fails and goes on, silently.
+pub fn write_errors() -> u64 {
+    WRITE_ERRORS.load(Ordering::Relaxed)
+}
+
+/// `W`, counting its failed writes and flushes in [`WRITE_ERRORS`].
+struct CountingErrors<W>(W);
+
+impl<W: Write> Write for CountingErrors<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).inspect_err(|_| {
+            WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(buf).inspect_err(|_| {
+            WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().inspect_err(|_| {
+            WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
+        })
+    }
 }
 
 /// Where audit records go.
@@ -321,6 +414,62 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for AuditLogLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a requester controls is bounded in the record: a 100 KiB value quoted in 500
+    /// violations, warnings and patch paths still makes one line of a few KiB that parses.
+    #[test]
+    fn a_record_stays_small_whatever_the_request_holds() {
+        let huge = "x".repeat(100 * 1024);
+        let mut r = AuditRecord::new(Mode::Validate, SystemTime::now());
+        r.violations = (0..500)
+            .map(|i| Violation {
+                field: format!("spec.shoot.provider.workers[{i}].{huge}"),
+                message: format!("{huge:?} is not a valid name"),
+            })
+            .collect();
+        r.warnings = vec![huge.clone(); 50];
+        r.patch_paths = vec![format!("/metadata/labels/{huge}"); 50];
+        r.error = Some(huge.clone());
+        let json = r.to_json();
+        assert!(json.len() < 16 * 1024, "{} bytes", json.len());
+        let back: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+        let violations = back["violations"].as_array().expect("violations");
+        assert_eq!(violations.len(), Bounds::VIOLATIONS + 1);
+        assert_eq!(
+            violations[Bounds::VIOLATIONS]["message"],
+            "... and 484 more"
+        );
+        let full = format!("{huge:?} is not a valid name").len();
+        assert!(
+            violations[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with(&format!("... ({full} bytes)"))),
+            "{}",
+            violations[0]["message"]
+        );
+        assert_eq!(back["warnings"][8], "... and 42 more");
+        assert_eq!(back["patch_paths"][16], "... and 34 more");
+    }
+
+    /// A write the writer thread cannot do (a full disk) loses the record, and is counted.
+    #[test]
+    fn a_failed_write_is_counted() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("No space left on device"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let before = write_errors();
+        let (layer, guard) = AuditLogLayer::new(Full);
+        queue_log_line(&layer.writer, "{\"uid\":\"1\"}");
+        let after = eventually(write_errors, |n| *n > before);
+        assert!(after > before, "a failed write was not counted");
+        drop(guard);
+    }
 
     /// What `read` gives once `done` holds (the writer thread writes in its own time: a guard
     /// waits for it only up to about a second, too short on a loaded machine), or after 10 s.

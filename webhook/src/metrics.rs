@@ -122,6 +122,8 @@ pub struct Metrics {
     pub audit_dropped: Gauge,
     /// Audit records the log (stdout) writer could not keep up with.
     pub audit_log_dropped: Gauge,
+    /// [`crate::audit::write_errors`].
+    pub audit_write_errors: Gauge,
     /// Whether a certificate is loaded and the configuration valid (1) or not (0).
     pub ready: Gauge,
     /// Seconds the cached CloudProfiles have not been confirmed by Gardener (0 while the
@@ -150,6 +152,7 @@ impl Metrics {
             unpropagated_cas: Gauge::default(),
             audit_dropped: Gauge::default(),
             audit_log_dropped: Gauge::default(),
+            audit_write_errors: Gauge::default(),
             ready: Gauge::default(),
             cloud_profiles_age: Gauge::default(),
         };
@@ -203,6 +206,11 @@ impl Metrics {
             "audit_file_dropped_records",
             "Audit records not written to the audit file (writer behind)",
             m.audit_dropped.clone(),
+        );
+        r.register(
+            "audit_write_errors",
+            "Audit record writes that failed (a full disk, a closed stdout): the record is lost",
+            m.audit_write_errors.clone(),
         );
         r.register(
             "audit_log_dropped_records",

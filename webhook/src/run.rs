@@ -51,7 +51,10 @@ where
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(with_audit(
+        &std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_default(),
+    ))
+    .unwrap_or_else(|_| EnvFilter::new(with_audit("info")));
     let not_audit = filter_fn(|m| m.target() != crate::audit::AUDIT_TARGET);
     let fmt = kim_process::logging::layer(format, logs);
     let (audit, guard) = crate::audit::AuditLogLayer::new(audit);
@@ -62,6 +65,21 @@ where
         .with(audit)
         .try_init();
     guard
+}
+
+/// `RUST_LOG` (empty: `info`) with the audit trail on unless a directive names its target: a
+/// lower level for the rest (`RUST_LOG=warn`) must not silence the trail; `audit=off` does.
+fn with_audit(spec: &str) -> String {
+    let spec = if spec.trim().is_empty() { "info" } else { spec };
+    let names_audit = spec.split(',').any(|d| {
+        let target = d.trim().split('=').next().unwrap_or_default();
+        target == crate::audit::AUDIT_TARGET
+    });
+    if names_audit {
+        spec.to_owned()
+    } else {
+        format!("{spec},{}=info", crate::audit::AUDIT_TARGET)
+    }
 }
 
 /// Loads a certificate from files into the resolver and re-loads it when the files change.
@@ -266,6 +284,21 @@ pub async fn serve(
 mod tests {
     use super::*;
     use kim_certs::material::{generate_ca, issue_serving};
+
+    /// A lower level for the rest keeps the audit trail on; only a directive naming it turns it
+    /// off or changes it.
+    #[test]
+    fn the_audit_trail_is_on_unless_rust_log_names_it() {
+        assert_eq!(with_audit(""), "info,audit=info");
+        assert_eq!(with_audit("warn"), "warn,audit=info");
+        assert_eq!(with_audit("warn,kube=debug"), "warn,kube=debug,audit=info");
+        assert_eq!(with_audit("info,audit=off"), "info,audit=off");
+        assert_eq!(with_audit("debug, audit=off"), "debug, audit=off");
+        // A target that only starts like it is another target.
+        assert_eq!(with_audit("auditor=debug"), "auditor=debug,audit=info");
+        let filter = tracing_subscriber::EnvFilter::new(with_audit("error"));
+        assert!(filter.to_string().contains("audit=info"), "{filter}");
+    }
 
     #[test]
     fn the_expiry_of_a_certificate_file_is_read_from_its_leaf() {

@@ -491,6 +491,9 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
                     s.metrics
                         .audit_log_dropped
                         .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
+                    s.metrics
+                        .audit_write_errors
+                        .set(i64::try_from(crate::audit::write_errors()).unwrap_or(i64::MAX));
                     if let Some(profiles) = &s.ctx.cloud_profiles {
                         s.metrics.cloud_profiles_age.set(profiles.age_seconds());
                     }

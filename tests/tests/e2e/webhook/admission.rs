@@ -685,7 +685,15 @@ async fn the_audit_trail_names_the_service_account_its_token_and_the_decision() 
 #[tokio::test]
 async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_request() {
     let env = env().await;
-    let wh = Webhook::start(env, Options::default()).await;
+    let trail = tempfile::tempdir().unwrap();
+    let wh = Webhook::start(
+        env,
+        Options {
+            audit_file: Some(trail.path().join("audit.log")),
+            ..Options::default()
+        },
+    )
+    .await;
     let mut bad = valid_runtime("audited", &wh.ns);
     bad["spec"]["shoot"]["provider"]["workers"][0]["name"] = json!("Bad_Name");
     let (ok, _) = kubectl(env, &["apply", "-f", "-"], Some(&yaml(&bad))).await;
@@ -697,7 +705,7 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
     )
     .await;
     assert!(ok, "{out}");
-    let mut found_denied = false;
+    let mut found_denied = None;
     let mut found_patch = false;
     for _ in 0..50 {
         let events = env.audit_events().unwrap();
@@ -711,7 +719,9 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
                     .as_str()
                     .is_some_and(|v| v.contains("spec.shoot.provider.workers[0].name"))
             {
-                found_denied = true;
+                found_denied = ann["vruntime.infrastructuremanager.kyma-project.io/review-uid"]
+                    .as_str()
+                    .map(str::to_owned);
             }
             if ann["mruntime.infrastructuremanager.kyma-project.io/patched-paths"]
                 .as_str()
@@ -720,14 +730,30 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
                 found_patch = true;
             }
         }
-        if found_denied && found_patch {
+        if found_denied.is_some() && found_patch {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(
-        found_denied,
-        "denial with violations in the apiserver audit log"
+    let review_uid =
+        found_denied.expect("denial with violations and its review UID in the apiserver audit log");
+    // The apiserver's event and our record of the same decision share the review UID.
+    let mut record = None;
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(trail.path().join("audit.log")).unwrap_or_default();
+        record = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|r| r["uid"] == json!(review_uid));
+        if record.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let record = record.expect("our audit record of the denial the apiserver logged");
+    assert_eq!(
+        (&record["webhook"], &record["allowed"], &record["name"]),
+        (&json!("validate"), &json!(false), &json!("audited"))
     );
     assert!(
         found_patch,
