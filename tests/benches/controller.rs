@@ -15,6 +15,11 @@
 //!    runtime clusters (every Shoot's is the one shoot apiserver of the test environment) are
 //!    read the same way, from `infrastructure_manager_im_runtime_cluster_requests_total` and
 //!    `infrastructure_manager_im_runtime_access_shoot_requests_total`.
+//!    After the steady window the controller is killed and a new process started on the same
+//!    state (a crash, a rollout, a new leader): the **takeover** lasts from its start until its
+//!    reconciles stop for 5 s, against a reference measured right before, the bench listing the
+//!    four kinds the controller watches; its requests, Runtimes seen not Ready meanwhile
+//!    (target: none), peak RSS and CPU are reported.
 //! 2. **baseline**: the same N objects written straight to the apiservers in another namespace
 //!    and project, with the same concurrency: Runtime (finalizer included), Shoot (the same
 //!    conversion) through the Gardener API, and as soon as the simulator reports the Shoot
@@ -22,9 +27,11 @@
 //!    controller run's end state). The clock stops the same way (a watch sees all N Ready).
 //!
 //! Admin kubeconfigs: the GardenerCluster reconciler runs in the controller process, but every
-//! `kubeconfig-<runtime-id>` Secret is written by the bench before the clock starts, in both
-//! runs (labelled as managed, with a fresh `last-sync`, holding an admin kubeconfig of the shoot
-//! apiserver the simulator points every Shoot at). The reconciler adopts it (one metadata patch)
+//! `kubeconfig-<runtime-id>` Secret is written by the bench (labelled as managed, with a fresh
+//! `last-sync`, holding an admin kubeconfig of the shoot apiserver the simulator points every
+//! Shoot at): in the controller run as soon as the Runtime's Shoot exists (the controller takes
+//! a kubeconfig signed before its Shoot was created for another cluster's and rotates it), in
+//! the baseline before the clock starts. The reconciler adopts it (one metadata patch)
 //! and reports Ready without asking Gardener: the real gardener-apiserver signs an
 //! `adminkubeconfig` in about 370 ms on this machine, which `make bench-kubeconfig` measures.
 //!
@@ -372,8 +379,38 @@ fn runtimes(ns: &str, tag: &str, n: u64) -> Result<Vec<Runtime>> {
         .collect())
 }
 
-/// Writes `kubeconfig-<runtime-id>` for every Runtime as the GardenerCluster reconciler would
-/// (managed-by label, fresh last-sync), holding `kubeconfig`. Returns the time it took.
+/// `kubeconfig-<id>` as the GardenerCluster reconciler writes it (managed-by label, last-sync
+/// now), holding `kubeconfig`.
+fn kubeconfig_secret(id: &str, kubeconfig: &str) -> Secret {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(names::kubeconfig_secret_name(id)),
+            labels: Some(BTreeMap::from([
+                (
+                    names::LABEL_MANAGED_BY.to_owned(),
+                    names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+                ),
+                (names::LABEL_RUNTIME_ID.to_owned(), id.to_owned()),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                names::ANNOTATION_LAST_SYNC.to_owned(),
+                now,
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            names::KUBECONFIG_SECRET_KEY.to_owned(),
+            ByteString(kubeconfig.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// Writes `kubeconfig-<runtime-id>` for every Runtime ([`kubeconfig_secret`]). Returns the time
+/// it took.
 async fn write_kubeconfig_secrets(
     kcp: &kube::Client,
     ns: &str,
@@ -382,38 +419,12 @@ async fn write_kubeconfig_secrets(
     concurrency: usize,
 ) -> Result<Duration> {
     let api: Api<Secret> = Api::namespaced(kcp.clone(), ns);
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
     let start = Instant::now();
     futures::stream::iter(rts)
         .map(|rt| {
             let api = api.clone();
-            let now = now.clone();
             async move {
-                let id = rt.name_any();
-                let secret = Secret {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(names::kubeconfig_secret_name(&id)),
-                        labels: Some(BTreeMap::from([
-                            (
-                                names::LABEL_MANAGED_BY.to_owned(),
-                                names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
-                            ),
-                            (names::LABEL_RUNTIME_ID.to_owned(), id.clone()),
-                        ])),
-                        annotations: Some(BTreeMap::from([(
-                            names::ANNOTATION_LAST_SYNC.to_owned(),
-                            now,
-                        )])),
-                        ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([(
-                        names::KUBECONFIG_SECRET_KEY.to_owned(),
-                        ByteString(kubeconfig.as_bytes().to_vec()),
-                    )])),
-                    ..Default::default()
-                };
+                let secret = kubeconfig_secret(&rt.name_any(), kubeconfig);
                 api.create(&PostParams::default(), &secret).await?;
                 anyhow::Ok(())
             }
@@ -422,6 +433,41 @@ async fn write_kubeconfig_secrets(
         .try_collect::<Vec<_>>()
         .await?;
     Ok(start.elapsed())
+}
+
+/// For the controller run: writes each Runtime's `kubeconfig-<runtime-id>` as soon as its
+/// Shoot exists (the GardenerCluster reconciler would sign one only later, once the Shoot is
+/// provisioned), so it is adopted as signed for that Shoot. One written before the Shoot
+/// existed is another cluster's to the controller, which rotates it through Gardener.
+fn sign_when_shoots_appear(
+    kcp: &kube::Client,
+    garden: kube::Client,
+    ns: &str,
+    project: &str,
+    kubeconfig: &str,
+) -> tokio::task::JoinHandle<()> {
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), ns);
+    let shoots: Api<Shoot> = Api::namespaced(garden, &format!("garden-{project}"));
+    let kubeconfig = kubeconfig.to_owned();
+    tokio::spawn(async move {
+        let mut written = HashSet::new();
+        let mut events = watcher(shoots, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let Ok(shoot) = event else { continue };
+            let Some(id) = shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID) else {
+                continue;
+            };
+            if written.insert(id.clone()) {
+                // 409: the GardenerCluster reconciler signed one first.
+                let _ = secrets
+                    .create(&PostParams::default(), &kubeconfig_secret(id, &kubeconfig))
+                    .await;
+            }
+        }
+    })
 }
 
 /// Creates the Runtimes with `concurrency` requests in flight.
@@ -476,6 +522,9 @@ struct Figures {
     rss_mib: f64,
     /// Controller CPU time until all Ready.
     cpu: Duration,
+    /// The controller killed after the steady window and started again on the same state
+    /// (controller runs only).
+    takeover: Option<Takeover>,
     /// The end state, for the baseline to copy.
     runtime_status: Value,
     gc_status: Value,
@@ -496,7 +545,7 @@ async fn setup(
     kind: &str,
     n: u64,
     run: usize,
-    kubeconfig: &str,
+    kubeconfig: Option<&str>,
     c: usize,
 ) -> Result<Setup> {
     // Project names stay short: Gardener limits project + Shoot name length (21 together).
@@ -513,8 +562,10 @@ async fn setup(
     let paths = env.write_kubeconfigs(dir.path())?;
     let config = write_config(dir.path(), &project)?;
     let rts = runtimes(&ns, &tag, n)?;
-    let secrets =
-        write_kubeconfig_secrets(&env.kcp_client().await?, &ns, &rts, kubeconfig, c).await?;
+    let secrets = match kubeconfig {
+        Some(k) => write_kubeconfig_secrets(&env.kcp_client().await?, &ns, &rts, k, c).await?,
+        None => Duration::ZERO,
+    };
     Ok(Setup {
         ns,
         project,
@@ -555,7 +606,7 @@ async fn controller_run(
     qps: u64,
     steady: Duration,
 ) -> Result<Figures> {
-    let s = setup(env, "ctl", n, run, kubeconfig, c).await?;
+    let s = setup(env, "ctl", n, run, None, c).await?;
     let kcp = env.kcp_client().await?;
     let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let health_addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
@@ -589,23 +640,8 @@ async fn controller_run(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let mut proc =
-        ManagedProcess::spawn("kim-controller", &controller_binary()?, &args, &envs, &log)?;
+    let mut proc = start_controller(&args, &envs, &log, health_addr).await?;
     let pid = proc.pid().context("controller has no pid")?;
-    let started = Instant::now();
-    loop {
-        proc.check_running()?;
-        if matches!(http_get(health_addr, "/readyz").await, Ok((200, _))) {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!(
-                "kim-controller not ready within 30 s (log: {})",
-                log.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let scrape = || async {
         let (_, body) = http_get(metrics_addr, "/metrics").await?;
         anyhow::Ok(body)
@@ -623,6 +659,13 @@ async fn controller_run(
     let shoots = Tracker::start(
         Api::<Shoot>::namespaced(env.garden_client().await?, &format!("garden-{}", s.project)),
         shoot_succeeded,
+    );
+    let signer = sign_when_shoots_appear(
+        &kcp,
+        env.garden_client().await?,
+        &s.ns,
+        &s.project,
+        kubeconfig,
     );
     let (t0, wall0) = (Instant::now(), jiff::Timestamp::now());
     create_runtimes(&kcp, &s.ns, &s.rts, c).await?;
@@ -663,7 +706,23 @@ async fn controller_run(
     proc.check_running()?;
     let hwm_mib = proc_status_mib(pid, "VmHWM:").unwrap_or(0.0);
     let rss_mib = proc_status_mib(pid, "VmRSS:").unwrap_or(0.0);
+
+    let unready = Tracker::start(Api::<Runtime>::namespaced(kcp.clone(), &s.ns), |rt| {
+        !runtime_ready(rt)
+    });
     proc.stop();
+    signer.abort();
+    let takeover = takeover(
+        env,
+        &s,
+        &args,
+        &envs,
+        &log,
+        metrics_addr,
+        health_addr,
+        &unready,
+    )
+    .await?;
     let creates_per_minute = creates_per_minute(env, &s.project, wall0).await?;
 
     let first = s.rts[0].name_any();
@@ -692,9 +751,190 @@ async fn controller_run(
         hwm_mib,
         rss_mib,
         cpu,
+        takeover: Some(takeover),
         runtime_status: serde_json::to_value(&rt.status)?,
         gc_status: serde_json::to_value(&gc.status)?,
     })
+}
+
+/// Starts `kim-controller` with `args` and waits for its `/readyz`.
+async fn start_controller(
+    args: &[String],
+    envs: &[(&str, &str)],
+    log: &Path,
+    health_addr: SocketAddr,
+) -> Result<ManagedProcess> {
+    let mut proc = ManagedProcess::spawn("kim-controller", &controller_binary()?, args, envs, log)?;
+    let started = Instant::now();
+    loop {
+        proc.check_running()?;
+        if matches!(http_get(health_addr, "/readyz").await, Ok((200, _))) {
+            return Ok(proc);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "kim-controller not ready within 30 s (log: {})",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What a new controller process does on the state of N Ready Runtimes (a rollout, a crash,
+/// a new leader).
+#[derive(Debug, Clone)]
+struct Takeover {
+    /// From the start of the new process until its reconciles stopped for [`QUIET`].
+    busy: Duration,
+    /// The reference, measured right before: the bench itself lists what the controller's
+    /// watches list at a start (Runtimes, GardenerClusters and Secrets of the namespace,
+    /// Shoots of the project), 100 per page as the controller does.
+    lists: Duration,
+    reconciles: BTreeMap<String, u64>,
+    gardener: BTreeMap<String, u64>,
+    cluster: BTreeMap<String, u64>,
+    /// Runtimes seen not Ready at any moment of the takeover.
+    unready: usize,
+    hwm_mib: f64,
+    cpu: Duration,
+}
+
+/// Reconciles that stop for this long end a takeover.
+const QUIET: Duration = Duration::from_secs(5);
+
+#[allow(clippy::too_many_arguments)]
+async fn takeover(
+    env: &TestEnv,
+    s: &Setup,
+    args: &[String],
+    envs: &[(&str, &str)],
+    log: &Path,
+    metrics_addr: SocketAddr,
+    health_addr: SocketAddr,
+    unready: &Tracker,
+) -> Result<Takeover> {
+    let kcp = env.kcp_client().await?;
+    let garden = env.garden_client().await?;
+    let page = kube::api::ListParams::default().limit(100);
+    let started = Instant::now();
+    list_all(&Api::<Runtime>::namespaced(kcp.clone(), &s.ns), &page).await?;
+    list_all(
+        &Api::<GardenerCluster>::namespaced(kcp.clone(), &s.ns),
+        &page,
+    )
+    .await?;
+    list_all(&Api::<Secret>::namespaced(kcp.clone(), &s.ns), &page).await?;
+    list_all(
+        &Api::<Shoot>::namespaced(garden, &format!("garden-{}", s.project)),
+        &page,
+    )
+    .await?;
+    let lists = started.elapsed();
+
+    let log = log.with_extension("takeover.log");
+    let _ = std::fs::remove_file(&log);
+    let started = Instant::now();
+    let mut proc = start_controller(args, envs, &log, health_addr).await?;
+    let pid = proc.pid().context("controller has no pid")?;
+    let scrape = || async {
+        let (_, body) = http_get(metrics_addr, "/metrics").await?;
+        anyhow::Ok(body)
+    };
+    let mut last = (BTreeMap::new(), Instant::now());
+    let body = loop {
+        proc.check_running()?;
+        let body = scrape().await?;
+        let reconciles = counters(&body, RECONCILES);
+        let runtimes: u64 = reconciles
+            .iter()
+            .filter(|(k, _)| k.contains("controller=\"runtime\""))
+            .map(|(_, v)| v)
+            .sum();
+        if reconciles != last.0 {
+            last = (reconciles, Instant::now());
+        } else if runtimes >= s.rts.len() as u64 && last.1.elapsed() >= QUIET {
+            break body;
+        }
+        if started.elapsed() > run_timeout(s.rts.len() as u64) {
+            bail!("takeover: reconciles did not stop (log: {})", log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let figures = Takeover {
+        busy: last.1 - started,
+        lists,
+        reconciles: counters(&body, RECONCILES),
+        gardener: counters(&body, GARDENER_REQUESTS),
+        cluster: cluster_counters(&body),
+        unready: unready.count(),
+        hwm_mib: proc_status_mib(pid, "VmHWM:").unwrap_or(0.0),
+        cpu: proc_cpu(pid).unwrap_or_default(),
+    };
+    proc.stop();
+    Ok(figures)
+}
+
+/// Lists every object of `api` page by page.
+async fn list_all<K>(api: &Api<K>, page: &kube::api::ListParams) -> Result<usize>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = page.clone();
+    let mut n = 0;
+    loop {
+        let list = api.list(&params).await?;
+        n += list.items.len();
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(n),
+        }
+    }
+}
+
+/// The series of `counters` above zero, `none` when there are none.
+fn nonzero(counters: &BTreeMap<String, u64>) -> String {
+    let shown: Vec<String> = counters
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{} {v}", short_labels(k)))
+        .collect();
+    if shown.is_empty() {
+        "none".to_owned()
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// The takeover rows of the report.
+fn takeover_table(ctls: &[&Figures]) -> String {
+    let mut md = String::from(
+        "Takeover: after the steady window the controller is killed and a new process starts on \
+         the same state (N Ready Runtimes, their Shoots, GardenerClusters and kubeconfig \
+         Secrets). Busy: from its start until its reconciles stop for 5 s; reference: the bench \
+         listing the four kinds it watches, 100 per page, right before.\n\n\
+         | Runtimes | busy | reference: lists | busy / lists | reconciles | Gardener requests | runtime-cluster requests | Runtimes not Ready meanwhile | peak RSS | CPU |\n\
+         | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for f in ctls {
+        let Some(t) = &f.takeover else { continue };
+        md.push_str(&format!(
+            "| {} (run {}) | {:.1} s | {:.2} s | {:.1}x | {} | {} | {} | {} | {:.0} MiB | {:.1} s |\n",
+            f.n,
+            f.run + 1,
+            secs(t.busy),
+            secs(t.lists),
+            secs(t.busy) / secs(t.lists).max(0.001),
+            nonzero(&t.reconciles),
+            nonzero(&t.gardener),
+            total(&t.cluster),
+            t.unready,
+            t.hwm_mib,
+            secs(t.cpu),
+        ));
+    }
+    md.push('\n');
+    md
 }
 
 async fn baseline_run(
@@ -705,7 +945,7 @@ async fn baseline_run(
     c: usize,
     template: &Figures,
 ) -> Result<Figures> {
-    let s = setup(env, "base", n, run, kubeconfig, c).await?;
+    let s = setup(env, "base", n, run, Some(kubeconfig), c).await?;
     let kcp = env.kcp_client().await?;
     let garden = env.garden_client().await?;
     let gns = format!("garden-{}", s.project);
@@ -852,6 +1092,7 @@ async fn baseline_run(
         hwm_mib: 0.0,
         rss_mib: 0.0,
         cpu: Duration::ZERO,
+        takeover: None,
         runtime_status: Value::Null,
         gc_status: Value::Null,
     })
@@ -964,6 +1205,7 @@ fn report(results: &[(Figures, Figures)], c: usize, qps: u64, repeat: usize) -> 
     }
     let ctls: Vec<&Figures> = results.iter().map(|(ctl, _)| ctl).collect();
     md.push_str(&request_tables(&ctls, &label));
+    md.push_str(&takeover_table(&ctls));
     md
 }
 
@@ -1064,6 +1306,7 @@ fn controller_report(ctls: &[Figures], c: usize, qps: u64) -> String {
     md.push_str(&request_tables(&refs, &|f: &Figures| {
         format!("{} (run {})", f.n, f.run + 1)
     }));
+    md.push_str(&takeover_table(&refs));
     md
 }
 
