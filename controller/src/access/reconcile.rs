@@ -653,6 +653,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     now,
                     expires: issued.expires,
                     reason,
+                    token_id: issued.id.clone(),
                 },
             );
             // Into the Secret checked above, or a new one: an existing Secret is written with
@@ -700,7 +701,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     .await;
                 }
             }
-            tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, "ServiceAccount kubeconfig written");
+            tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, token_id = issued.id.as_deref().unwrap_or_default(), expires = %issued.expires, identity = %service_account_user(&ra.spec), "ServiceAccount kubeconfig written");
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue = Duration::from_secs_f64(
                 lifetime_left * token::clamp_ratio(reconciler.settings.rotation_ratio),
@@ -957,6 +958,8 @@ struct IssuedAt {
     now: Timestamp,
     expires: Timestamp,
     reason: &'static str,
+    /// [`shoot::IssuedToken::id`].
+    token_id: Option<String>,
 }
 
 fn kubeconfig_secret(
@@ -984,20 +987,29 @@ fn kubeconfig_secret(
                     ra.spec.runtime_id.clone(),
                 ),
             ])),
-            annotations: Some(BTreeMap::from([
-                (
-                    names::ANNOTATION_LAST_SYNC.to_owned(),
-                    format_last_sync(issued.now),
-                ),
-                (
-                    ANNOTATION_TOKEN_EXPIRATION.to_owned(),
-                    format_last_sync(issued.expires),
-                ),
-                (
-                    record::ANNOTATION_TOKEN_REASON.to_owned(),
-                    issued.reason.to_owned(),
-                ),
-            ])),
+            annotations: Some(
+                [
+                    (
+                        names::ANNOTATION_LAST_SYNC.to_owned(),
+                        format_last_sync(issued.now),
+                    ),
+                    (
+                        ANNOTATION_TOKEN_EXPIRATION.to_owned(),
+                        format_last_sync(issued.expires),
+                    ),
+                    (
+                        record::ANNOTATION_TOKEN_REASON.to_owned(),
+                        issued.reason.to_owned(),
+                    ),
+                ]
+                .into_iter()
+                .chain(
+                    issued
+                        .token_id
+                        .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
+                )
+                .collect(),
+            ),
             owner_references: owner,
             ..Default::default()
         },
@@ -1158,6 +1170,7 @@ mod tests {
             now: Timestamp::UNIX_EPOCH,
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ISSUED,
+            token_id: None,
         };
         let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
         assert!(secret_owned_by(&ours, &ra));

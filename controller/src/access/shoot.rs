@@ -567,6 +567,26 @@ pub struct IssuedToken {
     pub token: String,
     /// When it expires, as the API server says.
     pub expires: jiff::Timestamp,
+    /// The token's ID (its `jti` claim), which the runtime cluster's audit log names for every
+    /// request made with it (`authentication.kubernetes.io/credential-id: JTI=<id>`).
+    pub id: Option<String>,
+}
+
+/// The `jti` claim of a JWT, read without checking the signature (the runtime cluster's API
+/// server just issued it to us); `None` for a token that is no JWT or whose ID is not a plain
+/// identifier of at most 128 characters (the value goes into an annotation and logs).
+pub fn token_id(token: &str) -> Option<String> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    let id = claims.get("jti")?.as_str()?;
+    let plain = !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    plain.then(|| id.to_owned())
 }
 
 /// Why no token was issued (never contains a token).
@@ -602,6 +622,7 @@ pub async fn request_token(
     let status = answer.status.unwrap_or_default();
     match (status.token, status.expiration_timestamp) {
         (Some(token), Some(expires)) if !token.is_empty() => Ok(IssuedToken {
+            id: token_id(&token),
             token,
             expires: expires.0,
         }),
@@ -612,6 +633,37 @@ pub async fn request_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_id_is_the_jwt_jti_claim_when_it_is_a_plain_identifier() {
+        use base64::Engine;
+        let jwt = |claims: serde_json::Value| {
+            let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            format!(
+                "{}.{}.c2ln",
+                b64.encode(br#"{"alg":"RS256"}"#),
+                b64.encode(claims.to_string())
+            )
+        };
+        let id = "9c1f2d7e-4b3a-4f0e-8d6c-2a1b0c9d8e7f";
+        assert_eq!(
+            token_id(&jwt(
+                serde_json::json!({"jti": id, "sub": "system:serviceaccount:a:b"})
+            )),
+            Some(id.to_owned())
+        );
+        assert_eq!(token_id(&jwt(serde_json::json!({"sub": "x"}))), None);
+        assert_eq!(
+            token_id(&jwt(serde_json::json!({"jti": "a\nforged line"}))),
+            None
+        );
+        assert_eq!(
+            token_id(&jwt(serde_json::json!({"jti": "x".repeat(129)}))),
+            None
+        );
+        assert_eq!(token_id("not-a-jwt"), None);
+        assert_eq!(token_id("a.!!!.c"), None);
+    }
     use k8s_openapi::api::rbac::v1::PolicyRule;
     use kim_shared::api::runtime_access::{
         ExistingRoleRef, RoleSpec, RuntimeAccessSpec, ServiceAccountRef,

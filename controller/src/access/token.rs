@@ -13,6 +13,10 @@ use crate::gardener_cluster::rotation::parse_last_sync;
 pub const ANNOTATION_TOKEN_EXPIRATION: &str =
     "infrastructuremanager.kyma-project.io/token-expiration";
 
+/// Annotation on the KCP Secret: the token's ID (`jti`), as the runtime cluster's audit log
+/// names it (`authentication.kubernetes.io/credential-id: JTI=<id>`).
+pub const ANNOTATION_TOKEN_ID: &str = "infrastructuremanager.kyma-project.io/token-id";
+
 /// Why a token is issued now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenCause {

@@ -18,6 +18,24 @@ async fn whoami(client: kube::Client) -> Result<String> {
         .unwrap_or_default())
 }
 
+/// The ID the API server gives the client's credential (`JTI=<id>` for a ServiceAccount token),
+/// as its audit log names it.
+async fn credential_id(client: kube::Client) -> Result<Option<String>> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review: SelfSubjectReview = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}
+    }))?;
+    let answer = Api::<SelfSubjectReview>::all(client)
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.extra)
+        .and_then(|mut e| e.remove("authentication.kubernetes.io/credential-id"))
+        .and_then(|ids| ids.into_iter().next()))
+}
+
 fn forbidden<T>(r: std::result::Result<T, kube::Error>) -> bool {
     matches!(r, Err(kube::Error::Api(s)) if s.code == 403)
 }
@@ -450,6 +468,14 @@ async fn runtime_access_token_is_rotated_before_expiry_and_the_new_kubeconfig_wo
         // The new kubeconfig works and is the ServiceAccount.
         let client = access::client_from_yaml("rotated", &kc).await?;
         assert_eq!(whoami(client.clone()).await?, user);
+        // The Secret names the token as the runtime cluster's audit log does.
+        let token_id = annotations
+            .get("infrastructuremanager.kyma-project.io/token-id")
+            .context("token-id annotation")?;
+        assert_eq!(
+            credential_id(client.clone()).await?,
+            Some(format!("JTI={token_id}"))
+        );
         let pods: Api<Pod> = Api::namespaced(client.clone(), &apps);
         once_allowed("get pod with the rotated kubeconfig", || pods.get("p1")).await?;
         assert!(
