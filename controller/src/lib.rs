@@ -17,6 +17,7 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod records;
+pub mod redact;
 pub mod runner;
 pub mod server;
 pub mod settings;

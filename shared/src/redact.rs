@@ -1,20 +1,31 @@
 //! Keeps credentials out of messages that quote an API server's answer.
 //!
 //! An answer to a Secret write may quote the object it refused: an admission webhook or a
-//! policy engine on the KCP can put any field of the request into its message, and the API
-//! server passes that message on. Such a message goes into a status, an Event or a log line,
-//! where anyone who may read those would read the kubeconfig or token the write carried. What
-//! credentials look like there is known: base64 (of a kubeconfig, a certificate, a key), a JWT,
-//! a hex digest. Those are long runs of token characters mixing upper case, lower case and
-//! digits, which no name in a Kubernetes message is (object names are lower case, UUIDs are
-//! lower-case hex in short groups).
+//! policy engine can put any field of the request into its message (and its causes), and the
+//! API server passes that on. Such a message goes into a status, an Event or a log line, where
+//! anyone who may read those would read the kubeconfig, token or password the write carried.
+//!
+//! Two rules, both applied by [`credentials_in`]:
+//! - what looks like encoded credentials: a run of token characters (letters, digits and
+//!   `+ / = _ - .`) of 32 or more holding a piece between separators of 20 or more characters
+//!   that mixes upper case, lower case and digits (base64 of a kubeconfig, certificate or key,
+//!   a JWT). Names do not (object names are lower case, UUIDs lower-case hex in short groups,
+//!   paths and resource IDs are made of short pieces);
+//! - the values the write carried, when the caller knows them: each one, and its base64, of 8
+//!   or more characters (a short password is no long run).
 
 use std::borrow::Cow;
 
+use base64::Engine;
+
 /// Runs this long or longer are looked at.
 const MIN_RUN: usize = 32;
+/// A piece between separators this long, mixing cases and digits, makes a run opaque.
+const MIN_PIECE: usize = 20;
+/// Known values shorter than this are not looked for (they would match ordinary words).
+const MIN_VALUE: usize = 8;
 
-/// What replaces an opaque run.
+/// What replaces a credential.
 pub const REDACTED: &str = "<redacted>";
 
 fn token_char(c: char) -> bool {
@@ -24,13 +35,42 @@ fn token_char(c: char) -> bool {
 /// Whether a run of token characters looks like encoded credentials rather than a name.
 fn opaque(run: &str) -> bool {
     run.len() >= MIN_RUN
-        && run.chars().any(|c| c.is_ascii_uppercase())
-        && run.chars().any(|c| c.is_ascii_lowercase())
-        && run.chars().any(|c| c.is_ascii_digit())
+        && run
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|piece| {
+                piece.len() >= MIN_PIECE
+                    && piece.chars().any(|c| c.is_ascii_uppercase())
+                    && piece.chars().any(|c| c.is_ascii_lowercase())
+                    && piece.chars().any(|c| c.is_ascii_digit())
+            })
 }
 
 /// `message` with every run that looks like encoded credentials replaced by [`REDACTED`].
 pub fn credentials(message: &str) -> Cow<'_, str> {
+    credentials_in(message, &[])
+}
+
+/// [`credentials`], and every occurrence of each of `values` (and of its base64) of at least
+/// 8 bytes replaced too: the values a refused write carried.
+pub fn credentials_in<'a>(message: &'a str, values: &[&[u8]]) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(message);
+    for value in values.iter().filter(|v| v.len() >= MIN_VALUE) {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        let plain = String::from_utf8_lossy(value);
+        for needle in [encoded.as_str(), plain.as_ref()] {
+            if out.contains(needle) {
+                out = Cow::Owned(out.replace(needle, REDACTED));
+            }
+        }
+    }
+    match opaque_runs(&out) {
+        Some(redacted) => Cow::Owned(redacted),
+        None => out,
+    }
+}
+
+/// `message` with its opaque runs replaced, or `None` when it has none.
+fn opaque_runs(message: &str) -> Option<String> {
     let mut out = String::new();
     let mut copied = 0;
     let mut rest = message.char_indices().peekable();
@@ -53,10 +93,10 @@ pub fn credentials(message: &str) -> Cow<'_, str> {
         }
     }
     if copied == 0 {
-        return Cow::Borrowed(message);
+        return None;
     }
     out.push_str(&message[copied..]);
-    Cow::Owned(out)
+    Some(out)
 }
 
 #[cfg(test)]
@@ -72,10 +112,6 @@ mod tests {
             "admission webhook \"policy.example.com\" denied the request: Secret \"kubeconfig-5f0d6a8e-2c1b-4c1e-9a0b-3e6f0b2d1c7a\" in kcp-system: data.config {b64} and token {jwt} not allowed"
         );
         let shown = credentials(&msg);
-        assert!(
-            !shown.contains(&b64[..20]) && !shown.contains(&jwt[..20]),
-            "{shown}"
-        );
         assert_eq!(
             shown,
             "admission webhook \"policy.example.com\" denied the request: Secret \"kubeconfig-5f0d6a8e-2c1b-4c1e-9a0b-3e6f0b2d1c7a\" in kcp-system: data.config <redacted> and token <redacted> not allowed"
@@ -89,6 +125,9 @@ mod tests {
             "Secret \"sa-kubeconfig-team-a\" is invalid: metadata.labels: Invalid value: \"kyma-project.io/runtime-id\"",
             "Internal error occurred: resource quota evaluation timed out",
             "https://api.shoot-1a2b3c.kyma.ondemand.com:443/api/v1/namespaces/kyma-system/secrets",
+            "RuntimeAccess/5f0d6a8e-2c1b-4c1e-9a0b-3e6f0b2d1c7a",
+            "/subscriptions/1f2e3d4c-5b6a-4789-9abc-def012345678/resourceGroups/MyGroup01/providers/Microsoft.Network/virtualNetworks/Vnet01",
+            "github.com/gardener/gardener/pkg/apis/core/v1beta1.Shoot",
             "",
         ] {
             assert!(
@@ -96,5 +135,17 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    /// A short password is no long run: the values the write carried are looked for as they
+    /// are and as base64.
+    #[test]
+    fn the_values_a_write_carried_are_redacted_however_short() {
+        let password = b"hunter2!x";
+        let msg = "denied: data.password aHVudGVyMiF4 (hunter2!x) is weak; user \"me\"";
+        assert_eq!(
+            credentials_in(msg, &[password, b"me"]),
+            "denied: data.password <redacted> (<redacted>) is weak; user \"me\""
+        );
     }
 }

@@ -46,27 +46,32 @@ pub struct AuditRecord {
     pub time: String,
     /// Which webhook answered (`mutate` or `validate`).
     pub webhook: &'static str,
-    /// The AdmissionReview uid (correlates with the apiserver's audit log).
+    /// The AdmissionReview uid (the apiserver's audit log names it: `review-uid`).
+    #[serde(serialize_with = "identity")]
     pub uid: String,
     /// The requesting user.
+    #[serde(serialize_with = "identity")]
     pub user: String,
     /// The requesting user's uid (a ServiceAccount's uid, for its tokens), when the
     /// authenticator gives one.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(skip_serializing_if = "String::is_empty", serialize_with = "identity")]
     pub user_uid: String,
     /// What the authenticator said of the user beyond name and groups, only the keys of
     /// [`AUDITED_USER_EXTRA`] (which token, which pod).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub user_extra: BTreeMap<String, Vec<String>>,
     /// The user's groups.
+    #[serde(serialize_with = "groups")]
     pub groups: Vec<String>,
     /// CREATE, UPDATE, DELETE or CONNECT.
     pub operation: &'static str,
     /// Kind of the admitted object.
     pub kind: String,
     /// Namespace of the object.
+    #[serde(serialize_with = "identity")]
     pub namespace: String,
     /// Name of the object (empty on CREATE with generateName).
+    #[serde(serialize_with = "identity")]
     pub name: String,
     /// Whether the request was a dry run.
     pub dry_run: bool,
@@ -76,16 +81,13 @@ pub struct AuditRecord {
     #[serde(serialize_with = "violations")]
     pub violations: Vec<Violation>,
     /// JSON pointers the defaults patch changed (bounded).
-    #[serde(serialize_with = "bounded_list::<16, 128, _>")]
+    #[serde(serialize_with = "patch_paths")]
     pub patch_paths: Vec<String>,
     /// Warnings returned to the client (bounded).
-    #[serde(serialize_with = "bounded_list::<8, 256, _>")]
+    #[serde(serialize_with = "warnings")]
     pub warnings: Vec<String>,
     /// Why the request could not be judged (malformed input, wrong kind; bounded).
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "bounded_text::<512, _>"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "error")]
     pub error: Option<String>,
     /// The TCP peer that sent the review (`ip:port`). Any pod that reaches the port can post a
     /// review in a user's name; the peer tells the apiserver's records from such forgeries.
@@ -98,10 +100,11 @@ pub struct AuditRecord {
     pub latency_us: u64,
 }
 
-/// A record's parts that quote the request (messages quote values, paths name map keys) are
-/// bounded, so a record stays one line of a few KiB whatever the object holds: container
-/// runtimes split log lines over 16 KiB, and the writers' queues count records, not bytes.
-/// The response to the apiserver keeps everything.
+/// A record's parts that come from the request (messages quote values, paths name map keys,
+/// and anyone who reaches the port can post a review with any identity) are bounded, so a
+/// record stays one line of a few KiB whatever the request holds: container runtimes split log
+/// lines over 16 KiB, and the writers' queues count records, not bytes. The response to the
+/// apiserver keeps everything.
 struct Bounds;
 
 impl Bounds {
@@ -109,11 +112,22 @@ impl Bounds {
     const VIOLATIONS: usize = 16;
     /// Bytes kept of a violation's field path and message.
     const FIELD: usize = 128;
-    const MESSAGE: usize = 384;
+    const MESSAGE: usize = 256;
+    const WARNINGS: usize = 8;
+    const WARNING: usize = 256;
+    const PATHS: usize = 16;
+    const PATH: usize = 128;
+    const ERROR: usize = 512;
+    /// Bytes kept of the uid, user, user uid, namespace, name and each group.
+    const IDENTITY: usize = 256;
+    const GROUPS: usize = 16;
+    /// A record longer than this (escaping can make quoted text six times longer) keeps its
+    /// decision and identity and only counts the rest.
+    const LINE: usize = 14 * 1024;
 }
 
 /// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
-fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+pub(crate) fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if text.len() <= max {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -124,27 +138,41 @@ fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
 }
 
-/// The first `N` entries of `list`, each cut to `MAX` bytes, and a last one counting the rest.
-fn bounded_list<const N: usize, const MAX: usize, S: Serializer>(
+/// The first `n` entries of `list`, each cut to `max` bytes, and a last one counting the rest.
+fn bounded_list<S: Serializer>(
     list: &[String],
+    n: usize,
+    max: usize,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    let more = list.len().saturating_sub(N);
+    let more = list.len().saturating_sub(n);
     s.collect_seq(
         list.iter()
-            .take(N)
-            .map(|e| cut(e, MAX))
+            .take(n)
+            .map(|e| cut(e, max))
             .chain((more > 0).then(|| format!("... and {more} more").into())),
     )
 }
 
-/// `text` cut to `MAX` bytes.
-fn bounded_text<const MAX: usize, S: Serializer>(
-    text: &Option<String>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
+fn identity<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&cut(text, Bounds::IDENTITY))
+}
+
+fn groups<S: Serializer>(list: &[String], s: S) -> Result<S::Ok, S::Error> {
+    bounded_list(list, Bounds::GROUPS, Bounds::IDENTITY, s)
+}
+
+fn warnings<S: Serializer>(list: &[String], s: S) -> Result<S::Ok, S::Error> {
+    bounded_list(list, Bounds::WARNINGS, Bounds::WARNING, s)
+}
+
+fn patch_paths<S: Serializer>(list: &[String], s: S) -> Result<S::Ok, S::Error> {
+    bounded_list(list, Bounds::PATHS, Bounds::PATH, s)
+}
+
+fn error<S: Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     match text {
-        Some(t) => s.serialize_str(&cut(t, MAX)),
+        Some(t) => s.serialize_str(&cut(t, Bounds::ERROR)),
         None => s.serialize_none(),
     }
 }
@@ -220,10 +248,34 @@ impl AuditRecord {
         self.dry_run = req.dry_run;
     }
 
-    /// The record as one JSON object.
+    /// The record as one JSON object of at most about [`Bounds::LINE`] bytes.
     pub fn to_json(&self) -> String {
         // Strings, numbers and string maps only: serializing cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
+        let json = serde_json::to_string(self).unwrap_or_default();
+        if json.len() <= Bounds::LINE {
+            return json;
+        }
+        let counted = |n: usize, what: &str| {
+            (n > 0)
+                .then(|| format!("{n} {what}, too large to record"))
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        let short = Self {
+            violations: counted(self.violations.len(), "violations")
+                .into_iter()
+                .map(|message| Violation {
+                    field: String::new(),
+                    message,
+                })
+                .collect(),
+            warnings: counted(self.warnings.len(), "warnings"),
+            patch_paths: counted(self.patch_paths.len(), "patch paths"),
+            error: self.error.as_ref().map(|e| cut(e, 64).into_owned()),
+            user_extra: BTreeMap::new(),
+            ..self.clone()
+        };
+        serde_json::to_string(&short).unwrap_or_default()
     }
 }
 
@@ -449,6 +501,27 @@ mod tests {
         );
         assert_eq!(back["warnings"][8], "... and 42 more");
         assert_eq!(back["patch_paths"][16], "... and 34 more");
+
+        // A forged review's identity is bounded too, and text that escaping blows up (control
+        // characters, six bytes each) leaves the decision and the identity, the rest counted.
+        let control = "\u{1}".repeat(300);
+        r.user = huge.clone();
+        r.groups = vec![huge.clone(); 100];
+        r.violations = (0..16)
+            .map(|_| Violation {
+                field: control.clone(),
+                message: control.clone(),
+            })
+            .collect();
+        let json = r.to_json();
+        assert!(json.len() < 16 * 1024, "{} bytes", json.len());
+        let back: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+        assert_eq!(back["allowed"], false);
+        assert_eq!(
+            back["violations"][0]["message"],
+            "16 violations, too large to record"
+        );
+        assert_eq!(back["groups"].as_array().map(Vec::len), Some(17));
     }
 
     /// A write the writer thread cannot do (a full disk) loses the record, and is counted.
@@ -490,7 +563,7 @@ mod tests {
         let path = dir.path().join("audit.log");
         let sink = AuditSink::with_file(path.clone(), 1024, 2).expect("sink");
         let mut record = AuditRecord::new(Mode::Validate, SystemTime::UNIX_EPOCH);
-        record.uid = "x".repeat(300);
+        record.uid = "x".repeat(200);
         for _ in 0..20 {
             sink.emit(&record);
         }
@@ -513,7 +586,7 @@ mod tests {
             assert!(!text.is_empty(), "{} written", p.display());
             // Rotated once past the limit, at a record's end: at most one record over it.
             assert!(
-                text.len() <= 1024 + 400,
+                text.len() <= 1024 + record.to_json().len() + 1,
                 "{}: {} bytes",
                 p.display(),
                 text.len()

@@ -121,7 +121,7 @@ impl Response {
             }),
             audit_annotations: BTreeMap::from([
                 ("decision", "denied".to_string()),
-                ("violations", truncate(&fields, 1000)),
+                ("violations", crate::audit::cut(&fields, 1000).into_owned()),
             ]),
             ..Self::default()
         }
@@ -183,15 +183,4 @@ pub fn patch_paths(patch: &Patch) -> Vec<String> {
         .iter()
         .map(|op| op.path().as_str().to_string())
         .collect()
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }

@@ -690,12 +690,18 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 }
                 Err(e) => {
                     reconciler.tokens.failed(decision);
+                    let carried: Vec<&[u8]> = desired
+                        .data
+                        .iter()
+                        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
+                        .chain([issued.token.as_bytes()])
+                        .collect();
                     return fail(
                         reconciler,
                         ra,
                         "SecretWriteFailed",
                         &format!("writing Secret {ns}/{name}"),
-                        e,
+                        crate::redact::api_error(e, &carried),
                         now,
                     )
                     .await;

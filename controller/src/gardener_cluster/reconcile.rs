@@ -412,7 +412,12 @@ async fn apply(
                 Err(e) => {
                     // The answer may quote the kubeconfig the write carried (an admission
                     // webhook's message): the status and the log get it without.
-                    let e = crate::runtime::classify::without_credentials(e);
+                    let carried: Vec<&[u8]> = desired
+                        .data
+                        .iter()
+                        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
+                        .collect();
+                    let e = crate::redact::api_error(e, &carried);
                     let failed = if existing.is_some() {
                         Reason::FailedToUpdateSecret
                     } else {

@@ -61,7 +61,7 @@ const WATCH: &str = "auditlogs";
 pub struct PoolWatch {
     store: Store<AuditLog>,
     namespace: String,
-    /// Whether the watch has listed the pool (again after each relist).
+    /// Whether the watch has listed the pool.
     listed: tokio::sync::watch::Receiver<bool>,
     /// The watch's last error while it has none listed, for the condition message.
     last_error: Arc<Mutex<Option<String>>>,
@@ -112,9 +112,7 @@ impl PoolWatch {
                         crate::watch::report(WATCH, &e, &metrics);
                         *lock(&errors) = Some(e.to_string());
                     }
-                    Some(Ok(watcher::Event::Init)) => {
-                        listed_tx.send_replace(false);
-                    }
+                    // A relist keeps the store's last list until it is done: reads go on.
                     Some(Ok(watcher::Event::InitDone)) => {
                         *lock(&errors) = None;
                         listed_tx.send_replace(true);
@@ -169,9 +167,12 @@ impl PoolWatch {
         written.keys().next().cloned()
     }
 
-    /// Remembers that `before` was patched.
-    fn wrote(&self, before: &AuditLog) {
-        if let Some(rv) = &before.metadata.resource_version {
+    /// Remembers that `before` was patched into `after` (a patch that changed nothing keeps
+    /// the resourceVersion: there is nothing to wait for).
+    fn wrote(&self, before: &AuditLog, after: &AuditLog) {
+        if let Some(rv) = &before.metadata.resource_version
+            && after.metadata.resource_version.as_ref() != Some(rv)
+        {
             lock(&self.written).insert(before.name_any(), rv.clone());
         }
     }
@@ -269,11 +270,11 @@ async fn patch(
     a: &AuditLog,
     body: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    audit_logs(reconciler)
+    let after = audit_logs(reconciler)
         .patch(&a.name_any(), &PatchParams::default(), &Patch::Merge(body))
         .await?;
     if let Some(watch) = &reconciler.audit_logs {
-        watch.wrote(a);
+        watch.wrote(a, &after);
     }
     Ok(())
 }
@@ -805,15 +806,34 @@ mod tests {
         };
         assert_eq!(watch.read().await.map(|p| p.len()).ok(), Some(1));
 
-        watch.wrote(&before);
+        // A patch that changed nothing leaves nothing to wait for.
+        watch.wrote(&before, &before);
+        assert!(watch.read().await.is_ok());
+        watch.wrote(&before, &audit_log("a", "2"));
         assert!(matches!(
             watch.read().await,
             Err(PoolUnread::OwnWriteUnseen(name)) if name == "a"
         ));
-        writer.apply_watcher_event(&Event::Apply(audit_log("a", "2")));
-        let pool = watch.read().await.expect("the patch is in the pool");
+        // The patched object arrives while a read waits: that read returns it.
+        let waiting = PoolWatch {
+            wait: Duration::from_secs(10),
+            written: Mutex::new(lock(&watch.written).clone()),
+            listed: watch.listed.clone(),
+            store: watch.store.clone(),
+            namespace: watch.namespace.clone(),
+            last_error: Arc::default(),
+        };
+        let arrives = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            writer.apply_watcher_event(&Event::Apply(audit_log("a", "2")));
+        });
+        let pool = waiting.read().await.expect("the patch is in the pool");
         assert_eq!(pool[0].metadata.resource_version.as_deref(), Some("2"));
-        assert!(lock(&watch.written).is_empty(), "a seen write is forgotten");
+        assert!(
+            lock(&waiting.written).is_empty(),
+            "a seen write is forgotten"
+        );
+        arrives.await.expect("the watch event");
     }
 
     /// Before its first list the pool is not read, and the condition says why.

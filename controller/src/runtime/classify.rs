@@ -104,21 +104,6 @@ pub fn message(err: &kube::Error) -> String {
     kim_shared::redact::credentials(&text).into_owned()
 }
 
-/// `err` with its API message cleared of anything that looks like credentials
-/// ([`kim_shared::redact`]): for errors of writes that carry a kubeconfig or a token, which
-/// are shown in a status and logged.
-pub fn without_credentials(err: kube::Error) -> kube::Error {
-    match err {
-        kube::Error::Api(mut status) => {
-            if let std::borrow::Cow::Owned(m) = kim_shared::redact::credentials(&status.message) {
-                status.message = m;
-            }
-            kube::Error::Api(status)
-        }
-        other => other,
-    }
-}
-
 /// Classifies a kube client error.
 pub fn classify(err: &kube::Error) -> ApiErrorKind {
     match err {

@@ -168,6 +168,9 @@ impl GardenSecrets {
             }
             if step != SyncStep::Keep {
                 let name = rc::new_secret_name(rand::random::<u128>());
+                // A refusal may quote the credentials it carried, however short.
+                let carried: Vec<&[u8]> = data.values().map(|v| v.0.as_slice()).collect();
+                let quoted = |e| crate::redact::api_error(e, &carried);
                 let data: BTreeMap<String, Value> = data
                     .iter()
                     .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
@@ -178,6 +181,7 @@ impl GardenSecrets {
                 self.api
                     .create(&PostParams::default(), &secret)
                     .await
+                    .map_err(quoted)
                     .map_err(gardener("create the registry cache Secret"))?;
                 tracing::info!(cache = %cache.name, namespace = %cache.namespace, secret = %name, "registry cache credentials copied to the Gardener project");
                 names.insert(cache.uid.clone(), name);
@@ -289,7 +293,8 @@ pub async fn before_patch(
         match secrets.sync(&client, &runtime_id, caches).await {
             Ok(names) => Ok(names),
             Err(e) => {
-                // The answer to a Secret create may quote the credentials it carried.
+                // The answer to a Secret create may quote the credentials it carried (the
+                // values are redacted where the create failed; this catches the rest).
                 let e = kim_shared::redact::credentials(&e.to_string()).into_owned();
                 set_config_states(
                     &client,

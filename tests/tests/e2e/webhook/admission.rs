@@ -718,10 +718,10 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
                 && ann["vruntime.infrastructuremanager.kyma-project.io/violations"]
                     .as_str()
                     .is_some_and(|v| v.contains("spec.shoot.provider.workers[0].name"))
+                && let Some(uid) =
+                    ann["vruntime.infrastructuremanager.kyma-project.io/review-uid"].as_str()
             {
-                found_denied = ann["vruntime.infrastructuremanager.kyma-project.io/review-uid"]
-                    .as_str()
-                    .map(str::to_owned);
+                found_denied = Some(uid.to_owned());
             }
             if ann["mruntime.infrastructuremanager.kyma-project.io/patched-paths"]
                 .as_str()
