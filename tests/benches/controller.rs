@@ -117,6 +117,12 @@ async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
     Ok((status, out))
 }
 
+/// The controller's `/metrics` text.
+async fn scrape_metrics(addr: SocketAddr) -> Result<String> {
+    let (_, body) = http_get(addr, "/metrics").await?;
+    Ok(body)
+}
+
 /// Counter values of one metric family by their label set (`method="GET",code="200"`).
 fn counters(metrics: &str, family: &str) -> BTreeMap<String, u64> {
     let prefix = format!("{family}{{");
@@ -642,10 +648,7 @@ async fn controller_run(
         .collect();
     let mut proc = start_controller(&args, &envs, &log, health_addr).await?;
     let pid = proc.pid().context("controller has no pid")?;
-    let scrape = || async {
-        let (_, body) = http_get(metrics_addr, "/metrics").await?;
-        anyhow::Ok(body)
-    };
+    let scrape = || scrape_metrics(metrics_addr);
     let first = scrape().await?;
     let before = counters(&first, GARDENER_REQUESTS);
     let busy_before = counters(&first, BUSY);
@@ -837,10 +840,7 @@ async fn takeover(
     let started = Instant::now();
     let mut proc = start_controller(args, envs, &log, health_addr).await?;
     let pid = proc.pid().context("controller has no pid")?;
-    let scrape = || async {
-        let (_, body) = http_get(metrics_addr, "/metrics").await?;
-        anyhow::Ok(body)
-    };
+    let scrape = || scrape_metrics(metrics_addr);
     let mut last = (BTreeMap::new(), Instant::now());
     let body = loop {
         proc.check_running()?;

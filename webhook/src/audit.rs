@@ -307,11 +307,6 @@ impl<W: Write> Write for CountingErrors<W> {
             WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
         })
     }
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.0.write_all(buf).inspect_err(|_| {
-            WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);
-        })
-    }
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush().inspect_err(|_| {
             WRITE_ERRORS.fetch_add(1, Ordering::Relaxed);

@@ -690,10 +690,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 }
                 Err(e) => {
                     reconciler.tokens.failed(decision);
-                    let carried: Vec<&[u8]> = desired
-                        .data
-                        .iter()
-                        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
+                    let carried: Vec<&[u8]> = crate::redact::data_values(desired.data.as_ref())
                         .chain([issued.token.as_bytes()])
                         .collect();
                     return fail(

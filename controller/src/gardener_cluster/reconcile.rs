@@ -412,11 +412,8 @@ async fn apply(
                 Err(e) => {
                     // The answer may quote the kubeconfig the write carried (an admission
                     // webhook's message): the status and the log get it without.
-                    let carried: Vec<&[u8]> = desired
-                        .data
-                        .iter()
-                        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
-                        .collect();
+                    let carried: Vec<&[u8]> =
+                        crate::redact::data_values(desired.data.as_ref()).collect();
                     let e = crate::redact::api_error(e, &carried);
                     let failed = if existing.is_some() {
                         Reason::FailedToUpdateSecret

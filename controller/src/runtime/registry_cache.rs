@@ -169,7 +169,7 @@ impl GardenSecrets {
             if step != SyncStep::Keep {
                 let name = rc::new_secret_name(rand::random::<u128>());
                 // A refusal may quote the credentials it carried, however short.
-                let carried: Vec<&[u8]> = data.values().map(|v| v.0.as_slice()).collect();
+                let carried: Vec<&[u8]> = crate::redact::data_values(Some(&data)).collect();
                 let quoted = |e| crate::redact::api_error(e, &carried);
                 let data: BTreeMap<String, Value> = data
                     .iter()

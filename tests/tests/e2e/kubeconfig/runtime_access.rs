@@ -3,7 +3,8 @@
 
 use super::*;
 
-async fn whoami(client: kube::Client) -> Result<String> {
+/// Who the API server takes the client for (a SelfSubjectReview).
+async fn user_info(client: kube::Client) -> Result<k8s_openapi::api::authentication::v1::UserInfo> {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     let review: SelfSubjectReview = serde_json::from_value(json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}
@@ -11,27 +12,19 @@ async fn whoami(client: kube::Client) -> Result<String> {
     let answer = Api::<SelfSubjectReview>::all(client)
         .create(&PostParams::default(), &review)
         .await?;
-    Ok(answer
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .unwrap_or_default())
+    Ok(answer.status.and_then(|s| s.user_info).unwrap_or_default())
+}
+
+async fn whoami(client: kube::Client) -> Result<String> {
+    Ok(user_info(client).await?.username.unwrap_or_default())
 }
 
 /// The ID the API server gives the client's credential (`JTI=<id>` for a ServiceAccount token),
 /// as its audit log names it.
 async fn credential_id(client: kube::Client) -> Result<Option<String>> {
-    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-    let review: SelfSubjectReview = serde_json::from_value(json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}
-    }))?;
-    let answer = Api::<SelfSubjectReview>::all(client)
-        .create(&PostParams::default(), &review)
-        .await?;
-    Ok(answer
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.extra)
+    Ok(user_info(client)
+        .await?
+        .extra
         .and_then(|mut e| e.remove("authentication.kubernetes.io/credential-id"))
         .and_then(|ids| ids.into_iter().next()))
 }
