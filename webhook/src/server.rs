@@ -216,7 +216,7 @@ fn json(body: Vec<u8>) -> Response {
 }
 
 fn too_large(state: &AppState) -> Response {
-    state.metrics.rejected_too_large.inc();
+    state.metrics.refuse("too_large");
     let msg = format!(
         "request body exceeds the limit of {} bytes (--max-request-bytes); the AdmissionReview was not read\n",
         state.max_body_bytes
@@ -228,6 +228,7 @@ fn rejected(state: &AppState, rejection: BytesRejection) -> Response {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return too_large(state);
     }
+    state.metrics.refuse("unreadable");
     (
         rejection.status(),
         format!(
@@ -276,7 +277,7 @@ fn admission_route(
             let _turn = if body.len() > UNRESERVED_BODY_BYTES {
                 match state.large_reviews.acquire().await {
                     Ok(turn) => Some(turn),
-                    Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                    Err(_) => return internal(&state, "the request budget is closed"),
                 }
             } else {
                 None
@@ -332,10 +333,16 @@ fn admission_route(
 /// The admission router: `routes` behind the listener's request limits. Outermost first: a
 /// request beyond `max_requests_in_flight` is answered 503 at once (load shedding); one not
 /// done within `request_timeout` is answered 408; the body is read under the body limit and
-/// the buffer budget ([`buffer_body`]), then handed to the route.
+/// the buffer budget ([`buffer_body`]), then handed to the route; a panic is answered 500.
+/// Each of these answers is counted in `kim_webhook_requests_refused_total`.
 pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> Router {
     let timeout = state.limits.request_timeout;
+    let on_limit = state.clone();
+    let on_panic = state.clone();
     routes
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            move |panic: Box<dyn std::any::Any + Send>| panicked(&on_panic, panic.as_ref()),
+        ))
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -343,9 +350,10 @@ pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> 
         ))
         .layer(
             tower::ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(
-                    move |e: tower::BoxError| async move { overloaded(&e, timeout) },
-                ))
+                .layer(HandleErrorLayer::new(move |e: tower::BoxError| {
+                    let state = on_limit.clone();
+                    async move { overloaded(&state, &e, timeout) }
+                }))
                 .load_shed()
                 .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
                     state.limits.max_requests_in_flight,
@@ -356,8 +364,9 @@ pub fn admission_router(state: Arc<AppState>, routes: Router<Arc<AppState>>) -> 
 }
 
 /// The answer when the limits stopped a request.
-fn overloaded(e: &tower::BoxError, timeout: Duration) -> Response {
+fn overloaded(state: &AppState, e: &tower::BoxError, timeout: Duration) -> Response {
     if e.is::<tower::timeout::error::Elapsed>() {
+        state.metrics.refuse("timeout");
         return (
             StatusCode::REQUEST_TIMEOUT,
             format!("the request was not complete within {timeout:?} (--request-timeout)\n"),
@@ -365,17 +374,40 @@ fn overloaded(e: &tower::BoxError, timeout: Duration) -> Response {
             .into_response();
     }
     if e.is::<tower::load_shed::error::Overloaded>() {
+        state.metrics.refuse("overloaded");
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "too many admission requests in flight (--max-requests-in-flight); retry\n",
         )
             .into_response();
     }
+    internal(state, &format!("request failed: {e}"))
+}
+
+/// The answer when something that cannot happen in a sound process did (a budget closed,
+/// an unknown error of the limits): 500, counted as `internal` and logged.
+fn internal(state: &AppState, what: &str) -> Response {
+    state.metrics.refuse("internal");
+    tracing::error!(error = %what, "an admission request failed inside kim-webhook; answered 500 without a decision");
     (
         StatusCode::INTERNAL_SERVER_ERROR,
-        format!("request failed: {e}\n"),
+        "the webhook failed while answering; this is a bug of kim-webhook, see its log\n",
     )
         .into_response()
+}
+
+/// The answer to a request whose handler panicked ([`internal`]); the process goes on serving. The panic's text is logged with credential-like runs removed (it may quote a
+/// value of the request).
+fn panicked(state: &AppState, panic: &(dyn std::any::Any + Send)) -> Response {
+    let text = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    internal(
+        state,
+        &format!("panicked: {}", kim_shared::redact::credentials(text)),
+    )
 }
 
 /// Bodies up to this size are read without a reservation: every usual review is far smaller,
@@ -407,7 +439,7 @@ async fn buffer_body(
     if let Some(n) = declared.filter(|n| *n > UNRESERVED_BODY_BYTES) {
         match reserve(&state, n).await {
             Some(r) => reservation = Some(r),
-            None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            None => return internal(&state, "the request budget is closed"),
         }
     }
     // One allocation of the declared size (reserved above when large), each chunk copied in
@@ -422,6 +454,7 @@ async fn buffer_body(
                 Err(_) => continue,
             },
             Err(e) => {
+                state.metrics.refuse("unreadable");
                 return (
                     StatusCode::BAD_REQUEST,
                     format!("could not read the request body: {e}\n"),
@@ -437,7 +470,7 @@ async fn buffer_body(
             // No length declared (or a wrong one): reserve for the largest body.
             match reserve(&state, limit).await {
                 Some(r) => reservation = Some(r),
-                None => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                None => return internal(&state, "the request budget is closed"),
             }
         }
         buf.extend_from_slice(&data);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use hyper::body::Bytes;
 use kim_certs::CertResolver;
+use kim_webhook::metrics::RefusedLabels;
 use kim_webhook::server::{DEFAULT_MAX_REQUEST_BYTES, Limits};
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
@@ -94,6 +95,15 @@ async fn noop(s: &Running) -> u16 {
         .status
 }
 
+/// `kim_webhook_requests_refused_total{reason}` of `s`.
+fn refused(s: &Running, reason: &'static str) -> u64 {
+    s.state
+        .metrics
+        .refused
+        .get_or_create(&RefusedLabels { reason })
+        .get()
+}
+
 fn short(f: impl FnOnce(&mut Limits)) -> Limits {
     let mut l = Limits::default();
     f(&mut l);
@@ -134,6 +144,7 @@ async fn a_slow_body_sender_gets_408() {
         .unwrap();
     slow.flush().await.unwrap();
     assert_eq!(status_of(&mut slow).await, Some(408));
+    assert_eq!(refused(&s, "timeout"), 1, "the 408 is counted");
     assert_eq!(
         s.state.buffered_request_bytes(),
         0,
@@ -181,6 +192,7 @@ async fn requests_beyond_the_limit_get_503_and_health_checks_answer() {
         }
     }
     assert_eq!(shed, Some(503), "the third request is shed");
+    assert!(refused(&s, "overloaded") >= 1, "the 503 is counted");
     assert_eq!(healthz(s.admin).await, 200, "health checks still answer");
     drop(holders);
     let mut served = false;
@@ -537,4 +549,42 @@ async fn a_bad_client_ca_bundle_is_refused_at_start() {
         );
         assert!(r.is_err(), "{bad:?} accepted");
     }
+}
+
+#[tokio::test]
+async fn a_panicking_handler_gets_500_is_counted_and_the_replica_goes_on() {
+    let routes = support::routes_with_noop().route(
+        "/panic",
+        axum::routing::post(|| async {
+            if std::hint::black_box(true) {
+                panic!("a bug");
+            }
+            "{}"
+        }),
+    );
+    let s = support::start(Options {
+        limits: short(|l| l.max_requests_in_flight = 1),
+        routes,
+        ..Options::default()
+    })
+    .await;
+    for _ in 0..2 {
+        let mut c = client::Conn::connect(
+            s.https,
+            "localhost",
+            client::tls_config(&s.ca_pem, &[b"http/1.1"]),
+        )
+        .await
+        .unwrap();
+        let r = c.post("/panic", Bytes::from_static(b"{}")).await.unwrap();
+        assert_eq!(r.status, 500);
+        assert!(
+            String::from_utf8_lossy(&r.body).contains("bug of kim-webhook"),
+            "{:?}",
+            r.body
+        );
+    }
+    assert_eq!(refused(&s, "internal"), 2);
+    // The only request slot was given back both times.
+    assert_eq!(noop(&s).await, 200);
 }

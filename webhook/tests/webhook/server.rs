@@ -233,7 +233,8 @@ async fn oversized_body_gets_a_clear_413() {
     );
     let (_, metrics) = get(s.admin, "/metrics").await;
     assert!(
-        metrics.contains("kim_webhook_requests_too_large_total 1"),
+        metrics.contains("kim_webhook_requests_refused_total{reason=\"too_large\"} 1")
+            && metrics.contains("kim_webhook_requests_refused_total{reason=\"overloaded\"} 0"),
         "{metrics}"
     );
 }
