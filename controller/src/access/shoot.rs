@@ -262,25 +262,45 @@ async fn foreign_binding_of(
                 && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
         })
     };
-    let params = ListParams::default();
-    let cluster_wide = Api::<ClusterRoleBinding>::all(shoot.clone())
-        .list(&params)
-        .await?;
-    if let Some(b) = cluster_wide
-        .items
-        .iter()
-        .find(|b| !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), ""))
+    if let Some(b) = first_in_pages(Api::<ClusterRoleBinding>::all(shoot.clone()), |b| {
+        !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), "")
+    })
+    .await?
     {
         return Ok(Some(format!("ClusterRoleBinding/{}", b.name_any())));
     }
-    let in_namespace = Api::<RoleBinding>::namespaced(shoot.clone(), &sa.namespace)
-        .list(&params)
-        .await?;
-    Ok(in_namespace
-        .items
-        .iter()
-        .find(|b| !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), &sa.namespace))
-        .map(|b| format!("RoleBinding/{}/{}", sa.namespace, b.name_any())))
+    let in_namespace = Api::<RoleBinding>::namespaced(shoot.clone(), &sa.namespace);
+    Ok(first_in_pages(in_namespace, |b| {
+        !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), &sa.namespace)
+    })
+    .await?
+    .map(|b| format!("RoleBinding/{}/{}", sa.namespace, b.name_any())))
+}
+
+/// Objects per page when bindings are searched: each answer stays far below
+/// [`crate::gardener::client::RUNTIME_RESPONSE_BYTES`] however many bindings a cluster has.
+const BINDINGS_PAGE: u32 = 500;
+
+/// The first object of `api` that `matches`, read page by page.
+async fn first_in_pages<K>(
+    api: Api<K>,
+    matches: impl Fn(&K) -> bool,
+) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = ListParams::default().limit(BINDINGS_PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
+        if let Some(found) = page.items.into_iter().find(|o| matches(o)) {
+            return Ok(Some(found));
+        }
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(None),
+        }
+    }
 }
 
 /// Ensures the ServiceAccount exists and was created by this request: creates it when

@@ -11,13 +11,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::client::ClientBuilder;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use super::kubeconfig::{ClusterEndpoint, cluster_endpoint};
-use crate::metrics::{CountLayer, RequestLabels};
+use crate::metrics::RequestLabels;
 
 /// How long a cached client may go unused before it is dropped.
 pub const IDLE: Duration = Duration::from_secs(600);
@@ -195,10 +194,8 @@ impl ShootClients {
         let yaml = std::str::from_utf8(kubeconfig).map_err(|_| ShootClientError::NotUtf8)?;
         let endpoint = cluster_endpoint(yaml)?;
         let config = crate::gardener::client::config_from_secret(kubeconfig, self.timeout).await?;
-        let client = ClientBuilder::try_from(config)
-            .map_err(|e| ShootClientError::Build(e.to_string()))?
-            .with_layer(&CountLayer(self.metrics.requests.clone()))
-            .build();
+        let client = crate::gardener::client::runtime_client(config, self.metrics.requests.clone())
+            .map_err(|e| ShootClientError::Build(e.to_string()))?;
         Ok(ShootAccess { client, endpoint })
     }
 }

@@ -16,7 +16,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::allow::AllowList;
-use crate::metrics::Metrics;
+use crate::metrics::{CountLayer, Metrics, RequestLabels};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// The Gardener client could not be built; the message names the flag or file at fault.
 #[derive(Debug, thiserror::Error)]
@@ -353,7 +355,55 @@ pub async fn config_from_secret(
     config.connect_timeout = Some(timeout.min(RUNTIME_CONNECT_TIMEOUT));
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
+    // kube's retry waits out any `Retry-After` the server sends (a webhook in the runtime
+    // cluster can make it days) and retries up to 15 times: a 429 or 5xx goes to the
+    // reconciler, whose backoff is bounded and counted.
+    config.default_retry = false;
     Ok(config)
+}
+
+/// The most a runtime's API server may send in one answer. kube reads an answer whole before
+/// decoding it, and a decoded object takes several times its JSON; the customer owns the
+/// cluster and can make what we list (bindings, labelled objects) huge. A usual answer is a
+/// few KiB, a list of every ClusterRoleBinding of a large cluster about 1 MiB.
+pub const RUNTIME_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The client of a runtime cluster, from a config made by [`config_from_secret`]: requests
+/// counted in `requests`, answers longer than [`RUNTIME_RESPONSE_BYTES`] cut off with an error
+/// that says so.
+pub fn runtime_client(
+    config: kube::Config,
+    requests: Family<RequestLabels, Counter>,
+) -> Result<kube::Client, kube::Error> {
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&CountLayer(requests))
+        .with_layer(&tower::util::MapResponseLayer::new(limit_body))
+        .build())
+}
+
+type LimitedBody = http_body_util::combinators::MapErr<
+    http_body_util::Limited<Box<kube::client::DynBody>>,
+    fn(BoxError) -> BoxError,
+>;
+
+fn limit_body(response: Response<Box<kube::client::DynBody>>) -> Response<LimitedBody> {
+    use http_body_util::BodyExt;
+    response.map(|body| {
+        http_body_util::Limited::new(body, RUNTIME_RESPONSE_BYTES)
+            .map_err(too_long as fn(BoxError) -> BoxError)
+    })
+}
+
+fn too_long(e: BoxError) -> BoxError {
+    if e.is::<http_body_util::LengthLimitError>() {
+        format!(
+            "the runtime's API server answered with more than {} MiB, the most kim-controller reads in one answer",
+            RUNTIME_RESPONSE_BYTES / (1024 * 1024)
+        )
+        .into()
+    } else {
+        e
+    }
 }
 
 /// Builds the guarded client from a checked config.
@@ -401,10 +451,97 @@ users:
   user: {token: abc}
 "#;
 
+    /// A plain-HTTP server that answers every request with `answer` and counts the requests.
+    async fn serve(answer: Vec<u8>) -> (http::Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = count.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (answer, counted) = (answer.clone(), counted.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        let Ok(n) = conn.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..n]);
+                        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            seen.clear();
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            if conn.write_all(&answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url.parse().unwrap(), count)
+    }
+
+    /// A runtime client (as the reconcilers build it) for the server at `url`.
+    async fn runtime_client_for(url: http::Uri) -> kube::Client {
+        let mut config = config_from_secret(INLINE.as_bytes(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        config.cluster_url = url;
+        runtime_client(config, Family::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_runtime_answer_over_the_limit_is_an_error_that_says_so() {
+        let body = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"x\":\"{}\"}}}}",
+            "a".repeat(RUNTIME_RESPONSE_BYTES)
+        );
+        let mut answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        answer.extend_from_slice(body.as_bytes());
+        let (url, _) = serve(answer).await;
+        let client = runtime_client_for(url).await;
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, "default");
+        let err = api.get("big").await.unwrap_err().to_string();
+        assert!(err.contains("more than 8 MiB"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_runtime_retry_after_is_not_waited_for() {
+        let status = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429}"#;
+        let answer = format!(
+            "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3600\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{status}",
+            status.len()
+        )
+        .into_bytes();
+        let (url, requests) = serve(answer).await;
+        let client = runtime_client_for(url).await;
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, "default");
+        let answered = tokio::time::timeout(Duration::from_secs(20), api.get("x"))
+            .await
+            .expect("the 429 is returned, not retried after an hour");
+        assert!(
+            matches!(answered, Err(kube::Error::Api(ref s)) if s.code == 429),
+            "{answered:?}"
+        );
+        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     #[tokio::test]
     async fn secret_kubeconfigs_must_be_self_contained_and_strict() {
         let t = Duration::from_secs(7);
         let ok = config_from_secret(INLINE.as_bytes(), t).await.unwrap();
+        assert!(!ok.default_retry, "kube's retry is off");
         assert_eq!(ok.connect_timeout, Some(t));
         assert_eq!(ok.read_timeout, Some(t));
         let long = Duration::from_secs(30);

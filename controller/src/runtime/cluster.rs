@@ -417,9 +417,7 @@ pub async fn runtime_cluster_client(
             name: name.clone(),
             source,
         })?;
-    let counted = crate::metrics::CountLayer(ctx.metrics.runtime_cluster_requests.clone());
-    kube::client::ClientBuilder::try_from(config)
-        .map(|builder| builder.with_layer(&counted).build())
+    crate::gardener::client::runtime_client(config, ctx.metrics.runtime_cluster_requests.clone())
         .map_err(|e| SkrError::Client { name, source: e })
 }
 
