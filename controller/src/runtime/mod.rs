@@ -112,6 +112,15 @@ pub const BACKOFF: Backoff = Backoff {
     cap: Duration::from_secs(300),
 };
 
+/// The hold of a Runtime's Gardener writes after permanent refusals of one generation.
+#[derive(Debug, Clone, Copy)]
+struct PermanentHold {
+    generation: i64,
+    /// Refusals of this generation so far.
+    refusals: u32,
+    until: Instant,
+}
+
 /// What the Runtime reconciler remembers of one Runtime between reconciles. Kept by Runtime
 /// name and found by runtime ID too (Shoot and GardenerCluster events carry the ID).
 #[derive(Default)]
@@ -127,9 +136,9 @@ struct RuntimeRecord {
     scheduled: bool,
     /// Consecutive failed steps in the runtime cluster since the Runtime was last Ready.
     runtime_cluster_failures: u32,
-    /// (generation, until): no Gardener write for this generation before then, after a
-    /// permanent error.
-    backed_off: Option<(i64, Instant)>,
+    /// After a permanent refusal of a Gardener write: no write for this generation before
+    /// then ([`requeue::PERMANENT_BACKOFF`]).
+    backed_off: Option<PermanentHold>,
     /// Consecutive "try later" or transient answers to this Runtime's Gardener writes.
     refused: u32,
     /// No Gardener write before then (after a refusal, see [`requeue::BUSY_BACKOFF`]).
@@ -646,17 +655,32 @@ impl Reconciler {
         {
             return None;
         }
-        let (generation, until) = self.record(runtime, |record| record.backed_off)?;
+        let hold = self.record(runtime, |record| record.backed_off)?;
         let now = Instant::now();
-        (Some(generation) == runtime.metadata.generation && until > now).then(|| until - now)
+        (Some(hold.generation) == runtime.metadata.generation && hold.until > now)
+            .then(|| hold.until - now)
     }
 
-    fn back_off(&self, runtime: &Runtime, period: Duration) {
-        if let Some(g) = runtime.metadata.generation {
-            self.record(runtime, |record| {
-                record.backed_off = Some((g, Instant::now() + period))
+    /// Holds the Runtime's Gardener writes after a permanent refusal: 1 minute, doubling for
+    /// each further refusal of the same generation up to 30 minutes (a new generation starts
+    /// over). Returns the hold.
+    fn back_off(&self, runtime: &Runtime) -> Duration {
+        let Some(generation) = runtime.metadata.generation else {
+            return requeue::PERMANENT_BACKOFF.first;
+        };
+        self.record(runtime, |record| {
+            let refusals = match record.backed_off {
+                Some(h) if h.generation == generation => h.refusals.saturating_add(1),
+                _ => 1,
+            };
+            let hold = requeue::PERMANENT_BACKOFF.random_delay(refusals);
+            record.backed_off = Some(PermanentHold {
+                generation,
+                refusals,
+                until: Instant::now() + hold,
             });
-        }
+            hold
+        })
     }
 
     /// Remaining hold after Gardener refused one of this Runtime's writes.

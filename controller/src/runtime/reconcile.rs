@@ -185,9 +185,6 @@ async fn create_shoot(
             "Runtime initialized",
         );
     }
-    if let Some(action) = check_seed(reconciler, runtime, draft).await {
-        return Ok(action);
-    }
     if reconciler.ctx.settings.runtime.audit_log_mandatory
         && reconciler
             .config
@@ -211,8 +208,12 @@ async fn create_shoot(
         draft.state(RuntimeState::Failed);
         return Ok(Action::await_change());
     }
-    // Gardener said "try later" to this Runtime recently: no request before the hold ends.
-    if let Some(wait) = reconciler.busy_hold(runtime) {
+    // Gardener said "try later" to this Runtime recently, or refused this generation: no
+    // request before the hold ends.
+    if let Some(wait) = reconciler
+        .busy_hold(runtime)
+        .or_else(|| reconciler.backoff_remaining(runtime))
+    {
         return Ok(Action::requeue(wait));
     }
     // We created the Shoot and the watch has not shown it yet (it lags under load).
@@ -238,6 +239,13 @@ async fn create_shoot(
         return Ok(Action::requeue(SLOT_WAIT.random_delay(1)));
     };
     reconciler.publish_create_limit();
+    // Here, with a slot, not before: a Runtime waiting for a slot looks again every 2 s, and
+    // the Seeds are a cluster-wide list.
+    if let Some(action) = check_seed(reconciler, runtime, draft).await {
+        drop(permit);
+        reconciler.publish_create_limit();
+        return Ok(action);
+    }
     let name = converted.shoot.name_any();
     // A create that timed out may have been admitted after we stopped waiting: look first.
     if reconciler.create_unsure(runtime) {
@@ -326,10 +334,10 @@ async fn create_shoot(
                 &e,
             );
             if kind == ApiErrorKind::Permanent {
-                reconciler.back_off(runtime, PERMANENT_RETRY);
                 // Write the referenced objects again before the next attempt: one of them may
                 // be what Gardener refused.
                 reconciler.forget_references(runtime);
+                return Ok(Action::requeue(reconciler.back_off(runtime)));
             }
             Ok(action)
         }
@@ -526,9 +534,6 @@ async fn prepare(
         if live.is_none() {
             reconciler.references_applied(runtime);
         }
-    }
-    if let Some(wait) = reconciler.backoff_remaining(runtime) {
-        return Err(Action::requeue(wait));
     }
     Ok(converted)
 }
@@ -727,8 +732,12 @@ async fn patch_shoot(
     draft: &mut StatusDraft,
     why: &'static str,
 ) -> Result<Action, Error> {
-    // Gardener refused this Runtime's last write for now: no patch before the hold ends.
-    if let Some(wait) = reconciler.busy_hold(runtime) {
+    // Gardener refused this Runtime's last write for now, or refused this generation: no
+    // request before the hold ends.
+    if let Some(wait) = reconciler
+        .busy_hold(runtime)
+        .or_else(|| reconciler.backoff_remaining(runtime))
+    {
         return Ok(Action::requeue(wait));
     }
     tracing::info!(why, "patching Shoot");
@@ -874,8 +883,8 @@ fn patch_failure(
             Action::requeue(wait)
         }
         None => {
-            tracing::warn!(error = %e, "{what}");
-            reconciler.back_off(runtime, PERMANENT_RETRY);
+            let hold = reconciler.back_off(runtime);
+            tracing::warn!(error = %e, retry_in = ?hold, "{what}");
             draft.set(
                 condition::PROVISIONED,
                 CondStatus::False,
@@ -883,7 +892,7 @@ fn patch_failure(
                 format!("{what}: {cause}"),
             );
             draft.state(RuntimeState::Failed);
-            Action::requeue(PERMANENT_RETRY)
+            Action::requeue(hold)
         }
     }
 }

@@ -16,6 +16,13 @@ pub const DELETION_POLL: Duration = Duration::from_secs(30);
 pub const RETRY: Duration = Duration::from_secs(5);
 /// Requeue after an error that needs a change of input (a spec change triggers earlier).
 pub const PERMANENT_RETRY: Duration = Duration::from_secs(60);
+/// Per-Runtime hold of Gardener writes after a permanent refusal of the same generation
+/// (a quota, a missing credentials binding, a spec Gardener refuses): 1 minute, doubling to
+/// 30 minutes, jittered; a new generation or the force-patch annotation ends it.
+pub const PERMANENT_BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(60),
+    cap: Duration::from_secs(30 * 60),
+};
 /// Per-Runtime hold after Gardener said "try later" (or a transient error) to one of its
 /// writes: 2 s, 4 s ... capped at 60 s, with jitter so Runtimes refused together do not return
 /// together.

@@ -654,6 +654,30 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
     })
     .await?;
     assert!(proxy.served_count("PATCH", &shoot_path, &invalid) >= 1);
+    // While the refusal holds, an event of the Runtime (a label, same generation) makes no
+    // Gardener request: neither the patch nor the reads that prepare it.
+    let requests_for_shoot = |proxy: &FaultProxy| {
+        let forwarded = proxy
+            .forwarded()
+            .iter()
+            .filter(|f| !f.is_watch() && f.path.contains(&shoot_path))
+            .count();
+        forwarded + proxy.served_count("PATCH", &shoot_path, &invalid)
+    };
+    let before = requests_for_shoot(&proxy);
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"e2e-poke": "1"}}})),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        requests_for_shoot(&proxy),
+        before,
+        "a Runtime event during the hold after a permanent refusal reached Gardener"
+    );
     // Upstream's way out without a spec change: the force-patch annotation.
     proxy.clear();
     let force = serde_json::json!({"metadata": {"annotations": {
