@@ -24,6 +24,33 @@ impl Refusal {
         expression: &str,
         message: &str,
     ) -> Result<Self> {
+        let validation = json!({"expression": expression, "message": message});
+        Self::create_with(client, name, rule, validation).await
+    }
+
+    /// As [`Refusal::create`], with a message made by the CEL `message_expression` for each
+    /// request (it can name the request's `uid`, so that no two refusals read the same).
+    pub async fn create_with_message_expression(
+        client: &kube::Client,
+        name: &str,
+        rule: Value,
+        expression: &str,
+        message_expression: &str,
+    ) -> Result<Self> {
+        let validation = json!({
+            "expression": expression,
+            "message": "refused",
+            "messageExpression": message_expression,
+        });
+        Self::create_with(client, name, rule, validation).await
+    }
+
+    async fn create_with(
+        client: &kube::Client,
+        name: &str,
+        rule: Value,
+        validation: Value,
+    ) -> Result<Self> {
         let resource = |kind: &str, plural: &str| {
             ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
@@ -48,7 +75,7 @@ impl Refusal {
             "spec": {
                 "failurePolicy": "Fail",
                 "matchConstraints": {"resourceRules": [rule]},
-                "validations": [{"expression": expression, "message": message}]
+                "validations": [validation]
             }
         }))?;
         let binding: DynamicObject = serde_json::from_value(json!({

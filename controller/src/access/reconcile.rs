@@ -338,7 +338,7 @@ async fn ensure_shoot_objects(
         move |e: kube::Error| ShootStepFailed {
             reason: "ShootAccessFailed",
             what,
-            error: e.to_string(),
+            error: api_message(&e),
         }
     };
     let mut created: Vec<ShootObjectRef> = Vec::new();
@@ -548,7 +548,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         ra,
                         "ShootAccessFailed",
                         "listing the objects of this RuntimeAccess",
-                        e,
+                        api_message(&e),
                         now,
                     )
                     .await;
@@ -623,7 +623,10 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         ra,
                         "TokenRequestFailed",
                         "requesting a ServiceAccount token",
-                        e,
+                        match &e {
+                            shoot::TokenError::Api(e) => api_message(e),
+                            other => other.to_string(),
+                        },
                         now,
                     )
                     .await;
@@ -698,7 +701,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         ra,
                         "SecretWriteFailed",
                         &format!("writing Secret {ns}/{name}"),
-                        crate::redact::api_error(e, &carried),
+                        api_message(&crate::redact::api_error(e, &carried)),
                         now,
                     )
                     .await;
@@ -727,7 +730,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             ra,
             "SecretWriteFailed",
             &format!("recording the shoot objects in Secret {ns}/{name}"),
-            e,
+            api_message(&e),
             now,
         )
         .await;
@@ -747,6 +750,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     status.shoot_objects = shoot_objects;
     write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// An API error as a status message: the server's message and code, not a dump of the answer.
+fn api_message(e: &kube::Error) -> String {
+    crate::runtime::classify::message(e)
 }
 
 async fn fail(

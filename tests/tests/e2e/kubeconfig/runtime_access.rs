@@ -1916,6 +1916,107 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
 /// `serviceaccounts/token` for this one account): the request shows `state: Error` with
 /// `TokenRequestFailed` and the apiserver's reason, no kubeconfig Secret is written, and it
 /// becomes Ready once the cause goes (no test saw this step fail before).
+/// A runtime cluster's webhook whose refusal reads differently each time (here it names the
+/// second of the write; a request ID does the same) changes the RuntimeAccess status at each
+/// attempt. The reconciler's own status write must not trigger the next attempt, or the
+/// attempts would follow one another as fast as the refusal comes back, past the backoff (1 s
+/// doubling), against the KCP and the runtime cluster. (kube's scheduler holds the write's
+/// event behind the requeue; this pins it.) The status carries the refusal's message, not a
+/// dump of the API answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backoff() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::Role;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-varying", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("varying").await?;
+    let account = unique("varying-");
+    let role_name = kim_shared::access::shoot_rbac_name(&ns, "varying");
+    let refusal = kim_tests::refusal::Refusal::create_with_message_expression(
+        &shoot_admin,
+        &format!("refuse-{account}"),
+        json!({"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+               "operations": ["CREATE", "UPDATE"], "resources": ["roles"]}),
+        &format!("object.metadata.name != '{role_name}'"),
+        "'no roles here, written at ' + string(object.metadata.managedFields[0].time)",
+    )
+    .await?;
+    // The policy takes effect once the apiserver has compiled it: probe with a Role of the
+    // same name elsewhere.
+    let probe_ns = env.shoot_namespace("varying-probe").await?;
+    let roles: Api<Role> = Api::namespaced(shoot_admin.clone(), &probe_ns);
+    eventually("the policy refuses", Duration::from_secs(30), || async {
+        let role: Role = serde_json::from_value(json!({"metadata": {"name": role_name}}))?;
+        let answer = roles
+            .patch(
+                &role_name,
+                &kube::api::PatchParams::apply("e2e-probe"),
+                &kube::api::Patch::Apply(&role),
+            )
+            .await;
+        Ok(answer.is_err().then_some(()))
+    })
+    .await?;
+
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader(&account, &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "varying", &id, spec)?,
+        )
+        .await?;
+    let message_now = || async {
+        let status = requests.get("varying").await?.status.unwrap_or_default();
+        anyhow::Ok(
+            status
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "KubeconfigReady" && c.reason == "ShootAccessFailed")
+                .map(|c| c.message),
+        )
+    };
+    eventually("ShootAccessFailed", Duration::from_secs(60), || async {
+        message_now().await
+    })
+    .await?;
+    // Every attempt leaves another message: count them over 12 s.
+    let mut seen = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < until {
+        if let Some(m) = message_now().await? {
+            assert!(m.contains("no roles here, written at "), "{m}");
+            assert!(
+                !m.contains("Status {") && !m.contains("ApiError"),
+                "the message is the refusal, not a dump of the answer: {m}"
+            );
+            seen.insert(m);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The backoff (1 s doubling, each delay half to all of it) allows at most 6 attempts in
+    // 12 s; a loop on the status writes makes one for every second (the message's unit).
+    assert!(
+        (2..=7).contains(&seen.len()),
+        "{} attempts in 12 s: {seen:?}",
+        seen.len()
+    );
+
+    refusal.delete().await?;
+    access_ready(&requests, "varying").await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passes() -> Result<()> {
     use kim_shared::api::runtime_access::RuntimeAccess;
