@@ -368,7 +368,7 @@ pub fn log_filter(user: &str) -> String {
 }
 
 async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
-    let config = match &args.kcp_kubeconfig_path {
+    let mut config = match &args.kcp_kubeconfig_path {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| RunError::Kcp(format!("{}: {e}", path.display())))?;
@@ -380,6 +380,7 @@ async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
             .await
             .map_err(|e| RunError::Kcp(e.to_string()))?,
     };
+    crate::gardener::client::identify(&mut config);
     kube::Client::try_from(config).map_err(|e| RunError::Kcp(e.to_string()))
 }
 

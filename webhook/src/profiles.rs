@@ -266,6 +266,7 @@ pub async fn gardener_client(path: &Path) -> anyhow::Result<kube::Client> {
         );
     }
     config.connect_timeout = Some(REQUEST_TIMEOUT);
+    crate::identify(&mut config);
     let builder = ClientBuilder::try_from(config)
         .map_err(|e| anyhow::anyhow!("--gardener-kubeconfig-path {shown}: {e}"))?;
     Ok(builder.with_layer(&ReadOnlyLayer).build())

@@ -171,9 +171,12 @@ async fn start_certs(certs: &CertArgs, state: Arc<AppState>, stop: Shutdown) -> 
         ));
         return Ok(());
     }
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
         .context("no Kubernetes client configuration (in-cluster or KUBECONFIG) for the certificate Secret; or pass --tls-cert-file/--tls-key-file")?;
+    crate::identify(&mut config);
+    let client =
+        kube::Client::try_from(config).context("a Kubernetes client for the certificate Secret")?;
     let cfg = RotationConfig {
         namespace: certs.namespace.clone(),
         secret_name: certs.cert_secret.clone(),

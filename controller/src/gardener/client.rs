@@ -331,6 +331,19 @@ pub fn check_self_contained(kc: &Kubeconfig) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The `User-Agent` of every request of this program: API servers name the field manager of a
+/// write that sets none after it (`kim-controller`, the part before the `/`), and their audit
+/// logs show it. kube sends none of its own.
+pub const USER_AGENT: &str = concat!("kim-controller/", env!("CARGO_PKG_VERSION"));
+
+/// Adds [`USER_AGENT`] to the headers of `config`.
+pub fn identify(config: &mut kube::Config) {
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+}
+
 /// Longest wait for a connection to a runtime's API server.
 pub const RUNTIME_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -359,6 +372,7 @@ pub async fn config_from_secret(
     // cluster can make it days) and retries up to 15 times: a 429 or 5xx goes to the
     // reconciler, whose backoff is bounded and counted.
     config.default_retry = false;
+    identify(&mut config);
     Ok(config)
 }
 
@@ -415,6 +429,7 @@ pub fn build(
     // Our layer owns timeouts and retries: a 429 or 5xx surfaces to the reconciler, which
     // requeues with backoff and counts it, instead of being retried invisibly inside kube.
     config.default_retry = false;
+    identify(&mut config);
     let builder = ClientBuilder::try_from(config).map_err(|source| GardenerClientError::Build {
         path: path_for_errors.display().to_string(),
         source,

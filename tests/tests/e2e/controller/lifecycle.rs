@@ -49,6 +49,28 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID),
         Some(&id)
     );
+    // Who wrote what reads in the garden: the create is ours by name (the User-Agent), the
+    // patches are the apply of `kim`.
+    let managers: Vec<(String, String)> = shoot
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("kim-controller".to_owned(), "Update".to_owned())),
+        "{managers:?}"
+    );
+    assert!(
+        managers.iter().all(|(manager, _)| !manager.is_empty()),
+        "a write without a manager name: {managers:?}"
+    );
     let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
     let gc = gcs.get(&id).await?;
     for key in [
