@@ -44,11 +44,50 @@ fn gvk_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiReso
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
+/// `what` and the API server's message, with credential-like runs removed (an admission
+/// webhook of the runtime cluster may quote what we wrote).
 fn api_message(what: &str, e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{what}: {} ({})", s.message, s.code),
-        other => format!("{what}: {other}"),
+    format!("{what}: {}", crate::runtime::classify::message(e))
+}
+
+/// [`api_message`] for a refused write of `secret`'s data: the answer may quote what was
+/// written (a webhook of the runtime cluster echoing the request), so its values go, however
+/// short, and their base64.
+fn refused_write_message(what: &str, e: kube::Error, secret: &DynamicObject) -> String {
+    let carried = secret_values(secret);
+    let carried: Vec<&[u8]> = carried.iter().map(Vec::as_slice).collect();
+    api_message(what, &crate::redact::api_error(e, &carried))
+}
+
+/// The decoded values of a Secret read as a [`DynamicObject`] (`data` holds base64), and of a
+/// value that is JSON (a `.dockerconfigjson`) each string in it: an echo may quote one
+/// password out of the document.
+fn secret_values(secret: &DynamicObject) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    fn strings(v: &Value, out: &mut Vec<Vec<u8>>) {
+        match v {
+            Value::String(s) => out.push(s.as_bytes().to_vec()),
+            Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+            Value::Object(map) => map.values().for_each(|i| strings(i, out)),
+            _ => {}
+        }
     }
+    let mut out = Vec::new();
+    let decoded = secret
+        .data
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|data| data.values())
+        .filter_map(Value::as_str)
+        .filter_map(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
+    for value in decoded {
+        if let Ok(doc) = serde_json::from_slice::<Value>(&value) {
+            strings(&doc, &mut out);
+        }
+        out.push(value);
+    }
+    out
 }
 
 /// Copies the configuration into the runtime cluster (upstream `Configure`).
@@ -104,12 +143,13 @@ pub async fn configure(
             .patch(&s.skr_pull_secret_name, &pp, &Patch::Apply(body))
             .await
             .map_err(|e| {
-                BootstrapError::Configure(api_message(
+                BootstrapError::Configure(refused_write_message(
                     &format!(
                         "applying Secret {}/{}",
                         s.skr_namespace, s.skr_pull_secret_name
                     ),
-                    &e,
+                    e,
+                    &secret,
                 ))
             })?;
     }
@@ -337,5 +377,43 @@ async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
         {
             tracing::warn!(runtime = %rt.name_any(), error = %e, "cannot set the force-patch annotation after the runtime bootstrapper configuration changed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_pull_secret_write_that_quotes_it_leaks_no_value() {
+        use base64::Engine as _;
+        let short = "pw-12345";
+        let config = format!(r#"{{"auths":{{"r.example":{{"password":"{short}"}}}}}}"#);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&config);
+        let secret: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": encoded},
+        }))
+        .expect("a Secret");
+        // A runtime cluster's webhook echoes the request: decoded, encoded, and a quoted part.
+        let message = format!(
+            "admission webhook \"echo\" denied the request: {config} / {encoded} / password={short}"
+        );
+        let e = kube::Error::Api(
+            serde_json::from_value(json!({
+                "status": "Failure", "message": message, "reason": "Forbidden", "code": 403,
+            }))
+            .expect("a Status"),
+        );
+        let text = refused_write_message("applying Secret kyma-system/pull", e, &secret);
+        for leaked in [config.as_str(), encoded.as_str(), short] {
+            assert!(!text.contains(leaked), "{leaked} in {text}");
+        }
+        assert!(
+            text.starts_with("applying Secret kyma-system/pull: admission webhook \"echo\" denied"),
+            "{text}"
+        );
+        assert!(text.ends_with("(403)"), "{text}");
     }
 }
