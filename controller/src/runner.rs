@@ -353,8 +353,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// kube's HTTP trace layer logs every 5xx answer and connection failure at `error`, with no
 /// context ("failed with status 503 Service Unavailable"). Those are transient, and the caller
 /// (reconciler, health check) logs them with context at the right level, so `error` lines stay
-/// things a human should look at. The default applies unless `--log-level` names `kube_client`.
-pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client::builder=off";
+/// things a human should look at. And kube's client logs every refused request's whole answer
+/// at `debug` ("Unsuccessful: Status { ... }"): an answer may quote what the request carried
+/// (a runtime cluster's webhook echoing a Secret), which our own lines redact and that one
+/// cannot. The default applies unless `--log-level` names `kube_client`.
+pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client=warn,kube_client::client::builder=off";
 
 /// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`.
 pub fn log_filter(user: &str) -> String {
@@ -409,7 +412,7 @@ mod tests {
     fn kube_trace_errors_are_off_unless_asked_for() {
         assert_eq!(
             super::log_filter("info"),
-            "info,kube_client::client::builder=off"
+            "info,kube_client::client=warn,kube_client::client::builder=off"
         );
         assert_eq!(
             super::log_filter("info,kube_client=debug"),

@@ -69,17 +69,24 @@ where
 
 /// `RUST_LOG` (empty: `info`) with the audit trail on unless a directive names its target: a
 /// lower level for the rest (`RUST_LOG=warn`) must not silence the trail; `audit=off` does.
+/// And kube's client at `warn` unless a directive names `kube_client`: at `debug` it logs the
+/// whole answer to every refused request, which can quote the certificate Secret it carried.
 fn with_audit(spec: &str) -> String {
     let spec = if spec.trim().is_empty() { "info" } else { spec };
-    let names_audit = spec.split(',').any(|d| {
-        let target = d.trim().split('=').next().unwrap_or_default();
-        target == crate::audit::AUDIT_TARGET
-    });
-    if names_audit {
-        spec.to_owned()
-    } else {
-        format!("{spec},{}=info", crate::audit::AUDIT_TARGET)
+    let names = |wanted: &str| {
+        spec.split(',').any(|d| {
+            let target = d.trim().split('=').next().unwrap_or_default();
+            target == wanted || (wanted == "kube_client" && target.starts_with("kube_client::"))
+        })
+    };
+    let mut out = spec.to_owned();
+    if !names("kube_client") {
+        out.push_str(",kube_client::client=warn");
     }
+    if !names(crate::audit::AUDIT_TARGET) {
+        out.push_str(&format!(",{}=info", crate::audit::AUDIT_TARGET));
+    }
+    out
 }
 
 /// Loads a certificate from files into the resolver and re-loads it when the files change.
@@ -292,13 +299,32 @@ mod tests {
     /// off or changes it.
     #[test]
     fn the_audit_trail_is_on_unless_rust_log_names_it() {
-        assert_eq!(with_audit(""), "info,audit=info");
-        assert_eq!(with_audit("warn"), "warn,audit=info");
-        assert_eq!(with_audit("warn,kube=debug"), "warn,kube=debug,audit=info");
-        assert_eq!(with_audit("info,audit=off"), "info,audit=off");
-        assert_eq!(with_audit("debug, audit=off"), "debug, audit=off");
+        assert_eq!(with_audit(""), "info,kube_client::client=warn,audit=info");
+        assert_eq!(
+            with_audit("warn"),
+            "warn,kube_client::client=warn,audit=info"
+        );
+        assert_eq!(
+            with_audit("warn,kube=debug"),
+            "warn,kube=debug,kube_client::client=warn,audit=info"
+        );
+        assert_eq!(
+            with_audit("info,audit=off"),
+            "info,audit=off,kube_client::client=warn"
+        );
+        assert_eq!(
+            with_audit("debug, audit=off"),
+            "debug, audit=off,kube_client::client=warn"
+        );
+        assert_eq!(
+            with_audit("debug,kube_client=debug"),
+            "debug,kube_client=debug,audit=info"
+        );
         // A target that only starts like it is another target.
-        assert_eq!(with_audit("auditor=debug"), "auditor=debug,audit=info");
+        assert_eq!(
+            with_audit("auditor=debug"),
+            "auditor=debug,kube_client::client=warn,audit=info"
+        );
         let filter = tracing_subscriber::EnvFilter::new(with_audit("error"));
         assert!(filter.to_string().contains("audit=info"), "{filter}");
     }

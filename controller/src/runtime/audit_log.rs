@@ -683,7 +683,12 @@ async fn copy_read_credentials(
     .await;
     let cause = match applied {
         Ok(Ok(_)) => None,
-        Ok(Err(e)) => Some(message(&e)),
+        // The answer may quote the credentials the write carried (a webhook of the runtime
+        // cluster echoing the request): their values go, however they look.
+        Ok(Err(e)) => {
+            let carried: Vec<&[u8]> = crate::redact::data_values(secret.data.as_ref()).collect();
+            Some(message(&crate::redact::api_error(e, &carried)))
+        }
         Err(_) => Some("timed out".to_owned()),
     };
     if let Some(cause) = cause {

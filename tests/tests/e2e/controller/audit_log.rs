@@ -62,11 +62,13 @@ fn log_text() -> String {
         .unwrap_or_default()
 }
 
-/// Everything the controller logs at debug level, as JSON.
+/// Everything the controller logs with `--log-level=debug`, as JSON.
 fn log_dispatch() -> tracing::Dispatch {
     tracing::Dispatch::new(
         tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                kim_controller::runner::log_filter("debug"),
+            ))
             .json()
             .with_current_span(true)
             .with_writer(logs().clone())
@@ -408,6 +410,41 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         !log_text()[log_start..].contains("patching Shoot"),
         "no Shoot patch while suspended"
     );
+    // The runtime cluster's admission refuses the copy and quotes the read credentials back
+    // (a customer's webhook can): they reach neither the condition nor the log.
+    let shoot_admin = env.shoot_client().await?;
+    let refusal = kim_tests::refusal::Refusal::create_with_message_expression(
+        &shoot_admin,
+        &format!("echo-read-credentials-{suffix}"),
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+               "resources": ["secrets"]}),
+        "object.metadata.name != 'auditlog-read-credentials'",
+        "'denied, you sent ' + string(object.data.clientsecret)",
+    )
+    .await?;
+    let probe_ns = env.shoot_namespace("echo-probe").await?;
+    let probes: Api<Secret> = Api::namespaced(shoot_admin.clone(), &probe_ns);
+    eventually("the echoing policy refuses", WAIT, || async {
+        let mut probe = Secret::default();
+        probe.metadata.name = Some("auditlog-read-credentials".into());
+        probe.data = Some(BTreeMap::from([(
+            "clientsecret".to_owned(),
+            ByteString(b"probe-value".to_vec()),
+        )]));
+        let refused = match probes.create(&PostParams::default(), &probe).await {
+            Ok(_) => {
+                probes
+                    .delete("auditlog-read-credentials", &DeleteParams::default())
+                    .await?;
+                false
+            }
+            // Secret data reach CEL as their base64.
+            Err(e) => e.to_string().contains("denied, you sent cHJvYmUtdmFsdWU="),
+        };
+        Ok(refused)
+    })
+    .await?;
+    let log_start = log_text().len();
     runtimes
         .patch(
             &id_a,
@@ -415,7 +452,33 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
             &Patch::Merge(suspend(false)),
         )
         .await?;
+    let refused_copy = || async {
+        let rt = runtimes.get(&id_a).await?;
+        anyhow::Ok(
+            cond(&rt, condition::AUDIT_LOG_CREDENTIALS_COPIED).filter(|c| {
+                c.1 == reason::CREDENTIALS_COPY_ERR && c.2.contains("denied, you sent")
+            }),
+        )
+    };
+    eventually("the refused copy in the status", WAIT, || async {
+        Ok(refused_copy().await?.is_some())
+    })
+    .await?;
+    let message = refused_copy().await?.map(|c| c.2).unwrap_or_default();
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&secret_values[0]);
+    assert!(
+        !message.contains(&secret_values[0]) && !message.contains(&encoded),
+        "the read credentials in the condition: {message}"
+    );
+    refusal.delete().await?;
     let a = wait_dedicated(env, &runtimes, &ns, &id_a).await?;
+    assert!(
+        log_text()[log_start..].contains("denied, you sent")
+            && !log_text()[log_start..].contains(&secret_values[0])
+            && !log_text()[log_start..].contains(&encoded),
+        "the refused copy is logged without the read credentials, even at debug level"
+    );
     assert_eq!(
         a.status.as_ref().and_then(|s| s.audit_log_cr.as_deref()),
         Some("al-1")
