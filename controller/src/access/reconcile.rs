@@ -358,7 +358,14 @@ async fn ensure_shoot_objects(
     created.push(sa.reference());
     for obj in &shoot::rbac_objects(ra) {
         let what = format!("applying {} {}", obj.reference().kind, obj.reference().name);
-        shoot::apply_rbac(client, obj).await.map_err(failed(what))?;
+        shoot::apply_rbac(client, obj).await.map_err(|e| match e {
+            shoot::RbacApplyError::Api(e) => failed(what)(e),
+            not_owned @ shoot::RbacApplyError::NotOwned { .. } => ShootStepFailed {
+                reason: "ShootAccessFailed",
+                what: "refusing a role or binding".to_owned(),
+                error: not_owned.to_string(),
+            },
+        })?;
         created.push(obj.reference());
     }
     // Objects of an earlier spec (for example a Role replaced by a roleRef) are removed, if

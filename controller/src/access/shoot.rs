@@ -47,13 +47,18 @@ pub enum RbacObject {
 
 impl RbacObject {
     /// Kind, name and namespace, as recorded in the status.
-    pub fn reference(&self) -> ShootObjectRef {
-        let (kind, meta) = match self {
+    /// The kind and the metadata.
+    pub fn parts(&self) -> (&'static str, &ObjectMeta) {
+        match self {
             RbacObject::ClusterRole(o) => ("ClusterRole", &o.metadata),
             RbacObject::Role(o) => ("Role", &o.metadata),
             RbacObject::ClusterRoleBinding(o) => ("ClusterRoleBinding", &o.metadata),
             RbacObject::RoleBinding(o) => ("RoleBinding", &o.metadata),
-        };
+        }
+    }
+
+    pub fn reference(&self) -> ShootObjectRef {
+        let (kind, meta) = self.parts();
         ShootObjectRef {
             kind: kind.to_owned(),
             name: meta.name.clone().unwrap_or_default(),
@@ -373,9 +378,38 @@ pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> 
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
 /// because Kubernetes forbids changing a roleRef.
-pub async fn apply_rbac(shoot: &kube::Client, obj: &RbacObject) -> Result<(), kube::Error> {
+pub async fn apply_rbac(shoot: &kube::Client, obj: &RbacObject) -> Result<(), RbacApplyError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match obj {
+    let (kind, meta) = obj.parts();
+    // A forced apply takes over whatever it names: a role or binding of this name someone else
+    // made (or one whose name collides) is left alone, not rewritten to our rules and subjects.
+    let name = name_of(meta);
+    let live = match kind {
+        "ClusterRole" => Api::<ClusterRole>::all(shoot.clone())
+            .get_metadata_opt(&name)
+            .await?
+            .map(|o| o.metadata),
+        "Role" => Api::<Role>::namespaced(shoot.clone(), &ns(meta))
+            .get_metadata_opt(&name)
+            .await?
+            .map(|o| o.metadata),
+        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(shoot.clone())
+            .get_metadata_opt(&name)
+            .await?
+            .map(|o| o.metadata),
+        _ => Api::<RoleBinding>::namespaced(shoot.clone(), &ns(meta))
+            .get_metadata_opt(&name)
+            .await?
+            .map(|o| o.metadata),
+    };
+    if let Some(live) = live
+        && !made_by_a_request_of_this_name(&live, meta)
+    {
+        return Err(RbacApplyError::NotOwned {
+            reference: obj.reference(),
+        });
+    }
+    Ok(match obj {
         RbacObject::ClusterRole(o) => {
             apply_one(Api::<ClusterRole>::all(shoot.clone()), o, &params).await
         }
@@ -398,7 +432,27 @@ pub async fn apply_rbac(shoot: &kube::Client, obj: &RbacObject) -> Result<(), ku
             )
             .await
         }
-    }
+    }?)
+}
+
+/// Why [`apply_rbac`] did not apply.
+#[derive(Debug, thiserror::Error)]
+pub enum RbacApplyError {
+    /// The runtime's API server refused or did not answer.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// An object of that name exists that no RuntimeAccess of this name made.
+    #[error(
+        "{} {} exists in the runtime and was not created by this RuntimeAccess (no label {LABEL_RUNTIME_ACCESS_UID} with its UID); the controller changes only roles and bindings it created: delete it, or give the RuntimeAccess another name", reference.kind, reference.name
+    )]
+    NotOwned {
+        /// The object.
+        reference: ShootObjectRef,
+    },
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
 }
 
 fn ns(meta: &ObjectMeta) -> String {
@@ -535,10 +589,13 @@ where
     }
 }
 
-/// Everything in the shoot that carries this request's [`LABEL_RUNTIME_ACCESS_UID`], whatever
-/// the records say: objects a pass applied before a later step of it failed are in no record,
-/// and would otherwise outlive a spec change and the request itself, still granting access.
-/// Five label-selected metadata lists.
+/// What in the shoot carries this request's [`LABEL_RUNTIME_ACCESS_UID`], whatever the records
+/// say: objects a pass applied before a later step of it failed are in no record, and would
+/// otherwise outlive a spec change and the request itself, still granting access. Five
+/// label-selected metadata lists. The label can be copied by anyone who may write in the
+/// runtime cluster, so what one pass acts on is bounded: roles and bindings only of this
+/// request's name (every spec names them so), at most [`LABELLED_PER_KIND`] ServiceAccounts
+/// (the next pass finds the rest once these are gone).
 pub async fn labelled(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
@@ -546,15 +603,22 @@ pub async fn labelled(
     let Some(uid) = ra.uid().filter(|uid| !uid.is_empty()) else {
         return Ok(Vec::new());
     };
-    let lp = ListParams::default().labels(&format!("{LABEL_RUNTIME_ACCESS_UID}={uid}"));
+    let lp = ListParams::default()
+        .labels(&format!("{LABEL_RUNTIME_ACCESS_UID}={uid}"))
+        .limit(LABELLED_PER_KIND);
+    let name = shoot_rbac_name(&ra.namespace().unwrap_or_default(), &ra.name_any());
+    let rbac = lp.clone().fields(&format!("metadata.name={name}"));
     let mut out = Vec::new();
-    out.extend(listed::<ClusterRoleBinding>(shoot, &lp).await?);
-    out.extend(listed::<RoleBinding>(shoot, &lp).await?);
-    out.extend(listed::<ClusterRole>(shoot, &lp).await?);
-    out.extend(listed::<Role>(shoot, &lp).await?);
+    out.extend(listed::<ClusterRoleBinding>(shoot, &rbac).await?);
+    out.extend(listed::<RoleBinding>(shoot, &rbac).await?);
+    out.extend(listed::<ClusterRole>(shoot, &rbac).await?);
+    out.extend(listed::<Role>(shoot, &rbac).await?);
     out.extend(listed::<ServiceAccount>(shoot, &lp).await?);
     Ok(out)
 }
+
+/// Objects of one kind [`labelled`] returns at most.
+pub const LABELLED_PER_KIND: u32 = 16;
 
 async fn listed<K>(
     shoot: &kube::Client,

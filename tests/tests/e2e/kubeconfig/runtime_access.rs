@@ -569,7 +569,8 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     // that did the work reached the shoot: the five lists of what carries the request's label
     // (a spec not applied yet), ServiceAccount GET (404), the lists of ClusterRoleBindings and
     // of the namespace's RoleBindings (no foreign binding may name a new account) and POST,
-    // Role and binding PATCH (server-side apply), TokenRequest POST.
+    // Role and binding GET (none of that name may be someone else's) and PATCH (server-side
+    // apply), TokenRequest POST.
     assert!(
         reconciles >= 3,
         "expected follow-up reconciles after the first, saw {reconciles} in all"
@@ -582,7 +583,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     );
     assert_eq!(
         calls,
-        (8, 2, 2, 12),
+        (10, 2, 2, 14),
         "shoot requests (GET, POST, PATCH, all) after {reconciles} reconciles"
     );
     let role_version = roles.get(&rbac_name).await?.metadata.resource_version;
@@ -632,7 +633,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
 
     // A spec change is applied (one reconcile: the five labelled lists, ServiceAccount GET,
-    // Role and binding PATCH), with the same token and the same shoot client.
+    // Role and binding GET and PATCH), with the same token and the same shoot client.
     requests
         .patch(
             "quiet",
@@ -663,7 +664,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (14, 2, 4, 20),
+        (18, 2, 4, 24),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
@@ -1760,8 +1761,9 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
 
 /// Objects a pass applied before a later step of it failed are in no record (status, Secret):
 /// they must not outlive a spec change or the request, still granting access. Simulated by
-/// bindings carrying the request's label that no record names. On the code before, both
-/// stayed: the stale check and the cleanup trusted the records.
+/// bindings of the request's name carrying its label that no record names (a RoleBinding in
+/// the namespace an earlier spec named, a ClusterRoleBinding of an earlier `clusterRole`).
+/// On the code before, both stayed: the stale check and the cleanup trusted the records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_deletion()
 -> Result<()> {
@@ -1792,6 +1794,7 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     let status = access_ready(&requests, "reader").await?;
     let secret_name = status.secret_ref.clone().context("secretRef")?.name;
     let uid = requests.get("reader").await?.uid().context("uid")?;
+    let rbac_name = kim_shared::access::shoot_rbac_name(&ns, "reader");
     let binding = |name: &str| -> Result<serde_json::Value> {
         Ok(json!({
             "metadata": {"name": name, "labels": {
@@ -1806,7 +1809,7 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     role_bindings
         .create(
             &PostParams::default(),
-            &serde_json::from_value(binding("unrecorded")?)?,
+            &serde_json::from_value(binding(&rbac_name)?)?,
         )
         .await?;
 
@@ -1830,13 +1833,13 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     eventually(
         "unrecorded RoleBinding removed",
         Duration::from_secs(15),
-        || async { Ok((!exists(&role_bindings, "unrecorded").await?).then_some(())) },
+        || async { Ok((!exists(&role_bindings, &rbac_name).await?).then_some(())) },
     )
     .await?;
 
     // The deletion: the same for what appeared since.
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
-    let cluster_binding = unique("unrecorded-");
+    let cluster_binding = rbac_name.clone();
     cluster_bindings
         .create(
             &PostParams::default(),
@@ -1907,15 +1910,61 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
     let live = bindings.get(&name).await?;
     assert_eq!(live.uid(), theirs.uid(), "their binding was replaced");
     assert_eq!(live.role_ref.name, "view");
+
+    // A role of the request's name that someone else made is not rewritten either (a forced
+    // apply would take it over, rules and all, and leave an aggregationRule of theirs).
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let role_name = format!("kim-access:{ns}:taker2");
+    let roles: Api<ClusterRole> = Api::all(shoot_admin.clone());
+    let their_role = roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": role_name},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+            }))?,
+        )
+        .await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "taker2",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "taker2", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "taker2", "ShootAccessFailed").await?;
+    assert!(
+        condition.message.contains(&role_name)
+            && condition
+                .message
+                .contains("was not created by this RuntimeAccess"),
+        "{}",
+        condition.message
+    );
+    let live = roles.get(&role_name).await?;
+    assert_eq!(live.uid(), their_role.uid());
+    assert_eq!(
+        live.rules.as_ref().map(|r| r[0].resources.clone()),
+        Some(Some(vec!["pods".to_owned()])),
+        "their role was rewritten"
+    );
+    assert!(
+        bindings.get_opt(&role_name).await?.is_none(),
+        "a binding to their role was made"
+    );
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
 }
 
-/// The runtime's cluster refuses the TokenRequest (an admission policy on
-/// `serviceaccounts/token` for this one account): the request shows `state: Error` with
-/// `TokenRequestFailed` and the apiserver's reason, no kubeconfig Secret is written, and it
-/// becomes Ready once the cause goes (no test saw this step fail before).
 /// A runtime cluster's webhook whose refusal reads differently each time (here it names the
 /// second of the write; a request ID does the same) changes the RuntimeAccess status at each
 /// attempt. The reconciler's own status write must not trigger the next attempt, or the
@@ -2017,6 +2066,10 @@ async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backof
     Ok(())
 }
 
+/// The runtime's cluster refuses the TokenRequest (an admission policy on
+/// `serviceaccounts/token` for this one account): the request shows `state: Error` with
+/// `TokenRequestFailed` and the apiserver's reason, no kubeconfig Secret is written, and it
+/// becomes Ready once the cause goes (no test saw this step fail before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passes() -> Result<()> {
     use kim_shared::api::runtime_access::RuntimeAccess;
