@@ -58,6 +58,21 @@ struct ClusterRecord {
     published_reason: Option<String>,
 }
 
+/// A slot of `limit` if one frees within `wait`.
+async fn slot_within(
+    limit: &Arc<WriteLimit>,
+    wait: std::time::Duration,
+) -> Option<crate::gardener::limit::WritePermit> {
+    tokio::time::timeout(wait, limit.acquire()).await.ok()
+}
+
+/// How long a GardenerCluster that found no `adminkubeconfig` slot waits before it looks again
+/// (jittered between half and all of it).
+const SIGNING_SLOT_WAIT: crate::records::Backoff = crate::records::Backoff {
+    first: std::time::Duration::from_secs(5),
+    cap: std::time::Duration::from_secs(5),
+};
+
 /// `adminkubeconfig` requests in flight: start at 8; an answer counts as slow only after 10 s, a
 /// third of the write timeout, since signing takes a few seconds on a busy gardener-apiserver
 /// and only timeouts or "try later" answers mean it is overloaded.
@@ -330,7 +345,16 @@ async fn apply(
         }
         RotationDecision::Rotate(cause) => {
             let shoot = gc.spec.shoot.name.clone();
-            let permit = reconciler.signing.acquire().await;
+            // The wait for a slot counts against the reconcile's timeout: waited for long, the
+            // timeout could cut off the request after Gardener signed, and the next attempt
+            // would ask for another kubeconfig. So the wait is bounded to a quarter of it,
+            // which leaves the request its whole write timeout at the defaults (15 s of 60 s),
+            // and the cluster looks again soon.
+            let wait = reconciler.ctx.settings.gardener_cluster.reconcile_timeout / 4;
+            let Some(permit) = slot_within(&reconciler.signing, wait).await else {
+                tracing::debug!(waited = ?wait, "no adminkubeconfig slot free; looking again");
+                return Ok(Action::requeue(SIGNING_SLOT_WAIT.random_delay(1)));
+            };
             let sent = std::time::Instant::now();
             let (issued, answered_in) =
                 crate::gardener::client::answer_time(issue_admin_kubeconfig(
@@ -756,6 +780,30 @@ mod tests {
                 .with_code(code)
                 .boxed(),
         )
+    }
+
+    /// A signing slot is waited for at most `wait`; one freed within it is taken.
+    #[tokio::test]
+    async fn a_signing_slot_is_waited_for_only_so_long() {
+        let limit = WriteLimit::new(WriteLimitSettings {
+            initial: 1.0,
+            ..SIGNING_LIMIT
+        });
+        let held = limit.try_acquire().expect("the one slot");
+        let wait = std::time::Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        assert!(slot_within(&limit, wait).await.is_none());
+        assert!(started.elapsed() >= wait);
+        let freeing = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            drop(held);
+        });
+        assert!(
+            slot_within(&limit, std::time::Duration::from_secs(5))
+                .await
+                .is_some()
+        );
+        freeing.await.expect("freed");
     }
 
     #[test]
