@@ -19,12 +19,26 @@ use serde_json::json;
 use crate::runtime::registry_cache::GardenSecrets;
 use crate::{Context, LIST_PAGE_SIZE, Shutdown};
 
-/// Pause between two sweeps while Secrets are still referenced.
+/// Pause between two sweeps while Secrets are still referenced: 15 s, doubling up to 10
+/// minutes while no Secret goes (a Runtime whose patches are suspended or refused keeps its
+/// Shoot's references for as long, and each sweep reads every referencing Shoot).
 const INTERVAL: Duration = Duration::from_secs(15);
+const MAX_INTERVAL: Duration = Duration::from_secs(600);
+
+/// The pause after a sweep that left `left` Secrets, when the one before left `before` and
+/// was followed by `pause`.
+fn next_pause(pause: Duration, before: Option<usize>, left: usize) -> Duration {
+    match before {
+        Some(before) if left >= before => (pause * 2).min(MAX_INTERVAL),
+        _ => INTERVAL,
+    }
+}
 
 /// Sweeps until nothing of the registry cache is left, or `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let mut runtimes_cleared = false;
+    let mut pause = INTERVAL;
+    let mut before: Option<usize> = None;
     loop {
         if !runtimes_cleared {
             match clear_runtimes(&ctx).await {
@@ -45,8 +59,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         match delete_unreferenced(&ctx).await {
             Ok(0) if runtimes_cleared => return,
             Ok(left) => {
+                pause = next_pause(pause, before, left);
+                before = Some(left);
                 tracing::debug!(
                     left,
+                    next_in = ?pause,
                     "registry cache off: Secrets still referenced by Shoots"
                 )
             }
@@ -55,7 +72,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(INTERVAL) => {}
+            () = tokio::time::sleep(pause) => {}
             () = shutdown.cancelled() => return,
         }
     }
@@ -133,6 +150,8 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
     let runtimes = runtimes(ctx);
     let shoots: Api<Shoot> = Api::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace);
     let mut left = 0;
+    // Several Secrets may belong to one Shoot: it is read once per sweep.
+    let mut read: std::collections::HashMap<String, Option<Shoot>> = Default::default();
     for (info, _) in all {
         let Some(runtime) = runtimes.get_opt(&info.runtime_id).await? else {
             continue;
@@ -141,10 +160,13 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
         let Some(shoot) = runtime.data["spec"]["shoot"]["name"].as_str() else {
             continue;
         };
-        let referenced = shoots
-            .get_opt(shoot)
-            .await?
-            .and_then(|s| s.spec.resources)
+        if !read.contains_key(shoot) {
+            read.insert(shoot.to_owned(), shoots.get_opt(shoot).await?);
+        }
+        let referenced = read
+            .get(shoot)
+            .and_then(|s| s.as_ref())
+            .and_then(|s| s.spec.resources.as_ref())
             .is_some_and(|r| r.iter().any(|r| r.resource_ref.name == info.name));
         if referenced {
             left += 1;
@@ -154,4 +176,25 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
         }
     }
     Ok(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_grows_while_no_secret_goes() {
+        assert_eq!(next_pause(INTERVAL, None, 5), INTERVAL);
+        assert_eq!(next_pause(INTERVAL, Some(5), 5), INTERVAL * 2);
+        let mut pause = INTERVAL;
+        for _ in 0..10 {
+            pause = next_pause(pause, Some(5), 5);
+        }
+        assert_eq!(pause, MAX_INTERVAL);
+        assert_eq!(
+            next_pause(MAX_INTERVAL, Some(5), 4),
+            INTERVAL,
+            "progress resets it"
+        );
+    }
 }
