@@ -114,6 +114,18 @@ pub(super) fn config_map(input: &Input<'_>) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(structured_auth_config_map_name(&input.shoot().name)),
             namespace: Some(input.cfg.converter.gardener.namespace()),
+            // So the garden's operators can tell ours and whose it is (a Runtime whose
+            // finalizer was removed by hand leaves it behind).
+            labels: Some(BTreeMap::from([
+                (
+                    crate::names::LABEL_MANAGED_BY.to_owned(),
+                    crate::names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+                ),
+                (
+                    crate::names::LABEL_RUNTIME_ID.to_owned(),
+                    input.runtime_id.to_owned(),
+                ),
+            ])),
             ..Default::default()
         },
         data: Some(BTreeMap::from([(

@@ -71,6 +71,19 @@ async fn sample_runtime_provisions_updates_and_deletes() -> Result<()> {
         managers.iter().all(|(manager, _)| !manager.is_empty()),
         "a write without a manager name: {managers:?}"
     );
+    // The structured-auth ConfigMap says whose it is (leftovers can be found in the garden).
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let cm = config_maps
+        .get(&format!("structured-auth-config-{}", rt.spec.shoot.name))
+        .await?;
+    assert_eq!(cm.labels().get(names::LABEL_RUNTIME_ID), Some(&id));
+    assert_eq!(
+        cm.labels().get(names::LABEL_MANAGED_BY).map(String::as_str),
+        Some("infrastructure-manager")
+    );
     let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
     let gc = gcs.get(&id).await?;
     for key in [
