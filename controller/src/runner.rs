@@ -359,15 +359,29 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// cannot. The default applies unless `--log-level` names `kube_client`.
 pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client=warn,kube_client::client::builder=off";
 
-/// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`.
+/// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`
+/// (with `error` or `off` as the default level, kube's client gets that level instead of
+/// `warn`: the directive only ever makes it quieter).
 pub fn log_filter(user: &str) -> String {
+    let user = if user.trim().is_empty() { "info" } else { user };
     if user.contains("kube_client") {
-        user.to_owned()
-    } else if user.trim().is_empty() {
-        format!("info,{KUBE_TRACE_DIRECTIVE}")
-    } else {
-        format!("{user},{KUBE_TRACE_DIRECTIVE}")
+        return user.to_owned();
     }
+    match quieter_than_warn(user) {
+        Some(level) => {
+            format!("{user},kube_client::client={level},kube_client::client::builder=off")
+        }
+        None => format!("{user},{KUBE_TRACE_DIRECTIVE}"),
+    }
+}
+
+/// The filter's default level (a directive without a target) when it is quieter than `warn`.
+fn quieter_than_warn(filter: &str) -> Option<&str> {
+    filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.contains('='))
+        .find(|d| d.eq_ignore_ascii_case("error") || d.eq_ignore_ascii_case("off"))
 }
 
 async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
@@ -417,6 +431,14 @@ mod tests {
         assert_eq!(
             super::log_filter("info,kube_client=debug"),
             "info,kube_client=debug"
+        );
+        assert_eq!(
+            super::log_filter(""),
+            "info,kube_client::client=warn,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            super::log_filter("error,kim_controller=info"),
+            "error,kim_controller=info,kube_client::client=error,kube_client::client::builder=off"
         );
     }
 

@@ -81,7 +81,14 @@ fn with_audit(spec: &str) -> String {
     };
     let mut out = spec.to_owned();
     if !names("kube_client") {
-        out.push_str(",kube_client::client=warn");
+        // Never louder than the default level the filter chose.
+        let level = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.contains('='))
+            .find(|d| d.eq_ignore_ascii_case("error") || d.eq_ignore_ascii_case("off"))
+            .unwrap_or("warn");
+        out.push_str(&format!(",kube_client::client={level}"));
     }
     if !names(crate::audit::AUDIT_TARGET) {
         out.push_str(&format!(",{}=info", crate::audit::AUDIT_TARGET));
@@ -327,6 +334,10 @@ mod tests {
         );
         let filter = tracing_subscriber::EnvFilter::new(with_audit("error"));
         assert!(filter.to_string().contains("audit=info"), "{filter}");
+        assert!(
+            filter.to_string().contains("kube_client::client=error"),
+            "{filter}"
+        );
     }
 
     #[test]

@@ -52,13 +52,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
                     }
                 }
                 Err(e) => {
+                    pause = INTERVAL;
                     tracing::warn!(error = %e, "registry cache off: cannot clear Runtimes; retrying")
                 }
             }
         }
         match delete_unreferenced(&ctx).await {
             Ok(0) if runtimes_cleared => return,
-            Ok(left) => {
+            Ok(left) if runtimes_cleared => {
                 pause = next_pause(pause, before, left);
                 before = Some(left);
                 tracing::debug!(
@@ -67,7 +68,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
                     "registry cache off: Secrets still referenced by Shoots"
                 )
             }
+            // The Runtimes are not cleared yet (retried at the first pause).
+            Ok(_) => pause = INTERVAL,
             Err(e) => {
+                pause = INTERVAL;
+                before = None;
                 tracing::warn!(error = %e, "registry cache off: cannot delete registry cache Secrets; retrying")
             }
         }

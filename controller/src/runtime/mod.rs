@@ -179,6 +179,8 @@ pub struct Reconciler {
     create_limit: Arc<WriteLimit>,
     /// The regions of the Seeds our Shoots run on (for `kyma-provisioning-info`).
     seed_regions: kyma_system::SeedRegions,
+    /// The regions with a usable Seed, per provider (for `enforceSeedLocation`).
+    usable_regions: seed::UsableRegions,
     /// The API server ACL ConfigMap, when the ACL is managed.
     acl: Option<acl::AclConfigMap>,
     /// KALM's `AuditLog` pool, with `--dedicated-audit-logging-enabled`.
@@ -308,6 +310,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         in_flight: AtomicUsize::new(0),
         create_limit: WriteLimit::new(WriteLimitSettings::default()),
         seed_regions: kyma_system::SeedRegions::default(),
+        usable_regions: seed::UsableRegions::default(),
         began: Began {
             at: Instant::now(),
             wall: jiff::Timestamp::now(),
@@ -729,6 +732,9 @@ impl Reconciler {
             record.refused = 0;
             record.busy_until = None;
             record.create_unsure = None;
+            // A write of this generation went through (a force-patch, say): the hold after
+            // an earlier refusal of it is over, and a later refusal starts anew.
+            record.backed_off = None;
         });
     }
 

@@ -18,7 +18,7 @@ use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE, SLOT_WAIT};
 use super::status::{CondStatus, StatusDraft};
-use super::{Error, Reconciler, cluster, seed};
+use super::{Error, Reconciler, cluster};
 use crate::gardener::limit::WriteOutcome;
 
 /// Does the non-deletion part of a reconcile.
@@ -185,6 +185,9 @@ async fn create_shoot(
             "Runtime initialized",
         );
     }
+    if let Some(action) = check_seed(reconciler, runtime, draft).await {
+        return Ok(action);
+    }
     if reconciler.ctx.settings.runtime.audit_log_mandatory
         && reconciler
             .config
@@ -239,13 +242,6 @@ async fn create_shoot(
         return Ok(Action::requeue(SLOT_WAIT.random_delay(1)));
     };
     reconciler.publish_create_limit();
-    // Here, with a slot, not before: a Runtime waiting for a slot looks again every 2 s, and
-    // the Seeds are a cluster-wide list.
-    if let Some(action) = check_seed(reconciler, runtime, draft).await {
-        drop(permit);
-        reconciler.publish_create_limit();
-        return Ok(action);
-    }
     let name = converted.shoot.name_any();
     // A create that timed out may have been admitted after we stopped waiting: look first.
     if reconciler.create_unsure(runtime) {
@@ -366,7 +362,11 @@ async fn check_seed(
     }
     let provider = runtime.spec.shoot.provider.type_.as_str();
     let region = &runtime.spec.shoot.region;
-    match seed::usable_regions(&reconciler.ctx.gardener, provider).await {
+    match reconciler
+        .usable_regions
+        .get(&reconciler.ctx.gardener, provider)
+        .await
+    {
         Ok(regions) if regions.iter().any(|r| r == region) => None,
         Ok(regions) => {
             tracing::warn!(provider, %region, "no usable Seed in the region; no Shoot created");
@@ -462,9 +462,9 @@ fn operation_of(what: &str) -> &'static str {
 }
 
 /// What creating and patching share before they write the Shoot: the conversion (an error
-/// fails the Runtime with `ConversionErr`), the structured-authentication ConfigMap the Shoot
-/// points to, and the hold after a recent permanent error for this generation (no hammering of
-/// Gardener on every status event; the stored conditions stay). `Err` is the action to return.
+/// fails the Runtime with `ConversionErr`) and the structured-authentication ConfigMap the
+/// Shoot points to. (Both callers check the hold after a permanent refusal before they come
+/// here.) `Err` is the action to return.
 async fn prepare(
     reconciler: &Arc<Reconciler>,
     runtime: &Runtime,

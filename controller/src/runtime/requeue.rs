@@ -18,7 +18,8 @@ pub const RETRY: Duration = Duration::from_secs(5);
 pub const PERMANENT_RETRY: Duration = Duration::from_secs(60);
 /// Per-Runtime hold of Gardener writes after a permanent refusal of the same generation
 /// (a quota, a missing credentials binding, a spec Gardener refuses): 1 minute, doubling to
-/// 30 minutes, jittered; a new generation or the force-patch annotation ends it.
+/// 30 minutes, each between half and all of that at random; a new generation, the
+/// force-patch annotation or a write that goes through ends it.
 pub const PERMANENT_BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(60),
     cap: Duration::from_secs(30 * 60),

@@ -10,9 +10,47 @@ use kube::api::{DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Api, Client};
 use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// [`usable_regions`] per provider, read at most every [`UsableRegions::TTL`]: Runtimes of one
+/// provider created in a burst (each looking again every 2 s while it waits for a create slot)
+/// share one cluster-wide list of Seeds.
+#[derive(Default)]
+pub struct UsableRegions(
+    std::sync::Mutex<std::collections::HashMap<String, (Instant, Vec<String>)>>,
+);
+
+impl UsableRegions {
+    /// How long a list serves.
+    pub const TTL: Duration = Duration::from_secs(30);
+
+    /// The regions of `provider`'s usable Seeds, from a list at most [`Self::TTL`] old.
+    pub async fn get(&self, client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
+        if let Some(regions) = self.fresh(provider) {
+            return Ok(regions);
+        }
+        let regions = usable_regions(client, provider).await?;
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(provider.to_owned(), (Instant::now(), regions.clone()));
+        Ok(regions)
+    }
+
+    fn fresh(&self, provider: &str) -> Option<Vec<String>> {
+        let cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cached
+            .get(provider)
+            .filter(|(at, _)| at.elapsed() < Self::TTL)
+            .map(|(_, regions)| regions.clone())
+    }
+}
 
 /// The regions that have a usable Seed of `provider`, sorted and without repeats.
-pub async fn usable_regions(client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
+async fn usable_regions(client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
     let resource = ApiResource {
         group: "core.gardener.cloud".into(),
         version: "v1beta1".into(),
