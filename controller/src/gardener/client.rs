@@ -369,12 +369,19 @@ pub async fn config_from_secret(
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
     // kube's retry waits out any `Retry-After` the server sends (a webhook in the runtime
-    // cluster can make it days) and retries up to 15 times: a 429 or 5xx goes to the
-    // reconciler, whose backoff is bounded and counted.
+    // cluster can make it days) and retries up to 15 times: [`runtime_client`] retries a few
+    // times on its own terms instead.
     config.default_retry = false;
     identify(&mut config);
     Ok(config)
 }
+
+/// Retries of a request a runtime's API server answered with 429, 503 or 504.
+pub const RUNTIME_RETRIES: u32 = 3;
+
+/// Requests queued for one runtime client's connection pool (each reconcile sends one at a
+/// time; many reconciles share a client).
+const RUNTIME_BUFFER: usize = 256;
 
 /// The most a runtime's API server may send in one answer. kube reads an answer whole before
 /// decoding it, and a decoded object takes several times its JSON; the customer owns the
@@ -382,14 +389,26 @@ pub async fn config_from_secret(
 /// few KiB, a list of every ClusterRoleBinding of a large cluster about 1 MiB.
 pub const RUNTIME_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
-/// The client of a runtime cluster, from a config made by [`config_from_secret`]: requests
-/// counted in `requests`, answers longer than [`RUNTIME_RESPONSE_BYTES`] cut off with an error
-/// that says so.
+/// The client of a runtime cluster, from a config made by [`config_from_secret`]: a 429, 503
+/// or 504 retried up to [`RUNTIME_RETRIES`] times after 0.5 s doubling to at most 4 s, whatever
+/// `Retry-After` says (an API server under load answers those now and then; the reconciler's
+/// backoff takes over after that); requests counted in `requests`; answers longer than
+/// [`RUNTIME_RESPONSE_BYTES`] cut off with an error that says so.
 pub fn runtime_client(
     config: kube::Config,
     requests: Family<RequestLabels, Counter>,
 ) -> Result<kube::Client, kube::Error> {
+    let retry = kube::client::retry::RetryPolicy::new(
+        Duration::from_millis(500),
+        Duration::from_secs(4),
+        RUNTIME_RETRIES,
+        false,
+    )
+    .map_err(|e| kube::Error::Service(e.into()))?;
     Ok(ClientBuilder::try_from(config)?
+        // The retry resends a request, so the service under it must be cloneable.
+        .with_layer(&tower::buffer::BufferLayer::new(RUNTIME_BUFFER))
+        .with_layer(&tower::retry::RetryLayer::new(retry))
         .with_layer(&CountLayer(requests))
         .with_layer(&tower::util::MapResponseLayer::new(limit_body))
         .build())
@@ -530,6 +549,7 @@ users:
         assert!(err.contains("more than 8 MiB"), "{err}");
     }
 
+    /// A 429 is retried a few times, quickly, whatever `Retry-After` asks for, then returned.
     #[tokio::test]
     async fn a_runtime_retry_after_is_not_waited_for() {
         let status = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429}"#;
@@ -549,7 +569,10 @@ users:
             matches!(answered, Err(kube::Error::Api(ref s)) if s.code == 429),
             "{answered:?}"
         );
-        assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(
+            requests.load(std::sync::atomic::Ordering::SeqCst),
+            1 + RUNTIME_RETRIES as usize
+        );
     }
 
     #[tokio::test]
