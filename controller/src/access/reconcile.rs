@@ -360,7 +360,8 @@ async fn ensure_shoot_objects(
         let what = format!("applying {} {}", obj.reference().kind, obj.reference().name);
         shoot::apply_rbac(client, obj).await.map_err(|e| match e {
             shoot::RbacApplyError::Api(e) => failed(what)(e),
-            not_owned @ shoot::RbacApplyError::NotOwned { .. } => ShootStepFailed {
+            not_owned @ (shoot::RbacApplyError::NotOwned { .. }
+            | shoot::RbacApplyError::Aggregated { .. }) => ShootStepFailed {
                 reason: "ShootAccessFailed",
                 what: "refusing a role or binding".to_owned(),
                 error: not_owned.to_string(),

@@ -379,60 +379,75 @@ pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
 /// because Kubernetes forbids changing a roleRef.
 pub async fn apply_rbac(shoot: &kube::Client, obj: &RbacObject) -> Result<(), RbacApplyError> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let (kind, meta) = obj.parts();
-    // A forced apply takes over whatever it names: a role or binding of this name someone else
-    // made (or one whose name collides) is left alone, not rewritten to our rules and subjects.
-    let name = name_of(meta);
-    let live = match kind {
-        "ClusterRole" => Api::<ClusterRole>::all(shoot.clone())
-            .get_metadata_opt(&name)
-            .await?
-            .map(|o| o.metadata),
-        "Role" => Api::<Role>::namespaced(shoot.clone(), &ns(meta))
-            .get_metadata_opt(&name)
-            .await?
-            .map(|o| o.metadata),
-        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(shoot.clone())
-            .get_metadata_opt(&name)
-            .await?
-            .map(|o| o.metadata),
-        _ => Api::<RoleBinding>::namespaced(shoot.clone(), &ns(meta))
-            .get_metadata_opt(&name)
-            .await?
-            .map(|o| o.metadata),
-    };
-    if let Some(live) = live
-        && !made_by_a_request_of_this_name(&live, meta)
-    {
-        return Err(RbacApplyError::NotOwned {
-            reference: obj.reference(),
-        });
-    }
-    Ok(match obj {
+    let reference = obj.reference();
+    match obj {
         RbacObject::ClusterRole(o) => {
-            apply_one(Api::<ClusterRole>::all(shoot.clone()), o, &params).await
+            // An aggregation rule makes the controller-manager fill in the rules from other
+            // roles: whoever added it would decide what the request grants.
+            let aggregated = |live: &ClusterRole| live.aggregation_rule.is_some();
+            apply_checked(Api::all(shoot.clone()), o, &reference, aggregated, false).await
         }
         RbacObject::Role(o) => {
-            apply_one(
-                Api::<Role>::namespaced(shoot.clone(), &ns(&o.metadata)),
-                o,
-                &params,
-            )
-            .await
+            let api = Api::<Role>::namespaced(shoot.clone(), &ns(&o.metadata));
+            apply_checked(api, o, &reference, |_| false, false).await
         }
         RbacObject::ClusterRoleBinding(o) => {
-            apply_binding(Api::<ClusterRoleBinding>::all(shoot.clone()), o, &params).await
+            apply_checked(Api::all(shoot.clone()), o, &reference, |_| false, true).await
         }
         RbacObject::RoleBinding(o) => {
-            apply_binding(
-                Api::<RoleBinding>::namespaced(shoot.clone(), &ns(&o.metadata)),
-                o,
-                &params,
-            )
-            .await
+            let api = Api::<RoleBinding>::namespaced(shoot.clone(), &ns(&o.metadata));
+            apply_checked(api, o, &reference, |_| false, true).await
         }
-    }?)
+    }
+}
+
+/// Creates `desired` when it does not exist (a create fails if someone made one meanwhile; the
+/// next pass looks again), else applies it conditional on the version read, and only over an
+/// object a request of this name made that `refused` does not refuse: a forced apply would
+/// take over whatever it names. A binding whose roleRef changed (Kubernetes forbids changing
+/// one) is deleted, conditional on its UID, and created anew.
+async fn apply_checked<K>(
+    api: Api<K>,
+    desired: &K,
+    reference: &ShootObjectRef,
+    refused: impl Fn(&K) -> bool,
+    binding: bool,
+) -> Result<(), RbacApplyError>
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let name = name_of(desired.meta());
+    let create = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let Some(live) = api.get_opt(&name).await? else {
+        api.create(&create, desired).await?;
+        return Ok(());
+    };
+    if !made_by_a_request_of_this_name(live.meta(), desired.meta()) {
+        return Err(RbacApplyError::NotOwned {
+            reference: reference.clone(),
+        });
+    }
+    if refused(&live) {
+        return Err(RbacApplyError::Aggregated {
+            reference: reference.clone(),
+        });
+    }
+    let mut body = desired.clone();
+    body.meta_mut().resource_version = live.meta().resource_version.clone();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api.patch(&name, &params, &Patch::Apply(&body)).await {
+        Ok(_) => Ok(()),
+        Err(e) if binding && is_status(&e, 422) => {
+            let dp = crate::finalizing::only_uid(live.meta().uid.clone());
+            api.delete(&name, &dp).await?;
+            api.create(&create, desired).await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Why [`apply_rbac`] did not apply.
@@ -449,6 +464,14 @@ pub enum RbacApplyError {
         /// The object.
         reference: ShootObjectRef,
     },
+    /// Our ClusterRole carries an aggregation rule someone added.
+    #[error(
+        "{} {} has an aggregationRule, which this controller never sets: its rules would come from other roles; remove the aggregationRule or delete the role", reference.kind, reference.name
+    )]
+    Aggregated {
+        /// The object.
+        reference: ShootObjectRef,
+    },
 }
 
 fn name_of(meta: &ObjectMeta) -> String {
@@ -457,47 +480,6 @@ fn name_of(meta: &ObjectMeta) -> String {
 
 fn ns(meta: &ObjectMeta) -> String {
     meta.namespace.clone().unwrap_or_default()
-}
-
-async fn apply_one<K>(api: Api<K>, obj: &K, params: &PatchParams) -> Result<(), kube::Error>
-where
-    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
-{
-    let name = obj.meta().name.clone().unwrap_or_default();
-    api.patch(&name, params, &Patch::Apply(obj))
-        .await
-        .map(|_| ())
-}
-
-async fn apply_binding<K>(api: Api<K>, obj: &K, params: &PatchParams) -> Result<(), kube::Error>
-where
-    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
-{
-    let name = obj.meta().name.clone().unwrap_or_default();
-    match api.patch(&name, params, &Patch::Apply(obj)).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 422) => {
-            // Replaced only when a RuntimeAccess of this name made it (this one: same UID
-            // label; an earlier one deleted without its cleanup: our managed-by label and the
-            // same origin annotation), with its UID as precondition: a binding of that name
-            // someone else made is not deleted.
-            let Some(live) = api.get_metadata_opt(&name).await? else {
-                return api
-                    .patch(&name, params, &Patch::Apply(obj))
-                    .await
-                    .map(|_| ());
-            };
-            if !made_by_a_request_of_this_name(&live.metadata, obj.meta()) {
-                return Err(e);
-            }
-            let dp = crate::finalizing::only_uid(live.metadata.uid.clone());
-            api.delete(&name, &dp).await?;
-            api.patch(&name, params, &Patch::Apply(obj))
-                .await
-                .map(|_| ())
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// Whether `live` was made for the RuntimeAccess `desired` is built for: this one (its UID

@@ -569,8 +569,8 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     // that did the work reached the shoot: the five lists of what carries the request's label
     // (a spec not applied yet), ServiceAccount GET (404), the lists of ClusterRoleBindings and
     // of the namespace's RoleBindings (no foreign binding may name a new account) and POST,
-    // Role and binding GET (none of that name may be someone else's) and PATCH (server-side
-    // apply), TokenRequest POST.
+    // Role and binding GET (404: none of that name may be someone else's) and POST (created,
+    // never applied over something made meanwhile), TokenRequest POST.
     assert!(
         reconciles >= 3,
         "expected follow-up reconciles after the first, saw {reconciles} in all"
@@ -583,7 +583,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     );
     assert_eq!(
         calls,
-        (10, 2, 2, 14),
+        (10, 4, 0, 14),
         "shoot requests (GET, POST, PATCH, all) after {reconciles} reconciles"
     );
     let role_version = roles.get(&rbac_name).await?.metadata.resource_version;
@@ -633,7 +633,8 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
 
     // A spec change is applied (one reconcile: the five labelled lists, ServiceAccount GET,
-    // Role and binding GET and PATCH), with the same token and the same shoot client.
+    // Role and binding GET and PATCH, the apply conditional on the version read), with the
+    // same token and the same shoot client.
     requests
         .patch(
             "quiet",
@@ -664,7 +665,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (18, 2, 4, 24),
+        (18, 4, 2, 24),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
@@ -1960,6 +1961,49 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
         bindings.get_opt(&role_name).await?.is_none(),
         "a binding to their role was made"
     );
+
+    // An aggregationRule added to a role the controller made would decide what the request
+    // grants from then on: its next apply is refused, the role left as it is.
+    let agg_name = format!("kim-access:{ns}:agg");
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "agg",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "agg", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    access_ready(&requests, "agg").await?;
+    roles
+        .patch(
+            &agg_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"aggregationRule": {"clusterRoleSelectors": [
+                {"matchLabels": {"e2e-aggregate": "all"}}]}})),
+        )
+        .await?;
+    requests
+        .patch(
+            "agg",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"clusterRole": {"rules": [
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]}}})),
+        )
+        .await?;
+    let condition = access_condition(&requests, "agg", "ShootAccessFailed").await?;
+    assert!(
+        condition.message.contains("has an aggregationRule"),
+        "{}",
+        condition.message
+    );
+    assert!(roles.get(&agg_name).await?.aggregation_rule.is_some());
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
