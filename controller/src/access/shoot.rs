@@ -576,8 +576,8 @@ where
 /// otherwise outlive a spec change and the request itself, still granting access. Five
 /// label-selected metadata lists. The label can be copied by anyone who may write in the
 /// runtime cluster, so what one pass acts on is bounded: roles and bindings only of this
-/// request's name (every spec names them so), at most [`LABELLED_PER_KIND`] ServiceAccounts
-/// (the next pass finds the rest once these are gone).
+/// request's name (every spec names them so), and at most [`LABELLED_PER_KIND`] objects of a
+/// kind (no spec history makes more of its own; the rest is left).
 pub async fn labelled(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
