@@ -1,3 +1,3 @@
 //! Logging of the controller: the shared set-up (JSON lines with span fields by default).
 
-pub use kim_process::logging::{LogFormat, init};
+pub use kim_process::logging::{LogFormat, filter, init};

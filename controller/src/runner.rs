@@ -353,35 +353,19 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// kube's HTTP trace layer logs every 5xx answer and connection failure at `error`, with no
 /// context ("failed with status 503 Service Unavailable"). Those are transient, and the caller
 /// (reconciler, health check) logs them with context at the right level, so `error` lines stay
-/// things a human should look at. And kube's client logs every refused request's whole answer
-/// at `debug` ("Unsuccessful: Status { ... }"): an answer may quote what the request carried
-/// (a runtime cluster's webhook echoing a Secret), which our own lines redact and that one
-/// cannot. The default applies unless `--log-level` names `kube_client`.
-pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client=warn,kube_client::client::builder=off";
+/// things a human should look at. The default applies unless `--log-level` names `kube_client`.
+/// (kube's client itself is kept at `error` by [`kim_process::logging::filter`].)
+pub const KUBE_TRACE_DIRECTIVE: &str = "kube_client::client::builder=off";
 
-/// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`
-/// (with `error` or `off` as the default level, kube's client gets that level instead of
-/// `warn`: the directive only ever makes it quieter).
+/// `--log-level` with [`KUBE_TRACE_DIRECTIVE`] added unless the filter names `kube_client`.
 pub fn log_filter(user: &str) -> String {
-    let user = if user.trim().is_empty() { "info" } else { user };
     if user.contains("kube_client") {
-        return user.to_owned();
+        user.to_owned()
+    } else if user.trim().is_empty() {
+        format!("info,{KUBE_TRACE_DIRECTIVE}")
+    } else {
+        format!("{user},{KUBE_TRACE_DIRECTIVE}")
     }
-    match quieter_than_warn(user) {
-        Some(level) => {
-            format!("{user},kube_client::client={level},kube_client::client::builder=off")
-        }
-        None => format!("{user},{KUBE_TRACE_DIRECTIVE}"),
-    }
-}
-
-/// The filter's default level (a directive without a target) when it is quieter than `warn`.
-fn quieter_than_warn(filter: &str) -> Option<&str> {
-    filter
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.contains('='))
-        .find(|d| d.eq_ignore_ascii_case("error") || d.eq_ignore_ascii_case("off"))
 }
 
 async fn kcp_client(args: &RunArgs) -> Result<kube::Client, RunError> {
@@ -426,19 +410,11 @@ mod tests {
     fn kube_trace_errors_are_off_unless_asked_for() {
         assert_eq!(
             super::log_filter("info"),
-            "info,kube_client::client=warn,kube_client::client::builder=off"
+            "info,kube_client::client::builder=off"
         );
         assert_eq!(
             super::log_filter("info,kube_client=debug"),
             "info,kube_client=debug"
-        );
-        assert_eq!(
-            super::log_filter(""),
-            "info,kube_client::client=warn,kube_client::client::builder=off"
-        );
-        assert_eq!(
-            super::log_filter("error,kim_controller=info"),
-            "error,kim_controller=info,kube_client::client=error,kube_client::client::builder=off"
         );
     }
 

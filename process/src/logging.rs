@@ -40,13 +40,23 @@ where
 pub fn filter(filter: &str, flag: &str) -> Result<EnvFilter, String> {
     let parsed = EnvFilter::try_new(filter)
         .map_err(|e| format!("{flag} {filter:?} is not a valid filter ({e})"))?;
-    Ok(parsed.add_directive(QUIET_KUBE_CLIENT.parse().map_err(|e| format!("{e}"))?))
+    Ok(quiet_kube_client(parsed))
+}
+
+/// `filter` with [`QUIET_KUBE_CLIENT`] added (it overrides whatever the filter says of
+/// `kube_client::client`).
+pub fn quiet_kube_client(filter: EnvFilter) -> EnvFilter {
+    match QUIET_KUBE_CLIENT.parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }
 
 /// Added to every filter: kube's client logs the whole response text as a warning when it does
-/// not decode, which would put a list of every Runtime into one log line at each retry of a
-/// watch, or a Secret's data into the log. Its errors are logged, and the failures are
-/// reported by the callers without the text.
+/// not decode, and every refused request's whole answer at `debug`, which would put a list of
+/// every Runtime into one log line at each retry of a watch, or a Secret's data (an admission
+/// webhook echoing a write) into the log. Its errors are logged, and the failures are reported
+/// by the callers without the text.
 const QUIET_KUBE_CLIENT: &str = "kube_client::client=error";
 
 /// Installs the global subscriber: `filter`, then lines in `format` on stdout. Errors when the

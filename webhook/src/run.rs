@@ -51,10 +51,12 @@ where
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
-    let filter = EnvFilter::try_new(with_audit(
-        &std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_default(),
-    ))
-    .unwrap_or_else(|_| EnvFilter::new(with_audit("info")));
+    let filter = kim_process::logging::quiet_kube_client(
+        EnvFilter::try_new(with_audit(
+            &std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_default(),
+        ))
+        .unwrap_or_else(|_| EnvFilter::new(with_audit("info"))),
+    );
     let not_audit = filter_fn(|m| m.target() != crate::audit::AUDIT_TARGET);
     let fmt = kim_process::logging::layer(format, logs);
     let (audit, guard) = crate::audit::AuditLogLayer::new(audit);
@@ -69,31 +71,17 @@ where
 
 /// `RUST_LOG` (empty: `info`) with the audit trail on unless a directive names its target: a
 /// lower level for the rest (`RUST_LOG=warn`) must not silence the trail; `audit=off` does.
-/// And kube's client at `warn` unless a directive names `kube_client`: at `debug` it logs the
-/// whole answer to every refused request, which can quote the certificate Secret it carried.
 fn with_audit(spec: &str) -> String {
     let spec = if spec.trim().is_empty() { "info" } else { spec };
-    let names = |wanted: &str| {
-        spec.split(',').any(|d| {
-            let target = d.trim().split('=').next().unwrap_or_default();
-            target == wanted || (wanted == "kube_client" && target.starts_with("kube_client::"))
-        })
-    };
-    let mut out = spec.to_owned();
-    if !names("kube_client") {
-        // Never louder than the default level the filter chose.
-        let level = spec
-            .split(',')
-            .map(str::trim)
-            .filter(|d| !d.contains('='))
-            .find(|d| d.eq_ignore_ascii_case("error") || d.eq_ignore_ascii_case("off"))
-            .unwrap_or("warn");
-        out.push_str(&format!(",kube_client::client={level}"));
+    let names_audit = spec.split(',').any(|d| {
+        let target = d.trim().split('=').next().unwrap_or_default();
+        target == crate::audit::AUDIT_TARGET
+    });
+    if names_audit {
+        spec.to_owned()
+    } else {
+        format!("{spec},{}=info", crate::audit::AUDIT_TARGET)
     }
-    if !names(crate::audit::AUDIT_TARGET) {
-        out.push_str(&format!(",{}=info", crate::audit::AUDIT_TARGET));
-    }
-    out
 }
 
 /// Loads a certificate from files into the resolver and re-loads it when the files change.
@@ -306,33 +294,16 @@ mod tests {
     /// off or changes it.
     #[test]
     fn the_audit_trail_is_on_unless_rust_log_names_it() {
-        assert_eq!(with_audit(""), "info,kube_client::client=warn,audit=info");
-        assert_eq!(
-            with_audit("warn"),
-            "warn,kube_client::client=warn,audit=info"
-        );
-        assert_eq!(
-            with_audit("warn,kube=debug"),
-            "warn,kube=debug,kube_client::client=warn,audit=info"
-        );
-        assert_eq!(
-            with_audit("info,audit=off"),
-            "info,audit=off,kube_client::client=warn"
-        );
-        assert_eq!(
-            with_audit("debug, audit=off"),
-            "debug, audit=off,kube_client::client=warn"
-        );
-        assert_eq!(
-            with_audit("debug,kube_client=debug"),
-            "debug,kube_client=debug,audit=info"
-        );
+        assert_eq!(with_audit(""), "info,audit=info");
+        assert_eq!(with_audit("warn"), "warn,audit=info");
+        assert_eq!(with_audit("warn,kube=debug"), "warn,kube=debug,audit=info");
+        assert_eq!(with_audit("info,audit=off"), "info,audit=off");
+        assert_eq!(with_audit("debug, audit=off"), "debug, audit=off");
         // A target that only starts like it is another target.
-        assert_eq!(
-            with_audit("auditor=debug"),
-            "auditor=debug,kube_client::client=warn,audit=info"
-        );
-        let filter = tracing_subscriber::EnvFilter::new(with_audit("error"));
+        assert_eq!(with_audit("auditor=debug"), "auditor=debug,audit=info");
+        let filter = kim_process::logging::quiet_kube_client(tracing_subscriber::EnvFilter::new(
+            with_audit("error"),
+        ));
         assert!(filter.to_string().contains("audit=info"), "{filter}");
         assert!(
             filter.to_string().contains("kube_client::client=error"),

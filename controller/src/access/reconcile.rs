@@ -34,6 +34,7 @@ use super::{CONDITION_TYPE, CONTROLLER, FINALIZER};
 use crate::Context;
 use crate::gardener_cluster::rotation::format_last_sync;
 use crate::records::{Backoff, Records, key};
+use crate::runtime::classify;
 use crate::settings::AccessSettings;
 use crate::stored::StatusApart;
 
@@ -338,7 +339,7 @@ async fn ensure_shoot_objects(
         move |e: kube::Error| ShootStepFailed {
             reason: "ShootAccessFailed",
             what,
-            error: api_message(&e),
+            error: classify::message(&e),
         }
     };
     let mut created: Vec<ShootObjectRef> = Vec::new();
@@ -556,7 +557,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         ra,
                         "ShootAccessFailed",
                         "listing the objects of this RuntimeAccess",
-                        api_message(&e),
+                        classify::message(&e),
                         now,
                     )
                     .await;
@@ -632,7 +633,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         "TokenRequestFailed",
                         "requesting a ServiceAccount token",
                         match &e {
-                            shoot::TokenError::Api(e) => api_message(e),
+                            shoot::TokenError::Api(e) => classify::message(e),
                             other => other.to_string(),
                         },
                         now,
@@ -709,7 +710,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                         ra,
                         "SecretWriteFailed",
                         &format!("writing Secret {ns}/{name}"),
-                        api_message(&crate::redact::api_error(e, &carried)),
+                        classify::message(&crate::redact::api_error(e, &carried)),
                         now,
                     )
                     .await;
@@ -738,7 +739,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             ra,
             "SecretWriteFailed",
             &format!("recording the shoot objects in Secret {ns}/{name}"),
-            api_message(&e),
+            classify::message(&e),
             now,
         )
         .await;
@@ -758,11 +759,6 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     status.shoot_objects = shoot_objects;
     write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(requeue))
-}
-
-/// An API error as a status message: the server's message and code, not a dump of the answer.
-fn api_message(e: &kube::Error) -> String {
-    crate::runtime::classify::message(e)
 }
 
 async fn fail(

@@ -47,18 +47,13 @@ pub enum RbacObject {
 
 impl RbacObject {
     /// Kind, name and namespace, as recorded in the status.
-    /// The kind and the metadata.
-    pub fn parts(&self) -> (&'static str, &ObjectMeta) {
-        match self {
+    pub fn reference(&self) -> ShootObjectRef {
+        let (kind, meta) = match self {
             RbacObject::ClusterRole(o) => ("ClusterRole", &o.metadata),
             RbacObject::Role(o) => ("Role", &o.metadata),
             RbacObject::ClusterRoleBinding(o) => ("ClusterRoleBinding", &o.metadata),
             RbacObject::RoleBinding(o) => ("RoleBinding", &o.metadata),
-        }
-    }
-
-    pub fn reference(&self) -> ShootObjectRef {
-        let (kind, meta) = self.parts();
+        };
         ShootObjectRef {
             kind: kind.to_owned(),
             name: meta.name.clone().unwrap_or_default(),

@@ -81,14 +81,19 @@ async fn healthz(admin: SocketAddr) -> u16 {
         .unwrap_or(0)
 }
 
-async fn noop(s: &Running) -> u16 {
-    let mut c = client::Conn::connect(
+/// An HTTP/1.1 connection to the admission port.
+async fn conn(s: &Running) -> client::Conn {
+    client::Conn::connect(
         s.https,
         "localhost",
         client::tls_config(&s.ca_pem, &[b"http/1.1"]),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+async fn noop(s: &Running) -> u16 {
+    let mut c = conn(s).await;
     c.post("/noop", Bytes::from_static(b"{}"))
         .await
         .unwrap()
@@ -569,13 +574,7 @@ async fn a_panicking_handler_gets_500_is_counted_and_the_replica_goes_on() {
     })
     .await;
     for _ in 0..2 {
-        let mut c = client::Conn::connect(
-            s.https,
-            "localhost",
-            client::tls_config(&s.ca_pem, &[b"http/1.1"]),
-        )
-        .await
-        .unwrap();
+        let mut c = conn(&s).await;
         let r = c.post("/panic", Bytes::from_static(b"{}")).await.unwrap();
         assert_eq!(r.status, 500);
         assert!(

@@ -66,9 +66,13 @@ fn log_text() -> String {
 fn log_dispatch() -> tracing::Dispatch {
     tracing::Dispatch::new(
         tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(
-                kim_controller::runner::log_filter("debug"),
-            ))
+            .with_env_filter(
+                kim_controller::logging::filter(
+                    &kim_controller::runner::log_filter("debug"),
+                    "--log-level",
+                )
+                .expect("the filter of --log-level=debug"),
+            )
             .json()
             .with_current_span(true)
             .with_writer(logs().clone())
