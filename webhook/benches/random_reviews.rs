@@ -1002,7 +1002,7 @@ fn runtime_case(
     ) && req.sub_resource.as_deref().is_none_or(str::is_empty);
     // What the apiserver hands the validating webhook: the object as sent with the patch
     // applied.
-    let validate_body = match (patch_of(&mutated)?, typed.raw_object) {
+    let validate_body = match (patch_of(&mutated)?, typed.object_text.get()) {
         (Some(patch), Some(raw)) => {
             // The object as the webhook read it for the patch: without managedFields, which
             // the patch never touches and the validation never reads (and which may nest

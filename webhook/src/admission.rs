@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 use kim_shared::validation::Violation;
 
 use crate::audit::AuditRecord;
-use crate::decode::{self, Typed};
+use crate::decode::{self, ObjectText, Typed};
 use crate::defaulter::{self, Defaulter};
 use crate::request::{Object, REVIEW_API_VERSION, Request};
 use crate::response::Response;
@@ -35,8 +35,8 @@ where
     T: Object + PartialEq,
     AdmissionContext: Defaulter<T>,
 {
-    admit::<T>(Mode::Mutate, body, now, |req, raw, audit| {
-        defaulter::handle(ctx, req, raw, audit)
+    admit::<T>(Mode::Mutate, body, now, |req, object_text, audit| {
+        defaulter::handle(ctx, req, object_text, audit)
     })
 }
 
@@ -46,7 +46,7 @@ where
     T: Object,
     AdmissionContext: Validator<T>,
 {
-    admit::<T>(Mode::Validate, body, now, |req, _raw, audit| {
+    admit::<T>(Mode::Validate, body, now, |req, _object_text, audit| {
         validator::handle(ctx, req, now, audit)
     })
 }
@@ -56,7 +56,7 @@ fn admit<T: Object>(
     mode: Mode,
     body: &[u8],
     now: SystemTime,
-    handle: impl FnOnce(&Request<T>, Option<&str>, &mut AuditRecord) -> Response,
+    handle: impl FnOnce(&Request<T>, ObjectText<'_>, &mut AuditRecord) -> Response,
 ) -> AdmissionOutcome {
     let started = Instant::now();
     let mut audit = AuditRecord::new(mode, now);
@@ -84,10 +84,13 @@ fn admit<T: Object>(
 
 fn decide<T: Object>(
     typed: Typed<'_, T>,
-    handle: impl FnOnce(&Request<T>, Option<&str>, &mut AuditRecord) -> Response,
+    handle: impl FnOnce(&Request<T>, ObjectText<'_>, &mut AuditRecord) -> Response,
     audit: &mut AuditRecord,
 ) -> Response {
-    let Typed { review, raw_object } = typed;
+    let Typed {
+        review,
+        object_text,
+    } = typed;
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
         let uid = review
             .request
@@ -110,7 +113,7 @@ fn decide<T: Object>(
         // Subresources (status) are not ours to judge.
         Response::allowed(&req.uid)
     } else {
-        handle(&req, raw_object, audit)
+        handle(&req, object_text, audit)
     };
     audit.take_from(req);
     response

@@ -1,8 +1,7 @@
-//! Reading an AdmissionReview with serde, without an intermediate JSON tree: one pass reads the
-//! envelope, borrowing from the body and keeping the objects as their JSON text ([`RawValue`],
-//! which only checks it); each object is then typed from its text, with
-//! `metadata.managedFields` and the top-level `status` skipped ([`IgnoredAny`]) instead of
-//! typed. Both are still read as JSON, so a review with malformed JSON there is refused.
+//! Reading an AdmissionReview with serde, without an intermediate JSON tree, in one pass over
+//! the body: the objects are typed as they are read, with `metadata.managedFields` and the
+//! top-level `status` skipped ([`IgnoredAny`]) instead of typed. Both are still read as JSON, so
+//! a review with malformed JSON there is refused.
 //!
 //! Why skip `managedFields`: the apiserver puts it into every object of a review (about a third
 //! of a Runtime CREATE review, and twice in an UPDATE), no rule reads it, and typing its
@@ -15,9 +14,13 @@
 //! controller wrote) would otherwise refuse every change and the deletion of its object, and
 //! with them the repair.
 //!
-//! A stored object (`oldObject`) that does not read as its type all the same is kept as its
-//! metadata and the reason ([`UnreadableOld`]): deletion is judged on metadata, and an update
-//! is how such an object is repaired.
+//! When that one pass fails, the review is read again in two: the envelope with the objects as
+//! their JSON text ([`RawValue`], which only checks it), then each object from its text. A
+//! stored object (`oldObject`) that does not read as its type is then kept as its metadata and
+//! the reason ([`UnreadableOld`]): deletion is judged on metadata, and an update is how such an
+//! object is repaired. An object as sent that does not read fails with the error of its own
+//! text. The text of the object as sent, which only a defaults patch needs, is read the same
+//! way when asked for ([`ObjectText`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -49,41 +52,62 @@ pub struct Review<'a, O> {
     pub request: Option<Request<O>>,
 }
 
-/// A review whose objects are typed as `T`, and the text of `request.object` exactly as sent
-/// (the defaults patch is computed against it).
+/// A review whose objects are typed as `T`, and the way to the text of `request.object` as
+/// sent.
 pub struct Typed<'a, T> {
     /// The review.
     pub review: Review<'a, T>,
-    /// `request.object` as sent.
-    pub raw_object: Option<&'a str>,
+    /// `request.object` as sent (the defaults patch is computed against it).
+    pub object_text: ObjectText<'a>,
 }
 
-/// The review with its objects as JSON text. Fails only when the body is not JSON or the
-/// envelope does not have the AdmissionReview's shape.
-pub fn raw_review(body: &[u8]) -> Result<Review<'_, &RawValue>, serde_json::Error> {
-    // UTF-8 is checked once for the whole body instead of once per string (serde_json's slice
-    // reader does the latter); a body that is not UTF-8 goes to the slice reader for its
-    // error message.
-    match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(body),
+/// The text of a review's `request.object` exactly as sent, read from the body when asked for:
+/// a second pass over the body, which only a review that gets a defaults patch pays.
+#[derive(Clone, Copy)]
+pub struct ObjectText<'a>(&'a [u8]);
+
+impl<'a> ObjectText<'a> {
+    /// The text; `None` when the review has no object (or does not read).
+    pub fn get(&self) -> Option<&'a str> {
+        raw_review(self.0).ok()?.request?.object.map(RawValue::get)
     }
 }
 
-/// The review with its objects typed as `T` (`metadata.managedFields` left out).
+/// The review with its objects typed as `T` (`metadata.managedFields` and `status` left out).
 pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_json::Error> {
+    // Only a body that is UTF-8 throughout: serde_json does not check the UTF-8 of the strings
+    // it skips (`managedFields`), where the two passes refuse it.
+    let once = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Review<'_, Judged<T>>>(text).ok());
+    let review = match once {
+        Some(review) => Review {
+            api_version: review.api_version,
+            kind: review.kind,
+            request: review.request.map(|r| r.map(|Judged(o)| o)),
+        },
+        None => review_in_two_passes(body)?,
+    };
+    Ok(Typed {
+        review,
+        object_text: ObjectText(body),
+    })
+}
+
+/// The review read from its envelope with the objects as text, then each object from its
+/// text: what [`review`] falls back to, for its stored object that does not read and the
+/// precise error of an object as sent that does not.
+fn review_in_two_passes<T: DeserializeOwned>(
+    body: &[u8],
+) -> Result<Review<'_, T>, serde_json::Error> {
     let raw = raw_review(body)?;
     let Some(request) = raw.request else {
-        return Ok(Typed {
-            review: Review {
-                api_version: raw.api_version,
-                kind: raw.kind,
-                request: None,
-            },
-            raw_object: None,
+        return Ok(Review {
+            api_version: raw.api_version,
+            kind: raw.kind,
+            request: None,
         });
     };
-    let raw_object = request.object.map(RawValue::get);
     let (old_object, old_object_unreadable) = match request.old_object {
         None => (None, None),
         Some(old) => match object::<T>(old.get()) {
@@ -105,14 +129,32 @@ pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_js
         user_info: request.user_info,
         dry_run: request.dry_run,
     };
-    Ok(Typed {
-        review: Review {
-            api_version: raw.api_version,
-            kind: raw.kind,
-            request: Some(request),
-        },
-        raw_object,
+    Ok(Review {
+        api_version: raw.api_version,
+        kind: raw.kind,
+        request: Some(request),
     })
+}
+
+/// The review with its objects as JSON text. Fails only when the body is not JSON or the
+/// envelope does not have the AdmissionReview's shape.
+pub fn raw_review(body: &[u8]) -> Result<Review<'_, &RawValue>, serde_json::Error> {
+    // UTF-8 is checked once for the whole body instead of once per string (serde_json's slice
+    // reader does the latter); a body that is not UTF-8 goes to the slice reader for its
+    // error message.
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
+}
+
+/// An object read as [`object`] reads it, inside the review.
+struct Judged<T>(T);
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Judged<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(WithoutUnjudged::root(d)).map(Judged)
+    }
 }
 
 /// A stored object that is no `T`: its metadata and the field at fault, or `error` when not
@@ -474,6 +516,76 @@ mod tests {
         assert_eq!(path, ".");
     }
 
+    /// The one pass and the two it falls back to read every review alike: the same request,
+    /// or errors alike.
+    #[test]
+    fn one_pass_reads_as_two_passes_do() {
+        let body = |object: &str, old: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"operation":"UPDATE","userInfo":{{"username":"a"}},"object":{object},"oldObject":{old}}}}}"#
+            )
+        };
+        let good = r#"{"metadata":{"name":"cm","managedFields":[{"x":1}]},"status":{"y":[]},"data":{"k":"v"}}"#;
+        let bad = r#"{"metadata":{"name":"cm"},"data":{"k":5}}"#;
+        let bodies = [
+            body(good, good),
+            body(good, "null"),
+            body("null", good),
+            body(good, bad),
+            body(bad, good),
+            body(bad, bad),
+            body(good, r#"{"metadata":5}"#),
+            body(good, "[1,]"),
+            body(good, good).replacen("\"uid\":\"u\"", "\"uid\":7", 1),
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_string(),
+            "{".to_string(),
+        ];
+        let mut bodies = bodies.map(String::into_bytes).to_vec();
+        // Not UTF-8 where it is skipped (managedFields): refused, as the two passes refuse it.
+        let mut not_utf8 = body(good, good).into_bytes();
+        let at = not_utf8
+            .windows(3)
+            .position(|w| w == b"\"x\"")
+            .expect("managedFields' key");
+        not_utf8[at + 1] = 0xa6;
+        bodies.push(not_utf8);
+        let mut two_passes_only = 0;
+        for body in &bodies {
+            let shown = String::from_utf8_lossy(body);
+            let once = std::str::from_utf8(body)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<Review<'_, Judged<ConfigMap>>>(text)
+                        .map_err(|e| e.to_string())
+                })
+                .map(|r| format!("{:?}", r.request.map(|r| r.map(|Judged(o)| o))));
+            let twice = review_in_two_passes::<ConfigMap>(body).map(|r| format!("{:?}", r.request));
+            let read = review::<ConfigMap>(body).map(|r| format!("{:?}", r.review.request));
+            match (&once, &twice) {
+                (Ok(once), Ok(twice)) => assert_eq!(once, twice, "{shown}"),
+                (Ok(once), Err(e)) => panic!("{shown}: one pass reads {once}, two fail: {e}"),
+                (Err(_), _) => two_passes_only += 1,
+            }
+            assert_eq!(
+                read.as_ref().map_err(ToString::to_string),
+                twice.as_ref().map_err(ToString::to_string),
+                "{shown}"
+            );
+        }
+        // The unreadable stored objects and the refusals took the second way.
+        assert_eq!(two_passes_only, 8);
+        assert!(review::<ConfigMap>(&bodies[11]).is_err(), "not UTF-8");
+        let stored_unreadable = review::<ConfigMap>(&bodies[3])
+            .expect("read")
+            .review
+            .request
+            .expect("request");
+        assert_eq!(
+            stored_unreadable.old_object_unreadable.map(|u| u.field),
+            Some("data.k".to_string())
+        );
+    }
+
     #[test]
     fn the_object_text_is_kept_exactly_as_sent() {
         let object = r#"{ "metadata" : {"name":"cm"} , "data":{"k":"v"} }"#;
@@ -481,7 +593,7 @@ mod tests {
             r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"operation":"CREATE","userInfo":{{}},"object":{object},"oldObject":null}}}}"#
         );
         let typed = review::<ConfigMap>(body.as_bytes()).expect("decodes");
-        assert_eq!(typed.raw_object, Some(object));
+        assert_eq!(typed.object_text.get(), Some(object));
         let req = typed.review.request.expect("request");
         assert!(req.old_object.is_none());
         assert_eq!(

@@ -7,7 +7,7 @@ use kube::core::admission::Operation;
 use serde_json::Value;
 
 use crate::audit::AuditRecord;
-use crate::decode;
+use crate::decode::{self, ObjectText};
 use crate::request::{Object, Request};
 use crate::response::{Response, patch_paths};
 
@@ -18,14 +18,14 @@ pub trait Defaulter<T> {
     fn apply_defaults(&self, obj: &mut T, old: Option<&T>);
 }
 
-/// Answers a CREATE or UPDATE with the patch that turns `raw`, the object's JSON text as sent,
+/// Answers a CREATE or UPDATE with the patch that turns `object_text`, the object as sent,
 /// into the defaulted object: `json_patch::diff` of the two documents, as controller-runtime's
 /// `PatchResponseFromRaw` computes it (so the patch applies to exactly what the apiserver
 /// holds). Other operations are allowed as they are.
 pub fn handle<T: Object + PartialEq>(
     defaulter: &impl Defaulter<T>,
     req: &Request<T>,
-    raw: Option<&str>,
+    object_text: ObjectText<'_>,
     audit: &mut AuditRecord,
 ) -> Response {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
@@ -48,7 +48,7 @@ pub fn handle<T: Object + PartialEq>(
     }
     let patch = || -> Result<Patch, serde_json::Error> {
         let typed = serde_json::to_value(obj)?;
-        let sent = match raw {
+        let sent = match object_text.get() {
             // The typed object has no managedFields (never read): neither has this one, so
             // the patch leaves them alone.
             Some(text) => decode::object_value(text)?,

@@ -388,7 +388,7 @@ mod tests {
                 assert_eq!(obj.metadata.managed_fields, None, "review {i}: not kept");
             }
             assert_eq!(
-                typed.raw_object.is_some(),
+                typed.object_text.get().is_some(),
                 req.object.is_some(),
                 "review {i}: the object's text is kept as sent"
             );

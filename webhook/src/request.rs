@@ -122,6 +122,26 @@ pub struct Request<T> {
     pub dry_run: bool,
 }
 
+impl<T> Request<T> {
+    /// The same request with its objects turned into `U`s by `f`.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Request<U> {
+        Request {
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            object: self.object.map(&mut f),
+            old_object: self.old_object.map(&mut f),
+            old_object_unreadable: self.old_object_unreadable,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
 /// A stored object that does not read as its type (written before a rule or a type existed, or
 /// by hand): its metadata, and the first field at fault with serde's reason.
 #[derive(Debug, Clone)]
