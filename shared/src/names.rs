@@ -262,6 +262,9 @@ pub mod reason {
     /// not-ready 403, no answer in time): the Runtime stays `Pending` and retries with backoff.
     /// Ours; upstream reports these as `GardenerErr`.
     pub const GARDENER_BUSY: &str = "GardenerBusy";
+    /// The Shoot reflects a later generation of the Runtime than the Runtime has (restored from
+    /// a backup or created anew): nothing is applied until the force-patch annotation. Ours.
+    pub const RUNTIME_BEHIND_SHOOT: &str = "RuntimeBehindShoot";
     /// A Kubernetes API call failed.
     pub const KUBERNETES_ERR: &str = "KubernetesErr";
     /// No audit log tenant for the provider and region.

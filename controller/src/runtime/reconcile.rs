@@ -84,6 +84,9 @@ pub async fn apply(
                 names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION
             );
         }
+        PatchDecision::RuntimeBehind(shoot_generation) => {
+            return runtime_behind(reconciler, runtime, draft, shoot_generation).await;
+        }
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
 
@@ -562,6 +565,48 @@ fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
     upstream_ready && !mid_reconcile
 }
 
+/// The Shoot reflects a later generation of this Runtime than the Runtime has: the Runtime was
+/// restored from a backup of the KCP, or created anew (a migration), after the Shoot was last
+/// patched. Its spec may be older than the Shoot's, so nothing is applied, neither to the Shoot
+/// nor to the runtime cluster (administrators), and the Runtime is `Pending` with
+/// `RuntimeBehindShoot` (so a KEB update waiting for `Ready` at its generation does not pass)
+/// until someone compares and sets the force-patch annotation. A watch that lags (another
+/// replica patched from a generation ours has not seen yet) only delays: the generation is read
+/// live first.
+async fn runtime_behind(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+    shoot_generation: i64,
+) -> Result<Action, Error> {
+    let live = reconciler
+        .runtimes(runtime)
+        .get_opt(&runtime.name_any())
+        .await
+        .map_err(|e| Error::api("read the Runtime", e))?;
+    let generation = live.and_then(|r| r.metadata.generation).unwrap_or(0);
+    if generation >= shoot_generation {
+        return Ok(Action::requeue(RETRY));
+    }
+    tracing::warn!(
+        shoot_generation,
+        generation,
+        "the Shoot reflects a later generation of this Runtime than it has (restored or created anew?); nothing is applied"
+    );
+    draft.set(
+        condition::PROVISIONED,
+        CondStatus::Unknown,
+        reason::RUNTIME_BEHIND_SHOOT,
+        format!(
+            "The Shoot reflects generation {shoot_generation} of this Runtime (annotation {}), the Runtime is at generation {generation}: it was restored from a backup or created anew, and its spec may be older than the Shoot's. Nothing is applied to the Shoot or the runtime cluster; compare spec.shoot with the Shoot, then set the annotation {}=\"true\" to apply this Runtime as it is",
+            names::SHOOT_ANNOTATION_RUNTIME_GENERATION,
+            names::ANNOTATION_FORCE_PATCH_RECONCILIATION
+        ),
+    );
+    draft.state(RuntimeState::Pending);
+    Ok(Action::await_change())
+}
+
 /// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it
 /// nor for it (no GardenerCluster, no ConfigMap), until the Runtime names a Shoot of its own.
 fn foreign_shoot(draft: &mut StatusDraft, shoot: &Shoot) -> Action {
@@ -687,6 +732,8 @@ enum PatchDecision {
     Patch(&'static str),
     Suspended,
     UpToDate,
+    /// The Shoot reflects this later generation of the Runtime: apply nothing.
+    RuntimeBehind(i64),
     /// Patch when the live Shoot is not on the dedicated audit log's tenant (a request:
     /// [`super::audit_log::shoot_patch_needed`]).
     IfAuditLogElsewhere,
@@ -705,6 +752,8 @@ fn should_patch(f: &PatchFacts) -> PatchDecision {
         Some(a) if a < f.generation => {
             return PatchDecision::Patch("Runtime generation ahead of the Shoot");
         }
+        // Only a restored or re-created Runtime is behind the generation applied from it.
+        Some(a) if a > f.generation => return PatchDecision::RuntimeBehind(a),
         Some(_) => {}
     }
     if f.drifted {
@@ -1145,11 +1194,42 @@ mod tests {
     #[test]
     fn nothing_to_do_is_up_to_date() {
         assert_eq!(should_patch(&up_to_date()), PatchDecision::UpToDate);
-        let newer_applied = PatchFacts {
+    }
+
+    #[test]
+    fn a_runtime_behind_its_shoot_is_not_applied_unless_forced() {
+        let behind = PatchFacts {
             applied: Some(4),
             ..up_to_date()
         };
-        assert_eq!(should_patch(&newer_applied), PatchDecision::UpToDate);
+        assert_eq!(should_patch(&behind), PatchDecision::RuntimeBehind(4));
+        // No other reason writes its older spec over the Shoot.
+        for facts in each_reason()
+            .into_iter()
+            .filter(|f| !f.forced && f.applied.is_some())
+        {
+            assert_eq!(
+                should_patch(&PatchFacts {
+                    applied: Some(4),
+                    ..facts
+                }),
+                PatchDecision::RuntimeBehind(4),
+                "{facts:?}"
+            );
+        }
+        let forced = PatchFacts {
+            forced: true,
+            ..behind
+        };
+        assert_eq!(
+            should_patch(&forced),
+            PatchDecision::Patch("force-patch annotation")
+        );
+        let suspended = PatchFacts {
+            suspended: true,
+            ..behind
+        };
+        assert_eq!(should_patch(&suspended), PatchDecision::Suspended);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! updates the Shoot and the Runtime is Ready again only after Gardener reconciled the new
 //! generation (upstream's `ConfigurationCompleted`); deletion goes GardenerCluster, Shoot,
 //! finalizer, in that order (KCP audit log); a Ready Runtime whose Shoot drifts is corrected;
-//! the suspend and force-patch annotations work as upstream's.
+//! the suspend and force-patch annotations work as upstream's; a Runtime behind the generation
+//! its Shoot reflects (restored, or created anew) is applied only when forced.
 
 use std::time::Duration;
 
@@ -307,6 +308,107 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
     assert!(
         patched_after,
         "no Shoot patch by {kim} after the force-patch annotation"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+/// A KCP restored from a backup (or a Runtime created anew) holds a Runtime older than the one
+/// its Shoot was last patched from: its spec is not written over the Shoot, neither for a change
+/// of its own nor for another reason, and it says why until the force-patch annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-behind").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("behind-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let generation = ready.metadata.generation.context("generation")?;
+    assert_eq!(
+        first_pool_maximum(&shoots.get(&shoot_name).await?),
+        Some(20)
+    );
+
+    // The Shoot was patched from a later generation than the Runtime has (as after a restore).
+    let later = generation + 10;
+    let annotate = json!({"metadata": {"annotations": {
+        names::SHOOT_ANNOTATION_RUNTIME_GENERATION: later.to_string()}}});
+    shoots
+        .patch(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(annotate),
+        )
+        .await?;
+    // A change of the Runtime (its generation still below) is not applied, and it says why.
+    set_first_pool_maximum(&runtimes, &id, 12).await?;
+    let changed = generation + 1;
+    let behind = |rt: &Runtime| {
+        rt.condition(condition::PROVISIONED).is_some_and(|c| {
+            c.reason == reason::RUNTIME_BEHIND_SHOOT
+                && c.status == "Unknown"
+                && c.message.contains(&format!(
+                    "generation {later} of this Runtime (annotation {}), the Runtime is at generation {changed}",
+                    names::SHOOT_ANNOTATION_RUNTIME_GENERATION
+                ))
+        })
+    };
+    eventually("the Runtime says it is behind", TIMEOUT, || async {
+        Ok(behind(&runtimes.get(&id).await?))
+    })
+    .await?;
+    let held = runtimes.get(&id).await?;
+    let status = held.status.as_ref().context("status")?;
+    // Seen, and not done: what KEB waits for (Ready at the generation) does not happen.
+    assert_eq!(status.state, RuntimeState::Pending);
+    assert_eq!(status.observed_generation, Some(changed));
+    // Another event (a label) while held changes nothing either.
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"e2e-touch": "1"}}})),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let shoot = shoots.get(&shoot_name).await?;
+    assert_eq!(first_pool_maximum(&shoot), Some(20), "older spec applied");
+    assert_eq!(
+        shoot
+            .annotations()
+            .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
+            .map(String::as_str),
+        Some(later.to_string().as_str())
+    );
+    assert!(behind(&runtimes.get(&id).await?));
+
+    // Force patch: this Runtime is applied as it is, and it is Ready at its generation.
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
+        )
+        .await?;
+    eventually("forced change applied", TIMEOUT, || async {
+        Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(12))
+    })
+    .await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    assert_eq!(
+        shoots
+            .get(&shoot_name)
+            .await?
+            .annotations()
+            .get(names::SHOOT_ANNOTATION_RUNTIME_GENERATION)
+            .cloned(),
+        ready.metadata.generation.map(|g| g.to_string())
     );
     ctl.stop().await;
     Ok(())
