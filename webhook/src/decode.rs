@@ -549,6 +549,26 @@ mod tests {
             .expect("managedFields' key");
         not_utf8[at + 1] = 0xa6;
         bodies.push(not_utf8);
+        let once_more = body(good, good);
+        // A duplicate object (refused), an escaped key, the stored object first, trailing data.
+        bodies.extend(
+            [
+                once_more.replacen("\"oldObject\":", "\"object\":", 1),
+                once_more.replacen("\"object\":", "\"\\u006fbject\":", 1),
+                body(good, bad).replacen(
+                    &format!("\"object\":{good},\"oldObject\":{bad}"),
+                    &format!("\"oldObject\":{bad},\"object\":{good}"),
+                    1,
+                ),
+                format!("{once_more} x"),
+            ]
+            .map(String::into_bytes),
+        );
+        assert_ne!(
+            bodies[14],
+            body(good, bad).into_bytes(),
+            "the stored object first"
+        );
         let mut two_passes_only = 0;
         for body in &bodies {
             let shown = String::from_utf8_lossy(body);
@@ -573,7 +593,7 @@ mod tests {
             );
         }
         // The unreadable stored objects and the refusals took the second way.
-        assert_eq!(two_passes_only, 8);
+        assert_eq!(two_passes_only, 11);
         assert!(review::<ConfigMap>(&bodies[11]).is_err(), "not UTF-8");
         let stored_unreadable = review::<ConfigMap>(&bodies[3])
             .expect("read")

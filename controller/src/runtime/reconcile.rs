@@ -85,7 +85,7 @@ pub async fn apply(
             );
         }
         PatchDecision::RuntimeBehind(shoot_generation) => {
-            return runtime_behind(reconciler, runtime, draft, shoot_generation).await;
+            return runtime_behind(reconciler, runtime, &shoot, draft, shoot_generation).await;
         }
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
@@ -568,7 +568,8 @@ fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
 /// The Shoot reflects a later generation of this Runtime than the Runtime has: the Runtime was
 /// restored from a backup of the KCP, or created anew (a migration), after the Shoot was last
 /// patched. Its spec may be older than the Shoot's, so nothing is applied, neither to the Shoot
-/// nor to the runtime cluster (administrators), and the Runtime is `Pending` with
+/// nor to the runtime cluster (administrators), except a missing GardenerCluster (the admin
+/// kubeconfig of the cluster as it is), and the Runtime is `Pending` with
 /// `RuntimeBehindShoot` (so a KEB update waiting for `Ready` at its generation does not pass)
 /// until someone compares and sets the force-patch annotation. A watch that lags (another
 /// replica patched from a generation ours has not seen yet) only delays: the generation is read
@@ -576,6 +577,7 @@ fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
 async fn runtime_behind(
     reconciler: &Reconciler,
     runtime: &Runtime,
+    shoot: &Shoot,
     draft: &mut StatusDraft,
     shoot_generation: i64,
 ) -> Result<Action, Error> {
@@ -584,9 +586,21 @@ async fn runtime_behind(
         .get_opt(&runtime.name_any())
         .await
         .map_err(|e| Error::api("read the Runtime", e))?;
-    let generation = live.and_then(|r| r.metadata.generation).unwrap_or(0);
+    let Some(live) = live else {
+        // Gone meanwhile: its deletion event decides.
+        return Ok(Action::await_change());
+    };
+    let generation = live.metadata.generation.unwrap_or(0);
     if generation >= shoot_generation {
         return Ok(Action::requeue(RETRY));
+    }
+    // The admin kubeconfig concerns the cluster as it is, not the spec: a Runtime created anew
+    // for an existing Shoot gets its GardenerCluster while held.
+    let runtime_id = reconciler.runtime_id(runtime);
+    if reconciler.gardener_cluster(runtime, &runtime_id).is_none() {
+        cluster::create_gardener_cluster(reconciler, runtime, &runtime_id, shoot)
+            .await
+            .map_err(|e| Error::api("create the GardenerCluster", e))?;
     }
     tracing::warn!(
         shoot_generation,
@@ -715,7 +729,12 @@ fn patch_facts(
             .get(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
             .is_some_and(|v| v == "true"),
         generation: runtime.metadata.generation.unwrap_or(0),
-        applied: annotated.max(reconciler.applied_generation(runtime)),
+        applied: match reconciler.applied_generation(runtime) {
+            // We applied this very generation (a force patch of a Runtime that was behind):
+            // the cached Shoot may not show it yet.
+            Some(ours) if Some(ours) == runtime.metadata.generation => Some(ours),
+            ours => annotated.max(ours),
+        },
         // Not asked while suspended: its first sight takes the baseline, which a suspension
         // must not set.
         drifted: !suspended && reconciler.shoot_drifted(runtime, shoot),
@@ -739,8 +758,17 @@ enum PatchDecision {
     IfAuditLogElsewhere,
 }
 
-/// The one patch decision: every reason to patch the Shoot passes the suspend annotation first.
+/// The one patch decision: every reason to patch the Shoot passes the suspend annotation first,
+/// and a Runtime behind its Shoot is held before both.
 fn should_patch(f: &PatchFacts) -> PatchDecision {
+    // Only a restored or re-created Runtime is behind the generation applied from it: its
+    // older spec is not written anywhere, suspended or not, until someone forces it.
+    if let Some(a) = f.applied
+        && a > f.generation
+        && !f.forced
+    {
+        return PatchDecision::RuntimeBehind(a);
+    }
     if f.suspended {
         return PatchDecision::Suspended;
     }
@@ -752,8 +780,6 @@ fn should_patch(f: &PatchFacts) -> PatchDecision {
         Some(a) if a < f.generation => {
             return PatchDecision::Patch("Runtime generation ahead of the Shoot");
         }
-        // Only a restored or re-created Runtime is behind the generation applied from it.
-        Some(a) if a > f.generation => return PatchDecision::RuntimeBehind(a),
         Some(_) => {}
     }
     if f.drifted {
@@ -1225,11 +1251,20 @@ mod tests {
             should_patch(&forced),
             PatchDecision::Patch("force-patch annotation")
         );
+        // Suspended or not: the suspension does not stop the runtime-cluster steps.
         let suspended = PatchFacts {
             suspended: true,
             ..behind
         };
-        assert_eq!(should_patch(&suspended), PatchDecision::Suspended);
+        assert_eq!(should_patch(&suspended), PatchDecision::RuntimeBehind(4));
+        let forced_while_suspended = PatchFacts {
+            forced: true,
+            ..suspended
+        };
+        assert_eq!(
+            should_patch(&forced_while_suspended),
+            PatchDecision::Suspended
+        );
     }
 
     #[test]

@@ -345,21 +345,26 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
             &Patch::Merge(annotate),
         )
         .await?;
-    // A change of the Runtime (its generation still below) is not applied, and it says why.
-    set_first_pool_maximum(&runtimes, &id, 12).await?;
-    let changed = generation + 1;
-    let behind = |rt: &Runtime| {
+    let behind = |rt: &Runtime, at: i64| {
         rt.condition(condition::PROVISIONED).is_some_and(|c| {
             c.reason == reason::RUNTIME_BEHIND_SHOOT
                 && c.status == "Unknown"
                 && c.message.contains(&format!(
-                    "generation {later} of this Runtime (annotation {}), the Runtime is at generation {changed}",
+                    "generation {later} of this Runtime (annotation {}), the Runtime is at generation {at}",
                     names::SHOOT_ANNOTATION_RUNTIME_GENERATION
                 ))
         })
     };
+    // Seen as soon as the Shoot shows it.
     eventually("the Runtime says it is behind", TIMEOUT, || async {
-        Ok(behind(&runtimes.get(&id).await?))
+        Ok(behind(&runtimes.get(&id).await?, generation))
+    })
+    .await?;
+    // A change of the Runtime (its generation still below) is not applied, and it says why.
+    set_first_pool_maximum(&runtimes, &id, 12).await?;
+    let changed = generation + 1;
+    eventually("the changed Runtime says it is behind", TIMEOUT, || async {
+        Ok(behind(&runtimes.get(&id).await?, changed))
     })
     .await?;
     let held = runtimes.get(&id).await?;
@@ -367,7 +372,23 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
     // Seen, and not done: what KEB waits for (Ready at the generation) does not happen.
     assert_eq!(status.state, RuntimeState::Pending);
     assert_eq!(status.observed_generation, Some(changed));
-    // Another event (a label) while held changes nothing either.
+    // Another event (a label) while held changes nothing either: the controller looked (it
+    // reads the Runtime's generation live before it holds) and wrote nothing.
+    let reads = |env: &TestEnv| -> Result<usize> {
+        Ok(env
+            .audit_events()?
+            .iter()
+            .filter(|e| {
+                e["objectRef"]["resource"] == "runtimes"
+                    && e["objectRef"]["name"] == id.as_str()
+                    && e["verb"] == "get"
+                    && e["userAgent"]
+                        .as_str()
+                        .is_some_and(|a| a.starts_with("kim-controller/"))
+            })
+            .count())
+    };
+    let before = reads(env)?;
     runtimes
         .patch(
             &id,
@@ -375,7 +396,10 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
             &Patch::Merge(json!({"metadata": {"labels": {"e2e-touch": "1"}}})),
         )
         .await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    eventually("the label change reconciled", TIMEOUT, || async {
+        Ok(reads(env)? > before)
+    })
+    .await?;
     let shoot = shoots.get(&shoot_name).await?;
     assert_eq!(first_pool_maximum(&shoot), Some(20), "older spec applied");
     assert_eq!(
@@ -385,7 +409,7 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
             .map(String::as_str),
         Some(later.to_string().as_str())
     );
-    assert!(behind(&runtimes.get(&id).await?));
+    assert!(behind(&runtimes.get(&id).await?, changed));
 
     // Force patch: this Runtime is applied as it is, and it is Ready at its generation.
     runtimes
