@@ -490,6 +490,22 @@ pub async fn set_first_pool_maximum(runtimes: &Api<Runtime>, id: &str, maximum: 
     Ok(())
 }
 
+/// Sets (`Some`) or removes (`None`) the annotation `key` of the Runtime `id` (a merge patch),
+/// as an operator does with the suspend and force-patch annotations.
+pub async fn annotate_runtime(
+    runtimes: &Api<Runtime>,
+    id: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<()> {
+    use kube::api::{Patch, PatchParams};
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    runtimes
+        .patch(id, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
 /// Waits until the Runtime `ns/name` is in `state` and its condition `type_` satisfies
 /// `holds`; returns it. On timeout the error shows the last status.
 pub async fn wait_condition(

@@ -81,11 +81,7 @@ pub fn review<T: DeserializeOwned>(body: &[u8]) -> Result<Typed<'_, T>, serde_js
         .ok()
         .and_then(|text| serde_json::from_str::<Review<'_, Judged<T>>>(text).ok());
     let review = match once {
-        Some(review) => Review {
-            api_version: review.api_version,
-            kind: review.kind,
-            request: review.request.map(|r| r.map(|Judged(o)| o)),
-        },
+        Some(review) => unjudged(review),
         None => review_in_two_passes(body)?,
     };
     Ok(Typed {
@@ -115,20 +111,9 @@ fn review_in_two_passes<T: DeserializeOwned>(
             Err(e) => (None, Some(unreadable_old::<T>(old.get(), e)?)),
         },
     };
-    let request = Request {
-        object: request.object.map(|o| object::<T>(o.get())).transpose()?,
-        old_object,
-        old_object_unreadable,
-        uid: request.uid,
-        kind: request.kind,
-        resource: request.resource,
-        sub_resource: request.sub_resource,
-        name: request.name,
-        namespace: request.namespace,
-        operation: request.operation,
-        user_info: request.user_info,
-        dry_run: request.dry_run,
-    };
+    let object = request.object.map(|o| object::<T>(o.get())).transpose()?;
+    let mut request = request.with_objects(object, old_object);
+    request.old_object_unreadable = old_object_unreadable;
     Ok(Review {
         api_version: raw.api_version,
         kind: raw.kind,
@@ -150,6 +135,18 @@ pub fn raw_review(body: &[u8]) -> Result<Review<'_, &RawValue>, serde_json::Erro
 
 /// An object read as [`object`] reads it, inside the review.
 struct Judged<T>(T);
+
+/// The review read in one pass, its objects as `T`s.
+fn unjudged<T>(review: Review<'_, Judged<T>>) -> Review<'_, T> {
+    Review {
+        api_version: review.api_version,
+        kind: review.kind,
+        request: review.request.map(|mut r| {
+            let (object, old_object) = (r.object.take(), r.old_object.take());
+            r.with_objects(object.map(|Judged(o)| o), old_object.map(|Judged(o)| o))
+        }),
+    }
+}
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Judged<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -578,7 +575,7 @@ mod tests {
                     serde_json::from_str::<Review<'_, Judged<ConfigMap>>>(text)
                         .map_err(|e| e.to_string())
                 })
-                .map(|r| format!("{:?}", r.request.map(|r| r.map(|Judged(o)| o))));
+                .map(|r| format!("{:?}", unjudged(r).request));
             let twice = review_in_two_passes::<ConfigMap>(body).map(|r| format!("{:?}", r.request));
             let read = review::<ConfigMap>(body).map(|r| format!("{:?}", r.review.request));
             match (&once, &twice) {

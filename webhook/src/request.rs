@@ -123,8 +123,9 @@ pub struct Request<T> {
 }
 
 impl<T> Request<T> {
-    /// The same request with its objects turned into `U`s by `f`.
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Request<U> {
+    /// The same request with `object` and `old_object` in place of its own (and no unreadable
+    /// stored object).
+    pub fn with_objects<U>(self, object: Option<U>, old_object: Option<U>) -> Request<U> {
         Request {
             uid: self.uid,
             kind: self.kind,
@@ -134,9 +135,9 @@ impl<T> Request<T> {
             namespace: self.namespace,
             operation: self.operation,
             user_info: self.user_info,
-            object: self.object.map(&mut f),
-            old_object: self.old_object.map(&mut f),
-            old_object_unreadable: self.old_object_unreadable,
+            object,
+            old_object,
+            old_object_unreadable: None,
             dry_run: self.dry_run,
         }
     }

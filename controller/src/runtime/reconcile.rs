@@ -85,7 +85,15 @@ pub async fn apply(
             );
         }
         PatchDecision::RuntimeBehind(shoot_generation) => {
-            return runtime_behind(reconciler, runtime, &shoot, draft, shoot_generation).await;
+            return runtime_behind(
+                reconciler,
+                runtime,
+                &runtime_id,
+                &shoot,
+                draft,
+                shoot_generation,
+            )
+            .await;
         }
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
@@ -101,12 +109,7 @@ pub async fn apply(
     if ready {
         // A GardenerCluster deleted by hand takes the admin kubeconfig with it: it is made
         // anew, and the Runtime stays Ready (nothing in the cluster changed).
-        if reconciler.gardener_cluster(runtime, &runtime_id).is_none() {
-            cluster::create_gardener_cluster(reconciler, runtime, &runtime_id, &shoot)
-                .await
-                .map_err(|e| Error::api("create the GardenerCluster", e))?;
-            tracing::info!("GardenerCluster made anew");
-        }
+        ensure_gardener_cluster(reconciler, runtime, &runtime_id, &shoot).await?;
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
     }
@@ -577,6 +580,7 @@ fn ready_as_upstream_left_it(runtime: &Runtime, shoot: &Shoot) -> bool {
 async fn runtime_behind(
     reconciler: &Reconciler,
     runtime: &Runtime,
+    runtime_id: &str,
     shoot: &Shoot,
     draft: &mut StatusDraft,
     shoot_generation: i64,
@@ -596,12 +600,7 @@ async fn runtime_behind(
     }
     // The admin kubeconfig concerns the cluster as it is, not the spec: a Runtime created anew
     // for an existing Shoot gets its GardenerCluster while held.
-    let runtime_id = reconciler.runtime_id(runtime);
-    if reconciler.gardener_cluster(runtime, &runtime_id).is_none() {
-        cluster::create_gardener_cluster(reconciler, runtime, &runtime_id, shoot)
-            .await
-            .map_err(|e| Error::api("create the GardenerCluster", e))?;
-    }
+    ensure_gardener_cluster(reconciler, runtime, runtime_id, shoot).await?;
     tracing::warn!(
         shoot_generation,
         generation,
@@ -619,6 +618,23 @@ async fn runtime_behind(
     );
     draft.state(RuntimeState::Pending);
     Ok(Action::await_change())
+}
+
+/// Makes the Runtime's GardenerCluster when the cache has none.
+async fn ensure_gardener_cluster(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    runtime_id: &str,
+    shoot: &Shoot,
+) -> Result<(), Error> {
+    if reconciler.gardener_cluster(runtime, runtime_id).is_some() {
+        return Ok(());
+    }
+    cluster::create_gardener_cluster(reconciler, runtime, runtime_id, shoot)
+        .await
+        .map_err(|e| Error::api("create the GardenerCluster", e))?;
+    tracing::info!("GardenerCluster made anew");
+    Ok(())
 }
 
 /// The Shoot `spec.shoot.name` names is another runtime's: nothing is written, neither to it

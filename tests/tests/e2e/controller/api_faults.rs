@@ -680,11 +680,13 @@ async fn permanent_api_errors_fail_the_runtime_until_its_spec_changes() -> Resul
     );
     // Upstream's way out without a spec change: the force-patch annotation.
     proxy.clear();
-    let force = serde_json::json!({"metadata": {"annotations": {
-        names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}});
-    runtimes
-        .patch(&id, &PatchParams::default(), &Patch::Merge(force))
-        .await?;
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
     bindings.wait_bound(&other, Duration::from_secs(10)).await?;
 

@@ -22,8 +22,8 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names::{self, condition, reason};
 use kim_tests::controller::{
-    controller_args, create, eventually, sample_runtime, start_controller, start_with_args,
-    wait_state,
+    annotate_runtime, controller_args, create, eventually, sample_runtime, start_controller,
+    start_with_args, wait_state,
 };
 use kim_tests::testenv::{Ca, Credentials, TestEnv, TestEnvOptions};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -149,15 +149,14 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     .await
     .unwrap();
     let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
-        )
-        .await
-        .unwrap();
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await
+    .unwrap();
     eventually(
         "the Deployment is applied",
         Duration::from_secs(120),
@@ -320,15 +319,14 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         .create(&pp, &bundle)
         .await
         .unwrap_or_else(|e| panic!("the KCP apiserver serves ClusterTrustBundles: {e}"));
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
-        )
-        .await
-        .unwrap();
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await
+    .unwrap();
     eventually("the forced pass is done", Duration::from_secs(120), || {
         let runtimes = runtimes.clone();
         let id = id.clone();
@@ -382,15 +380,14 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     .unwrap();
     args.kcp_kubeconfig_path = Some(kcp_path);
     let ctl = start_with_args(args, dir).await.unwrap();
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
-        )
-        .await
-        .unwrap();
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await
+    .unwrap();
     let copied_bundle = |want: String| {
         let skr_ctbs = skr_ctbs.clone();
         move || {

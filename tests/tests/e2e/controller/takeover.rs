@@ -240,14 +240,13 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
     // neither the Shoot nor its structured-auth ConfigMap changes.
     let reachable: Vec<&Laid> = laid.iter().filter(|l| l.id != dark_id).collect();
     for l in &reachable {
-        runtimes
-            .patch(
-                &l.id,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations":
-                    {names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
-            )
-            .await?;
+        annotate_runtime(
+            &runtimes,
+            &l.id,
+            names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+            Some("true"),
+        )
+        .await?;
     }
     for l in &reachable {
         eventually(

@@ -229,18 +229,13 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
 
     // Suspend: a spec change is not applied to the Shoot while the annotation is set.
-    let annotate =
-        |key: &str, value: Option<&str>| json!({"metadata": {"annotations": {key: value}}});
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(annotate(
-                names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
-                Some("true"),
-            )),
-        )
-        .await?;
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await?;
     set_first_pool_maximum(&runtimes, &id, 12).await?;
     // The reconcile of the new generation ran (it writes `observedGeneration`) and left the
     // Shoot alone.
@@ -251,16 +246,13 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
         "the Shoot changed while reconciliation was suspended"
     );
     // Resume: the pending change is applied.
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(annotate(
-                names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
-                None,
-            )),
-        )
-        .await?;
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION,
+        None,
+    )
+    .await?;
     eventually(
         "change applied after resume",
         Duration::from_secs(60),
@@ -270,16 +262,13 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
 
     // Force patch: the Shoot is patched although nothing changed, then the annotation goes.
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(annotate(
-                names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
-                Some("true"),
-            )),
-        )
-        .await?;
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await?;
     eventually(
         "force-patch annotation removed",
         Duration::from_secs(60),
@@ -412,14 +401,13 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
     assert!(behind(&runtimes.get(&id).await?, changed));
 
     // Force patch: this Runtime is applied as it is, and it is Ready at its generation.
-    runtimes
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                names::ANNOTATION_FORCE_PATCH_RECONCILIATION: "true"}}})),
-        )
-        .await?;
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await?;
     eventually("forced change applied", TIMEOUT, || async {
         Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(12))
     })
