@@ -11,6 +11,7 @@ pub mod admins;
 pub mod audit_log;
 pub mod classify;
 pub mod cluster;
+pub mod co_owned;
 pub mod delete;
 pub mod full_update;
 pub mod kyma_system;

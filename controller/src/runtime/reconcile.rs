@@ -894,6 +894,12 @@ async fn patch_shoot(
     };
     reconciler.gardener_answered(runtime);
     reconciler.record_applied(runtime, &patched);
+    match super::co_owned::hand_over(&api, &patched).await {
+        Ok(true) => tracing::info!("fields the Shoot's create co-owned handed to the apply"),
+        Ok(false) => {}
+        // Only the release of fields a later conversion drops waits for the next apply.
+        Err(e) => tracing::info!(error = %e, "fields co-owned with the apply not handed over"),
+    }
     reconciler.record_acl_applied(runtime, acl.map(|a| (a, patched.metadata.generation)));
     if runtime
         .annotations()

@@ -3,7 +3,8 @@
 //! generation (upstream's `ConfigurationCompleted`); deletion goes GardenerCluster, Shoot,
 //! finalizer, in that order (KCP audit log); a Ready Runtime whose Shoot drifts is corrected;
 //! the suspend and force-patch annotations work as upstream's; a Runtime behind the generation
-//! its Shoot reflects (restored, or created anew) is applied only when forced.
+//! its Shoot reflects (restored, or created anew) is applied only when forced; a field the
+//! conversion stops setting leaves the Shoot.
 
 use std::time::Duration;
 
@@ -441,4 +442,113 @@ fn force_annotated_at(env: &TestEnv, id: &str) -> Result<Option<String>> {
         })
         .filter_map(|e| e["requestReceivedTimestamp"].as_str().map(str::to_owned))
         .max())
+}
+
+/// The first pool's labels on the Shoot.
+fn first_pool_labels(shoot: &Shoot) -> Value {
+    serde_json::to_value(&shoot.spec.provider.workers)
+        .ok()
+        .and_then(|w| w.get(0).and_then(|p| p.get("labels")).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Changes the first pool's labels of the Runtime `id`: `f` edits the label map (a merge
+/// patch of the whole list, as KEB writes it).
+async fn edit_first_pool_labels(
+    runtimes: &Api<Runtime>,
+    id: &str,
+    f: impl FnOnce(&mut serde_json::Map<String, Value>),
+) -> Result<()> {
+    let rt = runtimes.get(id).await?;
+    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
+    let labels = workers[0]
+        .as_object_mut()
+        .context("a worker pool is an object")?
+        .entry("labels")
+        .or_insert_with(|| json!({}));
+    f(labels.as_object_mut().context("labels are a map")?);
+    runtimes
+        .patch(
+            id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// What the Shoot's create set and the patch leaves out on purpose.
+fn create_only(shoot: &Shoot) -> Result<Value> {
+    let spec = serde_json::to_value(&shoot.spec)?;
+    Ok(json!({
+        "dns": spec["dns"],
+        "networking": spec["networking"],
+        "tolerations": spec["tolerations"],
+        "serviceAccountConfig": spec["kubernetes"]["kubeAPIServer"]["serviceAccountConfig"],
+    }))
+}
+
+/// A field the create set and the conversion stops setting leaves the Shoot: after the first
+/// apply hands the create's co-owned fields to `kim`, a label removed from a worker pool goes
+/// with the next apply, while the fields only the create sets (DNS, networking) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_field_the_conversion_stops_setting_leaves_the_shoot() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-release").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("release-{}", &ns[ns.len().saturating_sub(6)..]);
+    let mut rt = sample_runtime(&ns, &id)?;
+    rt.spec.shoot.provider.workers[0].labels = Some(
+        [("team", "blue"), ("tier", "gold")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+    );
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let created = shoots.get(&shoot_name).await?;
+    assert_eq!(
+        first_pool_labels(&created),
+        json!({"team": "blue", "tier": "gold"})
+    );
+    let set_at_create = create_only(&created)?;
+    assert!(
+        !set_at_create["dns"].is_null() && !set_at_create["networking"].is_null(),
+        "the create sets DNS and networking: {set_at_create}"
+    );
+
+    // The first apply (a spec change) hands over what the create co-owns.
+    set_first_pool_maximum(&runtimes, &id, 12).await?;
+    eventually("first change applied", Duration::from_secs(60), || async {
+        Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(12))
+    })
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    // A label removed from the Runtime is removed from the Shoot.
+    edit_first_pool_labels(&runtimes, &id, |labels| {
+        labels.remove("team");
+    })
+    .await?;
+    eventually(
+        "label removed from the Shoot",
+        Duration::from_secs(60),
+        || async {
+            Ok(first_pool_labels(&shoots.get(&shoot_name).await?) == json!({"tier": "gold"}))
+        },
+    )
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let after = shoots.get(&shoot_name).await?;
+    assert_eq!(
+        create_only(&after)?,
+        set_at_create,
+        "a field only the create sets changed"
+    );
+    assert_eq!(first_pool_maximum(&after), Some(12));
+    ctl.stop().await;
+    Ok(())
 }
