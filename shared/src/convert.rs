@@ -203,15 +203,16 @@ pub fn to_shoot_with(
             false
         }
         Some(live) => {
-            // DNS, tolerations, the service account settings and the IP families are left out
-            // on purpose: server-side apply then leaves the values set at creation alone
-            // (upstream PR 491; upstream's patch has no token or networking extender either).
+            // Tolerations, the service account settings and the IP families are left out on
+            // purpose: server-side apply then leaves the values set at creation alone (upstream's
+            // patch has no tolerations, token or networking extender either).
             let removed = provider::patch(&input, live, &mut shoot)?;
             gvisor::net_raw(&mut shoot);
             kubernetes::resources(live, &mut shoot);
             registry_cache::resources(&input, &mut shoot)?;
             registry_cache::credentials_annotation(&input, &mut shoot);
             extensions::patch(&input, live, &mut shoot)?;
+            dns::patch(&input, live, &mut shoot);
             kubernetes::version(&input, Some(live), &mut shoot);
             kubernetes::maintenance(&input, &mut shoot);
             kubernetes::audit_log(&input, &mut shoot);

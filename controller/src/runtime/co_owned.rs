@@ -8,8 +8,8 @@
 //! the Shoot for good. After an apply, the fields `kim`'s `Apply` entry owns are taken out of
 //! those `Update` entries (as client-go's `csaupgrade` moves ownership), so the next apply
 //! releases whatever the conversion stopped setting. What only those entries own is left alone:
-//! the fields the patch leaves out on purpose (DNS, networking, tolerations, service account
-//! settings) and what Gardener defaulted at the create.
+//! the fields the patch leaves out on purpose (networking, tolerations, service account
+//! settings), what Gardener defaulted at the create, and `spec.dns` (see [`releasable`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kim_shared::gardener::Shoot;
@@ -48,7 +48,7 @@ pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFie
             continue;
         };
         let mut left = owned.clone();
-        if !subtract(&mut left, applied) {
+        if !subtract(&mut left, &releasable(applied)) {
             out.push(entry.clone());
             continue;
         }
@@ -88,6 +88,17 @@ pub async fn hand_over(api: &Api<Shoot>, applied: &Shoot) -> Result<bool, kube::
     )
     .await?;
     Ok(true)
+}
+
+/// What of `kim`'s field set may be taken from the `Update` entries: all but `spec.dns`. The
+/// patch writes DNS only while the configuration names an external provider, and Gardener
+/// refuses a change of the domain, so DNS stays co-owned by the create and is never released.
+fn releasable(applied: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = applied.clone();
+    if let Some(Value::Object(spec)) = out.get_mut("f:spec") {
+        spec.remove("f:dns");
+    }
+    out
 }
 
 /// The status subresource has entries of its own; only the object's are compared.
@@ -161,9 +172,9 @@ mod tests {
             .map(|f| f.0)
     }
 
-    /// The create owns DNS (which the patch never sets), a worker pool and its label, a
-    /// feature gate and a label; the apply owns the same pool, label and gate. The create
-    /// keeps DNS and what the apply does not own, and no node it keeps is left empty.
+    /// The create owns DNS, a worker pool and its label, a feature gate and a label; the apply
+    /// owns the DNS domain and the same pool, label and gate. The create keeps DNS (never
+    /// released) and what the apply does not own, and no node it keeps is left empty.
     #[test]
     fn the_create_keeps_only_what_the_apply_does_not_own() {
         let create = json!({
@@ -180,6 +191,7 @@ mod tests {
         let apply = json!({
             "f:metadata": {"f:labels": {"f:a": {}}},
             "f:spec": {
+                "f:dns": {"f:domain": {}},
                 "f:kubernetes": {"f:kubeAPIServer": {"f:featureGates": {"f:G": {}}}},
                 "f:provider": {"f:workers": {
                     "k:{\"name\":\"cpu-worker-0\"}": {".": {}, "f:name": {}, "f:maximum": {},

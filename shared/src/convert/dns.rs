@@ -1,7 +1,6 @@
-//! `spec.dns` (create only): the Shoot's external domain
-//! `<shoot>.<domainPrefix>` served by the configured provider. With Gardener-internal DNS (all
-//! of `converter.dns` empty, upstream PR 715) `spec.dns` stays unset and Gardener picks the
-//! domain.
+//! `spec.dns`: the Shoot's external domain `<shoot>.<domainPrefix>` served by the configured
+//! provider. With Gardener-internal DNS (all of `converter.dns` empty, upstream PR 715)
+//! `spec.dns` stays unset and Gardener picks the domain.
 
 use super::Input;
 use crate::gardener::Shoot;
@@ -36,4 +35,20 @@ pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
         domain: Some(domain),
         providers: Some(vec![provider]),
     });
+}
+
+/// On patch, `spec.dns` as the create writes it, but only over a live Shoot whose DNS has
+/// providers: that moves a provider's deprecated `secretName` (upstream's Shoots before
+/// 2026-05) to `credentialsRef`, which Gardener requires from Kubernetes 1.35. A live Shoot
+/// without providers (made before custom domains, or by Gardener-internal DNS) keeps its DNS.
+pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
+    let live_providers = live
+        .spec
+        .dns
+        .as_ref()
+        .and_then(|d| d.providers.as_ref())
+        .is_some_and(|p| !p.is_empty());
+    if live_providers {
+        create(input, shoot);
+    }
 }

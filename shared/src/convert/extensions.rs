@@ -13,7 +13,7 @@ use crate::api::{ProviderType, Runtime};
 use crate::config::AuditLogTenant;
 use crate::gardener::shoot::Extension;
 use crate::gardener::{RawExtension, Shoot};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Extension types, as Gardener's ControllerRegistrations name them.
 pub(crate) mod types {
@@ -83,6 +83,75 @@ fn dns(input: &Input<'_>) -> Extension {
         }]);
     }
     extension(types::DNS, None, Some(config))
+}
+
+/// The `shoot-dns-service` extension a patch writes, `None` to keep the live one: written when
+/// the live Shoot has none (or one without a config) or one whose providers differ from ours
+/// (a provider naming its credentials by the deprecated `secretName`, a changed domain); kept
+/// when it has no providers (a Shoot from before custom domains). Compared as upstream does,
+/// on the keys of the extension's `DNSConfig` only.
+fn dns_for_patch(input: &Input<'_>, list: &[Extension]) -> Option<Extension> {
+    let desired = dns(input);
+    let Some(live) = find(list, types::DNS)
+        .and_then(|e| e.provider_config.as_ref())
+        .map(|c| dns_config_keys(&c.0))
+    else {
+        return Some(desired);
+    };
+    let providers = live.get("providers").and_then(Value::as_array);
+    if providers.is_none_or(Vec::is_empty) {
+        return None;
+    }
+    let want = desired
+        .provider_config
+        .as_ref()
+        .map(|c| dns_config_keys(&c.0));
+    (want.as_ref() != Some(&live)).then_some(desired)
+}
+
+/// The keys of a `DNSConfig` (`service.dns.extensions.gardener.cloud/v1alpha1`) the extension
+/// reads, as upstream's typed copy of it keeps them; `null` values are left out.
+fn dns_config_keys(config: &Value) -> Map<String, Value> {
+    fn pick(value: &Value, keys: &[&str]) -> Map<String, Value> {
+        keys.iter()
+            .filter_map(|k| {
+                Some((
+                    (*k).to_owned(),
+                    value.get(*k).filter(|v| !v.is_null())?.clone(),
+                ))
+            })
+            .collect()
+    }
+    let include_exclude = |v: &Value| Value::Object(pick(v, &["include", "exclude"]));
+    let mut out = pick(
+        config,
+        &["apiVersion", "kind", "syncProvidersFromShootSpecDNS"],
+    );
+    if let Some(r) = config
+        .get("dnsProviderReplication")
+        .filter(|v| !v.is_null())
+    {
+        out.insert(
+            "dnsProviderReplication".into(),
+            Value::Object(pick(r, &["enabled"])),
+        );
+    }
+    if let Some(providers) = config.get("providers").and_then(Value::as_array) {
+        let providers = providers
+            .iter()
+            .map(|p| {
+                let mut m = pick(p, &["credentials", "type"]);
+                for key in ["domains", "zones"] {
+                    if let Some(v) = p.get(key).filter(|v| !v.is_null()) {
+                        m.insert(key.into(), include_exclude(v));
+                    }
+                }
+                Value::Object(m)
+            })
+            .collect();
+        out.insert("providers".into(), Value::Array(providers));
+    }
+    out
 }
 
 /// `shoot-oidc-service`, enabled; its providers are created in the cluster, not configured here.
@@ -272,6 +341,10 @@ pub(super) fn patch(
 
     if input.opts.network_restriction {
         upsert(&mut list, networking_filter(input));
+    }
+
+    if let Some(ext) = dns_for_patch(input, &list) {
+        upsert(&mut list, ext);
     }
 
     super::registry_cache::apply(super::registry_cache::desired(input)?, &mut list);

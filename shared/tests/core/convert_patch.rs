@@ -45,37 +45,131 @@ fn types(spec: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `converter.dns` of an external DNS provider.
+fn external_dns(cfg: &mut kim_shared::config::KimConfig) {
+    cfg.converter.dns.secret_name = "dns".into();
+    cfg.converter.dns.domain_prefix = "kyma.example.com".into();
+    cfg.converter.dns.provider_type = "aws-route53".into();
+}
+
 #[test]
-fn unchanged_runtime_patches_to_the_created_shoot_without_dns_tolerations_and_token_settings() {
+fn unchanged_runtime_patches_to_the_created_shoot_without_tolerations_and_token_settings() {
     let mut rt = runtime("gcp");
     rt.spec.shoot.region = "me-central2".into();
     set_zones(&mut rt, &["me-central2-a"]);
     let mut cfg = config();
-    cfg.converter.dns.secret_name = "dns".into();
-    cfg.converter.dns.domain_prefix = "kyma.example.com".into();
-    cfg.converter.dns.provider_type = "aws-route53".into();
+    external_dns(&mut cfg);
     let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
     assert!(created.spec.dns.is_some() && created.spec.tolerations.is_some());
     let api_server = |s: &Shoot| s.spec.kubernetes.kube_api_server.clone().unwrap();
     assert!(api_server(&created).service_account_config.is_some());
     let patched = to_shoot(&rt, &cfg, Some(&created)).unwrap();
     assert!(!patched.workers_removed);
-    assert_eq!(
-        patched.shoot.spec.dns, None,
-        "left to what was set at creation"
-    );
+    assert_eq!(patched.shoot.spec.dns, created.spec.dns, "DNS as created");
     assert_eq!(patched.shoot.spec.tolerations, None);
     // Upstream writes the service account settings on create only, too.
     assert_eq!(api_server(&patched.shoot).service_account_config, None);
     // Everything else is the same: the cleanup annotations, feature gates, machine controller
     // manager defaults and clamped maxPods are written alike on create and patch.
     let mut expected = created.clone();
-    expected.spec.dns = None;
     expected.spec.tolerations = None;
     if let Some(api) = expected.spec.kubernetes.kube_api_server.as_mut() {
         api.service_account_config = None;
     }
     assert_eq!(patched.shoot, expected);
+}
+
+/// A Shoot upstream created before 2026-05 names its DNS provider's credentials by
+/// `secretName`, in `spec.dns` and in the `shoot-dns-service` extension; Gardener forbids that
+/// from Kubernetes 1.35. The patch writes both as the create does now (upstream's
+/// `NewDNSExtenderForPatch` and `dnsExtensionForPatch`).
+#[test]
+fn dns_credentials_by_secret_name_are_moved_to_the_references_of_today() {
+    let rt = runtime("aws");
+    let mut cfg = config();
+    external_dns(&mut cfg);
+    let created = to_shoot(&rt, &cfg, None).unwrap().shoot;
+    let mut old = json(&created);
+    let domain = format!("{}.kyma.example.com", rt.spec.shoot.name);
+    old["spec"]["dns"]["providers"] = json!([{
+        "domains": {"include": [domain]}, "primary": true, "secretName": "dns", "type": "aws-route53"
+    }]);
+    let dns_extension = |spec: &Value| {
+        spec["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "shoot-dns-service")
+            .cloned()
+            .unwrap()
+    };
+    let index = old["spec"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["type"] == "shoot-dns-service")
+        .unwrap();
+    old["spec"]["extensions"][index]["providerConfig"]["providers"] = json!([{
+        "domains": {"include": [domain]}, "secretName": "dns", "type": "aws-route53"
+    }]);
+    let old: Shoot = serde_json::from_value(old).unwrap();
+    let patched = to_shoot(&rt, &cfg, Some(&old)).unwrap().shoot;
+    assert_eq!(patched.spec.dns, created.spec.dns);
+    let provider = &patched
+        .spec
+        .dns
+        .as_ref()
+        .unwrap()
+        .providers
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(provider.secret_name, None);
+    assert_eq!(provider.credentials_ref.as_ref().unwrap().name, "dns");
+    assert_eq!(
+        dns_extension(&json(&patched)["spec"]),
+        dns_extension(&json(&created)["spec"])
+    );
+
+    // Once moved, the live extension is kept as it is, keys the extension's config does not
+    // have included.
+    let mut moved = json(&patched);
+    let index = moved["spec"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["type"] == "shoot-dns-service")
+        .unwrap();
+    moved["spec"]["extensions"][index]["providerConfig"]["someoneElses"] = json!(1);
+    let moved: Shoot = serde_json::from_value(moved).unwrap();
+    let again = json(&to_shoot(&rt, &cfg, Some(&moved)).unwrap().shoot);
+    assert_eq!(
+        dns_extension(&again["spec"])["providerConfig"]["someoneElses"],
+        1
+    );
+}
+
+/// A live Shoot whose DNS has no providers (made before custom domains, or with
+/// Gardener-internal DNS) keeps its `spec.dns` and its DNS extension.
+#[test]
+fn dns_without_providers_is_kept() {
+    let rt = runtime("aws");
+    let mut cfg = config();
+    external_dns(&mut cfg);
+    let mut live = json(&to_shoot(&rt, &cfg, None).unwrap().shoot);
+    live["spec"]["dns"] = json!({"domain": "old.example.com"});
+    let index = live["spec"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["type"] == "shoot-dns-service")
+        .unwrap();
+    let kept = json!({"apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
+        "kind": "DNSConfig", "providers": null, "syncProvidersFromShootSpecDNS": true});
+    live["spec"]["extensions"][index]["providerConfig"] = kept.clone();
+    let live: Shoot = serde_json::from_value(live).unwrap();
+    let patched = json(&to_shoot(&rt, &cfg, Some(&live)).unwrap().shoot);
+    assert_eq!(patched["spec"].get("dns"), None);
+    assert_eq!(patched["spec"]["extensions"][index]["providerConfig"], kept);
 }
 
 #[test]

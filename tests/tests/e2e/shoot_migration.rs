@@ -3,7 +3,8 @@
 //! which Gardener refuses; the controller migrates it with one full update (Gardener allows
 //! removing `secretBindingName` only in the update that sets `credentialsBindingName` to a
 //! binding of the same Secret) and the Runtime becomes Ready. Fields the controller does not
-//! manage survive the full update.
+//! manage survive the full update. A Shoot whose DNS extension names the provider's credentials
+//! by the deprecated `secretName` (upstream's before 2026-05) gets today's reference.
 
 use std::time::Duration;
 
@@ -173,6 +174,106 @@ async fn audit_log_mandatory_fails_without_tenant() -> Result<()> {
     assert!(
         shoots.get_opt(&rt.spec.shoot.name).await?.is_none(),
         "no Shoot is created"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
+/// Upstream's Shoots before 2026-05 name the DNS provider's credentials by `secretName`, in
+/// `spec.dns` and in the `shoot-dns-service` extension (Gardener forbids it from Kubernetes
+/// 1.35). The first patch writes both with today's references, as upstream's patch does, and
+/// the Runtime becomes Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dns_credentials_by_secret_name_are_migrated() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-dns-migrate").await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let mut rt = sample_runtime(&ns, &id)?;
+    if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
+        k.version = Some(OLD_VERSION.into());
+    }
+    let (args, dir) = controller_args(env, &ns, &[]).await?;
+    let path = dir.path().join("converter_config.json");
+    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    cfg["converter"]["dns"] = serde_json::json!({
+        "secretName": "dns-provider", "domainPrefix": "runtimes.example.org", "providerType": "aws-route53"
+    });
+    std::fs::write(&path, serde_json::to_string(&cfg)?)?;
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(path))?;
+
+    // The Shoot as upstream KIM created it (its create's field manager is `manager`).
+    let converted = kim_shared::convert::to_shoot(&rt, &cfg, None)?;
+    let garden = env.garden_client().await?;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(garden.clone(), kim_tests::fixtures::PROJECT_NAMESPACE);
+    if let Some(cm) = &converted.structured_auth {
+        cms.create(&PostParams::default(), cm).await?;
+    }
+    // The DNS provider's credentials, which Gardener resolves.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(garden.clone(), kim_tests::fixtures::PROJECT_NAMESPACE);
+    let secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "dns-provider"}, "stringData": {"fake": "fake"}
+    }))?;
+    match secrets.create(&PostParams::default(), &secret).await {
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        other => {
+            other?;
+        }
+    }
+    let mut old = serde_json::to_value(&converted.shoot)?;
+    let domain = format!("{}.runtimes.example.org", rt.spec.shoot.name);
+    old["spec"]["dns"]["providers"] = serde_json::json!([{
+        "domains": {"include": [domain]}, "primary": true, "secretName": "dns-provider",
+        "type": "aws-route53"
+    }]);
+    let extensions = old["spec"]["extensions"]
+        .as_array_mut()
+        .context("extensions")?;
+    let dns = extensions
+        .iter_mut()
+        .find(|e| e["type"] == "shoot-dns-service")
+        .context("the DNS extension")?;
+    dns["providerConfig"]["providers"] = serde_json::json!([{
+        "domains": {"include": [domain]}, "secretName": "dns-provider", "type": "aws-route53"
+    }]);
+    let old: Shoot = serde_json::from_value(old)?;
+    let shoots: Api<Shoot> = Api::namespaced(garden, kim_tests::fixtures::PROJECT_NAMESPACE);
+    let pp = PostParams {
+        field_manager: Some("manager".into()),
+        ..Default::default()
+    };
+    shoots
+        .create(&pp, &old)
+        .await
+        .map_err(|e| anyhow::anyhow!("create the upstream-style Shoot: {e:?}"))?;
+
+    let ctl = start_with_args(args, dir).await?;
+    create(env, &rt).await?;
+    let ready = wait_state(env, &ns, &id, RuntimeState::Ready, Duration::from_secs(120)).await?;
+    let provisioned = ready
+        .condition(names::condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(provisioned.status, "True", "{provisioned:?}");
+
+    let shoot = serde_json::to_value(shoots.get(&rt.spec.shoot.name).await?)?;
+    // Below Kubernetes 1.35 Gardener keeps `secretName` and `credentialsRef` of a Secret in
+    // step itself; only the extension's config is left to the patch.
+    assert_eq!(
+        shoot["spec"]["dns"]["providers"][0]["credentialsRef"],
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "name": "dns-provider"}),
+    );
+    let dns = shoot["spec"]["extensions"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["type"] == "shoot-dns-service"))
+        .context("the DNS extension")?;
+    assert_eq!(
+        dns["providerConfig"]["providers"],
+        serde_json::json!([{
+            "credentials": "shoot-dns-service-dns-provider",
+            "domains": {"include": [domain]}, "type": "aws-route53"
+        }]),
+        "the DNS extension names the credentials as a resource"
     );
     ctl.stop().await;
     Ok(())
