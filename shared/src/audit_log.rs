@@ -95,13 +95,28 @@ pub enum Pick<'a> {
     Reserved(&'a AuditLog),
     /// Free and serving its region: may be reserved or claimed.
     Available(&'a AuditLog),
+    /// Free in the pool, but the Runtime's own Shoot writes to its tenant already: the claim
+    /// was lost (a KCP restored from a backup taken before it). Claimed again.
+    Lost(&'a AuditLog),
+}
+
+/// Which Shoot writes to an `AuditLog`'s tenant already: its `auditlog-credentials` resource
+/// names the stack's `spec.config.gardenerSecretName`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TenantUse {
+    /// No Shoot.
+    Unused,
+    /// The Shoot of the Runtime asking, and no other.
+    ByThisRuntime,
+    /// Another Runtime's Shoot (its name).
+    ByOther(String),
 }
 
 impl<'a> Pick<'a> {
     /// The `AuditLog`.
     pub fn audit_log(self) -> &'a AuditLog {
         match self {
-            Self::Claimed(a) | Self::Reserved(a) | Self::Available(a) => a,
+            Self::Claimed(a) | Self::Reserved(a) | Self::Available(a) | Self::Lost(a) => a,
         }
     }
 }
@@ -130,14 +145,19 @@ fn reserved_for(a: &AuditLog) -> Option<&str> {
 }
 
 /// The `AuditLog` of `runtime_id`: the one assigned to it, else the one reserved for it, else
-/// (when `take_new`) the first free one serving `region` by name. Orphaned ones belong to a
-/// Runtime that is gone and are never picked; neither is one reserved for this runtime ID
-/// but assigned to another.
+/// a free one whose tenant the Runtime's Shoot writes to already ([`Pick::Lost`]), else (when
+/// `take_new`) the first free one serving `region` by name whose tenant no Shoot writes to.
+/// Orphaned ones belong to a Runtime that is gone and are never picked; neither is one
+/// reserved for this runtime ID but assigned to another, nor a free one another Runtime's Shoot
+/// writes to (the pool lost that claim, as in a KCP restored from a backup: handing it out
+/// would let a second customer read the first one's audit logs). `tenant_use` is asked once
+/// for each free `AuditLog`.
 pub fn pick<'a>(
     pool: &'a [impl Borrow<AuditLog>],
     runtime_id: &str,
     region: &str,
     take_new: bool,
+    tenant_use: impl Fn(&AuditLog) -> TenantUse,
 ) -> Option<Pick<'a>> {
     let mut live: Vec<&AuditLog> = pool
         .iter()
@@ -154,18 +174,34 @@ pub fn pick<'a>(
     {
         return Some(Pick::Reserved(a));
     }
-    if !take_new {
-        return None;
+    let mut available = None;
+    for a in live
+        .into_iter()
+        .filter(|a| assignee(a).is_none() && reserved_for(a).is_none())
+    {
+        match tenant_use(a) {
+            TenantUse::ByThisRuntime => return Some(Pick::Lost(a)),
+            TenantUse::Unused if take_new && available.is_none() => {
+                let st = a.status.as_ref().map(|s| s.state.as_str()).unwrap_or("");
+                if (st == state::SIEM_APPROVED || st == state::REGISTRATION_READY)
+                    && a.spec.regions.iter().any(|r| r == region)
+                {
+                    available = Some(a);
+                }
+            }
+            _ => {}
+        }
     }
-    live.into_iter()
-        .find(|a| {
-            let st = a.status.as_ref().map(|s| s.state.as_str()).unwrap_or("");
-            (st == state::SIEM_APPROVED || st == state::REGISTRATION_READY)
-                && assignee(a).is_none()
-                && reserved_for(a).is_none()
-                && a.spec.regions.iter().any(|r| r == region)
-        })
-        .map(Pick::Available)
+    available.map(Pick::Available)
+}
+
+/// The Secret with the write credentials of `a`'s tenant, which a Shoot using it names.
+pub fn write_secret(a: &AuditLog) -> Option<&str> {
+    a.spec
+        .config
+        .as_ref()
+        .and_then(|c| c.gardener_secret_name.as_deref())
+        .filter(|s| !s.is_empty())
 }
 
 /// `metadata.resourceVersion` as a precondition: a concurrent change of the `AuditLog` makes
@@ -382,6 +418,7 @@ mod tests {
                 Pick::Claimed(_) => "claimed",
                 Pick::Reserved(_) => "reserved",
                 Pick::Available(_) => "available",
+                Pick::Lost(_) => "lost",
             };
             (kind, name(p.audit_log()).to_owned())
         })
@@ -398,11 +435,11 @@ mod tests {
             reserved(audit_log("1", "SiemApproved", &["eu-central-1"]), "other"),
         ];
         assert_eq!(
-            picked(pick(&pool, "rt", "eu-central-1", true)),
+            picked(pick(&pool, "rt", "eu-central-1", true, unused)),
             Some(("available", "c".into()))
         );
-        assert_eq!(pick(&pool, "rt", "eu-central-1", false), None);
-        assert_eq!(pick(&pool, "rt", "ap-south-1", true), None);
+        assert_eq!(pick(&pool, "rt", "eu-central-1", false, unused), None);
+        assert_eq!(pick(&pool, "rt", "ap-south-1", true, unused), None);
     }
 
     #[test]
@@ -413,12 +450,62 @@ mod tests {
             assigned(audit_log("c", "Assigned", &["x"]), "rt"),
         ];
         assert_eq!(
-            picked(pick(&pool, "rt", "r", true)),
+            picked(pick(&pool, "rt", "r", true, unused)),
             Some(("claimed", "c".into()))
         );
         assert_eq!(
-            picked(pick(&pool[..2], "rt", "r", false)),
+            picked(pick(&pool[..2], "rt", "r", false, unused)),
             Some(("reserved", "b".into()))
+        );
+    }
+
+    fn unused(_: &AuditLog) -> TenantUse {
+        TenantUse::Unused
+    }
+
+    /// Shoots as the controller's cache holds them: (shoot's audit-log Secret, whose).
+    fn used_by<'s>(shoots: &'s [(&'s str, TenantUse)]) -> impl Fn(&AuditLog) -> TenantUse + 's {
+        move |a| {
+            shoots
+                .iter()
+                .find(|(secret, _)| write_secret(a) == Some(*secret))
+                .map_or(TenantUse::Unused, |(_, u)| u.clone())
+        }
+    }
+
+    /// A stack that looks free while another Runtime's Shoot writes to its tenant (its claim
+    /// lost in a KCP restored from a backup) is never handed out; the Runtime whose Shoot
+    /// writes to it gets it back, asked for or not.
+    #[test]
+    fn a_free_stack_a_shoot_writes_to_goes_only_to_that_shoots_runtime() {
+        let pool = vec![
+            audit_log("a", "SiemApproved", &["r"]),
+            audit_log("b", "SiemApproved", &["r"]),
+        ];
+        let others = [("write-a", TenantUse::ByOther("shoot-x".into()))];
+        assert_eq!(
+            picked(pick(&pool, "rt", "r", true, used_by(&others))),
+            Some(("available", "b".into()))
+        );
+        assert_eq!(pick(&pool[..1], "rt", "r", true, used_by(&others)), None);
+        let mine = [
+            ("write-a", TenantUse::ByOther("shoot-x".into())),
+            ("write-b", TenantUse::ByThisRuntime),
+        ];
+        for take_new in [true, false] {
+            assert_eq!(
+                picked(pick(&pool, "rt", "r", take_new, used_by(&mine))),
+                Some(("lost", "b".into()))
+            );
+        }
+        // A claim or reservation of its own still comes first.
+        let pool = vec![
+            audit_log("b", "SiemApproved", &["r"]),
+            reserved(audit_log("c", "SiemApproved", &["r"]), "rt"),
+        ];
+        assert_eq!(
+            picked(pick(&pool, "rt", "r", true, used_by(&mine))),
+            Some(("reserved", "c".into()))
         );
     }
 
@@ -429,7 +516,7 @@ mod tests {
         // Reserved for us by label, but assigned to another Runtime.
         let taken = assigned(reserved(audit_log("b", "Assigned", &["r"]), "rt"), "other");
         let pool = vec![gone, taken];
-        assert_eq!(pick(&pool, "rt", "r", true), None);
+        assert_eq!(pick(&pool, "rt", "r", true, unused), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::audit_log::AuditLog;
 use kim_shared::api::{Runtime, RuntimeState};
-use kim_shared::audit_log::{self as pool, AuditLogError, Pick};
+use kim_shared::audit_log::{self as pool, AuditLogError, Pick, TenantUse};
 use kim_shared::config::AuditLogTenant;
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{condition, reason};
@@ -197,6 +197,57 @@ async fn list(reconciler: &Reconciler) -> Result<Vec<Arc<AuditLog>>, PoolUnread>
     }
 }
 
+/// Claims `a` again for `runtime_id`, whose Shoot writes to its tenant already.
+async fn claim_lost(
+    reconciler: &Reconciler,
+    a: &AuditLog,
+    runtime_id: &str,
+) -> Result<(), kube::Error> {
+    patch(reconciler, a, &pool::claim_patch(a, runtime_id, now_unix())).await?;
+    tracing::warn!(
+        audit_log = %a.name_any(),
+        "AuditLog claimed again: the Runtime's Shoot writes to its tenant but the pool had lost the claim"
+    );
+    Ok(())
+}
+
+/// Who writes to each free `AuditLog`'s tenant, from the Shoot cache (no request): one pass
+/// over the cached Shoots for the write Secrets of the pool. A stack that looks free while
+/// another Runtime's Shoot writes to it is logged: the pool lost that claim.
+fn tenant_use<'a>(
+    reconciler: &Reconciler,
+    runtime: &'a Runtime,
+    pool: &[Arc<AuditLog>],
+) -> impl Fn(&AuditLog) -> TenantUse + 'a {
+    let secrets: std::collections::HashSet<&str> =
+        pool.iter().filter_map(|a| pool::write_secret(a)).collect();
+    let mut writers: HashMap<String, Vec<String>> = HashMap::new();
+    for shoot in reconciler.shoots.state() {
+        if let Some(secret) = shoot.audit_log_secret().filter(|s| secrets.contains(s)) {
+            writers
+                .entry(secret.to_owned())
+                .or_default()
+                .push(shoot.name_any());
+        }
+    }
+    let own = runtime.spec.shoot.name.as_str();
+    move |a: &AuditLog| {
+        let users = pool::write_secret(a).and_then(|s| writers.get(s));
+        match users.and_then(|u| u.iter().find(|n| n.as_str() != own)) {
+            Some(other) => {
+                tracing::warn!(
+                    audit_log = %a.name_any(),
+                    shoot = %other,
+                    "AuditLog is free in the pool but a Shoot writes to its tenant; not handed out"
+                );
+                TenantUse::ByOther(other.clone())
+            }
+            None if users.is_some() => TenantUse::ByThisRuntime,
+            None => TenantUse::Unused,
+        }
+    }
+}
+
 fn now_unix() -> i64 {
     jiff::Timestamp::now().as_second()
 }
@@ -307,9 +358,16 @@ pub async fn reserve(
         Ok(all) => all,
         Err(e) => return Some(unread(draft, condition::PROVISIONED, WHAT, &e)),
     };
-    let chosen = match pool::pick(&all, id, region, true) {
+    let chosen = match pool::pick(
+        &all,
+        id,
+        region,
+        true,
+        tenant_use(reconciler, runtime, &all),
+    ) {
         Some(Pick::Claimed(a) | Pick::Reserved(a)) => a,
-        Some(Pick::Available(a)) => {
+        // No Shoot yet, so not lost: reserved like a free one.
+        Some(Pick::Available(a) | Pick::Lost(a)) => {
             let name = a.name_any();
             if let Err(e) = patch(reconciler, a, &pool::reserve_patch(a, id, now_unix())).await {
                 return Some(api_failed(draft, condition::PROVISIONED, WHAT, &e));
@@ -363,7 +421,13 @@ pub async fn tenant_for_patch(
         .await
         .map_err(|e| unread(draft, condition::PROVISIONED, WHAT, &e))?;
     let region = &runtime.spec.shoot.region;
-    let chosen = match pool::pick(&all, id, region, requested) {
+    let chosen = match pool::pick(
+        &all,
+        id,
+        region,
+        requested,
+        tenant_use(reconciler, runtime, &all),
+    ) {
         Some(Pick::Claimed(a)) => {
             if !requested {
                 tracing::info!(
@@ -375,6 +439,12 @@ pub async fn tenant_for_patch(
         // Provisioning has not reached the claim yet: the reserved tenant, unclaimed (as
         // upstream reads it).
         Some(Pick::Reserved(a)) => a,
+        Some(Pick::Lost(a)) => {
+            claim_lost(reconciler, a, id)
+                .await
+                .map_err(|e| api_failed(draft, condition::PROVISIONED, WHAT, &e))?;
+            a
+        }
         Some(Pick::Available(a)) => {
             let name = a.name_any();
             patch(reconciler, a, &pool::claim_patch(a, id, now_unix()))
@@ -442,8 +512,14 @@ pub async fn shoot_patch_needed(
     let all = list(reconciler)
         .await
         .map_err(|e| unread(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
-    let Some(Pick::Claimed(chosen)) = pool::pick(&all, id, &runtime.spec.shoot.region, false)
-    else {
+    let region = &runtime.spec.shoot.region;
+    let Some(Pick::Claimed(chosen)) = pool::pick(
+        &all,
+        id,
+        region,
+        false,
+        tenant_use(reconciler, runtime, &all),
+    ) else {
         return Ok(None);
     };
     let Ok(tenant) = pool::tenant(chosen) else {
@@ -530,8 +606,25 @@ pub async fn configure(
         }
     };
     let region = &runtime.spec.shoot.region;
-    let chosen = match pool::pick(&all, id, region, requested) {
+    let chosen = match pool::pick(
+        &all,
+        id,
+        region,
+        requested,
+        tenant_use(reconciler, runtime, &all),
+    ) {
         Some(Pick::Claimed(a)) => a,
+        Some(Pick::Lost(a)) => {
+            if let Err(e) = claim_lost(reconciler, a, id).await {
+                return Some(api_failed(
+                    draft,
+                    condition::CUSTOM_AUDIT_LOG_CONFIGURED,
+                    WHAT,
+                    &e,
+                ));
+            }
+            a
+        }
         Some(Pick::Reserved(a) | Pick::Available(a)) => {
             let name = a.name_any();
             if let Err(e) = patch(reconciler, a, &pool::claim_patch(a, id, now_unix())).await {

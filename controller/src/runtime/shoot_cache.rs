@@ -3,7 +3,7 @@
 //! The reconciler reads few fields of a cached Shoot: its metadata (annotations, generation,
 //! deletion), its status (last operation and errors) and of the spec only the DNS
 //! domain, hibernation, the binding names, the seed, which extensions are enabled (and the
-//! addresses of the `acl` one), and for the
+//! addresses of the `acl` one), the Secret of the audit-log credentials, and for the
 //! runtime cluster's `kyma-provisioning-info` the IP families and the `infrastructureConfig`
 //! (kept as its compact JSON text: a `serde_json::Value` tree of an AWS one is several KiB of
 //! map nodes, its text a few hundred bytes). The full
@@ -57,8 +57,31 @@ struct CachedSpec {
     provider: CachedProvider,
     purpose: Option<String>,
     region: Option<String>,
+    /// Of `spec.resources`, the Secret of the `auditlog-credentials` entry only.
+    #[serde(default, rename = "resources", deserialize_with = "audit_log_secret")]
+    audit_log_secret: Option<Box<str>>,
     secret_binding_name: Option<String>,
     seed_name: Option<String>,
+}
+
+/// The Secret the `auditlog-credentials` resource names: the audit-log tenant whose write
+/// credentials the Shoot uses.
+fn audit_log_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Entry {
+        name: String,
+        resource_ref: Ref,
+    }
+    #[derive(Deserialize)]
+    struct Ref {
+        name: String,
+    }
+    Ok(Option::<Vec<Entry>>::deserialize(d)?
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.name == kim_shared::names::AUDITLOG_CREDENTIALS_RESOURCE)
+        .map(|e| e.resource_ref.name.into_boxed_str()))
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -133,6 +156,11 @@ impl<'de> Deserialize<'de> for CachedExtensions {
 }
 
 impl CachedShoot {
+    /// The Secret of the Shoot's `auditlog-credentials` resource.
+    pub fn audit_log_secret(&self) -> Option<&str> {
+        self.spec.audit_log_secret.as_deref()
+    }
+
     /// Drops what no reconcile reads but the metadata delivers: managedFields and the labels
     /// (the Runtime's, copied onto its Shoot).
     pub fn trim(&mut self) {
@@ -229,7 +257,8 @@ mod tests {
     use super::*;
 
     /// The cached copy keeps every field the reconciler reads (status, DNS domain, hibernation,
-    /// binding names, enabled extensions, the ACL's addresses, seed) and drops the rest.
+    /// binding names, enabled extensions, the ACL's addresses, seed, the audit-log Secret) and
+    /// drops the rest.
     #[test]
     fn cached_copy_keeps_what_the_reconciler_reads() {
         let json = serde_json::json!({
@@ -240,6 +269,8 @@ mod tests {
             "spec": {"region": "eu-central-1", "purpose": "production", "seedName": "seed-aws",
                 "secretBindingName": "sb", "credentialsBindingName": "cb",
                 "dns": {"domain": "a.example.com"}, "hibernation": {"enabled": true},
+                "resources": [{"name": "other", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "o"}},
+                    {"name": "auditlog-credentials", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "write-al-1"}}],
                 "extensions": [{"type": "shoot-oidc-service", "disabled": false, "providerConfig": {"big": "x"}},
                     {"type": "acl", "disabled": false, "providerConfig": {"rule": {"action": "ALLOW", "cidrs": ["1.1.1.1/32"], "type": "remote_ip"}}}],
                 "kubernetes": {"version": "1.35.4"},
@@ -258,6 +289,7 @@ mod tests {
         let full: Shoot = serde_json::from_value(json.clone()).unwrap();
         let mut cached: CachedShoot = serde_json::from_value(json).unwrap();
         cached.trim();
+        assert_eq!(cached.audit_log_secret(), Some("write-al-1"));
         let shoot = cached.to_shoot();
         assert_eq!(shoot.metadata.managed_fields, None);
         assert_eq!(shoot.metadata.labels, None);

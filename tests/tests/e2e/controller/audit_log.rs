@@ -707,11 +707,58 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         "sa-al-4"
     );
 
+    // 6b. A KCP restored from a backup taken before E's claim: al-4 is free in the pool again
+    // while E's Shoot writes to its tenant. A new Runtime asking for dedicated logging does not
+    // get it (it would read E's audit logs) and fails as with an empty pool; E's next patch
+    // claims al-4 back and keeps its Shoot on that tenant.
+    pool.patch(
+        "al-4",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"labels": {LABEL_RESERVED_FOR_RUNTIME_ID: null, LABEL_RESERVED_AT: null}},
+            "spec": {"assignedToRuntimeID": null},
+        })),
+    )
+    .await?;
+    let id_f = format!("alf-{suffix}");
+    let mut rt_f = sample_runtime(&ns, &id_f)?;
+    rt_f.spec.audit_log_access_enabled = Some(true);
+    create(env, &rt_f).await?;
+    let failed = wait_state(env, &ns, &id_f, RuntimeState::Failed, WAIT).await?;
+    assert_eq!(
+        cond(&failed, condition::PROVISIONED).map(|c| c.1),
+        Some(reason::CUSTOM_AUDIT_LOG_ERR.to_owned())
+    );
+    let al4 = pool.get("al-4").await?;
+    assert_eq!((assigned(&al4), reserved_for(&al4)), (None, None));
+    kim_tests::controller::annotate_runtime(
+        &runtimes,
+        &id_e,
+        kim_shared::names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await?;
+    eventually("E claims al-4 back", WAIT, || {
+        let pool = pool.clone();
+        let id_e = id_e.clone();
+        async move { Ok(assigned(&pool.get("al-4").await?) == Some(id_e.as_str())) }
+    })
+    .await?;
+    wait_state(env, &ns, &id_e, RuntimeState::Ready, WAIT).await?;
+    assert_eq!(
+        shoot_tenant(&garden, &e.spec.shoot.name).await?.0,
+        "sa-al-4"
+    );
+    assert!(
+        log_text().contains("not handed out"),
+        "the lost claim is logged"
+    );
+
     // 7. Deletion orphans the claimed stacks; the others stay as they are.
-    for id in [&id_b, &id_c, &id_e] {
+    for id in [&id_b, &id_c, &id_e, &id_f] {
         runtimes.delete(id, &DeleteParams::default()).await?;
     }
-    for id in [&id_b, &id_c, &id_e] {
+    for id in [&id_b, &id_c, &id_e, &id_f] {
         eventually(&format!("{id} gone"), WAIT, || {
             let runtimes = runtimes.clone();
             let id = id.clone();
