@@ -71,8 +71,8 @@ pub struct ConvertOptions {
     pub network_restriction: bool,
     /// The operator CIDRs and the KCP NAT address upstream reads from the ConfigMap
     /// `converter.kubernetes.kubeApiServer.acl.configMapName` (upstream's
-    /// `--api-server-acl-enabled`). `None`: the `acl` extension is not managed (not written on
-    /// create, a live one is kept as it is). The addresses matter only for a Runtime that
+    /// `--api-server-acl-enabled`). `None`: the ACL is not managed (not written on create; on
+    /// patch a live `acl` extension is switched off, as upstream does with the flag off). The addresses matter only for a Runtime that
     /// [`acl_requested`]; for any other, managed-but-empty addresses are enough.
     pub acl: Option<AclAddresses>,
     /// Per registry cache UID (`spec.imageRegistryCache[].uid`), the name of the Secret in the

@@ -87,6 +87,12 @@ pub const SEED_LABEL_REGION: &str = "seed.gardener.cloud/region";
 
 // --- Annotations on a Runtime ---
 
+/// `"true"` (any case): the Shoot's kube-apiserver audit policy is the ConfigMap
+/// [`EXPERIMENTAL_AUDIT_POLICY_CONFIG_MAP`] instead of the configured one (upstream's).
+pub const ANNOTATION_EXPERIMENTAL_AUDIT_POLICY: &str =
+    "operator.kyma-project.io/experimental-audit-policy";
+/// The audit policy ConfigMap of a Runtime with [`ANNOTATION_EXPERIMENTAL_AUDIT_POLICY`].
+pub const EXPERIMENTAL_AUDIT_POLICY_CONFIG_MAP: &str = "experimental-audit-policy";
 /// `"true"`: patch the Shoot regardless of generation; removed after a successful patch.
 pub const ANNOTATION_FORCE_PATCH_RECONCILIATION: &str =
     "operator.kyma-project.io/force-patch-reconciliation";

@@ -349,13 +349,13 @@ pub(super) fn patch(
 
     super::registry_cache::apply(super::registry_cache::desired(input)?, &mut list);
 
-    if input.opts.acl.is_some() {
-        match acl(input) {
-            Some(ext) => upsert(&mut list, ext),
-            None => {
-                if find(&list, types::ACL).is_some() {
-                    upsert(&mut list, extension(types::ACL, Some(true), None));
-                }
+    // Not managed (upstream's `--api-server-acl-enabled` off) or not asked for: a live one is
+    // switched off, as upstream's `AclNeedsToBeEnabled` decides.
+    match acl(input) {
+        Some(ext) => upsert(&mut list, ext),
+        None => {
+            if find(&list, types::ACL).is_some() {
+                upsert(&mut list, extension(types::ACL, Some(true), None));
             }
         }
     }

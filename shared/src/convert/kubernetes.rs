@@ -11,6 +11,7 @@ use crate::gardener::shoot::{
     NamedResourceReference,
 };
 use crate::gardener::worker::KubeletConfig;
+use crate::names;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 /// The purpose whose Shoots get the region's maintenance window.
@@ -60,9 +61,10 @@ pub(super) fn resources(live: &Shoot, shoot: &mut Shoot) {
     }
 }
 
-/// With an audit-log tenant: the policy ConfigMap of the kube-apiserver and the
-/// `auditlog-credentials` resource pointing to the tenant's Secret. Upstream leaves the
-/// resource alone on patch; we update it too, so that it always matches the extension's tenant.
+/// With an audit-log tenant: the policy ConfigMap of the kube-apiserver (the configured one,
+/// or `experimental-audit-policy` for a Runtime annotated
+/// `operator.kyma-project.io/experimental-audit-policy: "true"`) and the
+/// `auditlog-credentials` resource pointing to the tenant's Secret, on create and on patch.
 pub(super) fn audit_log(input: &Input<'_>, shoot: &mut Shoot) {
     let Some(tenant) = input.audit else { return };
     let credentials = NamedResourceReference {
@@ -87,17 +89,24 @@ pub(super) fn audit_log(input: &Input<'_>, shoot: &mut Shoot) {
         .kubernetes
         .kube_api_server
         .get_or_insert_with(Default::default);
+    let experimental = input
+        .rt
+        .annotation(names::ANNOTATION_EXPERIMENTAL_AUDIT_POLICY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let policy = if experimental {
+        names::EXPERIMENTAL_AUDIT_POLICY_CONFIG_MAP
+    } else {
+        input
+            .cfg
+            .converter
+            .audit_logging
+            .policy_config_map_name
+            .as_str()
+    };
     api_server.audit_config = Some(AuditConfig {
         audit_policy: Some(AuditPolicy {
             config_map_ref: Some(ObjectReference {
-                name: Some(
-                    input
-                        .cfg
-                        .converter
-                        .audit_logging
-                        .policy_config_map_name
-                        .clone(),
-                ),
+                name: Some(policy.to_owned()),
                 ..Default::default()
             }),
         }),

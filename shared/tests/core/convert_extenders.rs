@@ -972,6 +972,31 @@ fn audit_log_sets_policy_and_credentials_resource() {
     );
 }
 
+/// Upstream's `fixPolicyConfigMapName`: the annotation `"true"` in any case selects the
+/// `experimental-audit-policy` ConfigMap; any other value, the configured one.
+#[test]
+fn experimental_audit_policy_annotation_selects_its_config_map() {
+    let policy = |value: Option<&str>| {
+        let mut rt = runtime("aws");
+        if let Some(v) = value {
+            rt.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    "operator.kyma-project.io/experimental-audit-policy".into(),
+                    v.into(),
+                );
+        }
+        spec(&rt)["kubernetes"]["kubeAPIServer"]["auditConfig"]["auditPolicy"]["configMapRef"]
+            ["name"]
+            .clone()
+    };
+    assert_eq!(policy(Some("true")), "experimental-audit-policy");
+    assert_eq!(policy(Some("TRUE")), "experimental-audit-policy");
+    assert_eq!(policy(Some("yes")), "audit-policy");
+    assert_eq!(policy(None), "audit-policy");
+}
+
 #[test]
 fn audit_log_tenant_missing() {
     let mut rt = runtime("aws");

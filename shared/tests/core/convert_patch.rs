@@ -640,10 +640,11 @@ fn registry_cache_nvidia_and_acl_on_patch() {
         find(&s, "acl").unwrap(),
         json!({"type": "acl", "disabled": true})
     );
-    // Not managed: kept.
+    // Not managed (upstream's `--api-server-acl-enabled` off): switched off too, as upstream's
+    // `AclNeedsToBeEnabled` decides.
     assert_eq!(
-        find(&spec(&patch(&rt, &live)), "acl").unwrap()["disabled"],
-        false
+        find(&spec(&patch(&rt, &live)), "acl").unwrap(),
+        json!({"type": "acl", "disabled": true})
     );
 }
 
