@@ -177,7 +177,7 @@ pub async fn after_provisioned(
     );
 
     if reconciler.ctx.settings.runtime.bootstrapper.enabled
-        && let Some(action) = bootstrap(reconciler, &runtime_client, draft).await
+        && let Some(action) = bootstrap(reconciler, runtime, &runtime_client, draft).await
     {
         return Ok(action);
     }
@@ -268,10 +268,12 @@ pub async fn after_provisioned(
 
 /// The runtime bootstrapper (upstream `sFnInitializeRuntimeBootstrapper`): the configuration
 /// copied, the manifests applied when the Deployment is missing or of another version, and
-/// the Runtime kept `Pending` (retried every [`BOOTSTRAP_RETRY`]) until the Deployment is ready;
-/// `None` when it is.
+/// the Runtime kept `Pending` (looked at again every [`BOOTSTRAP_RETRY`]) until the Deployment
+/// is ready; `None` when it is. A runtime cluster that does not answer, or refuses the
+/// configuration, is retried with the Runtime's growing runtime-cluster backoff instead.
 async fn bootstrap(
     reconciler: &Reconciler,
+    runtime: &Runtime,
     runtime_client: &kube::Client,
     draft: &mut StatusDraft,
 ) -> Option<Action> {
@@ -290,6 +292,10 @@ async fn bootstrap(
         draft.state(RuntimeState::Pending);
         Some(Action::requeue(BOOTSTRAP_RETRY))
     };
+    let failed = |draft: &mut StatusDraft, reason: &str, message: &str| {
+        pending(draft, reason, message)?;
+        Some(Action::requeue(reconciler.runtime_cluster_failed(runtime)))
+    };
     let result = tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, async {
         configure(kcp, ns, runtime_client, s).await?;
         let (status, manifests) = installation(kcp, ns, runtime_client, s).await?;
@@ -304,7 +310,7 @@ async fn bootstrap(
     .await;
     let (status, applied) = match result {
         Err(_) => {
-            return pending(
+            return failed(
                 draft,
                 reason::RUNTIME_BOOTSTRAPPER_STATUS_UNKNOWN,
                 "Runtime bootstrapper status check failed",
@@ -313,12 +319,12 @@ async fn bootstrap(
         Ok(Err(e)) => {
             tracing::info!(error = %e, "runtime bootstrapper");
             return match e {
-                BootstrapError::Configure(_) => pending(
+                BootstrapError::Configure(_) => failed(
                     draft,
                     reason::RUNTIME_BOOTSTRAPPER_CONFIGURATION_FAILED,
                     "Failed to copy configuration to the runtime cluster",
                 ),
-                _ => pending(
+                _ => failed(
                     draft,
                     reason::RUNTIME_BOOTSTRAPPER_STATUS_UNKNOWN,
                     "Runtime bootstrapper status check failed",
