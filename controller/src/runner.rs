@@ -100,9 +100,14 @@ impl Process {
     /// Builds clients and starts the HTTP servers and the Gardener health check.
     pub async fn start(args: RunArgs, shutdown: Shutdown) -> Result<Self, RunError> {
         let settings = args.settings()?;
-        let config = Arc::new(kim_shared::config::KimConfig::load(
+        let mut config = kim_shared::config::KimConfig::load(
             &kim_shared::config::ConfigPaths::new(&args.converter_config_filepath),
-        )?);
+        )?;
+        let bootstrapper = &settings.runtime.bootstrapper;
+        if bootstrapper.enabled && !bootstrapper.kcp_cluster_trust_bundle.is_empty() {
+            config.enable_cluster_trust_bundles();
+        }
+        let config = Arc::new(config);
         // Upstream takes the project from the flag for reads and deletes and from the
         // configuration for the Shoots it creates; when they differ every Shoot is created where
         // it is never looked for (docs/upstream-differences.md, "One Gardener project").

@@ -106,6 +106,28 @@ struct Source<'a> {
 }
 
 impl KimConfig {
+    /// What upstream adds to the configuration when the runtime bootstrapper copies a
+    /// ClusterTrustBundle (`--runtime-bootstrapper-kcp-cluster-trust-bundle`): the beta API and
+    /// the feature gates its Pods need to mount the bundle, in every Shoot's kube-apiserver
+    /// (`ClusterTrustBundle`, `ClusterTrustBundleProjection`, runtime config
+    /// `certificates.k8s.io/v1beta1/clustertrustbundles`) and kubelets
+    /// (`ClusterTrustBundleProjection`).
+    pub fn enable_cluster_trust_bundles(&mut self) {
+        let k = &mut self.converter.kubernetes;
+        let api = k.kube_api_server.get_or_insert_with(Default::default);
+        for gate in ["ClusterTrustBundle", "ClusterTrustBundleProjection"] {
+            api.feature_gates.insert(gate.to_owned(), true);
+        }
+        api.runtime_config.insert(
+            "certificates.k8s.io/v1beta1/clustertrustbundles".to_owned(),
+            true,
+        );
+        k.kubelet
+            .get_or_insert_with(Default::default)
+            .feature_gates
+            .insert("ClusterTrustBundleProjection".to_owned(), true);
+    }
+
     /// Reads and checks the three files. The audit-log tenant file is required (upstream
     /// fails to start without it); the maintenance window file only when a path is given.
     /// Relative paths inside `converter_config.json` are relative to its directory.

@@ -174,21 +174,10 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     }
 }
 
-/// Fields KEB writes that the infrastructure manager does not act on yet (neither does
-/// upstream's by default): admitted with a warning, on CREATE and when an update changes them.
+/// Fields KEB writes that the infrastructure manager does not act on (neither does upstream's):
+/// admitted with a warning, on CREATE and when an update changes them.
 fn without_effect(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let rt = ctx.rt;
-    let audit = rt.spec.audit_log_access_enabled;
-    if audit == Some(true)
-        && ctx
-            .old
-            .is_none_or(|o| o.spec.audit_log_access_enabled != audit)
-    {
-        f.warning(
-            "spec.auditLogAccessEnabled",
-            "has no effect yet: dedicated audit logging is not implemented (upstream's --dedicated-audit-logging-enabled, off by default); the cluster's audit logs go to the shared audit-log tenant of its region",
-        );
-    }
     let vpc = rt
         .spec
         .shoot

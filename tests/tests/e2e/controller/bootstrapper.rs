@@ -449,6 +449,27 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     )
     .await
     .unwrap();
+    // The Shoot got what the bundle needs, as upstream adds it with the flag (gardener-apiserver
+    // accepted the patch).
+    let shoots: kube::Api<kim_shared::gardener::Shoot> = kube::Api::namespaced(
+        env.garden_client().await.unwrap(),
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let shoot = serde_json::to_value(shoots.get(&rt.spec.shoot.name).await.unwrap()).unwrap();
+    let k = &shoot["spec"]["kubernetes"];
+    for gate in ["ClusterTrustBundle", "ClusterTrustBundleProjection"] {
+        assert_eq!(k["kubeAPIServer"]["featureGates"][gate], true, "{k}");
+    }
+    assert_eq!(
+        k["kubeAPIServer"]["runtimeConfig"]["certificates.k8s.io/v1beta1/clustertrustbundles"],
+        true,
+        "{k}"
+    );
+    assert_eq!(
+        k["kubelet"]["featureGates"]["ClusterTrustBundleProjection"],
+        true,
+        "{k}"
+    );
     ctl.stop().await;
     let used: Vec<String> = env
         .audit_events_of(&user)
