@@ -211,35 +211,43 @@ async fn claim_lost(
     Ok(())
 }
 
-/// Who writes to each free `AuditLog`'s tenant, from the Shoot cache (no request): one pass
-/// over the cached Shoots for the write Secrets of the pool. A stack that looks free while
-/// another Runtime's Shoot writes to it is logged: the pool lost that claim.
+/// Who writes to each free `AuditLog`'s tenant, from the Shoot cache (no request). The cache is
+/// scanned once, at the first question: a Runtime with a claim or reservation asks none. When
+/// `handing_out`, a stack that looks free while another Runtime's Shoot writes to it is logged:
+/// the pool lost that claim.
 fn tenant_use<'a>(
-    reconciler: &Reconciler,
+    reconciler: &'a Reconciler,
     runtime: &'a Runtime,
-    pool: &[Arc<AuditLog>],
+    pool: &'a [Arc<AuditLog>],
+    handing_out: bool,
 ) -> impl Fn(&AuditLog) -> TenantUse + 'a {
-    let secrets: std::collections::HashSet<&str> =
-        pool.iter().filter_map(|a| pool::write_secret(a)).collect();
-    let mut writers: HashMap<String, Vec<String>> = HashMap::new();
-    for shoot in reconciler.shoots.state() {
-        if let Some(secret) = shoot.audit_log_secret().filter(|s| secrets.contains(s)) {
-            writers
-                .entry(secret.to_owned())
-                .or_default()
-                .push(shoot.name_any());
-        }
-    }
+    let writers: std::cell::OnceCell<HashMap<String, Vec<String>>> = std::cell::OnceCell::new();
     let own = runtime.spec.shoot.name.as_str();
     move |a: &AuditLog| {
+        let writers = writers.get_or_init(|| {
+            let secrets: std::collections::HashSet<&str> =
+                pool.iter().filter_map(|a| pool::write_secret(a)).collect();
+            let mut writers: HashMap<String, Vec<String>> = HashMap::new();
+            for shoot in reconciler.shoots.state() {
+                if let Some(secret) = shoot.audit_log_secret().filter(|s| secrets.contains(s)) {
+                    writers
+                        .entry(secret.to_owned())
+                        .or_default()
+                        .push(shoot.name_any());
+                }
+            }
+            writers
+        });
         let users = pool::write_secret(a).and_then(|s| writers.get(s));
         match users.and_then(|u| u.iter().find(|n| n.as_str() != own)) {
             Some(other) => {
-                tracing::warn!(
-                    audit_log = %a.name_any(),
-                    shoot = %other,
-                    "AuditLog is free in the pool but a Shoot writes to its tenant; not handed out"
-                );
+                if handing_out {
+                    tracing::warn!(
+                        audit_log = %a.name_any(),
+                        shoot = %other,
+                        "AuditLog is free in the pool but a Shoot writes to its tenant; not handed out"
+                    );
+                }
                 TenantUse::ByOther(other.clone())
             }
             None if users.is_some() => TenantUse::ByThisRuntime,
@@ -363,7 +371,7 @@ pub async fn reserve(
         id,
         region,
         true,
-        tenant_use(reconciler, runtime, &all),
+        tenant_use(reconciler, runtime, &all, true),
     ) {
         Some(Pick::Claimed(a) | Pick::Reserved(a)) => a,
         // No Shoot yet, so not lost: reserved like a free one.
@@ -426,7 +434,7 @@ pub async fn tenant_for_patch(
         id,
         region,
         requested,
-        tenant_use(reconciler, runtime, &all),
+        tenant_use(reconciler, runtime, &all, requested),
     ) {
         Some(Pick::Claimed(a)) => {
             if !requested {
@@ -518,7 +526,7 @@ pub async fn shoot_patch_needed(
         id,
         region,
         false,
-        tenant_use(reconciler, runtime, &all),
+        tenant_use(reconciler, runtime, &all, false),
     ) else {
         return Ok(None);
     };
@@ -611,7 +619,7 @@ pub async fn configure(
         id,
         region,
         requested,
-        tenant_use(reconciler, runtime, &all),
+        tenant_use(reconciler, runtime, &all, requested),
     ) {
         Some(Pick::Claimed(a)) => a,
         Some(Pick::Lost(a)) => {

@@ -351,6 +351,7 @@ async fn bootstrap(
             draft.state(RuntimeState::Failed);
             Some(Action::requeue(PERMANENT_RETRY))
         }
+        _ if apply_failed => failed(draft, cond_reason, message),
         _ => {
             debug_assert_eq!(cond_status, "False");
             pending(draft, cond_reason, message)

@@ -5,11 +5,14 @@
 //! create are `Update` entries in `metadata.managedFields`, and each keeps owning what it wrote,
 //! so a field that `kim`'s apply has set since and that a later conversion drops (a feature gate
 //! gone from the configuration, a worker pool's label removed from the Runtime) would stay on
-//! the Shoot for good. After an apply, the fields `kim`'s `Apply` entry owns are taken out of
-//! those `Update` entries (as client-go's `csaupgrade` moves ownership), so the next apply
-//! releases whatever the conversion stopped setting. What only those entries own is left alone:
-//! the fields the patch leaves out on purpose (networking, tolerations, service account
-//! settings), what Gardener defaulted at the create, and `spec.dns` (see [`releasable`]).
+//! the Shoot for good. Around each apply, the fields `kim`'s `Apply` entry owns in the parts a
+//! Runtime or the configuration decide as a whole ([`RELEASABLE`]) are taken out of those
+//! `Update` entries (as client-go's `csaupgrade` moves ownership), so an apply releases
+//! whatever the conversion stopped setting there. Everything else the create wrote stays
+//! co-owned: the fields the patch leaves out on purpose (networking, tolerations, service
+//! account settings), what Gardener defaulted, and what the patch writes only under a condition
+//! that can change for reasons other than a decision to remove it (DNS, the audit policy, EU
+//! access restrictions, the maintenance window of a region).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kim_shared::gardener::Shoot;
@@ -62,12 +65,12 @@ pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFie
     changed.then_some(out)
 }
 
-/// Takes the fields `kim`'s apply owns out of our `Update` entries of the Shoot `applied` (the
-/// answer to that apply), in one JSON patch that holds only while the Shoot is still at the
-/// answer's resourceVersion. `Ok(false)` when there was nothing to take out. A Shoot written
-/// in between refuses the patch; the next apply's answer is compared again.
-pub async fn hand_over(api: &Api<Shoot>, applied: &Shoot) -> Result<bool, kube::Error> {
-    let Some(entries) = applied
+/// Takes the releasable fields `kim`'s apply owns out of our `Update` entries of `shoot` (the
+/// live Shoot before an apply, or the apply's answer), in one JSON patch that holds only while
+/// the Shoot is still at its resourceVersion. `Ok(false)` when there was nothing to take out. A
+/// Shoot written in between refuses the patch (422); the next read is compared again.
+pub async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) -> Result<bool, kube::Error> {
+    let Some(entries) = shoot
         .metadata
         .managed_fields
         .as_deref()
@@ -76,13 +79,13 @@ pub async fn hand_over(api: &Api<Shoot>, applied: &Shoot) -> Result<bool, kube::
         return Ok(false);
     };
     let patch = json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": applied.resource_version()},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": shoot.resource_version()},
         {"op": "replace", "path": "/metadata/managedFields", "value": entries},
     ]);
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
     api.patch(
-        &applied.name_any(),
+        &shoot.name_any(),
         &PatchParams::default(),
         &Patch::Json::<()>(patch),
     )
@@ -90,15 +93,63 @@ pub async fn hand_over(api: &Api<Shoot>, applied: &Shoot) -> Result<bool, kube::
     Ok(true)
 }
 
-/// What of `kim`'s field set may be taken from the `Update` entries: all but `spec.dns`. The
-/// patch writes DNS only while the configuration names an external provider, and Gardener
-/// refuses a change of the domain, so DNS stays co-owned by the create and is never released.
+/// The parts of a Shoot whose content the Runtime or the configuration decide as a whole, so
+/// that what the conversion no longer writes there is meant to go: the worker pools, the
+/// kube-apiserver's feature gates and runtime config, the kubelets' feature gates, and the
+/// extensions (the patch writes the live list with its changes).
+pub const RELEASABLE: [&[&str]; 5] = [
+    &["f:spec", "f:provider", "f:workers"],
+    &[
+        "f:spec",
+        "f:kubernetes",
+        "f:kubeAPIServer",
+        "f:featureGates",
+    ],
+    &[
+        "f:spec",
+        "f:kubernetes",
+        "f:kubeAPIServer",
+        "f:runtimeConfig",
+    ],
+    &["f:spec", "f:kubernetes", "f:kubelet", "f:featureGates"],
+    &["f:spec", "f:extensions"],
+];
+
+/// `kim`'s field set cut down to the [`RELEASABLE`] parts.
 fn releasable(applied: &Map<String, Value>) -> Map<String, Value> {
-    let mut out = applied.clone();
-    if let Some(Value::Object(spec)) = out.get_mut("f:spec") {
-        spec.remove("f:dns");
+    let mut out = Map::new();
+    for path in RELEASABLE {
+        if let Some(value) = get_at(applied, path) {
+            insert_at(&mut out, path, value.clone());
+        }
     }
     out
+}
+
+fn get_at<'a>(map: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    let value = map.get(*first)?;
+    match rest {
+        [] => Some(value),
+        _ => get_at(value.as_object()?, rest),
+    }
+}
+
+fn insert_at(map: &mut Map<String, Value>, path: &[&str], value: Value) {
+    match path {
+        [] => {}
+        [last] => {
+            map.insert((*last).to_owned(), value);
+        }
+        [first, rest @ ..] => {
+            let next = map
+                .entry((*first).to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(next) = next {
+                insert_at(next, rest, value);
+            }
+        }
+    }
 }
 
 /// The status subresource has entries of its own; only the object's are compared.
@@ -113,33 +164,41 @@ fn fields(entry: &ManagedFieldsEntry) -> Option<&Map<String, Value>> {
     entry.fields_v1.as_ref()?.0.as_object()
 }
 
-/// Removes from `owned` every field `other` owns too, in the FieldsV1 encoding: a key maps to
-/// an empty object when the field (or, for `"."`, the node itself) is owned as a whole, and to
-/// the set of its children otherwise. A node left without children is removed, since an empty
-/// object would claim the whole field. A field owned whole on one side and by children on the
-/// other is kept: that mismatch means the two sets do not describe the same schema. Returns
-/// whether anything was removed.
+/// Removes from `owned` every path `other` holds too, in the FieldsV1 encoding: a key maps to
+/// the set of its children, and the key itself is a member of the set when that set is empty or
+/// has the child `"."` (`{}` and `{".": {}}` say the same). A key left with neither children
+/// nor membership is removed. Returns whether anything was removed.
 fn subtract(owned: &mut Map<String, Value>, other: &Map<String, Value>) -> bool {
     let mut removed = false;
     for (key, theirs) in other {
-        let Some(Value::Object(mine)) = owned.get_mut(key) else {
+        if key == "." {
+            continue;
+        }
+        let (Some(Value::Object(mine)), Value::Object(theirs)) = (owned.get_mut(key), theirs)
+        else {
             continue;
         };
-        let Value::Object(theirs) = theirs else {
+        let member = |m: &Map<String, Value>| m.is_empty() || m.contains_key(".");
+        let (was_member, theirs_member) = (member(mine), member(theirs));
+        let mut children = mine.clone();
+        children.remove(".");
+        let changed_children = subtract(&mut children, theirs);
+        let still_member = was_member && !theirs_member;
+        if !changed_children && still_member == was_member {
             continue;
-        };
-        match (mine.is_empty(), theirs.is_empty()) {
-            (true, true) => {
+        }
+        removed = true;
+        match (children.is_empty(), still_member) {
+            (true, false) => {
                 owned.remove(key);
-                removed = true;
             }
-            (false, false) if subtract(mine, theirs) => {
-                removed = true;
-                if mine.is_empty() {
-                    owned.remove(key);
+            (true, true) => *mine = Map::new(),
+            (false, member) => {
+                if member {
+                    children.insert(".".to_owned(), Value::Object(Map::new()));
                 }
+                *mine = children;
             }
-            _ => {}
         }
     }
     removed
@@ -172,16 +231,19 @@ mod tests {
             .map(|f| f.0)
     }
 
-    /// The create owns DNS, a worker pool and its label, a feature gate and a label; the apply
-    /// owns the DNS domain and the same pool, label and gate. The create keeps DNS (never
-    /// released) and what the apply does not own, and no node it keeps is left empty.
+    /// The create owns labels, DNS, the audit policy, a worker pool and its label and a feature
+    /// gate; the apply owns the same. The create keeps what lies outside the releasable parts
+    /// and the nodes the apply owns only children of.
     #[test]
-    fn the_create_keeps_only_what_the_apply_does_not_own() {
+    fn the_create_keeps_only_what_the_apply_does_not_own_in_the_releasable_parts() {
         let create = json!({
             "f:metadata": {"f:labels": {".": {}, "f:a": {}, "f:b": {}}},
             "f:spec": {
                 "f:dns": {".": {}, "f:domain": {}},
-                "f:kubernetes": {"f:kubeAPIServer": {"f:featureGates": {".": {}, "f:G": {}}}},
+                "f:kubernetes": {"f:kubeAPIServer": {
+                    "f:auditConfig": {".": {}, "f:auditPolicy": {}},
+                    "f:featureGates": {".": {}, "f:G": {}},
+                }},
                 "f:provider": {"f:workers": {
                     "k:{\"name\":\"cpu-worker-0\"}": {".": {}, "f:name": {}, "f:maximum": {},
                         "f:labels": {".": {}, "f:team": {}}},
@@ -192,7 +254,10 @@ mod tests {
             "f:metadata": {"f:labels": {"f:a": {}}},
             "f:spec": {
                 "f:dns": {"f:domain": {}},
-                "f:kubernetes": {"f:kubeAPIServer": {"f:featureGates": {"f:G": {}}}},
+                "f:kubernetes": {"f:kubeAPIServer": {
+                    "f:auditConfig": {"f:auditPolicy": {}},
+                    "f:featureGates": {"f:G": {}},
+                }},
                 "f:provider": {"f:workers": {
                     "k:{\"name\":\"cpu-worker-0\"}": {".": {}, "f:name": {}, "f:maximum": {},
                         "f:labels": {"f:team": {}}},
@@ -212,12 +277,15 @@ mod tests {
         assert_eq!(
             fields_of(&after, "kim-controller", "Update"),
             Some(json!({
-                "f:metadata": {"f:labels": {".": {}, "f:b": {}}},
+                "f:metadata": {"f:labels": {".": {}, "f:a": {}, "f:b": {}}},
                 "f:spec": {
                     "f:dns": {".": {}, "f:domain": {}},
-                    "f:kubernetes": {"f:kubeAPIServer": {"f:featureGates": {".": {}}}},
+                    "f:kubernetes": {"f:kubeAPIServer": {
+                        "f:auditConfig": {".": {}, "f:auditPolicy": {}},
+                        "f:featureGates": {},
+                    }},
                     "f:provider": {"f:workers": {
-                        "k:{\"name\":\"cpu-worker-0\"}": {"f:labels": {".": {}}},
+                        "k:{\"name\":\"cpu-worker-0\"}": {"f:labels": {}},
                     }},
                 },
             }))
@@ -229,6 +297,18 @@ mod tests {
             None,
             "a second pass finds nothing"
         );
+    }
+
+    /// `{}` and `{".": {}}` both say the node itself is in the set.
+    #[test]
+    fn membership_is_read_from_both_encodings() {
+        let mut owned = json!({"f:x": {}, "f:y": {".": {}, "f:z": {}}});
+        let other = json!({"f:x": {".": {}}, "f:y": {}});
+        assert!(subtract(
+            owned.as_object_mut().unwrap(),
+            other.as_object().unwrap()
+        ));
+        assert_eq!(owned, json!({"f:y": {"f:z": {}}}));
     }
 
     #[test]
@@ -286,12 +366,21 @@ mod tests {
         );
     }
 
-    /// A field owned whole by one entry and by its children in the other is not touched.
+    /// A node owned itself by the create and only through children by the apply stays the
+    /// create's.
     #[test]
-    fn a_whole_field_against_its_children_is_kept() {
+    fn a_node_keeps_its_own_membership_when_the_other_owns_only_children() {
         let before = vec![
-            entry("kim-controller", "Update", json!({"f:spec": {"f:x": {}}})),
-            entry("kim", "Apply", json!({"f:spec": {"f:x": {"f:y": {}}}})),
+            entry(
+                "kim-controller",
+                "Update",
+                json!({"f:spec": {"f:extensions": {}}}),
+            ),
+            entry(
+                "kim",
+                "Apply",
+                json!({"f:spec": {"f:extensions": {"k:{\"type\":\"a\"}": {}}}}),
+            ),
         ];
         assert_eq!(without_co_owned(&before), None);
     }

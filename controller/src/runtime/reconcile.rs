@@ -856,8 +856,23 @@ async fn patch_shoot(
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
+    let acl_on = |s: &Shoot| {
+        s.spec
+            .extensions
+            .iter()
+            .flatten()
+            .any(|e| e.type_ == kim_shared::names::extension::ACL && e.disabled != Some(true))
+    };
+    if acl_on(live) && !acl_on(&converted.shoot) {
+        tracing::warn!(
+            "the Shoot's API server ACL is switched off: --api-server-acl-enabled is off, or the Runtime asks for no ACL"
+        );
+    }
     let api = reconciler.shoots_api();
     let name = live.name_any();
+    // Before the apply too, so that this apply already releases what the conversion dropped
+    // (the hand-over after an earlier apply may have lost a race with Gardener's writes).
+    hand_over(&api, live).await;
     if let Some(update) = FullUpdate::needed(live, &converted.shoot, converted.workers_removed)
         && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await
     {
@@ -894,12 +909,7 @@ async fn patch_shoot(
     };
     reconciler.gardener_answered(runtime);
     reconciler.record_applied(runtime, &patched);
-    match super::co_owned::hand_over(&api, &patched).await {
-        Ok(true) => tracing::info!("fields the Shoot's create co-owned handed to the apply"),
-        Ok(false) => {}
-        // Only the release of fields a later conversion drops waits for the next apply.
-        Err(e) => tracing::info!(error = %e, "fields co-owned with the apply not handed over"),
-    }
+    hand_over(&api, &patched).await;
     reconciler.record_acl_applied(runtime, acl.map(|a| (a, patched.metadata.generation)));
     if runtime
         .annotations()
@@ -934,6 +944,16 @@ async fn patch_shoot(
     );
     draft.state(RuntimeState::Pending);
     Ok(Action::requeue(SAFETY_REQUEUE))
+}
+
+/// [`super::co_owned::hand_over`], logged; a failure only delays the release of fields a later
+/// conversion drops until the next attempt.
+async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) {
+    match super::co_owned::hand_over(api, shoot).await {
+        Ok(true) => tracing::info!("fields the Shoot's create co-owned handed to the apply"),
+        Ok(false) => {}
+        Err(e) => tracing::info!(error = %e, "fields co-owned with the apply not handed over"),
+    }
 }
 
 fn patch_failure(

@@ -38,17 +38,26 @@ pub(super) fn create(input: &Input<'_>, shoot: &mut Shoot) {
 }
 
 /// On patch, `spec.dns` as the create writes it, but only over a live Shoot whose DNS has
-/// providers: that moves a provider's deprecated `secretName` (upstream's Shoots before
-/// 2026-05) to `credentialsRef`, which Gardener requires from Kubernetes 1.35. A live Shoot
-/// without providers (made before custom domains, or by Gardener-internal DNS) keeps its DNS.
+/// providers and the domain the configuration gives: that moves a provider's deprecated
+/// `secretName` (upstream's Shoots before 2026-05) to `credentialsRef`, which Gardener requires
+/// from Kubernetes 1.35. Any other live DNS is kept: a Shoot made before custom domains or with
+/// Gardener-internal DNS, or under another domain prefix (Gardener refuses a changed domain).
 pub(super) fn patch(input: &Input<'_>, live: &Shoot, shoot: &mut Shoot) {
-    let live_providers = live
-        .spec
-        .dns
-        .as_ref()
-        .and_then(|d| d.providers.as_ref())
-        .is_some_and(|p| !p.is_empty());
-    if live_providers {
-        create(input, shoot);
+    if live_domain_is_ours(input, live) {
+        let live_providers = live
+            .spec
+            .dns
+            .as_ref()
+            .and_then(|d| d.providers.as_ref())
+            .is_some_and(|p| !p.is_empty());
+        if live_providers {
+            create(input, shoot);
+        }
     }
+}
+
+/// Whether the configuration names an external domain and the live Shoot has exactly it.
+pub(super) fn live_domain_is_ours(input: &Input<'_>, live: &Shoot) -> bool {
+    let live_domain = live.spec.dns.as_ref().and_then(|d| d.domain.as_deref());
+    domain(input).is_some_and(|ours| live_domain == Some(ours.as_str()))
 }

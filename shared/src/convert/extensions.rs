@@ -86,11 +86,12 @@ fn dns(input: &Input<'_>) -> Extension {
 }
 
 /// The `shoot-dns-service` extension a patch writes, `None` to keep the live one: written when
-/// the live Shoot has none (or one without a config) or one whose providers differ from ours
-/// (a provider naming its credentials by the deprecated `secretName`, a changed domain); kept
-/// when it has no providers (a Shoot from before custom domains). Compared as upstream does,
-/// on the keys of the extension's `DNSConfig` only.
-fn dns_for_patch(input: &Input<'_>, list: &[Extension]) -> Option<Extension> {
+/// the live Shoot has none (or one without a config), or, over a Shoot with the configuration's
+/// external domain, one whose providers differ from ours (a provider naming its credentials by
+/// the deprecated `secretName`); kept when it has no providers (a Shoot from before custom
+/// domains), and over any other domain (the providers must name the Shoot's domain). Compared
+/// as upstream does, on the keys of the extension's `DNSConfig` only.
+fn dns_for_patch(input: &Input<'_>, live_shoot: &Shoot, list: &[Extension]) -> Option<Extension> {
     let desired = dns(input);
     let Some(live) = find(list, types::DNS)
         .and_then(|e| e.provider_config.as_ref())
@@ -98,6 +99,9 @@ fn dns_for_patch(input: &Input<'_>, list: &[Extension]) -> Option<Extension> {
     else {
         return Some(desired);
     };
+    if !super::dns::live_domain_is_ours(input, live_shoot) {
+        return None;
+    }
     let providers = live.get("providers").and_then(Value::as_array);
     if providers.is_none_or(Vec::is_empty) {
         return None;
@@ -343,7 +347,7 @@ pub(super) fn patch(
         upsert(&mut list, networking_filter(input));
     }
 
-    if let Some(ext) = dns_for_patch(input, &list) {
+    if let Some(ext) = dns_for_patch(input, live, &list) {
         upsert(&mut list, ext);
     }
 

@@ -148,6 +148,33 @@ fn dns_credentials_by_secret_name_are_moved_to_the_references_of_today() {
     );
 }
 
+/// A live Shoot under another domain (made under another `domainPrefix`) keeps its DNS and
+/// its DNS extension: Gardener refuses a changed domain, and the extension's providers must
+/// name the Shoot's domain.
+#[test]
+fn dns_under_another_domain_is_kept() {
+    let rt = runtime("aws");
+    let mut cfg = config();
+    external_dns(&mut cfg);
+    let mut live = json(&to_shoot(&rt, &cfg, None).unwrap().shoot);
+    let old_domain = format!("{}.old.example.com", rt.spec.shoot.name);
+    live["spec"]["dns"]["domain"] = json!(old_domain);
+    live["spec"]["dns"]["providers"][0]["domains"]["include"] = json!([old_domain]);
+    let index = live["spec"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["type"] == "shoot-dns-service")
+        .unwrap();
+    live["spec"]["extensions"][index]["providerConfig"]["providers"][0]["domains"]["include"] =
+        json!([old_domain]);
+    let kept = live["spec"]["extensions"][index].clone();
+    let live: Shoot = serde_json::from_value(live).unwrap();
+    let patched = json(&to_shoot(&rt, &cfg, Some(&live)).unwrap().shoot);
+    assert_eq!(patched["spec"].get("dns"), None);
+    assert_eq!(patched["spec"]["extensions"][index], kept);
+}
+
 /// A live Shoot whose DNS has no providers (made before custom domains, or with
 /// Gardener-internal DNS) keeps its `spec.dns` and its DNS extension.
 #[test]

@@ -572,7 +572,9 @@ fn fields_without_effect_are_admitted_with_a_warning() {
     );
     // Dedicated audit logging is the controller's (`--dedicated-audit-logging-enabled`).
     assert!(
-        !f.warnings.iter().any(|w| w.contains("auditLogAccessEnabled")),
+        !f.warnings
+            .iter()
+            .any(|w| w.contains("auditLogAccessEnabled")),
         "{:?}",
         f.warnings
     );

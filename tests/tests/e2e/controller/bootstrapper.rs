@@ -466,8 +466,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         "{k}"
     );
     assert_eq!(
-        k["kubelet"]["featureGates"]["ClusterTrustBundleProjection"],
-        true,
+        k["kubelet"]["featureGates"]["ClusterTrustBundleProjection"], true,
         "{k}"
     );
     ctl.stop().await;
