@@ -980,6 +980,16 @@ impl Reconciler {
     async fn write_status(&self, runtime: &Runtime, draft: &StatusDraft) -> Result<(), Error> {
         if draft.changed() {
             self.apply_status(runtime, draft).await?;
+            // Every way into `Failed` (conversion, audit log, Gardener's refusal or failed
+            // operation, the bootstrapper, a foreign Shoot) is a stop, counted once per
+            // generation.
+            let was_failed = runtime
+                .status
+                .as_ref()
+                .is_some_and(|s| s.state == kim_shared::api::RuntimeState::Failed);
+            if draft.new.state == kim_shared::api::RuntimeState::Failed && !was_failed {
+                self.count_stop(runtime);
+            }
             if draft.completes_provisioning()
                 && let Some(created) = runtime.metadata.creation_timestamp.as_ref()
             {

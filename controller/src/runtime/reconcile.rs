@@ -122,7 +122,7 @@ pub async fn apply(
         return Ok(Action::await_change());
     }
 
-    if let Some(action) = follow_last_operation(reconciler, runtime, &shoot, draft) {
+    if let Some(action) = follow_last_operation(&shoot, draft) {
         return Ok(action);
     }
     // Asked only once the Shoot is settled, as the step that found it elsewhere was.
@@ -1016,12 +1016,7 @@ fn patch_failure(
 
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
 /// Returns `None` when the Shoot is reconciled and the next steps may run.
-fn follow_last_operation(
-    reconciler: &Reconciler,
-    runtime: &Runtime,
-    shoot: &Shoot,
-    draft: &mut StatusDraft,
-) -> Option<Action> {
+fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
     let status = shoot.status.as_ref();
     let Some(op) = status.and_then(|s| s.last_operation.as_ref()) else {
         draft.set(
@@ -1117,9 +1112,6 @@ fn follow_last_operation(
                         reason::PROCESSING_ERR,
                         classify::joined_codes(&errors),
                     );
-                }
-                if draft.current_state() != RuntimeState::Failed {
-                    reconciler.count_stop(runtime);
                 }
                 draft.state(RuntimeState::Failed);
                 Some(Action::await_change())
