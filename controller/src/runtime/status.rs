@@ -64,6 +64,34 @@ pub fn of_an_earlier_shoot(status: Option<&RuntimeStatus>, shoot: &Shoot) -> boo
     matches!((reported, created), (Some(reported), Some(created)) if reported < created)
 }
 
+/// Upstream's `LogLastErrors` line, written when the errors change (upstream: on every pass)
+/// while the Shoot's operation is `Pending`, `Failed` or `Error`.
+fn log_last_errors(shoot: &Shoot, errors: &[kim_shared::gardener::LastError]) {
+    use kube::ResourceExt as _;
+    let state = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.last_operation.as_ref())
+        .map(|op| op.state.as_str())
+        .unwrap_or_default();
+    if !matches!(state, "Pending" | "Failed" | "Error") {
+        return;
+    }
+    let runtime_id = shoot
+        .annotations()
+        .get(kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID)
+        .map(String::as_str)
+        .unwrap_or_default();
+    let described: String = errors
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("{}: {}; ", i + 1, e.description))
+        .collect();
+    tracing::info!(
+        "runtimeID: {runtime_id}, Last operation state: {state}, last errors: {described}"
+    );
+}
+
 impl StatusDraft {
     /// Starts from the Runtime's stored status; `now` stamps changed conditions.
     pub fn new(runtime: &Runtime, now: jiff::Timestamp) -> Self {
@@ -160,6 +188,11 @@ impl StatusDraft {
         self.new.shoot_last_errors = st
             .and_then(|s| s.last_errors.clone())
             .filter(|e| !e.is_empty());
+        if let (Some(shoot), Some(errors)) = (shoot, &self.new.shoot_last_errors)
+            && self.old.shoot_last_errors.as_ref() != Some(errors)
+        {
+            log_last_errors(shoot, errors);
+        }
     }
 
     /// Whether the status must be written: anything differs from the stored status but the
@@ -235,6 +268,49 @@ mod tests {
 
     fn t(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
+    }
+
+    /// Upstream's line for the Shoot's last errors, once per change of them.
+    #[test]
+    fn changed_last_errors_of_a_failing_operation_are_logged_once() {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut b) = self.0.lock() {
+                    b.extend_from_slice(buf);
+                }
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let shoot: Shoot = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s", "annotations": {
+                "infrastructuremanager.kyma-project.io/runtime-id": "rt-1"}},
+            "spec": {"region": "r", "provider": {"type": "aws"}, "kubernetes": {}},
+            "status": {"lastOperation": {"type": "Create", "state": "Failed", "progress": 10,
+                    "description": "d", "lastUpdateTime": "2026-01-01T00:00:00Z"},
+                "lastErrors": [{"description": "quota exceeded"}, {"description": "boom"}]}
+        }))
+        .unwrap();
+        let logged = tracing::subscriber::with_default(subscriber, || {
+            let mut first = StatusDraft::new(&runtime(), t("2026-01-01T00:00:00Z"));
+            first.shoot(Some(&shoot));
+            let mut stored = runtime();
+            stored.status = Some(first.new.clone());
+            StatusDraft::new(&stored, t("2026-01-01T00:00:01Z")).shoot(Some(&shoot));
+            String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+        });
+        let line = "runtimeID: rt-1, Last operation state: Failed, last errors: 1: quota exceeded; 2: boom; ";
+        assert_eq!(logged.matches(line).count(), 1, "{logged}");
     }
 
     #[test]
