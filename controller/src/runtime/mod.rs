@@ -38,7 +38,7 @@ use kim_shared::gardener::Shoot;
 use kim_shared::names;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -55,6 +55,8 @@ use status::StatusDraft;
 
 /// `controller` label value in metrics.
 pub const CONTROLLER: &str = "runtime";
+/// The controller the Runtime condition Events name as their source (upstream's recorder).
+pub const RUNTIME_EVENT_REPORTER: &str = "runtime-controller";
 /// Field manager of the Runtime status.
 pub const STATUS_FIELD_MANAGER: &str = "kim-controller";
 
@@ -1006,14 +1008,21 @@ impl Reconciler {
                         EventType::Normal
                     },
                     reason: change.reason.clone(),
+                    // Upstream's text: the condition's message and the Runtime.
                     note: Some(format!(
-                        "{} is {}: {}",
-                        change.type_, change.status, change.message
+                        "{}: {}/{}",
+                        change.message,
+                        runtime.namespace().unwrap_or_default(),
+                        runtime.name_any()
                     )),
                     action: change.type_.clone(),
                     secondary: None,
                 };
-                if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
+                let publisher = crate::context::EventPublisher::new(
+                    self.ctx.kcp.clone(),
+                    Reporter::from(RUNTIME_EVENT_REPORTER),
+                );
+                if let Err(e) = publisher.publish(&event, &reference).await {
                     tracing::info!(error = %e, "could not publish an Event");
                 }
             }

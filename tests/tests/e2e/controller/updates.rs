@@ -121,6 +121,20 @@ async fn kubernetes_version_bump_waits_for_gardener_and_deletion_goes_in_order()
         .collect();
     let mut seen = std::collections::HashSet::new();
     for e in &ours {
+        // On the Runtime (not its GardenerCluster of the same name): upstream's source and
+        // text, `<message>: <namespace>/<name>`.
+        if e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Runtime") {
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("runtime-controller")
+            );
+            let suffix = format!(": {ns}/{id}");
+            assert!(
+                e.note.as_deref().is_some_and(|n| n.ends_with(&suffix)),
+                "{:?}",
+                e.note
+            );
+        }
         let key = (e.reason.clone(), e.note.clone());
         assert!(seen.insert(key.clone()), "Event {key:?} published twice");
         assert!(
