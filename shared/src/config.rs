@@ -216,6 +216,13 @@ impl KimConfig {
     ) -> Result<KimConfig, ConfigError> {
         let mut warnings = Vec::new();
         let file: ConverterFile = parse_json(&converter.name, converter.text, &mut warnings)?;
+        for w in &mut warnings {
+            if w.path == "converter.kubernetes.enableMachineImageVersionVersionAutoUpdate" {
+                w.message = "ignored, as upstream has ignored it since 2025-10: the key is \
+                             enableMachineImageVersionAutoUpdate"
+                    .to_owned();
+            }
+        }
         let mut c = Checker::new();
         converter::check(&file.converter, &file.cluster, &mut c);
         let global = providers::GlobalDefaults {

@@ -70,15 +70,13 @@ pub struct NetworkingConfig {
 
 /// `converter.kubernetes`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(try_from = "RawKubernetesConfig")]
+#[serde(from = "RawKubernetesConfig")]
 pub struct KubernetesConfig {
     /// `defaultVersion` (required): the version for Runtimes that name none, e.g. `1.35`.
     pub default_version: KubernetesVersion,
     /// `enableKubernetesVersionAutoUpdate`: Shoot `maintenance.autoUpdate.kubernetesVersion`.
     pub enable_kubernetes_version_auto_update: bool,
-    /// `enableMachineImageVersionVersionAutoUpdate` (upstream's spelling) or
-    /// `enableMachineImageVersionAutoUpdate` (the documented one): Shoot
-    /// `maintenance.autoUpdate.machineImageVersion`.
+    /// `enableMachineImageVersionAutoUpdate`: Shoot `maintenance.autoUpdate.machineImageVersion`.
     pub enable_machine_image_version_auto_update: bool,
     /// `defaultOperatorOidc` (required): the OIDC provider of the shoot's kube-apiserver when
     /// the Runtime names none (KEB never names one).
@@ -137,47 +135,30 @@ pub struct KubeletDefaults {
     pub feature_gates: BTreeMap<String, bool>,
 }
 
-/// The JSON layout of `converter.kubernetes`, before the two spellings of the machine image
-/// auto-update key are merged.
+/// The JSON layout of `converter.kubernetes`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawKubernetesConfig {
     default_version: KubernetesVersion,
     #[serde(default)]
     enable_kubernetes_version_auto_update: bool,
-    // Upstream's Go struct tag really says "VersionVersion"; see "Both spellings of the
-    // machine-image auto-update key work" in docs/upstream-differences.md.
-    #[serde(rename = "enableMachineImageVersionVersionAutoUpdate")]
-    upstream_spelling: Option<bool>,
-    #[serde(rename = "enableMachineImageVersionAutoUpdate")]
-    documented_spelling: Option<bool>,
+    #[serde(default)]
+    enable_machine_image_version_auto_update: bool,
     default_operator_oidc: OidcProvider,
     kube_api_server: Option<KubeApiServerConfig>,
     kubelet: Option<KubeletDefaults>,
 }
 
-impl TryFrom<RawKubernetesConfig> for KubernetesConfig {
-    type Error = String;
-
-    fn try_from(raw: RawKubernetesConfig) -> Result<Self, Self::Error> {
-        let auto_update = match (raw.upstream_spelling, raw.documented_spelling) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(format!(
-                    "enableMachineImageVersionVersionAutoUpdate is {a} but \
-                     enableMachineImageVersionAutoUpdate is {b}: they are two spellings of one \
-                     setting, keep one"
-                ));
-            }
-            (a, b) => a.or(b).unwrap_or(false),
-        };
-        Ok(Self {
+impl From<RawKubernetesConfig> for KubernetesConfig {
+    fn from(raw: RawKubernetesConfig) -> Self {
+        Self {
             default_version: raw.default_version,
             enable_kubernetes_version_auto_update: raw.enable_kubernetes_version_auto_update,
-            enable_machine_image_version_auto_update: auto_update,
+            enable_machine_image_version_auto_update: raw.enable_machine_image_version_auto_update,
             default_operator_oidc: raw.default_operator_oidc,
             kube_api_server: raw.kube_api_server,
             kubelet: raw.kubelet,
-        })
+        }
     }
 }
 
@@ -190,9 +171,8 @@ impl Serialize for KubernetesConfig {
             "enableKubernetesVersionAutoUpdate",
             &self.enable_kubernetes_version_auto_update,
         )?;
-        // Written with upstream's spelling so that upstream KIM reads it too.
         st.serialize_field(
-            "enableMachineImageVersionVersionAutoUpdate",
+            "enableMachineImageVersionAutoUpdate",
             &self.enable_machine_image_version_auto_update,
         )?;
         st.serialize_field("defaultOperatorOidc", &self.default_operator_oidc)?;

@@ -133,7 +133,7 @@ fn optional_upstream_keys_may_be_left_out() {
         "/converter/provider",
         "/converter/maintenanceWindow",
         "/converter/kubernetes/enableKubernetesVersionAutoUpdate",
-        "/converter/kubernetes/enableMachineImageVersionVersionAutoUpdate",
+        "/converter/kubernetes/enableMachineImageVersionAutoUpdate",
         "/kim",
         "/kim/providers",
         "/kim/providers/alicloud/defaults",
@@ -607,22 +607,6 @@ fn defaults_must_be_offered_by_the_provider() {
         }),
         "kim.providers.aws.kubernetes.versions[1].version",
         "expected a full version such as `1.35.0`, found `1.35`",
-    );
-}
-
-#[test]
-fn the_machine_image_auto_update_spellings_must_agree() {
-    refused(
-        load_edited(|v| {
-            let k = v
-                .pointer_mut("/converter/kubernetes")
-                .unwrap()
-                .as_object_mut()
-                .unwrap();
-            k.insert("enableMachineImageVersionAutoUpdate".into(), json!(true));
-        }),
-        "converter_config.json: converter.kubernetes: enableMachineImageVersionVersionAutoUpdate is false but \
-         enableMachineImageVersionAutoUpdate is true: they are two spellings of one setting, keep one",
     );
 }
 

@@ -289,34 +289,21 @@ fn from_parts_needs_no_files() {
     );
 }
 
+/// Today's upstream (since 2025-10) reads `enableMachineImageVersionAutoUpdate` only; the
+/// doubled "Version" key it read before is ignored with a warning that names the right one.
 #[test]
-fn both_spellings_of_the_machine_image_auto_update_key_work() {
-    let upstream_spelling = UPSTREAM_CONVERTER.replace(
-        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
-        r#""enableMachineImageVersionVersionAutoUpdate": true"#,
-    );
-    let documented_spelling = UPSTREAM_CONVERTER.replace(
-        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
-        r#""enableMachineImageVersionAutoUpdate": true"#,
-    );
-    let neither = UPSTREAM_CONVERTER.replace(
-        r#""enableMachineImageVersionVersionAutoUpdate": false,"#,
-        "",
-    );
-    let both_agreeing = UPSTREAM_CONVERTER.replace(
-        r#""enableMachineImageVersionVersionAutoUpdate": false"#,
-        r#""enableMachineImageVersionVersionAutoUpdate": true, "enableMachineImageVersionAutoUpdate": true"#,
-    );
-    for (name, json, expected) in [
-        ("upstream spelling", &upstream_spelling, true),
-        ("documented spelling", &documented_spelling, true),
-        ("neither", &neither, false),
-        ("both, agreeing", &both_agreeing, true),
-        (
-            "upstream spelling false",
-            &UPSTREAM_CONVERTER.to_owned(),
-            false,
-        ),
+fn the_machine_image_auto_update_key_is_upstreams_of_today() {
+    const KEY: &str = r#""enableMachineImageVersionAutoUpdate": false"#;
+    assert!(UPSTREAM_CONVERTER.contains(KEY));
+    let on = UPSTREAM_CONVERTER.replace(KEY, r#""enableMachineImageVersionAutoUpdate": true"#);
+    let old_key =
+        UPSTREAM_CONVERTER.replace(KEY, r#""enableMachineImageVersionVersionAutoUpdate": true"#);
+    let neither = UPSTREAM_CONVERTER.replace(&format!("{KEY},"), "");
+    for (name, json, expected, warned) in [
+        ("on", &on, true, false),
+        ("off", &UPSTREAM_CONVERTER.to_owned(), false, false),
+        ("neither", &neither, false, false),
+        ("the old key", &old_key, false, true),
     ] {
         let config =
             KimConfig::from_parts(json, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -328,10 +315,14 @@ fn both_spellings_of_the_machine_image_auto_update_key_work() {
             expected,
             "{name}"
         );
-        assert!(
-            config.warnings().is_empty(),
-            "{name}: {:?}",
-            config.warnings()
+        let warnings: Vec<_> = config.warnings().iter().map(|w| w.to_string()).collect();
+        assert_eq!(
+            warnings
+                .iter()
+                .any(|w| w.contains("enableMachineImageVersionVersionAutoUpdate")
+                    && w.contains("the key is enableMachineImageVersionAutoUpdate")),
+            warned,
+            "{name}: {warnings:?}"
         );
     }
 }
@@ -392,8 +383,8 @@ fn a_loaded_converter_config_serializes_back_to_the_same_configuration() {
     assert_eq!(again.converter, config.converter);
     assert_eq!(again.cluster, config.cluster);
     assert_eq!(again.kim, config.kim);
-    // Written back with upstream's spelling, so upstream KIM reads the flag too.
-    assert!(json.contains("\"enableMachineImageVersionVersionAutoUpdate\":false"));
+    // Written back with upstream's key, so upstream KIM reads the flag too.
+    assert!(json.contains("\"enableMachineImageVersionAutoUpdate\":false"));
 }
 
 /// The keys today's upstream added to `converter_config.json` load as upstream writes them,
