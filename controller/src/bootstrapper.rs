@@ -40,6 +40,9 @@ pub enum BootstrapError {
     Apply(String),
 }
 
+/// The type of an image pull Secret.
+const DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
+
 fn gvk_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
@@ -135,6 +138,16 @@ pub async fn configure(
                     &e,
                 ))
             })?;
+        // Upstream refuses to start with a pull Secret of another type; a runtime cluster
+        // could not pull with it.
+        let type_ = secret.data.get("type").and_then(Value::as_str);
+        if type_ != Some(DOCKER_CONFIG_JSON) {
+            return Err(BootstrapError::Configure(format!(
+                "Secret {kcp_namespace}/{} is of type {}, not {DOCKER_CONFIG_JSON}",
+                s.kcp_pull_secret_name,
+                type_.unwrap_or("Opaque")
+            )));
+        }
         let body = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": s.skr_pull_secret_name, "namespace": s.skr_namespace},
             "type": secret.data.get("type").cloned().unwrap_or(Value::Null),

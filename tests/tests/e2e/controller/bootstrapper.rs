@@ -297,6 +297,68 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     .await
     .unwrap();
 
+    // A pull Secret of another type is not copied (upstream refuses to start with one); the
+    // Runtime says the configuration failed, and proceeds once the Secret is right again.
+    let kcp_secrets = Api::<Secret>::namespaced(kcp.clone(), &ns);
+    let replace_pull = |type_: &'static str| {
+        let kcp_secrets = kcp_secrets.clone();
+        async move {
+            kcp_secrets
+                .delete("rtb-pull", &Default::default())
+                .await
+                .unwrap();
+            let pull: Secret = serde_json::from_value(json!({"metadata": {"name": "rtb-pull"},
+                "type": type_, "stringData": {".dockerconfigjson": "{\"auths\":{}}"}}))
+            .unwrap();
+            kcp_secrets
+                .create(&PostParams::default(), &pull)
+                .await
+                .unwrap();
+        }
+    };
+    // The copy goes first, so that only our check (not the runtime cluster's refusal to change
+    // a Secret's type) can keep an Opaque one out.
+    skr_secrets
+        .delete("registry-credentials", &Default::default())
+        .await
+        .unwrap();
+    replace_pull("Opaque").await;
+    let has_bootstrapper_condition = |want: (&'static str, &'static str)| {
+        let runtimes = runtimes.clone();
+        let id = id.clone();
+        move || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(bootstrapper_condition(&rt) == Some((want.0.into(), want.1.into())))
+            }
+        }
+    };
+    eventually(
+        "an Opaque pull Secret is refused",
+        Duration::from_secs(120),
+        has_bootstrapper_condition(("False", reason::RUNTIME_BOOTSTRAPPER_CONFIGURATION_FAILED)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        skr_secrets
+            .get_opt("registry-credentials")
+            .await
+            .unwrap()
+            .is_none(),
+        "the Opaque pull Secret reached the runtime cluster"
+    );
+    replace_pull("kubernetes.io/dockerconfigjson").await;
+    eventually(
+        "the right pull Secret is copied again",
+        Duration::from_secs(120),
+        has_bootstrapper_condition(("True", reason::RUNTIME_BOOTSTRAPPER_CONFIGURED)),
+    )
+    .await
+    .unwrap();
+
     // Without --runtime-bootstrapper-kcp-cluster-trust-bundle no ClusterTrustBundle is copied,
     // although the KCP holds one.
     let ctb_res = ApiResource {
