@@ -226,7 +226,17 @@ async fn delete_gardener_cluster(
         match api.delete(runtime_id, &dp).await {
             Ok(_) => {}
             Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::api("delete the GardenerCluster", e)),
+            Err(e) => {
+                // Upstream's condition; looked at again like any failed step.
+                tracing::info!(error = %e, "could not delete the GardenerCluster");
+                draft.set(
+                    condition::DEPROVISIONED,
+                    CondStatus::False,
+                    reason::GARDENER_ERR,
+                    format!("Gardener API delete error: {}", classify::message(&e)),
+                );
+                return Ok(Some(Action::requeue(RETRY)));
+            }
         }
     }
     draft.set(

@@ -4,7 +4,8 @@
 //! `--force-deletion` (the annotation the real gardener-apiserver accepts is set when the
 //! Shoot's deletion reports an eligible error code, and only then). A Runtime's deletion
 //! deletes only its own GardenerCluster (issue 19). A Runtime whose finalizer is removed by
-//! hand leaves no state series behind.
+//! hand leaves no state series behind. A GardenerCluster deletion the KCP refuses is said on
+//! the Runtime as upstream says it.
 
 use std::time::Duration;
 
@@ -784,6 +785,83 @@ async fn an_audit_log_release_that_fails_holds_the_finalizer_not_the_shoot_delet
     // Without the feature nothing is to release: the deletion ends.
     let ctl = start_controller(env, &ns, &[]).await?;
     eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
+
+/// A GardenerCluster delete the KCP refuses (here: the controller's Role lost `delete` on
+/// gardenerclusters) shows upstream's `Deprovisioned=False/GardenerErr` "Gardener API delete
+/// error: ..." on the Runtime, which keeps its finalizer and Shoot; once the delete is
+/// allowed again the deletion goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_gardener_cluster_delete_is_said_on_the_runtime() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::Role;
+    use kim_tests::testenv::Credentials;
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-gc-refused").await?;
+    let kcp = env.kcp_client().await?;
+    let suffix = &ns[ns.len().saturating_sub(6)..];
+    let user = format!("kim-gc-refused-{suffix}");
+    super::audit_log::bind_deployed_role(&kcp, &ns, &user).await?;
+    let (mut args, dir) = controller_args(env, &ns, &[]).await?;
+    let pair = env.ca().client_cert(&user, &[])?;
+    let path = dir.path().join("kcp-restricted.kubeconfig");
+    kim_tests::testenv::access::write_private(
+        &path,
+        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
+    )?;
+    args.kcp_kubeconfig_path = Some(path);
+    let ctl = start_with_args(args, dir).await?;
+    let id = format!("gcref-{suffix}");
+    let rt = sample_runtime(&ns, &id)?;
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    // The Role without `delete` on gardenerclusters.
+    let roles: Api<Role> = Api::namespaced(kcp.clone(), &ns);
+    let set_gc_delete = |allowed: bool| {
+        let roles = roles.clone();
+        async move {
+            let name = roles.list(&Default::default()).await?.items[0].name_any();
+            let mut role = roles.get(&name).await?;
+            for rule in role.rules.iter_mut().flatten() {
+                if rule
+                    .resources
+                    .iter()
+                    .flatten()
+                    .any(|r| r == "gardenerclusters")
+                {
+                    rule.verbs.retain(|v| v != "delete");
+                    if allowed {
+                        rule.verbs.push("delete".into());
+                    }
+                }
+            }
+            roles.replace(&name, &PostParams::default(), &role).await?;
+            anyhow::Ok(())
+        }
+    };
+    set_gc_delete(false).await?;
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    eventually("Deprovisioned=False/GardenerErr", TIMEOUT, || async {
+        let rt = runtimes.get(&id).await?;
+        Ok(rt.condition(condition::DEPROVISIONED).is_some_and(|c| {
+            c.status == "False"
+                && c.reason == reason::GARDENER_ERR
+                && c.message.starts_with("Gardener API delete error: ")
+                && c.message.contains("forbidden")
+        }))
+    })
+    .await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    assert!(shoots.get_opt(&rt.spec.shoot.name).await?.is_some());
+
+    set_gc_delete(true).await?;
+    eventually("the Runtime is gone", TIMEOUT, || async {
         Ok(runtimes.get_opt(&id).await?.is_none())
     })
     .await?;
