@@ -101,6 +101,32 @@ pub async fn configure(
     s: &Settings,
 ) -> Result<(), BootstrapError> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
+    // The pull Secret is read and checked first, so that a refused one leaves nothing copied.
+    let pull_secret = if s.kcp_pull_secret_name.is_empty() {
+        None
+    } else {
+        let res = gvk_resource("", "v1", "Secret", "secrets");
+        let secret = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &res)
+            .get(&s.kcp_pull_secret_name)
+            .await
+            .map_err(|e| {
+                BootstrapError::Configure(api_message(
+                    &format!("reading Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
+                    &e,
+                ))
+            })?;
+        // Upstream refuses to start with a pull Secret of another type; a runtime cluster
+        // could not pull with it.
+        let type_ = secret.data.get("type").and_then(Value::as_str);
+        if type_ != Some(DOCKER_CONFIG_JSON) {
+            return Err(BootstrapError::Configure(format!(
+                "Secret {kcp_namespace}/{} is of type {}, not {DOCKER_CONFIG_JSON}",
+                s.kcp_pull_secret_name,
+                type_.unwrap_or("Opaque")
+            )));
+        }
+        Some(secret)
+    };
     let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
     let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
         .get(&s.kcp_config_name)
@@ -127,27 +153,8 @@ pub async fn configure(
             ))
         })?;
 
-    if !s.kcp_pull_secret_name.is_empty() {
+    if let Some(secret) = pull_secret {
         let res = gvk_resource("", "v1", "Secret", "secrets");
-        let secret = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &res)
-            .get(&s.kcp_pull_secret_name)
-            .await
-            .map_err(|e| {
-                BootstrapError::Configure(api_message(
-                    &format!("reading Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
-                    &e,
-                ))
-            })?;
-        // Upstream refuses to start with a pull Secret of another type; a runtime cluster
-        // could not pull with it.
-        let type_ = secret.data.get("type").and_then(Value::as_str);
-        if type_ != Some(DOCKER_CONFIG_JSON) {
-            return Err(BootstrapError::Configure(format!(
-                "Secret {kcp_namespace}/{} is of type {}, not {DOCKER_CONFIG_JSON}",
-                s.kcp_pull_secret_name,
-                type_.unwrap_or("Opaque")
-            )));
-        }
         let body = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": s.skr_pull_secret_name, "namespace": s.skr_namespace},
             "type": secret.data.get("type").cloned().unwrap_or(Value::Null),

@@ -127,7 +127,7 @@ pub struct Metrics {
     runtime_state: Family<RuntimeStateLabels, Gauge>,
     /// Last series set per runtime id, so the old one is removed when the state changes.
     runtime_series: Mutex<HashMap<String, RuntimeStateLabels>>,
-    /// Upstream `unexpected_stops_total`: reconciles that stopped on an error nobody retries.
+    /// Upstream `unexpected_stops_total`: Runtimes that became `Failed`.
     pub unexpected_stops: Counter,
     /// Reconcile durations by controller.
     pub reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
@@ -200,7 +200,7 @@ impl Metrics {
         // Upstream registers this counter without a prefix.
         registry.register(
             "unexpected_stops",
-            "Reconciles that stopped on an error that is not retried",
+            "Runtimes that became Failed",
             m.unexpected_stops.clone(),
         );
         let sub = registry.sub_registry_with_prefix(PREFIX);

@@ -227,15 +227,17 @@ async fn delete_gardener_cluster(
             Ok(_) => {}
             Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => return Ok(None),
             Err(e) => {
-                // Upstream's condition; looked at again like any failed step.
-                tracing::info!(error = %e, "could not delete the GardenerCluster");
-                draft.set(
-                    condition::DEPROVISIONED,
-                    CondStatus::False,
-                    reason::GARDENER_ERR,
-                    format!("Gardener API delete error: {}", classify::message(&e)),
-                );
-                return Ok(Some(Action::requeue(RETRY)));
+                // A refusal (not a conflict or a passing fault) gets upstream's condition; the
+                // failing pass still writes it, and the error keeps the retry's backoff.
+                if classify::classify(&e) == ApiErrorKind::Permanent {
+                    draft.set(
+                        condition::DEPROVISIONED,
+                        CondStatus::False,
+                        reason::GARDENER_ERR,
+                        format!("Gardener API delete error: {}", classify::message(&e)),
+                    );
+                }
+                return Err(Error::api("delete the GardenerCluster", e));
             }
         }
     }

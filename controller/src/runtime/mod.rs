@@ -171,6 +171,8 @@ pub struct Reconciler {
     pub config: Arc<KimConfig>,
     shoots: Store<CachedShoot>,
     clusters: Store<StatusApart<GardenerCluster>>,
+    /// Publishes the condition Events of Runtimes (as upstream's `runtime-controller`).
+    events: crate::context::EventPublisher,
     /// Resolves to `true` once the Shoot and GardenerCluster caches hold their first full
     /// list, to `false` if the controller stops first.
     caches_ready: Shared<BoxFuture<'static, bool>>,
@@ -318,6 +320,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             at: Instant::now(),
             wall: jiff::Timestamp::now(),
         },
+        events: crate::context::EventPublisher::new(
+            ctx.kcp.clone(),
+            Reporter::from(RUNTIME_EVENT_REPORTER),
+        ),
     });
     reconciler.publish_create_limit();
     let (runtimes, sweep) = crate::watch::own_kind(
@@ -1018,11 +1024,7 @@ impl Reconciler {
                     action: change.type_.clone(),
                     secondary: None,
                 };
-                let publisher = crate::context::EventPublisher::new(
-                    self.ctx.kcp.clone(),
-                    Reporter::from(RUNTIME_EVENT_REPORTER),
-                );
-                if let Err(e) = publisher.publish(&event, &reference).await {
+                if let Err(e) = self.events.publish(&event, &reference).await {
                     tracing::info!(error = %e, "could not publish an Event");
                 }
             }

@@ -185,14 +185,17 @@ impl StatusDraft {
         self.another_shoot = shoot.is_some_and(|s| of_an_earlier_shoot(Some(&self.old), s));
         let st = shoot.and_then(|s| s.status.as_ref());
         self.new.shoot_last_operation = st.and_then(|s| s.last_operation.clone());
-        self.new.shoot_last_errors = st
+        let errors = st
             .and_then(|s| s.last_errors.clone())
             .filter(|e| !e.is_empty());
-        if let (Some(shoot), Some(errors)) = (shoot, &self.new.shoot_last_errors)
-            && self.old.shoot_last_errors.as_ref() != Some(errors)
+        // Compared with what this draft holds (the stored status, or an earlier copy in the
+        // same pass), so a pass that copies the Shoot twice logs once.
+        if let (Some(shoot), Some(new)) = (shoot, &errors)
+            && self.new.shoot_last_errors.as_ref() != Some(new)
         {
-            log_last_errors(shoot, errors);
+            log_last_errors(shoot, new);
         }
+        self.new.shoot_last_errors = errors;
     }
 
     /// Whether the status must be written: anything differs from the stored status but the
@@ -270,7 +273,8 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// Upstream's line for the Shoot's last errors, once per change of them.
+    /// Upstream's line for the Shoot's last errors, once per change of them (a pass that copies
+    /// the Shoot twice, and the next pass, log nothing more).
     #[test]
     fn changed_last_errors_of_a_failing_operation_are_logged_once() {
         #[derive(Clone, Default)]
@@ -303,6 +307,7 @@ mod tests {
         .unwrap();
         let logged = tracing::subscriber::with_default(subscriber, || {
             let mut first = StatusDraft::new(&runtime(), t("2026-01-01T00:00:00Z"));
+            first.shoot(Some(&shoot));
             first.shoot(Some(&shoot));
             let mut stored = runtime();
             stored.status = Some(first.new.clone());
