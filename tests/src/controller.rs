@@ -251,6 +251,25 @@ pub async fn start_controller_wired(
     start_with_args(args, dir).await
 }
 
+/// Makes the controller of `args` reach the KCP as `user` (a client certificate, in no group)
+/// instead of the admin, through a kubeconfig written into `dir`.
+pub fn reach_kcp_as(
+    env: &TestEnv,
+    args: &mut RunArgs,
+    dir: &tempfile::TempDir,
+    user: &str,
+) -> Result<()> {
+    let pair = env.ca().client_cert(user, &[])?;
+    let path = dir.path().join("kcp-restricted.kubeconfig");
+    crate::testenv::access::write_private(
+        &path,
+        &env.kcp()
+            .kubeconfig(user, crate::testenv::Credentials::Cert(&pair)),
+    )?;
+    args.kcp_kubeconfig_path = Some(path);
+    Ok(())
+}
+
 /// Starts a controller with `args` as built by [`controller_args`] (and changed by the
 /// test); `dir` holds its files and lives as long as it runs.
 pub async fn start_with_args(args: RunArgs, dir: tempfile::TempDir) -> Result<RunningController> {
@@ -476,10 +495,24 @@ pub async fn create(env: &TestEnv, rt: &Runtime) -> Result<Runtime> {
 
 /// Changes the Runtime's first worker pool's `maximum` (a spec change the Shoot follows).
 pub async fn set_first_pool_maximum(runtimes: &Api<Runtime>, id: &str, maximum: i32) -> Result<()> {
+    edit_first_pool(runtimes, id, |pool| {
+        pool["maximum"] = json!(maximum);
+        Ok(())
+    })
+    .await
+}
+
+/// Changes the first worker pool of the Runtime `id` with `f`, in a merge patch of the whole
+/// list (as KEB writes it).
+pub async fn edit_first_pool(
+    runtimes: &Api<Runtime>,
+    id: &str,
+    f: impl FnOnce(&mut Value) -> Result<()>,
+) -> Result<()> {
     use kube::api::{Patch, PatchParams};
     let rt = runtimes.get(id).await?;
     let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
-    workers[0]["maximum"] = json!(maximum);
+    f(&mut workers[0])?;
     runtimes
         .patch(
             id,

@@ -211,6 +211,25 @@ async fn claim_lost(
     Ok(())
 }
 
+/// [`pool::pick`] for `runtime` (runtime ID `id`), with who writes to each free `AuditLog`'s
+/// tenant taken from the Shoot cache.
+fn pick<'a>(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    all: &'a [Arc<AuditLog>],
+    id: &str,
+    take_new: bool,
+) -> Option<Pick<'a>> {
+    let region = &runtime.spec.shoot.region;
+    pool::pick(
+        all,
+        id,
+        region,
+        take_new,
+        tenant_use(reconciler, runtime, all, take_new),
+    )
+}
+
 /// Who writes to each free `AuditLog`'s tenant, from the Shoot cache (no request). The cache is
 /// scanned once, at the first question: a Runtime with a claim or reservation asks none. When
 /// `handing_out`, a stack that looks free while another Runtime's Shoot writes to it is logged:
@@ -366,13 +385,7 @@ pub async fn reserve(
         Ok(all) => all,
         Err(e) => return Some(unread(draft, condition::PROVISIONED, WHAT, &e)),
     };
-    let chosen = match pool::pick(
-        &all,
-        id,
-        region,
-        true,
-        tenant_use(reconciler, runtime, &all, true),
-    ) {
+    let chosen = match pick(reconciler, runtime, &all, id, true) {
         Some(Pick::Claimed(a) | Pick::Reserved(a)) => a,
         // No Shoot yet, so not lost: reserved like a free one.
         Some(Pick::Available(a) | Pick::Lost(a)) => {
@@ -429,13 +442,7 @@ pub async fn tenant_for_patch(
         .await
         .map_err(|e| unread(draft, condition::PROVISIONED, WHAT, &e))?;
     let region = &runtime.spec.shoot.region;
-    let chosen = match pool::pick(
-        &all,
-        id,
-        region,
-        requested,
-        tenant_use(reconciler, runtime, &all, requested),
-    ) {
+    let chosen = match pick(reconciler, runtime, &all, id, requested) {
         Some(Pick::Claimed(a)) => {
             if !requested {
                 tracing::info!(
@@ -520,14 +527,7 @@ pub async fn shoot_patch_needed(
     let all = list(reconciler)
         .await
         .map_err(|e| unread(draft, condition::CUSTOM_AUDIT_LOG_CONFIGURED, WHAT, &e))?;
-    let region = &runtime.spec.shoot.region;
-    let Some(Pick::Claimed(chosen)) = pool::pick(
-        &all,
-        id,
-        region,
-        false,
-        tenant_use(reconciler, runtime, &all, false),
-    ) else {
+    let Some(Pick::Claimed(chosen)) = pick(reconciler, runtime, &all, id, false) else {
         return Ok(None);
     };
     let Ok(tenant) = pool::tenant(chosen) else {
@@ -614,13 +614,7 @@ pub async fn configure(
         }
     };
     let region = &runtime.spec.shoot.region;
-    let chosen = match pool::pick(
-        &all,
-        id,
-        region,
-        requested,
-        tenant_use(reconciler, runtime, &all, requested),
-    ) {
+    let chosen = match pick(reconciler, runtime, &all, id, requested) {
         Some(Pick::Claimed(a)) => a,
         Some(Pick::Lost(a)) => {
             if let Err(e) = claim_lost(reconciler, a, id).await {

@@ -24,7 +24,11 @@ use serde_json::{Map, Value, json};
 /// Managers of the `Update` entries that are ours: the create and the deletion patches
 /// (`kim-controller`, from the User-Agent), the full update (`kim`), and upstream KIM's create
 /// (its binary, `manager`) on Shoots taken over from it.
-pub const OUR_UPDATE_MANAGERS: [&str; 3] = ["kim-controller", names::FIELD_MANAGER, "manager"];
+pub const OUR_UPDATE_MANAGERS: [&str; 3] = [
+    crate::context::CONTROLLER_NAME,
+    names::FIELD_MANAGER,
+    "manager",
+];
 
 /// The managedFields with what `kim`'s `Apply` entry owns taken out of our `Update` entries
 /// (entries left empty dropped); `None` when no `Update` entry of ours co-owns a field with it.

@@ -32,12 +32,7 @@ pub const RUNTIME_CLUSTER_FIELD_MANAGER: &str = "kim";
 
 /// Whether the Shoot has the `shoot-oidc-service` extension enabled (nil `disabled` = on).
 pub fn extension_enabled(shoot: &Shoot) -> bool {
-    shoot
-        .spec
-        .extensions
-        .iter()
-        .flatten()
-        .any(|e| e.type_ == extension::OIDC_SERVICE && e.disabled != Some(true))
+    shoot.spec.extension_enabled(extension::OIDC_SERVICE)
 }
 
 /// The `OpenIDConnect` specs wanted for a Runtime (upstream's rule): `default` when

@@ -856,13 +856,7 @@ async fn patch_shoot(
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
-    let acl_on = |s: &Shoot| {
-        s.spec
-            .extensions
-            .iter()
-            .flatten()
-            .any(|e| e.type_ == kim_shared::names::extension::ACL && e.disabled != Some(true))
-    };
+    let acl_on = |s: &Shoot| s.spec.extension_enabled(kim_shared::names::extension::ACL);
     if acl_on(live) && !acl_on(&converted.shoot) {
         tracing::warn!(
             "the Shoot's API server ACL is switched off: --api-server-acl-enabled is off, or the Runtime asks for no ACL"

@@ -93,12 +93,7 @@ pub fn registry_cache_missing(rt: &crate::api::Runtime, shoot: &Shoot) -> bool {
         &rt.spec.image_registry_cache,
         Some(ImageRegistryCaches::List(caches)) if !caches.is_empty()
     );
-    asks && !shoot
-        .spec
-        .extensions
-        .iter()
-        .flatten()
-        .any(|e| e.type_ == EXTENSION_TYPE && e.disabled != Some(true))
+    asks && !shoot.spec.extension_enabled(EXTENSION_TYPE)
 }
 
 /// Whether the registry cache controller read credentials Secrets in the runtime cluster that

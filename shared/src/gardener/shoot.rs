@@ -98,6 +98,16 @@ pub struct ShootSpec {
     pub tolerations: Option<Vec<Toleration>>,
 }
 
+impl ShootSpec {
+    /// Whether the extension of `type_` is listed and not `disabled` (absent means on).
+    pub fn extension_enabled(&self, type_: &str) -> bool {
+        self.extensions
+            .iter()
+            .flatten()
+            .any(|e| e.type_ == type_ && e.disabled != Some(true))
+    }
+}
+
 /// `spec.accessRestrictions[]`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct AccessRestrictionWithOptions {

@@ -45,6 +45,14 @@ fn types(spec: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The index of the `shoot-dns-service` extension in a Shoot's JSON.
+fn dns_index(shoot: &Value) -> usize {
+    types(&shoot["spec"])
+        .iter()
+        .position(|t| t == "shoot-dns-service")
+        .unwrap()
+}
+
 /// `converter.dns` of an external DNS provider.
 fn external_dns(cfg: &mut kim_shared::config::KimConfig) {
     cfg.converter.dns.secret_name = "dns".into();
@@ -94,21 +102,8 @@ fn dns_credentials_by_secret_name_are_moved_to_the_references_of_today() {
     old["spec"]["dns"]["providers"] = json!([{
         "domains": {"include": [domain]}, "primary": true, "secretName": "dns", "type": "aws-route53"
     }]);
-    let dns_extension = |spec: &Value| {
-        spec["extensions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["type"] == "shoot-dns-service")
-            .cloned()
-            .unwrap()
-    };
-    let index = old["spec"]["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|e| e["type"] == "shoot-dns-service")
-        .unwrap();
+    let dns_extension = |shoot: &Value| shoot["spec"]["extensions"][dns_index(shoot)].clone();
+    let index = dns_index(&old);
     old["spec"]["extensions"][index]["providerConfig"]["providers"] = json!([{
         "domains": {"include": [domain]}, "secretName": "dns", "type": "aws-route53"
     }]);
@@ -126,26 +121,18 @@ fn dns_credentials_by_secret_name_are_moved_to_the_references_of_today() {
     assert_eq!(provider.secret_name, None);
     assert_eq!(provider.credentials_ref.as_ref().unwrap().name, "dns");
     assert_eq!(
-        dns_extension(&json(&patched)["spec"]),
-        dns_extension(&json(&created)["spec"])
+        dns_extension(&json(&patched)),
+        dns_extension(&json(&created))
     );
 
     // Once moved, the live extension is kept as it is, keys the extension's config does not
     // have included.
     let mut moved = json(&patched);
-    let index = moved["spec"]["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|e| e["type"] == "shoot-dns-service")
-        .unwrap();
+    let index = dns_index(&moved);
     moved["spec"]["extensions"][index]["providerConfig"]["someoneElses"] = json!(1);
     let moved: Shoot = serde_json::from_value(moved).unwrap();
     let again = json(&to_shoot(&rt, &cfg, Some(&moved)).unwrap().shoot);
-    assert_eq!(
-        dns_extension(&again["spec"])["providerConfig"]["someoneElses"],
-        1
-    );
+    assert_eq!(dns_extension(&again)["providerConfig"]["someoneElses"], 1);
 }
 
 /// A live Shoot under another domain (made under another `domainPrefix`) keeps its DNS and
@@ -160,12 +147,7 @@ fn dns_under_another_domain_is_kept() {
     let old_domain = format!("{}.old.example.com", rt.spec.shoot.name);
     live["spec"]["dns"]["domain"] = json!(old_domain);
     live["spec"]["dns"]["providers"][0]["domains"]["include"] = json!([old_domain]);
-    let index = live["spec"]["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|e| e["type"] == "shoot-dns-service")
-        .unwrap();
+    let index = dns_index(&live);
     live["spec"]["extensions"][index]["providerConfig"]["providers"][0]["domains"]["include"] =
         json!([old_domain]);
     let kept = live["spec"]["extensions"][index].clone();
@@ -184,12 +166,7 @@ fn dns_without_providers_is_kept() {
     external_dns(&mut cfg);
     let mut live = json(&to_shoot(&rt, &cfg, None).unwrap().shoot);
     live["spec"]["dns"] = json!({"domain": "old.example.com"});
-    let index = live["spec"]["extensions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|e| e["type"] == "shoot-dns-service")
-        .unwrap();
+    let index = dns_index(&live);
     let kept = json!({"apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
         "kind": "DNSConfig", "providers": null, "syncProvidersFromShootSpecDNS": true});
     live["spec"]["extensions"][index]["providerConfig"] = kept.clone();

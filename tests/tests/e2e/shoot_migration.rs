@@ -21,22 +21,21 @@ use kube::api::PostParams;
 /// that the test cloud profile offers.
 const OLD_VERSION: &str = "1.33.9";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn shoot_with_secret_binding_name_is_migrated_and_becomes_ready() -> Result<()> {
-    let env = TestEnv::shared().await?;
-    let ns = env.namespace("ctl-migrate").await?;
-    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
-    let mut rt = sample_runtime(&ns, &id)?;
+/// The sample Runtime at [`OLD_VERSION`].
+fn runtime_at_old_version(ns: &str, id: &str) -> Result<kim_shared::api::Runtime> {
+    let mut rt = sample_runtime(ns, id)?;
     if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
         k.version = Some(OLD_VERSION.into());
     }
+    Ok(rt)
+}
 
-    // The Shoot as upstream KIM created it before this controller took over.
-    let ctl = start_controller(env, &ns, &[]).await?;
-    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
-        ctl.dir.path().join("converter_config.json"),
-    ))?;
-    let converted = kim_shared::convert::to_shoot(&rt, &cfg, None)?;
+/// The structured-auth ConfigMap of `converted` in the Gardener project, as upstream KIM
+/// created it before the Shoot.
+async fn create_structured_auth(
+    env: &TestEnv,
+    converted: &kim_shared::convert::Converted,
+) -> Result<()> {
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(
         env.garden_client().await?,
         kim_tests::fixtures::PROJECT_NAMESPACE,
@@ -44,6 +43,23 @@ async fn shoot_with_secret_binding_name_is_migrated_and_becomes_ready() -> Resul
     if let Some(cm) = &converted.structured_auth {
         cms.create(&PostParams::default(), cm).await?;
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shoot_with_secret_binding_name_is_migrated_and_becomes_ready() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-migrate").await?;
+    let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = runtime_at_old_version(&ns, &id)?;
+
+    // The Shoot as upstream KIM created it before this controller took over.
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let cfg = kim_shared::config::KimConfig::load(&kim_shared::config::ConfigPaths::new(
+        ctl.dir.path().join("converter_config.json"),
+    ))?;
+    let converted = kim_shared::convert::to_shoot(&rt, &cfg, None)?;
+    create_structured_auth(env, &converted).await?;
     let mut old = converted.shoot;
     old.spec.secret_binding_name = old.spec.credentials_binding_name.take();
     old.metadata
@@ -188,10 +204,7 @@ async fn dns_credentials_by_secret_name_are_migrated() -> Result<()> {
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-dns-migrate").await?;
     let id = format!("rt-{}", &ns[ns.len().saturating_sub(6)..]);
-    let mut rt = sample_runtime(&ns, &id)?;
-    if let Some(k) = rt.spec.shoot.kubernetes.as_mut() {
-        k.version = Some(OLD_VERSION.into());
-    }
+    let rt = runtime_at_old_version(&ns, &id)?;
     let (args, dir) = controller_args(env, &ns, &[]).await?;
     let path = dir.path().join("converter_config.json");
     let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
@@ -204,11 +217,7 @@ async fn dns_credentials_by_secret_name_are_migrated() -> Result<()> {
     // The Shoot as upstream KIM created it (its create's field manager is `manager`).
     let converted = kim_shared::convert::to_shoot(&rt, &cfg, None)?;
     let garden = env.garden_client().await?;
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(garden.clone(), kim_tests::fixtures::PROJECT_NAMESPACE);
-    if let Some(cm) = &converted.structured_auth {
-        cms.create(&PostParams::default(), cm).await?;
-    }
+    create_structured_auth(env, &converted).await?;
     // The DNS provider's credentials, which Gardener resolves.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(garden.clone(), kim_tests::fixtures::PROJECT_NAMESPACE);

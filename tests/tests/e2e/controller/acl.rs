@@ -220,7 +220,6 @@ async fn acl_flag_without_the_config_map_name_refuses_to_start() -> Result<()> {
 /// and the KCP's addresses would lock them out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_runtime_with_an_acl_waits_while_the_config_map_cannot_be_read() -> Result<()> {
-    use kim_tests::testenv::Credentials;
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-acl-unread").await?;
     let kcp = env.kcp_client().await?;
@@ -232,13 +231,7 @@ async fn a_runtime_with_an_acl_waits_while_the_config_map_cannot_be_read() -> Re
     super::audit_log::bind_deployed_role_without(&kcp, &ns, &user, Some("configmaps")).await?;
     let (mut args, dir) = controller_args(env, &ns, &["--api-server-acl-enabled"]).await?;
     set_acl_config_map(&args.converter_config_filepath, Some(CONFIG_MAP))?;
-    let pair = env.ca().client_cert(&user, &[])?;
-    let path = dir.path().join("kcp-restricted.kubeconfig");
-    kim_tests::testenv::access::write_private(
-        &path,
-        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
-    )?;
-    args.kcp_kubeconfig_path = Some(path);
+    reach_kcp_as(env, &mut args, &dir, &user)?;
     let ctl = start_with_args(args, dir).await?;
 
     let id = format!("aclu-{suffix}");

@@ -41,7 +41,7 @@ use kim_tests::controller::{
     KillableController, controller_args, create, eventually, sample_runtime, wait_state,
 };
 use kim_tests::fixtures;
-use kim_tests::testenv::{Credentials, TestEnv, TestEnvOptions, repo_root};
+use kim_tests::testenv::{TestEnv, TestEnvOptions, repo_root};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -149,13 +149,7 @@ pub(super) async fn bind_deployed_role_without(
 async fn start(env: &TestEnv, ns: &str, user: &str, dedicated: bool) -> Result<KillableController> {
     let flag = format!("--dedicated-audit-logging-enabled={dedicated}");
     let (mut args, dir) = controller_args(env, ns, &[flag.as_str()]).await?;
-    let pair = env.ca().client_cert(user, &[])?;
-    let path = dir.path().join("kcp-restricted.kubeconfig");
-    kim_tests::testenv::access::write_private(
-        &path,
-        &env.kcp().kubeconfig(user, Credentials::Cert(&pair)),
-    )?;
-    args.kcp_kubeconfig_path = Some(path);
+    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, user)?;
     Ok(
         KillableController::start_with_args(args, dir, Some(log_dispatch()))
             .await?

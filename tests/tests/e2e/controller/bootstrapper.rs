@@ -25,7 +25,7 @@ use kim_tests::controller::{
     annotate_runtime, controller_args, create, eventually, sample_runtime, start_controller,
     start_with_args, wait_state,
 };
-use kim_tests::testenv::{Ca, Credentials, TestEnv, TestEnvOptions};
+use kim_tests::testenv::{Ca, TestEnv, TestEnvOptions};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -433,14 +433,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     )
     .await
     .unwrap();
-    let pair = env.ca().client_cert(&user, &[]).unwrap();
-    let kcp_path = dir.path().join("kcp-restricted.kubeconfig");
-    kim_tests::testenv::access::write_private(
-        &kcp_path,
-        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
-    )
-    .unwrap();
-    args.kcp_kubeconfig_path = Some(kcp_path);
+    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
     let ctl = start_with_args(args, dir).await.unwrap();
     annotate_runtime(
         &runtimes,

@@ -799,7 +799,6 @@ async fn an_audit_log_release_that_fails_holds_the_finalizer_not_the_shoot_delet
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_gardener_cluster_delete_is_said_on_the_runtime() -> Result<()> {
     use k8s_openapi::api::rbac::v1::Role;
-    use kim_tests::testenv::Credentials;
     let env = TestEnv::shared().await?;
     let ns = env.namespace("ctl-gc-refused").await?;
     let kcp = env.kcp_client().await?;
@@ -807,13 +806,7 @@ async fn a_refused_gardener_cluster_delete_is_said_on_the_runtime() -> Result<()
     let user = format!("kim-gc-refused-{suffix}");
     super::audit_log::bind_deployed_role(&kcp, &ns, &user).await?;
     let (mut args, dir) = controller_args(env, &ns, &[]).await?;
-    let pair = env.ca().client_cert(&user, &[])?;
-    let path = dir.path().join("kcp-restricted.kubeconfig");
-    kim_tests::testenv::access::write_private(
-        &path,
-        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
-    )?;
-    args.kcp_kubeconfig_path = Some(path);
+    reach_kcp_as(env, &mut args, &dir, &user)?;
     let ctl = start_with_args(args, dir).await?;
     let id = format!("gcref-{suffix}");
     let rt = sample_runtime(&ns, &id)?;

@@ -466,31 +466,6 @@ fn first_pool_labels(shoot: &Shoot) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Changes the first pool's labels of the Runtime `id`: `f` edits the label map (a merge
-/// patch of the whole list, as KEB writes it).
-async fn edit_first_pool_labels(
-    runtimes: &Api<Runtime>,
-    id: &str,
-    f: impl FnOnce(&mut serde_json::Map<String, Value>),
-) -> Result<()> {
-    let rt = runtimes.get(id).await?;
-    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
-    let labels = workers[0]
-        .as_object_mut()
-        .context("a worker pool is an object")?
-        .entry("labels")
-        .or_insert_with(|| json!({}));
-    f(labels.as_object_mut().context("labels are a map")?);
-    runtimes
-        .patch(
-            id,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
-        )
-        .await?;
-    Ok(())
-}
-
 /// What the Shoot's create set and the patch leaves out on purpose.
 fn create_only(shoot: &Shoot) -> Result<Value> {
     let spec = serde_json::to_value(&shoot.spec)?;
@@ -550,8 +525,12 @@ async fn a_field_the_conversion_stops_setting_leaves_the_shoot() -> Result<()> {
     let before = raw.get(&shoot_name).await?.data["spec"].clone();
 
     // A label removed from the Runtime is removed from the Shoot.
-    edit_first_pool_labels(&runtimes, &id, |labels| {
-        labels.remove("team");
+    edit_first_pool(&runtimes, &id, |pool| {
+        pool["labels"]
+            .as_object_mut()
+            .context("the pool's labels")?
+            .remove("team");
+        Ok(())
     })
     .await?;
     eventually(

@@ -11,7 +11,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kim_shared::api::runtime_access::RuntimeAccess;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_tests::controller::*;
-use kim_tests::testenv::{Credentials, TestEnv};
+use kim_tests::testenv::TestEnv;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -103,13 +103,7 @@ async fn controller_works_with_exactly_the_deployed_rbac() -> Result<()> {
     // The controller's KCP identity: that user, in no group. Gardener stays the project
     // admin (a separate cluster and kubeconfig in a deployment).
     let (mut args, dir) = controller_args(env, &ns, &["--leader-elect"]).await?;
-    let pair = env.ca().client_cert(&user, &[])?;
-    let kcp_path = dir.path().join("kcp-restricted.kubeconfig");
-    kim_tests::testenv::access::write_private(
-        &kcp_path,
-        &env.kcp().kubeconfig(&user, Credentials::Cert(&pair)),
-    )?;
-    args.kcp_kubeconfig_path = Some(kcp_path);
+    reach_kcp_as(env, &mut args, &dir, &user)?;
     let ctl = start_with_args(args, dir).await?;
 
     // The flow; whatever its outcome, the audit log is checked for refusals first, so that a
