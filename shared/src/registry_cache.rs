@@ -509,6 +509,13 @@ pub enum ConfigState {
 pub const REASON_GARDEN_CONFIGURATION_FAILED: &str =
     "RegistryCacheGardenClusterConfigurationFailed";
 
+/// Reason of the runtime cluster's condition when the Runtime cannot become a Shoot patch.
+pub const REASON_EXTENSION_CONFIGURATION_FAILED: &str = "RegistryCacheExtensionConfigurationFailed";
+
+/// Message of the runtime cluster's condition with [`REASON_EXTENSION_CONFIGURATION_FAILED`].
+pub const MESSAGE_EXTENSION_CONFIGURATION_FAILED: &str =
+    "failed to apply registry cache configuration";
+
 /// The status of a `RegistryCacheConfig` after setting its `RegistryCacheConfigured`
 /// condition: the other conditions are kept, the transition time moves only with the status.
 pub fn config_status(

@@ -46,7 +46,12 @@ pub async fn apply(
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
-        return Ok(conversion_failed(draft, &msg));
+        return Ok(match shoot.as_deref() {
+            Some(s) if super::delete::shoot_is_of(s, &reconciler.runtime_id(runtime)) => {
+                patch_conversion_failed(reconciler, runtime, draft, &msg).await
+            }
+            _ => conversion_failed(draft, &msg),
+        });
     }
 
     let Some(shoot) = shoot else {
@@ -518,9 +523,10 @@ async fn prepare(
     let converted =
         match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {
             Ok(c) => c,
-            Err(e) => {
-                return Err(conversion_failed(draft, &e));
+            Err(e) if live.is_some() => {
+                return Err(patch_conversion_failed(reconciler, runtime, draft, &e).await);
             }
+            Err(e) => return Err(conversion_failed(draft, &e)),
         };
     // Before a create, once per generation: a retried create reuses the ConfigMap already
     // written (and does not reset its settling time).
@@ -670,6 +676,21 @@ fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> 
     );
     draft.state(RuntimeState::Failed);
     Action::await_change()
+}
+
+/// [`conversion_failed`] for a Runtime whose Shoot exists: on the first pass of the
+/// generation, its runtime cluster's `RegistryCacheConfig`s also say that they will not be
+/// applied.
+async fn patch_conversion_failed(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+    cause: &(dyn std::fmt::Display + Sync),
+) -> Action {
+    if !draft.conversion_failed_before() {
+        super::registry_cache::on_conversion_failed(reconciler, runtime).await;
+    }
+    conversion_failed(draft, cause)
 }
 
 /// Reads the live Shoot as Gardener stores it (every field, with its resourceVersion), applies

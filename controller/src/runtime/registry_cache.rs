@@ -372,6 +372,47 @@ pub async fn after_provisioned(
     None
 }
 
+/// The Runtime's Shoot exists but the Runtime cannot become its patch (it is `Failed` with
+/// `ConversionErr` until its spec changes; upstream's `setRegistryCacheStatusFailed`): the
+/// `RegistryCacheConfig`s turn `Error`, so that the runtime cluster's users see that their
+/// caches will not be applied rather than `Pending` for good. Failures are logged.
+pub async fn on_conversion_failed(
+    reconciler: &super::Reconciler,
+    runtime: &kim_shared::api::Runtime,
+) {
+    let caches = runtime.spec.image_registry_caches();
+    if !reconciler.ctx.settings.registry_cache.enabled || caches.is_empty() {
+        return;
+    }
+    let runtime_id = reconciler.runtime_id(runtime);
+    let work = async {
+        match reconciler
+            .runtime_cluster_client(runtime, &runtime_id, None)
+            .await
+        {
+            Ok(client) => {
+                set_config_states(
+                    &client,
+                    caches,
+                    ConfigState::Failed,
+                    rc::REASON_EXTENSION_CONFIGURATION_FAILED,
+                    rc::MESSAGE_EXTENSION_CONFIGURATION_FAILED,
+                )
+                .await
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "cannot reach the runtime cluster to set the RegistryCacheConfig status")
+            }
+        }
+    };
+    if tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, work)
+        .await
+        .is_err()
+    {
+        tracing::info!("timed out setting the RegistryCacheConfig status");
+    }
+}
+
 /// When the Runtime is deleted and its Shoot is gone: every garden Secret of the Runtime goes,
 /// with the registry cache on or off (off, nothing else would delete them).
 pub async fn on_delete(

@@ -163,6 +163,17 @@ impl StatusDraft {
             .find(|c| c.type_ == type_)
     }
 
+    /// Whether the stored status already says that this generation cannot become a Shoot
+    /// (`Failed`, `Provisioned` with `ConversionErr`).
+    pub fn conversion_failed_before(&self) -> bool {
+        self.old.state == RuntimeState::Failed
+            && self.old.conditions.iter().flatten().any(|c| {
+                c.type_ == kim_shared::names::condition::PROVISIONED
+                    && c.reason == kim_shared::names::reason::CONVERSION_ERR
+                    && c.observed_generation == self.generation
+            })
+    }
+
     /// Marks the spec generation as handled.
     pub fn observed(&mut self) {
         self.new.observed_generation = self.generation;
@@ -463,6 +474,49 @@ mod tests {
         let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:06Z"));
         d.shoot(Some(&same));
         assert!(!d.changed());
+    }
+
+    /// Only a stored `Failed`/`ConversionErr` of the same generation counts as said before.
+    #[test]
+    fn a_conversion_failure_is_said_before_only_for_its_generation() {
+        let mut stored = runtime();
+        let fail = |d: &mut StatusDraft| {
+            d.set(
+                condition::PROVISIONED,
+                CondStatus::False,
+                reason::CONVERSION_ERR,
+                "Runtime conversion error x",
+            );
+            d.state(RuntimeState::Failed);
+        };
+        let mut d = StatusDraft::new(&stored, t("2026-01-01T00:00:00Z"));
+        assert!(!d.conversion_failed_before(), "nothing stored");
+        fail(&mut d);
+        assert!(
+            !d.conversion_failed_before(),
+            "the draft is not the stored status"
+        );
+        stored.status = Some(d.new.clone());
+        assert!(StatusDraft::new(&stored, t("2026-01-01T00:00:01Z")).conversion_failed_before());
+
+        let mut next = stored.clone();
+        next.metadata.generation = Some(4);
+        assert!(!StatusDraft::new(&next, t("2026-01-01T00:00:02Z")).conversion_failed_before());
+
+        let mut pending = stored.clone();
+        pending.status.as_mut().unwrap().state = RuntimeState::Pending;
+        assert!(!StatusDraft::new(&pending, t("2026-01-01T00:00:03Z")).conversion_failed_before());
+
+        let mut other = stored;
+        let mut d = StatusDraft::new(&other, t("2026-01-01T00:00:04Z"));
+        d.set(
+            condition::PROVISIONED,
+            CondStatus::False,
+            reason::GARDENER_ERR,
+            "refused",
+        );
+        other.status = Some(d.new);
+        assert!(!StatusDraft::new(&other, t("2026-01-01T00:00:05Z")).conversion_failed_before());
     }
 
     #[test]

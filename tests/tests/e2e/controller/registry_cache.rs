@@ -542,6 +542,28 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         wait_for(&runtimes, &id, type_, "False", &refusal).await;
         let rt = runtimes.get(&id).await.unwrap();
         assert_eq!(condition_of(&rt, type_).unwrap().1, why, "{attack}");
+        // The runtime cluster's users see the failure on the benign config too, with the
+        // reason of the step that failed.
+        let (config_reason, config_message) = if why == reason::CONVERSION_ERR {
+            (
+                rc::REASON_EXTENSION_CONFIGURATION_FAILED,
+                rc::MESSAGE_EXTENSION_CONFIGURATION_FAILED,
+            )
+        } else {
+            (rc::REASON_GARDEN_CONFIGURATION_FAILED, refusal.as_str())
+        };
+        let quay_now = configs.get("quay").await.unwrap().data["status"].clone();
+        assert_eq!(quay_now["state"], "Error", "{attack}: {quay_now}");
+        let quay_condition = &quay_now["conditions"][0];
+        assert_eq!(quay_condition["type"], condition::REGISTRY_CACHE_CONFIGURED);
+        assert_eq!(quay_condition["reason"], config_reason, "{attack}");
+        assert!(
+            quay_condition["message"]
+                .as_str()
+                .unwrap()
+                .contains(config_message),
+            "{attack}: {quay_condition}"
+        );
         let all: Vec<Secret> = Api::<Secret>::namespaced(garden.clone(), PROJECT_NAMESPACE)
             .list(&ListParams::default())
             .await
