@@ -22,13 +22,30 @@ use kube::{Api, ResourceExt};
 use serde_json::{Map, Value, json};
 
 /// Managers of the `Update` entries that are ours: the create and the deletion patches
-/// (`kim-controller`, from the User-Agent), the full update (`kim`), and upstream KIM's create
-/// (its binary, `manager`) on Shoots taken over from it.
-pub const OUR_UPDATE_MANAGERS: [&str; 3] = [
-    crate::context::CONTROLLER_NAME,
-    names::FIELD_MANAGER,
-    "manager",
-];
+/// (`kim-controller`, from the User-Agent) and the full update (`kim`).
+pub const OUR_UPDATE_MANAGERS: [&str; 2] = [crate::context::CONTROLLER_NAME, names::FIELD_MANAGER];
+
+/// Manager of upstream KIM's create (client-go names it after the binary, `manager` in
+/// upstream's image) on Shoots taken over from it. Any tool built with kubebuilder's defaults
+/// has that name, so its entry counts as ours only when it holds what upstream's create writes
+/// and nothing else does: the runtime-id annotation.
+const UPSTREAM_CREATE_MANAGER: &str = "manager";
+
+/// Whether `entry` is an `Update` of ours (see [`OUR_UPDATE_MANAGERS`] and
+/// [`UPSTREAM_CREATE_MANAGER`]).
+fn is_our_update(entry: &ManagedFieldsEntry) -> bool {
+    if entry.operation.as_deref() != Some("Update") || !is_main_resource(entry) {
+        return false;
+    }
+    match entry.manager.as_deref() {
+        Some(m) if OUR_UPDATE_MANAGERS.contains(&m) => true,
+        Some(UPSTREAM_CREATE_MANAGER) => fields(entry).is_some_and(|f| {
+            let key = format!("f:{}", names::SHOOT_ANNOTATION_RUNTIME_ID);
+            get_at(f, &["f:metadata", "f:annotations", &key]).is_some()
+        }),
+        _ => false,
+    }
+}
 
 /// The managedFields with what `kim`'s `Apply` entry owns taken out of our `Update` entries
 /// (entries left empty dropped); `None` when no `Update` entry of ours co-owns a field with it.
@@ -43,13 +60,7 @@ pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFie
     let mut changed = false;
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
-        let ours = entry.operation.as_deref() == Some("Update")
-            && entry
-                .manager
-                .as_deref()
-                .is_some_and(|m| OUR_UPDATE_MANAGERS.contains(&m))
-            && is_main_resource(entry)
-            && entry.api_version == apply.api_version;
+        let ours = is_our_update(entry) && entry.api_version == apply.api_version;
         let Some(owned) = fields(entry).filter(|_| ours) else {
             out.push(entry.clone());
             continue;
@@ -324,11 +335,6 @@ mod tests {
                 "Update",
                 json!({"f:spec": {"f:provider": {"f:workers": {}}}}),
             ),
-            entry(
-                "manager",
-                "Update",
-                json!({"f:spec": {"f:provider": {"f:workers": {}}}}),
-            ),
             entry("gardener-controller-manager", "Update", apply.clone()),
             entry("kim", "Apply", apply),
         ];
@@ -343,6 +349,34 @@ mod tests {
                 (Some("gardener-controller-manager"), Some("Update")),
                 (Some("kim"), Some("Apply"))
             ]
+        );
+    }
+
+    /// Upstream's create is told from another tool named `manager` by the runtime-id
+    /// annotation it writes.
+    #[test]
+    fn a_manager_entry_is_ours_only_with_the_runtime_id_annotation() {
+        let workers = json!({"f:provider": {"f:workers": {}}});
+        let annotation = format!("f:{}", names::SHOOT_ANNOTATION_RUNTIME_ID);
+        let upstream_create = json!({
+            "f:metadata": {"f:annotations": {".": {}, annotation.clone(): {}}},
+            "f:spec": workers,
+        });
+        let other_tool = json!({
+            "f:metadata": {"f:annotations": {".": {}, "f:team": {}}},
+            "f:spec": workers,
+        });
+        let apply = entry("kim", "Apply", json!({"f:spec": workers}));
+        let after = without_co_owned(&[entry("manager", "Update", upstream_create), apply.clone()])
+            .expect("upstream's create co-owns the workers");
+        assert_eq!(
+            fields_of(&after, "manager", "Update"),
+            Some(json!({"f:metadata": {"f:annotations": {".": {}, annotation: {}}}}))
+        );
+        assert_eq!(
+            without_co_owned(&[entry("manager", "Update", other_tool), apply]),
+            None,
+            "another tool named manager keeps what it owns"
         );
     }
 
