@@ -82,31 +82,45 @@ pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFie
 
 /// Takes the releasable fields `kim`'s apply owns out of our `Update` entries of `shoot` (the
 /// live Shoot before an apply, or the apply's answer), in one JSON patch that holds only while
-/// the Shoot is still at its resourceVersion. `Ok(false)` when there was nothing to take out. A
-/// Shoot written in between refuses the patch (422); the next read is compared again.
+/// the Shoot is still at its resourceVersion. `Ok(false)` when there was nothing to take out.
+/// A Shoot written in between refuses the patch (422): Gardener writes the status as soon as
+/// an apply raised the generation, so the Shoot is read again and compared anew, up to
+/// [`HAND_OVER_ATTEMPTS`] times.
 pub async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) -> Result<bool, kube::Error> {
-    let Some(entries) = shoot
-        .metadata
-        .managed_fields
-        .as_deref()
-        .and_then(without_co_owned)
-    else {
-        return Ok(false);
-    };
-    let patch = json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": shoot.resource_version()},
-        {"op": "replace", "path": "/metadata/managedFields", "value": entries},
-    ]);
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-    api.patch(
-        &shoot.name_any(),
-        &PatchParams::default(),
-        &Patch::Json::<()>(patch),
-    )
-    .await?;
-    Ok(true)
+    let name = shoot.name_any();
+    let mut read_again: Option<Shoot> = None;
+    for attempt in 1..=HAND_OVER_ATTEMPTS {
+        let current = read_again.as_ref().unwrap_or(shoot);
+        let Some(entries) = current
+            .metadata
+            .managed_fields
+            .as_deref()
+            .and_then(without_co_owned)
+        else {
+            return Ok(false);
+        };
+        let patch = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": current.resource_version()},
+            {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+        ]);
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 422 && attempt < HAND_OVER_ATTEMPTS => {
+                read_again = Some(api.get(&name).await?);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }
+
+/// Attempts of [`hand_over`] against a Shoot that others keep writing.
+const HAND_OVER_ATTEMPTS: u32 = 3;
 
 /// The parts of a Shoot whose content the Runtime or the configuration decide as a whole, so
 /// that what the conversion no longer writes there is meant to go: the worker pools, the

@@ -284,6 +284,27 @@ async fn dns_credentials_by_secret_name_are_migrated() -> Result<()> {
         }]),
         "the DNS extension names the credentials as a resource"
     );
+    // Upstream's create entry hands what the apply writes of a worker pool over to it, and
+    // keeps the rest.
+    let create_entry = shoot["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|m| {
+            m.iter()
+                .find(|e| e["manager"] == "manager" && e["operation"] == "Update")
+        })
+        .context("upstream's create entry")?;
+    let owned = &create_entry["fieldsV1"];
+    assert!(
+        owned["f:metadata"]["f:annotations"]
+            .get(format!("f:{}", names::SHOOT_ANNOTATION_RUNTIME_ID))
+            .is_some(),
+        "{create_entry}"
+    );
+    let pool = &owned["f:spec"]["f:provider"]["f:workers"]["k:{\"name\":\"cpu-worker-0\"}"];
+    assert!(
+        pool.get("f:maximum").is_none() && pool.get("f:machine").is_some(),
+        "the apply owns the pool's size alone: {create_entry}"
+    );
     ctl.stop().await;
     Ok(())
 }
