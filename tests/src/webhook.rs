@@ -216,11 +216,11 @@ async fn watch_cloud_profiles(
         .iter()
         .find(|p| p.ends_with("garden.kubeconfig"))
         .unwrap();
-    let client = kim_webhook::profiles::gardener_client(garden)
+    let gardener = kim_webhook::profiles::gardener_client(garden)
         .await
         .unwrap();
     let mut rx = stop;
-    let profiles = kim_webhook::profiles::CloudProfiles::start(client, async move {
+    let profiles = kim_webhook::profiles::CloudProfiles::start(gardener, async move {
         let _ = rx.wait_for(|v| *v).await;
     });
     for _ in 0..600 {

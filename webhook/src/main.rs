@@ -81,10 +81,10 @@ fn main() -> ExitCode {
             };
             if let Some(path) = args.gardener_kubeconfig_path.clone() {
                 match runtime.block_on(kim_webhook::profiles::gardener_client(&path)) {
-                    Ok(client) => {
+                    Ok(gardener) => {
                         let _entered = runtime.enter();
                         ctx.cloud_profiles = Some(kim_webhook::profiles::CloudProfiles::start(
-                            client,
+                            gardener,
                             std::future::pending(),
                         ));
                     }

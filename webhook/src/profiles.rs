@@ -95,6 +95,39 @@ impl Resource for WatchedProfile {
 pub struct CloudProfiles {
     store: Store<WatchedProfile>,
     health: Mutex<Health>,
+    answers: Answers,
+}
+
+/// When Gardener last answered a request of the client with success. A watch that starts
+/// again after a failure sends no event until a profile changes (kube-runtime's watcher
+/// resumes at its resourceVersion), so its answer is what says the profiles are confirmed
+/// again.
+#[derive(Clone, Debug, Default)]
+pub struct Answers(Arc<Mutex<Option<Instant>>>);
+
+impl Answers {
+    fn record(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    fn last(&self) -> Option<Instant> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The read-only Gardener client ([`gardener_client`]) and its successful answers.
+#[derive(Clone)]
+pub struct GardenerClient {
+    /// The client.
+    pub client: kube::Client,
+    /// Its successful answers.
+    pub answers: Answers,
 }
 
 impl std::fmt::Debug for CloudProfiles {
@@ -109,22 +142,40 @@ impl std::fmt::Debug for CloudProfiles {
 struct Health {
     /// A complete list has been cached.
     synced: bool,
-    /// The watch's last step succeeded.
-    healthy: bool,
-    /// When the watch last succeeded.
-    last_ok: Option<Instant>,
+    /// When the watch last delivered an event.
+    last_event: Option<Instant>,
+    /// When the watch last failed.
+    last_error: Option<Instant>,
+}
+
+impl Health {
+    /// Seconds since Gardener last confirmed the profiles (an event, or a successful answer
+    /// `answered`): 0 when that came after the last failure, -1 before the first list.
+    fn age(&self, answered: Option<Instant>, now: Instant) -> i64 {
+        let confirmed = self.last_event.max(answered);
+        match (self.synced, confirmed, self.last_error) {
+            (false, _, _) | (_, None, _) => -1,
+            (true, Some(_), None) => 0,
+            (true, Some(ok), Some(failed)) if ok > failed => 0,
+            (true, Some(ok), Some(_)) => {
+                i64::try_from(now.saturating_duration_since(ok).as_secs()).unwrap_or(i64::MAX)
+            }
+        }
+    }
 }
 
 impl CloudProfiles {
     /// Starts watching the CloudProfiles with `client` until `stop` resolves.
     pub fn start(
-        client: kube::Client,
+        gardener: GardenerClient,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Arc<Self> {
+        let GardenerClient { client, answers } = gardener;
         let (store, writer) = reflector::store();
         let me = Arc::new(Self {
             store,
             health: Mutex::new(Health::default()),
+            answers,
         });
         let api: Api<WatchedProfile> = Api::all(client);
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
@@ -169,6 +220,7 @@ impl CloudProfiles {
         Arc::new(Self {
             store,
             health: Mutex::new(Health::default()),
+            answers: Answers::default(),
         })
     }
 
@@ -182,6 +234,7 @@ impl CloudProfiles {
         let me = Arc::new(Self {
             store,
             health: Mutex::new(Health::default()),
+            answers: Answers::default(),
         });
         me.observe_ok(true);
         me
@@ -196,8 +249,7 @@ impl CloudProfiles {
             tracing::info!(profiles = self.store.state().len(), "CloudProfiles cached");
         }
         h.synced |= init_done;
-        h.healthy = true;
-        h.last_ok = Some(Instant::now());
+        h.last_event = Some(Instant::now());
     }
 
     fn observe_error(&self) {
@@ -205,7 +257,7 @@ impl CloudProfiles {
             .health
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        h.healthy = false;
+        h.last_error = Some(Instant::now());
     }
 
     /// Ready once a complete list of CloudProfiles is cached.
@@ -228,25 +280,21 @@ impl CloudProfiles {
     }
 
     /// Seconds the cached profiles have not been confirmed by Gardener: 0 while the watch is
-    /// healthy, the time since it last succeeded while Gardener cannot be reached, -1 before
-    /// the first list.
+    /// healthy (no failure since Gardener last sent an event or answered), the time since
+    /// Gardener last did while it fails, -1 before the first list.
     pub fn age_seconds(&self) -> i64 {
         let h = self
             .health
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match (h.synced, h.healthy, h.last_ok) {
-            (false, _, _) | (_, _, None) => -1,
-            (true, true, Some(_)) => 0,
-            (true, false, Some(t)) => i64::try_from(t.elapsed().as_secs()).unwrap_or(i64::MAX),
-        }
+        h.age(self.answers.last(), Instant::now())
     }
 }
 
 /// Reads the kubeconfig at `path` (`--gardener-kubeconfig-path`) and builds the read-only
 /// Gardener client: https with certificate verification only (as the controller's client),
 /// GET requests on [`ALLOWED_PATHS`] only, a timeout for the response headers.
-pub async fn gardener_client(path: &Path) -> anyhow::Result<kube::Client> {
+pub async fn gardener_client(path: &Path) -> anyhow::Result<GardenerClient> {
     let shown = path.display();
     let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
         anyhow::anyhow!("--gardener-kubeconfig-path {shown}: cannot read a kubeconfig ({e})")
@@ -269,17 +317,29 @@ pub async fn gardener_client(path: &Path) -> anyhow::Result<kube::Client> {
     crate::identify(&mut config);
     let builder = ClientBuilder::try_from(config)
         .map_err(|e| anyhow::anyhow!("--gardener-kubeconfig-path {shown}: {e}"))?;
-    Ok(builder.with_layer(&ReadOnlyLayer).build())
+    let answers = Answers::default();
+    let layer = ReadOnlyLayer {
+        answers: answers.clone(),
+    };
+    Ok(GardenerClient {
+        client: builder.with_layer(&layer).build(),
+        answers,
+    })
 }
 
-/// Refuses every request but a GET of [`ALLOWED_PATHS`].
-#[derive(Clone, Copy, Debug)]
-pub struct ReadOnlyLayer;
+/// Refuses every request but a GET of [`ALLOWED_PATHS`]; records successful answers.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOnlyLayer {
+    answers: Answers,
+}
 
 impl<S> Layer<S> for ReadOnlyLayer {
     type Service = ReadOnly<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        ReadOnly { inner }
+        ReadOnly {
+            inner,
+            answers: self.answers.clone(),
+        }
     }
 }
 
@@ -287,6 +347,7 @@ impl<S> Layer<S> for ReadOnlyLayer {
 #[derive(Clone, Debug)]
 pub struct ReadOnly<S> {
     inner: S,
+    answers: Answers,
 }
 
 /// Whether the Gardener client may send `method` to `path`.
@@ -324,13 +385,44 @@ where
             return Box::pin(async move { Err(what.into()) });
         }
         let call = self.inner.call(req);
-        Box::pin(async move { call.await.map_err(Into::into) })
+        let answers = self.answers.clone();
+        Box::pin(async move {
+            let response = call.await.map_err(Into::into)?;
+            if response.status().is_success() {
+                answers.record();
+            }
+            Ok(response)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watch that failed and started again is confirmed by Gardener's answer, though no
+    /// event follows; a failure after the last answer or event counts from that one.
+    #[test]
+    fn the_age_counts_from_the_last_confirmation_while_the_watch_fails() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut h = Health::default();
+        assert_eq!(h.age(None, at(0)), -1, "nothing listed");
+        h.synced = true;
+        h.last_event = Some(at(0));
+        assert_eq!(h.age(Some(at(0)), at(100)), 0, "healthy, no event since");
+        h.last_error = Some(at(10));
+        assert_eq!(h.age(Some(at(0)), at(100)), 100, "failing since the event");
+        assert_eq!(
+            h.age(Some(at(5)), at(100)),
+            95,
+            "an answer before the failure"
+        );
+        assert_eq!(h.age(Some(at(11)), at(100)), 0, "answered again after it");
+        h.last_event = Some(at(20));
+        h.last_error = Some(at(30));
+        assert_eq!(h.age(Some(at(11)), at(100)), 80, "the later event counts");
+    }
 
     #[test]
     fn a_profile_that_does_not_read_is_kept_with_the_reason() {

@@ -285,6 +285,12 @@ async fn apply(
             ))(e));
         }
     };
+    // The kubeconfig KCP components use expires as its last-sync says, whatever this pass
+    // decides: a process that starts while rotations fail (or on a Secret it does not own)
+    // has no other moment to report it.
+    if let Some(secret) = &existing {
+        record_expiration(reconciler, gc, secret);
+    }
     if existing
         .as_ref()
         .is_some_and(|s| !kubeconfig_secret::belongs_to(s, gc))
@@ -333,7 +339,6 @@ async fn apply(
             }
             if let Some(secret) = &existing {
                 adopt(gc, secret, &secrets).await?;
-                record_expiration(reconciler, gc, secret);
             }
             write_status(
                 reconciler,

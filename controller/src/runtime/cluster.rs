@@ -145,6 +145,10 @@ pub async fn after_provisioned(
             return Ok(Action::requeue(reconciler.runtime_cluster_failed(runtime)));
         }
         Err(_) => {
+            tracing::info!(
+                error = format!("timed out after {RUNTIME_CLUSTER_TIMEOUT:?}"),
+                "cannot build a client for the runtime cluster yet"
+            );
             draft.set(
                 condition::CONFIGURED,
                 CondStatus::False,

@@ -343,6 +343,69 @@ async fn a_secret_upstream_wrote_is_adopted_with_its_kubeconfig_and_other_owners
     Ok(())
 }
 
+/// A process that starts while a kubeconfig's rotation fails (here its Shoot is gone) reports
+/// when the kubeconfig KCP components use expires, from its `last-sync`, so that
+/// `KimKubeconfigExpiresSoon` can fire; the Secret is left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_whose_rotation_fails_reports_its_expiry_from_the_start() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-expiry").await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    let shoot = format!("gone{}", &id[id.len() - 6..]);
+    // Due since hours (rotation after 0.95 x 0.6 x 24 h); valid for 4 more hours.
+    let synced = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_hours(20))?
+        .round(jiff::Unit::Second)?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("kubeconfig-{id}"),
+            "labels": {
+                "kyma-project.io/runtime-id": id,
+                "kyma-project.io/shoot-name": shoot,
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            },
+            "annotations": {LAST_SYNC: synced.to_string()},
+        },
+        "data": {"config": "dXBzdHJlYW0ta3ViZWNvbmZpZw=="},
+    }))?;
+    let before = secrets.create(&PostParams::default(), &secret).await?;
+
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    eventually("FailedToGetKubeconfig", Duration::from_secs(30), || async {
+        Ok(reason(&gcs, &id)
+            .await?
+            .filter(|(_, why)| why == "FailedToGetKubeconfig"))
+    })
+    .await?;
+    let expires = synced
+        .checked_add(jiff::SignedDuration::from_hours(24))?
+        .as_second();
+    let metrics = ctl.metrics_text().await?;
+    let series = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("infrastructure_manager_im_kubeconfig_expiration{")
+                && l.contains(&format!("runtimeId=\"{id}\""))
+        })
+        .with_context(|| format!("no expiration series for {id}:\n{metrics}"))?;
+    assert!(
+        series.ends_with(&format!(" {expires}")),
+        "expires at last-sync + 24 h ({expires}): {series}"
+    );
+    assert_eq!(
+        kubeconfig_of(&secrets.get(&format!("kubeconfig-{id}")).await?),
+        kubeconfig_of(&before),
+        "the kubeconfig is kept"
+    );
+    ctl.stop().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_is_deleted_when_its_gardener_cluster_went_away_while_the_controller_was_down()
 -> Result<()> {

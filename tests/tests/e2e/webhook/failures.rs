@@ -69,7 +69,8 @@ async fn a_replica_killed_under_load_loses_no_admission_beyond_one_retry() {
 
 /// A replica started while Gardener refuses the CloudProfile list is not Ready, and its
 /// `/readyz` says why, so no endpoint sends it a review it could only refuse ("not cached
-/// yet"); it turns Ready once Gardener answers, without a restart.
+/// yet"); it turns Ready once Gardener answers, without a restart. A watch that breaks later
+/// and is refused for a while counts as confirmed again (age 0) once Gardener answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
     use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
@@ -118,13 +119,23 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         &log,
     )
     .unwrap();
-    let probe = || async move {
+    let get = |path: &'static str| async move {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", admin)).await?;
-        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
-            .await?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await?;
         let mut out = String::new();
         s.read_to_string(&mut out).await?;
         std::io::Result::Ok(out)
+    };
+    let probe = || get("/readyz");
+    let age = || async {
+        let metrics = get("/metrics").await.ok()?;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("kim_webhook_cloud_profiles_age_seconds "))
+            .and_then(|v| v.trim().parse::<i64>().ok())
     };
 
     // Refused lists: the probe answers, and says not ready, naming the cache.
@@ -168,6 +179,42 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
             log.display()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(age().await, Some(0), "confirmed right after the list");
+
+    // The watch breaks and its restart is refused twice: once Gardener answers again the
+    // profiles count as confirmed, though no CloudProfile changes (so no event follows).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.inject(Rule {
+        method: Some("GET".into()),
+        path_contains: "/cloudprofiles".into(),
+        fault: ApiFault::ServerError(500),
+        times: Some(2),
+    });
+    proxy.cut_connections();
+    let broken = Instant::now();
+    while proxy.served_count("GET", "/cloudprofiles", &ApiFault::ServerError(500)) < 2 {
+        assert!(
+            broken.elapsed() < Duration::from_secs(60),
+            "the watch was not restarted (log {})",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut ages = Vec::new();
+    loop {
+        process.check_running().unwrap();
+        let now = age().await;
+        ages.push(now);
+        if now == Some(0) {
+            break;
+        }
+        assert!(
+            broken.elapsed() < Duration::from_secs(60),
+            "still stale 60 s after the watch broke, Gardener answering: {ages:?} (log {})",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     process.stop();
 }
