@@ -235,8 +235,9 @@ fn workers_settings() -> WorkersSettings {
 }
 
 /// Aligns a pool with its live counterpart (upstream PR 685): the live update strategy when
-/// none is set, the live zone order with new zones appended (zones are never removed), and
-/// never a lower machine image version of the same image.
+/// none is set, the live zone order with new zones appended (zones are never removed), never
+/// a lower machine image version of the same image, and never a lower Kubernetes version of
+/// the pool (Gardener's maintenance raises it; a downgrade is refused).
 fn align_with_live(w: &mut Worker, live: &Worker) {
     if w.update_strategy.is_none() {
         w.update_strategy.clone_from(&live.update_strategy);
@@ -257,5 +258,11 @@ fn align_with_live(w: &mut Worker, live: &Worker) {
         && let (Some(desired), Some(live_version)) = (&image.version, &live_image.version)
     {
         image.version = Some(version::not_below(desired.clone(), Some(live_version)));
+    }
+    let live_pool_version = live.kubernetes.as_ref().and_then(|k| k.version.as_deref());
+    if let Some(k) = w.kubernetes.as_mut()
+        && let Some(desired) = k.version.take()
+    {
+        k.version = Some(version::not_below(desired, live_pool_version));
     }
 }

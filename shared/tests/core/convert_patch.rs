@@ -187,11 +187,21 @@ fn kubernetes_and_image_versions_never_go_down() {
         .as_mut()
         .unwrap()
         .version = Some("1877.9.0".into());
+    let mut rt = rt;
+    rt.spec.shoot.provider.workers[0].kubernetes =
+        Some(serde_json::from_value(json!({"version": "1.34.2"})).unwrap());
+    live.spec.provider.workers.as_mut().unwrap()[0].kubernetes =
+        Some(serde_json::from_value(json!({"version": "1.35.1"})).unwrap());
     let s = spec(&patch(&rt, &live));
     assert_eq!(s["kubernetes"]["version"], "1.35.9");
     assert_eq!(
         s["provider"]["workers"][0]["machine"]["image"]["version"],
         "1877.9.0"
+    );
+    assert_eq!(
+        s["provider"]["workers"][0]["kubernetes"]["version"],
+        "1.35.1",
+        "the pool's version Gardener's maintenance raised"
     );
 
     // Upgrades go through; another image name is not compared.
