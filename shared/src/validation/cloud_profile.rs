@@ -507,7 +507,7 @@ impl<'a> Check<'a> {
                         offered()
                     ),
                 ),
-                Some(_) => {}
+                Some(v) => self.kubelet_supported(at, w, &name, v, f),
             }
             return;
         };
@@ -541,7 +541,61 @@ impl<'a> Check<'a> {
             );
             return;
         }
+        self.kubelet_supported(at, w, &name, v, f);
         self.container_runtime(at, w, &name, v, f);
+    }
+
+    /// Gardener's `kubeletVersionConstraint` of an image version, against the pool's kubelet:
+    /// its own Kubernetes version, else the control plane's, as Gardener resolves them. A
+    /// version or constraint that does not resolve here is left to Gardener.
+    fn kubelet_supported(
+        &self,
+        at: Item,
+        w: &Worker,
+        name: &str,
+        v: &MachineImageVersion,
+        f: &mut ValidationOutcome,
+    ) {
+        let Some(constraint) = v.kubelet_version_constraint.as_deref() else {
+            return;
+        };
+        let wanted = w
+            .kubernetes
+            .as_ref()
+            .and_then(|k| k.version.clone())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| effective_kubernetes_version(self.rt, self.cfg));
+        let Some(kubelet) = self.resolve_kubernetes(&wanted) else {
+            return;
+        };
+        if kubelet_constraint::admits(constraint, &kubelet) != Some(false) {
+            return;
+        }
+        let arch = arch_of(w, self.spec());
+        let fitting: Vec<&str> = self
+            .spec()
+            .machine_images
+            .iter()
+            .filter(|i| i.name == name)
+            .flat_map(|i| &i.versions)
+            .filter(|c| {
+                supports_arch(c, arch)
+                    && !self.image_inactive(c, None)
+                    && c.kubelet_version_constraint
+                        .as_deref()
+                        .is_none_or(|k| kubelet_constraint::admits(k, &kubelet) == Some(true))
+            })
+            .map(|c| c.version.as_str())
+            .collect();
+        f.violation(
+            at.field("machine.image.version"),
+            format!(
+                "{name} {} supports kubelet versions {constraint:?} in CloudProfile {}, not {kubelet} (the pool's Kubernetes version {wanted}); use one of {}",
+                v.version,
+                self.profile.name,
+                shortened(fitting.into_iter())
+            ),
+        );
     }
 
     fn container_runtime(
@@ -957,5 +1011,111 @@ mod tests {
             UNAVAILABLE
         );
         assert!(!active(UNAVAILABLE) && !active(EXPIRED) && active(DEPRECATED));
+    }
+}
+
+/// Gardener's `kubeletVersionConstraint`s, in the syntax of the Masterminds semver library
+/// Gardener reads them with: alternatives joined by `||`, each a list of comparisons joined
+/// by commas or spaces (`>= 1.30, < 1.36`); `=`, `!=`, `<`, `<=`, `>`, `>=` (also `=<`, `=>`),
+/// `~`, `~>` and `^`, with partial versions and wildcards. Each comparison is evaluated by the
+/// `semver` crate, whose operators mean the same for release versions (a bare version is
+/// Masterminds' `=`, not the crate's `^`).
+mod kubelet_constraint {
+    use semver::{Version, VersionReq};
+
+    /// Whether `version` meets `constraint`; `None` when the constraint does not read here
+    /// (a hyphen range, say), so that Gardener decides.
+    pub(super) fn admits(constraint: &str, version: &Version) -> Option<bool> {
+        let mut any = false;
+        for alternative in constraint.split("||") {
+            let comparisons = comparisons(alternative)?;
+            if comparisons.is_empty() {
+                return None;
+            }
+            let mut all = true;
+            for (op, v) in comparisons {
+                let matches = match op {
+                    "!=" => !VersionReq::parse(&format!("={v}")).ok()?.matches(version),
+                    _ => VersionReq::parse(&format!("{op}{v}"))
+                        .ok()?
+                        .matches(version),
+                };
+                all &= matches;
+            }
+            any |= all;
+        }
+        Some(any)
+    }
+
+    fn comparisons(alternative: &str) -> Option<Vec<(&'static str, &str)>> {
+        let separator = |c: char| c == ',' || c.is_whitespace();
+        let mut out = Vec::new();
+        let mut rest = alternative.trim_start_matches(separator);
+        while !rest.is_empty() {
+            let op_end = rest
+                .find(|c: char| !"=!<>~^".contains(c))
+                .unwrap_or(rest.len());
+            let op = match &rest[..op_end] {
+                "" | "=" => "=",
+                "!=" => "!=",
+                ">" => ">",
+                "<" => "<",
+                ">=" | "=>" => ">=",
+                "<=" | "=<" => "<=",
+                "~" | "~>" => "~",
+                "^" => "^",
+                _ => return None,
+            };
+            rest = rest[op_end..].trim_start();
+            let end = rest.find(separator).unwrap_or(rest.len());
+            let version = rest[..end].trim_start_matches('v');
+            if version.is_empty()
+                || !version.starts_with(|c: char| c.is_ascii_digit() || "xX*".contains(c))
+            {
+                return None;
+            }
+            out.push((op, version));
+            rest = rest[end..].trim_start_matches(separator);
+        }
+        Some(out)
+    }
+
+    #[cfg(test)]
+    #[allow(clippy::unwrap_used)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn gardeners_constraint_syntax_is_read_as_masterminds_reads_it() {
+            let v = |s: &str| Version::parse(s).unwrap();
+            for (constraint, version, expected) in [
+                (">= 1.30", "1.35.4", Some(true)),
+                ("< 1.35", "1.35.0", Some(false)),
+                ("< 1.35", "1.34.9", Some(true)),
+                (">= 1.30, < 1.35", "1.35.4", Some(false)),
+                (">= 1.30 < 1.36", "1.35.4", Some(true)),
+                (">=1.30,<1.33 || >= 1.35", "1.34.1", Some(false)),
+                (">=1.30,<1.33 || >= 1.35", "1.36.3", Some(true)),
+                ("> 1.34", "1.34.9", Some(false)),
+                ("> 1.34", "1.35.0", Some(true)),
+                ("<= 1.34", "1.34.9", Some(true)),
+                ("=< 1.34", "1.35.0", Some(false)),
+                ("1.34", "1.34.2", Some(true)),
+                ("1.34", "1.35.0", Some(false)),
+                ("1.34.x", "1.34.2", Some(true)),
+                ("!= 1.34.2", "1.34.2", Some(false)),
+                ("~1.34", "1.34.7", Some(true)),
+                ("^1.30", "1.36.3", Some(true)),
+                ("1.30 - 1.36", "1.35.4", None),
+                ("", "1.35.4", None),
+                (">= banana", "1.35.4", None),
+            ] {
+                assert_eq!(
+                    admits(constraint, &v(version)),
+                    expected,
+                    "{constraint:?} for {version}"
+                );
+            }
+        }
     }
 }

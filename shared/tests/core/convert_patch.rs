@@ -199,8 +199,7 @@ fn kubernetes_and_image_versions_never_go_down() {
         "1877.9.0"
     );
     assert_eq!(
-        s["provider"]["workers"][0]["kubernetes"]["version"],
-        "1.35.1",
+        s["provider"]["workers"][0]["kubernetes"]["version"], "1.35.1",
         "the pool's version Gardener's maintenance raised"
     );
 

@@ -790,3 +790,54 @@ fn a_volume_message_offers_the_types_that_fit_and_a_machine_types_minimum_comes_
         1
     );
 }
+
+/// Gardener's `kubeletVersionConstraint` of an image version, against the pool's kubelet (its
+/// own version, else the control plane's, resolved as Gardener resolves them).
+#[test]
+fn an_image_version_must_support_the_pools_kubelet() {
+    let mut spec = profile();
+    for v in &mut spec.machine_images[0].versions {
+        match v.version.as_str() {
+            "1592.14.0" => v.kubelet_version_constraint = Some("< 1.35".into()),
+            "1877.7.0" => v.kubelet_version_constraint = Some(">= 1.35, < 1.36".into()),
+            _ => {}
+        }
+    }
+    let check = |rt: &Runtime| {
+        let profile = Profile {
+            name: "aws",
+            spec: &spec,
+        };
+        let f = validate_against_cloud_profile(rt, None, config(), profile, jiff::Timestamp::now());
+        on(&f, IMAGE_VERSION)
+    };
+    let rt = versions("1.35", None);
+    let old_image = |rt: &Runtime| {
+        let mut rt = rt.clone();
+        main_pool(&mut rt).machine.image = Some(
+            serde_json::from_value(json!({"name": "gardenlinux", "version": "1592.14.0"})).unwrap(),
+        );
+        rt
+    };
+    assert_eq!(
+        check(&old_image(&rt)),
+        [
+            "gardenlinux 1592.14.0 supports kubelet versions \"< 1.35\" in CloudProfile aws, not 1.35.4 (the pool's Kubernetes version 1.35); use one of 1900.0.0, 1877.8.0, 1877.7.0"
+        ]
+    );
+    // A pool of its own at 1.34 runs it; the control plane alone decides otherwise.
+    assert_eq!(
+        check(&old_image(&versions("1.35", Some("1.34.5")))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        check(&old_image(&versions("1.34.5", None))),
+        Vec::<String>::new()
+    );
+    // An upper bound refuses the next minor version.
+    let mut newer = versions("1.36.0", None);
+    main_pool(&mut newer).machine.image = Some(
+        serde_json::from_value(json!({"name": "gardenlinux", "version": "1877.7.0"})).unwrap(),
+    );
+    assert_eq!(check(&newer).len(), 1, "1.36.0 is outside >= 1.35, < 1.36");
+}
