@@ -100,10 +100,15 @@ pub struct CloudProfiles {
 
 /// When Gardener last answered a request of the client with success. A watch that starts
 /// again after a failure sends no event until a profile changes (kube-runtime's watcher
-/// resumes at its resourceVersion), so its answer is what says the profiles are confirmed
-/// again.
+/// resumes at its resourceVersion), so its answer, once the watch has stayed up
+/// [`STABLE_ANSWER`], is what says the profiles are confirmed again.
 #[derive(Clone, Debug, Default)]
 pub struct Answers(Arc<Mutex<Option<Instant>>>);
+
+/// How long a restarted watch must stay up after Gardener's answer to count as confirming the
+/// profiles: longer than kube-runtime's longest backoff (30 s), so that a watch that breaks
+/// each time right after its answer keeps counting as failing.
+const STABLE_ANSWER: Duration = Duration::from_secs(60);
 
 impl Answers {
     fn record(&self) {
@@ -142,23 +147,46 @@ impl std::fmt::Debug for CloudProfiles {
 struct Health {
     /// A complete list has been cached.
     synced: bool,
-    /// When the watch last delivered an event.
-    last_event: Option<Instant>,
+    /// When the watch started failing, unless it has been confirmed since.
+    failing_since: Option<Instant>,
     /// When the watch last failed.
     last_error: Option<Instant>,
 }
 
 impl Health {
-    /// Seconds since Gardener last confirmed the profiles (an event, or a successful answer
-    /// `answered`): 0 when that came after the last failure, -1 before the first list.
+    /// Whether Gardener's answer `answered` confirms the watch since its last failure: it came
+    /// after the failure and no failure followed for [`STABLE_ANSWER`].
+    fn answer_confirms(&self, answered: Option<Instant>, now: Instant) -> bool {
+        match (answered, self.last_error) {
+            (Some(a), Some(e)) => a > e && now.saturating_duration_since(a) >= STABLE_ANSWER,
+            _ => false,
+        }
+    }
+
+    /// An event: the watch is live.
+    fn event(&mut self, init_done: bool) {
+        self.synced |= init_done;
+        self.failing_since = None;
+    }
+
+    /// A failure: the watch is failing from now, unless it already was (and was not confirmed
+    /// by an answer since).
+    fn error(&mut self, answered: Option<Instant>, now: Instant) {
+        if self.failing_since.is_none() || self.answer_confirms(answered, now) {
+            self.failing_since = Some(now);
+        }
+        self.last_error = Some(now);
+    }
+
+    /// Seconds since the watch started failing while nothing has confirmed the profiles since;
+    /// 0 while the watch is healthy, -1 before the first list.
     fn age(&self, answered: Option<Instant>, now: Instant) -> i64 {
-        let confirmed = self.last_event.max(answered);
-        match (self.synced, confirmed, self.last_error) {
-            (false, _, _) | (_, None, _) => -1,
-            (true, Some(_), None) => 0,
-            (true, Some(ok), Some(failed)) if ok > failed => 0,
-            (true, Some(ok), Some(_)) => {
-                i64::try_from(now.saturating_duration_since(ok).as_secs()).unwrap_or(i64::MAX)
+        match (self.synced, self.failing_since) {
+            (false, _) => -1,
+            (true, None) => 0,
+            (true, Some(_)) if self.answer_confirms(answered, now) => 0,
+            (true, Some(since)) => {
+                i64::try_from(now.saturating_duration_since(since).as_secs()).unwrap_or(i64::MAX)
             }
         }
     }
@@ -248,8 +276,7 @@ impl CloudProfiles {
         if init_done && !h.synced {
             tracing::info!(profiles = self.store.state().len(), "CloudProfiles cached");
         }
-        h.synced |= init_done;
-        h.last_event = Some(Instant::now());
+        h.event(init_done);
     }
 
     fn observe_error(&self) {
@@ -257,7 +284,7 @@ impl CloudProfiles {
             .health
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        h.last_error = Some(Instant::now());
+        h.error(self.answers.last(), Instant::now());
     }
 
     /// Ready once a complete list of CloudProfiles is cached.
@@ -280,8 +307,8 @@ impl CloudProfiles {
     }
 
     /// Seconds the cached profiles have not been confirmed by Gardener: 0 while the watch is
-    /// healthy (no failure since Gardener last sent an event or answered), the time since
-    /// Gardener last did while it fails, -1 before the first list.
+    /// healthy, the time since it started failing while it fails (until an event, or an answer
+    /// to a restarted watch that stays up), -1 before the first list.
     pub fn age_seconds(&self) -> i64 {
         let h = self
             .health
@@ -400,28 +427,51 @@ where
 mod tests {
     use super::*;
 
-    /// A watch that failed and started again is confirmed by Gardener's answer, though no
-    /// event follows; a failure after the last answer or event counts from that one.
+    /// A watch that failed and started again is confirmed by Gardener's answer once it has
+    /// stayed up, though no event follows; one that breaks right after each answer keeps
+    /// counting from its first failure.
     #[test]
-    fn the_age_counts_from_the_last_confirmation_while_the_watch_fails() {
+    fn the_age_counts_from_the_first_failure_until_the_watch_is_confirmed() {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut h = Health::default();
         assert_eq!(h.age(None, at(0)), -1, "nothing listed");
-        h.synced = true;
-        h.last_event = Some(at(0));
+        h.event(true);
         assert_eq!(h.age(Some(at(0)), at(100)), 0, "healthy, no event since");
-        h.last_error = Some(at(10));
-        assert_eq!(h.age(Some(at(0)), at(100)), 100, "failing since the event");
+
+        h.error(Some(at(0)), at(100));
+        assert_eq!(h.age(Some(at(0)), at(130)), 30, "failing since 100");
         assert_eq!(
-            h.age(Some(at(5)), at(100)),
-            95,
-            "an answer before the failure"
+            h.age(Some(at(105)), at(130)),
+            30,
+            "answered, not yet stable"
         );
-        assert_eq!(h.age(Some(at(11)), at(100)), 0, "answered again after it");
-        h.last_event = Some(at(20));
-        h.last_error = Some(at(30));
-        assert_eq!(h.age(Some(at(11)), at(100)), 80, "the later event counts");
+        assert_eq!(
+            h.age(Some(at(105)), at(165)),
+            0,
+            "the restarted watch stayed up"
+        );
+
+        // Broken right after each answer: the failure goes on from its start.
+        let mut h = Health::default();
+        h.event(true);
+        for s in [200, 210, 240, 270] {
+            h.error(Some(at(s - 5)), at(s));
+        }
+        assert_eq!(h.age(Some(at(265)), at(900)), 700);
+
+        // A new failure after a confirmed restart counts from itself.
+        let mut h = Health::default();
+        h.event(true);
+        h.error(None, at(100));
+        h.error(Some(at(105)), at(400));
+        assert_eq!(h.age(Some(at(105)), at(430)), 30);
+        h.event(false);
+        assert_eq!(
+            h.age(Some(at(105)), at(431)),
+            0,
+            "an event confirms at once"
+        );
     }
 
     #[test]

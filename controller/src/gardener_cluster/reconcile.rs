@@ -285,12 +285,6 @@ async fn apply(
             ))(e));
         }
     };
-    // The kubeconfig KCP components use expires as its last-sync says, whatever this pass
-    // decides: a process that starts while rotations fail (or on a Secret it does not own)
-    // has no other moment to report it.
-    if let Some(secret) = &existing {
-        record_expiration(reconciler, gc, secret);
-    }
     if existing
         .as_ref()
         .is_some_and(|s| !kubeconfig_secret::belongs_to(s, gc))
@@ -318,6 +312,13 @@ async fn apply(
         )
         .await?;
         return Ok(Action::requeue(SECRET_NOT_OWNED_RECHECK));
+    }
+    // The kubeconfig KCP components use expires as its last-sync says, whatever this pass
+    // decides: a process that starts while rotations fail has no other moment to report it.
+    // (A Secret another GardenerCluster owns is that one's to report: the series are keyed by
+    // their labels, and two writers of one would remove each other's.)
+    if let Some(secret) = &existing {
+        record_expiration(reconciler, gc, secret);
     }
     let forced = rotation::force_pending(
         gc.annotations()

@@ -524,7 +524,10 @@ async fn prepare(
         match kim_shared::convert::to_shoot_with(runtime, &reconciler.config, live, &opts) {
             Ok(c) => c,
             Err(e) if live.is_some() => {
-                return Err(patch_conversion_failed(reconciler, runtime, draft, &e).await);
+                // `before_patch` has just set the configs `Pending`: say the failure on every
+                // pass, not only the first of the generation.
+                super::registry_cache::on_conversion_failed(reconciler, runtime).await;
+                return Err(conversion_failed(draft, &e));
             }
             Err(e) => return Err(conversion_failed(draft, &e)),
         };
@@ -678,9 +681,9 @@ fn conversion_failed(draft: &mut StatusDraft, cause: &dyn std::fmt::Display) -> 
     Action::await_change()
 }
 
-/// [`conversion_failed`] for a Runtime whose Shoot exists: on the first pass of the
-/// generation, its runtime cluster's `RegistryCacheConfig`s also say that they will not be
-/// applied.
+/// [`conversion_failed`] for a Runtime whose Shoot exists and that fails validation (nothing
+/// else touches the registry caches then): on the first pass of the generation, its runtime
+/// cluster's `RegistryCacheConfig`s also say that they will not be applied.
 async fn patch_conversion_failed(
     reconciler: &Reconciler,
     runtime: &Runtime,

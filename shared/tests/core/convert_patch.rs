@@ -206,6 +206,8 @@ fn kubernetes_and_image_versions_never_go_down() {
     // Upgrades go through; another image name is not compared.
     let mut up = rt.clone();
     up.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.36.3".into());
+    up.spec.shoot.provider.workers[0].kubernetes =
+        Some(serde_json::from_value(json!({"version": "1.36.1"})).unwrap());
     up.spec.shoot.provider.workers[0].machine.image =
         serde_json::from_value(json!({"name": "ubuntu", "version": "1.0.0"})).unwrap();
     let s = spec(&patch(&up, &live));
@@ -213,6 +215,10 @@ fn kubernetes_and_image_versions_never_go_down() {
     assert_eq!(
         s["provider"]["workers"][0]["machine"]["image"],
         json!({"name": "ubuntu", "version": "1.0.0"})
+    );
+    assert_eq!(
+        s["provider"]["workers"][0]["kubernetes"]["version"],
+        "1.36.1"
     );
 }
 

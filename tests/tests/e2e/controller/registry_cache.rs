@@ -552,7 +552,17 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         } else {
             (rc::REASON_GARDEN_CONFIGURATION_FAILED, refusal.as_str())
         };
-        let quay_now = configs.get("quay").await.unwrap().data["status"].clone();
+        // Each retry sets the configs `Pending` before it fails again: read until `Error` with
+        // the step's reason.
+        let mut quay_now = Value::Null;
+        for _ in 0..100 {
+            quay_now = configs.get("quay").await.unwrap().data["status"].clone();
+            if quay_now["state"] == "Error" && quay_now["conditions"][0]["reason"] == config_reason
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         assert_eq!(quay_now["state"], "Error", "{attack}: {quay_now}");
         let quay_condition = &quay_now["conditions"][0];
         assert_eq!(quay_condition["type"], condition::REGISTRY_CACHE_CONFIGURED);

@@ -70,7 +70,8 @@ async fn a_replica_killed_under_load_loses_no_admission_beyond_one_retry() {
 /// A replica started while Gardener refuses the CloudProfile list is not Ready, and its
 /// `/readyz` says why, so no endpoint sends it a review it could only refuse ("not cached
 /// yet"); it turns Ready once Gardener answers, without a restart. A watch that breaks later
-/// and is refused for a while counts as confirmed again (age 0) once Gardener answers.
+/// and is refused for a while counts as confirmed again (age 0) once its restart has stayed up
+/// for a minute, though no CloudProfile changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
     use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
@@ -209,12 +210,13 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         if now == Some(0) {
             break;
         }
+        // Confirmed once the restarted watch has stayed up for a minute.
         assert!(
-            broken.elapsed() < Duration::from_secs(60),
-            "still stale 60 s after the watch broke, Gardener answering: {ages:?} (log {})",
+            broken.elapsed() < Duration::from_secs(150),
+            "still stale 150 s after the watch broke, Gardener answering: {ages:?} (log {})",
             log.display()
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     process.stop();
 }
