@@ -7,7 +7,7 @@
 //! gone from the configuration, a worker pool's label removed from the Runtime) would stay on
 //! the Shoot for good. Around each apply, the fields `kim`'s `Apply` entry owns in the parts a
 //! Runtime or the configuration decide as a whole ([`RELEASABLE`]) are taken out of those
-//! `Update` entries (as client-go's `csaupgrade` moves ownership), so an apply releases
+//! `Update` entries (as client-go's `csaupgrade` moves ownership, with a JSON patch), so an apply releases
 //! whatever the conversion stopped setting there. Everything else the create wrote stays
 //! co-owned: the fields the patch leaves out on purpose (networking, tolerations, service
 //! account settings), what Gardener defaulted, and what the patch writes only under a condition
@@ -47,64 +47,118 @@ fn is_our_update(entry: &ManagedFieldsEntry) -> bool {
     }
 }
 
-/// The managedFields with what `kim`'s `Apply` entry owns taken out of our `Update` entries
-/// (entries left empty dropped); `None` when no `Update` entry of ours co-owns a field with it.
-/// Entries of another API version are not compared: a field set is only meaningful in its own.
-pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry>> {
-    let apply = entries.iter().find(|e| {
+/// One of our `Update` entries that co-owns fields with `kim`'s apply: its position in
+/// `metadata.managedFields` and what it keeps (`None`: nothing, the entry goes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Release {
+    /// Index in `metadata.managedFields`.
+    pub index: usize,
+    /// The entry's fields without the released ones; `None` when none is left.
+    pub keeps: Option<Map<String, Value>>,
+}
+
+/// What `kim`'s `Apply` entry owns, to be taken out of our `Update` entries (ascending
+/// indexes); empty when no `Update` entry of ours co-owns a field with it. Entries of another
+/// API version are not compared: a field set is only meaningful in its own.
+pub fn releases(entries: &[ManagedFieldsEntry]) -> Vec<Release> {
+    let Some(apply) = entries.iter().find(|e| {
         e.manager.as_deref() == Some(names::FIELD_MANAGER)
             && e.operation.as_deref() == Some("Apply")
             && is_main_resource(e)
-    })?;
-    let applied = fields(apply)?;
-    let mut changed = false;
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let ours = is_our_update(entry) && entry.api_version == apply.api_version;
-        let Some(owned) = fields(entry).filter(|_| ours) else {
-            out.push(entry.clone());
+    }) else {
+        return Vec::new();
+    };
+    let Some(applied) = fields(apply) else {
+        return Vec::new();
+    };
+    let released = releasable(applied);
+    let mut out = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        if !is_our_update(entry) || entry.api_version != apply.api_version {
+            continue;
+        }
+        let Some(owned) = fields(entry) else {
             continue;
         };
         let mut left = owned.clone();
-        if !subtract(&mut left, &releasable(applied)) {
-            out.push(entry.clone());
-            continue;
-        }
-        changed = true;
-        if !left.is_empty() {
-            let mut kept = entry.clone();
-            kept.fields_v1 = Some(FieldsV1(Value::Object(left)));
-            out.push(kept);
+        if subtract(&mut left, &released) {
+            out.push(Release {
+                index,
+                keeps: (!left.is_empty()).then_some(left),
+            });
         }
     }
-    changed.then_some(out)
+    out
+}
+
+/// The managedFields after [`releases`] (entries left empty dropped); `None` when there is
+/// nothing to release.
+pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry>> {
+    let releases = releases(entries);
+    if releases.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        match releases.iter().find(|r| r.index == index) {
+            None => out.push(entry.clone()),
+            Some(Release { keeps: None, .. }) => {}
+            Some(Release {
+                keeps: Some(left), ..
+            }) => {
+                let mut kept = entry.clone();
+                kept.fields_v1 = Some(FieldsV1(Value::Object(left.clone())));
+                out.push(kept);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The JSON patch of [`releases`]: for each entry, highest index first (so that a removal does
+/// not move the ones still to come), a `test` that the entry is still exactly as read, then
+/// the new `fieldsV1` or its removal. Only the entries it changes are guarded: Gardener writes
+/// the Shoot's status right after an apply raised the generation, and its writes change other
+/// entries (and the resourceVersion), not ours.
+fn release_patch(entries: &[ManagedFieldsEntry]) -> Result<Option<json_patch::Patch>, kube::Error> {
+    let releases = releases(entries);
+    if releases.is_empty() {
+        return Ok(None);
+    }
+    let mut ops = Vec::new();
+    for r in releases.iter().rev() {
+        let path = format!("/metadata/managedFields/{}", r.index);
+        let read = serde_json::to_value(&entries[r.index]).map_err(kube::Error::SerdeError)?;
+        ops.push(json!({"op": "test", "path": path, "value": read}));
+        match &r.keeps {
+            Some(left) => ops
+                .push(json!({"op": "replace", "path": format!("{path}/fieldsV1"), "value": left})),
+            None => ops.push(json!({"op": "remove", "path": path})),
+        }
+    }
+    serde_json::from_value(Value::Array(ops))
+        .map(Some)
+        .map_err(kube::Error::SerdeError)
 }
 
 /// Takes the releasable fields `kim`'s apply owns out of our `Update` entries of `shoot` (the
-/// live Shoot before an apply, or the apply's answer), in one JSON patch that holds only while
-/// the Shoot is still at its resourceVersion. `Ok(false)` when there was nothing to take out.
-/// A Shoot written in between refuses the patch (422): Gardener writes the status as soon as
-/// an apply raised the generation, so the Shoot is read again and compared anew, up to
+/// live Shoot before an apply, or the apply's answer) in one JSON patch ([`release_patch`]).
+/// `Ok(false)` when there was nothing to take out. An entry of ours written in between fails
+/// the patch's test (422): the Shoot is read again and compared anew, up to
 /// [`HAND_OVER_ATTEMPTS`] times.
 pub async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) -> Result<bool, kube::Error> {
     let name = shoot.name_any();
     let mut read_again: Option<Shoot> = None;
     for attempt in 1..=HAND_OVER_ATTEMPTS {
         let current = read_again.as_ref().unwrap_or(shoot);
-        let Some(entries) = current
+        let entries = current
             .metadata
             .managed_fields
             .as_deref()
-            .and_then(without_co_owned)
-        else {
+            .unwrap_or_default();
+        let Some(patch) = release_patch(entries)? else {
             return Ok(false);
         };
-        let patch = json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": current.resource_version()},
-            {"op": "replace", "path": "/metadata/managedFields", "value": entries},
-        ]);
-        let patch: json_patch::Patch =
-            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
         match api
             .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
@@ -325,6 +379,50 @@ mod tests {
             without_co_owned(&after),
             None,
             "a second pass finds nothing"
+        );
+    }
+
+    /// The patch tests only the entries it changes: another manager's entry written in between
+    /// (Gardener's status) does not refuse it, a change of ours does; applied, it gives
+    /// [`without_co_owned`]'s list.
+    #[test]
+    fn the_patch_guards_only_the_entries_it_changes() {
+        let workers = json!({"f:spec": {"f:provider": {"f:workers": {}}}});
+        let entries = vec![
+            entry("kim", "Update", workers.clone()),
+            entry("gardenlet", "Update", json!({"f:status": {}})),
+            entry(
+                "kim-controller",
+                "Update",
+                json!({"f:spec": {"f:provider": {"f:workers": {}}, "f:dns": {}}}),
+            ),
+            entry("kim", "Apply", workers),
+        ];
+        let patch = release_patch(&entries)
+            .unwrap()
+            .expect("two entries co-own");
+        let doc = |entries: &[ManagedFieldsEntry]| json!({"metadata": {"managedFields": entries}});
+        let expected = doc(&without_co_owned(&entries).unwrap());
+
+        let mut applied = doc(&entries);
+        json_patch::patch(&mut applied, &patch).unwrap();
+        assert_eq!(applied, expected);
+
+        let mut status_written = entries.clone();
+        status_written[1].fields_v1 = Some(FieldsV1(json!({"f:status": {"f:x": {}}})));
+        let mut applied = doc(&status_written);
+        json_patch::patch(&mut applied, &patch).expect("another entry changed: still applies");
+        // The emptied `kim` Update entry went, so Gardener's is first now.
+        assert_eq!(
+            applied["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:status": {"f:x": {}}})
+        );
+
+        let mut ours_written = entries.clone();
+        ours_written[2].fields_v1 = Some(FieldsV1(json!({"f:spec": {"f:dns": {}, "f:x": {}}})));
+        assert!(
+            json_patch::patch(&mut doc(&ours_written), &patch).is_err(),
+            "an entry of ours changed in between: refused"
         );
     }
 
