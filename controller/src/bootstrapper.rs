@@ -93,6 +93,17 @@ fn secret_values(secret: &DynamicObject) -> Vec<Vec<u8>> {
     out
 }
 
+/// Reads `name` from the KCP; `what` names the object in the error.
+async fn read(
+    api: Api<DynamicObject>,
+    name: &str,
+    what: &str,
+) -> Result<DynamicObject, BootstrapError> {
+    api.get(name)
+        .await
+        .map_err(|e| BootstrapError::Configure(api_message(&format!("reading {what}"), &e)))
+}
+
 /// Copies the configuration into the runtime cluster (upstream `Configure`).
 pub async fn configure(
     kcp: &Client,
@@ -102,19 +113,16 @@ pub async fn configure(
 ) -> Result<(), BootstrapError> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     // The pull Secret is read and checked first, so that a refused one leaves nothing copied.
+    let secret_res = gvk_resource("", "v1", "Secret", "secrets");
     let pull_secret = if s.kcp_pull_secret_name.is_empty() {
         None
     } else {
-        let res = gvk_resource("", "v1", "Secret", "secrets");
-        let secret = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &res)
-            .get(&s.kcp_pull_secret_name)
-            .await
-            .map_err(|e| {
-                BootstrapError::Configure(api_message(
-                    &format!("reading Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
-                    &e,
-                ))
-            })?;
+        let secret = read(
+            Api::namespaced_with(kcp.clone(), kcp_namespace, &secret_res),
+            &s.kcp_pull_secret_name,
+            &format!("Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
+        )
+        .await?;
         // Upstream refuses to start with a pull Secret of another type; a runtime cluster
         // could not pull with it.
         let type_ = secret.data.get("type").and_then(Value::as_str);
@@ -128,15 +136,12 @@ pub async fn configure(
         Some(secret)
     };
     let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
-    let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
-        .get(&s.kcp_config_name)
-        .await
-        .map_err(|e| {
-            BootstrapError::Configure(api_message(
-                &format!("reading ConfigMap {kcp_namespace}/{}", s.kcp_config_name),
-                &e,
-            ))
-        })?;
+    let cm = read(
+        Api::namespaced_with(kcp.clone(), kcp_namespace, &cm_res),
+        &s.kcp_config_name,
+        &format!("ConfigMap {kcp_namespace}/{}", s.kcp_config_name),
+    )
+    .await?;
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": s.skr_config_name, "namespace": s.skr_namespace},
         "data": cm.data.get("data").cloned().unwrap_or(Value::Null)});
@@ -154,37 +159,37 @@ pub async fn configure(
         })?;
 
     if let Some(secret) = pull_secret {
-        let res = gvk_resource("", "v1", "Secret", "secrets");
         let body = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": s.skr_pull_secret_name, "namespace": s.skr_namespace},
             "type": secret.data.get("type").cloned().unwrap_or(Value::Null),
             "data": secret.data.get("data").cloned().unwrap_or(Value::Null)});
-        Api::<DynamicObject>::namespaced_with(runtime_client.clone(), &s.skr_namespace, &res)
-            .patch(&s.skr_pull_secret_name, &pp, &Patch::Apply(body))
-            .await
-            .map_err(|e| {
-                BootstrapError::Configure(refused_write_message(
-                    &format!(
-                        "applying Secret {}/{}",
-                        s.skr_namespace, s.skr_pull_secret_name
-                    ),
-                    e,
-                    &secret,
-                ))
-            })?;
+        Api::<DynamicObject>::namespaced_with(
+            runtime_client.clone(),
+            &s.skr_namespace,
+            &secret_res,
+        )
+        .patch(&s.skr_pull_secret_name, &pp, &Patch::Apply(body))
+        .await
+        .map_err(|e| {
+            BootstrapError::Configure(refused_write_message(
+                &format!(
+                    "applying Secret {}/{}",
+                    s.skr_namespace, s.skr_pull_secret_name
+                ),
+                e,
+                &secret,
+            ))
+        })?;
     }
 
     if !s.kcp_cluster_trust_bundle.is_empty() {
         let res = cluster_trust_bundles();
-        let ctb = Api::<DynamicObject>::all_with(kcp.clone(), &res)
-            .get(&s.kcp_cluster_trust_bundle)
-            .await
-            .map_err(|e| {
-                BootstrapError::Configure(api_message(
-                    &format!("reading ClusterTrustBundle {}", s.kcp_cluster_trust_bundle),
-                    &e,
-                ))
-            })?;
+        let ctb = read(
+            Api::all_with(kcp.clone(), &res),
+            &s.kcp_cluster_trust_bundle,
+            &format!("ClusterTrustBundle {}", s.kcp_cluster_trust_bundle),
+        )
+        .await?;
         let body = json!({"apiVersion": "certificates.k8s.io/v1beta1",
             "kind": "ClusterTrustBundle",
             "metadata": {"name": s.skr_cluster_trust_bundle},

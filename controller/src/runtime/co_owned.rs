@@ -14,7 +14,7 @@
 //! that can change for reasons other than a decision to remove it (DNS, the audit policy, EU
 //! access restrictions, the maintenance window of a region).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
 use kube::api::{Patch, PatchParams};
@@ -50,17 +50,17 @@ fn is_our_update(entry: &ManagedFieldsEntry) -> bool {
 /// One of our `Update` entries that co-owns fields with `kim`'s apply: its position in
 /// `metadata.managedFields` and what it keeps (`None`: nothing, the entry goes).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Release {
+struct Release {
     /// Index in `metadata.managedFields`.
-    pub index: usize,
+    index: usize,
     /// The entry's fields without the released ones; `None` when none is left.
-    pub keeps: Option<Map<String, Value>>,
+    keeps: Option<Map<String, Value>>,
 }
 
 /// What `kim`'s `Apply` entry owns, to be taken out of our `Update` entries (ascending
 /// indexes); empty when no `Update` entry of ours co-owns a field with it. Entries of another
 /// API version are not compared: a field set is only meaningful in its own.
-pub fn releases(entries: &[ManagedFieldsEntry]) -> Vec<Release> {
+fn releases(entries: &[ManagedFieldsEntry]) -> Vec<Release> {
     let Some(apply) = entries.iter().find(|e| {
         e.manager.as_deref() == Some(names::FIELD_MANAGER)
             && e.operation.as_deref() == Some("Apply")
@@ -89,30 +89,6 @@ pub fn releases(entries: &[ManagedFieldsEntry]) -> Vec<Release> {
         }
     }
     out
-}
-
-/// The managedFields after [`releases`] (entries left empty dropped); `None` when there is
-/// nothing to release.
-pub fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry>> {
-    let releases = releases(entries);
-    if releases.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.iter().enumerate() {
-        match releases.iter().find(|r| r.index == index) {
-            None => out.push(entry.clone()),
-            Some(Release { keeps: None, .. }) => {}
-            Some(Release {
-                keeps: Some(left), ..
-            }) => {
-                let mut kept = entry.clone();
-                kept.fields_v1 = Some(FieldsV1(Value::Object(left.clone())));
-                out.push(kept);
-            }
-        }
-    }
-    Some(out)
 }
 
 /// The JSON patch of [`releases`]: for each entry, highest index first (so that a removal does
@@ -149,7 +125,8 @@ fn release_patch(entries: &[ManagedFieldsEntry]) -> Result<Option<json_patch::Pa
 pub async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) -> Result<bool, kube::Error> {
     let name = shoot.name_any();
     let mut read_again: Option<Shoot> = None;
-    for attempt in 1..=HAND_OVER_ATTEMPTS {
+    let mut attempt = 1;
+    loop {
         let current = read_again.as_ref().unwrap_or(shoot);
         let entries = current
             .metadata
@@ -166,11 +143,11 @@ pub async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) -> Result<bool, kube::Er
             Ok(_) => return Ok(true),
             Err(kube::Error::Api(e)) if e.code == 422 && attempt < HAND_OVER_ATTEMPTS => {
                 read_again = Some(api.get(&name).await?);
+                attempt += 1;
             }
             Err(e) => return Err(e),
         }
     }
-    Ok(false)
 }
 
 /// Attempts of [`hand_over`] against a Shoot that others keep writing.
@@ -290,6 +267,7 @@ fn subtract(owned: &mut Map<String, Value>, other: &Map<String, Value>) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
     use serde_json::json;
 
     fn entry(manager: &str, operation: &str, fields: Value) -> ManagedFieldsEntry {
@@ -302,6 +280,14 @@ mod tests {
             subresource: None,
             time: None,
         }
+    }
+
+    /// The managedFields after the hand-over's patch; `None` when there is nothing to release.
+    fn without_co_owned(entries: &[ManagedFieldsEntry]) -> Option<Vec<ManagedFieldsEntry>> {
+        let patch = release_patch(entries).unwrap()?;
+        let mut doc = json!({"metadata": {"managedFields": entries}});
+        json_patch::patch(&mut doc, &patch).unwrap();
+        Some(serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap())
     }
 
     fn fields_of(entries: &[ManagedFieldsEntry], manager: &str, operation: &str) -> Option<Value> {
@@ -383,8 +369,7 @@ mod tests {
     }
 
     /// The patch tests only the entries it changes: another manager's entry written in between
-    /// (Gardener's status) does not refuse it, a change of ours does; applied, it gives
-    /// [`without_co_owned`]'s list.
+    /// (Gardener's status) does not refuse it, a change of ours does.
     #[test]
     fn the_patch_guards_only_the_entries_it_changes() {
         let workers = json!({"f:spec": {"f:provider": {"f:workers": {}}}});
@@ -402,7 +387,9 @@ mod tests {
             .unwrap()
             .expect("two entries co-own");
         let doc = |entries: &[ManagedFieldsEntry]| json!({"metadata": {"managedFields": entries}});
-        let expected = doc(&without_co_owned(&entries).unwrap());
+        let mut kept_dns = entries[2].clone();
+        kept_dns.fields_v1 = Some(FieldsV1(json!({"f:spec": {"f:dns": {}}})));
+        let expected = doc(&[entries[1].clone(), kept_dns, entries[3].clone()]);
 
         let mut applied = doc(&entries);
         json_patch::patch(&mut applied, &patch).unwrap();

@@ -16,8 +16,8 @@ use crate::config::{KimConfig, ProviderKind, parse_image_version};
 use crate::convert::access_restriction_names;
 use crate::gardener::Worker;
 use crate::gardener::cloud_profile::{
-    AvailabilityZone, CloudProfileSpec, ExpirableVersion, LifecycleStage, MachineImageVersion,
-    Region,
+    AvailabilityZone, CloudProfileSpec, ExpirableVersion, LifecycleStage, MachineImage,
+    MachineImageVersion, Region,
 };
 
 /// How many offered values a message lists before it says how many more there are.
@@ -463,13 +463,12 @@ impl<'a> Check<'a> {
         if version.is_none() && before.is_some_and(|b| self.effective_image(b).0 == name) {
             return; // Gardener keeps the pool's image.
         }
+        let old_version = old_version.as_deref();
         let usable = |v: &MachineImageVersion| {
-            supports_arch(v, arch) && !self.image_inactive(v, old_version.as_deref())
+            supports_arch(v, arch) && !self.image_inactive(v, old_version)
         };
         let offered = || {
-            let mut vs: Vec<&MachineImageVersion> =
-                image.versions.iter().filter(|v| usable(v)).collect();
-            vs.sort_by_key(|v| std::cmp::Reverse(parse_image_version(&v.version)));
+            let vs = self.usable_versions(image, arch, old_version);
             shortened(vs.iter().map(|v| v.version.as_str()))
         };
         let Some(version) = version else {
@@ -507,7 +506,7 @@ impl<'a> Check<'a> {
                         offered()
                     ),
                 ),
-                Some(v) => self.kubelet_supported(at, w, &name, v, f),
+                Some(v) => self.kubelet_supported(at, w, image, v, old_version, f),
             }
             return;
         };
@@ -523,7 +522,7 @@ impl<'a> Check<'a> {
             return;
         };
         let mut why = Vec::new();
-        if self.image_inactive(v, old_version.as_deref()) {
+        if self.image_inactive(v, old_version) {
             why.push(inactive_reason(self.image_class(v)).to_owned());
         }
         if !supports_arch(v, arch) {
@@ -541,8 +540,25 @@ impl<'a> Check<'a> {
             );
             return;
         }
-        self.kubelet_supported(at, w, &name, v, f);
+        self.kubelet_supported(at, w, image, v, old_version, f);
         self.container_runtime(at, w, &name, v, f);
+    }
+
+    /// The versions of `image` a pool of `arch` may use (see [`Self::image_inactive`]), newest
+    /// first.
+    fn usable_versions<'v>(
+        &self,
+        image: &'v MachineImage,
+        arch: &str,
+        old_version: Option<&str>,
+    ) -> Vec<&'v MachineImageVersion> {
+        let mut vs: Vec<&MachineImageVersion> = image
+            .versions
+            .iter()
+            .filter(|v| supports_arch(v, arch) && !self.image_inactive(v, old_version))
+            .collect();
+        vs.sort_by_key(|v| std::cmp::Reverse(parse_image_version(&v.version)));
+        vs
     }
 
     /// Gardener's `kubeletVersionConstraint` of an image version, against the pool's kubelet:
@@ -552,8 +568,9 @@ impl<'a> Check<'a> {
         &self,
         at: Item,
         w: &Worker,
-        name: &str,
+        image: &MachineImage,
         v: &MachineImageVersion,
+        old_version: Option<&str>,
         f: &mut ValidationOutcome,
     ) {
         let Some(constraint) = v.kubelet_version_constraint.as_deref() else {
@@ -571,29 +588,23 @@ impl<'a> Check<'a> {
         if kubelet_constraint::admits(constraint, &kubelet) != Some(false) {
             return;
         }
-        let arch = arch_of(w, self.spec());
-        let fitting: Vec<&str> = self
-            .spec()
-            .machine_images
-            .iter()
-            .filter(|i| i.name == name)
-            .flat_map(|i| &i.versions)
+        let name = &image.name;
+        let fitting = self
+            .usable_versions(image, arch_of(w, self.spec()), old_version)
+            .into_iter()
             .filter(|c| {
-                supports_arch(c, arch)
-                    && !self.image_inactive(c, None)
-                    && c.kubelet_version_constraint
-                        .as_deref()
-                        .is_none_or(|k| kubelet_constraint::admits(k, &kubelet) == Some(true))
+                c.kubelet_version_constraint
+                    .as_deref()
+                    .is_none_or(|k| kubelet_constraint::admits(k, &kubelet) == Some(true))
             })
-            .map(|c| c.version.as_str())
-            .collect();
+            .map(|c| c.version.as_str());
         f.violation(
             at.field("machine.image.version"),
             format!(
                 "{name} {} supports kubelet versions {constraint:?} in CloudProfile {}, not {kubelet} (the pool's Kubernetes version {wanted}); use one of {}",
                 v.version,
                 self.profile.name,
-                shortened(fitting.into_iter())
+                shortened(fitting)
             ),
         );
     }
