@@ -569,6 +569,9 @@ async fn late_shoot_outlives_no_deletion(
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let land = Arc::new(tokio::sync::Notify::new());
+    // The late create's own answer: the Shoot may be deleted again before a poll could see it.
+    let (landed_tx, landed_rx) = tokio::sync::oneshot::channel::<Result<()>>();
+    let landed_tx = Arc::new(std::sync::Mutex::new(Some(landed_tx)));
     let env = TestEnv::shared().await?;
     let ns = env.namespace(prefix).await?;
     let id = format!("unans-{}", &ns[ns.len().saturating_sub(6)..]);
@@ -594,12 +597,18 @@ async fn late_shoot_outlives_no_deletion(
                 let raw_shoots = raw_shoots.clone();
                 let body = req.body.clone();
                 let land = land.clone();
+                let landed_tx = landed_tx.lock().ok().and_then(|mut tx| tx.take());
                 handle.spawn(async move {
-                    // Lands when told; a test that never tells has failed already.
-                    let _ = tokio::time::timeout(Duration::from_secs(60), land.notified()).await;
-                    let shoot: DynamicObject = serde_json::from_slice(&body)?;
-                    raw_shoots.create(&PostParams::default(), &shoot).await?;
-                    anyhow::Ok(())
+                    land.notified().await;
+                    let created = async {
+                        let shoot: DynamicObject = serde_json::from_slice(&body)?;
+                        raw_shoots.create(&PostParams::default(), &shoot).await?;
+                        anyhow::Ok(())
+                    }
+                    .await;
+                    if let Some(tx) = landed_tx {
+                        let _ = tx.send(created);
+                    }
                 });
             }
             std::thread::sleep(answer_after);
@@ -668,15 +677,12 @@ async fn late_shoot_outlives_no_deletion(
     )
     .await?;
     land.notify_one();
-    eventually("the late Shoot landed", TIMEOUT, || async {
-        Ok(shoots.get_opt(&shoot_name).await?.is_some())
-    })
-    .await?;
-    anyhow::ensure!(
-        runtimes.get_opt(&id).await?.is_some(),
-        "the Runtime was finalized before its Shoot landed: the Shoot is orphaned"
-    );
-    // The Shoot goes with the Runtime.
+    tokio::time::timeout(TIMEOUT, landed_rx)
+        .await
+        .context("the late Shoot create did not return")?
+        .context("the late Shoot create was dropped")?
+        .context("the late Shoot create failed")?;
+    // The Shoot goes with the Runtime: one finalized before the Shoot landed would leave it.
     eventually("Runtime gone", TIMEOUT, || async {
         Ok(runtimes.get_opt(&id).await?.is_none())
     })
