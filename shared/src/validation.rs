@@ -80,6 +80,30 @@ impl ValidationOutcome {
         self.violations.extend(other.violations);
         self.warnings.extend(other.warnings);
     }
+
+    /// One violation per field, the first found: the configuration's rules run before the
+    /// CloudProfile's, so a value both refuse is explained by the more specific message.
+    /// Violations of fields judged against a violated field are dropped too: a pool's zones are
+    /// zones of `spec.shoot.region`, so a wrong region would have every zone refused with
+    /// advice built from the wrong region.
+    pub fn one_per_field(mut self) -> Self {
+        let region_violated = self.violations.iter().any(|v| v.field == REGION_FIELD);
+        let mut seen = std::collections::HashSet::new();
+        self.violations.retain(|v| {
+            !(region_violated && is_zone_field(&v.field)) && seen.insert(v.field.clone())
+        });
+        self
+    }
+}
+
+const REGION_FIELD: &str = "spec.shoot.region";
+
+/// `spec.shoot.provider.workers[i].zones` or one of its elements.
+fn is_zone_field(field: &str) -> bool {
+    field
+        .strip_prefix("spec.shoot.provider.workers[")
+        .and_then(|rest| rest.split_once(']'))
+        .is_some_and(|(_, rest)| rest == ".zones" || rest.starts_with(".zones["))
 }
 
 /// Settings of the validation that live outside the KIM configuration (controller flags).
@@ -170,6 +194,40 @@ mod tests {
             message: "use one of eu-central-1".into(),
         };
         assert_eq!(v.to_string(), "spec.shoot.region: use one of eu-central-1");
+    }
+
+    #[test]
+    fn one_per_field_keeps_the_first_message_of_a_field_and_drops_zones_of_a_wrong_region() {
+        let mut f = ValidationOutcome::default();
+        f.violation("spec.shoot.provider.workers[0].zones[0]", "not a zone of x");
+        f.violation("spec.shoot.provider.workers[0].zones", "must list a zone");
+        f.violation("spec.shoot.provider.workers[0].name", "first");
+        f.violation("spec.shoot.provider.workers[0].name", "second");
+        f.violation(
+            "spec.shoot.provider.workers[1].zonesExtra",
+            "not a zone field",
+        );
+        let kept = |f: &ValidationOutcome| -> Vec<String> {
+            f.violations.iter().map(|v| v.to_string()).collect()
+        };
+        assert_eq!(
+            kept(&f.clone().one_per_field()),
+            [
+                "spec.shoot.provider.workers[0].zones[0]: not a zone of x",
+                "spec.shoot.provider.workers[0].zones: must list a zone",
+                "spec.shoot.provider.workers[0].name: first",
+                "spec.shoot.provider.workers[1].zonesExtra: not a zone field",
+            ]
+        );
+        f.violation("spec.shoot.region", "not a region");
+        assert_eq!(
+            kept(&f.one_per_field()),
+            [
+                "spec.shoot.provider.workers[0].name: first",
+                "spec.shoot.provider.workers[1].zonesExtra: not a zone field",
+                "spec.shoot.region: not a region",
+            ]
+        );
     }
 
     #[test]

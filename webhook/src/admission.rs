@@ -7,7 +7,6 @@
 
 use std::time::{Instant, SystemTime};
 
-use kim_shared::validation::Violation;
 
 use crate::audit::AuditRecord;
 use crate::decode::{self, ObjectText, Typed};
@@ -63,7 +62,7 @@ fn admit<T: Object>(
     audit.kind = T::kind(&()).to_string();
     let mut response = match decode::review::<T>(body) {
         Ok(typed) => decide(typed, handle, &mut audit),
-        Err(e) => undecodable::<T>(body, &e, &mut audit),
+        Err(e) => undecodable::<T>(mode, body, &e, &mut audit),
     };
     // The apiserver makes a new UID for every webhook call and logs none: this annotation in
     // its audit log is what ties its event to our record.
@@ -139,8 +138,12 @@ fn wrong_kind<T: Object>(uid: &str, got: &kube::core::GroupVersionKind) -> Respo
 }
 
 /// The answer to a body that does not decode as an AdmissionReview of `T`: find out why and
-/// say so, copying the uid when it can be read.
+/// say so, copying the uid when it can be read. An object that does not match `T` passes the
+/// mutating webhook unchanged: the apiserver checks it against the CRD's schema next and names
+/// every field at fault in its own words, and the validating webhook refuses whatever that
+/// check lets through.
 fn undecodable<T: Object>(
+    mode: Mode,
     body: &[u8],
     err: &serde_json::Error,
     audit: &mut AuditRecord,
@@ -164,10 +167,11 @@ fn undecodable<T: Object>(
     // Name the field that does not match the type (located in the text, no JSON tree).
     for (label, obj) in objects {
         if let Some((field, e)) = obj.and_then(|o| decode::object_mismatch::<T>(o.get())) {
-            let violation = Violation {
-                field,
-                message: format!("{label} does not match the {} schema: {e}", T::kind(&())),
-            };
+            if mode == Mode::Mutate && label == "object" {
+                return Response::allowed(uid);
+            }
+            let violation =
+                decode::mismatch_violation(&field, &e.to_string(), label, T::kind(&()).as_ref());
             let response = Response::denied(uid, violation.to_string());
             audit.violations = vec![violation];
             return response;
@@ -196,6 +200,12 @@ mod tests {
     }
 
     impl Validator<ConfigMap> for AdmissionContext {
+        fn unavailable(&self) -> Option<String> {
+            self.cloud_profiles
+                .as_ref()
+                .and_then(|p| p.ready().err())
+                .map(str::to_owned)
+        }
         fn validate_create(&self, obj: &ConfigMap) -> ValidationOutcome {
             let mut f = ValidationOutcome::default();
             if obj.data.as_ref().is_some_and(|d| d.contains_key("bad")) {
@@ -283,6 +293,34 @@ mod tests {
         let (answer, audit) = run(Mode::Mutate, &review("CREATE", obj, Value::Null));
         assert_eq!(answer["allowed"], true, "{answer}");
         assert_eq!(audit.patch_paths, vec!["/data/defaulted".to_string()]);
+    }
+
+    /// A request the webhook cannot judge yet is answered "retry" (503), not "invalid"; a
+    /// deletion does not wait for it.
+    #[test]
+    fn a_webhook_that_cannot_judge_yet_answers_service_unavailable() {
+        let ctx = AdmissionContext {
+            cloud_profiles: Some(crate::profiles::CloudProfiles::unlisted()),
+            ..AdmissionContext::default()
+        };
+        let a = admit_with(
+            Mode::Validate,
+            &review("CREATE", cm(json!({"a": "1"})), Value::Null),
+            &ctx,
+        );
+        let answer = response(&a);
+        assert_eq!(answer["allowed"], false);
+        assert_eq!(answer["status"]["code"], 503, "{answer}");
+        assert_eq!(answer["status"]["reason"], "ServiceUnavailable");
+        assert_eq!(
+            answer["status"]["message"],
+            "the webhook cannot judge this request yet: the Gardener CloudProfiles are not cached yet; retry shortly"
+        );
+        assert!(a.audit.error.is_some_and(|e| e.contains("not cached yet")));
+        let mut stored = cm(json!({"a": "1"}));
+        stored["metadata"]["annotations"] = json!({"confirm": "yes"});
+        let a = admit_with(Mode::Validate, &review("DELETE", Value::Null, stored), &ctx);
+        assert_eq!(response(&a)["allowed"], true);
     }
 
     #[test]
@@ -588,6 +626,12 @@ mod tests {
             "{msg}"
         );
         assert_eq!(audit.violations[0].field, "data.a");
+        // The mutating webhook lets it on, unchanged, to the apiserver's schema check.
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": 5}});
+        let (answer, audit) = run(Mode::Mutate, &review("CREATE", obj, Value::Null));
+        assert_eq!(answer["allowed"], true, "{answer}");
+        assert!(answer.get("patch").is_none(), "{answer}");
+        assert!(audit.violations.is_empty() && audit.patch_paths.is_empty());
     }
 
     #[test]

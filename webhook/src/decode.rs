@@ -36,6 +36,7 @@ use serde_json::value::RawValue;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::request::{Request, UnreadableOld};
+use kim_shared::validation::Violation;
 
 /// An AdmissionReview as read: `apiVersion` and `kind` (empty when absent; checked by the
 /// caller) and the request with objects of type `O`.
@@ -194,6 +195,64 @@ pub fn object_mismatch<T: DeserializeOwned>(text: &str) -> Option<(String, serde
         Ok(_) => de.end().err().map(|e| (".".to_string(), e)),
         Err(e) => Some((e.path().to_string(), e.into_inner())),
     }
+}
+
+/// A type mismatch (`path` and serde's `reason`) as a violation in the API's words: a missing
+/// field at its own path, "an integer" for `i32`, and no position in a JSON text the client
+/// never wrote. `label` says which object of the review it is in.
+pub fn mismatch_violation(path: &str, reason: &str, label: &str, kind: &str) -> Violation {
+    let reason = without_position(reason);
+    let at = |name: &str| match path {
+        "" | "." => name.to_owned(),
+        _ => format!("{path}.{name}"),
+    };
+    if let Some(name) = reason
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        return Violation {
+            field: at(name),
+            message: format!("Required value: {label} does not match the {kind} schema"),
+        };
+    }
+    Violation {
+        field: path.to_owned(),
+        message: format!(
+            "{label} does not match the {kind} schema: {}",
+            in_api_words(reason)
+        ),
+    }
+}
+
+/// serde_json's reason without its ` at line L column C` suffix.
+fn without_position(reason: &str) -> &str {
+    match reason.rsplit_once(" at line ") {
+        Some((head, tail))
+            if tail
+                .split_once(" column ")
+                .is_some_and(|(l, c)| l.parse::<u64>().is_ok() && c.parse::<u64>().is_ok()) =>
+        {
+            head
+        }
+        _ => reason,
+    }
+}
+
+/// What serde expected, in the words of the OpenAPI schema instead of Rust's type names.
+fn in_api_words(reason: &str) -> String {
+    let Some((head, expected)) = reason.rsplit_once("expected ") else {
+        return reason.to_owned();
+    };
+    let words = match expected {
+        "i8" | "i16" | "i32" | "i64" | "isize" => "an integer",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a non-negative integer",
+        "f32" | "f64" => "a number",
+        "a sequence" => "a list",
+        "a map" => "an object",
+        e if e.starts_with("struct ") => "an object",
+        e => e,
+    };
+    format!("{head}expected {words}")
 }
 
 /// An object's JSON text as a JSON value, without `metadata.managedFields` and `status`.
@@ -494,6 +553,53 @@ mod tests {
                 .expect("decodes");
         assert_eq!(cm.data.and_then(|d| d.get("k").cloned()), Some("2".into()));
         assert_eq!(cm.metadata.name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_mismatch_reads_in_the_words_of_the_api() {
+        let (path, e) =
+            object_mismatch::<ConfigMap>(r#"{"metadata":{"name":"cm"},"data":{"a":5}}"#)
+                .expect("mismatch");
+        let v = mismatch_violation(&path, &e.to_string(), "object", "ConfigMap");
+        assert_eq!(
+            v.to_string(),
+            "data.a: object does not match the ConfigMap schema: invalid type: integer `5`, expected a string"
+        );
+        let v = mismatch_violation(
+            "spec.shoot",
+            "missing field `purpose` at line 1 column 912",
+            "object",
+            "Runtime",
+        );
+        assert_eq!(
+            v.to_string(),
+            "spec.shoot.purpose: Required value: object does not match the Runtime schema"
+        );
+        for (serde, api) in [
+            (
+                "invalid type: string \"3\", expected i32 at line 1 column 1187",
+                "invalid type: string \"3\", expected an integer",
+            ),
+            (
+                "invalid value: integer `-1`, expected u32",
+                "invalid value: integer `-1`, expected a non-negative integer",
+            ),
+            (
+                "invalid type: string \"x\", expected struct RuntimeNetworking",
+                "invalid type: string \"x\", expected an object",
+            ),
+            (
+                "unknown variant `x`, expected one of `a`, `b`",
+                "unknown variant `x`, expected one of `a`, `b`",
+            ),
+            ("value at line 3", "value at line 3"),
+        ] {
+            let v = mismatch_violation("spec.x", serde, "object", "Runtime");
+            assert_eq!(
+                v.message,
+                format!("object does not match the Runtime schema: {api}")
+            );
+        }
     }
 
     #[test]

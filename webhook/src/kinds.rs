@@ -16,15 +16,6 @@ use crate::defaulter::Defaulter;
 use crate::request::AdmissionContext;
 use crate::validator::Validator;
 
-fn no_config() -> ValidationOutcome {
-    let mut f = ValidationOutcome::default();
-    f.violation(
-        "",
-        "the webhook has no valid KIM configuration loaded; see its logs",
-    );
-    f
-}
-
 impl Defaulter<Runtime> for AdmissionContext {
     fn apply_defaults(&self, obj: &mut Runtime, old: Option<&Runtime>) {
         if let Some(cfg) = &self.config {
@@ -39,26 +30,35 @@ impl Defaulter<Runtime> for AdmissionContext {
 }
 
 impl Validator<Runtime> for AdmissionContext {
-    fn validate_create(&self, obj: &Runtime) -> ValidationOutcome {
-        match &self.config {
-            Some(cfg) => {
-                let mut f = validation::validate_create_with(obj, cfg, &self.validation);
-                f.extend(self.against_cloud_profile(obj, None, cfg));
-                f
-            }
-            None => no_config(),
+    fn unavailable(&self) -> Option<String> {
+        if self.config.is_none() {
+            return Some(
+                "it has no valid KIM configuration loaded (its log names the file and key)".into(),
+            );
         }
+        // Fail closed: a Runtime is not admitted unchecked before the CloudProfiles are listed.
+        self.cloud_profiles
+            .as_ref()
+            .and_then(|p| p.ready().err())
+            .map(str::to_owned)
+    }
+
+    fn validate_create(&self, obj: &Runtime) -> ValidationOutcome {
+        let Some(cfg) = &self.config else {
+            return ValidationOutcome::default();
+        };
+        let mut f = validation::validate_create_with(obj, cfg, &self.validation);
+        f.extend(self.against_cloud_profile(obj, None, cfg));
+        f
     }
 
     fn validate_update(&self, old: &Runtime, new: &Runtime) -> ValidationOutcome {
-        match &self.config {
-            Some(cfg) => {
-                let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
-                f.extend(self.against_cloud_profile(new, Some(old), cfg));
-                f
-            }
-            None => no_config(),
-        }
+        let Some(cfg) = &self.config else {
+            return ValidationOutcome::default();
+        };
+        let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
+        f.extend(self.against_cloud_profile(new, Some(old), cfg));
+        f
     }
 
     fn validate_delete(
@@ -102,10 +102,6 @@ impl AdmissionContext {
             return f;
         };
         let name = cfg.cloud_profile_name(kind);
-        if let Err(why) = profiles.ready() {
-            f.violation("", format!("{why}; try again shortly"));
-            return f;
-        }
         let Some(profile) = profiles.get(name) else {
             f.violation(
                 "spec.shoot.provider.type",
@@ -254,23 +250,26 @@ mod tests {
         );
     }
 
-    /// Fail closed: before the CloudProfiles are listed, a Runtime is refused (the apiserver
-    /// retries or the client does), not admitted unchecked.
+    /// Fail closed: before the CloudProfiles are listed, a Runtime is refused as "retry", not
+    /// admitted unchecked and not called invalid.
     #[test]
     fn before_the_cloud_profiles_are_listed_runtimes_are_refused_with_a_retry_hint() {
         let mut ctx = ctx();
-        let cfg = ctx.config.clone().expect("config");
+        assert_eq!(Validator::<Runtime>::unavailable(&ctx), None);
         let profiles = crate::profiles::CloudProfiles::unlisted();
         assert!(profiles.ready().is_err(), "not ready before the first list");
         ctx.cloud_profiles = Some(profiles);
-        let f = ctx.against_cloud_profile(&stored_without_volume(), None, &cfg);
-        assert!(
-            f.violations.iter().any(|v| v
-                .message
-                .contains("the Gardener CloudProfiles are not cached yet; try again shortly")),
-            "{:?}",
-            f.violations
+        assert_eq!(
+            Validator::<Runtime>::unavailable(&ctx).as_deref(),
+            Some("the Gardener CloudProfiles are not cached yet")
         );
+        ctx.config = None;
+        assert!(
+            Validator::<Runtime>::unavailable(&ctx)
+                .is_some_and(|why| why.contains("no valid KIM configuration")),
+        );
+        // Other kinds do not need them.
+        assert_eq!(Validator::<GardenerCluster>::unavailable(&ctx), None);
     }
 
     #[test]

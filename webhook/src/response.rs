@@ -77,6 +77,22 @@ impl Response {
         }
     }
 
+    /// Denies a request the webhook cannot judge yet (HTTP code 503, reason
+    /// `ServiceUnavailable`): the client should retry the same object.
+    pub fn unavailable(uid: impl Into<String>, why: &str) -> Self {
+        Self {
+            uid: uid.into(),
+            status: Some(
+                Status::failure(
+                    &format!("the webhook cannot judge this request yet: {why}; retry shortly"),
+                    "ServiceUnavailable",
+                )
+                .with_code(503),
+            ),
+            ..Self::default()
+        }
+    }
+
     /// Denies the request for `violations` (at least one): HTTP `code` and `reason`, one cause
     /// per field, a message naming every field, and the fields in the audit annotations.
     pub fn rejected(

@@ -14,6 +14,12 @@ use crate::response::Response;
 
 /// The rules of an admitted type `T`: violations deny, warnings go back to the client.
 pub trait Validator<T> {
+    /// Why the webhook cannot judge a CREATE or UPDATE of `T` yet (its configuration or a cache
+    /// it needs is missing): answered 503 ServiceUnavailable, which tells the client to retry
+    /// rather than to change the object.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
     /// Validates a new object.
     fn validate_create(&self, obj: &T) -> ValidationOutcome;
     /// Validates a change from `old` to `new`.
@@ -46,6 +52,11 @@ pub fn handle<T: Object>(
     audit: &mut AuditRecord,
 ) -> Response {
     let uid = req.uid.as_str();
+    if matches!(req.operation, Operation::Create | Operation::Update)
+        && let Some(why) = validator.unavailable()
+    {
+        return Response::unavailable(uid, &why);
+    }
     let (outcome, denial) = match req.operation {
         Operation::Create => match &req.object {
             Some(obj) => (validator.validate_create(obj), INVALID),
@@ -87,7 +98,7 @@ pub fn handle<T: Object>(
     let ValidationOutcome {
         violations,
         warnings,
-    } = outcome;
+    } = outcome.one_per_field();
     if violations.is_empty() {
         let mut response = Response::allowed(uid).with_warnings(warnings);
         response

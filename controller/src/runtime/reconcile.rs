@@ -38,7 +38,8 @@ pub async fn apply(
         audit_log_mandatory: false,
         admission_policy: false,
     };
-    let findings = kim_shared::validation::validate_create_with(runtime, &reconciler.config, &opts);
+    let findings = kim_shared::validation::validate_create_with(runtime, &reconciler.config, &opts)
+        .one_per_field();
     if !findings.is_allowed() {
         let msg = findings
             .violations

@@ -452,7 +452,16 @@ fn scaling(
             format!("{} is negative; use 0 or more", w.minimum),
         );
     }
-    if w.maximum < w.minimum {
+    let provider_type = ctx.rt.spec.shoot.provider.type_;
+    let bounds = ctx.provider.and_then(|p| p.worker_scaling);
+    let minimum_checked = ctx.policy_applies(stored.is_some_and(|o| o.minimum == w.minimum));
+    let maximum_checked = ctx.policy_applies(stored.is_some_and(|o| o.maximum == w.maximum));
+    // A minimum above the upper bound is the fault: "raise maximum to the minimum" would
+    // contradict the bound.
+    let minimum_too_high = bounds
+        .filter(|_| minimum_checked)
+        .is_some_and(|b| i64::from(w.minimum) > i64::from(b.maximum));
+    if w.maximum < w.minimum && !minimum_too_high {
         f.violation(
             at.field("maximum"),
             format!(
@@ -463,25 +472,30 @@ fn scaling(
             ),
         );
     }
-    if let Some(b) = ctx.provider.and_then(|p| p.worker_scaling) {
-        if ctx.policy_applies(stored.is_some_and(|o| o.minimum == w.minimum))
-            && i64::from(w.minimum) < i64::from(b.minimum)
-        {
+    if let Some(b) = bounds {
+        if minimum_checked && i64::from(w.minimum) < i64::from(b.minimum) {
             f.violation(
                 at.field("minimum"),
                 format!(
-                    "{} is below the configured lower bound; use at least {}",
+                    "{} is below the lower bound kim.providers.{provider_type}.workerScaling.minimum; use at least {}",
                     w.minimum, b.minimum
                 ),
             );
         }
-        if ctx.policy_applies(stored.is_some_and(|o| o.maximum == w.maximum))
-            && i64::from(w.maximum) > i64::from(b.maximum)
-        {
+        if minimum_too_high {
+            f.violation(
+                at.field("minimum"),
+                format!(
+                    "{} is above the upper bound kim.providers.{provider_type}.workerScaling.maximum; use at most {}",
+                    w.minimum, b.maximum
+                ),
+            );
+        }
+        if maximum_checked && i64::from(w.maximum) > i64::from(b.maximum) {
             f.violation(
                 at.field("maximum"),
                 format!(
-                    "{} is above the configured upper bound; use at most {}",
+                    "{} is above the upper bound kim.providers.{provider_type}.workerScaling.maximum; use at most {}",
                     w.maximum, b.maximum
                 ),
             );

@@ -214,6 +214,18 @@ fn scaling_stays_within_the_configured_bounds() {
         "at most 300",
     );
     accepts(&runtime(|rt| main_pool(rt).maximum = 300));
+    // A minimum above the bound is the one fault: raising maximum to it would break the bound.
+    let v = rejects(
+        &runtime(|rt| {
+            main_pool(rt).minimum = 400;
+            main_pool(rt).maximum = 300;
+        }),
+        &field("minimum"),
+    );
+    assert_eq!(
+        v.message,
+        "400 is above the upper bound kim.providers.aws.workerScaling.maximum; use at most 300"
+    );
 }
 
 #[test]

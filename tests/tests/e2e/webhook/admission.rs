@@ -179,6 +179,14 @@ async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_fie
                 out.contains(&ours),
                 "{rule}: our webhook answered ({ours}): {out}"
             );
+            // kubectl prints our causes as it prints the schema's (docs/webhook.md), one
+            // `* field: message` line each when there are several.
+            assert!(
+                out.contains(&format!("The Runtime \"invalid-{i}\" is invalid: "))
+                    && out.contains(&format!("{field}: {ours}")),
+                "{rule}: `kubectl {}`: {out}",
+                args.join(" ")
+            );
         }
         let (exists, _) = kubectl(
             env,
@@ -188,6 +196,23 @@ async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_fie
         .await;
         assert!(!exists, "{rule}: nothing stored");
     }
+    // A value of the wrong type passes the mutating webhook on to the CRD schema check,
+    // which names it in the API's words.
+    let mut wrong_type = valid_runtime("wrong-type", &wh.ns);
+    wrong_type["spec"]["shoot"]["provider"]["workers"][0]["minimum"] = json!("3");
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&wrong_type)),
+    )
+    .await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("spec.shoot.provider.workers[0].minimum")
+            && out.contains("must be of type integer"),
+        "{out}"
+    );
+    assert!(!out.contains("schema: invalid type"), "{out}");
     // A valid Runtime with a warning (ingress filtering asked for, egress filtering off)
     // passes the same way, with our warning shown.
     let mut warned = valid_runtime("valid", &wh.ns);
