@@ -24,9 +24,11 @@ use crate::request::{Mode, Request, operation_name};
 /// The tracing target of audit records (`RUST_LOG=audit=off` silences them on stdout).
 pub const AUDIT_TARGET: &str = "audit";
 
-/// Records a writer holds at most before it drops new ones: a few MiB of records, seconds of
-/// a stalled stdout or disk at full load.
-pub const BUFFERED_RECORDS: usize = 8192;
+/// Records a writer holds at most before it drops new ones. The queue counts records, not
+/// bytes: with records of at most [`Bounds::LINE`] bytes, the two writers hold at most 56 MiB
+/// of forged reviews' records (the pod's limit is 128 MiB); typical records are 0.5 KiB, so
+/// that is 2 MiB and half a second of a stalled stdout or disk at 4,000 reviews/s.
+pub const BUFFERED_RECORDS: usize = 2048;
 
 /// The keys of `userInfo.extra` an audit record keeps: the identity of a ServiceAccount
 /// token (its ID, the pod or node it is bound to). Other authenticators put other things there
@@ -58,14 +60,15 @@ pub struct AuditRecord {
     pub user_uid: String,
     /// What the authenticator said of the user beyond name and groups, only the keys of
     /// [`AUDITED_USER_EXTRA`] (which token, which pod).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", serialize_with = "user_extra")]
     pub user_extra: BTreeMap<String, Vec<String>>,
     /// The user's groups.
     #[serde(serialize_with = "groups")]
     pub groups: Vec<String>,
     /// CREATE, UPDATE, DELETE or CONNECT.
     pub operation: &'static str,
-    /// Kind of the admitted object.
+    /// Kind of the admitted object (as the review says: a forged one may say anything).
+    #[serde(serialize_with = "identity")]
     pub kind: String,
     /// Namespace of the object.
     #[serde(serialize_with = "identity")]
@@ -118,9 +121,13 @@ impl Bounds {
     const PATHS: usize = 16;
     const PATH: usize = 128;
     const ERROR: usize = 512;
-    /// Bytes kept of the uid, user, user uid, namespace, name and each group.
+    /// Bytes kept of the uid, user, user uid, kind, namespace, name and each group.
     const IDENTITY: usize = 256;
     const GROUPS: usize = 16;
+    /// The same in a record too large to keep whole ([`AuditRecord::to_json`]): 7 identity
+    /// fields and 4 groups of 64 bytes stay under 8 KiB even when escaping makes each byte six.
+    const SHORT_IDENTITY: usize = 64;
+    const SHORT_GROUPS: usize = 4;
     /// A record longer than this (escaping can make quoted text six times longer) keeps its
     /// decision and identity and only counts the rest.
     const LINE: usize = 14 * 1024;
@@ -160,6 +167,20 @@ fn identity<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
 
 fn groups<S: Serializer>(list: &[String], s: S) -> Result<S::Ok, S::Error> {
     bounded_list(list, Bounds::GROUPS, Bounds::IDENTITY, s)
+}
+
+fn user_extra<S: Serializer>(
+    extra: &BTreeMap<String, Vec<String>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    struct Values<'a>(&'a [String]);
+    impl Serialize for Values<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            groups(self.0, s)
+        }
+    }
+    // The keys are those of AUDITED_USER_EXTRA: only the values come from the request.
+    s.collect_map(extra.iter().map(|(k, v)| (k, Values(v))))
 }
 
 fn warnings<S: Serializer>(list: &[String], s: S) -> Result<S::Ok, S::Error> {
@@ -261,7 +282,22 @@ impl AuditRecord {
                 .into_iter()
                 .collect::<Vec<_>>()
         };
+        let short_identity = |text: &str| cut(text, Bounds::SHORT_IDENTITY).into_owned();
+        let more_groups = self.groups.len().saturating_sub(Bounds::SHORT_GROUPS);
         let short = Self {
+            uid: short_identity(&self.uid),
+            user: short_identity(&self.user),
+            user_uid: short_identity(&self.user_uid),
+            kind: short_identity(&self.kind),
+            namespace: short_identity(&self.namespace),
+            name: short_identity(&self.name),
+            groups: self
+                .groups
+                .iter()
+                .take(Bounds::SHORT_GROUPS)
+                .map(|g| short_identity(g))
+                .chain((more_groups > 0).then(|| format!("... and {more_groups} more")))
+                .collect(),
             violations: counted(self.violations.len(), "violations")
                 .into_iter()
                 .map(|message| Violation {
@@ -478,7 +514,7 @@ mod tests {
         r.patch_paths = vec![format!("/metadata/labels/{huge}"); 50];
         r.error = Some(huge.clone());
         let json = r.to_json();
-        assert!(json.len() < 16 * 1024, "{} bytes", json.len());
+        assert!(json.len() <= Bounds::LINE, "{} bytes", json.len());
         let back: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
         let violations = back["violations"].as_array().expect("violations");
         assert_eq!(violations.len(), Bounds::VIOLATIONS + 1);
@@ -509,14 +545,38 @@ mod tests {
             })
             .collect();
         let json = r.to_json();
-        assert!(json.len() < 16 * 1024, "{} bytes", json.len());
+        assert!(json.len() <= Bounds::LINE, "{} bytes", json.len());
         let back: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
         assert_eq!(back["allowed"], false);
         assert_eq!(
             back["violations"][0]["message"],
             "16 violations, too large to record"
         );
-        assert_eq!(back["groups"].as_array().map(Vec::len), Some(17));
+        assert_eq!(back["groups"].as_array().map(Vec::len), Some(5));
+        assert_eq!(back["groups"][4], "... and 96 more");
+
+        // Every field a forged review sets, at its worst: whole control characters.
+        let control = "\u{1}".repeat(100 * 1024);
+        let mut r = AuditRecord::new(Mode::Validate, SystemTime::now());
+        r.uid = control.clone();
+        r.user = control.clone();
+        r.user_uid = control.clone();
+        r.kind = control.clone();
+        r.namespace = control.clone();
+        r.name = control.clone();
+        r.groups = vec![control.clone(); 100];
+        r.user_extra = AUDITED_USER_EXTRA
+            .iter()
+            .map(|k| (k.to_string(), vec![control.clone(); 100]))
+            .collect();
+        r.error = Some(control.clone());
+        let json = r.to_json();
+        assert!(json.len() <= Bounds::LINE, "{} bytes", json.len());
+        let back: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+        assert!(back["kind"].as_str().is_some_and(|k| k.ends_with("bytes)")));
+        // The whole record, before it is shortened, bounds them as well.
+        let whole = serde_json::to_string(&r).expect("json");
+        assert!(whole.len() < 512 * 1024, "{} bytes", whole.len());
     }
 
     /// A write the writer thread cannot do (a full disk) loses the record, and is counted.
