@@ -38,15 +38,19 @@ pub fn spawn_reconcilers(
     shutdown: &Shutdown,
     crashed: &Shutdown,
 ) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
+    // The Runtime reconciler watches the Shoots; the GardenerCluster reconciler reads its cache
+    // to check whose Shoot it asks a kubeconfig for.
+    let (shoots, shoot_writer) =
+        kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
     vec![
         spawn_supervised(
             "runtime",
-            runtime::run(ctx.clone(), shutdown.clone()),
+            runtime::run(ctx.clone(), shutdown.clone(), shoot_writer),
             crashed,
         ),
         spawn_supervised(
             "gardener_cluster",
-            gardener_cluster::run(ctx.clone(), shutdown.clone()),
+            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots),
             crashed,
         ),
         spawn_supervised(

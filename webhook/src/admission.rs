@@ -7,7 +7,6 @@
 
 use std::time::{Instant, SystemTime};
 
-
 use crate::audit::AuditRecord;
 use crate::decode::{self, ObjectText, Typed};
 use crate::defaulter::{self, Defaulter};

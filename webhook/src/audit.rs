@@ -60,7 +60,10 @@ pub struct AuditRecord {
     pub user_uid: String,
     /// What the authenticator said of the user beyond name and groups, only the keys of
     /// [`AUDITED_USER_EXTRA`] (which token, which pod).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", serialize_with = "user_extra")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "user_extra"
+    )]
     pub user_extra: BTreeMap<String, Vec<String>>,
     /// The user's groups.
     #[serde(serialize_with = "groups")]

@@ -39,7 +39,11 @@ pub const FINALIZER: &str =
     "gardenercluster-controller.infrastructure-manager.kyma-project.io/deletion-hook";
 
 /// Runs the GardenerCluster reconciler until `shutdown`.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+    shoots: reflector::Store<crate::runtime::shoot_cache::CachedShoot>,
+) {
     let settings = &ctx.settings.gardener_cluster;
     let policy = settings.rotation;
     let workers = settings.workers.max(1);
@@ -55,7 +59,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         kim_shared::names::LABEL_MANAGED_BY,
         kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
-    let reconciler = Arc::new(Reconciler::new(ctx.clone(), policy, metrics));
+    let reconciler = Arc::new(Reconciler::new(ctx.clone(), policy, metrics, shoots));
     let failing = reconciler.clone();
     let recovered = crate::gardener::health::retry_on_recovery(
         ctx.gardener_recoveries.clone(),

@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
@@ -28,6 +28,7 @@ use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
+use crate::runtime::shoot_cache::CachedShoot;
 use crate::stored::StatusApart;
 
 /// Field manager of everything this reconciler applies.
@@ -92,6 +93,8 @@ pub struct Reconciler {
     /// `adminkubeconfig` requests in flight: gardener-apiserver signs each on its own CPUs, and
     /// a request given up on is still signed.
     signing: Arc<WriteLimit>,
+    /// The Runtime reconciler's cache of the project's Shoots.
+    shoots: Store<CachedShoot>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -135,14 +138,36 @@ fn kcp(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 
 impl Reconciler {
     /// A reconciler with the given rotation policy.
-    pub fn new(ctx: Arc<Context>, policy: RotationPolicy, metrics: Arc<KubeconfigMetrics>) -> Self {
+    pub fn new(
+        ctx: Arc<Context>,
+        policy: RotationPolicy,
+        metrics: Arc<KubeconfigMetrics>,
+        shoots: Store<CachedShoot>,
+    ) -> Self {
         Self {
             records: Records::default(),
             ctx,
             policy,
             metrics,
             signing: WriteLimit::new(SIGNING_LIMIT),
+            shoots,
         }
+    }
+
+    /// The runtime that Shoot `shoot` belongs to by its runtime-id annotation, when that is not
+    /// `runtime_id`. Whoever may write a GardenerCluster chooses the Shoot it names: without
+    /// this, one could have another runtime's (or any project Shoot's) admin kubeconfig written
+    /// into a Secret it reads. A Shoot not cached yet is left to Gardener (404 when missing).
+    fn shoot_of_another_runtime(&self, shoot: &str, runtime_id: &str) -> Option<String> {
+        let cached = self
+            .shoots
+            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?;
+        let owner = cached
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?;
+        (owner != runtime_id).then(|| owner.clone())
     }
 
     /// Drops what is kept about the GardenerCluster `key`, which is gone: its record and metric
@@ -351,6 +376,27 @@ async fn apply(
         }
         RotationDecision::Rotate(cause) => {
             let shoot = gc.spec.shoot.name.clone();
+            if let Some(owner) = reconciler.shoot_of_another_runtime(&shoot, &gc.name_any()) {
+                let msg = format!(
+                    "Shoot {shoot} belongs to runtime {owner} (annotation {}), not to {}: a GardenerCluster gets the kubeconfig of its own runtime's Shoot only",
+                    names::SHOOT_ANNOTATION_RUNTIME_ID,
+                    gc.name_any()
+                );
+                tracing::warn!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
+                write_status(
+                    reconciler,
+                    gc,
+                    status::desired(
+                        conditions(gc),
+                        Reason::FailedToGetKubeconfig,
+                        Some(&msg),
+                        gc.metadata.generation,
+                        now,
+                    ),
+                )
+                .await?;
+                return Ok(Action::requeue(SHOOT_MISSING_RETRY));
+            }
             // The wait for a slot counts against the reconcile's timeout: waited for long, the
             // timeout could cut off the request after Gardener signed, and the next attempt
             // would ask for another kubeconfig. So the wait is bounded to a quarter of it,

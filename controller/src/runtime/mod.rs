@@ -249,14 +249,18 @@ impl crate::watch::Forget<CachedRuntime> for Reconciler {
 }
 
 /// Runs the Runtime reconciler until `shutdown`.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+    shoot_writer: reflector::store::Writer<CachedShoot>,
+) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
-    let (shoot_store, shoot_writer) = reflector::store::<CachedShoot>();
+    let shoot_store = shoot_writer.as_reader();
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),

@@ -39,8 +39,9 @@ pub fn validate_gardener_cluster(gc: &GardenerCluster) -> ValidationOutcome {
     f
 }
 
-/// Validates an UPDATE: [`validate_gardener_cluster`] on a changed spec, and the runtime-id
-/// label may not change (the Runtime reconciler finds and deletes its GardenerCluster by it).
+/// Validates an UPDATE: [`validate_gardener_cluster`] on a changed spec; the runtime-id label
+/// may not change (the Runtime reconciler finds and deletes its GardenerCluster by it), nor the
+/// Shoot (pointed elsewhere, the Secret of this runtime would get another cluster's kubeconfig).
 /// A spec left as it is passes whatever today's rules say of it: the controller's finalizer
 /// removal, a label or an annotation must never be refused for a spec stored before them (a
 /// GardenerCluster whose finalizer cannot go holds its Runtime's deletion).
@@ -53,6 +54,15 @@ pub fn validate_gardener_cluster_update(
     } else {
         validate_gardener_cluster(new)
     };
+    if old.spec.shoot.name != new.spec.shoot.name {
+        f.violation(
+            "spec.shoot.name",
+            format!(
+                "is immutable (the Shoot of a runtime never changes); keep {:?}",
+                old.spec.shoot.name
+            ),
+        );
+    }
     super::update::runtime_id_unchanged(
         crate::api::gardener_cluster::label(&old.metadata, crate::names::LABEL_RUNTIME_ID),
         crate::api::gardener_cluster::label(&new.metadata, crate::names::LABEL_RUNTIME_ID),

@@ -388,6 +388,13 @@ fn the_runtime_id_label_is_immutable() {
         l.remove(names::LABEL_RUNTIME_ID);
     }
     denied(validate_gardener_cluster_update(&gc, &unlabelled), FIELD);
+    let mut pointed_elsewhere = gc.clone();
+    pointed_elsewhere.spec.shoot.name = "other-shoot".into();
+    let v = denied(
+        validate_gardener_cluster_update(&gc, &pointed_elsewhere),
+        "spec.shoot.name",
+    );
+    assert!(v.message.contains("immutable"), "{}", v.message);
 
     // A spec stored before today's rules: metadata changes (the finalizer's removal) pass, a
     // spec change is held to the rules.

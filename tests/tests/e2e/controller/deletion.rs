@@ -521,6 +521,33 @@ async fn a_gardener_cluster_naming_another_shoot_lends_its_cluster_to_no_runtime
         !bindings.seen_bound(&admin),
         "the borrower's administrator was bound through another runtime's kubeconfig"
     );
+    // Nor is the victim's admin kubeconfig written where the lent GardenerCluster points.
+    eventually(
+        "the lent GardenerCluster refused its kubeconfig",
+        TIMEOUT,
+        || async {
+            let gc = gcs.get(&new_id).await?;
+            Ok(gc
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| {
+                    c.message
+                        .contains(&format!("belongs to runtime {victim_id}"))
+                }))
+        },
+    )
+    .await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    anyhow::ensure!(
+        secrets
+            .get_opt(&format!("kubeconfig-{new_id}"))
+            .await?
+            .is_none(),
+        "the victim's admin kubeconfig was written for the lent GardenerCluster"
+    );
     ctl.stop().await;
     Ok(())
 }
