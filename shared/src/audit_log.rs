@@ -329,25 +329,52 @@ pub fn read_credentials_source<'a>(
     Ok(secret)
 }
 
-/// Whether the Secret read as the source of the read credentials may be copied: one the
-/// infrastructure manager wrote itself (label `operator.kyma-project.io/managed-by`) is a
-/// kubeconfig or another copy, never KALM's credentials.
+/// Whether the Secret read as the source of the read credentials may be copied into the
+/// runtime cluster, whose customer is its admin. KALM's read credentials are an `Opaque`
+/// Secret of OAuth client data. Whoever may write an `AuditLog` names the Secret, so the
+/// control plane's own credentials are refused: a Secret the infrastructure manager wrote
+/// (label `operator.kyma-project.io/managed-by`: kubeconfigs, copies), a Secret of another type
+/// (ServiceAccount tokens, TLS keys, image pull credentials), and one holding a kubeconfig (the
+/// Gardener credentials) or a private key (the webhook's CA).
 pub fn check_source_secret(
     audit_log: &AuditLog,
-    secret: &str,
-    labels: Option<&std::collections::BTreeMap<String, String>>,
+    secret: &k8s_openapi::api::core::v1::Secret,
 ) -> Result<(), AuditLogError> {
-    let ours = labels
+    let refuse = |why| {
+        Err(AuditLogError::SecretRefused {
+            name: name(audit_log).to_owned(),
+            secret: secret.metadata.name.clone().unwrap_or_default(),
+            why,
+        })
+    };
+    let ours = secret
+        .metadata
+        .labels
+        .as_ref()
         .and_then(|l| l.get(names::LABEL_MANAGED_BY))
         .is_some_and(|v| v == names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
     if ours {
-        return Err(AuditLogError::SecretRefused {
-            name: name(audit_log).to_owned(),
-            secret: secret.to_owned(),
-            why: "the infrastructure manager wrote it",
-        });
+        return refuse("the infrastructure manager wrote it");
+    }
+    if secret.type_.as_deref().is_some_and(|t| t != "Opaque") {
+        return refuse("it is not an Opaque Secret");
+    }
+    for value in secret.data.iter().flat_map(|d| d.values()) {
+        let value = value.0.as_slice();
+        if contains(value, b"PRIVATE KEY-----") {
+            return refuse("it holds a private key");
+        }
+        if contains(value, b"clusters")
+            && (contains(value, b"kind: Config") || contains(value, b"\"Config\""))
+        {
+            return refuse("it holds a kubeconfig");
+        }
     }
     Ok(())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The read-credentials Secret for the runtime cluster, for server-side apply: the source's
@@ -601,14 +628,66 @@ mod tests {
     }
 
     #[test]
-    fn a_source_secret_we_wrote_ourselves_is_refused() {
+    fn only_read_credentials_are_copied_never_the_control_planes_own() {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
         let a = audit_log("a", "Assigned", &["r"]);
-        let ours = std::collections::BTreeMap::from([(
-            names::LABEL_MANAGED_BY.to_owned(),
-            names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
-        )]);
-        assert!(check_source_secret(&a, "read-a", Some(&ours)).is_err());
-        assert!(check_source_secret(&a, "read-a", None).is_ok());
+        let secret = |type_: Option<&str>, key: &str, value: &str| Secret {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("read-a".into()),
+                ..Default::default()
+            },
+            type_: type_.map(str::to_owned),
+            data: Some([(key.to_owned(), ByteString(value.as_bytes().to_vec()))].into()),
+            ..Default::default()
+        };
+        let oauth = secret(Some("Opaque"), "clientsecret", "s3cr3t");
+        assert_eq!(check_source_secret(&a, &oauth), Ok(()));
+        assert_eq!(
+            check_source_secret(&a, &secret(None, "clientid", "id")),
+            Ok(())
+        );
+        let why = |s: &Secret| match check_source_secret(&a, s) {
+            Err(AuditLogError::SecretRefused { why, secret, .. }) => {
+                assert_eq!(secret, "read-a");
+                why
+            }
+            other => panic!("{other:?}"),
+        };
+        let mut ours = oauth.clone();
+        ours.metadata.labels = Some(
+            [(
+                names::LABEL_MANAGED_BY.to_owned(),
+                names::MANAGED_BY_INFRASTRUCTURE_MANAGER.to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(why(&ours), "the infrastructure manager wrote it");
+        for type_ in [
+            "kubernetes.io/service-account-token",
+            "kubernetes.io/tls",
+            "kubernetes.io/dockerconfigjson",
+        ] {
+            assert_eq!(
+                why(&secret(Some(type_), "x", "y")),
+                "it is not an Opaque Secret"
+            );
+        }
+        let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: garden\n";
+        assert_eq!(
+            why(&secret(Some("Opaque"), "kubeconfig", kubeconfig)),
+            "it holds a kubeconfig"
+        );
+        let json_kubeconfig = r#"{"apiVersion":"v1","kind":"Config","clusters":[]}"#;
+        assert_eq!(
+            why(&secret(None, "config", json_kubeconfig)),
+            "it holds a kubeconfig"
+        );
+        let key = "-----BEGIN EC PRIVATE KEY-----\nMHc...\n-----END EC PRIVATE KEY-----\n";
+        assert_eq!(
+            why(&secret(Some("Opaque"), "ca.key", key)),
+            "it holds a private key"
+        );
     }
 
     #[test]

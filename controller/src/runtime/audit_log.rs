@@ -764,7 +764,7 @@ async fn copy_read_credentials(
             ));
         }
     };
-    if let Err(e) = pool::check_source_secret(chosen, source, secret.metadata.labels.as_ref()) {
+    if let Err(e) = pool::check_source_secret(chosen, &secret) {
         return refused(draft, e);
     }
     let body = pool::read_credentials_secret(secret.data.as_ref(), secret.type_.as_deref());

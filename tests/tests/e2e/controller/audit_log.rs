@@ -13,8 +13,8 @@
 //!   Runtime whose spec asks only now claims on its patch, and keeps the stack when it stops
 //!   asking;
 //! - attacks: a Runtime carrying another Runtime's runtime ID gets nothing and takes nothing
-//!   when deleted; an `AuditLog` naming an admin kubeconfig as read credentials gets it
-//!   refused; an empty pool fails the Runtime until KALM adds a stack;
+//!   when deleted; an `AuditLog` naming a Secret that holds a kubeconfig as read credentials
+//!   gets it refused; an empty pool fails the Runtime until KALM adds a stack;
 //! - deletion orphans the claimed stacks; switching the flag off again removes the copied
 //!   credentials and the status fields;
 //! - no Secret value appears in the controller's logs, the Events or any Runtime status.
@@ -603,7 +603,9 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     );
 
     // 5. Pool exhausted: a new Runtime fails before its Shoot; a stack whose read credentials
-    // are A's admin kubeconfig is added: the Runtime gets its logs but not that Secret.
+    // are a kubeconfig (as the Gardener credentials Secret holds one) is added: the Runtime
+    // gets its logs but not that Secret. (KALM's CRD makes the name immutable: it is chosen
+    // when the stack is made.)
     let id_c = format!("alc-{suffix}");
     let mut rt_c = sample_runtime(&ns, &id_c)?;
     rt_c.spec.audit_log_access_enabled = Some(true);
@@ -619,8 +621,15 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
             )
         ))
     );
-    let kubeconfig_a = format!("kubeconfig-{id_a}");
-    add_audit_log(&pool, "al-3", &[REGION], "SiemApproved", &kubeconfig_a).await?;
+    let garden_creds = format!("garden-creds-{suffix}");
+    let mut creds = Secret::default();
+    creds.metadata.name = Some(garden_creds.clone());
+    creds.string_data = Some(BTreeMap::from([(
+        "kubeconfig".to_owned(),
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: garden-{suffix}\n"),
+    )]));
+    secrets.create(&PostParams::default(), &creds).await?;
+    add_audit_log(&pool, "al-3", &[REGION], "SiemApproved", &garden_creds).await?;
     eventually("C's read credentials are refused", WAIT + WAIT, || {
         let runtimes = runtimes.clone();
         let id_c = id_c.clone();
@@ -633,7 +642,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     .await?;
     let c = runtimes.get(&id_c).await?;
     let (_, _, msg) = cond(&c, condition::AUDIT_LOG_CREDENTIALS_COPIED).unwrap();
-    assert!(msg.contains("refused"), "{msg}");
+    assert!(msg.contains("refused: it holds a kubeconfig"), "{msg}");
     assert_eq!(
         c.status.as_ref().map(|s| s.state),
         Some(RuntimeState::Failed)
@@ -643,7 +652,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
     assert_eq!(
         copied.data,
         secrets.get("read-al-2").await?.data,
-        "the runtime cluster keeps B's credentials, never A's kubeconfig"
+        "the runtime cluster keeps B's credentials, never the Gardener credentials"
     );
 
     // 6. An existing Runtime that asks only now (a spec change) claims directly on its patch;
@@ -832,7 +841,7 @@ async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(v)
     }));
-    let kubeconfig = secrets.get(&kubeconfig_a).await?;
+    let kubeconfig = secrets.get(&format!("kubeconfig-{id_a}")).await?;
     let text = kubeconfig
         .data
         .as_ref()
