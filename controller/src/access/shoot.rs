@@ -248,33 +248,59 @@ pub enum ServiceAccountError {
     },
 }
 
-/// A binding this request did not create whose subjects name its ServiceAccount, as
-/// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`.
+/// A binding this request did not create that would give its ServiceAccount rights, as
+/// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`: one whose subjects name the
+/// account (as a ServiceAccount, or as the user `system:serviceaccount:<ns>:<name>` its token
+/// authenticates as), or the groups of all ServiceAccounts or of those of its namespace.
+/// RoleBindings of every namespace count: one elsewhere gives rights there. Kubernetes' own
+/// default bindings (label `kubernetes.io/bootstrapping=rbac-defaults`: discovery for all
+/// ServiceAccounts) give every account the same, and are not counted.
 async fn foreign_binding_of(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
 ) -> Result<Option<String>, kube::Error> {
     let sa = &ra.spec.service_account;
+    let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
+    let namespace_group = format!("system:serviceaccounts:{}", sa.namespace);
     let names_it = |subjects: Option<&Vec<Subject>>, binding_ns: &str| {
-        subjects.into_iter().flatten().any(|s| {
-            s.kind == "ServiceAccount"
-                && s.name == sa.name
-                && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
-        })
+        subjects
+            .into_iter()
+            .flatten()
+            .any(|s| match s.kind.as_str() {
+                "ServiceAccount" => {
+                    s.name == sa.name
+                        && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
+                }
+                "User" => s.name == user,
+                "Group" => s.name == "system:serviceaccounts" || s.name == namespace_group,
+                _ => false,
+            })
+    };
+    let counted = |labels: &std::collections::BTreeMap<String, String>| {
+        !created_by(labels, ra)
+            && labels
+                .get("kubernetes.io/bootstrapping")
+                .map(String::as_str)
+                != Some("rbac-defaults")
     };
     if let Some(b) = first_in_pages(Api::<ClusterRoleBinding>::all(shoot.clone()), |b| {
-        !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), "")
+        counted(b.labels()) && names_it(b.subjects.as_ref(), "")
     })
     .await?
     {
         return Ok(Some(format!("ClusterRoleBinding/{}", b.name_any())));
     }
-    let in_namespace = Api::<RoleBinding>::namespaced(shoot.clone(), &sa.namespace);
-    Ok(first_in_pages(in_namespace, |b| {
-        !created_by(b.labels(), ra) && names_it(b.subjects.as_ref(), &sa.namespace)
+    Ok(first_in_pages(Api::<RoleBinding>::all(shoot.clone()), |b| {
+        counted(b.labels()) && names_it(b.subjects.as_ref(), &b.namespace().unwrap_or_default())
     })
     .await?
-    .map(|b| format!("RoleBinding/{}/{}", sa.namespace, b.name_any())))
+    .map(|b| {
+        format!(
+            "RoleBinding/{}/{}",
+            b.namespace().unwrap_or_default(),
+            b.name_any()
+        )
+    }))
 }
 
 /// Objects per page when bindings are searched: each answer stays far below

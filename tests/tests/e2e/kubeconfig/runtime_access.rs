@@ -1380,13 +1380,48 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
         )
         .await?;
 
+    // The same through a RoleBinding of another namespace (rights there), and through the
+    // user name the account's tokens authenticate as.
+    let elsewhere = env.shoot_namespace("elsewhere").await?;
+    let ghost_rb = unique("ghost-rb-");
+    let ghost_user = unique("ghost-user-");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost_rb}-binding"), "namespace": elsewhere},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": ghost_rb, "namespace": apps}],
+    }))?;
+    Api::<RoleBinding>::namespaced(shoot_admin.clone(), &elsewhere)
+        .create(&PostParams::default(), &rb)
+        .await?;
+    let as_user: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost_user}-binding")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                      "name": format!("system:serviceaccount:{apps}:{ghost_user}")}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+        .create(&PostParams::default(), &as_user)
+        .await?;
+    for (name, sa) in [("ghost-rb", &ghost_rb), ("ghost-user", &ghost_user)] {
+        let mut bound = harmless(&apps);
+        bound["serviceAccount"]["name"] = json!(sa);
+        requests
+            .create(
+                &PostParams::default(),
+                &runtime_access(&ns, name, &id, bound)?,
+            )
+            .await?;
+    }
+
     let invalid = access_condition(&requests, "system", "InvalidSpec").await;
     let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await;
     let already_bound = access_condition(&requests, "ghost", "ServiceAccountNotOwned").await;
+    let bound_elsewhere = access_condition(&requests, "ghost-rb", "ServiceAccountNotOwned").await;
+    let bound_as_user = access_condition(&requests, "ghost-user", "ServiceAccountNotOwned").await;
     // No kubeconfig is checked first: a kubeconfig of the borrowed account is the attack's
     // outcome.
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    for name in ["system", "borrow", "ghost"] {
+    for name in ["system", "borrow", "ghost", "ghost-rb", "ghost-user"] {
         assert!(
             !exists(&secrets, &format!("{name}-kubeconfig")).await?,
             "{name}: a kubeconfig of an existing or already bound ServiceAccount was issued"
@@ -1408,6 +1443,24 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
         .await?,
         "an account that a foreign binding names was created"
     );
+    for (condition, binding) in [
+        (
+            bound_elsewhere?,
+            format!("RoleBinding/{elsewhere}/{ghost_rb}-binding"),
+        ),
+        (
+            bound_as_user?,
+            format!("ClusterRoleBinding/{ghost_user}-binding"),
+        ),
+    ] {
+        assert!(
+            condition
+                .message
+                .contains(&format!("already a subject of {binding}")),
+            "the condition names the binding: {}",
+            condition.message
+        );
+    }
     let invalid = invalid?;
     assert!(
         invalid.message.contains("spec.serviceAccount.namespace"),
@@ -1431,7 +1484,7 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
     );
 
     // Deleting the requests leaves the accounts (not theirs) in place.
-    for name in ["system", "borrow", "ghost"] {
+    for name in ["system", "borrow", "ghost", "ghost-rb", "ghost-user"] {
         requests.delete(name, &DeleteParams::default()).await?;
     }
     eventually("requests gone", Duration::from_secs(30), || async {
