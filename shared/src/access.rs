@@ -270,6 +270,9 @@ impl AccessPolicy {
 /// Prefix of the admin kubeconfig Secrets of GardenerClusters (`kubeconfig-<runtime-id>`); a
 /// RuntimeAccess never writes there.
 pub const ADMIN_KUBECONFIG_SECRET_PREFIX: &str = "kubeconfig-";
+/// How the name of every RuntimeAccess kubeconfig Secret ends (the default is
+/// `<metadata.name>-kubeconfig`).
+pub const ACCESS_SECRET_SUFFIX: &str = "-kubeconfig";
 
 /// Name of the KCP Secret for this request: `spec.secret.name` or `<name>-kubeconfig`.
 pub fn secret_name(ra: &RuntimeAccess) -> String {
@@ -279,7 +282,7 @@ pub fn secret_name(ra: &RuntimeAccess) -> String {
         .and_then(|s| s.name.clone())
         .unwrap_or_else(|| {
             format!(
-                "{}-kubeconfig",
+                "{}{ACCESS_SECRET_SUFFIX}",
                 ra.metadata.name.as_deref().unwrap_or_default()
             )
         })
@@ -453,6 +456,18 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Val
                     "spec.secret.name",
                     &format!(
                         "{name:?} has the form of a runtime's admin kubeconfig Secret ({ADMIN_KUBECONFIG_SECRET_PREFIX}<runtime-id>); choose another name or leave it unset for <metadata.name>-kubeconfig"
+                    ),
+                );
+            } else if !name.ends_with(ACCESS_SECRET_SUFFIX) {
+                // The controller creates the Secret when it is missing and re-creates it when it
+                // is deleted: a free choice could claim a name the control plane's own Secrets
+                // have while they are absent (the webhook's certificate, the Gardener
+                // credentials during a rotation).
+                push(
+                    &mut f,
+                    "spec.secret.name",
+                    &format!(
+                        "{name:?} does not end in {ACCESS_SECRET_SUFFIX}; use a name such as <metadata.name>{ACCESS_SECRET_SUFFIX}, or leave it unset for that"
                     ),
                 );
             }
@@ -1138,6 +1153,17 @@ mod tests {
             key: None,
         });
         assert!(validate_runtime_access(&ra, &AccessPolicy::default()).is_allowed());
+        // The control plane's own Secrets cannot be claimed while they are absent.
+        for name in [
+            "gardener-credentials",
+            "infrastructure-manager-webhook-cert",
+        ] {
+            ra.spec.secret = Some(AccessSecretSpec {
+                name: Some(name.into()),
+                key: None,
+            });
+            rejects(&ra, "spec.secret.name");
+        }
     }
 
     #[test]

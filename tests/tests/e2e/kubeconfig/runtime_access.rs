@@ -1525,31 +1525,56 @@ async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() ->
     } = set_up("kc-ra-secret", &[]).await?;
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let apps = env.shoot_namespace("ra-secret").await?;
-    let victim = victim_secret(&secrets, "gardener-credentials").await?;
+    // Another consumer's kubeconfig Secret, of the form a RuntimeAccess may name.
+    let victim = victim_secret(&secrets, "klm-kubeconfig").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let mut spec = configmap_reader("thief", &apps, &apps);
-    spec["secret"] = json!({"name": "gardener-credentials"});
+    spec["secret"] = json!({"name": "klm-kubeconfig"});
     requests
         .create(
             &PostParams::default(),
             &runtime_access(&ns, "thief", &id, spec)?,
         )
         .await?;
+    // A name of the control plane's own Secrets is refused before any Secret is looked at,
+    // whether it exists or not (it could be claimed while absent).
+    let mut spec = configmap_reader("claimer", &apps, &apps);
+    spec["secret"] = json!({"name": "gardener-credentials"});
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "claimer", &id, spec)?,
+        )
+        .await?;
     // The Secret is checked first: what happened to it is the attack's outcome.
     let condition = access_condition(&requests, "thief", "SecretNotOwned").await;
+    let claimed = access_condition(&requests, "claimer", "InvalidSpec").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_untouched(&secrets, &victim).await?;
+    assert!(
+        !exists(&secrets, "gardener-credentials").await?,
+        "a RuntimeAccess claimed the name of the Gardener credentials"
+    );
     let condition = condition?;
     assert!(
         condition
             .message
-            .contains(&format!("Secret {ns}/gardener-credentials")),
+            .contains(&format!("Secret {ns}/klm-kubeconfig")),
         "the condition names the Secret: {}",
         condition.message
     );
-    requests.delete("thief", &DeleteParams::default()).await?;
-    eventually("request gone", Duration::from_secs(30), || async {
-        Ok(requests.get_opt("thief").await?.is_none().then_some(()))
+    let claimed = claimed?;
+    assert!(
+        claimed.message.contains("spec.secret.name"),
+        "{}",
+        claimed.message
+    );
+    for name in ["thief", "claimer"] {
+        requests.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("requests gone", Duration::from_secs(30), || async {
+        let left = requests.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
     })
     .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
