@@ -83,6 +83,14 @@ impl Reconciler {
         }
     }
 
+    /// How long one reconcile may take: each request to a runtime is bounded, but a runtime
+    /// cluster can answer slowly page after page (bindings are searched through all of them),
+    /// and one such cluster must not hold a worker for long. Every step is idempotent, so a
+    /// cut-off reconcile is simply run again.
+    pub fn reconcile_timeout(&self) -> Duration {
+        self.settings.shoot_request_timeout * RECONCILE_TIMEOUT_REQUESTS
+    }
+
     /// Drops what is kept about a RuntimeAccess that is gone: its record and its share of the
     /// cached runtime-cluster clients.
     fn forget_key(&self, key: &str) {
@@ -102,6 +110,9 @@ impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
         crate::watch::forget_absent(present, kept, |key| self.forget_key(key));
     }
 }
+
+/// A reconcile may take this many runtime request timeouts (2 minutes at the default 30 s).
+const RECONCILE_TIMEOUT_REQUESTS: u32 = 4;
 
 /// A failed step. Messages name objects, never tokens or kubeconfigs.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +142,9 @@ pub enum Error {
     /// The stored RuntimeAccess does not read with our types.
     #[error("the stored RuntimeAccess cannot be read: {0}")]
     Unreadable(Unreadable),
+    /// The reconcile took longer than [`Reconciler::reconcile_timeout`].
+    #[error("the reconcile took longer than {0:?} and was cut off; it is retried")]
+    TimedOut(Duration),
 }
 
 impl crate::metrics::ResultLabel for Error {
@@ -168,21 +182,31 @@ pub async fn reconcile(
     // A RuntimeAccess whose status does not read is not applied (its reconcile fails naming
     // the field) but is still cleaned up when deleted: cleanup takes what it created from the
     // Secret's record and the names in the spec, not only from the status.
+    let limit = reconciler.reconcile_timeout();
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
-        match event {
-            finalizer::Event::Apply(stored) => {
-                let failures = reconciler.records.failures(&record_key);
-                match crate::stored::object_or_report(&stored, &reconciler.ctx.recorder, failures)
+        let work = async {
+            match event {
+                finalizer::Event::Apply(stored) => {
+                    let failures = reconciler.records.failures(&record_key);
+                    match crate::stored::object_or_report(
+                        &stored,
+                        &reconciler.ctx.recorder,
+                        failures,
+                    )
                     .await
-                {
-                    Ok(ra) => apply(&reconciler, &ra).await,
-                    Err(why) => Err(Error::Unreadable(why)),
+                    {
+                        Ok(ra) => apply(&reconciler, &ra).await,
+                        Err(why) => Err(Error::Unreadable(why)),
+                    }
+                }
+                finalizer::Event::Cleanup(stored) => {
+                    cleanup(&reconciler, &stored.without_status()).await
                 }
             }
-            finalizer::Event::Cleanup(stored) => {
-                cleanup(&reconciler, &stored.without_status()).await
-            }
-        }
+        };
+        tokio::time::timeout(limit, work)
+            .await
+            .unwrap_or(Err(Error::TimedOut(limit)))
     })
     .instrument(span)
     .await;
