@@ -173,6 +173,50 @@ const CLUSTER_WIDE_WRITES: [(&str, &str); 23] = [
     ),
 ];
 
+/// Resources whose writes run containers: a Pod spec can ask for privileges, host namespaces
+/// and hostPath volumes, which give root on a node (and with it every credential there) unless
+/// the namespace enforces Pod Security `baseline` or `restricted`.
+const WORKLOADS: [&str; 9] = [
+    "pods",
+    "pods/ephemeralcontainers",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "jobs",
+    "cronjobs",
+    "replicationcontrollers",
+];
+
+/// The Pod Security levels under which a Pod cannot ask for host access (label
+/// `pod-security.kubernetes.io/enforce` of its namespace).
+pub const POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS: [&str; 2] = ["baseline", "restricted"];
+
+/// The label of a namespace that says which Pod Security level the apiserver enforces there.
+pub const LABEL_POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
+/// The namespace and a resource of `spec.role` whose writes (create, update, patch) run
+/// containers there; `None` when its rules run none. The controller serves such a request only
+/// for a namespace that enforces [`POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS`].
+pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
+    let role = ra.spec.role.as_ref()?;
+    let resource = role.rules.iter().find_map(|rule| {
+        let writes = rule
+            .verbs
+            .iter()
+            .any(|v| matches!(v.as_str(), "create" | "update" | "patch"));
+        writes
+            .then(|| {
+                rule.resources
+                    .iter()
+                    .flatten()
+                    .find(|r| WORKLOADS.contains(&r.as_str()))
+            })
+            .flatten()
+    })?;
+    Some((role.namespace.as_str(), resource.as_str()))
+}
+
 /// Namespaces of the cluster's own components: a ServiceAccount, Role or binding there shares
 /// the namespace with controllers whose Secrets and tokens it could reach.
 pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system";
@@ -1138,6 +1182,38 @@ mod tests {
             let err = bad.parse::<AllowedRoleRef>().unwrap_err();
             assert!(err.contains("ClusterRole/<name>"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn workload_writes_of_the_namespaced_role_are_found() {
+        let rule = |resources: &[&str], verbs: &[&str]| PolicyRule {
+            api_groups: Some(vec!["".into(), "apps".into(), "batch".into()]),
+            resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            ..Default::default()
+        };
+        let mut ra = pods_reader();
+        assert_eq!(workload_writes(&ra), None, "reads only");
+        let role = ra.spec.role.as_mut().expect("a role");
+        role.rules = vec![
+            rule(&["configmaps"], &["create"]),
+            rule(&["pods"], &["get", "delete"]),
+            rule(&["cronjobs"], &["list", "patch"]),
+        ];
+        let namespace = role.namespace.clone();
+        assert_eq!(workload_writes(&ra), Some((namespace.as_str(), "cronjobs")));
+        for resource in [
+            "pods",
+            "pods/ephemeralcontainers",
+            "deployments",
+            "daemonsets",
+        ] {
+            ra.spec.role.as_mut().expect("a role").rules = vec![rule(&[resource], &["update"])];
+            assert_eq!(workload_writes(&ra).map(|(_, r)| r), Some(resource));
+        }
+        // A cluster-wide rule is refused at admission for these writes already.
+        ra.spec.role = None;
+        assert_eq!(workload_writes(&ra), None);
     }
 
     #[test]

@@ -339,6 +339,10 @@ pub const REASON_SERVICE_ACCOUNT_NOT_OWNED: &str = "ServiceAccountNotOwned";
 /// or not self-contained and strict: exec plugins, files, no certificate checks).
 pub const REASON_ADMIN_KUBECONFIG_UNUSABLE: &str = "AdminKubeconfigUnusable";
 
+/// Condition reason: `spec.role` runs containers in a namespace that lets Pods ask for host
+/// access.
+pub const REASON_POD_SECURITY_NOT_ENFORCED: &str = "PodSecurityNotEnforced";
+
 /// Condition reason: the KCP Secret exists and this request does not own it.
 pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
 
@@ -366,6 +370,25 @@ async fn ensure_shoot_objects(
             error: classify::message(&e),
         }
     };
+    if let Some((namespace, resource)) = kim_shared::access::workload_writes(ra) {
+        let level = shoot::pod_security_level(client, namespace)
+            .await
+            .map_err(failed(format!("reading Namespace {namespace}")))?;
+        if !level.as_deref().is_some_and(|l| {
+            kim_shared::access::POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS.contains(&l)
+        }) {
+            return Err(ShootStepFailed {
+                reason: REASON_POD_SECURITY_NOT_ENFORCED,
+                what: "refusing workload writes".to_owned(),
+                error: format!(
+                    "spec.role writes {resource:?} in namespace {namespace}, which enforces Pod Security {} (label {}): a Pod there could run privileged with the nodes' filesystems, root on a node; label the namespace {}=baseline (or restricted), or grant only reads",
+                    level.as_deref().unwrap_or("privileged, the default"),
+                    kim_shared::access::LABEL_POD_SECURITY_ENFORCE,
+                    kim_shared::access::LABEL_POD_SECURITY_ENFORCE,
+                ),
+            });
+        }
+    }
     let mut created: Vec<ShootObjectRef> = Vec::new();
     let sa = shoot::ensure_service_account(client, ra)
         .await

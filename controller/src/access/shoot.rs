@@ -303,6 +303,20 @@ async fn foreign_binding_of(
     }))
 }
 
+/// The Pod Security level the runtime's apiserver enforces in `namespace` (its label
+/// `pod-security.kubernetes.io/enforce`); `None` when unlabelled.
+pub async fn pod_security_level(
+    shoot: &kube::Client,
+    namespace: &str,
+) -> Result<Option<String>, kube::Error> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(shoot.clone());
+    let ns = namespaces.get(namespace).await?;
+    Ok(ns
+        .labels()
+        .get(kim_shared::access::LABEL_POD_SECURITY_ENFORCE)
+        .cloned())
+}
+
 /// Objects per page when bindings are searched: each answer stays far below
 /// [`crate::gardener::client::RUNTIME_RESPONSE_BYTES`] however many bindings a cluster has.
 const BINDINGS_PAGE: u32 = 500;

@@ -1306,6 +1306,85 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
     Ok(())
 }
 
+/// Attack: a RuntimeAccess whose namespaced role may create Pods, where Pod Security is not
+/// enforced, runs a privileged Pod with the node's filesystem: root on the node and every
+/// credential there. Now: refused (PodSecurityNotEnforced) and nothing created, until the
+/// namespace enforces `baseline`; then it is served. On the code before it was Ready at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result<()> {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-psa", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("deployer").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "deployer", "namespace": apps},
+        "role": {"namespace": apps, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "patch"]},
+        ]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "deployer", &id, spec)?,
+        )
+        .await?;
+    let refused = access_condition(&requests, "deployer", "PodSecurityNotEnforced").await?;
+    assert!(
+        refused.message.contains(&format!(
+            "writes \"deployments\" in namespace {apps}, which enforces Pod Security privileged, the default"
+        )),
+        "{}",
+        refused.message
+    );
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps),
+            "deployer"
+        )
+        .await?,
+        "nothing is created for a refused request"
+    );
+    assert!(
+        !exists(
+            &Api::<Secret>::namespaced(kcp.clone(), &ns),
+            "deployer-kubeconfig"
+        )
+        .await?
+    );
+    // The runtime's owner enforces baseline there: served.
+    Api::<Namespace>::all(shoot_admin.clone())
+        .patch(
+            &apps,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "baseline"}}})),
+        )
+        .await?;
+    access_ready(&requests, "deployer").await?;
+    requests
+        .delete("deployer", &DeleteParams::default())
+        .await?;
+    eventually("request gone", Duration::from_secs(30), || async {
+        Ok(requests.get_opt("deployer").await?.is_none().then_some(()))
+    })
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// Attack: a RuntimeAccess names a ServiceAccount that already exists in the runtime (a
 /// system controller's in kube-system, or any workload's) with a harmless role, and gets a
 /// kubeconfig with all of that account's rights. Now a protected namespace is InvalidSpec, and
@@ -2334,6 +2413,10 @@ async fn runtime_access_deletion_waits_while_the_cluster_lives_without_an_admin_
     let status = access_ready(&requests, "reader").await?;
     let secret_name = status.secret_ref.clone().context("secretRef")?.name;
 
+    // The kubeconfig as it was, to be put back: a new one is not issued for a Shoot annotated
+    // as another runtime's.
+    let admin_secret = format!("kubeconfig-{id}");
+    let saved = secrets.get(&admin_secret).await?;
     gcs.delete(&id, &DeleteParams::default()).await?;
     eventually("GardenerCluster gone", Duration::from_secs(30), || async {
         Ok(gcs.get_opt(&id).await?.is_none().then_some(()))
@@ -2358,6 +2441,17 @@ async fn runtime_access_deletion_waits_while_the_cluster_lives_without_an_admin_
     // The admin kubeconfig is back: the deletion completes and removes what it created.
     gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
         .await?;
+    let mut restored = Secret {
+        data: saved.data.clone(),
+        type_: saved.type_.clone(),
+        ..Default::default()
+    };
+    restored.metadata.name = Some(admin_secret.clone());
+    restored.metadata.labels = saved.metadata.labels.clone();
+    restored.metadata.annotations = saved.metadata.annotations.clone();
+    if secrets.get_opt(&admin_secret).await?.is_none() {
+        secrets.create(&PostParams::default(), &restored).await?;
+    }
     eventually(
         "request, Secret and shoot objects gone",
         Duration::from_secs(60),
