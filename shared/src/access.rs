@@ -217,9 +217,12 @@ pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
     Some((role.namespace.as_str(), resource.as_str()))
 }
 
+/// RBAC objects of a namespace: whoever may write them can bind its own rules to anyone.
+const NAMESPACED_RBAC: [&str; 2] = ["roles", "rolebindings"];
+
 /// Namespaces of the cluster's own components: a ServiceAccount, Role or binding there shares
 /// the namespace with controllers whose Secrets and tokens it could reach.
-pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system";
+pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system, istio-system";
 
 /// An existing role a RuntimeAccess may bind (`--access-allowed-role-refs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,11 +294,13 @@ impl Default for AccessPolicy {
 
 impl AccessPolicy {
     /// Whether `namespace` is one a RuntimeAccess may not use: `kube-*`, `garden*`,
-    /// `kyma-system` or one of [`AccessPolicy::protected_namespaces`].
+    /// `kyma-system`, `istio-system` (an EnvoyFilter there rewrites every sidecar's traffic) or
+    /// one of [`AccessPolicy::protected_namespaces`].
     pub fn is_protected_namespace(&self, namespace: &str) -> bool {
         namespace.starts_with("kube-")
             || namespace.starts_with("garden")
             || namespace == "kyma-system"
+            || namespace == "istio-system"
             || self.protected_namespaces.iter().any(|n| n == namespace)
     }
 
@@ -693,14 +698,30 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                     "{verb:?} on \"secrets\" mints tokens of any ServiceAccount of the namespace that never expire (a Secret of type kubernetes.io/service-account-token); grant secrets only get, list and watch"
                 ),
             });
-        } else if cluster_scoped
-            && let Some((_, why)) = CLUSTER_WIDE_WRITES.iter().find(|(r, _)| r == resource)
-            && let Some(verb) = write_verb
+        } else if cluster_scoped && let Some(verb) = write_verb {
+            // Read-only, whatever the resource: the ways a cluster-wide write takes over or
+            // disables a cluster (leader leases, API priority, DNS config maps, any custom
+            // resource of an add-on) cannot all be listed.
+            let why = CLUSTER_WIDE_WRITES
+                .iter()
+                .find(|(r, _)| r == resource)
+                .map_or(
+                    "reaches every namespace, kube-system's included",
+                    |(_, why)| why,
+                );
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{verb:?} on {resource:?} cluster-wide {why}; a cluster-wide rule may only read (get, list, watch), writes belong in spec.role (one namespace)"
+                ),
+            });
+        } else if let Some(verb) = write_verb
+            && NAMESPACED_RBAC.contains(&resource.as_str())
         {
             out.push(ForbiddenGrant {
                 list: "resources",
                 message: format!(
-                    "{verb:?} on {resource:?} cluster-wide {why}; a cluster-wide rule may only read it (get, list, watch), writes belong in spec.role (one namespace)"
+                    "{verb:?} on {resource:?} lets the token bind its rules to other identities (system:authenticated among them), which keep them after the token expires and this RuntimeAccess is deleted; grant {resource} only get, list and watch"
                 ),
             });
         }
@@ -1038,21 +1059,69 @@ mod tests {
                 assert_eq!(got.len(), 1, "{verb} {resource}: {got:?}");
                 assert_eq!(got[0].list, "resources");
                 assert!(got[0].message.contains("spec.role"), "{}", got[0].message);
-                // In one namespace (spec.role) a write stays the requester's choice.
-                assert_eq!(
-                    forbidden_grants(&rule(&[group], &[resource], &[verb]), false),
-                    Vec::new()
-                );
+                // In one namespace (spec.role) a write stays the requester's choice, but for
+                // the namespace's RBAC objects.
+                if resource != "rolebindings" {
+                    assert_eq!(
+                        forbidden_grants(&rule(&[group], &[resource], &[verb]), false),
+                        Vec::new()
+                    );
+                }
             }
             let read = rule(&[group], &[resource], &["get", "list", "watch"]);
             assert_eq!(forbidden_grants(&read, true), Vec::new(), "{resource}");
+        }
+        // Any other cluster-wide write too: leader leases, API priority, DNS config maps, an
+        // add-on's resources.
+        for (group, resource) in [
+            ("coordination.k8s.io", "leases"),
+            ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+            ("", "configmaps"),
+            ("", "nodes"),
+            ("networking.istio.io", "envoyfilters"),
+        ] {
+            let got = forbidden_grants(&rule(&[group], &[resource], &["patch"]), true);
+            assert_eq!(got.len(), 1, "{resource}: {got:?}");
+            assert!(
+                got[0].message.contains("reaches every namespace"),
+                "{}",
+                got[0].message
+            );
+            assert_eq!(
+                forbidden_grants(&rule(&[group], &[resource], &["patch"]), false),
+                Vec::new()
+            );
+        }
+    }
+
+    #[test]
+    fn a_namespaced_role_may_not_write_the_namespaces_rbac() {
+        for resource in ["roles", "rolebindings"] {
+            for verb in WRITE_VERBS {
+                let got = forbidden_grants(
+                    &rule(&["rbac.authorization.k8s.io"], &[resource], &[verb]),
+                    false,
+                );
+                assert_eq!(got.len(), 1, "{verb} {resource}: {got:?}");
+                assert!(
+                    got[0].message.contains("after the token expires"),
+                    "{}",
+                    got[0].message
+                );
+            }
+            let read = rule(
+                &["rbac.authorization.k8s.io"],
+                &[resource],
+                &["get", "list"],
+            );
+            assert_eq!(forbidden_grants(&read, false), Vec::new());
         }
     }
 
     #[test]
     fn system_and_configured_namespaces_are_refused_everywhere() {
         let policy = AccessPolicy {
-            protected_namespaces: vec!["istio-system".into()],
+            protected_namespaces: vec!["monitoring".into()],
             ..Default::default()
         };
         for ns in [
@@ -1062,6 +1131,7 @@ mod tests {
             "garden-kyma",
             "kyma-system",
             "istio-system",
+            "monitoring",
         ] {
             let mut ra = pods_reader();
             ra.spec.service_account.namespace = ns.into();
@@ -1093,7 +1163,7 @@ mod tests {
             );
         }
         let mut ra = pods_reader();
-        ra.spec.service_account.namespace = "istio-system".into();
+        ra.spec.service_account.namespace = "monitoring".into();
         assert!(
             validate_runtime_access(&ra, &AccessPolicy::default()).is_allowed(),
             "only when configured"

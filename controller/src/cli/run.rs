@@ -646,7 +646,7 @@ mod tests {
         let a = Cli::try_parse_from([
             "x",
             "--access-token-expiration=2h",
-            "--access-protected-namespaces=istio-system",
+            "--access-protected-namespaces=monitoring",
         ])
         .unwrap()
         .run;
@@ -655,7 +655,7 @@ mod tests {
             a.access
                 .settings()
                 .policy
-                .is_protected_namespace("istio-system")
+                .is_protected_namespace("monitoring")
         );
     }
 
@@ -695,7 +695,7 @@ mod tests {
         let a = parse(&[]).unwrap();
         assert_eq!(a.settings().policy, AccessPolicy::default());
         let a = parse(&[
-            "--access-protected-namespaces=istio-system,monitoring",
+            "--access-protected-namespaces=monitoring,observability",
             "--access-allowed-role-refs=ClusterRole/view,Role/apps/reader",
             "--access-shoot-request-timeout=5s",
         ])
