@@ -41,6 +41,17 @@ pub struct Violation {
     pub message: String,
 }
 
+impl Violation {
+    /// The violation with its control characters escaped and its texts bounded (see
+    /// [`ValidationOutcome::presentable`]).
+    pub fn presentable(self) -> Self {
+        Self {
+            field: printable(&self.field, MAX_FIELD_PATH),
+            message: printable(&self.message, MAX_MESSAGE),
+        }
+    }
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.field, self.message)
@@ -81,19 +92,58 @@ impl ValidationOutcome {
         self.warnings.extend(other.warnings);
     }
 
+    /// The findings as they are shown to a client.
+    ///
     /// One violation per field, the first found: the configuration's rules run before the
     /// CloudProfile's, so a value both refuse is explained by the more specific message.
     /// Violations of fields judged against a violated field are dropped too: a pool's zones are
     /// zones of `spec.shoot.region`, so a wrong region would have every zone refused with
     /// advice built from the wrong region.
-    pub fn one_per_field(mut self) -> Self {
+    ///
+    /// Messages and paths quote what the client sent (values, map keys): control characters
+    /// are escaped, so that a value cannot rewrite the terminal that shows it, and each text is
+    /// cut to a length a reader can take in.
+    pub fn presentable(mut self) -> Self {
         let region_violated = self.violations.iter().any(|v| v.field == REGION_FIELD);
         let mut seen = std::collections::HashSet::new();
         self.violations.retain(|v| {
             !(region_violated && is_zone_field(&v.field)) && seen.insert(v.field.clone())
         });
+        self.violations = self
+            .violations
+            .into_iter()
+            .map(Violation::presentable)
+            .collect();
+        for w in &mut self.warnings {
+            *w = printable(w, MAX_MESSAGE);
+        }
         self
     }
+}
+
+/// Bytes of a field path and of a message shown (before escaping).
+const MAX_FIELD_PATH: usize = 256;
+const MAX_MESSAGE: usize = 1024;
+
+/// `text` with control characters escaped (`\n`, `\u{1b}`) and cut to `max` bytes, saying
+/// how long it was.
+fn printable(text: &str, max: usize) -> String {
+    let (kept, cut) = match text.char_indices().find(|(i, c)| i + c.len_utf8() > max) {
+        Some((end, _)) => (&text[..end], true),
+        None => (text, false),
+    };
+    let mut out = String::with_capacity(kept.len());
+    for c in kept.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if cut {
+        out.push_str(&format!("... ({} bytes)", text.len()));
+    }
+    out
 }
 
 const REGION_FIELD: &str = "spec.shoot.region";
@@ -197,7 +247,7 @@ mod tests {
     }
 
     #[test]
-    fn one_per_field_keeps_the_first_message_of_a_field_and_drops_zones_of_a_wrong_region() {
+    fn presentable_keeps_the_first_message_of_a_field_and_drops_zones_of_a_wrong_region() {
         let mut f = ValidationOutcome::default();
         f.violation("spec.shoot.provider.workers[0].zones[0]", "not a zone of x");
         f.violation("spec.shoot.provider.workers[0].zones", "must list a zone");
@@ -211,7 +261,7 @@ mod tests {
             f.violations.iter().map(|v| v.to_string()).collect()
         };
         assert_eq!(
-            kept(&f.clone().one_per_field()),
+            kept(&f.clone().presentable()),
             [
                 "spec.shoot.provider.workers[0].zones[0]: not a zone of x",
                 "spec.shoot.provider.workers[0].zones: must list a zone",
@@ -221,13 +271,34 @@ mod tests {
         );
         f.violation("spec.shoot.region", "not a region");
         assert_eq!(
-            kept(&f.one_per_field()),
+            kept(&f.presentable()),
             [
                 "spec.shoot.provider.workers[0].name: first",
                 "spec.shoot.provider.workers[1].zonesExtra: not a zone field",
                 "spec.shoot.region: not a region",
             ]
         );
+    }
+
+    #[test]
+    fn presentable_text_has_no_control_characters_and_a_bounded_length() {
+        let mut f = ValidationOutcome::default();
+        f.violation(
+            "spec.x.labels[a\u{1b}[2Jb]",
+            "\"ev\u{1b}]0;il\u{7}\" is not valid;\nuse x",
+        );
+        f.violation("spec.long", "é".repeat(2000));
+        f.warning("spec.w", "line\rbreak");
+        let f = f.presentable();
+        assert_eq!(f.violations[0].field, "spec.x.labels[a\\u{1b}[2Jb]");
+        assert_eq!(
+            f.violations[0].message,
+            "\"ev\\u{1b}]0;il\\u{7}\" is not valid;\\nuse x"
+        );
+        let long = &f.violations[1].message;
+        assert!(long.ends_with("... (4000 bytes)"), "{long}");
+        assert!(long.len() <= MAX_MESSAGE + 20, "{}", long.len());
+        assert_eq!(f.warnings, ["spec.w: line\\rbreak"]);
     }
 
     #[test]

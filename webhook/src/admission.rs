@@ -171,6 +171,8 @@ fn undecodable<T: Object>(
             }
             let violation =
                 decode::mismatch_violation(&field, &e.to_string(), label, T::kind(&()).as_ref());
+            // The path names the map keys as sent.
+            let violation = violation.presentable();
             let response = Response::denied(uid, violation.to_string());
             audit.violations = vec![violation];
             return response;

@@ -187,7 +187,7 @@ fn check<T>(
     if let Some(default) = default {
         default(ctx, &mut obj);
     }
-    let findings = ctx.validate_create(&obj).one_per_field();
+    let findings = ctx.validate_create(&obj).presentable();
     if findings.violations.is_empty() {
         let _ = writeln!(report.text, "OK   {at} {kind} {id}");
     } else {

@@ -98,7 +98,7 @@ pub fn handle<T: Object>(
     let ValidationOutcome {
         violations,
         warnings,
-    } = outcome.one_per_field();
+    } = outcome.presentable();
     if violations.is_empty() {
         let mut response = Response::allowed(uid).with_warnings(warnings);
         response

@@ -39,7 +39,7 @@ pub async fn apply(
         admission_policy: false,
     };
     let findings = kim_shared::validation::validate_create_with(runtime, &reconciler.config, &opts)
-        .one_per_field();
+        .presentable();
     if !findings.is_allowed() {
         let msg = findings
             .violations

@@ -213,6 +213,22 @@ async fn each_rules_invalid_example_is_refused_by_apply_and_dry_run_with_the_fie
         "{out}"
     );
     assert!(!out.contains("schema: invalid type"), "{out}");
+    // What a Runtime sends is quoted back without its control characters: a node label key
+    // cannot clear or retitle the terminal that shows the refusal.
+    let mut escaping = valid_runtime("escaping", &wh.ns);
+    escaping["spec"]["shoot"]["provider"]["workers"][0]["labels"] =
+        json!({"a\u{1b}[2J\u{1b}]0;owned\u{7}b": "x"});
+    let (ok, out) = kubectl(
+        env,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&yaml(&escaping)),
+    )
+    .await;
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("labels[a\\u{1b}[2J") && !out.contains('\u{1b}') && !out.contains('\u{7}'),
+        "{out:?}"
+    );
     // A valid Runtime with a warning (ingress filtering asked for, egress filtering off)
     // passes the same way, with our warning shown.
     let mut warned = valid_runtime("valid", &wh.ns);
