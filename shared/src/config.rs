@@ -341,6 +341,11 @@ impl KimConfig {
         self.audit_log_tenants.tenant(provider, region)
     }
 
+    /// The regions of `provider` that have an audit-log tenant.
+    pub fn audit_log_regions(&self, provider: &str) -> impl Iterator<Item = &str> {
+        self.audit_log_tenants.regions(provider)
+    }
+
     /// The maintenance window of production Shoots in `region`.
     pub fn maintenance_window(&self, region: &str) -> Option<&MaintenanceWindow> {
         self.maintenance_windows.for_region(region)

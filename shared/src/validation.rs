@@ -212,6 +212,23 @@ impl Default for DeletionPolicy {
     }
 }
 
+/// How many values of a long list a message shows.
+const SHOWN: usize = 8;
+
+/// At most [`SHOWN`] values, then how many more.
+pub(crate) fn shortened<S: AsRef<str>>(values: impl Iterator<Item = S>) -> String {
+    let all: Vec<S> = values.collect();
+    if all.is_empty() {
+        return "none (the CloudProfile offers nothing that fits)".to_owned();
+    }
+    let shown: Vec<&str> = all.iter().take(SHOWN).map(AsRef::as_ref).collect();
+    let mut text = shown.join(", ");
+    if all.len() > SHOWN {
+        text.push_str(&format!(" and {} more", all.len() - SHOWN));
+    }
+    text
+}
+
 /// Field path of one element of a list, built only when a finding needs it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Item {

@@ -69,6 +69,14 @@ impl AuditLogTenants {
             })
     }
 
+    /// The regions of `provider` that have a tenant, in order.
+    pub fn regions(&self, provider: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .get(provider)
+            .into_iter()
+            .flat_map(|r| r.keys().map(String::as_str))
+    }
+
     /// True when the file has no tenant at all.
     pub fn is_empty(&self) -> bool {
         self.0.values().all(BTreeMap::is_empty)

@@ -20,9 +20,6 @@ use crate::gardener::cloud_profile::{
     MachineImageVersion, Region,
 };
 
-/// How many offered values a message lists before it says how many more there are.
-const SHOWN: usize = 8;
-
 /// The architecture Gardener assumes when a pool or machine type names none.
 const DEFAULT_ARCH: &str = "amd64";
 
@@ -108,7 +105,7 @@ impl<'a> Check<'a> {
                 format!(
                     "{name:?} is not a region of CloudProfile {}; use one of {}",
                     self.profile.name,
-                    shortened(offered)
+                    super::shortened(offered)
                 ),
             );
         }
@@ -153,7 +150,7 @@ impl<'a> Check<'a> {
                 region.name,
                 self.profile.name,
                 missing.join(", "),
-                shortened(fitting)
+                super::shortened(fitting)
             ),
         );
     }
@@ -296,7 +293,7 @@ impl<'a> Check<'a> {
             .filter(|v| !creating || active(self.kubernetes_class(v)))
             .collect();
         versions.sort_by_key(|v| std::cmp::Reverse(semver::Version::parse(&v.version).ok()));
-        shortened(versions.iter().map(|v| {
+        super::shortened(versions.iter().map(|v| {
             if self.kubernetes_class(v) == PREVIEW {
                 format!("{} (preview)", v.version)
             } else {
@@ -335,7 +332,7 @@ impl<'a> Check<'a> {
                     "{zone:?} is not a zone of region {} in CloudProfile {}; use one of {}",
                     region.name,
                     self.profile.name,
-                    shortened(offered.iter().map(|z| z.name.as_str()))
+                    super::shortened(offered.iter().map(|z| z.name.as_str()))
                 )
             };
             f.violation(at.field(&format!("zones[{j}]")), why);
@@ -368,7 +365,8 @@ impl<'a> Check<'a> {
                     .iter()
                     .all(|z| !listed(z.unavailable_machine_types.as_deref(), &t.name))
         };
-        let offered = || shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
+        let offered =
+            || super::shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
         let Some(t) = types.iter().find(|t| t.name == m.type_) else {
             f.violation(
                 at.field("machine.type"),
@@ -454,7 +452,7 @@ impl<'a> Check<'a> {
                 format!(
                     "{name:?} is not a machine image of CloudProfile {}; use one of {}",
                     self.profile.name,
-                    shortened(images.iter().map(|i| i.name.as_str()))
+                    super::shortened(images.iter().map(|i| i.name.as_str()))
                 ),
             );
             return;
@@ -469,7 +467,7 @@ impl<'a> Check<'a> {
         };
         let offered = || {
             let vs = self.usable_versions(image, arch, old_version);
-            shortened(vs.iter().map(|v| v.version.as_str()))
+            super::shortened(vs.iter().map(|v| v.version.as_str()))
         };
         let Some(version) = version else {
             // Gardener picks the newest version for the architecture that is not preview,
@@ -604,7 +602,7 @@ impl<'a> Check<'a> {
                 "{name} {} supports kubelet versions {constraint:?} in CloudProfile {}, not {kubelet} (the pool's Kubernetes version {wanted}); use one of {}",
                 v.version,
                 self.profile.name,
-                shortened(fitting)
+                super::shortened(fitting)
             ),
         );
     }
@@ -633,7 +631,7 @@ impl<'a> Check<'a> {
                     v.version,
                     cri.name,
                     self.profile.name,
-                    shortened(offered.iter().map(|c| c.name.as_str()))
+                    super::shortened(offered.iter().map(|c| c.name.as_str()))
                 ),
             );
             return;
@@ -651,7 +649,7 @@ impl<'a> Check<'a> {
                         if runtimes.is_empty() {
                             "none".to_owned()
                         } else {
-                            shortened(runtimes.iter().map(|o| o.type_.as_str()))
+                            super::shortened(runtimes.iter().map(|o| o.type_.as_str()))
                         }
                     ),
                 );
@@ -683,7 +681,8 @@ impl<'a> Check<'a> {
                         .iter()
                         .all(|z| !listed(z.unavailable_volume_types.as_deref(), &t.name))
             };
-            let offered = || shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
+            let offered =
+                || super::shortened(types.iter().filter(|t| fits(t)).map(|t| t.name.as_str()));
             match types.iter().find(|t| t.name == type_) {
                 None => {
                     f.violation(
@@ -912,20 +911,6 @@ fn listed(list: Option<&[String]>, name: &str) -> bool {
     list.is_some_and(|l| l.iter().any(|n| n == name))
 }
 
-/// At most [`SHOWN`] values, then how many more.
-fn shortened<S: AsRef<str>>(values: impl Iterator<Item = S>) -> String {
-    let all: Vec<S> = values.collect();
-    if all.is_empty() {
-        return "none (the CloudProfile offers nothing that fits)".to_owned();
-    }
-    let shown: Vec<&str> = all.iter().take(SHOWN).map(AsRef::as_ref).collect();
-    let mut text = shown.join(", ");
-    if all.len() > SHOWN {
-        text.push_str(&format!(" and {} more", all.len() - SHOWN));
-    }
-    text
-}
-
 /// A Kubernetes quantity in bytes (the binary and decimal suffixes volume sizes use).
 fn bytes(q: &str) -> Option<u128> {
     let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
@@ -972,11 +957,14 @@ mod tests {
         ] {
             assert_eq!(bytes(q), Some(n), "{q}");
         }
-        assert_eq!(shortened(["a", "b"].into_iter()), "a, b");
+        assert_eq!(crate::validation::shortened(["a", "b"].into_iter()), "a, b");
         let eight: Vec<String> = (0..8).map(|i| i.to_string()).collect();
-        assert_eq!(shortened(eight.iter()), "0, 1, 2, 3, 4, 5, 6, 7");
+        assert_eq!(crate::validation::shortened(eight.iter()), "0, 1, 2, 3, 4, 5, 6, 7");
         let many: Vec<String> = (0..11).map(|i| i.to_string()).collect();
-        assert_eq!(shortened(many.iter()), "0, 1, 2, 3, 4, 5, 6, 7 and 3 more");
+        assert_eq!(
+            crate::validation::shortened(many.iter()),
+            "0, 1, 2, 3, 4, 5, 6, 7 and 3 more"
+        );
         assert_eq!(version_parts("1.36"), Some(vec![1, 36]));
         assert_eq!(version_parts("1.36.x"), None);
     }

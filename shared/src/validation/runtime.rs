@@ -111,9 +111,21 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     {
         // Checked only for an otherwise valid region, so that a wrong region gets one message.
         if ctx.opts.audit_log_mandatory {
+            let regions: Vec<&str> = ctx.cfg.audit_log_regions(provider_type.as_str()).collect();
+            let advice = if regions.is_empty() {
+                format!("the audit-log tenant file has no {provider_type} region")
+            } else {
+                format!(
+                    "use a region with a tenant: {}",
+                    super::shortened(regions.iter())
+                )
+            };
             f.violation(
                 "spec.shoot.region",
-                format!("no audit-log tenant is configured for {provider_type} region {:?} and audit logs are mandatory; use a region of the audit-log tenant file", shoot.region),
+                format!(
+                    "no audit-log tenant is configured for {provider_type} region {:?} and audit logs are mandatory; {advice}",
+                    shoot.region
+                ),
             );
         } else {
             f.warning("spec.shoot.region", format_args!("no audit-log tenant is configured for {provider_type} region {:?}; the cluster gets no audit logging", shoot.region));

@@ -172,10 +172,33 @@ fn region_must_be_configured_for_the_provider() {
 
 #[test]
 fn region_needs_an_audit_log_tenant_when_audit_logs_are_mandatory() {
+    // A region without a tenant names those with one.
+    let mut open = config().clone();
+    for p in open.kim.providers.values_mut() {
+        p.regions = None;
+    }
+    let mut elsewhere = sample();
+    elsewhere.spec.shoot.region = "ap-nowhere-1".into();
+    // As shown: the zones, judged against the wrong region, are left out.
+    let v = denied(
+        validate_create(&elsewhere, &open).presentable(),
+        "spec.shoot.region",
+    );
+    assert!(
+        v.message.contains("use a region with a tenant: ") && v.message.contains("eu-central-1"),
+        "{}",
+        v.message
+    );
     let mut cfg = config().clone();
     cfg.audit_log_tenants = Default::default();
     let rt = sample();
-    denied(validate_create(&rt, &cfg), "spec.shoot.region");
+    let v = denied(validate_create(&rt, &cfg), "spec.shoot.region");
+    assert!(
+        v.message
+            .ends_with("the audit-log tenant file has no aws region"),
+        "{}",
+        v.message
+    );
     let relaxed = ValidationOptions {
         audit_log_mandatory: false,
         ..ValidationOptions::default()
