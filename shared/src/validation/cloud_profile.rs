@@ -385,7 +385,8 @@ impl<'a> Check<'a> {
         }
         let t_arch = t.architecture.as_deref().unwrap_or(DEFAULT_ARCH);
         if t_arch != arch {
-            why.push(format!("is {t_arch}, not {arch}"));
+            // Only a pool that names its architecture can differ from its machine type's.
+            why.push(format!("is {t_arch}, but machine.architecture is {arch}"));
         }
         let missing: Vec<&str> = zones
             .iter()
@@ -524,7 +525,11 @@ impl<'a> Check<'a> {
             why.push(inactive_reason(self.image_class(v)).to_owned());
         }
         if !supports_arch(v, arch) {
-            why.push(format!("does not run on {arch}"));
+            let from = match &w.machine.architecture {
+                Some(_) => "machine.architecture".to_owned(),
+                None => format!("the architecture of {}", w.machine.type_),
+            };
+            why.push(format!("does not run on {arch} ({from})"));
         }
         if !why.is_empty() {
             f.violation(
@@ -959,7 +964,10 @@ mod tests {
         }
         assert_eq!(crate::validation::shortened(["a", "b"].into_iter()), "a, b");
         let eight: Vec<String> = (0..8).map(|i| i.to_string()).collect();
-        assert_eq!(crate::validation::shortened(eight.iter()), "0, 1, 2, 3, 4, 5, 6, 7");
+        assert_eq!(
+            crate::validation::shortened(eight.iter()),
+            "0, 1, 2, 3, 4, 5, 6, 7"
+        );
         let many: Vec<String> = (0..11).map(|i| i.to_string()).collect();
         assert_eq!(
             crate::validation::shortened(many.iter()),

@@ -329,7 +329,7 @@ fn a_machine_type_must_be_offered_usable_of_the_pool_architecture_and_in_every_z
     refused(
         &typed("m6g.large", Some("amd64")),
         MACHINE,
-        "m6g.large is arm64, not amd64",
+        "m6g.large is arm64, but machine.architecture is amd64",
     );
     refused(
         &typed("m6i.xlarge", None),
@@ -415,7 +415,7 @@ fn a_machine_type_message_offers_what_fits_the_pool() {
         (
             "m6g.large",
             Some("amd64"),
-            "m6g.large is arm64, not amd64 in CloudProfile aws; use one of m6i.large",
+            "m6g.large is arm64, but machine.architecture is amd64 in CloudProfile aws; use one of m6i.large",
         ),
         (
             "m6i.xlarge",
@@ -454,7 +454,7 @@ fn a_machine_type_message_offers_what_fits_the_pool() {
     let stored = typed("m6g.large", None);
     assert_eq!(
         message(&typed("m6g.large", Some("amd64")), Some(&stored), MACHINE),
-        "m6g.large is arm64, not amd64 in CloudProfile aws; use one of m6i.large"
+        "m6g.large is arm64, but machine.architecture is amd64 in CloudProfile aws; use one of m6i.large"
     );
 }
 
@@ -566,13 +566,13 @@ fn a_machine_image_must_be_offered_active_and_run_on_the_pool_architecture() {
     assert_eq!(
         message(&arm_image("1877.7.0"), None, IMAGE_VERSION),
         format!(
-            "gardenlinux 1877.7.0 does not run on arm64 in CloudProfile aws; use one of {GL_ARM64}"
+            "gardenlinux 1877.7.0 does not run on arm64 (the architecture of m6g.large) in CloudProfile aws; use one of {GL_ARM64}"
         )
     );
     assert_eq!(
         message(&arm_image("1500.0.0"), None, IMAGE_VERSION),
         format!(
-            "gardenlinux 1500.0.0 has expired and does not run on arm64 in CloudProfile aws; use one of {GL_ARM64}"
+            "gardenlinux 1500.0.0 has expired and does not run on arm64 (the architecture of m6g.large) in CloudProfile aws; use one of {GL_ARM64}"
         )
     );
     admitted(&arm_image("1877.8.0"), IMAGE_VERSION);
