@@ -579,12 +579,17 @@ impl<'a> Check<'a> {
         let Some(constraint) = v.kubelet_version_constraint.as_deref() else {
             return;
         };
-        let wanted = w
+        let own = w
             .kubernetes
             .as_ref()
             .and_then(|k| k.version.clone())
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| effective_kubernetes_version(self.rt, self.cfg));
+            .filter(|v| !v.is_empty());
+        let source = match (&own, super::runtime::explicit_version(self.rt)) {
+            (Some(_), _) => "the pool's kubernetes.version",
+            (None, Some(_)) => "spec.shoot.kubernetes.version",
+            (None, None) => "the default Kubernetes version",
+        };
+        let wanted = own.unwrap_or_else(|| effective_kubernetes_version(self.rt, self.cfg));
         let Some(kubelet) = self.resolve_kubernetes(&wanted) else {
             return;
         };
@@ -592,7 +597,7 @@ impl<'a> Check<'a> {
             return;
         }
         let name = &image.name;
-        let fitting = self
+        let fitting: Vec<&str> = self
             .usable_versions(image, arch_of(w, self.spec()), old_version)
             .into_iter()
             .filter(|c| {
@@ -600,14 +605,19 @@ impl<'a> Check<'a> {
                     .as_deref()
                     .is_none_or(|k| kubelet_constraint::admits(k, &kubelet) == Some(true))
             })
-            .map(|c| c.version.as_str());
+            .map(|c| c.version.as_str())
+            .collect();
+        let advice = if fitting.is_empty() {
+            format!("no {name} version runs it: use a Kubernetes version {constraint:?} admits")
+        } else {
+            format!("use one of {}", super::shortened(fitting.iter()))
+        };
         f.violation(
             at.field("machine.image.version"),
             format!(
-                "{name} {} supports kubelet versions {constraint:?} in CloudProfile {}, not {kubelet} (the pool's Kubernetes version {wanted}); use one of {}",
+                "{name} {} supports kubelet versions {constraint:?} in CloudProfile {}, not {kubelet} ({source} {wanted}); {advice}",
                 v.version,
                 self.profile.name,
-                super::shortened(fitting)
             ),
         );
     }

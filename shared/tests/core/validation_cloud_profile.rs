@@ -822,7 +822,7 @@ fn an_image_version_must_support_the_pools_kubelet() {
     assert_eq!(
         check(&old_image(&rt)),
         [
-            "gardenlinux 1592.14.0 supports kubelet versions \"< 1.35\" in CloudProfile aws, not 1.35.4 (the pool's Kubernetes version 1.35); use one of 1900.0.0, 1877.8.0, 1877.7.0"
+            "gardenlinux 1592.14.0 supports kubelet versions \"< 1.35\" in CloudProfile aws, not 1.35.4 (spec.shoot.kubernetes.version 1.35); use one of 1900.0.0, 1877.8.0, 1877.7.0"
         ]
     );
     // A pool of its own at 1.34 runs it; the control plane alone decides otherwise.
@@ -840,4 +840,27 @@ fn an_image_version_must_support_the_pools_kubelet() {
         serde_json::from_value(json!({"name": "gardenlinux", "version": "1877.7.0"})).unwrap(),
     );
     assert_eq!(check(&newer).len(), 1, "1.36.0 is outside >= 1.35, < 1.36");
+
+    // No version runs the kubelet: the Kubernetes version is what can change.
+    let mut old_only = profile();
+    for v in &mut old_only.machine_images[0].versions {
+        v.kubelet_version_constraint = Some("< 1.35".into());
+    }
+    let profile = Profile {
+        name: "aws",
+        spec: &old_only,
+    };
+    let f = validate_against_cloud_profile(
+        &old_image(&rt),
+        None,
+        config(),
+        profile,
+        jiff::Timestamp::now(),
+    );
+    assert_eq!(
+        on(&f, IMAGE_VERSION),
+        [
+            "gardenlinux 1592.14.0 supports kubelet versions \"< 1.35\" in CloudProfile aws, not 1.35.4 (spec.shoot.kubernetes.version 1.35); no gardenlinux version runs it: use a Kubernetes version \"< 1.35\" admits"
+        ]
+    );
 }
