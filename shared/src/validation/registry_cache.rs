@@ -27,15 +27,17 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     let mut upstreams: HashMap<&str, usize> = HashMap::new();
     for (index, cache) in caches.iter().enumerate() {
         let at = Item { list: LIST, index };
-        for (key, value) in [
-            ("name", &cache.name),
-            ("namespace", &cache.namespace),
-            ("uid", &cache.uid),
+        for (key, value, what) in [
+            ("name", &cache.name, "the name"),
+            ("namespace", &cache.namespace, "the namespace"),
+            ("uid", &cache.uid, "the uid"),
         ] {
             if value.is_empty() {
                 f.violation(
                     at.field(key),
-                    "must not be empty; it names the RegistryCacheConfig of the runtime",
+                    format!(
+                        "must not be empty; set it to {what} of the runtime's RegistryCacheConfig"
+                    ),
                 );
             }
         }

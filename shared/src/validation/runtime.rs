@@ -162,10 +162,12 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
             if zones.len() != wanted || !unique {
                 f.violation(
                     "spec.shoot.controlPlane.zones",
-                    format!(
-                        "must list exactly {wanted} distinct zone(s) for failure tolerance {}",
-                        if zone_ha { "zone" } else { "node or none" }
-                    ),
+                    if zone_ha {
+                        "must list exactly 3 distinct zones for failure tolerance zone".to_owned()
+                    } else {
+                        "must list exactly 1 zone without failure tolerance zone (node, or none)"
+                            .to_owned()
+                    },
                 );
             }
         }

@@ -195,7 +195,7 @@ fn machine(
         f.violation(
             at.field("machine.type"),
             format!(
-                "must name a {provider_type} machine type, e.g. {}",
+                "must name a machine type of {provider_type}, e.g. {}",
                 example_machine(provider_type)
             ),
         );

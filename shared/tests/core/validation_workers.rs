@@ -71,7 +71,7 @@ fn machine_type_must_be_configured_for_the_provider() {
     rejects_with(
         &runtime(|rt| main_pool(rt).machine.type_ = String::new()),
         &field("machine.type"),
-        "must name a aws machine type, e.g. m6i.large",
+        "must name a machine type of aws, e.g. m6i.large",
     );
     accepts(&runtime(|rt| {
         main_pool(rt).machine.type_ = "g6.xlarge".into()
