@@ -741,20 +741,24 @@ fn zone_layout(
         ProviderType::Gdch => zones::gdch(nodes, all_zones.len()).map(drop),
         ProviderType::Gcp | ProviderType::Openstack => Ok(()),
     };
-    let why = match result {
-        Ok(()) => return,
+    match result {
+        Ok(()) => {}
         Err(ZoneSplitError::Prefix {
             prefix: p,
             min,
             max,
-        }) => {
+        }) => f.violation(
+            "spec.shoot.networking.nodes",
             format!(
-                "a /{p} network cannot be split into zone subnets; use a prefix from /{min} to /{max}"
-            )
-        }
-        Err(ZoneSplitError::ZoneCount { count, min, max }) => {
-            format!("{count} zones cannot be laid out; {provider} needs {min} to {max}")
-        }
-    };
-    f.violation("spec.shoot.networking.nodes", format!("{nodes}: {why}"));
+                "{nodes}: a /{p} network cannot be split into zone subnets; use a prefix from /{min} to /{max}"
+            ),
+        ),
+        // The pools' zones are what is wrong, not the network.
+        Err(ZoneSplitError::ZoneCount { count, min, max }) => f.violation(
+            "spec.shoot.provider.workers",
+            format!(
+                "the pools use {count} distinct zones; a {provider} cluster uses {min} to {max}"
+            ),
+        ),
+    }
 }

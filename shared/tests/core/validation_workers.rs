@@ -400,22 +400,28 @@ fn the_zones_must_fit_the_providers_zone_layout() {
             main_pool(rt).zones = Some(zones.iter().map(|z| (*z).to_owned()).collect());
         })
     };
-    let nodes = |rt: &Runtime| {
-        kim_shared::validation::validate_create(rt, shipped_config())
-            .violations
-            .into_iter()
-            .filter(|v| v.field == "spec.shoot.networking.nodes")
-            .map(|v| v.message)
-            .collect::<Vec<_>>()
+    let on = |field: &'static str| {
+        move |rt: &Runtime| {
+            kim_shared::validation::validate_create(rt, shipped_config())
+                .violations
+                .into_iter()
+                .filter(|v| v.field == field)
+                .map(|v| v.message)
+                .collect::<Vec<_>>()
+        }
     };
+    let nodes = on("spec.shoot.networking.nodes");
+    // Too many zones: the pools are at fault, not the network.
+    let four = gdch(&[
+        "eu-central-1a",
+        "eu-central-1b",
+        "eu-central-1c",
+        "eu-central-1d",
+    ]);
+    assert_eq!(nodes(&four), Vec::<String>::new());
     assert_eq!(
-        nodes(&gdch(&[
-            "eu-central-1a",
-            "eu-central-1b",
-            "eu-central-1c",
-            "eu-central-1d"
-        ])),
-        ["10.250.0.0/16: 4 zones cannot be laid out; gdch needs 1 to 3"]
+        on("spec.shoot.provider.workers")(&four),
+        ["the pools use 4 distinct zones; a gdch cluster uses 1 to 3"]
     );
     assert_eq!(
         nodes(&gdch(&["eu-central-1a", "eu-central-1b", "eu-central-1c"])),
