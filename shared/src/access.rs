@@ -73,6 +73,12 @@ const FORBIDDEN_RESOURCES: [(&str, &str); 9] = [
     ),
 ];
 
+/// The verbs a cluster-wide rule may have: reads of resources and of non-resource URLs.
+const READ_VERBS: [&str; 4] = ["get", "list", "watch", "head"];
+
+/// Subresources that tunnel to a pod or service: cluster-wide they reach kube-system's.
+const CLUSTER_WIDE_TUNNELS: [&str; 3] = ["pods/portforward", "pods/proxy", "services/proxy"];
+
 /// Verbs that change objects.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
@@ -672,10 +678,26 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
             });
         }
     }
-    let write_verb = rule
-        .verbs
-        .iter()
-        .find(|v| WRITE_VERBS.contains(&v.as_str()));
+    // Cluster-wide, every verb but a read counts as a write: custom verbs and the HTTP verbs
+    // of non-resource URLs included.
+    let write_verb = rule.verbs.iter().find(|v| {
+        if cluster_scoped {
+            !READ_VERBS.contains(&v.as_str())
+        } else {
+            WRITE_VERBS.contains(&v.as_str())
+        }
+    });
+    if cluster_scoped
+        && resources.is_empty()
+        && let Some(verb) = write_verb
+    {
+        out.push(ForbiddenGrant {
+            list: "verbs",
+            message: format!(
+                "{verb:?} on non-resource URLs changes the API server's state (log levels, debug handlers); a cluster-wide rule may only read (get, head)"
+            ),
+        });
+    }
     for resource in resources {
         if let Some((_, why)) = FORBIDDEN_RESOURCES.iter().find(|(r, _)| r == resource) {
             out.push(ForbiddenGrant {
@@ -696,6 +718,13 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 list: "resources",
                 message: format!(
                     "{verb:?} on \"secrets\" mints tokens of any ServiceAccount of the namespace that never expire (a Secret of type kubernetes.io/service-account-token); grant secrets only get, list and watch"
+                ),
+            });
+        } else if cluster_scoped && CLUSTER_WIDE_TUNNELS.contains(&resource.as_str()) {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{resource:?} cluster-wide opens connections to any pod or service, kube-system's included, past their network policies; grant it only in spec.role (one namespace)"
                 ),
             });
         } else if cluster_scoped && let Some(verb) = write_verb {
@@ -1070,6 +1099,32 @@ mod tests {
             }
             let read = rule(&[group], &[resource], &["get", "list", "watch"]);
             assert_eq!(forbidden_grants(&read, true), Vec::new(), "{resource}");
+        }
+        // Custom verbs and non-resource writes cluster-wide; tunnels to any pod.
+        for (verbs, resources, urls) in [
+            (&["escalate-ish"][..], &["widgets"][..], &[][..]),
+            (&["put"][..], &[][..], &["/debug/flags/v"][..]),
+        ] {
+            let r = PolicyRule {
+                verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                resources: (!resources.is_empty())
+                    .then(|| resources.iter().map(|v| (*v).to_owned()).collect()),
+                non_resource_urls: (!urls.is_empty())
+                    .then(|| urls.iter().map(|v| (*v).to_owned()).collect()),
+                api_groups: (!resources.is_empty()).then(|| vec!["example.com".to_owned()]),
+                ..Default::default()
+            };
+            assert_eq!(forbidden_grants(&r, true).len(), 1, "{verbs:?}");
+        }
+        for tunnel in ["pods/portforward", "pods/proxy", "services/proxy"] {
+            assert_eq!(
+                forbidden_grants(&rule(&[""], &[tunnel], &["get"]), true).len(),
+                1
+            );
+            assert_eq!(
+                forbidden_grants(&rule(&[""], &[tunnel], &["get"]), false),
+                Vec::new()
+            );
         }
         // Any other cluster-wide write too: leader leases, API priority, DNS config maps, an
         // add-on's resources.

@@ -334,8 +334,8 @@ pub fn read_credentials_source<'a>(
 /// Secret of OAuth client data. Whoever may write an `AuditLog` names the Secret, so the
 /// control plane's own credentials are refused: a Secret the infrastructure manager wrote
 /// (label `operator.kyma-project.io/managed-by`: kubeconfigs, copies), a Secret of another type
-/// (ServiceAccount tokens, TLS keys, image pull credentials), and one holding a kubeconfig (the
-/// Gardener credentials) or a private key (the webhook's CA).
+/// (ServiceAccount tokens, TLS keys, image pull credentials), one holding a kubeconfig (the
+/// Gardener credentials) and the webhook's certificate Secret.
 pub fn check_source_secret(
     audit_log: &AuditLog,
     secret: &k8s_openapi::api::core::v1::Secret,
@@ -359,11 +359,19 @@ pub fn check_source_secret(
     if secret.type_.as_deref().is_some_and(|t| t != "Opaque") {
         return refuse("it is not an Opaque Secret");
     }
+    // The webhook keeps its CA and serving key in an Opaque Secret of its own. A private key
+    // as such is not refused: read credentials may be X.509 client credentials.
+    let webhook_certificate = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+        .is_some_and(|v| v == WEBHOOK_FIELD_MANAGER);
+    if webhook_certificate {
+        return refuse("it is the admission webhook's certificate");
+    }
     for value in secret.data.iter().flat_map(|d| d.values()) {
         let value = value.0.as_slice();
-        if contains(value, b"PRIVATE KEY-----") {
-            return refuse("it holds a private key");
-        }
         if contains(value, b"clusters")
             && (contains(value, b"kind: Config") || contains(value, b"\"Config\""))
         {
@@ -372,6 +380,10 @@ pub fn check_source_secret(
     }
     Ok(())
 }
+
+/// The label value the webhook's certificate Secret carries (`app.kubernetes.io/managed-by`,
+/// the webhook's default `--field-manager`).
+const WEBHOOK_FIELD_MANAGER: &str = "kim-webhook";
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
@@ -683,11 +695,22 @@ mod tests {
             why(&secret(None, "config", json_kubeconfig)),
             "it holds a kubeconfig"
         );
+        // X.509 read credentials hold a key; the webhook's certificate Secret is refused by
+        // its label.
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHc...\n-----END EC PRIVATE KEY-----\n";
         assert_eq!(
-            why(&secret(Some("Opaque"), "ca.key", key)),
-            "it holds a private key"
+            check_source_secret(&a, &secret(Some("Opaque"), "key", key)),
+            Ok(())
         );
+        let mut webhook = secret(Some("Opaque"), "ca.key", key);
+        webhook.metadata.labels = Some(
+            [(
+                "app.kubernetes.io/managed-by".to_owned(),
+                "kim-webhook".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(why(&webhook), "it is the admission webhook's certificate");
     }
 
     #[test]

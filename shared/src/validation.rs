@@ -104,10 +104,18 @@ impl ValidationOutcome {
     /// are escaped, so that a value cannot rewrite the terminal that shows it, and each text is
     /// cut to a length a reader can take in.
     pub fn presentable(mut self) -> Self {
-        let region_violated = self.violations.iter().any(|v| v.field == REGION_FIELD);
+        // A region without an audit-log tenant is a region all the same: its zones stand.
+        let region_violated = self
+            .violations
+            .iter()
+            .any(|v| v.field == REGION_FIELD && !v.message.starts_with(NO_AUDIT_LOG_TENANT));
         let mut seen = std::collections::HashSet::new();
         self.violations.retain(|v| {
-            !(region_violated && is_zone_field(&v.field)) && seen.insert(v.field.clone())
+            let consequence = region_violated
+                && (is_zone_field(&v.field)
+                    // Whether a wrong region has a tenant is moot.
+                    || (v.field == REGION_FIELD && v.message.starts_with(NO_AUDIT_LOG_TENANT)));
+            !consequence && seen.insert(v.field.clone())
         });
         self.violations = self
             .violations
@@ -125,6 +133,14 @@ impl ValidationOutcome {
 const MAX_FIELD_PATH: usize = 256;
 const MAX_MESSAGE: usize = 1024;
 
+/// Format characters that reorder or hide text when shown: bidirectional overrides and
+/// isolates, zero-width characters, the soft hyphen and the byte-order mark.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
 /// `text` with control characters escaped (`\n`, `\u{1b}`) and cut to `max` bytes, saying
 /// how long it was.
 fn printable(text: &str, max: usize) -> String {
@@ -134,7 +150,7 @@ fn printable(text: &str, max: usize) -> String {
     };
     let mut out = String::with_capacity(kept.len());
     for c in kept.chars() {
-        if c.is_control() {
+        if c.is_control() || is_invisible_format(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -147,6 +163,9 @@ fn printable(text: &str, max: usize) -> String {
 }
 
 const REGION_FIELD: &str = "spec.shoot.region";
+
+/// How the refusal of a region without an audit-log tenant begins.
+pub(crate) const NO_AUDIT_LOG_TENANT: &str = "no audit-log tenant is configured";
 
 /// `spec.shoot.provider.workers[i].zones` or one of its elements.
 fn is_zone_field(field: &str) -> bool {
@@ -286,6 +305,16 @@ mod tests {
                 "spec.shoot.provider.workers[1].zonesExtra: not a zone field",
             ]
         );
+        let mut tenantless = f.clone();
+        tenantless.violation(
+            "spec.shoot.region",
+            format!("{NO_AUDIT_LOG_TENANT} for aws region \"x\""),
+        );
+        assert_eq!(tenantless.presentable().violations.len(), 5, "zones stand");
+        f.violation(
+            "spec.shoot.region",
+            format!("{NO_AUDIT_LOG_TENANT} for aws region \"x\""),
+        );
         f.violation("spec.shoot.region", "not a region");
         assert_eq!(
             kept(&f.presentable()),
@@ -305,7 +334,7 @@ mod tests {
             "\"ev\u{1b}]0;il\u{7}\" is not valid;\nuse x",
         );
         f.violation("spec.long", "é".repeat(2000));
-        f.warning("spec.w", "line\rbreak");
+        f.warning("spec.w", "line\rbreak \u{202e}desrever");
         let f = f.presentable();
         assert_eq!(f.violations[0].field, "spec.x.labels[a\\u{1b}[2Jb]");
         assert_eq!(
@@ -315,7 +344,7 @@ mod tests {
         let long = &f.violations[1].message;
         assert!(long.ends_with("... (4000 bytes)"), "{long}");
         assert!(long.len() <= MAX_MESSAGE + 20, "{}", long.len());
-        assert_eq!(f.warnings, ["spec.w: line\\rbreak"]);
+        assert_eq!(f.warnings, ["spec.w: line\\rbreak \\u{202e}desrever"]);
     }
 
     #[test]

@@ -262,36 +262,45 @@ async fn foreign_binding_of(
     let sa = &ra.spec.service_account;
     let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
     let namespace_group = format!("system:serviceaccounts:{}", sa.namespace);
-    let names_it = |subjects: Option<&Vec<Subject>>, binding_ns: &str| {
-        subjects
-            .into_iter()
-            .flatten()
-            .any(|s| match s.kind.as_str() {
-                "ServiceAccount" => {
-                    s.name == sa.name
-                        && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
-                }
-                "User" => s.name == user,
-                "Group" => s.name == "system:serviceaccounts" || s.name == namespace_group,
-                _ => false,
-            })
-    };
-    let counted = |labels: &std::collections::BTreeMap<String, String>| {
+    // Kubernetes' defaults are skipped for the groups only: a label is no proof for a binding
+    // that names this very account.
+    let names_it = |subjects: Option<&Vec<Subject>>,
+                    binding_ns: &str,
+                    labels: &std::collections::BTreeMap<String, String>| {
+        let default = labels
+            .get("kubernetes.io/bootstrapping")
+            .map(String::as_str)
+            == Some("rbac-defaults");
         !created_by(labels, ra)
-            && labels
-                .get("kubernetes.io/bootstrapping")
-                .map(String::as_str)
-                != Some("rbac-defaults")
+            && subjects
+                .into_iter()
+                .flatten()
+                .any(|s| match s.kind.as_str() {
+                    "ServiceAccount" => {
+                        s.name == sa.name
+                            && s.namespace.as_deref().unwrap_or(binding_ns) == sa.namespace
+                    }
+                    "User" => s.name == user,
+                    "Group" => {
+                        !default
+                            && (s.name == "system:serviceaccounts" || s.name == namespace_group)
+                    }
+                    _ => false,
+                })
     };
     if let Some(b) = first_in_pages(Api::<ClusterRoleBinding>::all(shoot.clone()), |b| {
-        counted(b.labels()) && names_it(b.subjects.as_ref(), "")
+        names_it(b.subjects.as_ref(), "", b.labels())
     })
     .await?
     {
         return Ok(Some(format!("ClusterRoleBinding/{}", b.name_any())));
     }
     Ok(first_in_pages(Api::<RoleBinding>::all(shoot.clone()), |b| {
-        counted(b.labels()) && names_it(b.subjects.as_ref(), &b.namespace().unwrap_or_default())
+        names_it(
+            b.subjects.as_ref(),
+            &b.namespace().unwrap_or_default(),
+            b.labels(),
+        )
     })
     .await?
     .map(|b| {

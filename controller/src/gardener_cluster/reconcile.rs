@@ -30,6 +30,11 @@ use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
 use crate::runtime::shoot_cache::CachedShoot;
 use crate::stored::StatusApart;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::gardener::Shoot;
+use kube::core::PartialObjectMeta;
 
 /// Field manager of everything this reconciler applies.
 pub const FIELD_MANAGER: &str = "kim-gardener-cluster";
@@ -85,6 +90,18 @@ const SIGNING_LIMIT: WriteLimitSettings = WriteLimitSettings {
 };
 
 /// State shared by all reconciles of this controller.
+/// Whose a Shoot is, as [`Reconciler::owner_of`] finds it.
+enum ShootOwner {
+    /// The GardenerCluster's own runtime's (or an unannotated one).
+    This,
+    /// Another runtime's: its ID.
+    Another(String),
+    /// Gardener has no such Shoot.
+    Missing,
+    /// The Shoot cache is not filled yet.
+    NotKnownYet,
+}
+
 pub struct Reconciler {
     ctx: Arc<Context>,
     policy: RotationPolicy,
@@ -95,6 +112,9 @@ pub struct Reconciler {
     signing: Arc<WriteLimit>,
     /// The Runtime reconciler's cache of the project's Shoots.
     shoots: Store<CachedShoot>,
+    /// Resolves once that cache holds Gardener's first list (shared: kube's store wakes one
+    /// waiter only).
+    shoots_ready: Shared<BoxFuture<'static, bool>>,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -117,6 +137,14 @@ pub enum Error {
     /// The stored GardenerCluster does not read with our types.
     #[error("the stored GardenerCluster cannot be read: {0}")]
     Unreadable(Unreadable),
+    /// Reading the Shoot from Gardener failed.
+    #[error("reading Shoot {shoot} from Gardener: {source}")]
+    ShootRead {
+        /// The shoot.
+        shoot: String,
+        /// The API error.
+        source: kube::Error,
+    },
     /// The reconcile took longer than `--gardener-ctrl-reconcilation-timeout`.
     #[error("reconcile took longer than {0:?} (--gardener-ctrl-reconcilation-timeout)")]
     Timeout(Duration),
@@ -150,24 +178,52 @@ impl Reconciler {
             policy,
             metrics,
             signing: WriteLimit::new(SIGNING_LIMIT),
+            shoots_ready: {
+                let shoots = shoots.clone();
+                async move { shoots.wait_until_ready().await.is_ok() }
+                    .boxed()
+                    .shared()
+            },
             shoots,
         }
     }
 
-    /// The runtime that Shoot `shoot` belongs to by its runtime-id annotation, when that is not
-    /// `runtime_id`. Whoever may write a GardenerCluster chooses the Shoot it names: without
-    /// this, one could have another runtime's (or any project Shoot's) admin kubeconfig written
-    /// into a Secret it reads. A Shoot not cached yet is left to Gardener (404 when missing).
-    fn shoot_of_another_runtime(&self, shoot: &str, runtime_id: &str) -> Option<String> {
-        let cached = self
-            .shoots
-            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?;
-        let owner = cached
-            .metadata
-            .annotations
-            .as_ref()?
-            .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?;
-        (owner != runtime_id).then(|| owner.clone())
+    /// Whose Shoot `shoot` is: `Another(id)` when its runtime-id annotation names a runtime
+    /// other than `runtime_id`. Whoever may write a GardenerCluster chooses the Shoot it names:
+    /// without this, one could have another runtime's admin kubeconfig written into a Secret it
+    /// reads. Read from the Runtime reconciler's Shoot cache once it is filled (a restart must
+    /// not issue what was refused before), else from Gardener: a Shoot too new for the cache.
+    /// A Shoot without the annotation is a runtime's from before the infrastructure manager,
+    /// as the Runtime reconciler takes it.
+    async fn owner_of(&self, shoot: &str, runtime_id: &str) -> Result<ShootOwner, Error> {
+        let annotated = |meta: &ObjectMeta| {
+            meta.annotations
+                .as_ref()
+                .and_then(|a| a.get(names::SHOOT_ANNOTATION_RUNTIME_ID))
+                .filter(|owner| *owner != runtime_id)
+                .map_or(ShootOwner::This, |owner| ShootOwner::Another(owner.clone()))
+        };
+        let wait = self.ctx.settings.gardener_cluster.reconcile_timeout / 4;
+        if !tokio::time::timeout(wait, self.shoots_ready.clone())
+            .await
+            .unwrap_or(false)
+        {
+            return Ok(ShootOwner::NotKnownYet);
+        }
+        let key = ObjectRef::new(shoot).within(&self.ctx.gardener_namespace);
+        if let Some(cached) = self.shoots.get(&key) {
+            return Ok(annotated(&cached.metadata));
+        }
+        let shoots: Api<PartialObjectMeta<Shoot>> =
+            Api::namespaced(self.ctx.gardener.clone(), &self.ctx.gardener_namespace);
+        match shoots.get_metadata_opt(shoot).await {
+            Ok(Some(live)) => Ok(annotated(&live.metadata)),
+            Ok(None) => Ok(ShootOwner::Missing),
+            Err(source) => Err(Error::ShootRead {
+                shoot: shoot.to_owned(),
+                source,
+            }),
+        }
     }
 
     /// Drops what is kept about the GardenerCluster `key`, which is gone: its record and metric
@@ -376,13 +432,27 @@ async fn apply(
         }
         RotationDecision::Rotate(cause) => {
             let shoot = gc.spec.shoot.name.clone();
-            if let Some(owner) = reconciler.shoot_of_another_runtime(&shoot, &gc.name_any()) {
-                let msg = format!(
-                    "Shoot {shoot} belongs to runtime {owner} (annotation {}), not to {}: a GardenerCluster gets the kubeconfig of its own runtime's Shoot only",
-                    names::SHOOT_ANNOTATION_RUNTIME_ID,
-                    gc.name_any()
-                );
-                tracing::warn!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
+            let refusal = match reconciler.owner_of(&shoot, &gc.name_any()).await? {
+                ShootOwner::This => None,
+                ShootOwner::Another(owner) => {
+                    tracing::warn!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
+                    Some(format!(
+                        "Shoot {shoot} belongs to runtime {owner} (annotation {}), not to {}: a GardenerCluster gets the kubeconfig of its own runtime's Shoot only",
+                        names::SHOOT_ANNOTATION_RUNTIME_ID,
+                        gc.name_any()
+                    ))
+                }
+                ShootOwner::Missing => Some(format!("Shoot {shoot} not found in Gardener")),
+                ShootOwner::NotKnownYet => {
+                    tracing::debug!(
+                        controller = CONTROLLER,
+                        name = gc.name_any(),
+                        "the Shoot cache is not filled yet; looking again"
+                    );
+                    return Ok(Action::requeue(SIGNING_SLOT_WAIT.random_delay(1)));
+                }
+            };
+            if let Some(msg) = refusal {
                 write_status(
                     reconciler,
                     gc,

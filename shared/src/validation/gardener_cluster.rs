@@ -54,6 +54,26 @@ pub fn validate_gardener_cluster_update(
     } else {
         validate_gardener_cluster(new)
     };
+    // Pointed elsewhere, the Secret would receive the runtime's admin kubeconfig wherever its
+    // writer can read it; back to upstream's location is how a wrong one is repaired.
+    let secret = &new.spec.kubeconfig.secret;
+    let name = new.metadata.name.as_deref().unwrap_or_default();
+    let namespace = new.metadata.namespace.as_deref().unwrap_or_default();
+    let own = secret.name == crate::names::kubeconfig_secret_name(name)
+        && secret.namespace == namespace
+        && secret.key == "config";
+    if old.spec.kubeconfig.secret != *secret && !own {
+        f.violation(
+            "spec.kubeconfig.secret",
+            format!(
+                "may change only to the runtime's own kubeconfig Secret: name {:?}, namespace {namespace:?}, key \"config\"; or keep name {:?}, namespace {:?} and key {:?}",
+                crate::names::kubeconfig_secret_name(name),
+                old.spec.kubeconfig.secret.name,
+                old.spec.kubeconfig.secret.namespace,
+                old.spec.kubeconfig.secret.key
+            ),
+        );
+    }
     if old.spec.shoot.name != new.spec.shoot.name {
         f.violation(
             "spec.shoot.name",

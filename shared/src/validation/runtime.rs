@@ -111,7 +111,12 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
     {
         // Checked only for an otherwise valid region, so that a wrong region gets one message.
         if ctx.opts.audit_log_mandatory {
-            let regions: Vec<&str> = ctx.cfg.audit_log_regions(provider_type.as_str()).collect();
+            // Only regions the configuration allows, when it lists them.
+            let regions: Vec<&str> = ctx
+                .cfg
+                .audit_log_regions(provider_type.as_str())
+                .filter(|r| ctx.provider.is_none_or(|p| p.allows_region(r)))
+                .collect();
             let advice = if regions.is_empty() {
                 format!("the audit-log tenant file has no {provider_type} region")
             } else {
@@ -123,7 +128,8 @@ fn shoot_fields(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
             f.violation(
                 "spec.shoot.region",
                 format!(
-                    "no audit-log tenant is configured for {provider_type} region {:?} and audit logs are mandatory; {advice}",
+                    "{} for {provider_type} region {:?} and audit logs are mandatory; {advice}",
+                    super::NO_AUDIT_LOG_TENANT,
                     shoot.region
                 ),
             );

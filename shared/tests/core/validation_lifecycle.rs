@@ -395,6 +395,22 @@ fn the_runtime_id_label_is_immutable() {
         "spec.shoot.name",
     );
     assert!(v.message.contains("immutable"), "{}", v.message);
+    let mut redirected = gc.clone();
+    redirected.spec.kubeconfig.secret.name = "readable-by-me".into();
+    let v = denied(
+        validate_gardener_cluster_update(&gc, &redirected),
+        "spec.kubeconfig.secret",
+    );
+    assert!(v.message.contains("may change only to"), "{}", v.message);
+    // Back to upstream's location: the repair of a wrong one.
+    let canonical = redirected.clone();
+    let mut repaired = redirected;
+    repaired.spec.kubeconfig.secret = gc.spec.kubeconfig.secret.clone();
+    assert_eq!(
+        repaired.spec.kubeconfig.secret.name,
+        kim_shared::names::kubeconfig_secret_name(gc.metadata.name.as_deref().unwrap_or_default())
+    );
+    allowed(validate_gardener_cluster_update(&canonical, &repaired));
 
     // A spec stored before today's rules: metadata changes (the finalizer's removal) pass, a
     // spec change is held to the rules.
@@ -411,9 +427,14 @@ fn the_runtime_id_label_is_immutable() {
     allowed(validate_gardener_cluster_update(&stored, &finalized));
     let mut still_bad = stored.clone();
     still_bad.spec.kubeconfig.secret.name = "kubeconfig-other".into();
-    denied(
-        validate_gardener_cluster_update(&stored, &still_bad),
-        "spec.kubeconfig.secret.key",
+    let fields: Vec<String> = validate_gardener_cluster_update(&stored, &still_bad)
+        .violations
+        .into_iter()
+        .map(|v| v.field)
+        .collect();
+    assert_eq!(
+        fields,
+        ["spec.kubeconfig.secret.key", "spec.kubeconfig.secret"]
     );
 }
 

@@ -548,6 +548,18 @@ async fn a_gardener_cluster_naming_another_shoot_lends_its_cluster_to_no_runtime
             .is_none(),
         "the victim's admin kubeconfig was written for the lent GardenerCluster"
     );
+    // A restarted controller reconciles it at once, before its Shoot cache is filled: still
+    // refused.
+    ctl.kill();
+    let ctl = start_controller(env, &ns, &[]).await?;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    anyhow::ensure!(
+        secrets
+            .get_opt(&format!("kubeconfig-{new_id}"))
+            .await?
+            .is_none(),
+        "a restarted controller wrote the victim's admin kubeconfig for the lent GardenerCluster"
+    );
     ctl.stop().await;
     Ok(())
 }
