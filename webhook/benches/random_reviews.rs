@@ -985,10 +985,22 @@ fn runtime_case(
     let mutated = spent.run(|| admission::mutate::<Runtime>(body, actx, now));
     let mutated = response(&mutated, body)?;
     let Ok(typed) = decode::review::<Runtime>(body) else {
+        let outcome = undecodable(body);
         if allowed(&mutated) {
-            return Err("mutate allowed a review that does not decode".into());
+            // An object that is no Runtime passes on unchanged to the apiserver's schema
+            // check; the validating webhook refuses whatever that check lets through.
+            if outcome != Outcome::Schema || patch_of(&mutated)?.is_some() {
+                return Err(
+                    "mutate allowed a malformed review, or patched an object that does not decode"
+                        .into(),
+                );
+            }
+            let validated = spent.run(|| admission::validate::<Runtime>(body, actx, now));
+            if allowed(&response(&validated, body)?) {
+                return Err("validate allowed a review that does not decode".into());
+            }
         }
-        return Ok(undecodable(body));
+        return Ok(outcome);
     };
     if !allowed(&mutated) {
         return Ok(Outcome::Denied);
