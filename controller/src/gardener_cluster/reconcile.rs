@@ -197,11 +197,11 @@ impl Reconciler {
     /// as the Runtime reconciler takes it.
     async fn owner_of(&self, shoot: &str, runtime_id: &str) -> Result<ShootOwner, Error> {
         let annotated = |meta: &ObjectMeta| {
-            meta.annotations
-                .as_ref()
-                .and_then(|a| a.get(names::SHOOT_ANNOTATION_RUNTIME_ID))
+            crate::runtime::delete::owning_runtime(meta)
                 .filter(|owner| *owner != runtime_id)
-                .map_or(ShootOwner::This, |owner| ShootOwner::Another(owner.clone()))
+                .map_or(ShootOwner::This, |owner| {
+                    ShootOwner::Another(owner.to_owned())
+                })
         };
         let wait = self.ctx.settings.gardener_cluster.reconcile_timeout / 4;
         if !tokio::time::timeout(wait, self.shoots_ready.clone())
@@ -453,18 +453,7 @@ async fn apply(
                 }
             };
             if let Some(msg) = refusal {
-                write_status(
-                    reconciler,
-                    gc,
-                    status::desired(
-                        conditions(gc),
-                        Reason::FailedToGetKubeconfig,
-                        Some(&msg),
-                        gc.metadata.generation,
-                        now,
-                    ),
-                )
-                .await?;
+                failed_to_get_kubeconfig(reconciler, gc, &msg, now).await?;
                 return Ok(Action::requeue(SHOOT_MISSING_RETRY));
             }
             // The wait for a slot counts against the reconcile's timeout: waited for long, the
@@ -502,19 +491,7 @@ async fn apply(
             let issued = match issued {
                 Ok(k) => k,
                 Err(e) => {
-                    let msg = e.to_string();
-                    write_status(
-                        reconciler,
-                        gc,
-                        status::desired(
-                            conditions(gc),
-                            Reason::FailedToGetKubeconfig,
-                            Some(&msg),
-                            gc.metadata.generation,
-                            now,
-                        ),
-                    )
-                    .await?;
+                    failed_to_get_kubeconfig(reconciler, gc, &e.to_string(), now).await?;
                     if e.is_not_found() {
                         // The Shoot is gone, or not there yet: its Runtime may make it anew
                         // (no event of ours tells), so look again now and then.
@@ -761,6 +738,23 @@ async fn remove_force_annotation(
 
 /// Applies `want` to the status subresource unless it is already there, publishes one Event
 /// when the reason changes, and refreshes the state metric.
+/// Writes the status of a GardenerCluster that got no kubeconfig, saying why (`msg`).
+async fn failed_to_get_kubeconfig(
+    reconciler: &Reconciler,
+    gc: &GardenerCluster,
+    msg: &str,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let want = status::desired(
+        conditions(gc),
+        Reason::FailedToGetKubeconfig,
+        Some(msg),
+        gc.metadata.generation,
+        now,
+    );
+    write_status(reconciler, gc, want).await
+}
+
 async fn write_status(
     reconciler: &Reconciler,
     gc: &GardenerCluster,

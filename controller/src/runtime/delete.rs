@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::api::{GardenerCluster, GardenerClusterSpec, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
@@ -255,10 +256,17 @@ async fn delete_gardener_cluster(
 /// Whoever writes a Runtime chooses `spec.shoot.name`, so a Runtime that names another
 /// runtime's Shoot must neither patch, take over nor delete it. Pure.
 pub fn shoot_is_of(shoot: &Shoot, runtime_id: &str) -> bool {
+    owning_runtime(shoot.meta()).is_none_or(|id| id == runtime_id)
+}
+
+/// The runtime a Shoot's runtime-id annotation names; `None` for a Shoot without it (which
+/// [`shoot_is_of`] counts as any runtime's).
+pub fn owning_runtime(shoot: &ObjectMeta) -> Option<&str> {
     shoot
-        .annotations()
+        .annotations
+        .as_ref()?
         .get(names::SHOOT_ANNOTATION_RUNTIME_ID)
-        .is_none_or(|id| id == runtime_id)
+        .map(String::as_str)
 }
 
 /// Whether a GardenerCluster (its spec) is the one of `runtime`: it names the Runtime's shoot
