@@ -3,8 +3,10 @@
 //! The process (flags in [`cli`], clients, leader election, metrics and health server) is built
 //! by [`runner`] on the skeleton both binaries share (`kim-process`); the flags become
 //! [`settings::Settings`] once, there. Each reconciler is a module with `pub async fn run(ctx:
-//! Arc<Context>, shutdown: Shutdown)`, reads its own settings from the [`Context`], and is
-//! started by [`spawn_reconcilers`]: to add one, add its module and a line there.
+//! Arc<Context>, shutdown: Shutdown, ..)`, reads its own settings from the [`Context`], and is
+//! started by [`spawn_reconcilers`]: to add one, add its module and a line there. What
+//! reconcilers share is made there too: the Runtime reconciler's Shoot cache is read by the
+//! GardenerCluster reconciler (`run`'s third argument of both).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

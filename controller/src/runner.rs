@@ -311,6 +311,8 @@ async fn join_within(
             Ok(Ok(())) => {}
             // Aborted on lost leadership.
             Ok(Err(e)) if e.is_cancelled() => {}
+            // `supervised` catches a reconciler's panic and reports it: only a panic in the
+            // supervision itself ends here.
             Ok(Err(e)) => {
                 tracing::error!(reconciler = name, error = %e, "reconciler task panicked")
             }

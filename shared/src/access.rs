@@ -9,6 +9,59 @@ use crate::validation::{ValidationOutcome, Violation};
 /// Default data key of the kubeconfig Secret.
 pub const DEFAULT_SECRET_KEY: &str = "config";
 
+/// Annotation on a RuntimeAccess: the user who created it, as the KCP apiserver authenticated
+/// them. The admission webhook sets it on CREATE (whatever the request says) and keeps it on
+/// every UPDATE; the controller copies it onto what it creates for the request. An access
+/// review reads who asked from the object itself, not only from audit logs kept for a while.
+pub const ANNOTATION_REQUESTED_BY: &str = "infrastructuremanager.kyma-project.io/requested-by";
+
+/// Field path of [`ANNOTATION_REQUESTED_BY`] in violations.
+const REQUESTED_BY_FIELD: &str =
+    "metadata.annotations[infrastructuremanager.kyma-project.io/requested-by]";
+
+/// Who created `ra` ([`ANNOTATION_REQUESTED_BY`]), when recorded.
+pub fn requested_by(ra: &RuntimeAccess) -> Option<&str> {
+    ra.metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_REQUESTED_BY)
+        .map(String::as_str)
+}
+
+/// Stamps `ra`, being created by `user`, with its requester (a value the request sends is
+/// replaced). On UPDATE (`old`: the stored object) a request without the annotation (a replace
+/// from a manifest) gets the stored one back; a request that changes it is left to
+/// [`validate_runtime_access_update`], which refuses it, saying so.
+pub fn stamp_requester(ra: &mut RuntimeAccess, old: Option<&RuntimeAccess>, user: &str) {
+    let value = match old {
+        None => user,
+        Some(old) => match requested_by(old) {
+            Some(was) if requested_by(ra).is_none() => was,
+            _ => return,
+        },
+    };
+    ra.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_REQUESTED_BY.to_owned(), value.to_owned());
+}
+
+/// The requester rule of a CREATE by `user`: the annotation, when present (the mutating webhook
+/// sets it), names `user`.
+pub fn validate_requester_on_create(ra: &RuntimeAccess, user: &str) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
+    if let Some(claimed) = requested_by(ra).filter(|claimed| *claimed != user) {
+        push(
+            &mut f,
+            REQUESTED_BY_FIELD,
+            &format!(
+                "is set by the admission webhook to the user who creates the RuntimeAccess ({user:?}), not {claimed:?}; leave it out"
+            ),
+        );
+    }
+    f
+}
+
 /// TokenRequest rejects lifetimes under 10 minutes.
 pub const MIN_TOKEN_EXPIRATION_SECONDS: i64 = 600;
 
@@ -569,6 +622,21 @@ pub fn validate_runtime_access_update(
             "spec.serviceAccount",
             "is immutable; create a new RuntimeAccess for another ServiceAccount",
         );
+    }
+    match (requested_by(old), requested_by(new)) {
+        (Some(was), now) if now != Some(was) => push(
+            &mut f,
+            REQUESTED_BY_FIELD,
+            &format!(
+                "records who created the RuntimeAccess ({was:?}); it cannot be changed or removed"
+            ),
+        ),
+        (None, Some(_)) => push(
+            &mut f,
+            REQUESTED_BY_FIELD,
+            "is set only by the admission webhook, when a RuntimeAccess is created; leave it out",
+        ),
+        _ => {}
     }
     f
 }
@@ -1460,5 +1528,63 @@ mod tests {
             service_account_user(&ra.spec),
             "system:serviceaccount:apps:klm"
         );
+    }
+
+    #[test]
+    fn the_requester_is_the_creating_user_and_stays_so() {
+        let keb = "system:serviceaccount:kcp-system:klm";
+        let policy = AccessPolicy::default();
+        // CREATE: a value the request sends is replaced by the creating user.
+        let mut created = pods_reader();
+        created.metadata.annotations =
+            Some([(ANNOTATION_REQUESTED_BY.to_owned(), "admin".to_owned())].into());
+        assert!(!validate_requester_on_create(&created, keb).is_allowed());
+        stamp_requester(&mut created, None, keb);
+        assert_eq!(requested_by(&created), Some(keb));
+        assert!(validate_requester_on_create(&created, keb).is_allowed());
+        assert!(
+            validate_requester_on_create(&pods_reader(), keb).is_allowed(),
+            "without the mutating webhook: no stamp, no refusal"
+        );
+
+        // UPDATE: the stored value is kept, whoever updates and whatever they send.
+        let mut updated = created.clone();
+        updated.metadata.annotations = Some(
+            [(
+                ANNOTATION_REQUESTED_BY.to_owned(),
+                "someone-else".to_owned(),
+            )]
+            .into(),
+        );
+        let refused = validate_runtime_access_update(&created, &updated, &policy);
+        assert_eq!(
+            refused
+                .violations
+                .iter()
+                .map(|v| v.field.as_str())
+                .collect::<Vec<_>>(),
+            [REQUESTED_BY_FIELD]
+        );
+        stamp_requester(&mut updated, Some(&created), "someone-else");
+        assert_eq!(
+            requested_by(&updated),
+            Some("someone-else"),
+            "a change is left to the validation, which refuses it"
+        );
+        let mut replaced = created.clone();
+        replaced.metadata.annotations = None;
+        assert!(!validate_runtime_access_update(&created, &replaced, &policy).is_allowed());
+        stamp_requester(&mut replaced, Some(&created), "someone-else");
+        assert_eq!(requested_by(&replaced), Some(keb), "a replace gets it back");
+        assert!(validate_runtime_access_update(&created, &replaced, &policy).is_allowed());
+
+        // Stored before the stamp: the updater does not become the requester.
+        let legacy = pods_reader();
+        let mut untouched = legacy.clone();
+        stamp_requester(&mut untouched, Some(&legacy), "intruder");
+        assert_eq!(untouched, legacy);
+        let mut claimed = legacy.clone();
+        stamp_requester(&mut claimed, None, "intruder");
+        assert!(!validate_runtime_access_update(&legacy, &claimed, &policy).is_allowed());
     }
 }

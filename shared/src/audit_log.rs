@@ -71,19 +71,18 @@ pub fn requested(runtime: &Runtime) -> bool {
     runtime.spec.audit_log_access_enabled == Some(true)
 }
 
-/// The runtime ID under which `runtime` is known to the pool. It must equal the Runtime's
-/// name: names are unique in the namespace, labels are not, and a second Runtime carrying
-/// the label of another would otherwise get that Runtime's `AuditLog` and read credentials.
+/// The runtime ID under which `runtime` is known to the pool: its own
+/// ([`Runtime::own_runtime_id`], the rule the webhook and the other reconcilers apply). Names
+/// are unique in the namespace, labels are not: a second Runtime carrying the label of another
+/// would otherwise get that Runtime's `AuditLog` and read credentials.
 pub fn runtime_id(runtime: &Runtime) -> Result<&str, AuditLogError> {
-    let name = runtime.metadata.name.as_deref().unwrap_or_default();
-    match runtime.runtime_id() {
-        Some(id) if id == name && !id.is_empty() => Ok(id),
-        other => Err(AuditLogError::ForeignRuntimeId {
+    runtime
+        .own_runtime_id()
+        .map_err(|foreign| AuditLogError::ForeignRuntimeId {
             label: names::LABEL_RUNTIME_ID,
-            id: other.unwrap_or_default().to_owned(),
-            name: name.to_owned(),
-        }),
-    }
+            id: foreign.label,
+            name: foreign.name,
+        })
 }
 
 /// Where a Runtime stands with the pool.
@@ -725,7 +724,12 @@ mod tests {
             runtime_id(&rt),
             Err(AuditLogError::ForeignRuntimeId { .. })
         ));
+        // As the webhook admits it: KEB names a Runtime after its lower-cased runtime ID.
+        rt.metadata.labels = Some([(names::LABEL_RUNTIME_ID.to_owned(), "RT-1".to_owned())].into());
+        assert_eq!(runtime_id(&rt), Ok("RT-1"));
         rt.metadata.labels = None;
+        assert_eq!(runtime_id(&rt), Ok("rt-1"), "no label: the name");
+        rt.metadata.name = None;
         assert!(runtime_id(&rt).is_err());
     }
 

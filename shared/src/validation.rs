@@ -1,8 +1,9 @@
 //! Semantic validation of `Runtime` and `GardenerCluster` objects: the one rule set used by the
 //! admission webhook, the offline `validate` command and the controller before it converts.
+//! RuntimeAccess has its own rules, in [`crate::access`].
 //!
 //! Every function is pure and reports *all* violations at once, each with the field path that is
-//! at fault and a message saying what would be valid. ValidationOutcome that do not block admission
+//! at fault and a message saying what would be valid. Findings that do not block admission
 //! (ignored fields, values Gardener will change) are returned as warnings. Field paths and
 //! messages are built only for findings: a valid Runtime costs a few small allocations (version
 //! parsing, the zone list and layout) and no clone.

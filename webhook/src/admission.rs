@@ -192,7 +192,12 @@ mod tests {
 
     /// A stand-in admitted type: data key "bad" is a violation; defaults add data "defaulted".
     impl Defaulter<ConfigMap> for AdmissionContext {
-        fn apply_defaults(&self, obj: &mut ConfigMap, _old: Option<&ConfigMap>) {
+        fn apply_defaults(
+            &self,
+            obj: &mut ConfigMap,
+            _old: Option<&ConfigMap>,
+            _user: &k8s_openapi::api::authentication::v1::UserInfo,
+        ) {
             obj.data
                 .get_or_insert_with(Default::default)
                 .entry("defaulted".into())

@@ -3,6 +3,7 @@
 //! defaulted object.
 
 use json_patch::{Patch, PatchOperation};
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
 use serde_json::Value;
 
@@ -13,9 +14,10 @@ use crate::response::{Response, patch_paths};
 
 /// The defaults of an admitted type `T`.
 pub trait Defaulter<T> {
-    /// Fills in defaults in `obj`, never overriding a value the user set. `old` is the stored
-    /// object on UPDATE, so that an update only defaults what it adds.
-    fn apply_defaults(&self, obj: &mut T, old: Option<&T>);
+    /// Fills in defaults in `obj`, never overriding a value the user set, except what only
+    /// the webhook records (who created it). `old` is the stored object on UPDATE, so that an
+    /// update only defaults what it adds; `user` is who asks.
+    fn apply_defaults(&self, obj: &mut T, old: Option<&T>, user: &UserInfo);
 }
 
 /// Answers a CREATE or UPDATE with the patch that turns `object_text`, the object as sent,
@@ -41,7 +43,7 @@ pub fn handle<T: Object + PartialEq>(
         return Response::allowed(&req.uid);
     }
     let mut defaulted = obj.clone();
-    defaulter.apply_defaults(&mut defaulted, req.old_object.as_ref());
+    defaulter.apply_defaults(&mut defaulted, req.old_object.as_ref(), &req.user_info);
     // Nothing to default (most UPDATEs): no patch, and nothing serialized.
     if defaulted == *obj {
         return Response::allowed(&req.uid);

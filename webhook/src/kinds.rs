@@ -1,5 +1,5 @@
 //! The admitted types: `Runtime` (defaults, validation, deletion protection),
-//! `GardenerCluster` and `RuntimeAccess` (validation). Each is a [`Defaulter`] and/or
+//! `GardenerCluster` (validation) and `RuntimeAccess` (its requester, validation). Each is a [`Defaulter`] and/or
 //! [`Validator`] impl on the [`AdmissionContext`] over the pure rules of `kim_shared`.
 
 use std::time::SystemTime;
@@ -17,7 +17,7 @@ use crate::request::AdmissionContext;
 use crate::validator::Validator;
 
 impl Defaulter<Runtime> for AdmissionContext {
-    fn apply_defaults(&self, obj: &mut Runtime, old: Option<&Runtime>) {
+    fn apply_defaults(&self, obj: &mut Runtime, old: Option<&Runtime>, _user: &UserInfo) {
         if let Some(cfg) = &self.config {
             // On UPDATE only what the update adds is defaulted: a Runtime stored before these
             // defaults existed must not gain a new volume, networking type or HA on its next edit.
@@ -140,9 +140,30 @@ impl Validator<GardenerCluster> for AdmissionContext {
     }
 }
 
+/// A RuntimeAccess records who created it ([`kim_shared::access::ANNOTATION_REQUESTED_BY`]).
+impl Defaulter<RuntimeAccess> for AdmissionContext {
+    fn apply_defaults(
+        &self,
+        obj: &mut RuntimeAccess,
+        old: Option<&RuntimeAccess>,
+        user: &UserInfo,
+    ) {
+        kim_shared::access::stamp_requester(obj, old, user.username.as_deref().unwrap_or_default());
+    }
+}
+
 impl Validator<RuntimeAccess> for AdmissionContext {
     fn validate_create(&self, obj: &RuntimeAccess) -> ValidationOutcome {
         validate_runtime_access(obj, &self.access_policy)
+    }
+
+    fn validate_create_by(&self, obj: &RuntimeAccess, user: &UserInfo) -> ValidationOutcome {
+        let mut f = self.validate_create(obj);
+        f.extend(kim_shared::access::validate_requester_on_create(
+            obj,
+            user.username.as_deref().unwrap_or_default(),
+        ));
+        f
     }
 
     fn validate_update(&self, old: &RuntimeAccess, new: &RuntimeAccess) -> ValidationOutcome {
@@ -199,7 +220,7 @@ mod tests {
         }
         ctx.config = Some(std::sync::Arc::new(cfg));
         let mut created = stored_without_volume();
-        ctx.apply_defaults(&mut created, None);
+        ctx.apply_defaults(&mut created, None, &UserInfo::default());
         assert!(
             created.spec.shoot.provider.workers[0].volume.is_some(),
             "CREATE fills in the configured volume"
@@ -212,7 +233,7 @@ mod tests {
             .annotations
             .get_or_insert_with(Default::default)
             .insert("edited".into(), "true".into());
-        ctx.apply_defaults(&mut updated, Some(&old));
+        ctx.apply_defaults(&mut updated, Some(&old), &UserInfo::default());
         assert!(
             updated.spec.shoot.provider.workers[0].volume.is_none(),
             "UPDATE must not add create-time defaults to a pool that was stored without them"
@@ -281,7 +302,7 @@ mod tests {
         if let Some(k) = runtime.spec.shoot.kubernetes.as_mut() {
             k.version = None;
         }
-        ctx.apply_defaults(&mut runtime, None);
+        ctx.apply_defaults(&mut runtime, None, &UserInfo::default());
         let region = runtime.spec.shoot.region.clone();
         assert!(
             ctx.validate_create(&runtime).violations.is_empty(),

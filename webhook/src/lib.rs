@@ -56,6 +56,10 @@ pub fn routes() -> Router<Arc<AppState>> {
             validating_route::<GardenerCluster>("GardenerCluster"),
         )
         .route(
+            "/mutate/runtimeaccess",
+            mutating_route::<RuntimeAccess>("RuntimeAccess"),
+        )
+        .route(
             "/validate/runtimeaccess",
             validating_route::<RuntimeAccess>("RuntimeAccess"),
         )

@@ -129,7 +129,7 @@ fn check_value(at: &str, value: Value, ctx: &AdmissionContext, show: bool, repor
     match (group_ok, kind.as_str()) {
         (true, "Runtime") => {
             let default: fn(&AdmissionContext, &mut Runtime) =
-                |ctx, runtime| ctx.apply_defaults(runtime, None);
+                |ctx, runtime| ctx.apply_defaults(runtime, None, &Default::default());
             check::<Runtime>(at, value, ctx, Some(default), show, report)
         }
         (true, "GardenerCluster") => check::<GardenerCluster>(at, value, ctx, None, show, report),

@@ -22,6 +22,11 @@ pub trait Validator<T> {
     }
     /// Validates a new object.
     fn validate_create(&self, obj: &T) -> ValidationOutcome;
+    /// Validates a new object created by `user`: [`Validator::validate_create`] unless a type
+    /// also judges who creates it.
+    fn validate_create_by(&self, obj: &T, _user: &UserInfo) -> ValidationOutcome {
+        self.validate_create(obj)
+    }
     /// Validates a change from `old` to `new`.
     fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
     /// Validates the deletion of the stored object with `metadata` by `user`: on metadata
@@ -59,7 +64,7 @@ pub fn handle<T: Object>(
     }
     let (outcome, denial) = match req.operation {
         Operation::Create => match &req.object {
-            Some(obj) => (validator.validate_create(obj), INVALID),
+            Some(obj) => (validator.validate_create_by(obj, &req.user_info), INVALID),
             None => return Response::denied(uid, "the CREATE request has no object"),
         },
         Operation::Update => match (&req.object, &req.old_object, &req.old_object_unreadable) {

@@ -182,31 +182,26 @@ pub async fn reconcile(
     // A RuntimeAccess whose status does not read is not applied (its reconcile fails naming
     // the field) but is still cleaned up when deleted: cleanup takes what it created from the
     // Secret's record and the names in the spec, not only from the status.
-    let limit = reconciler.reconcile_timeout();
     let result = finalizer(&requests, FINALIZER, ra, |event| async {
-        let work = async {
-            match event {
-                finalizer::Event::Apply(stored) => {
-                    let failures = reconciler.records.failures(&record_key);
-                    match crate::stored::object_or_report(
-                        &stored,
-                        &reconciler.ctx.recorder,
-                        failures,
-                    )
+        match event {
+            finalizer::Event::Apply(stored) => {
+                let failures = reconciler.records.failures(&record_key);
+                match crate::stored::object_or_report(&stored, &reconciler.ctx.recorder, failures)
                     .await
-                    {
-                        Ok(ra) => apply(&reconciler, &ra).await,
-                        Err(why) => Err(Error::Unreadable(why)),
+                {
+                    Ok(ra) => {
+                        within_limit(&reconciler, &ra, "Error", apply(&reconciler, &ra)).await
                     }
-                }
-                finalizer::Event::Cleanup(stored) => {
-                    cleanup(&reconciler, &stored.without_status()).await
+                    Err(why) => Err(Error::Unreadable(why)),
                 }
             }
-        };
-        tokio::time::timeout(limit, work)
-            .await
-            .unwrap_or(Err(Error::TimedOut(limit)))
+            finalizer::Event::Cleanup(stored) => {
+                // With its status when it reads: a deletion that waits keeps showing what this
+                // request created in the runtime.
+                let ra = stored.object().unwrap_or_else(|_| stored.without_status());
+                within_limit(&reconciler, &ra, "Deleting", cleanup(&reconciler, &ra)).await
+            }
+        }
     })
     .instrument(span)
     .await;
@@ -219,6 +214,42 @@ pub async fn reconcile(
         .metrics
         .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     result
+}
+
+/// Runs one pass of `ra`, cut off after [`Reconciler::reconcile_timeout`]: a runtime that
+/// answers each request just within its timeout must not hold a worker for ever. A pass cut
+/// off says so in the status (`state`, reason `ReconcileTimedOut`).
+async fn within_limit(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    state: &str,
+    pass: impl std::future::Future<Output = Result<Action, Error>>,
+) -> Result<Action, Error> {
+    let limit = reconciler.reconcile_timeout();
+    let Ok(result) = tokio::time::timeout(limit, pass).await else {
+        let status = timed_out_status(ra, state, limit, Timestamp::now());
+        // The reconcile's error says it too: a failed status write is only logged.
+        if let Err(e) = write_status(reconciler, ra, status).await {
+            tracing::debug!(error = %e, "cannot write the status of a pass that was cut off");
+        }
+        return Err(Error::TimedOut(limit));
+    };
+    result
+}
+
+/// The status of a pass cut off after `limit`: what the status already lists stays.
+fn timed_out_status(
+    ra: &RuntimeAccess,
+    state: &str,
+    limit: Duration,
+    now: Timestamp,
+) -> RuntimeAccessStatus {
+    let msg = format!(
+        "the reconcile took longer than {}s ({RECONCILE_TIMEOUT_REQUESTS} runtime request timeouts) and was cut off; it is retried. Check that runtime {} answers promptly",
+        limit.as_secs(),
+        ra.spec.runtime_id
+    );
+    status_with(ra, state, "False", REASON_RECONCILE_TIMED_OUT, &msg, now)
 }
 
 /// Logs at warn (the failure is in the status and retried) and backs off.
@@ -346,8 +377,11 @@ pub const REASON_POD_SECURITY_NOT_ENFORCED: &str = "PodSecurityNotEnforced";
 /// Condition reason: the KCP Secret exists and this request does not own it.
 pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
 
-/// Condition reason: the deletion waits for a runtime that cannot be reached.
-pub const REASON_SHOOT_UNREACHABLE: &str = "ShootCleanupFailed";
+/// Condition reason: a pass took longer than [`Reconciler::reconcile_timeout`].
+pub const REASON_RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
+
+/// Condition reason: the deletion waits: the objects in the runtime cannot be removed (yet).
+pub const REASON_SHOOT_CLEANUP_FAILED: &str = "ShootCleanupFailed";
 
 /// Annotation on a RuntimeAccess being deleted: `true` lets the finalizer go without removing
 /// the objects in the runtime (for a runtime that is gone for good or will not wake up). The
@@ -860,43 +894,23 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .reference(),
     );
     objs.extend(shoot::rbac_objects(ra).iter().map(RbacObject::reference));
+    // The annotation lets a deletion go that cannot remove the objects; it never keeps a
+    // reachable runtime from being cleaned up.
     let skip = ra
         .annotations()
         .get(ANNOTATION_SKIP_SHOOT_CLEANUP)
         .is_some_and(|v| v == "true");
-    if skip {
-        tracing::warn!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects in the runtime are left in place");
-    } else {
-        match admin_kubeconfig(reconciler, ra).await? {
-            Some(admin) => {
-                if let Err(e) = delete_in_shoot(reconciler, ra, &admin, objs).await {
-                    let msg = format!(
-                        "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
-                        ra.spec.runtime_id
-                    );
-                    cleanup_waits(reconciler, ra, &msg).await;
-                    return Err(e);
-                }
-            }
-            None => match live_shoot(reconciler, ra).await? {
-                // A live cluster whose admin kubeconfig is missing or not ours (its
-                // GardenerCluster deleted by hand, a Secret relabelled): what this request
-                // created there still grants access, so the deletion waits.
-                Some(shoot) => {
-                    let msg = format!(
-                        "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
-                        ra.spec.runtime_id
-                    );
-                    cleanup_waits(reconciler, ra, &msg).await;
-                    return Err(Error::Step(msg));
-                }
-                // The runtime's Shoot is gone or being deleted: its cluster goes with it.
-                None => {
-                    tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, "runtime has no admin kubeconfig and its Shoot is gone or being deleted; skipping shoot cleanup")
-                }
-            },
+    let in_runtime = match remove_from_runtime(reconciler, ra, objs).await {
+        Ok(removed) => removed,
+        Err(waiting) if skip => {
+            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, reason = %waiting.message, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects of this RuntimeAccess in the runtime are left in place");
+            "left in place (skip-shoot-cleanup)"
         }
-    }
+        Err(waiting) => {
+            cleanup_waits(reconciler, ra, &waiting.message).await;
+            return Err(waiting.error);
+        }
+    };
     if let Some(secret) = existing {
         // Conditional on the UID that was checked: a Secret replaced meanwhile stays.
         let dp = crate::finalizing::only_uid(secret.metadata.uid.clone());
@@ -909,10 +923,64 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     tracing::info!(
         controller = CONTROLLER,
         name = ra.name_any(),
+        uid = ra.uid().unwrap_or_default(),
+        runtime_id = %ra.spec.runtime_id,
+        runtime_objects = in_runtime,
         "RuntimeAccess cleaned up"
     );
     reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
+}
+
+/// Why the objects in the runtime could not be removed (yet).
+struct CleanupWaits {
+    /// The condition message: what failed and how to finish.
+    message: String,
+    /// The reconcile's error.
+    error: Error,
+}
+
+/// Removes what the request created in the runtime. `Ok`: what became of it (for the log);
+/// `Err`: the deletion must wait.
+async fn remove_from_runtime(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    objs: Vec<ShootObjectRef>,
+) -> Result<&'static str, CleanupWaits> {
+    let cannot = |e: Error| CleanupWaits {
+        message: format!(
+            "cannot remove the objects of this RuntimeAccess in runtime {}: {e}; the deletion is retried until they are removed. If the runtime is gone for good or stays hibernated, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+            ra.spec.runtime_id
+        ),
+        error: e,
+    };
+    match admin_kubeconfig(reconciler, ra).await.map_err(cannot)? {
+        Some(admin) => {
+            delete_in_shoot(reconciler, ra, &admin, objs)
+                .await
+                .map_err(cannot)?;
+            Ok("removed")
+        }
+        None => match live_shoot(reconciler, ra).await.map_err(cannot)? {
+            // A live cluster whose admin kubeconfig is missing or not ours (its
+            // GardenerCluster deleted by hand, a Secret relabelled): what this request
+            // created there still grants access, so the deletion waits.
+            Some(shoot) => {
+                let message = format!(
+                    "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                    ra.spec.runtime_id
+                );
+                Err(CleanupWaits {
+                    error: Error::Step(message.clone()),
+                    message,
+                })
+            }
+            // The runtime's Shoot is gone or being deleted: its cluster goes with it.
+            None => Ok(
+                "none: the runtime has no admin kubeconfig and its Shoot is gone or being deleted",
+            ),
+        },
+    }
 }
 
 /// Says why the deletion waits (`Deleting`, `ShootCleanupFailed`). The reconcile's error
@@ -922,7 +990,7 @@ async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
         ra,
         "Deleting",
         "False",
-        REASON_SHOOT_UNREACHABLE,
+        REASON_SHOOT_CLEANUP_FAILED,
         msg,
         Timestamp::now(),
     );
@@ -1070,6 +1138,12 @@ fn kubeconfig_secret(
                         .token_id
                         .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
                 )
+                .chain(kim_shared::access::requested_by(ra).map(|by| {
+                    (
+                        kim_shared::access::ANNOTATION_REQUESTED_BY.to_owned(),
+                        by.to_owned(),
+                    )
+                }))
                 .collect(),
             ),
             owner_references: owner,
@@ -1250,5 +1324,46 @@ mod tests {
             "labelled alone is not enough: credentials can carry any label"
         );
         assert!(!secret_owned_by(&Secret::default(), &ra));
+    }
+
+    #[test]
+    fn a_pass_cut_off_says_so_and_keeps_what_the_status_lists() {
+        let mut ra = request("uid-1");
+        let listed = vec![ShootObjectRef {
+            kind: "ServiceAccount".into(),
+            name: "klm".into(),
+            namespace: Some("apps".into()),
+        }];
+        ra.status = Some(RuntimeAccessStatus {
+            state: Some("Ready".into()),
+            identity: Some("system:serviceaccount:apps:klm".into()),
+            shoot_objects: listed.clone(),
+            ..RuntimeAccessStatus::default()
+        });
+        let status = timed_out_status(
+            &ra,
+            "Deleting",
+            Duration::from_secs(120),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(status.state.as_deref(), Some("Deleting"));
+        let condition = &status.conditions[0];
+        assert_eq!(
+            (condition.reason.as_str(), condition.status.as_str()),
+            (REASON_RECONCILE_TIMED_OUT, "False")
+        );
+        assert!(
+            condition.message.contains("longer than 120s") && condition.message.contains("rt-1"),
+            "{}",
+            condition.message
+        );
+        assert_eq!(
+            status.shoot_objects, listed,
+            "the access review still sees them"
+        );
+        assert_eq!(
+            status.identity.as_deref(),
+            Some("system:serviceaccount:apps:klm")
+        );
     }
 }

@@ -49,8 +49,9 @@ pub const BACKOFF: Backoff = Backoff {
 /// Look again at a Secret of the same name that is not this GardenerCluster's.
 const SECRET_NOT_OWNED_RECHECK: Duration = Duration::from_secs(60);
 
-/// How often a GardenerCluster whose Shoot does not exist asks Gardener again (one request).
-const SHOOT_MISSING_RETRY: Duration = Duration::from_secs(300);
+/// How often a GardenerCluster whose Shoot does not exist, or is another runtime's, asks again
+/// (one request).
+const REFUSED_SHOOT_RETRY: Duration = Duration::from_secs(300);
 
 /// What the reconciler remembers of one GardenerCluster between reconciles.
 #[derive(Default)]
@@ -72,9 +73,9 @@ async fn slot_within(
     tokio::time::timeout(wait, limit.acquire()).await.ok()
 }
 
-/// How long a GardenerCluster that found no `adminkubeconfig` slot waits before it looks again
-/// (jittered between half and all of it).
-const SIGNING_SLOT_WAIT: crate::records::Backoff = crate::records::Backoff {
+/// How long a GardenerCluster that found no `adminkubeconfig` slot, or the Shoot cache not
+/// filled yet, waits before it looks again (jittered between half and all of it).
+const LOOK_AGAIN: crate::records::Backoff = crate::records::Backoff {
     first: std::time::Duration::from_secs(5),
     cap: std::time::Duration::from_secs(5),
 };
@@ -89,7 +90,6 @@ const SIGNING_LIMIT: WriteLimitSettings = WriteLimitSettings {
     slow: std::time::Duration::from_secs(10),
 };
 
-/// State shared by all reconciles of this controller.
 /// Whose a Shoot is, as [`Reconciler::owner_of`] finds it.
 enum ShootOwner {
     /// The GardenerCluster's own runtime's (or an unannotated one).
@@ -102,6 +102,7 @@ enum ShootOwner {
     NotKnownYet,
 }
 
+/// State shared by all reconciles of this controller.
 pub struct Reconciler {
     ctx: Arc<Context>,
     policy: RotationPolicy,
@@ -195,7 +196,13 @@ impl Reconciler {
     /// not issue what was refused before), else from Gardener: a Shoot too new for the cache.
     /// A Shoot without the annotation is a runtime's from before the infrastructure manager,
     /// as the Runtime reconciler takes it.
-    async fn owner_of(&self, shoot: &str, runtime_id: &str) -> Result<ShootOwner, Error> {
+    /// Waits for the cache until `deadline` at most.
+    async fn owner_of(
+        &self,
+        shoot: &str,
+        runtime_id: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<ShootOwner, Error> {
         let annotated = |meta: &ObjectMeta| {
             crate::runtime::delete::owning_runtime(meta)
                 .filter(|owner| *owner != runtime_id)
@@ -203,8 +210,7 @@ impl Reconciler {
                     ShootOwner::Another(owner.to_owned())
                 })
         };
-        let wait = self.ctx.settings.gardener_cluster.reconcile_timeout / 4;
-        if !tokio::time::timeout(wait, self.shoots_ready.clone())
+        if !tokio::time::timeout_at(deadline, self.shoots_ready.clone())
             .await
             .unwrap_or(false)
         {
@@ -431,8 +437,19 @@ async fn apply(
             Ok(Action::requeue(requeue_after))
         }
         RotationDecision::Rotate(cause) => {
+            // The waits before the adminkubeconfig request (the Shoot cache, a slot) count
+            // against the reconcile's timeout: waited for long, the timeout could cut off the
+            // request after Gardener signed, and the next attempt would ask for another
+            // kubeconfig. So both together wait a quarter of it at most, which leaves the
+            // request its whole write timeout at the defaults (15 s of 60 s), and the cluster
+            // looks again soon.
+            let waits_end = tokio::time::Instant::now()
+                + reconciler.ctx.settings.gardener_cluster.reconcile_timeout / 4;
             let shoot = gc.spec.shoot.name.clone();
-            let refusal = match reconciler.owner_of(&shoot, &gc.name_any()).await? {
+            let refusal = match reconciler
+                .owner_of(&shoot, &gc.name_any(), waits_end)
+                .await?
+            {
                 ShootOwner::This => None,
                 ShootOwner::Another(owner) => {
                     tracing::warn!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
@@ -449,22 +466,17 @@ async fn apply(
                         name = gc.name_any(),
                         "the Shoot cache is not filled yet; looking again"
                     );
-                    return Ok(Action::requeue(SIGNING_SLOT_WAIT.random_delay(1)));
+                    return Ok(Action::requeue(LOOK_AGAIN.random_delay(1)));
                 }
             };
             if let Some(msg) = refusal {
                 failed_to_get_kubeconfig(reconciler, gc, &msg, now).await?;
-                return Ok(Action::requeue(SHOOT_MISSING_RETRY));
+                return Ok(Action::requeue(REFUSED_SHOOT_RETRY));
             }
-            // The wait for a slot counts against the reconcile's timeout: waited for long, the
-            // timeout could cut off the request after Gardener signed, and the next attempt
-            // would ask for another kubeconfig. So the wait is bounded to a quarter of it,
-            // which leaves the request its whole write timeout at the defaults (15 s of 60 s),
-            // and the cluster looks again soon.
-            let wait = reconciler.ctx.settings.gardener_cluster.reconcile_timeout / 4;
+            let wait = waits_end.saturating_duration_since(tokio::time::Instant::now());
             let Some(permit) = slot_within(&reconciler.signing, wait).await else {
                 tracing::debug!(waited = ?wait, "no adminkubeconfig slot free; looking again");
-                return Ok(Action::requeue(SIGNING_SLOT_WAIT.random_delay(1)));
+                return Ok(Action::requeue(LOOK_AGAIN.random_delay(1)));
             };
             let sent = std::time::Instant::now();
             let (issued, answered_in) =
@@ -495,8 +507,8 @@ async fn apply(
                     if e.is_not_found() {
                         // The Shoot is gone, or not there yet: its Runtime may make it anew
                         // (no event of ours tells), so look again now and then.
-                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, retry_in = ?SHOOT_MISSING_RETRY, "shoot not found");
-                        return Ok(Action::requeue(SHOOT_MISSING_RETRY));
+                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, retry_in = ?REFUSED_SHOOT_RETRY, "shoot not found");
+                        return Ok(Action::requeue(REFUSED_SHOOT_RETRY));
                     }
                     return Err(e.into());
                 }

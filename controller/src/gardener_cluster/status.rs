@@ -1,17 +1,19 @@
 //! The GardenerCluster status the reconciler wants: upstream's condition type
 //! `KubeconfigManagement`, its reasons and message prefixes, with upstream's literal strings.
-//! Pure: the caller passes the current conditions and `now`.
+//! Pure: the caller passes the current conditions and `now`. The strings are `kim_shared::names`'
+//! (the Runtime reconciler reads them there).
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kim_shared::names;
 
 /// Upstream's only condition type of a GardenerCluster.
-pub const CONDITION_TYPE: &str = "KubeconfigManagement";
+pub const CONDITION_TYPE: &str = names::condition::KUBECONFIG_MANAGEMENT;
 
 /// `status.state` when the kubeconfig Secret is in place.
-pub const STATE_READY: &str = "Ready";
+pub const STATE_READY: &str = names::GARDENER_CLUSTER_STATE_READY;
 /// `status.state` after a failure.
-pub const STATE_ERROR: &str = "Error";
+pub const STATE_ERROR: &str = names::GARDENER_CLUSTER_STATE_ERROR;
 
 /// Upstream's condition reasons, with their literal values (two carry a `ConditionReason` prefix
 /// upstream; we keep the literals so dashboards and alerts keep matching).
@@ -39,13 +41,13 @@ impl Reason {
     /// The condition reason string.
     pub fn as_str(self) -> &'static str {
         match self {
-            Reason::SecretCreated => "KubeconfigSecretCreated",
-            Reason::SecretRotated => "KubeconfigSecretRotated",
-            Reason::FailedToCheckSecret => "FailedToCheckSecret",
-            Reason::FailedToCreateSecret => "ConditionReasonFailedToCreateSecret",
-            Reason::FailedToDeleteSecret => "ConditionReasonFailedToDeleteSecret",
-            Reason::FailedToUpdateSecret => "FailedToUpdateSecret",
-            Reason::FailedToGetKubeconfig => "FailedToGetKubeconfig",
+            Reason::SecretCreated => names::reason::KUBECONFIG_SECRET_CREATED,
+            Reason::SecretRotated => names::reason::KUBECONFIG_SECRET_ROTATED,
+            Reason::FailedToCheckSecret => names::reason::FAILED_TO_CHECK_SECRET,
+            Reason::FailedToCreateSecret => names::reason::FAILED_TO_CREATE_SECRET,
+            Reason::FailedToDeleteSecret => names::reason::FAILED_TO_DELETE_SECRET,
+            Reason::FailedToUpdateSecret => names::reason::FAILED_TO_UPDATE_SECRET,
+            Reason::FailedToGetKubeconfig => names::reason::FAILED_TO_GET_KUBECONFIG,
             Reason::SecretNotOwned => "SecretNotOwned",
         }
     }

@@ -12,26 +12,6 @@ const FATAL: [&str; 2] = [
     code::ERR_INFRA_UNAUTHORIZED,
 ];
 
-/// Codes upstream always retries (checked after [`FATAL`]).
-const RETRYABLE: [&str; 5] = [
-    code::ERR_INFRA_RATE_LIMITS_EXCEEDED,
-    code::ERR_INFRA_QUOTA_EXCEEDED,
-    code::ERR_INFRA_DEPENDENCIES,
-    code::ERR_CONFIGURATION_PROBLEM,
-    code::ERR_PROBLEMATIC_WEBHOOK,
-];
-
-/// Gardener's `HasNonRetryableErrorCode` set.
-const GARDENER_NON_RETRYABLE: [&str; 7] = [
-    code::ERR_INFRA_UNAUTHENTICATED,
-    code::ERR_INFRA_UNAUTHORIZED,
-    code::ERR_INFRA_QUOTA_EXCEEDED,
-    code::ERR_INFRA_RATE_LIMITS_EXCEEDED,
-    code::ERR_INFRA_DEPENDENCIES,
-    code::ERR_CONFIGURATION_PROBLEM,
-    code::ERR_PROBLEMATIC_WEBHOOK,
-];
-
 /// Codes with which Gardener accepts `confirmation.gardener.cloud/force-deletion`.
 pub const FORCE_DELETION_CODES: [&str; 5] = [
     code::ERR_CLEANUP_CLUSTER_RESOURCES,
@@ -48,19 +28,12 @@ fn codes(errors: &[LastError]) -> impl Iterator<Item = &str> {
         .map(String::as_str)
 }
 
-/// Upstream's rule: no errors -> not retryable; an auth code -> not retryable; a known
-/// retryable code -> retryable; otherwise retryable unless Gardener calls a code non-retryable.
+/// Upstream's rule: no errors -> not retryable; an auth code -> not retryable; anything else
+/// is retried. (Upstream goes on to name the codes it always retries and to check Gardener's
+/// `HasNonRetryableErrorCode` set, but that set holds only [`FATAL`] and those codes, so the
+/// outcome is already decided.)
 pub fn is_retryable(errors: &[LastError]) -> bool {
-    if errors.is_empty() {
-        return false;
-    }
-    if codes(errors).any(|c| FATAL.contains(&c)) {
-        return false;
-    }
-    if codes(errors).any(|c| RETRYABLE.contains(&c)) {
-        return true;
-    }
-    !codes(errors).any(|c| GARDENER_NON_RETRYABLE.contains(&c))
+    !errors.is_empty() && !codes(errors).any(|c| FATAL.contains(&c))
 }
 
 /// All codes joined by `, ` (upstream's reason text).

@@ -284,7 +284,7 @@ async fn create_shoot(
                     runtime,
                     draft,
                     reason::GARDENER_ERR,
-                    "Gardener API shoot get error",
+                    ("get", "Gardener API shoot get error"),
                     &e,
                 ));
             }
@@ -338,7 +338,7 @@ async fn create_shoot(
                 runtime,
                 draft,
                 reason::GARDENER_ERR,
-                "Gardener API create error",
+                ("create", "Gardener API create error"),
                 &e,
             );
             if kind == ApiErrorKind::Permanent {
@@ -400,7 +400,10 @@ async fn check_seed(
             runtime,
             draft,
             reason::GARDENER_ERR,
-            &format!("Failed to verify whether seed is available for the region {region}"),
+            (
+                "other",
+                &format!("Failed to verify whether seed is available for the region {region}"),
+            ),
             &e,
         )),
     }
@@ -410,20 +413,21 @@ async fn check_seed(
 /// the state `Pending`, permanent ones `Failed` (upstream: `Pending` for both). "Try later"
 /// answers ([`ApiErrorKind::Busy`]) and other transient errors hold the Runtime's Gardener
 /// writes for a growing, jittered time ([`BUSY_BACKOFF`]); a busy Gardener gets the reason
-/// `GardenerBusy`.
+/// `GardenerBusy`. `operation` is the call's label in `gardener_busy_total`, `what` its
+/// description in the condition.
 pub fn gardener_failure(
     reconciler: &Reconciler,
     runtime: &Runtime,
     draft: &mut StatusDraft,
     why: &str,
-    what: &str,
+    (operation, what): (&'static str, &str),
     e: &kube::Error,
 ) -> Action {
     let kind = classify::classify(e);
     let message = format!("{what}: {}", classify::message(e));
     match kind {
         ApiErrorKind::Busy | ApiErrorKind::Transient => {
-            let wait = reconciler.gardener_refused(runtime, kind, operation_of(what));
+            let wait = reconciler.gardener_refused(runtime, kind, operation);
             if kind == ApiErrorKind::Busy {
                 tracing::info!(error = %e, retry_in = ?wait, "{what}: Gardener is busy; retrying");
                 draft.set(
@@ -455,21 +459,6 @@ pub fn gardener_failure(
             draft.state(RuntimeState::Failed);
             Action::requeue(PERMANENT_RETRY)
         }
-    }
-}
-
-/// The `operation` label of `gardener_busy_total` for a failed call's description.
-fn operation_of(what: &str) -> &'static str {
-    if what.contains("create") && what.contains("config map") {
-        "config_map"
-    } else if what.contains("create") {
-        "create"
-    } else if what.contains("patch") || what.contains("update") {
-        "patch"
-    } else if what.contains("get") {
-        "get"
-    } else {
-        "other"
     }
 }
 
@@ -543,7 +532,10 @@ async fn prepare(
                 runtime,
                 draft,
                 reason::OIDC_CONFIGURATION_ERR,
-                "Failed to create structured authentication config map",
+                (
+                    "config_map",
+                    "Failed to create structured authentication config map",
+                ),
                 &e,
             ));
         }

@@ -21,11 +21,13 @@ use serde::{Deserialize, Serialize};
     shortname = "rtaccess",
     namespaced,
     status = "RuntimeAccessStatus",
+    derive = "PartialEq",
     doc = "A least-privilege, ServiceAccount-based kubeconfig for one runtime, rotated before it expires.",
     printcolumn = r#"{"name":"STATE","type":"string","jsonPath":".status.state"}"#,
     printcolumn = r#"{"name":"RUNTIME-ID","type":"string","jsonPath":".spec.runtimeId"}"#,
     printcolumn = r#"{"name":"SERVICE-ACCOUNT","type":"string","jsonPath":".spec.serviceAccount.name"}"#,
     printcolumn = r#"{"name":"SECRET","type":"string","jsonPath":".status.secretRef.name"}"#,
+    printcolumn = r#"{"name":"REQUESTED-BY","type":"string","priority":1,"jsonPath":".metadata.annotations.infrastructuremanager\\.kyma-project\\.io/requested-by"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

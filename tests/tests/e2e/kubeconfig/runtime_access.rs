@@ -37,6 +37,7 @@ fn forbidden<T>(r: std::result::Result<T, kube::Error>) -> bool {
 async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_else() -> Result<()> {
     use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kim_shared::access::ANNOTATION_REQUESTED_BY as REQUESTED_BY;
     use kim_shared::api::runtime_access::RuntimeAccess;
 
     let env = TestEnv::shared().await?;
@@ -79,7 +80,8 @@ async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_els
     let ra: RuntimeAccess = serde_json::from_value(json!({
         "apiVersion": "infrastructuremanager.kyma-project.io/v1",
         "kind": "RuntimeAccess",
-        "metadata": {"name": "pod-reader", "namespace": ns},
+        // As the admission webhook records the creating user (no webhook runs here).
+        "metadata": {"name": "pod-reader", "namespace": ns, "annotations": {REQUESTED_BY: "klm-operator"}},
         "spec": {
             "runtimeId": id,
             "serviceAccount": {"name": "pod-reader", "namespace": apps},
@@ -164,6 +166,26 @@ async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_els
         created,
         "ServiceAccount, Role and RoleBinding must exist before the deletion"
     );
+    // Who asked is on what was made for the request, in the runtime and in the KCP.
+    let requester = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(REQUESTED_BY).cloned())
+    };
+    let sa = Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps)
+        .get("pod-reader")
+        .await?;
+    let binding = Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps)
+        .get(&rbac_name)
+        .await?;
+    let kcp_secret = secrets.get(&secret_ref.name).await?;
+    for (what, meta) in [
+        ("ServiceAccount", &sa.metadata),
+        ("RoleBinding", &binding.metadata),
+        ("KCP Secret", &kcp_secret.metadata),
+    ] {
+        assert_eq!(requester(meta).as_deref(), Some("klm-operator"), "{what}");
+    }
     requests
         .delete("pod-reader", &DeleteParams::default())
         .await?;
@@ -1819,7 +1841,9 @@ async fn a_runtime_access_never_uses_a_secret_its_gardener_cluster_does_not_own(
 /// the status), which others can write: adding an object of the shoot (here a
 /// ClusterRoleBinding and a ServiceAccount someone else made) had the controller delete it
 /// with the request. Now only objects with this request's label are deleted. On the code
-/// before the fix both victims were deleted.
+/// before the fix both victims were deleted. The request carries `skip-shoot-cleanup=true`,
+/// which must not keep a reachable runtime's objects (it did before: the cleanup skipped the
+/// runtime without trying).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()> {
     use k8s_openapi::api::core::v1::ServiceAccount;
@@ -1885,6 +1909,17 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"annotations": {
                 SHOOT_OBJECTS: serde_json::to_string(&recorded)?
+            }}})),
+        )
+        .await?;
+    // The way out for an unreachable runtime, set on a reachable one: it must not leave the
+    // access behind.
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "infrastructuremanager.kyma-project.io/skip-shoot-cleanup": "true"
             }}})),
         )
         .await?;

@@ -1010,6 +1010,83 @@ async fn runtime_access_is_held_to_least_privilege() {
     wh.stop(env).await;
 }
 
+/// Who asked for an access is read from the RuntimeAccess itself: the webhook records the
+/// creating user in `requested-by` (a value the request sends is replaced), a replace without
+/// it gets it back, a change is refused naming the field, and `kubectl get -o wide` shows it.
+#[tokio::test]
+async fn a_runtime_access_records_who_created_it() {
+    use kim_shared::access::ANNOTATION_REQUESTED_BY as REQUESTED_BY;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    let env = env().await;
+    let wh = Webhook::start(env, Options::default()).await;
+    let alice = env
+        .kcp_user_client("alice@example.com", &["system:masters"])
+        .await
+        .unwrap();
+    let by_alice: Api<RuntimeAccess> = Api::namespaced(alice, &wh.ns);
+    let by_admin: Api<RuntimeAccess> = Api::namespaced(env.kcp_client().await.unwrap(), &wh.ns);
+    let forged: RuntimeAccess = serde_json::from_value(json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "RuntimeAccess",
+        "metadata": {"name": "reader", "annotations": {REQUESTED_BY: "bob@example.com"}},
+        "spec": {
+            "runtimeId": "runtime-id",
+            "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
+            "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+        },
+    }))
+    .unwrap();
+    let requester = |ra: &RuntimeAccess| kim_shared::access::requested_by(ra).map(str::to_owned);
+    let stored = by_alice
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+    assert_eq!(requester(&stored).as_deref(), Some("alice@example.com"));
+
+    // A replace from a manifest that lacks it: kept.
+    let mut replaced = stored.clone();
+    replaced.metadata.annotations = None;
+    replaced.spec.token_expiration_seconds = Some(1200);
+    let after = by_admin
+        .replace("reader", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(after.spec.token_expiration_seconds, Some(1200));
+    assert_eq!(requester(&after).as_deref(), Some("alice@example.com"));
+
+    // A change: refused, naming the field.
+    let (ok, out) = kubectl(
+        env,
+        &[
+            "annotate",
+            "runtimeaccess",
+            "reader",
+            "-n",
+            &wh.ns,
+            "--overwrite",
+            &format!("{REQUESTED_BY}=mallory"),
+        ],
+        None,
+    )
+    .await;
+    assert!(
+        !ok && out.contains(&format!("metadata.annotations[{REQUESTED_BY}]"))
+            && out.contains("cannot be changed"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        env,
+        &["get", "runtimeaccess", "reader", "-n", &wh.ns, "-o", "wide"],
+        None,
+    )
+    .await;
+    assert!(
+        ok && out.contains("REQUESTED-BY") && out.contains("alice@example.com"),
+        "{out}"
+    );
+    wh.stop(env).await;
+}
+
 /// A RuntimeAccess's runtime and ServiceAccount cannot change: refused by the webhook and, in
 /// a namespace no webhook covers (or while none answers), by the CRD's own rule, with the
 /// field and what to do instead; a change of its permissions passes.
