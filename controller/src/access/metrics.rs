@@ -11,7 +11,8 @@ use super::token::{TokenCause, TokenDecision};
 /// Labels of the token counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
-    /// `issued` (no usable kubeconfig before), `rotated` (the rotation was due) or `failed`.
+    /// `issued` (no usable kubeconfig before), `rotated` (the rotation was due), `revoked`
+    /// (every earlier token was revoked) or `failed`.
     pub result: &'static str,
 }
 
@@ -25,12 +26,12 @@ impl TokenMetrics {
     /// Registers the counter in the `infrastructure_manager_im` sub-registry.
     pub fn register(&self, registry: &mut Registry) {
         // Every result from the start, so the first of each counts in `increase()`.
-        for result in ["issued", "rotated", "failed"] {
+        for result in ["issued", "rotated", "revoked", "failed"] {
             let _ = self.tokens.get_or_create(&TokenLabels { result });
         }
         registry.register(
             "runtime_access_tokens",
-            "ServiceAccount tokens of RuntimeAccesses written into their kubeconfig Secrets (issued, rotated) and attempts that failed",
+            "ServiceAccount tokens of RuntimeAccesses written into their kubeconfig Secrets (issued, rotated, revoked: after every earlier token was revoked) and attempts that failed",
             self.tokens.clone(),
         );
     }
@@ -58,6 +59,7 @@ impl TokenMetrics {
 fn result(cause: TokenCause) -> &'static str {
     match cause {
         TokenCause::Due => "rotated",
+        TokenCause::Revoked => "revoked",
         TokenCause::Missing | TokenCause::Unknown => "issued",
     }
 }
@@ -75,6 +77,7 @@ mod tests {
         m.delivered(TokenCause::Missing);
         m.delivered(TokenCause::Unknown);
         m.delivered(TokenCause::Due);
+        m.delivered(TokenCause::Revoked);
         m.failed(TokenDecision::Issue(TokenCause::Due));
         m.failed(TokenDecision::Keep {
             requeue_after: Duration::from_secs(1),
@@ -83,6 +86,7 @@ mod tests {
         for line in [
             "infrastructure_manager_im_runtime_access_tokens_total{result=\"issued\"} 2",
             "infrastructure_manager_im_runtime_access_tokens_total{result=\"rotated\"} 1",
+            "infrastructure_manager_im_runtime_access_tokens_total{result=\"revoked\"} 1",
             "infrastructure_manager_im_runtime_access_tokens_total{result=\"failed\"} 1",
         ] {
             assert!(text.contains(line), "{line} in {text}");

@@ -377,6 +377,12 @@ pub const REASON_POD_SECURITY_NOT_ENFORCED: &str = "PodSecurityNotEnforced";
 /// Condition reason: the KCP Secret exists and this request does not own it.
 pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
 
+/// Annotation on a RuntimeAccess: `true` revokes every token issued for it so far (a leaked
+/// kubeconfig): the controller replaces the ServiceAccount in the runtime, which invalidates
+/// them at once, writes a kubeconfig with a new token (reason `KubeconfigRevoked`) and removes
+/// the annotation.
+pub const ANNOTATION_REVOKE_TOKENS: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+
 /// Condition reason: a pass took longer than [`Reconciler::reconcile_timeout`].
 pub const REASON_RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
@@ -592,7 +598,15 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     };
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
-    let decision = token::decide(facts.token, reconciler.settings.rotation_ratio, now);
+    let revoke = ra
+        .annotations()
+        .get(ANNOTATION_REVOKE_TOKENS)
+        .is_some_and(|v| v == "true");
+    let decision = if revoke {
+        TokenDecision::Issue(token::TokenCause::Revoked)
+    } else {
+        token::decide(facts.token, reconciler.settings.rotation_ratio, now)
+    };
     let fingerprint = shoot::fingerprint(ra);
     let mut resource_version = existing
         .as_ref()
@@ -643,6 +657,26 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     )
                     .await;
                 }
+            }
+        }
+        // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
+        // same name (made below) invalidates all tokens issued so far, at once.
+        if revoke {
+            let account = shoot::OwnedServiceAccount {
+                namespace: ra.spec.service_account.namespace.clone(),
+                name: ra.spec.service_account.name.clone(),
+            };
+            if let Err(e) = shoot::delete(&a.client, ra, &account.reference()).await {
+                reconciler.tokens.failed(decision);
+                return fail(
+                    reconciler,
+                    ra,
+                    "ShootAccessFailed",
+                    "deleting the ServiceAccount to revoke its tokens",
+                    classify::message(&e),
+                    now,
+                )
+                .await;
             }
         }
         match ensure_shoot_objects(&a.client, ra, previous).await {
@@ -805,6 +839,9 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             (reason, Some(issued.expires), requeue)
         }
     };
+    if revoke {
+        served_revocation(reconciler, ra).await?;
+    }
     if facts.applied_with(&fingerprint) != Some(shoot_objects.as_slice())
         && let Err(e) = record_shoot_objects(
             &secrets,
@@ -930,6 +967,29 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     );
     reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
+}
+
+/// Removes [`ANNOTATION_REVOKE_TOKENS`] once the revocation is done. Not conditional on the
+/// version read: a request set again meanwhile came before this revocation, which served it.
+async fn served_revocation(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<(), Error> {
+    let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &ra.namespace().unwrap_or_default(),
+    );
+    let patch = json!({"metadata": {"annotations": {ANNOTATION_REVOKE_TOKENS: null}}});
+    requests
+        .patch(
+            &ra.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(api(format!(
+            "removing {ANNOTATION_REVOKE_TOKENS} from RuntimeAccess {}",
+            ra.name_any()
+        )))?;
+    tracing::info!(controller = CONTROLLER, name = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, identity = %service_account_user(&ra.spec), "every earlier token of the RuntimeAccess revoked (ServiceAccount replaced)");
+    Ok(())
 }
 
 /// Why the objects in the runtime could not be removed (yet).

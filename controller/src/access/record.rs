@@ -41,10 +41,14 @@ pub const REASON_ISSUED: &str = "KubeconfigIssued";
 /// Reason of a token that replaced one whose rotation was due.
 pub const REASON_ROTATED: &str = "KubeconfigRotated";
 
+/// Reason of a token issued after every earlier one was revoked.
+pub const REASON_REVOKED: &str = "KubeconfigRevoked";
+
 /// The condition reason for a token issued for `cause`.
 pub fn issue_reason(cause: TokenCause) -> &'static str {
     match cause {
         TokenCause::Due => REASON_ROTATED,
+        TokenCause::Revoked => REASON_REVOKED,
         TokenCause::Missing | TokenCause::Unknown => REASON_ISSUED,
     }
 }
@@ -102,6 +106,7 @@ impl<'a> SecretFacts<'a> {
     pub fn kept_reason(&self, cached: Option<&RuntimeAccessStatus>) -> &'static str {
         match self.token_reason {
             Some(REASON_ROTATED) => REASON_ROTATED,
+            Some(REASON_REVOKED) => REASON_REVOKED,
             Some(REASON_ISSUED) => REASON_ISSUED,
             _ => {
                 let stored = cached.and_then(|s| {
@@ -111,6 +116,7 @@ impl<'a> SecretFacts<'a> {
                 });
                 match stored.map(|c| c.reason.as_str()) {
                     Some(REASON_ROTATED) => REASON_ROTATED,
+                    Some(REASON_REVOKED) => REASON_REVOKED,
                     _ => REASON_ISSUED,
                 }
             }
@@ -250,5 +256,19 @@ mod tests {
         assert_eq!(issue_reason(TokenCause::Due), REASON_ROTATED);
         assert_eq!(issue_reason(TokenCause::Missing), REASON_ISSUED);
         assert_eq!(issue_reason(TokenCause::Unknown), REASON_ISSUED);
+        assert_eq!(issue_reason(TokenCause::Revoked), REASON_REVOKED);
+        // Kept afterwards, the token still reports its revocation.
+        let revoked = secret(&[(ANNOTATION_TOKEN_REASON, REASON_REVOKED)]);
+        let facts = SecretFacts::read(Some(&revoked), "config");
+        assert_eq!(
+            facts.kept_reason(Some(&status(REASON_ISSUED))),
+            REASON_REVOKED
+        );
+        let old = secret(&[]);
+        let facts = SecretFacts::read(Some(&old), "config");
+        assert_eq!(
+            facts.kept_reason(Some(&status(REASON_REVOKED))),
+            REASON_REVOKED
+        );
     }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kim_shared::access::{ANNOTATION_REQUESTED_BY, shoot_rbac_name};
+use kim_shared::access::shoot_rbac_name;
 use kim_shared::api::runtime_access::{RoleKind, RuntimeAccess, ShootObjectRef};
 use kim_shared::names;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -81,15 +81,12 @@ fn meta(ra: &RuntimeAccess, name: &str, namespace: Option<&str>) -> ObjectMeta {
                 ra.uid().unwrap_or_default(),
             ),
         ])),
-        // Who asked for the access, for whoever finds these objects in the runtime.
-        annotations: Some(
-            std::iter::once((ANNOTATION_RUNTIME_ACCESS.to_owned(), origin(ra)))
-                .chain(
-                    kim_shared::access::requested_by(ra)
-                        .map(|by| (ANNOTATION_REQUESTED_BY.to_owned(), by.to_owned())),
-                )
-                .collect(),
-        ),
+        // Not who asked (`requested-by`): a KCP user's name is no business of the runtime's
+        // owner, who reads these objects.
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_RUNTIME_ACCESS.to_owned(),
+            origin(ra),
+        )])),
         ..Default::default()
     }
 }

@@ -26,6 +26,9 @@ pub enum TokenCause {
     Unknown,
     /// `rotation_ratio` of the token's lifetime has passed.
     Due,
+    /// The request asks to revoke every token issued so far
+    /// (`infrastructuremanager.kyma-project.io/revoke-tokens: "true"`).
+    Revoked,
 }
 
 /// The decision for one reconcile.

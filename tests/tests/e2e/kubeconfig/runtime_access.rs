@@ -166,7 +166,7 @@ async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_els
         created,
         "ServiceAccount, Role and RoleBinding must exist before the deletion"
     );
-    // Who asked is on what was made for the request, in the runtime and in the KCP.
+    // Who asked is on the KCP Secret, and not in the runtime, whose owner reads it.
     let requester = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         meta.annotations
             .as_ref()
@@ -179,12 +179,15 @@ async fn runtime_access_for_a_role_can_get_pods_in_one_namespace_and_nothing_els
         .get(&rbac_name)
         .await?;
     let kcp_secret = secrets.get(&secret_ref.name).await?;
+    assert_eq!(
+        requester(&kcp_secret.metadata).as_deref(),
+        Some("klm-operator")
+    );
     for (what, meta) in [
         ("ServiceAccount", &sa.metadata),
         ("RoleBinding", &binding.metadata),
-        ("KCP Secret", &kcp_secret.metadata),
     ] {
-        assert_eq!(requester(meta).as_deref(), Some("klm-operator"), "{what}");
+        assert_eq!(requester(meta), None, "{what}");
     }
     requests
         .delete("pod-reader", &DeleteParams::default())
@@ -233,7 +236,6 @@ fn runtime_access(
     }))?)
 }
 
-/// Waits for `state: Ready` and returns the status.
 /// The spec of a RuntimeAccess for ServiceAccount `account` in `namespace` that may get
 /// ConfigMaps in `apps`, with the shortest token lifetime.
 fn configmap_reader(account: &str, namespace: &str, apps: &str) -> serde_json::Value {
@@ -244,6 +246,7 @@ fn configmap_reader(account: &str, namespace: &str, apps: &str) -> serde_json::V
     })
 }
 
+/// Waits for `state: Ready` and returns the status.
 async fn access_ready(
     requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
     name: &str,
@@ -2739,6 +2742,93 @@ async fn a_runtime_access_whose_status_does_not_read_waits_alone_and_is_still_cl
         "the other request's ServiceAccount stays"
     );
     ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// A leaked kubeconfig is revoked without ending the access: `revoke-tokens=true` makes every
+/// token issued so far fail at once (the ServiceAccount is replaced, and tokens are bound to
+/// its UID), a new kubeconfig is written (`KubeconfigRevoked`) and works, and the annotation
+/// is removed. Before, a leaked token stayed valid until it expired (up to 24 h), however
+/// often the Secret was rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_once() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-revoke", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("revoke").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let leaked = access_kubeconfig(&secrets, &status).await?;
+    let leaked_client = access::client_from_yaml("leaked", &leaked).await?;
+    let identity = format!("system:serviceaccount:{apps}:reader");
+    assert_eq!(whoami(leaked_client.clone()).await?, identity);
+
+    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
+        )
+        .await?;
+    let revoked = eventually("revoked", Duration::from_secs(60), || async {
+        let ra = requests.get("reader").await?;
+        let served = !ra.annotations().contains_key(REVOKE);
+        let reason = ra
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.first())
+            .map(|c| c.reason.clone());
+        Ok((served && reason.as_deref() == Some("KubeconfigRevoked")).then_some(ra))
+    })
+    .await?;
+    let fresh = access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?;
+    assert_ne!(token_of(&fresh), token_of(&leaked), "a new token");
+    assert_eq!(
+        whoami(access::client_from_yaml("fresh", &fresh).await?).await?,
+        identity,
+        "the new kubeconfig works"
+    );
+    // The apiserver checks the account's UID from its informer: a moment may pass.
+    eventually(
+        "the leaked token refused",
+        Duration::from_secs(15),
+        || async {
+            Ok(match whoami(leaked_client.clone()).await {
+                Err(e) => e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                    .then_some(()),
+                Ok(_) => None,
+            })
+        },
+    )
+    .await?;
+    // Served once: the new token stays.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        token_of(&access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?),
+        token_of(&fresh)
+    );
+    ctl.stop().await;
+    assert_not_logged(&leaked);
+    assert_not_logged(&fresh);
     assert_not_logged(&admin);
     Ok(())
 }
