@@ -598,10 +598,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     };
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
-    let revoke = ra
+    let revoke_requested = ra
         .annotations()
         .get(ANNOTATION_REVOKE_TOKENS)
         .is_some_and(|v| v == "true");
+    let revoke = revoke_requested && !facts.revoked;
     let decision = if revoke {
         TokenDecision::Issue(token::TokenCause::Revoked)
     } else {
@@ -661,23 +662,17 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         }
         // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
         // same name (made below) invalidates all tokens issued so far, at once.
-        if revoke {
-            let account = shoot::OwnedServiceAccount {
-                namespace: ra.spec.service_account.namespace.clone(),
-                name: ra.spec.service_account.name.clone(),
-            };
-            if let Err(e) = shoot::delete(&a.client, ra, &account.reference()).await {
-                reconciler.tokens.failed(decision);
-                return fail(
-                    reconciler,
-                    ra,
-                    "ShootAccessFailed",
-                    "deleting the ServiceAccount to revoke its tokens",
-                    classify::message(&e),
-                    now,
-                )
-                .await;
-            }
+        if revoke && let Err(e) = replace_service_account(&a.client, ra).await {
+            reconciler.tokens.failed(decision);
+            return fail(
+                reconciler,
+                ra,
+                "ShootAccessFailed",
+                "revoking the tokens",
+                e,
+                now,
+            )
+            .await;
         }
         match ensure_shoot_objects(&a.client, ra, previous).await {
             Ok((created, sa)) => {
@@ -839,8 +834,17 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             (reason, Some(issued.expires), requeue)
         }
     };
-    if revoke {
+    if revoke_requested {
         served_revocation(reconciler, ra).await?;
+    } else if facts.revoked {
+        // The request's annotation is gone: the next one is a new revocation.
+        let patch = json!({"metadata": {"annotations": {record::ANNOTATION_TOKENS_REVOKED: null}}});
+        secrets
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api(format!(
+                "clearing the revocation mark of Secret {ns}/{name}"
+            )))?;
     }
     if facts.applied_with(&fingerprint) != Some(shoot_objects.as_slice())
         && let Err(e) = record_shoot_objects(
@@ -937,7 +941,27 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .annotations()
         .get(ANNOTATION_SKIP_SHOOT_CLEANUP)
         .is_some_and(|v| v == "true");
-    let in_runtime = match remove_from_runtime(reconciler, ra, objs).await {
+    // With the annotation, a runtime that answers too slowly to finish within the pass's limit
+    // counts as failed too.
+    let removal = remove_from_runtime(reconciler, ra, objs);
+    let removed = if skip {
+        let limit = reconciler.reconcile_timeout() / 2;
+        tokio::time::timeout(limit, removal)
+            .await
+            .unwrap_or_else(|_| {
+                let message = format!(
+                    "the runtime did not finish answering within {}s",
+                    limit.as_secs()
+                );
+                Err(CleanupWaits {
+                    error: Error::Step(message.clone()),
+                    message,
+                })
+            })
+    } else {
+        removal.await
+    };
+    let in_runtime = match removed {
         Ok(removed) => removed,
         Err(waiting) if skip => {
             tracing::warn!(controller = CONTROLLER, name = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, reason = %waiting.message, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects of this RuntimeAccess in the runtime are left in place");
@@ -967,6 +991,43 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     );
     reconciler.forget_key(&key(ra));
     Ok(Action::await_change())
+}
+
+/// Deletes what this request made in the runtime, bindings first, so that the
+/// ServiceAccount is created anew (with a new UID) by the apply that follows. The bindings go
+/// first: while they exist, whoever creates an account of that name would hold their rights.
+/// An account without this request's label is not replaced, and its tokens not revoked.
+async fn replace_service_account(client: &kube::Client, ra: &RuntimeAccess) -> Result<(), String> {
+    let account = shoot::OwnedServiceAccount {
+        namespace: ra.spec.service_account.namespace.clone(),
+        name: ra.spec.service_account.name.clone(),
+    }
+    .reference();
+    let mut objs: Vec<ShootObjectRef> = shoot::rbac_objects(ra)
+        .iter()
+        .map(RbacObject::reference)
+        .collect();
+    objs.push(account.clone());
+    shoot::deletion_order(&mut objs);
+    for obj in &objs {
+        let outcome = shoot::delete(client, ra, obj).await.map_err(|e| {
+            format!(
+                "deleting {} {}: {}",
+                obj.kind,
+                obj.name,
+                classify::message(&e)
+            )
+        })?;
+        if *obj == account && outcome == shoot::Deletion::NotOwned {
+            return Err(format!(
+                "ServiceAccount {}/{} lacks this RuntimeAccess's label {}: it is not replaced, so its tokens stay valid; delete it in the runtime to revoke them",
+                obj.namespace.as_deref().unwrap_or_default(),
+                obj.name,
+                shoot::LABEL_RUNTIME_ACCESS_UID
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Removes [`ANNOTATION_REVOKE_TOKENS`] once the revocation is done. Not conditional on the
@@ -1198,6 +1259,12 @@ fn kubeconfig_secret(
                         .token_id
                         .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
                 )
+                .chain((issued.reason == record::REASON_REVOKED).then(|| {
+                    (
+                        record::ANNOTATION_TOKENS_REVOKED.to_owned(),
+                        "true".to_owned(),
+                    )
+                }))
                 .chain(kim_shared::access::requested_by(ra).map(|by| {
                     (
                         kim_shared::access::ANNOTATION_REQUESTED_BY.to_owned(),

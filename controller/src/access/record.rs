@@ -44,6 +44,11 @@ pub const REASON_ROTATED: &str = "KubeconfigRotated";
 /// Reason of a token issued after every earlier one was revoked.
 pub const REASON_REVOKED: &str = "KubeconfigRevoked";
 
+/// Annotation on the KCP Secret, `true` from the token write of a revocation until a pass sees
+/// the request's `revoke-tokens` annotation gone: a pass that still sees that annotation (its
+/// removal refused, or a watch cache behind) removes it again and revokes nothing.
+pub const ANNOTATION_TOKENS_REVOKED: &str = "infrastructuremanager.kyma-project.io/tokens-revoked";
+
 /// The condition reason for a token issued for `cause`.
 pub fn issue_reason(cause: TokenCause) -> &'static str {
     match cause {
@@ -64,6 +69,8 @@ pub struct SecretFacts<'a> {
     pub applied_hash: Option<&'a str>,
     /// `shoot-objects`, parsed; `None` when missing or unreadable.
     pub applied_objects: Option<Vec<ShootObjectRef>>,
+    /// [`ANNOTATION_TOKENS_REVOKED`] is set: the last revocation asked for is done.
+    pub revoked: bool,
 }
 
 impl<'a> SecretFacts<'a> {
@@ -88,6 +95,7 @@ impl<'a> SecretFacts<'a> {
             applied_hash: annotation(ANNOTATION_SHOOT_OBJECTS_HASH),
             applied_objects: annotation(ANNOTATION_SHOOT_OBJECTS)
                 .and_then(|j| serde_json::from_str(j).ok()),
+            revoked: annotation(ANNOTATION_TOKENS_REVOKED) == Some("true"),
         }
     }
 

@@ -2820,15 +2820,102 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
         },
     )
     .await?;
-    // Served once: the new token stays.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Served once: the mark on the Secret that keeps a late pass from revoking again goes once
+    // the annotation is seen gone, and the new token stays.
+    let secret_name = &revoked
+        .status
+        .as_ref()
+        .context("status")?
+        .secret_ref
+        .as_ref()
+        .context("secretRef")?
+        .name;
+    const MARK: &str = "infrastructuremanager.kyma-project.io/tokens-revoked";
+    eventually(
+        "the revocation mark cleared",
+        Duration::from_secs(30),
+        || async {
+            let secret = secrets.get(secret_name).await?;
+            Ok((!secret.annotations().contains_key(MARK)).then_some(()))
+        },
+    )
+    .await?;
     assert_eq!(
         token_of(&access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?),
         token_of(&fresh)
     );
+
+    // A second revocation is served as the first.
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
+        )
+        .await?;
+    let again = eventually("revoked again", Duration::from_secs(60), || async {
+        let ra = requests.get("reader").await?;
+        let kc = access_kubeconfig(&secrets, ra.status.as_ref().context("status")?).await?;
+        let served = !ra.annotations().contains_key(REVOKE) && token_of(&kc) != token_of(&fresh);
+        Ok(served.then_some(kc))
+    })
+    .await?;
+    let fresh_client = access::client_from_yaml("fresh", &fresh).await?;
+    eventually(
+        "the second kubeconfig's predecessor refused",
+        Duration::from_secs(15),
+        || async {
+            Ok(match whoami(fresh_client.clone()).await {
+                Err(e) => e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                    .then_some(()),
+                Ok(_) => None,
+            })
+        },
+    )
+    .await?;
+    assert_eq!(
+        whoami(access::client_from_yaml("again", &again).await?).await?,
+        identity
+    );
+
+    // A revocation that cannot make the account again (someone else's binding names it now)
+    // leaves no binding of ours behind: whoever creates an account of that name gets nothing.
+    let shoot_admin = env.shoot_client().await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(shoot_admin.clone(), &apps);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "someone-elses"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": apps}],
+            }))?,
+        )
+        .await?;
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
+        )
+        .await?;
+    access_condition(&requests, "reader", "ServiceAccountNotOwned").await?;
+    let ours = format!("kim-access:{ns}:reader");
+    assert!(!exists(&bindings, &ours).await?, "our binding was left");
+    assert!(
+        !exists(
+            &Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(shoot_admin, &apps),
+            "reader"
+        )
+        .await?
+    );
     ctl.stop().await;
     assert_not_logged(&leaked);
     assert_not_logged(&fresh);
+    assert_not_logged(&again);
     assert_not_logged(&admin);
     Ok(())
 }
