@@ -283,9 +283,22 @@ const NAMESPACED_RBAC: [&str; 2] = ["roles", "rolebindings"];
 /// the namespace with controllers whose Secrets and tokens it could reach.
 pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system, istio-system";
 
-/// An existing role a RuntimeAccess may bind (`--access-allowed-role-refs`).
+/// An existing role a RuntimeAccess may bind (`--access-allowed-role-refs`), for every request
+/// or only for those one user created.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AllowedRoleRef {
+pub struct AllowedRoleRef {
+    /// The role.
+    pub role: ListedRole,
+    /// `<role>=<user>`: only for RuntimeAccesses whose [`ANNOTATION_REQUESTED_BY`] names this
+    /// user (the webhook sets it to the creating user and keeps it). A role that hands out more
+    /// than rules may (`cluster-admin` for the component that installs modules) is thus not
+    /// open to every requester.
+    pub requester: Option<String>,
+}
+
+/// The role of an [`AllowedRoleRef`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListedRole {
     /// `ClusterRole/<name>`: the ClusterRole, cluster-wide or in one namespace.
     ClusterRole(String),
     /// `Role/<namespace>/<name>`: the Role in its namespace.
@@ -300,29 +313,55 @@ pub enum AllowedRoleRef {
 impl std::str::FromStr for AllowedRoleRef {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let parts: Vec<&str> = s.split('/').collect();
-        match parts.as_slice() {
+        let refused = || {
+            format!(
+                "{s:?} is not a role reference; write ClusterRole/<name> or Role/<namespace>/<name>, optionally followed by =<user> to allow it only for RuntimeAccesses that user created"
+            )
+        };
+        let (role, requester) = match s.split_once('=') {
+            Some((role, user)) if !user.trim().is_empty() => (role, Some(user.trim().to_owned())),
+            Some(_) => return Err(refused()),
+            None => (s, None),
+        };
+        let parts: Vec<&str> = role.split('/').collect();
+        let role = match parts.as_slice() {
             ["ClusterRole", name] if is_path_segment(name) => {
-                Ok(Self::ClusterRole((*name).to_owned()))
+                ListedRole::ClusterRole((*name).to_owned())
             }
             ["Role", namespace, name] if is_dns_label(namespace) && is_path_segment(name) => {
-                Ok(Self::Role {
+                ListedRole::Role {
                     namespace: (*namespace).to_owned(),
                     name: (*name).to_owned(),
-                })
+                }
             }
-            _ => Err(format!(
-                "{s:?} is not a role reference; write ClusterRole/<name> or Role/<namespace>/<name>"
-            )),
-        }
+            _ => return Err(refused()),
+        };
+        Ok(Self { role, requester })
     }
 }
 
 impl std::fmt::Display for AllowedRoleRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::ClusterRole(name) => write!(f, "ClusterRole/{name}"),
-            Self::Role { namespace, name } => write!(f, "Role/{namespace}/{name}"),
+        match &self.role {
+            ListedRole::ClusterRole(name) => write!(f, "ClusterRole/{name}")?,
+            ListedRole::Role { namespace, name } => write!(f, "Role/{namespace}/{name}")?,
+        }
+        match &self.requester {
+            Some(user) => write!(f, "={user}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AllowedRoleRef {
+    /// Whether this entry names the role `r` (whoever the requester).
+    fn names(&self, r: &ExistingRoleRef) -> bool {
+        match (&self.role, &r.kind) {
+            (ListedRole::ClusterRole(name), RoleKind::ClusterRole) => *name == r.name,
+            (ListedRole::Role { namespace, name }, RoleKind::Role) => {
+                *name == r.name && Some(namespace.as_str()) == r.namespace.as_deref()
+            }
+            _ => false,
         }
     }
 }
@@ -363,14 +402,14 @@ impl AccessPolicy {
             || self.protected_namespaces.iter().any(|n| n == namespace)
     }
 
-    /// Whether `spec.roleRef` names a role of the allow-list.
-    pub fn allows_role_ref(&self, r: &ExistingRoleRef) -> bool {
-        self.allowed_role_refs.iter().any(|a| match (a, &r.kind) {
-            (AllowedRoleRef::ClusterRole(name), RoleKind::ClusterRole) => *name == r.name,
-            (AllowedRoleRef::Role { namespace, name }, RoleKind::Role) => {
-                *name == r.name && Some(namespace.as_str()) == r.namespace.as_deref()
-            }
-            _ => false,
+    /// Whether `spec.roleRef` names a role of the allow-list, for a request created by
+    /// `requester` (its [`ANNOTATION_REQUESTED_BY`]).
+    pub fn allows_role_ref(&self, r: &ExistingRoleRef, requester: Option<&str>) -> bool {
+        self.allowed_role_refs.iter().any(|a| {
+            a.names(r)
+                && a.requester
+                    .as_deref()
+                    .is_none_or(|only| Some(only) == requester)
         })
     }
 }
@@ -513,7 +552,24 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Val
         if let Some(ns) = r.namespace.as_deref() {
             check_namespace(&mut f, "spec.roleRef.namespace", ns, policy);
         }
-        if !policy.allows_role_ref(r) {
+        let requester = requested_by(ra);
+        let for_others: Vec<&str> = policy
+            .allowed_role_refs
+            .iter()
+            .filter(|a| a.names(r))
+            .filter_map(|a| a.requester.as_deref())
+            .collect();
+        if !policy.allows_role_ref(r, requester) && !for_others.is_empty() {
+            push(
+                &mut f,
+                "spec.roleRef",
+                &format!(
+                    "this role is allowed only for RuntimeAccesses created by {} (--access-allowed-role-refs), and this one was created by {} (annotation {ANNOTATION_REQUESTED_BY}); ask one of them, or give the rules in spec.role or spec.clusterRole instead",
+                    for_others.join(", "),
+                    requester.map_or_else(|| "nobody known".to_owned(), |u| format!("{u:?}")),
+                ),
+            );
+        } else if !policy.allows_role_ref(r, requester) {
             let listed = if policy.allowed_role_refs.is_empty() {
                 "none is listed".to_owned()
             } else {
@@ -1276,7 +1332,7 @@ mod tests {
                 namespace: Some(ns.into()),
             });
             let open = AccessPolicy {
-                allowed_role_refs: vec![AllowedRoleRef::ClusterRole("view".into())],
+                allowed_role_refs: vec!["ClusterRole/view".parse().unwrap()],
                 ..policy.clone()
             };
             assert_eq!(
@@ -1354,12 +1410,60 @@ mod tests {
         );
     }
 
+    /// A role beyond what rules may grant (cluster-admin for the component that installs
+    /// modules) is allowed for that component's requests only: by the requester the webhook
+    /// recorded, not by a name the request chooses.
+    #[test]
+    fn a_role_listed_for_one_requester_is_refused_to_others() {
+        let klm = "system:serviceaccount:kcp-system:lifecycle-manager";
+        let policy = AccessPolicy {
+            allowed_role_refs: vec![
+                format!("ClusterRole/cluster-admin={klm}").parse().unwrap(),
+                "ClusterRole/view".parse().unwrap(),
+            ],
+            ..Default::default()
+        };
+        let mut ra = pods_reader();
+        ra.spec.role = None;
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "cluster-admin".into(),
+            namespace: None,
+        });
+        let got = messages_at(&ra, &policy, "spec.roleRef");
+        assert!(
+            got.iter()
+                .any(|m| m.contains(klm) && m.contains("nobody known")),
+            "no requester recorded: refused, naming who may: {got:?}"
+        );
+        stamp_requester(&mut ra, None, "system:serviceaccount:kcp-system:keb");
+        let got = messages_at(&ra, &policy, "spec.roleRef");
+        assert!(
+            got.iter()
+                .any(|m| m.contains(klm) && m.contains("system:serviceaccount:kcp-system:keb")),
+            "{got:?}"
+        );
+        let mut by_klm = pods_reader();
+        by_klm.spec = ra.spec.clone();
+        stamp_requester(&mut by_klm, None, klm);
+        assert!(validate_runtime_access(&by_klm, &policy).is_allowed());
+        // An entry without a requester stays open to all.
+        ra.spec.role_ref = Some(ExistingRoleRef {
+            kind: RoleKind::ClusterRole,
+            name: "view".into(),
+            namespace: None,
+        });
+        assert!(validate_runtime_access(&ra, &policy).is_allowed());
+    }
+
     #[test]
     fn allowed_role_refs_parse_and_print_alike() {
         for s in [
             "ClusterRole/view",
             "Role/apps/reader",
             "ClusterRole/system:aggregate-to-view",
+            "ClusterRole/cluster-admin=system:serviceaccount:kcp-system:lifecycle-manager",
+            "Role/apps/reader=alice@example.com",
         ] {
             let parsed: AllowedRoleRef = s.parse().unwrap();
             assert_eq!(parsed.to_string(), s);
@@ -1371,6 +1475,8 @@ mod tests {
             "Role/Apps/x",
             "Secret/x",
             "ClusterRole/a/b",
+            "ClusterRole/view=",
+            "=alice",
         ] {
             let err = bad.parse::<AllowedRoleRef>().unwrap_err();
             assert!(err.contains("ClusterRole/<name>"), "{bad}: {err}");

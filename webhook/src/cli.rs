@@ -172,8 +172,8 @@ pub struct ServeArgs {
     )]
     pub runtime_access_protected_namespaces: Vec<String>,
     /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
-    /// Role/<namespace>/<name> (comma-separated; the same as the controller's). Empty: none,
-    /// only rules.
+    /// Role/<namespace>/<name>, each optionally =<user> for the RuntimeAccesses that user
+    /// created only (comma-separated; the same as the controller's). Empty: none, only rules.
     #[arg(
         long = "access-allowed-role-refs",
         env = "KIM_WEBHOOK_ACCESS_ALLOWED_ROLE_REFS",

@@ -364,8 +364,8 @@ pub struct AccessArgs {
     #[arg(long = "access-protected-namespaces", value_delimiter = ',')]
     pub protected_namespaces: Vec<String>,
     /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
-    /// Role/<namespace>/<name> (comma-separated; set the webhook's flag alike). Empty: none,
-    /// only rules.
+    /// Role/<namespace>/<name>, each optionally =<user> for the RuntimeAccesses that user
+    /// created only (comma-separated; set the webhook's flag alike). Empty: none, only rules.
     #[arg(long = "access-allowed-role-refs", value_delimiter = ',')]
     pub allowed_role_refs: Vec<kim_shared::access::AllowedRoleRef>,
     /// Time allowed for each request to a runtime's API server (connect included), so that an

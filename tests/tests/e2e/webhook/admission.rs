@@ -875,7 +875,10 @@ async fn runtime_access_is_held_to_least_privilege() {
         env,
         Options {
             access_policy: kim_shared::access::AccessPolicy {
-                allowed_role_refs: vec!["ClusterRole/view".parse().unwrap()],
+                allowed_role_refs: vec![
+                    "ClusterRole/view".parse().unwrap(),
+                    "ClusterRole/edit=alice@example.com".parse().unwrap(),
+                ],
                 ..Default::default()
             },
             ..Options::default()
@@ -1007,6 +1010,36 @@ async fn runtime_access_is_held_to_least_privilege() {
             "{name} refused with the field path {field}: {out}"
         );
     }
+
+    // A role listed for one requester: that user's request is admitted, another's refused.
+    let editor = ra(
+        "editor",
+        json!({"roleRef": {"kind": "ClusterRole", "name": "edit"}}),
+    );
+    let (ok, out) = dry_run(editor.clone()).await;
+    assert!(
+        !ok && out.contains("spec.roleRef") && out.contains("alice@example.com"),
+        "another requester is refused, naming who may: {out}"
+    );
+    let alice = env
+        .kcp_user_client("alice@example.com", &["system:masters"])
+        .await
+        .unwrap();
+    let as_alice: Api<DynamicObject> = Api::namespaced_with(
+        alice,
+        &wh.ns,
+        &kube::api::ApiResource::erase::<kim_shared::api::runtime_access::RuntimeAccess>(&()),
+    );
+    as_alice
+        .create(
+            &PostParams {
+                dry_run: true,
+                field_manager: None,
+            },
+            &serde_json::from_value(editor).unwrap(),
+        )
+        .await
+        .expect("the listed requester is admitted");
     wh.stop(env).await;
 }
 
