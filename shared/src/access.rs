@@ -2,6 +2,7 @@
 //! controller creates in the shoot cluster. No I/O.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::runtime_access::{ExistingRoleRef, RoleKind, RuntimeAccess, RuntimeAccessSpec};
 use crate::validation::{ValidationOutcome, Violation};
@@ -679,7 +680,20 @@ pub fn validate_runtime_access_update(
             "is immutable; create a new RuntimeAccess for another ServiceAccount",
         );
     }
-    match (requested_by(old), requested_by(new)) {
+    f.extend(validate_requester_update(&old.metadata, new));
+    f
+}
+
+/// The requester rule of an UPDATE from the stored metadata `old` (also when the rest of the
+/// stored object does not read): [`ANNOTATION_REQUESTED_BY`] never changes, and is never added.
+pub fn validate_requester_update(old: &ObjectMeta, new: &RuntimeAccess) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
+    let was = old
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_REQUESTED_BY))
+        .map(String::as_str);
+    match (was, requested_by(new)) {
         (Some(was), now) if now != Some(was) => push(
             &mut f,
             REQUESTED_BY_FIELD,

@@ -169,6 +169,10 @@ impl Validator<RuntimeAccess> for AdmissionContext {
     fn validate_update(&self, old: &RuntimeAccess, new: &RuntimeAccess) -> ValidationOutcome {
         validate_runtime_access_update(old, new, &self.access_policy)
     }
+
+    fn validate_metadata_update(&self, old: &ObjectMeta, new: &RuntimeAccess) -> ValidationOutcome {
+        kim_shared::access::validate_requester_update(old, new)
+    }
 }
 
 #[cfg(test)]
@@ -495,5 +499,78 @@ mod tests {
         assert!(review::<Runtime>(extra_key.as_bytes()).is_ok());
         let no_resource = create.replacen(runtimes, "\"x\":\"runtimes\"", 1);
         assert!(review::<Runtime>(no_resource.as_bytes()).is_err());
+    }
+
+    /// `requested-by` never changes, also on an update whose stored object does not read (here
+    /// a spec an older CRD let through): the rules on changes of metadata still hold.
+    #[test]
+    fn the_requester_holds_when_the_stored_runtime_access_does_not_read() {
+        use serde_json::json;
+        let by = kim_shared::access::ANNOTATION_REQUESTED_BY;
+        let object = |annotations: serde_json::Value, status: serde_json::Value| {
+            json!({
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "RuntimeAccess",
+                "metadata": {"name": "reader", "namespace": "kcp-system", "annotations": annotations},
+                "spec": {
+                    "runtimeId": "runtime-id",
+                    "serviceAccount": {"name": "pod-reader", "namespace": "apps"},
+                    "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+                },
+                "status": status,
+            })
+        };
+        let unreadable = json!({"state": "Ready", "conditions": [{
+            "type": "KubeconfigReady", "status": "True", "reason": "KubeconfigIssued", "message": "",
+            "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z"}]});
+        let mut old = object(json!({by: "alice"}), unreadable.clone());
+        old["spec"]["tokenExpirationSeconds"] = json!("soon");
+        let review = |new: serde_json::Value| {
+            serde_json::to_vec(&json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "u-1",
+                    "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "RuntimeAccess"},
+                    "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimeaccesses"},
+                    "name": "reader", "namespace": "kcp-system",
+                    "operation": "UPDATE",
+                    "userInfo": {"username": "mallory"},
+                    "object": new,
+                    "oldObject": old.clone(),
+                    "dryRun": false,
+                }
+            }))
+            .expect("json")
+        };
+        let answer = |new| {
+            let out = crate::admission::validate::<RuntimeAccess>(
+                &review(new),
+                &AdmissionContext::default(),
+                SystemTime::now(),
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.body).expect("a review")
+        };
+        for new in [
+            object(json!({by: "mallory"}), unreadable.clone()),
+            object(json!({}), unreadable.clone()),
+        ] {
+            let got = answer(new);
+            assert_eq!(got["response"]["allowed"], false, "{got}");
+            assert!(
+                got["response"]["status"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(by) && m.contains("cannot be changed")),
+                "{got}"
+            );
+            assert!(
+                got["response"]["warnings"]
+                    .to_string()
+                    .contains("does not read"),
+                "the path of an unreadable stored object: {got}"
+            );
+        }
+        let kept = answer(object(json!({by: "alice"}), unreadable.clone()));
+        assert_eq!(kept["response"]["allowed"], true, "{kept}");
     }
 }

@@ -29,6 +29,11 @@ pub trait Validator<T> {
     }
     /// Validates a change from `old` to `new`.
     fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
+    /// The rules on changes of metadata, for an update whose stored object does not read as
+    /// `T` but whose metadata `old` does. None unless a type has such rules.
+    fn validate_metadata_update(&self, _old: &ObjectMeta, _new: &T) -> ValidationOutcome {
+        ValidationOutcome::default()
+    }
     /// Validates the deletion of the stored object with `metadata` by `user`: on metadata
     /// alone, so that an object whose spec no longer reads can still be deleted. Its violations
     /// are answered with 403 Forbidden: a refusal to delete is not an invalid object. Allowed
@@ -74,6 +79,7 @@ pub fn handle<T: Object>(
             // is (the rules on an update judge only what changes, which cannot be told here).
             (Some(new), None, Some(stored)) => {
                 let mut outcome = validator.validate_create(new);
+                outcome.extend(validator.validate_metadata_update(&stored.metadata, new));
                 outcome.warnings.push(format!(
                     "the stored {kind} does not read ({}: {}); this update was checked as a new {kind}, without the rules on changes",
                     stored.field,
