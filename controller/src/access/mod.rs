@@ -21,6 +21,7 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher};
 
 use crate::stored::StatusApart;
@@ -43,6 +44,51 @@ pub const MIN_ROTATION_RATIO: f64 = 0.01;
 /// Largest `--access-rotation-ratio`: consumers get at least 5 % of the lifetime to pick up the
 /// new kubeconfig before the old token expires.
 pub const MAX_ROTATION_RATIO: f64 = 0.95;
+
+/// The requests a change of a Secret labelled as ours concerns: its owner (the request's own
+/// kubeconfig Secret), and, for a runtime's admin kubeconfig Secret
+/// (`kubeconfig-<runtime-id>`), every request of that runtime, so that a request waiting for it
+/// is served as soon as it is written and one whose runtime goes learns it then, not at its
+/// next rotation.
+fn affected_requests(
+    secret: &PartialObjectMeta<Secret>,
+    requests: &reflector::Store<StatusApart<RuntimeAccess>>,
+) -> Vec<ObjectRef<StatusApart<RuntimeAccess>>> {
+    let ns = secret.metadata.namespace.as_deref().unwrap_or_default();
+    let mut affected: Vec<ObjectRef<StatusApart<RuntimeAccess>>> = secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| {
+            o.kind == "RuntimeAccess"
+                && o.api_version
+                    .starts_with("infrastructuremanager.kyma-project.io/")
+        })
+        .map(|o| ObjectRef::new(&o.name).within(ns))
+        .collect();
+    let runtime = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(kim_shared::names::LABEL_RUNTIME_ID));
+    if let Some(id) = runtime
+        && secret.metadata.name.as_deref()
+            == Some(&format!(
+                "{}{id}",
+                kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX
+            ))
+    {
+        affected.extend(
+            requests
+                .state()
+                .iter()
+                .filter(|ra| ra.spec.runtime_id == *id)
+                .map(|ra| ObjectRef::from_obj(&**ra)),
+        );
+    }
+    affected
+}
 
 /// Runs the RuntimeAccess reconciler until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
@@ -72,8 +118,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (store, writer) = reflector::store();
     let (stream, sweep) =
         crate::watch::own_kind(requests, writer, reconciler.clone(), shutdown.clone());
+    let requests_of = store.clone();
     let run = Controller::for_stream(stream, store.clone())
-        .owns(secrets, watcher::Config::default().labels(&managed))
+        .watches(
+            secrets,
+            watcher::Config::default().labels(&managed),
+            move |secret| affected_requests(&secret, &requests_of),
+        )
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
@@ -84,4 +135,60 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     crate::watch::run_until_stopped(run, store, &shutdown).await;
     // It ends on `shutdown` too; a panic in it is already logged.
     let _ = sweep.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(name: &str, runtime_id: &str) -> StatusApart<RuntimeAccess> {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": name, "namespace": "kcp-system"},
+            "spec": {
+                "runtimeId": runtime_id,
+                "serviceAccount": {"name": name, "namespace": "apps"},
+                "role": {"namespace": "apps", "rules": []},
+            },
+        }))
+        .unwrap()
+    }
+
+    fn secret(value: serde_json::Value) -> PartialObjectMeta<Secret> {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret", "metadata": value}))
+            .unwrap()
+    }
+
+    fn names(refs: Vec<ObjectRef<StatusApart<RuntimeAccess>>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_admin_kubeconfig_secret_concerns_every_request_of_its_runtime() {
+        let (store, mut writer) = reflector::store();
+        for ra in [
+            request("klm", "rt-1"),
+            request("keb", "rt-1"),
+            request("other", "rt-2"),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(ra));
+        }
+        let admin = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
+            "labels": {"kyma-project.io/runtime-id": "rt-1"}}));
+        assert_eq!(names(affected_requests(&admin, &store)), ["keb", "klm"]);
+        // A request's own Secret: its owner only, although it carries the runtime ID too.
+        let own = secret(json!({"name": "klm-kubeconfig", "namespace": "kcp-system",
+            "labels": {"kyma-project.io/runtime-id": "rt-1"},
+            "ownerReferences": [{"apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "RuntimeAccess", "name": "klm", "uid": "u-1"}]}));
+        assert_eq!(names(affected_requests(&own, &store)), ["klm"]);
+        // Someone else's Secret named like an admin kubeconfig of another runtime ID label.
+        let other = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
+            "labels": {"kyma-project.io/runtime-id": "rt-2"}}));
+        assert!(affected_requests(&other, &store).is_empty());
+    }
 }

@@ -383,6 +383,9 @@ pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
 /// the annotation.
 pub const ANNOTATION_REVOKE_TOKENS: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
 
+/// Condition reason: the request was served, and its runtime is gone or being deleted.
+pub const REASON_RUNTIME_GONE: &str = "RuntimeGone";
+
 /// Condition reason: a pass took longer than [`Reconciler::reconcile_timeout`].
 pub const REASON_RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
@@ -584,16 +587,28 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     }
 
     let Some(admin) = admin_kubeconfig(reconciler, ra).await? else {
-        let msg = format!(
-            "waiting for the admin kubeconfig of GardenerCluster {}",
-            ra.spec.runtime_id
-        );
-        write_status(
-            reconciler,
-            ra,
-            status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now),
-        )
-        .await?;
+        // A request that was served (its Secret exists) whose Runtime is gone or being
+        // deleted: the runtime was deprovisioned and will not come back, which a consumer
+        // cannot tell from "not ready yet" otherwise. A request not served yet may come before
+        // its Runtime.
+        let runtime_gone = existing.is_some()
+            && runtime_of(reconciler, ra)
+                .await?
+                .is_none_or(|rt| rt.metadata.deletion_timestamp.is_some());
+        let status = if runtime_gone {
+            let msg = format!(
+                "runtime {} is gone or being deleted (no Runtime of that ID, or one being deleted, and no admin kubeconfig): this RuntimeAccess serves no more, and the kubeconfig in Secret {ns}/{name} reaches no cluster; delete the RuntimeAccess",
+                ra.spec.runtime_id
+            );
+            status_with(ra, "Error", "False", REASON_RUNTIME_GONE, &msg, now)
+        } else {
+            let msg = format!(
+                "waiting for the admin kubeconfig of GardenerCluster {}",
+                ra.spec.runtime_id
+            );
+            status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now)
+        };
+        write_status(reconciler, ra, status).await?;
         return Ok(Action::requeue(WAIT_FOR_RUNTIME));
     };
 
@@ -1120,11 +1135,14 @@ async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
     }
 }
 
-/// The name of the Shoot of `ra`'s runtime while it exists and is not being deleted: the
-/// Runtime `<runtimeId>` (or labelled with that runtime ID) in the request's namespace names it (read as untyped data, so that a
-/// Runtime our types cannot read still answers). `None` when the Runtime or the Shoot is gone
-/// or the Shoot is being deleted.
-async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Option<String>, Error> {
+/// The Runtime of `ra`'s runtime ID in the request's namespace: `<runtimeId>`, or the one
+/// labelled with it (the Runtime reconciler takes the ID from the label: a Runtime stored under
+/// another name, which no webhook checked, is found by it). Read as untyped data, so that a
+/// Runtime our types cannot read still answers.
+async fn runtime_of(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+) -> Result<Option<DynamicObject>, Error> {
     let ns = ra.namespace().unwrap_or_default();
     let runtime_id = &ra.spec.runtime_id;
     let runtimes: Api<DynamicObject> = Api::namespaced_with(
@@ -1132,26 +1150,30 @@ async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Optio
         &ns,
         &ApiResource::erase::<Runtime>(&()),
     );
-    let by_name = runtimes
+    if let Some(runtime) = runtimes
         .get_opt(runtime_id)
         .await
-        .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?;
-    // The Runtime reconciler takes the ID from the label: a Runtime stored under another name
-    // (no webhook checked it) is found by it.
-    let runtime = match by_name {
-        Some(runtime) => Some(runtime),
-        None => runtimes
-            .list(
-                &kube::api::ListParams::default()
-                    .labels(&format!("{}={runtime_id}", names::LABEL_RUNTIME_ID)),
-            )
-            .await
-            .map_err(api(format!("listing Runtimes {ns}/{runtime_id}")))?
-            .items
-            .into_iter()
-            .next(),
-    };
-    let Some(runtime) = runtime else {
+        .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?
+    {
+        return Ok(Some(runtime));
+    }
+    Ok(runtimes
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&format!("{}={runtime_id}", names::LABEL_RUNTIME_ID)),
+        )
+        .await
+        .map_err(api(format!("listing Runtimes {ns}/{runtime_id}")))?
+        .items
+        .into_iter()
+        .next())
+}
+
+/// The name of the Shoot of `ra`'s runtime while it exists and is not being deleted, as its
+/// Runtime ([`runtime_of`]) names it. `None` when the Runtime or the Shoot is gone or either
+/// is being deleted.
+async fn live_shoot(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Option<String>, Error> {
+    let Some(runtime) = runtime_of(reconciler, ra).await? else {
         return Ok(None);
     };
     // A Runtime being deleted takes its cluster with it (first hibernated during a deletion

@@ -2919,3 +2919,53 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// A consumer told "not ready yet" apart from "gone": a served RuntimeAccess whose runtime was
+/// deprovisioned (no Runtime of its ID, and its GardenerCluster deleted) says `RuntimeGone`
+/// (state `Error`), naming the Secret whose kubeconfig reaches no cluster; before, it waited as
+/// `RuntimeNotReady` for ever, indistinguishable from a runtime being provisioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_runtime_access_whose_runtime_is_gone_says_so() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-gone-rt", &[]).await?;
+    let apps = env.shoot_namespace("gone-rt").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    access_ready(&requests, "reader").await?;
+    // Deprovisioned: the GardenerCluster goes with its admin kubeconfig Secret (no Runtime of
+    // this ID exists in the test namespace).
+    Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .delete(&id, &DeleteParams::default())
+        .await?;
+    let condition = access_condition(&requests, "reader", "RuntimeGone").await?;
+    assert!(
+        condition.message.contains(&id) && condition.message.contains("reader-kubeconfig"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(
+        requests
+            .get("reader")
+            .await?
+            .status
+            .and_then(|s| s.state)
+            .as_deref(),
+        Some("Error")
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
