@@ -684,6 +684,33 @@ pub fn validate_runtime_access_update(
     f
 }
 
+/// Who may change what a RuntimeAccess grants: only the user who created it (its
+/// [`ANNOTATION_REQUESTED_BY`]), when recorded. Requesters share the right to update
+/// RuntimeAccesses, and a spec change by another could redirect the kubeconfig into a Secret
+/// they read (`spec.secret`) or widen the grant, and a role listed for one requester only
+/// would serve whoever edits that requester's object. Others may still annotate it (revoke its
+/// tokens) or delete it.
+pub fn validate_spec_change_by(
+    old: &RuntimeAccess,
+    new: &RuntimeAccess,
+    user: &str,
+) -> ValidationOutcome {
+    let mut f = ValidationOutcome::default();
+    if let Some(requester) = requested_by(old)
+        && old.spec != new.spec
+        && user != requester
+    {
+        push(
+            &mut f,
+            "spec",
+            &format!(
+                "only the user who created this RuntimeAccess ({requester:?}, annotation {ANNOTATION_REQUESTED_BY}) may change its spec, not {user:?}; create a RuntimeAccess of your own, or delete this one"
+            ),
+        );
+    }
+    f
+}
+
 /// The requester rule of an UPDATE from the stored metadata `old` (also when the rest of the
 /// stored object does not read): [`ANNOTATION_REQUESTED_BY`] never changes, and is never added.
 pub fn validate_requester_update(old: &ObjectMeta, new: &RuntimeAccess) -> ValidationOutcome {
@@ -1706,5 +1733,45 @@ mod tests {
         let mut claimed = legacy.clone();
         stamp_requester(&mut claimed, None, "intruder");
         assert!(!validate_runtime_access_update(&legacy, &claimed, &policy).is_allowed());
+    }
+
+    #[test]
+    fn only_the_requester_changes_what_a_runtime_access_grants() {
+        let klm = "system:serviceaccount:kcp-system:lifecycle-manager";
+        let mut old = pods_reader();
+        stamp_requester(&mut old, None, klm);
+        let mut redirected = old.clone();
+        redirected.spec.secret = Some(AccessSecretSpec {
+            name: Some("mine-kubeconfig".into()),
+            key: None,
+        });
+        let refused =
+            validate_spec_change_by(&old, &redirected, "system:serviceaccount:kcp-system:keb");
+        assert_eq!(
+            refused
+                .violations
+                .iter()
+                .map(|v| v.field.as_str())
+                .collect::<Vec<_>>(),
+            ["spec"]
+        );
+        assert!(refused.violations[0].message.contains(klm));
+        assert!(validate_spec_change_by(&old, &redirected, klm).is_allowed());
+        // Annotations (a revocation) by others pass; so does any change of an object stored
+        // before requesters were recorded.
+        let mut annotated = old.clone();
+        annotated
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                "infrastructuremanager.kyma-project.io/revoke-tokens".into(),
+                "true".into(),
+            );
+        assert!(validate_spec_change_by(&old, &annotated, "sre").is_allowed());
+        let legacy = pods_reader();
+        let mut changed = legacy.clone();
+        changed.spec.token_expiration_seconds = Some(1200);
+        assert!(validate_spec_change_by(&legacy, &changed, "anyone").is_allowed());
     }
 }

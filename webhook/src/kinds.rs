@@ -170,6 +170,21 @@ impl Validator<RuntimeAccess> for AdmissionContext {
         validate_runtime_access_update(old, new, &self.access_policy)
     }
 
+    fn validate_update_by(
+        &self,
+        old: &RuntimeAccess,
+        new: &RuntimeAccess,
+        user: &UserInfo,
+    ) -> ValidationOutcome {
+        let mut f = self.validate_update(old, new);
+        f.extend(kim_shared::access::validate_spec_change_by(
+            old,
+            new,
+            user.username.as_deref().unwrap_or_default(),
+        ));
+        f
+    }
+
     fn validate_metadata_update(&self, old: &ObjectMeta, new: &RuntimeAccess) -> ValidationOutcome {
         kim_shared::access::validate_requester_update(old, new)
     }

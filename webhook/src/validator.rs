@@ -29,6 +29,11 @@ pub trait Validator<T> {
     }
     /// Validates a change from `old` to `new`.
     fn validate_update(&self, old: &T, new: &T) -> ValidationOutcome;
+    /// Validates a change from `old` to `new` by `user`: [`Validator::validate_update`] unless
+    /// a type also judges who changes it.
+    fn validate_update_by(&self, old: &T, new: &T, _user: &UserInfo) -> ValidationOutcome {
+        self.validate_update(old, new)
+    }
     /// The rules on changes of metadata, for an update whose stored object does not read as
     /// `T` but whose metadata `old` does. None unless a type has such rules.
     fn validate_metadata_update(&self, _old: &ObjectMeta, _new: &T) -> ValidationOutcome {
@@ -73,7 +78,10 @@ pub fn handle<T: Object>(
             None => return Response::denied(uid, "the CREATE request has no object"),
         },
         Operation::Update => match (&req.object, &req.old_object, &req.old_object_unreadable) {
-            (Some(new), Some(old), _) => (validator.validate_update(old, new), INVALID),
+            (Some(new), Some(old), _) => (
+                validator.validate_update_by(old, new, &req.user_info),
+                INVALID,
+            ),
             // The stored object does not read, so the rules on changes cannot be applied; the
             // update is how it is repaired, so the new object is held to every rule a new one
             // is (the rules on an update judge only what changes, which cannot be told here).

@@ -595,19 +595,21 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             && runtime_of(reconciler, ra)
                 .await?
                 .is_none_or(|rt| rt.metadata.deletion_timestamp.is_some());
-        let status = if runtime_gone {
+        if runtime_gone {
             let msg = format!(
-                "runtime {} is gone or being deleted (no Runtime of that ID, or one being deleted, and no admin kubeconfig): this RuntimeAccess serves no more, and the kubeconfig in Secret {ns}/{name} reaches no cluster; delete the RuntimeAccess",
+                "runtime {} is gone or being deleted (no Runtime of that ID, or one being deleted, and no admin kubeconfig): the kubeconfig in Secret {ns}/{name} reaches no cluster. Delete this RuntimeAccess once done with the runtime; should the runtime's kubeconfig come back (a restored KCP), it is served again",
                 ra.spec.runtime_id
             );
-            status_with(ra, "Error", "False", REASON_RUNTIME_GONE, &msg, now)
-        } else {
-            let msg = format!(
-                "waiting for the admin kubeconfig of GardenerCluster {}",
-                ra.spec.runtime_id
-            );
-            status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now)
-        };
+            let status = status_with(ra, "Error", "False", REASON_RUNTIME_GONE, &msg, now);
+            write_status(reconciler, ra, status).await?;
+            // The admin kubeconfig Secret's return triggers it (see `affected_requests`).
+            return Ok(Action::await_change());
+        }
+        let msg = format!(
+            "waiting for the admin kubeconfig of GardenerCluster {}",
+            ra.spec.runtime_id
+        );
+        let status = status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now);
         write_status(reconciler, ra, status).await?;
         return Ok(Action::requeue(WAIT_FOR_RUNTIME));
     };
@@ -1135,10 +1137,11 @@ async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
     }
 }
 
-/// The Runtime of `ra`'s runtime ID in the request's namespace: `<runtimeId>`, or the one
-/// labelled with it (the Runtime reconciler takes the ID from the label: a Runtime stored under
-/// another name, which no webhook checked, is found by it). Read as untyped data, so that a
-/// Runtime our types cannot read still answers.
+/// The Runtime of `ra`'s runtime ID in the request's namespace, found as the Runtime
+/// reconciler finds IDs (the `kyma-project.io/runtime-id` label, else the name): `<runtimeId>`
+/// unless its label names another ID, else one labelled with it (a Runtime stored under
+/// another name, which no webhook checked). Read as untyped data, so that a Runtime our types
+/// cannot read still answers; the label list from the apiserver's cache.
 async fn runtime_of(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
@@ -1150,17 +1153,26 @@ async fn runtime_of(
         &ns,
         &ApiResource::erase::<Runtime>(&()),
     );
+    let labelled = |rt: &DynamicObject| {
+        rt.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(names::LABEL_RUNTIME_ID))
+            .cloned()
+    };
     if let Some(runtime) = runtimes
         .get_opt(runtime_id)
         .await
         .map_err(api(format!("reading Runtime {ns}/{runtime_id}")))?
+        && labelled(&runtime).is_none_or(|id| id == *runtime_id)
     {
         return Ok(Some(runtime));
     }
     Ok(runtimes
         .list(
             &kube::api::ListParams::default()
-                .labels(&format!("{}={runtime_id}", names::LABEL_RUNTIME_ID)),
+                .labels(&format!("{}={runtime_id}", names::LABEL_RUNTIME_ID))
+                .match_any(),
         )
         .await
         .map_err(api(format!("listing Runtimes {ns}/{runtime_id}")))?

@@ -1057,6 +1057,7 @@ async fn a_runtime_access_records_who_created_it() {
         .await
         .unwrap();
     let by_alice: Api<RuntimeAccess> = Api::namespaced(alice, &wh.ns);
+    use kube::api::{Patch, PatchParams};
     let by_admin: Api<RuntimeAccess> = Api::namespaced(env.kcp_client().await.unwrap(), &wh.ns);
     let forged: RuntimeAccess = serde_json::from_value(json!({
         "apiVersion": "infrastructuremanager.kyma-project.io/v1",
@@ -1080,7 +1081,7 @@ async fn a_runtime_access_records_who_created_it() {
     let mut replaced = stored.clone();
     replaced.metadata.annotations = None;
     replaced.spec.token_expiration_seconds = Some(1200);
-    let after = by_admin
+    let after = by_alice
         .replace("reader", &PostParams::default(), &replaced)
         .await
         .unwrap();
@@ -1117,6 +1118,33 @@ async fn a_runtime_access_records_who_created_it() {
         ok && out.contains("REQUESTED-BY") && out.contains("alice@example.com"),
         "{out}"
     );
+
+    // Only alice changes what it grants: another requester may not redirect the kubeconfig
+    // into a Secret it reads, but may annotate the object (revoke its tokens).
+    let redirect = json!({"spec": {"secret": {"name": "mine-kubeconfig"}}});
+    let refused = by_admin
+        .patch("reader", &PatchParams::default(), &Patch::Merge(&redirect))
+        .await
+        .expect_err("another user's spec change is refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("only the user who created this RuntimeAccess"),
+        "{refused}"
+    );
+    by_admin
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "infrastructuremanager.kyma-project.io/revoke-tokens": "true"}}})),
+        )
+        .await
+        .expect("another user may annotate");
+    by_alice
+        .patch("reader", &PatchParams::default(), &Patch::Merge(&redirect))
+        .await
+        .expect("the requester changes its spec");
     wh.stop(env).await;
 }
 
