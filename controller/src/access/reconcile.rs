@@ -392,9 +392,10 @@ pub const REASON_RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 /// Condition reason: the deletion waits: the objects in the runtime cannot be removed (yet).
 pub const REASON_SHOOT_CLEANUP_FAILED: &str = "ShootCleanupFailed";
 
-/// Annotation on a RuntimeAccess being deleted: `true` lets the finalizer go without removing
-/// the objects in the runtime (for a runtime that is gone for good or will not wake up). The
-/// KCP Secret is still deleted; the ServiceAccount, roles and bindings stay in the runtime.
+/// Annotation on a RuntimeAccess being deleted: `true` lets the finalizer go when the objects
+/// in the runtime cannot be removed (a runtime that is gone for good or will not wake up): the
+/// cleanup is still tried first. The KCP Secret is still deleted; the ServiceAccount, roles and
+/// bindings then stay in the runtime.
 pub const ANNOTATION_SKIP_SHOOT_CLEANUP: &str =
     "infrastructuremanager.kyma-project.io/skip-shoot-cleanup";
 
