@@ -1,6 +1,6 @@
 //! Semantic validation of `Runtime` and `GardenerCluster` objects: the one rule set used by the
 //! admission webhook, the offline `validate` command and the controller before it converts.
-//! RuntimeAccess has its own rules, in [`crate::access`].
+//! RuntimeAccess has its own rules, in the `access` module.
 //!
 //! Every function is pure and reports *all* violations at once, each with the field path that is
 //! at fault and a message saying what would be valid. Findings that do not block admission

@@ -16,6 +16,11 @@ use crate::defaulter::Defaulter;
 use crate::request::AdmissionContext;
 use crate::validator::Validator;
 
+/// The requesting user's name, as the apiserver authenticated it.
+fn user_name(user: &UserInfo) -> &str {
+    user.username.as_deref().unwrap_or_default()
+}
+
 impl Defaulter<Runtime> for AdmissionContext {
     fn apply_defaults(&self, obj: &mut Runtime, old: Option<&Runtime>, _user: &UserInfo) {
         if let Some(cfg) = &self.config {
@@ -73,7 +78,7 @@ impl Validator<Runtime> for AdmissionContext {
             trusted_principals: self.deletion_trusted_principals.clone(),
         };
         let now = jiff::Timestamp::try_from(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-        let user = user.username.as_deref().unwrap_or_default();
+        let user = user_name(user);
         validation::validate_delete_by(metadata, &policy, user, now)
     }
 }
@@ -148,7 +153,7 @@ impl Defaulter<RuntimeAccess> for AdmissionContext {
         old: Option<&RuntimeAccess>,
         user: &UserInfo,
     ) {
-        kim_shared::access::stamp_requester(obj, old, user.username.as_deref().unwrap_or_default());
+        kim_shared::access::stamp_requester(obj, old, user_name(user));
     }
 }
 
@@ -161,7 +166,7 @@ impl Validator<RuntimeAccess> for AdmissionContext {
         let mut f = self.validate_create(obj);
         f.extend(kim_shared::access::validate_requester_on_create(
             obj,
-            user.username.as_deref().unwrap_or_default(),
+            user_name(user),
         ));
         f
     }
@@ -180,7 +185,7 @@ impl Validator<RuntimeAccess> for AdmissionContext {
         f.extend(kim_shared::access::validate_spec_change_by(
             old,
             new,
-            user.username.as_deref().unwrap_or_default(),
+            user_name(user),
         ));
         f
     }

@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::kubeconfig::token_kubeconfig;
 use super::metrics::TokenMetrics;
 use super::record::{self, SecretFacts};
-use super::shoot::{self, RbacObject};
+use super::shoot;
 use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
 use super::token::{self, ANNOTATION_TOKEN_EXPIRATION, TokenDecision};
 use super::{CONDITION_TYPE, CONTROLLER, FINALIZER};
@@ -616,10 +616,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     };
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
-    let revoke_requested = ra
-        .annotations()
-        .get(ANNOTATION_REVOKE_TOKENS)
-        .is_some_and(|v| v == "true");
+    let revoke_requested = annotated_true(ra, ANNOTATION_REVOKE_TOKENS);
     let revoke = revoke_requested && !facts.revoked;
     let decision = if revoke {
         TokenDecision::Issue(token::TokenCause::Revoked)
@@ -945,20 +942,10 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     );
     // The ServiceAccount, role and binding have names this request uses: delete them even if
     // a status write was lost. Each only if it carries this request's label.
-    objs.push(
-        shoot::OwnedServiceAccount {
-            namespace: ra.spec.service_account.namespace.clone(),
-            name: ra.spec.service_account.name.clone(),
-        }
-        .reference(),
-    );
-    objs.extend(shoot::rbac_objects(ra).iter().map(RbacObject::reference));
+    objs.extend(shoot::spec_objects(ra));
     // The annotation lets a deletion go that cannot remove the objects; it never keeps a
     // reachable runtime from being cleaned up.
-    let skip = ra
-        .annotations()
-        .get(ANNOTATION_SKIP_SHOOT_CLEANUP)
-        .is_some_and(|v| v == "true");
+    let skip = annotated_true(ra, ANNOTATION_SKIP_SHOOT_CLEANUP);
     // With the annotation, a runtime that answers too slowly to finish within the pass's limit
     // counts as failed too.
     let removal = remove_from_runtime(reconciler, ra, objs);
@@ -967,14 +954,10 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         tokio::time::timeout(limit, removal)
             .await
             .unwrap_or_else(|_| {
-                let message = format!(
+                Err(CleanupWaits::step(format!(
                     "the runtime did not finish answering within {}s",
                     limit.as_secs()
-                );
-                Err(CleanupWaits {
-                    error: Error::Step(message.clone()),
-                    message,
-                })
+                )))
             })
     } else {
         removal.await
@@ -1016,16 +999,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
 /// first: while they exist, whoever creates an account of that name would hold their rights.
 /// An account without this request's label is not replaced, and its tokens not revoked.
 async fn replace_service_account(client: &kube::Client, ra: &RuntimeAccess) -> Result<(), String> {
-    let account = shoot::OwnedServiceAccount {
-        namespace: ra.spec.service_account.namespace.clone(),
-        name: ra.spec.service_account.name.clone(),
-    }
-    .reference();
-    let mut objs: Vec<ShootObjectRef> = shoot::rbac_objects(ra)
-        .iter()
-        .map(RbacObject::reference)
-        .collect();
-    objs.push(account.clone());
+    let mut objs = shoot::spec_objects(ra);
     shoot::deletion_order(&mut objs);
     for obj in &objs {
         let outcome = shoot::delete(client, ra, obj).await.map_err(|e| {
@@ -1036,7 +1010,7 @@ async fn replace_service_account(client: &kube::Client, ra: &RuntimeAccess) -> R
                 classify::message(&e)
             )
         })?;
-        if *obj == account && outcome == shoot::Deletion::NotOwned {
+        if obj.kind == "ServiceAccount" && outcome == shoot::Deletion::NotOwned {
             return Err(format!(
                 "ServiceAccount {}/{} lacks this RuntimeAccess's label {}: it is not replaced, so its tokens stay valid; delete it in the runtime to revoke them",
                 obj.namespace.as_deref().unwrap_or_default(),
@@ -1079,6 +1053,23 @@ struct CleanupWaits {
     error: Error,
 }
 
+impl CleanupWaits {
+    /// Waits for a reason that is the reconcile's error too.
+    fn step(message: String) -> Self {
+        Self {
+            error: Error::Step(message.clone()),
+            message,
+        }
+    }
+}
+
+/// Whether `ra` carries `annotation: "true"`.
+fn annotated_true(ra: &RuntimeAccess, annotation: &str) -> bool {
+    ra.annotations()
+        .get(annotation)
+        .is_some_and(|v| v == "true")
+}
+
 /// Removes what the request created in the runtime. `Ok`: what became of it (for the log);
 /// `Err`: the deletion must wait.
 async fn remove_from_runtime(
@@ -1109,10 +1100,7 @@ async fn remove_from_runtime(
                     "runtime {} has no admin kubeconfig this controller may use (its GardenerCluster, or the Secret it names, is missing or not the controller's) while its Shoot {shoot} exists: the objects of this RuntimeAccess in it cannot be removed yet; the deletion is retried until they are or the Shoot is being deleted. If access to that cluster does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
                     ra.spec.runtime_id
                 );
-                Err(CleanupWaits {
-                    error: Error::Step(message.clone()),
-                    message,
-                })
+                Err(CleanupWaits::step(message))
             }
             // The runtime's Shoot is gone or being deleted: its cluster goes with it.
             None => Ok(

@@ -100,6 +100,19 @@ pub fn service_account(ra: &RuntimeAccess) -> ServiceAccount {
     }
 }
 
+/// What `ra`'s spec makes in the runtime, by name: the ServiceAccount, and the role (when the
+/// spec has rules) and binding of [`rbac_objects`].
+pub fn spec_objects(ra: &RuntimeAccess) -> Vec<ShootObjectRef> {
+    let account = ShootObjectRef {
+        kind: "ServiceAccount".to_owned(),
+        name: ra.spec.service_account.name.clone(),
+        namespace: Some(ra.spec.service_account.namespace.clone()),
+    };
+    std::iter::once(account)
+        .chain(rbac_objects(ra).iter().map(RbacObject::reference))
+        .collect()
+}
+
 /// The role (when the spec has rules) and the binding, in apply order.
 pub fn rbac_objects(ra: &RuntimeAccess) -> Vec<RbacObject> {
     let name = shoot_rbac_name(&ra.namespace().unwrap_or_default(), &ra.name_any());

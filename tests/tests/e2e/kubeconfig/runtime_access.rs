@@ -2746,6 +2746,25 @@ async fn a_runtime_access_whose_status_does_not_read_waits_alone_and_is_still_cl
     Ok(())
 }
 
+/// Waits until the runtime's API server answers `client` with 401 (the apiserver checks a
+/// token's account UID from its informer: a moment may pass after a revocation).
+async fn refused_at_once(what: &str, client: &kube::Client) -> Result<()> {
+    eventually(
+        &format!("{what} refused"),
+        Duration::from_secs(15),
+        || async {
+            Ok(match whoami(client.clone()).await {
+                Err(e) => e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                    .then_some(()),
+                Ok(_) => None,
+            })
+        },
+    )
+    .await
+}
+
 /// A leaked kubeconfig is revoked without ending the access: `revoke-tokens=true` makes every
 /// token issued so far fail at once (the ServiceAccount is replaced, and tokens are bound to
 /// its UID), a new kubeconfig is written (`KubeconfigRevoked`) and works, and the annotation
@@ -2805,21 +2824,7 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
         identity,
         "the new kubeconfig works"
     );
-    // The apiserver checks the account's UID from its informer: a moment may pass.
-    eventually(
-        "the leaked token refused",
-        Duration::from_secs(15),
-        || async {
-            Ok(match whoami(leaked_client.clone()).await {
-                Err(e) => e
-                    .downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
-                    .then_some(()),
-                Ok(_) => None,
-            })
-        },
-    )
-    .await?;
+    refused_at_once("the leaked token", &leaked_client).await?;
     // Served once: the mark on the Secret that keeps a late pass from revoking again goes once
     // the annotation is seen gone, and the new token stays.
     let secret_name = &revoked
@@ -2861,20 +2866,7 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
     })
     .await?;
     let fresh_client = access::client_from_yaml("fresh", &fresh).await?;
-    eventually(
-        "the second kubeconfig's predecessor refused",
-        Duration::from_secs(15),
-        || async {
-            Ok(match whoami(fresh_client.clone()).await {
-                Err(e) => e
-                    .downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
-                    .then_some(()),
-                Ok(_) => None,
-            })
-        },
-    )
-    .await?;
+    refused_at_once("the second kubeconfig's predecessor", &fresh_client).await?;
     assert_eq!(
         whoami(access::client_from_yaml("again", &again).await?).await?,
         identity
