@@ -83,17 +83,23 @@ fn spawn_supervised(
 /// (the registry-cache sweep, once done) is no failure.
 pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, crashed: Shutdown) {
     use futures::FutureExt;
-    if std::panic::AssertUnwindSafe(work)
-        .catch_unwind()
-        .await
-        .is_err()
-    {
+    if let Err(payload) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
         tracing::error!(
             reconciler = name,
+            panic = panic_message(payload.as_ref()),
             "reconciler panicked; stopping the process"
         );
         crashed.cancel();
     }
+}
+
+/// The text a panic was raised with (`panic!` with a literal or a format), for the log line.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 #[cfg(test)]
@@ -112,5 +118,10 @@ mod tests {
         ));
         assert!(task.await.is_ok(), "the panic is caught in the task");
         assert!(crashed.is_cancelled());
+        let id = 7;
+        let formatted = std::panic::catch_unwind(|| panic!("bug {id}")).unwrap_err();
+        assert_eq!(panic_message(formatted.as_ref()), "bug 7");
+        let literal = std::panic::catch_unwind(|| panic!("a literal")).unwrap_err();
+        assert_eq!(panic_message(literal.as_ref()), "a literal");
     }
 }

@@ -738,6 +738,30 @@ pub fn validate_requester_update(old: &ObjectMeta, new: &RuntimeAccess) -> Valid
     f
 }
 
+/// The rules of an update that repairs a stored RuntimeAccess which does not read, whose
+/// metadata `old` does: [`validate_requester_update`], and, since what the update changes in the
+/// spec cannot be told, only the requester repairs it (as [`validate_spec_change_by`] holds
+/// spec changes to the requester). Others may still delete it.
+pub fn validate_repair_by(old: &ObjectMeta, new: &RuntimeAccess, user: &str) -> ValidationOutcome {
+    let mut f = validate_requester_update(old, new);
+    let requester = old
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_REQUESTED_BY));
+    if let Some(requester) = requester
+        && user != requester
+    {
+        push(
+            &mut f,
+            "spec",
+            &format!(
+                "the stored RuntimeAccess does not read, so what this update changes cannot be told; only the user who created it ({requester:?}, annotation {ANNOTATION_REQUESTED_BY}) may repair it, not {user:?}; others may delete it"
+            ),
+        );
+    }
+    f
+}
+
 fn check_namespace(f: &mut ValidationOutcome, field: &str, namespace: &str, policy: &AccessPolicy) {
     if policy.is_protected_namespace(namespace) {
         push(

@@ -190,8 +190,13 @@ impl Validator<RuntimeAccess> for AdmissionContext {
         f
     }
 
-    fn validate_metadata_update(&self, old: &ObjectMeta, new: &RuntimeAccess) -> ValidationOutcome {
-        kim_shared::access::validate_requester_update(old, new)
+    fn validate_repair_by(
+        &self,
+        old: &ObjectMeta,
+        new: &RuntimeAccess,
+        user: &UserInfo,
+    ) -> ValidationOutcome {
+        kim_shared::access::validate_repair_by(old, new, user_name(user))
     }
 }
 
@@ -522,7 +527,7 @@ mod tests {
     }
 
     /// `requested-by` never changes, also on an update whose stored object does not read (here
-    /// a spec an older CRD let through): the rules on changes of metadata still hold.
+    /// a spec an older CRD let through), and only the requester repairs such an object.
     #[test]
     fn the_requester_holds_when_the_stored_runtime_access_does_not_read() {
         use serde_json::json;
@@ -543,9 +548,12 @@ mod tests {
         let unreadable = json!({"state": "Ready", "conditions": [{
             "type": "KubeconfigReady", "status": "True", "reason": "KubeconfigIssued", "message": "",
             "lastTransitionTime": "2024-01-01T00:00:00.1234567891Z"}]});
-        let mut old = object(json!({by: "alice"}), unreadable.clone());
-        old["spec"]["tokenExpirationSeconds"] = json!("soon");
-        let review = |new: serde_json::Value| {
+        let stored = |requester: serde_json::Value| {
+            let mut old = object(requester, unreadable.clone());
+            old["spec"]["tokenExpirationSeconds"] = json!("soon");
+            old
+        };
+        let review = |old: &serde_json::Value, new: serde_json::Value| {
             serde_json::to_vec(&json!({
                 "apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview",
@@ -557,25 +565,26 @@ mod tests {
                     "operation": "UPDATE",
                     "userInfo": {"username": "mallory"},
                     "object": new,
-                    "oldObject": old.clone(),
+                    "oldObject": old,
                     "dryRun": false,
                 }
             }))
             .expect("json")
         };
-        let answer = |new| {
+        let answer = |old: &serde_json::Value, new| {
             let out = crate::admission::validate::<RuntimeAccess>(
-                &review(new),
+                &review(old, new),
                 &AdmissionContext::default(),
                 SystemTime::now(),
             );
             serde_json::from_slice::<serde_json::Value>(&out.body).expect("a review")
         };
+        let old = stored(json!({by: "alice"}));
         for new in [
             object(json!({by: "mallory"}), unreadable.clone()),
             object(json!({}), unreadable.clone()),
         ] {
-            let got = answer(new);
+            let got = answer(&old, new);
             assert_eq!(got["response"]["allowed"], false, "{got}");
             assert!(
                 got["response"]["status"]["message"]
@@ -590,7 +599,27 @@ mod tests {
                 "the path of an unreadable stored object: {got}"
             );
         }
-        let kept = answer(object(json!({by: "alice"}), unreadable.clone()));
-        assert_eq!(kept["response"]["allowed"], true, "{kept}");
+        // What a repair changes cannot be told, so only the requester repairs.
+        let repaired_by_other = answer(&old, object(json!({by: "alice"}), unreadable.clone()));
+        assert_eq!(
+            repaired_by_other["response"]["allowed"], false,
+            "{repaired_by_other}"
+        );
+        assert!(
+            repaired_by_other["response"]["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("spec: ") && m.contains("\"alice\"")),
+            "{repaired_by_other}"
+        );
+        let repaired = answer(
+            &stored(json!({by: "mallory"})),
+            object(json!({by: "mallory"}), unreadable.clone()),
+        );
+        assert_eq!(repaired["response"]["allowed"], true, "{repaired}");
+        let legacy = answer(&stored(json!({})), object(json!({}), unreadable.clone()));
+        assert_eq!(
+            legacy["response"]["allowed"], true,
+            "no requester recorded: {legacy}"
+        );
     }
 }

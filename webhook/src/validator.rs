@@ -34,9 +34,15 @@ pub trait Validator<T> {
     fn validate_update_by(&self, old: &T, new: &T, _user: &UserInfo) -> ValidationOutcome {
         self.validate_update(old, new)
     }
-    /// The rules on changes of metadata, for an update whose stored object does not read as
-    /// `T` but whose metadata `old` does. None unless a type has such rules.
-    fn validate_metadata_update(&self, _old: &ObjectMeta, _new: &T) -> ValidationOutcome {
+    /// The rules for an update by `user` whose stored object does not read as `T` but whose
+    /// metadata `old` does (a repair): those on metadata, and on who may repair. None unless a
+    /// type has such rules.
+    fn validate_repair_by(
+        &self,
+        _old: &ObjectMeta,
+        _new: &T,
+        _user: &UserInfo,
+    ) -> ValidationOutcome {
         ValidationOutcome::default()
     }
     /// Validates the deletion of the stored object with `metadata` by `user`: on metadata
@@ -87,7 +93,7 @@ pub fn handle<T: Object>(
             // is (the rules on an update judge only what changes, which cannot be told here).
             (Some(new), None, Some(stored)) => {
                 let mut outcome = validator.validate_create(new);
-                outcome.extend(validator.validate_metadata_update(&stored.metadata, new));
+                outcome.extend(validator.validate_repair_by(&stored.metadata, new, &req.user_info));
                 outcome.warnings.push(format!(
                     "the stored {kind} does not read ({}: {}); this update was checked as a new {kind}, without the rules on changes",
                     stored.field,

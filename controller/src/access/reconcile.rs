@@ -791,6 +791,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     expires: issued.expires,
                     reason,
                     token_id: issued.id.clone(),
+                    revocation_served: facts.marks_revoked(reason, revoke_requested),
                 },
             );
             // Into the Secret checked above, or a new one: an existing Secret is written with
@@ -1234,6 +1235,9 @@ struct IssuedAt {
     reason: &'static str,
     /// [`shoot::IssuedToken::id`].
     token_id: Option<String>,
+    /// The request's `revoke-tokens` annotation is served: the Secret carries
+    /// [`record::ANNOTATION_TOKENS_REVOKED`].
+    revocation_served: bool,
 }
 
 fn kubeconfig_secret(
@@ -1282,7 +1286,7 @@ fn kubeconfig_secret(
                         .token_id
                         .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
                 )
-                .chain((issued.reason == record::REASON_REVOKED).then(|| {
+                .chain(issued.revocation_served.then(|| {
                     (
                         record::ANNOTATION_TOKENS_REVOKED.to_owned(),
                         "true".to_owned(),
@@ -1457,6 +1461,7 @@ mod tests {
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ISSUED,
             token_id: None,
+            revocation_served: false,
         };
         let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
         assert!(secret_owned_by(&ours, &ra));

@@ -99,6 +99,14 @@ impl<'a> SecretFacts<'a> {
         }
     }
 
+    /// Whether a Secret written now with a token issued for `reason` carries
+    /// [`ANNOTATION_TOKENS_REVOKED`]: it does after a revocation, and after a rotation while the
+    /// served revocation's `revoke-tokens` annotation (`revoke_requested`) is still there, or
+    /// the next pass would revoke the fresh token again.
+    pub fn marks_revoked(&self, reason: &str, revoke_requested: bool) -> bool {
+        reason == REASON_REVOKED || (revoke_requested && self.revoked)
+    }
+
     /// The objects applied last, when they were applied with `fingerprint` (so nothing in the
     /// shoot needs changing for this spec); `None` when an apply is needed.
     pub fn applied_with(&self, fingerprint: &str) -> Option<&[ShootObjectRef]> {
@@ -166,6 +174,26 @@ mod tests {
             )])),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_revocation_mark_outlives_a_rotation_until_the_annotation_goes() {
+        let marked = secret(&[(ANNOTATION_TOKENS_REVOKED, "true")]);
+        let marked = SecretFacts::read(Some(&marked), "config");
+        assert!(marked.marks_revoked(REASON_REVOKED, true));
+        assert!(
+            marked.marks_revoked(REASON_ROTATED, true),
+            "a rotation while the annotation is still there"
+        );
+        assert!(
+            !marked.marks_revoked(REASON_ROTATED, false),
+            "the annotation is gone: the next one is a new revocation"
+        );
+        let unmarked = secret(&[]);
+        let unmarked = SecretFacts::read(Some(&unmarked), "config");
+        assert!(unmarked.marks_revoked(REASON_REVOKED, true));
+        assert!(!unmarked.marks_revoked(REASON_ROTATED, true));
+        assert!(!unmarked.marks_revoked(REASON_ISSUED, false));
     }
 
     fn status(reason: &str) -> RuntimeAccessStatus {
