@@ -80,13 +80,24 @@ fn spawn_supervised(
 /// Runs one reconciler. A panic (a bug) is logged and cancels `crashed`: the process then
 /// stops and gives up its Lease, as a controller-runtime manager does when a runnable fails,
 /// instead of leading on with that kind of object unreconciled. A reconciler that returns
-/// (the registry-cache sweep, once done) is no failure.
+/// (the registry-cache sweep, once done) is no failure, nor is the Tokio runtime shutting down
+/// under a running reconcile: kube-runtime unwraps the join handle of each reconcile task it
+/// spawns, so a task the runtime cancels as it ends (the process exiting after its drain timed
+/// out) panics there.
 pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, crashed: Shutdown) {
     use futures::FutureExt;
     if let Err(payload) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        let message = panic_message(payload.as_ref());
+        if message.contains("JoinError::Cancelled") {
+            tracing::info!(
+                reconciler = name,
+                "reconciler stopped: the runtime ended under a running reconcile"
+            );
+            return;
+        }
         tracing::error!(
             reconciler = name,
-            panic = panic_message(payload.as_ref()),
+            panic = message,
             "reconciler panicked; stopping the process"
         );
         crashed.cancel();
@@ -118,6 +129,15 @@ mod tests {
         ));
         assert!(task.await.is_ok(), "the panic is caught in the task");
         assert!(crashed.is_cancelled());
+        // What kube-runtime's unwrap of a reconcile task the runtime cancelled raises.
+        let cancelled = async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await.unwrap();
+        };
+        let crashed = Shutdown::new();
+        supervised("runtime_ended", cancelled, crashed.clone()).await;
+        assert!(!crashed.is_cancelled(), "the runtime ending is no bug");
         let id = 7;
         let formatted = std::panic::catch_unwind(|| panic!("bug {id}")).unwrap_err();
         assert_eq!(panic_message(formatted.as_ref()), "bug 7");
