@@ -252,6 +252,15 @@ impl CertRotator {
                     tracing::debug!(secret = %where_, "Secret changed concurrently; re-reading");
                     continue;
                 }
+                Err(kube::Error::Api(mut status)) => {
+                    // A refusal may quote the keys the write carried (a policy engine on
+                    // Secrets); the error is logged.
+                    let data = secret.data.as_ref().into_iter().flat_map(|d| d.values());
+                    let carried: Vec<&[u8]> = data.map(|v| v.0.as_slice()).collect();
+                    kim_shared::redact::status_in(&mut status, &carried);
+                    let e = kube::Error::Api(status);
+                    return Err(kube_err(format!("writing Secret {where_}"))(e));
+                }
                 Err(e) => return Err(kube_err(format!("writing Secret {where_}"))(e)),
             }
         }

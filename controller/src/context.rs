@@ -60,17 +60,41 @@ impl EventPublisher {
         Self { client, reporter }
     }
 
-    /// Creates the Event in the namespace of `reference`.
+    /// Creates the Event in the namespace of `reference`, its note cut to what the API server
+    /// accepts.
     pub async fn publish(
         &self,
         ev: &Event,
         reference: &ObjectReference,
     ) -> Result<(), kube::Error> {
+        let ev = Event {
+            type_: ev.type_,
+            reason: ev.reason.clone(),
+            note: ev.note.as_deref().map(bounded_note),
+            action: ev.action.clone(),
+            secondary: ev.secondary.clone(),
+        };
         // A Recorder per Event: its cache starts empty and is dropped right after.
         Recorder::new(self.client.clone(), self.reporter.clone())
-            .publish(ev, reference)
+            .publish(&ev, reference)
             .await
     }
+}
+
+/// The longest note of an `events.k8s.io/v1` Event the API server accepts; a longer one is
+/// refused and the Event lost, while conditions carry messages up to 32 kB.
+const MAX_NOTE: usize = 1024;
+
+/// `note` cut to [`MAX_NOTE`] bytes on a character boundary, ending in `...` when cut.
+fn bounded_note(note: &str) -> String {
+    if note.len() <= MAX_NOTE {
+        return note.to_owned();
+    }
+    let mut end = MAX_NOTE - "...".len();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &note[..end])
 }
 
 /// Name that Events and field managers report.
@@ -105,5 +129,22 @@ impl Context {
     pub fn register_metrics(&self, f: impl FnOnce(&mut Registry)) {
         let mut root = crate::records::lock(&self.registry);
         f(root.sub_registry_with_prefix(crate::metrics::PREFIX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_note_is_cut_to_what_the_api_server_accepts() {
+        assert_eq!(bounded_note("short"), "short");
+        let exact = "x".repeat(MAX_NOTE);
+        assert_eq!(bounded_note(&exact), exact);
+        let long = "ä".repeat(MAX_NOTE);
+        let cut = bounded_note(&long);
+        assert!(cut.len() <= MAX_NOTE, "{}", cut.len());
+        assert!(cut.len() >= MAX_NOTE - 4, "{}", cut.len());
+        assert!(cut.ends_with("..."));
     }
 }

@@ -1,7 +1,6 @@
 //! API errors of writes that carry credentials, cleared of them before they are shown
 //! ([`kim_shared::redact`] says what is cleared and why).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
@@ -16,24 +15,27 @@ pub fn data_values(data: Option<&BTreeMap<String, ByteString>>) -> impl Iterator
 /// [`kim_shared::redact::credentials_in`] with `values`: for errors of writes that carry credentials, which are
 /// shown in a status and logged.
 pub fn api_error(err: kube::Error, values: &[&[u8]]) -> kube::Error {
-    let clean = |text: &mut String| {
-        if let Cow::Owned(t) = kim_shared::redact::credentials_in(text, values) {
-            *text = t;
-        }
-    };
     match err {
         kube::Error::Api(mut status) => {
-            clean(&mut status.message);
-            if let Some(details) = status.details.as_mut() {
-                for cause in &mut details.causes {
-                    clean(&mut cause.message);
-                    clean(&mut cause.field);
-                }
-            }
+            kim_shared::redact::status_in(&mut status, values);
             kube::Error::Api(status)
         }
         other => other,
     }
+}
+
+/// [`api_error`] for a request on a Secret holding `data`: an admission webhook sees the whole
+/// Secret on every write, patch or delete (as `object` or `oldObject`), also when the request
+/// itself carries no data, and may quote it.
+pub fn secret_error(err: kube::Error, data: Option<&BTreeMap<String, ByteString>>) -> kube::Error {
+    api_error(err, &data_values(data).collect::<Vec<_>>())
+}
+
+/// A reconcile's error as its retry log line shows it: cleared by
+/// [`kim_shared::redact::credentials`] as well, for an answer quoting a Secret that reached it
+/// without [`secret_error`].
+pub fn logged(err: &impl std::fmt::Display) -> String {
+    kim_shared::redact::credentials(&err.to_string()).into_owned()
 }
 
 #[cfg(test)]

@@ -69,6 +69,24 @@ pub fn credentials_in<'a>(message: &'a str, values: &[&[u8]]) -> Cow<'a, str> {
     }
 }
 
+/// An API server's answer (`Status`) with its message and the message and field of every cause
+/// cleared by [`credentials_in`] with `values`: for answers to requests that carry or touch
+/// credentials, before they are shown.
+pub fn status_in(status: &mut kube::core::Status, values: &[&[u8]]) {
+    let clean = |text: &mut String| {
+        if let Cow::Owned(t) = credentials_in(text, values) {
+            *text = t;
+        }
+    };
+    clean(&mut status.message);
+    if let Some(details) = status.details.as_mut() {
+        for cause in &mut details.causes {
+            clean(&mut cause.message);
+            clean(&mut cause.field);
+        }
+    }
+}
+
 /// `message` with its opaque runs replaced, or `None` when it has none.
 fn opaque_runs(message: &str) -> Option<String> {
     let mut out = String::new();
@@ -148,5 +166,33 @@ mod tests {
             credentials_in(msg, &[password, b"me"]),
             "denied: data.password <redacted> (<redacted>) is weak; user \"me\""
         );
+    }
+
+    #[test]
+    fn an_answer_loses_the_values_in_its_message_and_causes() {
+        let key = b"-----BEGIN PRIVATE KEY-----\nshort key\n-----END PRIVATE KEY-----\n";
+        let quoted = String::from_utf8_lossy(key);
+        let mut status = kube::core::Status::failure(&format!("denied: {quoted}"), "Forbidden");
+        status.details = Some(kube::core::response::StatusDetails {
+            causes: vec![kube::core::response::StatusCause {
+                reason: "FieldValueForbidden".into(),
+                message: format!("tls.key is {quoted}"),
+                field: "data[tls.key]".into(),
+            }],
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            retry_after_seconds: 0,
+        });
+        status_in(&mut status, &[key]);
+        assert_eq!(status.message, "denied: <redacted>");
+        let cause = &status
+            .details
+            .as_ref()
+            .map(|d| d.causes.clone())
+            .unwrap_or_default()[0];
+        assert_eq!(cause.message, "tls.key is <redacted>");
+        assert_eq!(cause.field, "data[tls.key]");
     }
 }

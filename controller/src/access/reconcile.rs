@@ -264,7 +264,7 @@ pub fn error_policy(
         namespace = ra.namespace().unwrap_or_default(),
         name = ra.name_any(),
         runtime_id = %ra.spec.runtime_id,
-        error = %error,
+        error = %crate::redact::logged(error),
         retry_in = ?delay,
         "reconcile failed; retrying"
     );
@@ -571,6 +571,8 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         .get_opt(&name)
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?;
+    // What the Secret holds, for clearing errors about it of credentials.
+    let mut secret_data = existing.as_ref().and_then(|s| s.data.clone());
     if existing.as_ref().is_some_and(|s| !secret_owned_by(s, ra)) {
         let msg = format!(
             "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it); the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
@@ -824,6 +826,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             match written {
                 Ok(s) => {
                     resource_version = s.metadata.resource_version;
+                    secret_data = s.data;
                     reconciler.tokens.delivered(cause);
                 }
                 Err(e) => {
@@ -858,6 +861,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         secrets
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
+            .map_err(|e| crate::redact::secret_error(e, secret_data.as_ref()))
             .map_err(api(format!(
                 "clearing the revocation mark of Secret {ns}/{name}"
             )))?;
@@ -877,7 +881,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
             ra,
             "SecretWriteFailed",
             &format!("recording the shoot objects in Secret {ns}/{name}"),
-            classify::message(&e),
+            classify::message(&crate::redact::secret_error(e, secret_data.as_ref())),
             now,
         )
         .await;
@@ -980,7 +984,10 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         match secrets.delete(&name, &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => return Err(api(format!("deleting Secret {ns}/{name}"))(e)),
+            Err(e) => {
+                let e = crate::redact::secret_error(e, secret.data.as_ref());
+                return Err(api(format!("deleting Secret {ns}/{name}"))(e));
+            }
         }
     }
     tracing::info!(

@@ -335,7 +335,7 @@ pub fn error_policy(
         namespace = gc.namespace().unwrap_or_default(),
         name = gc.name_any(),
         runtime_id = gc.labels().get(names::LABEL_RUNTIME_ID).map(String::as_str).unwrap_or_default(),
-        error = %error,
+        error = %crate::redact::logged(error),
         retry_in = ?delay,
         "reconcile failed; retrying"
     );
@@ -633,6 +633,7 @@ async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action
             if let Err(e) = secrets.delete(&loc.name, &dp).await {
                 let not_found = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
                 if !not_found {
+                    let e = crate::redact::secret_error(e, secret.data.as_ref());
                     let msg = e.to_string();
                     write_status(
                         reconciler,
@@ -705,6 +706,7 @@ async fn adopt(gc: &GardenerCluster, secret: &Secret, secrets: &Api<Secret>) -> 
     secrets
         .patch(&loc.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
+        .map_err(|e| crate::redact::secret_error(e, secret.data.as_ref()))
         .map_err(kcp(format!(
             "adopting Secret {}/{}",
             loc.namespace, loc.name

@@ -217,7 +217,7 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
 
 fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
     let retry_in = reconciler.failures.retry_in(&secret.name_any(), &BACKOFF);
-    tracing::warn!(secret = %secret.name_any(), error = %err, ?retry_in, "registry cache: reconcile failed; retrying");
+    tracing::warn!(secret = %secret.name_any(), error = %crate::redact::logged(err), ?retry_in, "registry cache: reconcile failed; retrying");
     Action::requeue(retry_in)
 }
 

@@ -157,7 +157,7 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
     let mut left = 0;
     // Several Secrets may belong to one Shoot: it is read once per sweep.
     let mut read: std::collections::HashMap<String, Option<Shoot>> = Default::default();
-    for (info, _) in all {
+    for (info, secret) in all {
         let Some(runtime) = runtimes.get_opt(&info.runtime_id).await? else {
             continue;
         };
@@ -176,7 +176,7 @@ async fn delete_unreferenced(ctx: &Context) -> Result<usize, kube::Error> {
         if referenced {
             left += 1;
         } else {
-            secrets.delete(&info.name).await?;
+            secrets.delete(&info.name, secret.data.as_ref()).await?;
             tracing::info!(secret = %info.name, runtime_id = %info.runtime_id, "registry cache off: Secret deleted");
         }
     }

@@ -102,12 +102,17 @@ impl GardenSecrets {
         self.list(&rc::all_secrets_selector()).await
     }
 
-    /// Deletes one Secret of ours; one already gone is fine.
-    pub async fn delete(&self, name: &str) -> Result<(), kube::Error> {
+    /// Deletes one Secret of ours, `name` as listed with its `data`; one already gone is fine.
+    /// An error is cleared of the Secret's credentials (a refusal may quote `oldObject`).
+    pub async fn delete(
+        &self,
+        name: &str,
+        data: Option<&BTreeMap<String, k8s_openapi::ByteString>>,
+    ) -> Result<(), kube::Error> {
         match self.api.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => Err(crate::redact::secret_error(e, data)),
         }
     }
 
@@ -163,7 +168,11 @@ impl GardenSecrets {
                 {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(gardener("label a replaced Secret dirty")(e)),
+                    Err(e) => {
+                        let data = current.and_then(|(_, s)| s.data.as_ref());
+                        let e = crate::redact::secret_error(e, data);
+                        return Err(gardener("label a replaced Secret dirty")(e));
+                    }
                 }
             }
             if step != SyncStep::Keep {
@@ -198,9 +207,13 @@ impl GardenSecrets {
         caches: &[ImageRegistryCache],
     ) -> Result<(), kube::Error> {
         let existing = self.of_runtime(runtime_id).await?;
-        let infos: Vec<GardenSecret> = existing.into_iter().map(|(i, _)| i).collect();
+        let infos: Vec<GardenSecret> = existing.iter().map(|(i, _)| i.clone()).collect();
         for name in rc::unused(&infos, runtime_id, caches) {
-            self.delete(name).await?;
+            let data = existing
+                .iter()
+                .find(|(i, _)| i.name == name)
+                .and_then(|(_, s)| s.data.as_ref());
+            self.delete(name, data).await?;
             tracing::info!(secret = %name, "unused registry cache Secret deleted");
         }
         Ok(())

@@ -539,7 +539,8 @@ async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<
 
 /// An answer to the kubeconfig Secret write that quotes the request, as an admission webhook
 /// or a policy engine on Secrets may, puts no part of the kubeconfig into the GardenerCluster's
-/// status or the log: the quoted message arrives with the credentials redacted.
+/// status or the log: the quoted message arrives with the credentials redacted. So does the
+/// answer to its delete, which quotes the stored Secret (a webhook's oldObject).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() -> Result<()> {
     use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
@@ -597,7 +598,113 @@ async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() ->
             quoted.lock().unwrap().len()
         ),
     };
+
+    // A refused delete of the written Secret, whose answer quotes the stored Secret as a
+    // webhook's oldObject: the same in the status, its Event and the log.
+    proxy.clear();
+    let secrets: Api<Secret> = Api::namespaced(env.kcp_client().await?, &ns);
+    let secret_name = format!("kubeconfig-{id}");
+    let stored = eventually(
+        "the Secret written once the refusal stops",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt(&secret_name).await?) },
+    )
+    .await?;
+    let stored_encoded = serde_json::to_value(&stored)?["data"]["config"]
+        .as_str()
+        .context("the stored Secret has no kubeconfig")?
+        .to_owned();
+    let old_object = serde_json::to_string(&stored)?;
+    proxy.inject(Rule {
+        method: Some("DELETE".into()),
+        path_contains: format!("/namespaces/{ns}/secrets/{secret_name}"),
+        fault: ApiFault::Respond(Responder(Arc::new(move |_| ProxyResponse {
+            status: 403,
+            body: serde_json::to_vec(&json!({
+                "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "Forbidden", "code": 403,
+                "message": format!("admission webhook \"echo.policy.example\" denied the request: {old_object}"),
+            }))
+            .unwrap(),
+        }))),
+        times: None,
+    });
+    gcs.delete(&id, &DeleteParams::default()).await?;
+    let refused_delete = eventually(
+        "the refused delete in the status",
+        Duration::from_secs(60),
+        || async {
+            let gc = gcs.get(&id).await?;
+            Ok(gc
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.reason.ends_with("FailedToDeleteSecret"))
+                .map(|c| c.message))
+        },
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    let notes = eventually(
+        "an Event of the refused delete",
+        Duration::from_secs(30),
+        || async {
+            let notes: Vec<String> = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.reason
+                        .as_deref()
+                        .is_some_and(|r| r.ends_with("FailedToDeleteSecret"))
+                })
+                .filter_map(|e| e.note)
+                .collect();
+            Ok((!notes.is_empty()).then_some(notes))
+        },
+    )
+    .await;
+    let notes = match notes {
+        Ok(notes) => notes,
+        Err(e) => {
+            let reasons: Vec<_> = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .map(|e| e.reason)
+                .collect();
+            bail!("{e}; Events: {reasons:?}")
+        }
+    };
+    proxy.clear();
+    eventually(
+        "the GardenerCluster gone once the refusal stops",
+        Duration::from_secs(60),
+        || async { Ok(gcs.get_opt(&id).await?.is_none().then_some(())) },
+    )
+    .await?;
     ctl.stop().await;
+    assert!(
+        refused_delete.contains("echo.policy.example") && refused_delete.contains("<redacted>"),
+        "{refused_delete}"
+    );
+    assert!(
+        notes.iter().all(|n| n.contains("echo.policy.example")),
+        "{notes:?}"
+    );
+    for shown in notes.iter().chain([&refused_delete, &log_text()]) {
+        for start in (0..stored_encoded.len().saturating_sub(24)).step_by(8) {
+            assert!(
+                !shown.contains(&stored_encoded[start..start + 24]),
+                "a piece of the stored kubeconfig is shown: {}",
+                &shown[..shown.len().min(300)]
+            );
+        }
+    }
 
     let body = quoted
         .lock()
