@@ -80,15 +80,15 @@ fn spawn_supervised(
 /// Runs one reconciler. A panic (a bug) is logged and cancels `crashed`: the process then
 /// stops and gives up its Lease, as a controller-runtime manager does when a runnable fails,
 /// instead of leading on with that kind of object unreconciled. A reconciler that returns
-/// (the registry-cache sweep, once done) is no failure, nor is the Tokio runtime shutting down
-/// under a running reconcile: kube-runtime unwraps the join handle of each reconcile task it
-/// spawns, so a task the runtime cancels as it ends (the process exiting after its drain timed
-/// out) panics there.
+/// (the registry-cache sweep, once done) is no failure, nor is the Tokio runtime ending under a
+/// running reconcile: kube-runtime unwraps the join handle of each reconcile task it spawns, so
+/// a task the runtime cancels as it ends (the process exiting after its drain timed out)
+/// panics there. That panic counts as a bug while the runtime still runs tasks.
 pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, crashed: Shutdown) {
     use futures::FutureExt;
     if let Err(payload) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
         let message = panic_message(payload.as_ref());
-        if message.contains("JoinError::Cancelled") {
+        if message.contains("JoinError::Cancelled") && runtime_ending().await {
             tracing::info!(
                 reconciler = name,
                 "reconciler stopped: the runtime ended under a running reconcile"
@@ -102,6 +102,11 @@ pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, cras
         );
         crashed.cancel();
     }
+}
+
+/// Whether the Tokio runtime is ending: it cancels a task spawned then at once.
+async fn runtime_ending() -> bool {
+    tokio::spawn(async {}).await.is_err_and(|e| e.is_cancelled())
 }
 
 /// The text a panic was raised with (`panic!` with a literal or a format), for the log line.
@@ -129,15 +134,24 @@ mod tests {
         ));
         assert!(task.await.is_ok(), "the panic is caught in the task");
         assert!(crashed.is_cancelled());
-        // What kube-runtime's unwrap of a reconcile task the runtime cancelled raises.
+        // What kube-runtime's unwrap of a cancelled reconcile task raises is a bug while the
+        // runtime lives.
         let cancelled = async {
             let task = tokio::spawn(std::future::pending::<()>());
             task.abort();
             task.await.unwrap();
         };
         let crashed = Shutdown::new();
-        supervised("runtime_ended", cancelled, crashed.clone()).await;
-        assert!(!crashed.is_cancelled(), "the runtime ending is no bug");
+        supervised("aborted", cancelled, crashed.clone()).await;
+        assert!(crashed.is_cancelled(), "a cancelled task in a live runtime");
+        // An ending runtime cancels what is spawned then.
+        let ending = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let handle = ending.handle().clone();
+        ending.shutdown_background();
+        let probe = handle.spawn(async {}).await;
+        assert!(probe.is_err_and(|e| e.is_cancelled()));
         let id = 7;
         let formatted = std::panic::catch_unwind(|| panic!("bug {id}")).unwrap_err();
         assert_eq!(panic_message(formatted.as_ref()), "bug 7");
