@@ -106,7 +106,9 @@ pub async fn supervised(name: &'static str, work: impl Future<Output = ()>, cras
 
 /// Whether the Tokio runtime is ending: it cancels a task spawned then at once.
 async fn runtime_ending() -> bool {
-    tokio::spawn(async {}).await.is_err_and(|e| e.is_cancelled())
+    tokio::spawn(async {})
+        .await
+        .is_err_and(|e| e.is_cancelled())
 }
 
 /// The text a panic was raised with (`panic!` with a literal or a format), for the log line.

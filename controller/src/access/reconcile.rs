@@ -1473,6 +1473,27 @@ mod tests {
         let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
         assert!(secret_owned_by(&ours, &ra));
         assert!(
+            !ours
+                .annotations()
+                .contains_key(record::ANNOTATION_TOKENS_REVOKED),
+            "no revocation served"
+        );
+        let served = IssuedAt {
+            now: Timestamp::UNIX_EPOCH,
+            expires: Timestamp::UNIX_EPOCH,
+            reason: record::REASON_ROTATED,
+            token_id: None,
+            revocation_served: true,
+        };
+        let marked = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), served);
+        assert_eq!(
+            marked
+                .annotations()
+                .get(record::ANNOTATION_TOKENS_REVOKED)
+                .map(String::as_str),
+            Some("true")
+        );
+        assert!(
             !secret_owned_by(&ours, &request("uid-2")),
             "a later request of the same name"
         );

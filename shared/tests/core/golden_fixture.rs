@@ -83,6 +83,14 @@ fn matches_golden(
     let text = serde_json::to_string_pretty(&actual).expect("serializable") + "\n";
     let golden = golden_dir.join(format!("{name}.json"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "UPDATE_GOLDEN rewrites the golden files instead of comparing; not in CI"
+        );
+        eprintln!(
+            "UPDATE_GOLDEN: {} rewritten, not compared",
+            golden.display()
+        );
         std::fs::create_dir_all(golden_dir).unwrap();
         std::fs::write(&golden, &text).unwrap_or_else(|e| panic!("{}: {e}", golden.display()));
         return true;

@@ -110,13 +110,20 @@ async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
     ctl.stop().await;
 
     watch.abort();
-    let twice: Vec<String> = seen
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?
-        .iter()
-        .filter(|(_, uids)| uids.len() > 1)
-        .map(|(name, _)| name.clone())
-        .collect();
+    let (watched, twice): (usize, Vec<String>) = {
+        let seen = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let twice = seen
+            .iter()
+            .filter(|(_, uids)| uids.len() > 1)
+            .map(|(name, _)| name.clone())
+            .collect();
+        (seen.len(), twice)
+    };
+    // The watch saw at least the Shoots listed before the deletions, or it proves nothing.
+    assert!(
+        watched >= created,
+        "the watch saw {watched} Shoots, {created} were listed"
+    );
     assert!(twice.is_empty(), "Shoots created twice: {twice:?}");
     let left: Vec<String> = shoots
         .list(&ListParams::default())

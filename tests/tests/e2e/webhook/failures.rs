@@ -218,5 +218,16 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    assert!(
+        ages.iter().any(|a| a.is_some_and(|a| a > 0)),
+        "never stale after the watch broke: {ages:?}"
+    );
+    // Not before the restarted watch's answer has stood for a minute (a lower bound: a loaded
+    // machine only makes it later).
+    assert!(
+        broken.elapsed() >= Duration::from_secs(60),
+        "confirmed {:?} after the watch broke: {ages:?}",
+        broken.elapsed()
+    );
     process.stop();
 }
