@@ -2972,3 +2972,172 @@ async fn a_served_runtime_access_whose_runtime_is_gone_says_so() -> Result<()> {
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// The RuntimeAccess twin of the GardenerCluster's quoting test: an answer to the token
+/// kubeconfig's Secret write, and to its delete, that quotes the Secret (as an admission
+/// webhook or a policy engine on Secrets may) shows no part of the kubeconfig in the
+/// condition, the Events or the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Result<()> {
+    use k8s_openapi::api::events::v1::Event;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-echo").await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let ctl = Controller::start_via(env, &ns, &[], Some(proxy.access_via(env.kcp()))).await?;
+    let (id, _admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("echo").await?;
+    let echo = |status: u16| {
+        let quoted: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let sent = quoted.clone();
+        let fault = ApiFault::Respond(Responder(Arc::new(move |req| {
+            sent.lock().unwrap().push(req.body.to_vec());
+            let message = format!(
+                "admission webhook \"echo.policy.example\" denied the request: {}",
+                String::from_utf8_lossy(&req.body)
+            );
+            ProxyResponse {
+                status,
+                body: serde_json::to_vec(&json!({
+                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Forbidden", "code": status, "message": message,
+                }))
+                .unwrap(),
+            }
+        })));
+        (quoted, fault)
+    };
+    // The token kubeconfig's first write is a create.
+    let (quoted, fault) = echo(403);
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{ns}/secrets"),
+        fault,
+        times: None,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let refused = access_condition(&requests, "reader", "SecretWriteFailed").await?;
+    let body = quoted
+        .lock()
+        .unwrap()
+        .first()
+        .cloned()
+        .context("no Secret write")?;
+    let written: Secret = serde_json::from_slice(&body)?;
+    let kubeconfig = written
+        .data
+        .as_ref()
+        .and_then(|d| d.values().next())
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .context("the write carried no kubeconfig")?;
+    let token = token_of(&kubeconfig).context("no token in the kubeconfig")?;
+    let encoded = serde_json::to_value(&written)?["data"]
+        .as_object()
+        .and_then(|d| d.values().next())
+        .and_then(|v| v.as_str())
+        .context("encoded data")?
+        .to_owned();
+    assert!(
+        refused.message.contains("echo.policy.example") && refused.message.contains("<redacted>"),
+        "{}",
+        refused.message
+    );
+
+    // Written once the refusal stops; then its delete is refused, quoting the stored Secret.
+    proxy.clear();
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status
+        .secret_ref
+        .as_ref()
+        .context("secretRef")?
+        .name
+        .clone();
+    let stored = secrets.get(&secret_name).await?;
+    let stored_kubeconfig = access_kubeconfig(&secrets, &status).await?;
+    let stored_token = token_of(&stored_kubeconfig).context("no stored token")?;
+    let stored_encoded = serde_json::to_value(&stored)?["data"]
+        .as_object()
+        .and_then(|d| d.values().next())
+        .and_then(|v| v.as_str())
+        .context("stored encoded data")?
+        .to_owned();
+    let old_object = serde_json::to_string(&stored)?;
+    proxy.inject(Rule {
+        method: Some("DELETE".into()),
+        path_contains: format!("/namespaces/{ns}/secrets/{secret_name}"),
+        fault: ApiFault::Respond(Responder(Arc::new(move |_| ProxyResponse {
+            status: 403,
+            body: serde_json::to_vec(&json!({
+                "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "Forbidden", "code": 403,
+                "message": format!("admission webhook \"echo.policy.example\" denied the request: {old_object}"),
+            }))
+            .unwrap(),
+        }))),
+        times: None,
+    });
+    requests.delete("reader", &DeleteParams::default()).await?;
+    let refused_delete = format!("deleting Secret {ns}/{secret_name}");
+    eventually(
+        "the refused delete logged",
+        Duration::from_secs(60),
+        || async {
+            Ok(log_text()
+                .lines()
+                .any(|l| l.contains("echo.policy.example") && l.contains(&refused_delete))
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        proxy.served().iter().any(|s| s.method == "DELETE"),
+        "the delete was not refused"
+    );
+    proxy.clear();
+    eventually(
+        "the RuntimeAccess gone once the refusal stops",
+        Duration::from_secs(60),
+        || async { Ok(requests.get_opt("reader").await?.is_none().then_some(())) },
+    )
+    .await?;
+    ctl.stop().await;
+
+    let notes: Vec<String> = Api::<Event>::namespaced(kcp, &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("echo.policy.example")),
+        "no Event of the refused write: {notes:?}"
+    );
+    let log = log_text();
+    for shown in notes.iter().chain([&refused.message, &log]) {
+        for secret in [&token, &stored_token] {
+            assert!(!shown.contains(secret.as_str()), "a token is shown");
+        }
+        for encoded in [&encoded, &stored_encoded] {
+            for start in (0..encoded.len().saturating_sub(24)).step_by(8) {
+                assert!(
+                    !shown.contains(&encoded[start..start + 24]),
+                    "a piece of an encoded kubeconfig is shown"
+                );
+            }
+        }
+    }
+    assert_not_in(&refused.message, &kubeconfig, "the status");
+    assert_not_logged(&kubeconfig);
+    assert_not_logged(&stored_kubeconfig);
+    Ok(())
+}
