@@ -178,6 +178,40 @@ prop_compose! {
     }
 }
 
+/// A change of a stored Runtime's pools or version (or none).
+type Change = (Option<(Vec<Pool>, Vec<Pool>)>, Option<Option<&'static str>>);
+
+prop_compose! {
+    /// An edited Runtime and a change of it.
+    fn update()(
+        old in edited_runtime(),
+        new_pools in proptest::option::of(pools()),
+        new_version in proptest::option::of(select(VERSIONS.to_vec())),
+    ) -> (Runtime, Change) {
+        (old, (new_pools, new_version))
+    }
+}
+
+/// `old` after defaulting and `old` with `change` after the update's defaulting, if
+/// validation admits both (CREATE for `old`, UPDATE for the changed one).
+fn admitted_update(old: Runtime, (new_pools, new_version): Change) -> Option<(Runtime, Runtime)> {
+    let old = admitted(old)?;
+    let mut new = old.clone();
+    if let Some(pools) = new_pools {
+        let profile = PROFILES
+            .iter()
+            .position(|p| p.0 == old.spec.shoot.provider.type_)?;
+        set_pools(&mut new, pools, profile);
+    }
+    if let Some(v) = new_version {
+        new.spec.shoot.kubernetes.as_mut()?.version = v.map(str::to_owned);
+    }
+    apply_update_defaults(&old, &mut new, config());
+    validate_update(&old, &new, config())
+        .is_allowed()
+        .then_some((old, new))
+}
+
 /// `rt` after defaulting, if validation on CREATE admits it (the webhook's order).
 fn admitted(mut rt: Runtime) -> Option<Runtime> {
     apply_defaults(&mut rt, config());
@@ -195,24 +229,18 @@ proptest! {
         }
     }
 
+}
+
+proptest! {
+    // About 2 in 100 generated updates change something and are admitted (the generator's
+    // guard below): enough cases for a few dozen of them.
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
     #[test]
-    fn admitted_on_update_converts(
-        old in edited_runtime(),
-        new_pools in proptest::option::of(pools()),
-        new_version in proptest::option::of(select(VERSIONS.to_vec())),
-    ) {
-        let Some(old) = admitted(old) else { return Ok(()) };
+    fn admitted_on_update_converts((old, change) in update()) {
+        let Some((old, new)) = admitted_update(old, change) else { return Ok(()) };
         let live = to_shoot(&old, config(), None).unwrap().shoot;
-        let mut new = old.clone();
-        if let Some(pools) = new_pools {
-            let profile = PROFILES.iter().position(|p| p.0 == old.spec.shoot.provider.type_).unwrap();
-            set_pools(&mut new, pools, profile);
-        }
-        if let Some(v) = new_version {
-            new.spec.shoot.kubernetes.as_mut().unwrap().version = v.map(str::to_owned);
-        }
-        apply_update_defaults(&old, &mut new, config());
-        if validate_update(&old, &new, config()).is_allowed() {
+        {
             let converted = to_shoot(&new, config(), Some(&live));
             prop_assert!(converted.is_ok(), "admitted but not converted: {:?}\nold {}\nnew {}", converted.err(),
                 serde_json::to_string(&old.spec).unwrap(), serde_json::to_string(&new.spec).unwrap());
@@ -231,5 +259,18 @@ fn the_generator_produces_admitted_runtimes() {
     assert!(
         admitted_count >= 100,
         "only {admitted_count} of 1000 generated Runtimes were admitted"
+    );
+    // Nor without admitted updates that change something.
+    let strategy = update();
+    let changed = (0..1000)
+        .filter_map(|_| {
+            let (old, change) = strategy.new_tree(&mut runner).unwrap().current();
+            admitted_update(old, change)
+        })
+        .filter(|(old, new)| old.spec != new.spec)
+        .count();
+    assert!(
+        changed >= 15,
+        "only {changed} of 1000 generated updates changed something and were admitted"
     );
 }

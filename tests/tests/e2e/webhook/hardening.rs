@@ -127,6 +127,15 @@ async fn only_the_apiserver_with_its_client_certificate_is_served() {
         );
     }
     wh.stop(env).await;
+    // The control: the same client is answered by replicas that require no certificate, so
+    // the refusal above is the certificate's.
+    let open = Webhook::start(env, Options::default()).await;
+    let bundle = open.ca_bundle(env).await;
+    for replica in &open.replicas {
+        let answered = post_without_certificate(&replica.url, &bundle).await;
+        assert!(answered.is_ok(), "answered without mTLS: {answered:?}");
+    }
+    open.stop(env).await;
 }
 
 /// A Runtime with more administrators than the CRD's bound is refused by the apiserver's
