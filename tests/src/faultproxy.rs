@@ -95,7 +95,9 @@ impl PartialEq for Responder {
 pub struct Rule {
     /// HTTP method (`GET`, `POST`, `PUT`, `PATCH`, `DELETE`); None = any.
     pub method: Option<String>,
-    /// Substring of the request path, e.g. `/shoots/` or `/adminkubeconfig`.
+    /// Substring of the request path, e.g. `/shoots/` or `/adminkubeconfig`; one with a `?`
+    /// is looked for in the path with its query (`/shoots?`: lists and watches of the
+    /// collection, not a GET of one Shoot).
     pub path_contains: String,
     /// The fault.
     pub fault: ApiFault,
@@ -447,9 +449,15 @@ async fn handle(
         std::future::pending::<()>().await;
     }
     let path = req.uri().path().to_string();
+    let path_and_query = format!("{path}?{}", req.uri().query().unwrap_or_default());
     let fault = rules.lock().ok().and_then(|mut rules| {
         let i = rules.iter().position(|r| {
-            path.contains(&r.path_contains)
+            let target = if r.path_contains.contains('?') {
+                &path_and_query
+            } else {
+                &path
+            };
+            target.contains(&r.path_contains)
                 && r.method
                     .as_deref()
                     .is_none_or(|m| m.eq_ignore_ascii_case(req.method().as_str()))

@@ -853,6 +853,15 @@ impl Reconciler {
         self.record(runtime, |record| record.acl_applied = applied);
     }
 
+    /// A Shoot was created for the Runtime: what was patched or seen of an earlier Shoot of
+    /// the name says nothing about this one.
+    fn record_shoot_created(&self, runtime: &Runtime) {
+        self.record(runtime, |record| {
+            record.acl_applied = None;
+            record.ready_shoot_generation = None;
+        });
+    }
+
     fn record_applied(&self, runtime: &Runtime, shoot: &Shoot) {
         self.record(runtime, |record| {
             if let Some(g) = runtime.metadata.generation {
@@ -921,6 +930,19 @@ impl Reconciler {
             (true, false) => self.scheduled.fetch_sub(1, Ordering::Relaxed),
             _ => 0,
         };
+    }
+
+    /// Whether `shoot` (from the watch cache) is older than a generation of it this process
+    /// patched or read live for the Runtime: the cache lags behind our own write.
+    fn shoot_cache_behind(&self, runtime: &Runtime, shoot: &Shoot) -> bool {
+        let Some(current) = shoot.metadata.generation else {
+            return false;
+        };
+        self.record(runtime, |record| {
+            record
+                .ready_shoot_generation
+                .is_some_and(|seen| current < seen)
+        })
     }
 
     /// A Ready Runtime whose Shoot's generation moved since it became Ready: someone changed

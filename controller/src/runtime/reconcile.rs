@@ -103,6 +103,13 @@ pub async fn apply(
         }
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
+    if reconciler.shoot_cache_behind(runtime, &shoot) {
+        // The Shoot watch has not shown the generation our last patch made (or a read saw):
+        // this Shoot's last operation is the one before the patch, and judging it would
+        // report the Runtime Ready before Gardener even started the update. The watch's
+        // event brings the Runtime back; the requeue only guards against a missed one.
+        return Ok(Action::requeue(RETRY));
+    }
 
     let ready = runtime
         .status
@@ -300,8 +307,7 @@ async fn create_shoot(
         Ok(_) => {
             permit.finish(WriteOutcome::Answered(answered_in));
             reconciler.publish_create_limit();
-            // A patch of an earlier Shoot of this name says nothing about this one.
-            reconciler.record_acl_applied(runtime, None);
+            reconciler.record_shoot_created(runtime);
             tracing::info!("Shoot created");
             reconciler.gardener_answered(runtime);
             reconciler.shoot_created(runtime);
@@ -938,7 +944,7 @@ async fn patch_shoot(
             .map_err(|e| Error::api("remove the force-patch annotation from the Runtime", e))?;
     }
     draft.shoot(Some(&patched));
-    if patched.metadata.generation == live.metadata.generation {
+    if patched.metadata.generation == live.metadata.generation && !gardener_behind(&patched) {
         draft.set(
             condition::PROVISIONED,
             CondStatus::True,
@@ -1027,6 +1033,18 @@ fn patch_failure(
 
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
 /// Returns `None` when the Shoot is reconciled and the next steps may run.
+/// Whether Gardener has not yet started on the Shoot's current generation (it sets
+/// `observedGeneration` when it does).
+fn gardener_behind(shoot: &Shoot) -> bool {
+    matches!(
+        (
+            shoot.status.as_ref().and_then(|s| s.observed_generation),
+            shoot.metadata.generation
+        ),
+        (Some(seen), Some(current)) if seen < current
+    )
+}
+
 fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
     let status = shoot.status.as_ref();
     let Some(op) = status.and_then(|s| s.last_operation.as_ref()) else {
@@ -1043,10 +1061,7 @@ fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Actio
     // observedGeneration when it starts the next one) says nothing about our latest patch:
     // right after a patch the previous Create/Succeeded is still the last operation, and
     // trusting it marked the Runtime Ready before Gardener even started the update.
-    let stale = matches!(
-        (status.and_then(|s| s.observed_generation), shoot.metadata.generation),
-        (Some(seen), Some(current)) if seen < current
-    );
+    let stale = gardener_behind(shoot);
     if stale && matches!(op.state.as_str(), state::SUCCEEDED | state::FAILED) {
         draft.set(
             condition::PROVISIONED,

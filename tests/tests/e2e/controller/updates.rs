@@ -558,3 +558,92 @@ async fn a_field_the_conversion_stops_setting_leaves_the_shoot() -> Result<()> {
     ctl.stop().await;
     Ok(())
 }
+
+/// A Shoot watch that lags behind the controller's own patch does not make the Runtime Ready
+/// on the previous operation's outcome: while the watch cannot show the patched generation,
+/// the Runtime of the new generation stays Pending; once it can, the Runtime is Ready with the
+/// patched Shoot. (Before, the pass after the patch judged the cached Shoot of the previous
+/// generation, whose last operation had succeeded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_shoot_watch_does_not_make_an_update_ready() -> Result<()> {
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-upd-lag").await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let ctl = start_controller_wired(
+        env,
+        &ns,
+        &[],
+        &Wiring {
+            gardener: Some(proxy.access_via(env.kcp())),
+            ..Wiring::default()
+        },
+    )
+    .await?;
+    let id = format!("lag-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let before = shoots.get(&shoot_name).await?;
+
+    // The Shoot watch breaks and its restarts (lists and watches of the collection) are
+    // refused; reads of one Shoot and patches go through.
+    proxy.inject(Rule {
+        method: Some("GET".into()),
+        path_contains: format!("/namespaces/{PROJECT_NAMESPACE}/shoots?"),
+        fault: ApiFault::ServerError(500),
+        times: None,
+    });
+    proxy.cut_connections();
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let maximum = first_pool_maximum(&before).context("maximum")?;
+    let mut workers = serde_json::to_value(&rt.spec.shoot.provider.workers)?;
+    workers[0]["maximum"] = json!(maximum + 1);
+    let bumped = runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shoot": {"provider": {"workers": workers}}}})),
+        )
+        .await?;
+    let generation = bumped.metadata.generation;
+    // Patched through the live Shoot, and reconciled by Gardener (the simulator), while the
+    // controller's cache still holds the Shoot before the patch.
+    eventually("the Shoot patched", TIMEOUT, || async {
+        let shoot = shoots.get(&shoot_name).await?;
+        Ok(first_pool_maximum(&shoot) == Some(maximum + 1))
+    })
+    .await?;
+    let lagging = std::time::Instant::now();
+    while lagging.elapsed() < Duration::from_secs(15) {
+        let now = runtimes.get(&id).await?;
+        let status = now.status.as_ref();
+        assert!(
+            !(status.map(|s| s.state) == Some(RuntimeState::Ready)
+                && status.and_then(|s| s.observed_generation) == generation),
+            "Ready for generation {generation:?} while the Shoot watch shows the Shoot before the patch: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        proxy.served_count(
+            "GET",
+            &format!("/namespaces/{PROJECT_NAMESPACE}/shoots"),
+            &ApiFault::ServerError(500)
+        ) > 0,
+        "the Shoot watch was not held back"
+    );
+
+    proxy.clear();
+    eventually("Ready for the new generation", TIMEOUT, || async {
+        let now = runtimes.get(&id).await?;
+        let status = now.status.as_ref();
+        Ok(status.map(|s| s.state) == Some(RuntimeState::Ready)
+            && status.and_then(|s| s.observed_generation) == generation)
+    })
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
