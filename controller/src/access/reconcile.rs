@@ -62,6 +62,8 @@ pub struct Reconciler {
     tokens: Arc<TokenMetrics>,
     /// Failures per RuntimeAccess (the backoff).
     records: Records<()>,
+    /// The cached requests by runtime ID.
+    pub by_runtime: Arc<super::ByRuntime>,
 }
 
 impl Reconciler {
@@ -80,6 +82,7 @@ impl Reconciler {
             clients: ShootClients::new(metrics, timeout),
             tokens,
             records: Records::default(),
+            by_runtime: Arc::default(),
         }
     }
 
@@ -101,10 +104,13 @@ impl Reconciler {
 
 impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
     fn forget(&self, ra: &StatusApart<RuntimeAccess>) {
+        self.by_runtime.remove(ra);
         self.forget_key(&key(ra));
     }
 
     fn forget_missing(&self, present: &[Arc<StatusApart<RuntimeAccess>>]) {
+        self.by_runtime.replace(present);
+        self.clients.drop_idle();
         let mut kept = self.records.keys();
         kept.extend(self.clients.users());
         crate::watch::forget_absent(present, kept, |key| self.forget_key(key));

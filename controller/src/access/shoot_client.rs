@@ -1,10 +1,11 @@
 //! Clients for the shoot clusters, built from the runtimes' admin kubeconfig Secrets and kept
 //! while a Secret is unchanged (same `resourceVersion`), so reconciles of several
 //! RuntimeAccesses of one runtime, and later reconciles of the same one, reuse one client and
-//! its connections. A client unused for [`IDLE`] goes at the next build: most runtimes need
-//! theirs once per token rotation, and a client with its TLS configuration and connection pool
-//! is tens of KiB, so keeping one per runtime would grow with the fleet (10,000 runtimes:
-//! hundreds of MiB). Every request through such a client is counted in
+//! its connections. A client unused for [`IDLE`] goes at the next build or the next sweep
+//! (every minute): most runtimes need theirs once per token rotation (48 minutes by default),
+//! and a client with its TLS configuration and connection pool is tens of KiB, so keeping one
+//! per runtime would grow with the fleet (10,000 runtimes: hundreds of MiB); what is kept is
+//! the reconciles of the last two minutes (several requests of one runtime, a retry). Every request through such a client is counted in
 //! `infrastructure_manager_im_runtime_access_shoot_requests_total{method,code}`.
 
 use std::collections::{BTreeSet, HashMap};
@@ -19,7 +20,7 @@ use super::kubeconfig::{ClusterEndpoint, cluster_endpoint};
 use crate::metrics::RequestLabels;
 
 /// How long a cached client may go unused before it is dropped.
-pub const IDLE: Duration = Duration::from_secs(600);
+pub const IDLE: Duration = Duration::from_secs(120);
 
 /// Metrics of the shoot clients.
 #[derive(Default)]
@@ -158,6 +159,13 @@ impl ShootClients {
             );
         }
         Ok(access)
+    }
+
+    /// Drops the clients unused for [`IDLE`], so the cache shrinks when no client is built.
+    pub fn drop_idle(&self) {
+        let now = Instant::now();
+        self.lock()
+            .retain(|_, c| now.duration_since(c.last_used) < self.idle);
     }
 
     /// The RuntimeAccesses that hold a client.
@@ -314,6 +322,11 @@ users:
             .unwrap();
         assert_eq!(clients.len(), 2);
         assert_eq!(metrics.clients_built.get(), 3);
+        // Unused, and none built: the sweep drops them.
+        clients.idle = Duration::from_millis(50);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        clients.drop_idle();
+        assert_eq!(clients.len(), 0, "idle clients left without a build");
     }
 
     #[tokio::test]
