@@ -380,13 +380,16 @@ pub async fn watch_config(
     }
 }
 
-/// Sets the force-patch annotation on every Runtime that is not being deleted and has not got
-/// it yet.
+/// Sets the force-patch annotation on every Runtime that is not being deleted, has not got it
+/// yet and is not held behind its Shoot: the annotation is also how an operator releases that
+/// hold after comparing the specs (a KCP restored from a backup), so setting it there would
+/// apply an old spec to the Shoot, worker pools added since the backup removed.
 async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
     let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
     for rt in runtimes.state() {
         if rt.metadata.deletion_timestamp.is_some()
             || rt.annotations().get(key).is_some_and(|v| v == "true")
+            || held_behind_shoot(&rt)
         {
             continue;
         }
@@ -405,9 +408,40 @@ async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
     }
 }
 
+/// Whether the Runtime waits, held, for an operator's force-patch because its Shoot reflects
+/// a later generation (`Provisioned` reason `RuntimeBehindShoot`).
+fn held_behind_shoot(rt: &CachedRuntime) -> bool {
+    rt.status()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.type_ == names::condition::PROVISIONED
+                    && c.reason == names::reason::RUNTIME_BEHIND_SHOOT
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtime_held_behind_its_shoot_is_not_force_patched() {
+        let runtime = |reason: &str| -> CachedRuntime {
+            serde_json::from_value(json!({
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "Runtime",
+                "metadata": {"name": "rt", "namespace": "kcp-system"},
+                "spec": {"shoot": {"name": "s"}},
+                "status": {"state": "Pending", "conditions": [{
+                    "type": "Provisioned", "status": "Unknown", "reason": reason,
+                    "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]},
+            }))
+            .expect("a cached Runtime")
+        };
+        assert!(held_behind_shoot(&runtime("RuntimeBehindShoot")));
+        assert!(!held_behind_shoot(&runtime("Processing")));
+    }
 
     #[test]
     fn a_refused_pull_secret_write_that_quotes_it_leaks_no_value() {
