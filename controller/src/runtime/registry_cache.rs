@@ -200,15 +200,43 @@ impl GardenSecrets {
     }
 
     /// Deletes the Runtime's Secrets that no cache references any more, and replaced ones
-    /// (upstream's `DeleteUnused`).
+    /// (upstream's `DeleteUnused`), but those the Shoot `shoot` (when given) still references:
+    /// a Shoot not patched to the spec yet (its patches suspended, or failing) keeps them, and
+    /// Gardener's next reconcile of it would fail on a missing resource.
     pub async fn delete_unused(
         &self,
         runtime_id: &str,
         caches: &[ImageRegistryCache],
+        shoot: Option<&str>,
     ) -> Result<(), kube::Error> {
         let existing = self.of_runtime(runtime_id).await?;
         let infos: Vec<GardenSecret> = existing.iter().map(|(i, _)| i.clone()).collect();
-        for name in rc::unused(&infos, runtime_id, caches) {
+        let unused = rc::unused(&infos, runtime_id, caches);
+        if unused.is_empty() {
+            return Ok(());
+        }
+        // Read live, and only when there is something to delete: the Shoot cache keeps none of
+        // `spec.resources` but the audit-log Secret.
+        let referenced: std::collections::HashSet<String> = match shoot {
+            Some(name) => {
+                let shoots: Api<kim_shared::gardener::Shoot> =
+                    Api::namespaced(self.api.clone().into_client(), &self.namespace);
+                shoots
+                    .get_opt(name)
+                    .await?
+                    .and_then(|s| s.spec.resources)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| r.resource_ref.name)
+                    .collect()
+            }
+            None => Default::default(),
+        };
+        for name in unused {
+            if referenced.contains(name) {
+                tracing::info!(secret = %name, "unused registry cache Secret kept: the Shoot still references it");
+                continue;
+            }
             let data = existing
                 .iter()
                 .find(|(i, _)| i.name == name)
@@ -219,9 +247,9 @@ impl GardenSecrets {
         Ok(())
     }
 
-    /// Deletes every Secret of the Runtime (it is deleted).
+    /// Deletes every Secret of the Runtime (it is deleted, its Shoot gone).
     pub async fn delete_all(&self, runtime_id: &str) -> Result<(), kube::Error> {
-        self.delete_unused(runtime_id, &[]).await
+        self.delete_unused(runtime_id, &[], None).await
     }
 }
 
@@ -354,7 +382,8 @@ pub async fn after_provisioned(
     let caches = runtime.spec.image_registry_caches();
     let runtime_id = reconciler.runtime_id(runtime);
     let secrets = GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace);
-    if let Err(e) = secrets.delete_unused(&runtime_id, caches).await {
+    let shoot = Some(runtime.spec.shoot.name.as_str());
+    if let Err(e) = secrets.delete_unused(&runtime_id, caches, shoot).await {
         return Some(failed(
             draft,
             names::reason::REGISTRY_CACHE_GARDEN_CLUSTER_CLEANUP_FAILED,

@@ -614,12 +614,51 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         .unwrap();
     assert_eq!(rt.spec.image_registry_caches(), caches);
 
-    // A removed config: its Secret and the Shoot's reference go.
+    // A removed config while the Runtime's patches are suspended: the Shoot keeps referencing
+    // its Secret, so the Secret stays (Gardener's next reconcile of the Shoot needs it).
+    let suspend = kim_shared::names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION;
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {suspend: "true"}}})),
+        )
+        .await
+        .unwrap();
     configs
         .delete("docker", &DeleteParams::default())
         .await
         .unwrap();
     assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    eventually(
+        "the suspended Runtime without the docker cache reconciled",
+        TIMEOUT,
+        || async {
+            let rt = runtimes.get(&id).await?;
+            Ok(rt.spec.image_registry_caches().len() == 1
+                && rt.status.as_ref().and_then(|s| s.observed_generation) == rt.metadata.generation)
+        },
+    )
+    .await
+    .unwrap();
+    // That pass (its status comes last) went through the deletion of unused Secrets.
+    let kept = garden_secrets(&garden, &id).await;
+    let s = shoot(&garden, &rt.spec.shoot.name).await;
+    assert_eq!(kept.len(), 1, "the Secret the Shoot references was deleted");
+    assert_eq!(
+        cache_secret_references(&s),
+        [kept[0].metadata.name.clone().unwrap()],
+        "the suspended Shoot still references it"
+    );
+    // Resumed: its Secret and the Shoot's reference go.
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {suspend: null}}})),
+        )
+        .await
+        .unwrap();
     eventually("the docker cache's Secret is deleted", TIMEOUT, || async {
         Ok(garden_secrets(&garden, &id).await.is_empty())
     })
