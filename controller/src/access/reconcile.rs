@@ -625,7 +625,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
     let revoke_requested = annotated_true(ra, ANNOTATION_REVOKE_TOKENS);
-    let revoke = revoke_requested && !facts.revoked;
+    let revoke = revoke_requested && facts.revocation_due(ra.metadata.resource_version.as_deref());
     let decision = if revoke {
         TokenDecision::Issue(token::TokenCause::Revoked)
     } else {
@@ -799,7 +799,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     expires: issued.expires,
                     reason,
                     token_id: issued.id.clone(),
-                    revocation_served: facts.marks_revoked(reason, revoke_requested),
+                    revoked_at: facts.revocation_mark(
+                        reason,
+                        revoke_requested,
+                        ra.metadata.resource_version.as_deref(),
+                    ),
                 },
             );
             // Into the Secret checked above, or a new one: an existing Secret is written with
@@ -861,7 +865,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     };
     if revoke_requested {
         served_revocation(reconciler, ra).await?;
-    } else if facts.revoked {
+    } else if facts.revoked_at.is_some() {
         // The request's annotation is gone: the next one is a new revocation.
         let patch = json!({"metadata": {"annotations": {record::ANNOTATION_TOKENS_REVOKED: null}}});
         secrets
@@ -1248,9 +1252,9 @@ struct IssuedAt {
     reason: &'static str,
     /// [`shoot::IssuedToken::id`].
     token_id: Option<String>,
-    /// The request's `revoke-tokens` annotation is served: the Secret carries
-    /// [`record::ANNOTATION_TOKENS_REVOKED`].
-    revocation_served: bool,
+    /// The request's `revoke-tokens` annotation is served at this `resourceVersion` of it: the
+    /// Secret's [`record::ANNOTATION_TOKENS_REVOKED`].
+    revoked_at: Option<String>,
 }
 
 fn kubeconfig_secret(
@@ -1299,12 +1303,11 @@ fn kubeconfig_secret(
                         .token_id
                         .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
                 )
-                .chain(issued.revocation_served.then(|| {
-                    (
-                        record::ANNOTATION_TOKENS_REVOKED.to_owned(),
-                        "true".to_owned(),
-                    )
-                }))
+                .chain(
+                    issued
+                        .revoked_at
+                        .map(|at| (record::ANNOTATION_TOKENS_REVOKED.to_owned(), at)),
+                )
                 .chain(kim_shared::access::requested_by(ra).map(|by| {
                     (
                         kim_shared::access::ANNOTATION_REQUESTED_BY.to_owned(),
@@ -1474,7 +1477,7 @@ mod tests {
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ISSUED,
             token_id: None,
-            revocation_served: false,
+            revoked_at: None,
         };
         let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
         assert!(secret_owned_by(&ours, &ra));
@@ -1489,7 +1492,7 @@ mod tests {
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ROTATED,
             token_id: None,
-            revocation_served: true,
+            revoked_at: Some("41".to_owned()),
         };
         let marked = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), served);
         assert_eq!(
@@ -1497,7 +1500,7 @@ mod tests {
                 .annotations()
                 .get(record::ANNOTATION_TOKENS_REVOKED)
                 .map(String::as_str),
-            Some("true")
+            Some("41")
         );
         assert!(
             !secret_owned_by(&ours, &request("uid-2")),

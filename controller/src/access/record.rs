@@ -44,9 +44,12 @@ pub const REASON_ROTATED: &str = "KubeconfigRotated";
 /// Reason of a token issued after every earlier one was revoked.
 pub const REASON_REVOKED: &str = "KubeconfigRevoked";
 
-/// Annotation on the KCP Secret, `true` from the token write of a revocation until a pass sees
-/// the request's `revoke-tokens` annotation gone: a pass that still sees that annotation (its
-/// removal refused, or a watch cache behind) removes it again and revokes nothing.
+/// Annotation on the KCP Secret, from the token write of a revocation until a pass sees the
+/// request's `revoke-tokens` annotation gone: the `resourceVersion` of the request whose
+/// annotation was served. A pass that sees the annotation on that very version (its removal
+/// refused, or a watch cache behind) removes it again and revokes nothing; on any later
+/// version, the annotation was set again (or stayed while the request changed), and it revokes:
+/// a revocation asked for is never taken as served.
 pub const ANNOTATION_TOKENS_REVOKED: &str = "infrastructuremanager.kyma-project.io/tokens-revoked";
 
 /// The condition reason for a token issued for `cause`.
@@ -69,8 +72,8 @@ pub struct SecretFacts<'a> {
     pub applied_hash: Option<&'a str>,
     /// `shoot-objects`, parsed; `None` when missing or unreadable.
     pub applied_objects: Option<Vec<ShootObjectRef>>,
-    /// [`ANNOTATION_TOKENS_REVOKED`] is set: the last revocation asked for is done.
-    pub revoked: bool,
+    /// [`ANNOTATION_TOKENS_REVOKED`]: the request's `resourceVersion` whose revocation is done.
+    pub revoked_at: Option<&'a str>,
 }
 
 impl<'a> SecretFacts<'a> {
@@ -95,16 +98,34 @@ impl<'a> SecretFacts<'a> {
             applied_hash: annotation(ANNOTATION_SHOOT_OBJECTS_HASH),
             applied_objects: annotation(ANNOTATION_SHOOT_OBJECTS)
                 .and_then(|j| serde_json::from_str(j).ok()),
-            revoked: annotation(ANNOTATION_TOKENS_REVOKED) == Some("true"),
+            revoked_at: annotation(ANNOTATION_TOKENS_REVOKED),
         }
     }
 
-    /// Whether a Secret written now with a token issued for `reason` carries
-    /// [`ANNOTATION_TOKENS_REVOKED`]: it does after a revocation, and after a rotation while the
-    /// served revocation's `revoke-tokens` annotation (`revoke_requested`) is still there, or
-    /// the next pass would revoke the fresh token again.
-    pub fn marks_revoked(&self, reason: &str, revoke_requested: bool) -> bool {
-        reason == REASON_REVOKED || (revoke_requested && self.revoked)
+    /// Whether the request at `resource_version`, annotated `revoke-tokens=true`, asks for a
+    /// revocation not yet done.
+    pub fn revocation_due(&self, resource_version: Option<&str>) -> bool {
+        self.revoked_at.is_none() || self.revoked_at != resource_version
+    }
+
+    /// The [`ANNOTATION_TOKENS_REVOKED`] of a Secret written now with a token issued for
+    /// `reason` by a pass of the request at `resource_version`: that version after a
+    /// revocation, and the mark as it is after a rotation while the served revocation's
+    /// `revoke-tokens` annotation (`revoke_requested`) is still there, or the next pass would
+    /// revoke the fresh token again.
+    pub fn revocation_mark(
+        &self,
+        reason: &str,
+        revoke_requested: bool,
+        resource_version: Option<&str>,
+    ) -> Option<String> {
+        if reason == REASON_REVOKED {
+            return Some(resource_version.unwrap_or_default().to_owned());
+        }
+        revoke_requested
+            .then_some(self.revoked_at)
+            .flatten()
+            .map(str::to_owned)
     }
 
     /// The objects applied last, when they were applied with `fingerprint` (so nothing in the
@@ -178,22 +199,58 @@ mod tests {
 
     #[test]
     fn the_revocation_mark_outlives_a_rotation_until_the_annotation_goes() {
-        let marked = secret(&[(ANNOTATION_TOKENS_REVOKED, "true")]);
+        let marked = secret(&[(ANNOTATION_TOKENS_REVOKED, "41")]);
         let marked = SecretFacts::read(Some(&marked), "config");
-        assert!(marked.marks_revoked(REASON_REVOKED, true));
-        assert!(
-            marked.marks_revoked(REASON_ROTATED, true),
+        assert_eq!(
+            marked.revocation_mark(REASON_REVOKED, true, Some("57")),
+            Some("57".to_owned())
+        );
+        assert_eq!(
+            marked.revocation_mark(REASON_ROTATED, true, Some("57")),
+            Some("41".to_owned()),
             "a rotation while the annotation is still there"
         );
-        assert!(
-            !marked.marks_revoked(REASON_ROTATED, false),
+        assert_eq!(
+            marked.revocation_mark(REASON_ROTATED, false, Some("57")),
+            None,
             "the annotation is gone: the next one is a new revocation"
         );
         let unmarked = secret(&[]);
         let unmarked = SecretFacts::read(Some(&unmarked), "config");
-        assert!(unmarked.marks_revoked(REASON_REVOKED, true));
-        assert!(!unmarked.marks_revoked(REASON_ROTATED, true));
-        assert!(!unmarked.marks_revoked(REASON_ISSUED, false));
+        assert!(
+            unmarked
+                .revocation_mark(REASON_REVOKED, true, Some("5"))
+                .is_some()
+        );
+        assert_eq!(
+            unmarked.revocation_mark(REASON_ROTATED, true, Some("5")),
+            None
+        );
+        assert_eq!(
+            unmarked.revocation_mark(REASON_ISSUED, false, Some("5")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_revocation_is_served_once_per_version_of_the_request() {
+        let marked = secret(&[(ANNOTATION_TOKENS_REVOKED, "41")]);
+        let marked = SecretFacts::read(Some(&marked), "config");
+        assert!(
+            !marked.revocation_due(Some("41")),
+            "the served version, seen again (a cache behind, a refused removal)"
+        );
+        assert!(
+            marked.revocation_due(Some("63")),
+            "set again after the removal: a new revocation"
+        );
+        let unmarked = secret(&[]);
+        let unmarked = SecretFacts::read(Some(&unmarked), "config");
+        assert!(unmarked.revocation_due(Some("41")));
+        assert!(unmarked.revocation_due(None));
+        // A Secret of the release that marked `true`: revoked once more, never skipped.
+        let old = secret(&[(ANNOTATION_TOKENS_REVOKED, "true")]);
+        assert!(SecretFacts::read(Some(&old), "config").revocation_due(Some("41")));
     }
 
     fn status(reason: &str) -> RuntimeAccessStatus {

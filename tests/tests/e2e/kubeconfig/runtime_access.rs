@@ -3141,3 +3141,143 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
     assert_not_logged(&stored_kubeconfig);
     Ok(())
 }
+
+/// A revocation asked for again before any pass saw the first one's annotation gone is served,
+/// not taken for the first (its mark on the KCP Secret names the request's version it served).
+/// A ValidatingAdmissionPolicy keeps the mark from being cleared, so the second request meets
+/// the first one's mark, as after a failover or with a watch behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_asked_again_before_the_first_was_seen_done_is_served() -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use kim_shared::api::runtime_access::RuntimeAccess;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        kcp,
+        ..
+    } = set_up("kc-ra-rerevoke", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("rerevoke").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    const MARK: &str = "infrastructuremanager.kyma-project.io/tokens-revoked";
+    let policy_name = format!("keep-revocation-mark-{ns}");
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(kcp.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(kcp.clone());
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": policy_name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                        "operations": ["UPDATE"], "resources": ["secrets"]}]},
+                    "validations": [{
+                        "expression": format!("!(has(oldObject.metadata.annotations) && '{MARK}' in oldObject.metadata.annotations) || (has(object.metadata.annotations) && '{MARK}' in object.metadata.annotations)"),
+                        "message": "the revocation mark stays (test)",
+                    }],
+                },
+            }))?,
+        )
+        .await?;
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": policy_name},
+                "spec": {"policyName": policy_name, "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}},
+            }))?,
+        )
+        .await?;
+    // In force once a probe Secret's mark cannot be removed.
+    let probe: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "policy-probe", "annotations": {MARK: "1"}},
+    }))?;
+    secrets.create(&PostParams::default(), &probe).await?;
+    eventually("the policy in force", Duration::from_secs(30), || async {
+        // Marked again first: a removal before the policy was in force went through.
+        secrets
+            .patch(
+                "policy-probe",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {MARK: "1"}}})),
+            )
+            .await?;
+        let removed = secrets
+            .patch(
+                "policy-probe",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {MARK: null}}})),
+            )
+            .await;
+        Ok(removed.is_err().then_some(()))
+    })
+    .await?;
+    let tokens = "infrastructure_manager_im_runtime_access_tokens_total";
+    let revoked = || ctl.metric_sum(tokens, &["result=\"revoked\""]);
+    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    let annotate = || async {
+        requests
+            .patch(
+                "reader",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
+            )
+            .await
+    };
+    let served = |count: u64| {
+        let (requests, secrets, status) = (&requests, &secrets, &status);
+        async move {
+            eventually(
+                &format!("revocation {count} served"),
+                Duration::from_secs(60),
+                || async {
+                    let ra = requests.get("reader").await?;
+                    let done = !ra.annotations().contains_key(REVOKE) && revoked().await? == count;
+                    Ok(done.then_some(()))
+                },
+            )
+            .await?;
+            access_kubeconfig(secrets, status).await
+        }
+    };
+    annotate().await?;
+    let first = served(1).await?;
+    let secret_name = status
+        .secret_ref
+        .as_ref()
+        .context("secretRef")?
+        .name
+        .clone();
+    let marked = secrets.get(&secret_name).await?;
+    assert!(
+        marked.annotations().contains_key(MARK),
+        "the mark stays while the policy refuses its removal"
+    );
+    // Asked again: the request's annotation is back, the first one's mark still there.
+    annotate().await?;
+    let second = served(2).await?;
+    assert_ne!(token_of(&second), token_of(&first), "a new token");
+    bindings
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    ctl.stop().await;
+    Ok(())
+}
