@@ -858,8 +858,13 @@ async fn patch_shoot(
     // The watch cache holds a slim Shoot; the conversion and the full-update decision need
     // the whole live object (and a fresh one is the better base for a patch anyway).
     let live = match reconciler.get_shoot_live(&cached.name_any()).await {
+        // Gone since the cache saw it, or going: the next event (deletion) decides what to do.
+        // An apply now would make a Shoot anew once the deletion finishes, past the create
+        // limit and its checks for a create already sent.
+        Ok(Some(s)) if s.metadata.deletion_timestamp.is_some() => {
+            return Ok(Action::requeue(RETRY));
+        }
         Ok(Some(s)) => s,
-        // Gone since the cache saw it: the next event (deletion) decides what to do.
         Ok(None) => return Ok(Action::requeue(RETRY)),
         Err(e) => {
             return Ok(patch_failure(
