@@ -714,9 +714,12 @@ async fn adopt(gc: &GardenerCluster, secret: &Secret, secrets: &Api<Secret>) -> 
     Ok(())
 }
 
-/// Removes the force-rotation annotation from the GardenerCluster as read. The resourceVersion
-/// makes the removal conditional: a request set again after that read (a new rotation asked
-/// for) is not removed unseen; its change reconciles the GardenerCluster again.
+/// Removes the force-rotation annotation from the GardenerCluster as read, the rotation that
+/// serves it done. The resourceVersion makes the removal conditional. When the GardenerCluster
+/// changed since (a label, a status write), the annotation still on it is the same request (it
+/// was never removed, so it was never asked for again), and it is removed with the version read
+/// now: left, the next pass would see it on a new version and sign another admin kubeconfig,
+/// which cannot be revoked.
 async fn remove_force_annotation(
     reconciler: &Reconciler,
     gc: &GardenerCluster,
@@ -739,8 +742,39 @@ async fn remove_force_annotation(
     {
         Ok(_) => Ok(()),
         Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
-            tracing::debug!("GardenerCluster changed since it was read; its change reconciles it");
-            Ok(())
+            let live = api
+                .get_metadata_opt(&gc.name_any())
+                .await
+                .map_err(kcp(format!("reading GardenerCluster {}", gc.name_any())))?;
+            let Some(live) = live.filter(|l| {
+                l.annotations()
+                    .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION)
+            }) else {
+                return Ok(());
+            };
+            let patch = json!({"metadata": {
+                "annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null},
+                "resourceVersion": live.resource_version(),
+            }});
+            match api
+                .patch(
+                    &gc.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Changed again: the next pass, on that version, sees what is left.
+                Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
+                    Ok(())
+                }
+                Err(e) => Err(kcp(format!(
+                    "removing {} from GardenerCluster {}",
+                    names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
+                    gc.name_any()
+                ))(e)),
+            }
         }
         Err(e) => Err(kcp(format!(
             "removing {} from GardenerCluster {}",

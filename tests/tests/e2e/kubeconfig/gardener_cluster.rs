@@ -741,3 +741,75 @@ async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() ->
     assert_not_logged(&kubeconfig);
     Ok(())
 }
+
+/// A forced rotation whose annotation removal meets a changed GardenerCluster (409: a label
+/// written, a status write between the read and the removal) still signs one admin kubeconfig:
+/// the annotation is removed from the version read again, not left for the next pass to serve
+/// once more (admin kubeconfigs cannot be revoked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_rotation_whose_removal_conflicts_signs_once() -> Result<()> {
+    use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-force-409").await?;
+    let shoot = ready_shoot(env).await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let ctl = Controller::start_via(env, &ns, &[], Some(proxy.access_via(env.kcp()))).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let before = wait_for_secret(&secrets, &format!("kubeconfig-{id}")).await?;
+    eventually("status Created", Duration::from_secs(10), || async {
+        Ok(reason(&gcs, &id)
+            .await?
+            .filter(|(_, r)| r == "KubeconfigSecretCreated"))
+    })
+    .await?;
+    let calls = ctl.adminkubeconfig_calls().await?;
+    // The first removal of the annotation (a merge patch of the object, not its status) meets
+    // a conflict.
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: format!("/gardenerclusters/{id}?"),
+        fault: ApiFault::Conflict,
+        times: Some(1),
+    });
+    gcs.patch(
+        &id,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+    )
+    .await?;
+    eventually(
+        "rotated, annotation removed",
+        Duration::from_secs(30),
+        || async {
+            let gc = gcs.get(&id).await?;
+            let gone = !kube::ResourceExt::annotations(&gc).contains_key(FORCE);
+            let rotated = kubeconfig_of(&secrets.get(&format!("kubeconfig-{id}")).await?)
+                != kubeconfig_of(&before);
+            Ok((gone && rotated).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        proxy.served_count(
+            "PATCH",
+            &format!("/gardenerclusters/{id}"),
+            &ApiFault::Conflict
+        ),
+        1,
+        "the removal did not meet its conflict"
+    );
+    // Passes that follow (the status write, the annotation's removal) sign nothing more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        ctl.adminkubeconfig_calls().await?,
+        calls + 1,
+        "a forced rotation is exactly one Gardener call, conflict or not"
+    );
+    ctl.stop().await;
+    Ok(())
+}
