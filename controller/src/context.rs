@@ -82,7 +82,7 @@ impl EventPublisher {
 }
 
 /// The longest note of an `events.k8s.io/v1` Event the API server accepts; a longer one is
-/// refused and the Event lost, while conditions carry messages up to 32 kB.
+/// refused and the Event lost, while conditions carry longer messages.
 const MAX_NOTE: usize = 1024;
 
 /// `note` cut to [`MAX_NOTE`] bytes on a character boundary, ending in `...` when cut.

@@ -841,8 +841,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 }
                 Err(e) => {
                     reconciler.tokens.failed(decision);
+                    // The kubeconfig written, its token, and the one it replaces (a webhook's
+                    // `oldObject`).
                     let carried: Vec<&[u8]> = crate::redact::data_values(desired.data.as_ref())
                         .chain([issued.token.as_bytes()])
+                        .chain(crate::redact::data_values(secret_data.as_ref()))
                         .collect();
                     return fail(
                         reconciler,

@@ -545,10 +545,14 @@ async fn apply(
             let written = match written {
                 Ok(s) => s,
                 Err(e) => {
-                    // The answer may quote the kubeconfig the write carried (an admission
-                    // webhook's message): the status and the log get it without.
-                    let carried: Vec<&[u8]> =
-                        crate::redact::data_values(desired.data.as_ref()).collect();
+                    // The answer may quote the kubeconfig the write carried, or the one it
+                    // replaces (an admission webhook's message, `object` or `oldObject`): the
+                    // status and the log get neither.
+                    let carried: Vec<&[u8]> = crate::redact::data_values(desired.data.as_ref())
+                        .chain(crate::redact::data_values(
+                            existing.as_ref().and_then(|s| s.data.as_ref()),
+                        ))
+                        .collect();
                     let e = crate::redact::api_error(e, &carried);
                     let failed = if existing.is_some() {
                         Reason::FailedToUpdateSecret
@@ -728,61 +732,52 @@ async fn remove_force_annotation(
         reconciler.ctx.kcp.clone(),
         &gc.namespace().unwrap_or_default(),
     );
-    let patch = json!({"metadata": {
-        "annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null},
-        "resourceVersion": gc.resource_version(),
-    }});
-    match api
-        .patch(
-            &gc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
-            let live = api
-                .get_metadata_opt(&gc.name_any())
-                .await
-                .map_err(kcp(format!("reading GardenerCluster {}", gc.name_any())))?;
-            let Some(live) = live.filter(|l| {
-                l.annotations()
-                    .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION)
-            }) else {
-                return Ok(());
-            };
-            let patch = json!({"metadata": {
-                "annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null},
-                "resourceVersion": live.resource_version(),
-            }});
-            match api
-                .patch(
-                    &gc.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => Ok(()),
-                // Changed again: the next pass, on that version, sees what is left.
-                Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
-                    Ok(())
-                }
-                Err(e) => Err(kcp(format!(
-                    "removing {} from GardenerCluster {}",
-                    names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
-                    gc.name_any()
-                ))(e)),
-            }
-        }
-        Err(e) => Err(kcp(format!(
+    let failed = |e| {
+        kcp(format!(
             "removing {} from GardenerCluster {}",
             names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
             gc.name_any()
-        ))(e)),
+        ))(e)
+    };
+    let mut version = gc.resource_version();
+    // Changed concurrently more often than this: the next pass signs again, rather than this
+    // one spinning on a GardenerCluster someone keeps writing.
+    for _ in 0..REMOVAL_ATTEMPTS {
+        let patch = json!({"metadata": {
+            "annotations": {names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: null},
+            "resourceVersion": version,
+        }});
+        match api
+            .patch(
+                &gc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if crate::runtime::classify::classify(&e) == ApiErrorKind::Conflict => {
+                let live = api
+                    .get_metadata_opt(&gc.name_any())
+                    .await
+                    .map_err(kcp(format!("reading GardenerCluster {}", gc.name_any())))?;
+                match live.filter(|l| {
+                    l.annotations()
+                        .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION)
+                }) {
+                    Some(live) => version = live.resource_version(),
+                    None => return Ok(()),
+                }
+            }
+            Err(e) => return Err(failed(e)),
+        }
     }
+    Ok(())
 }
+
+/// How often the removal of the force-rotation annotation is tried against a GardenerCluster
+/// that changes meanwhile.
+const REMOVAL_ATTEMPTS: usize = 3;
 
 /// Applies `want` to the status subresource unless it is already there, publishes one Event
 /// when the reason changes, and refreshes the state metric.

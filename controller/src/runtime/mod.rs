@@ -124,6 +124,16 @@ struct PermanentHold {
     until: Instant,
 }
 
+/// How long the Runtime reconciler waits for the Shoot watch to show its own patch.
+const CACHE_LAG_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The Shoot a patch answered with.
+struct PatchedShoot {
+    uid: String,
+    generation: i64,
+    at: std::time::Instant,
+}
+
 /// What the Runtime reconciler remembers of one Runtime between reconciles. Kept by Runtime
 /// name and found by runtime ID too (Shoot and GardenerCluster events carry the ID).
 #[derive(Default)]
@@ -133,8 +143,12 @@ struct RuntimeRecord {
     uid: String,
     /// Runtime generation we last applied to its Shoot (the watch cache may lag).
     applied: Option<i64>,
-    /// Shoot generation when the Runtime became Ready (drift detection).
+    /// Shoot generation when the Runtime became Ready, or we last patched it (drift
+    /// detection).
     ready_shoot_generation: Option<i64>,
+    /// The Shoot our last patch answered with: the watch cache is behind while it shows that
+    /// Shoot at an older generation.
+    patched_shoot: Option<PatchedShoot>,
     /// A requeue is scheduled (queue depth).
     scheduled: bool,
     /// Consecutive failed steps in the runtime cluster since the Runtime was last Ready.
@@ -859,6 +873,7 @@ impl Reconciler {
         self.record(runtime, |record| {
             record.acl_applied = None;
             record.ready_shoot_generation = None;
+            record.patched_shoot = None;
         });
     }
 
@@ -870,6 +885,11 @@ impl Reconciler {
             // Our own patch is not drift.
             if let Some(g) = shoot.metadata.generation {
                 record.ready_shoot_generation = Some(g);
+                record.patched_shoot = shoot.metadata.uid.clone().map(|uid| PatchedShoot {
+                    uid,
+                    generation: g,
+                    at: std::time::Instant::now(),
+                });
             }
         });
     }
@@ -932,16 +952,20 @@ impl Reconciler {
         };
     }
 
-    /// Whether `shoot` (from the watch cache) is older than a generation of it this process
-    /// patched or read live for the Runtime: the cache lags behind our own write.
+    /// Whether `shoot` (from the watch cache) is the Shoot our last patch answered with, at an
+    /// older generation: the cache lags behind our own write. For at most
+    /// [`CACHE_LAG_LIMIT`] after the patch: a watch that lags longer is broken, and the
+    /// Runtime is judged on what it shows, as without the patch (a Shoot made anew under the
+    /// name has another UID, one restored from a backup may carry an older generation).
     fn shoot_cache_behind(&self, runtime: &Runtime, shoot: &Shoot) -> bool {
-        let Some(current) = shoot.metadata.generation else {
+        let (Some(current), Some(uid)) = (shoot.metadata.generation, shoot.metadata.uid.as_deref())
+        else {
             return false;
         };
         self.record(runtime, |record| {
-            record
-                .ready_shoot_generation
-                .is_some_and(|seen| current < seen)
+            record.patched_shoot.as_ref().is_some_and(|p| {
+                p.uid == uid && current < p.generation && p.at.elapsed() < CACHE_LAG_LIMIT
+            })
         })
     }
 

@@ -75,6 +75,13 @@ pub async fn apply(
         return Ok(Action::requeue(SAFETY_REQUEUE));
     }
 
+    if reconciler.shoot_cache_behind(runtime, &shoot) {
+        // The Shoot watch has not shown the generation our last patch made: this Shoot's last
+        // operation is the one before the patch, and judging it (or patching from it) would
+        // report the Runtime Ready before Gardener even started the update. The watch's event
+        // brings the Runtime back; the requeue only guards against a missed one.
+        return Ok(Action::requeue(RETRY));
+    }
     let facts = patch_facts(reconciler, runtime, &shoot, draft);
     let decision = should_patch(&facts);
     match decision {
@@ -102,13 +109,6 @@ pub async fn apply(
             .await;
         }
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
-    }
-    if reconciler.shoot_cache_behind(runtime, &shoot) {
-        // The Shoot watch has not shown the generation our last patch made (or a read saw):
-        // this Shoot's last operation is the one before the patch, and judging it would
-        // report the Runtime Ready before Gardener even started the update. The watch's
-        // event brings the Runtime back; the requeue only guards against a missed one.
-        return Ok(Action::requeue(RETRY));
     }
 
     let ready = runtime
@@ -949,7 +949,7 @@ async fn patch_shoot(
             .map_err(|e| Error::api("remove the force-patch annotation from the Runtime", e))?;
     }
     draft.shoot(Some(&patched));
-    if patched.metadata.generation == live.metadata.generation && !gardener_behind(&patched) {
+    if patched.metadata.generation == live.metadata.generation {
         draft.set(
             condition::PROVISIONED,
             CondStatus::True,
@@ -1036,8 +1036,6 @@ fn patch_failure(
     }
 }
 
-/// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
-/// Returns `None` when the Shoot is reconciled and the next steps may run.
 /// Whether Gardener has not yet started on the Shoot's current generation (it sets
 /// `observedGeneration` when it does).
 fn gardener_behind(shoot: &Shoot) -> bool {
@@ -1050,6 +1048,8 @@ fn gardener_behind(shoot: &Shoot) -> bool {
     )
 }
 
+/// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
+/// Returns `None` when the Shoot is reconciled and the next steps may run.
 fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
     let status = shoot.status.as_ref();
     let Some(op) = status.and_then(|s| s.last_operation.as_ref()) else {

@@ -641,7 +641,8 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     )
     .await
     .unwrap();
-    // That pass (its status comes last) went through the deletion of unused Secrets.
+    // The pass that took up the new generation went on to the deletion of unused Secrets (the
+    // Shoot's last operation succeeded; without the Shoot's references that pass deletes it).
     let kept = garden_secrets(&garden, &id).await;
     let s = shoot(&garden, &rt.spec.shoot.name).await;
     assert_eq!(kept.len(), 1, "the Secret the Shoot references was deleted");
