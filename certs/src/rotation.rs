@@ -255,8 +255,8 @@ impl CertRotator {
                 Err(kube::Error::Api(mut status)) => {
                     // A refusal may quote the keys the write carried (a policy engine on
                     // Secrets); the error is logged.
-                    let data = secret.data.as_ref().into_iter().flat_map(|d| d.values());
-                    let carried: Vec<&[u8]> = data.map(|v| v.0.as_slice()).collect();
+                    let carried: Vec<&[u8]> =
+                        kim_shared::redact::data_values(secret.data.as_ref()).collect();
                     kim_shared::redact::status_in(&mut status, &carried);
                     let e = kube::Error::Api(status);
                     return Err(kube_err(format!("writing Secret {where_}"))(e));

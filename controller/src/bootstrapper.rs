@@ -412,13 +412,8 @@ async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
 /// a later generation (`Provisioned` reason `RuntimeBehindShoot`).
 fn held_behind_shoot(rt: &CachedRuntime) -> bool {
     rt.status()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions.iter().any(|c| {
-                c.type_ == names::condition::PROVISIONED
-                    && c.reason == names::reason::RUNTIME_BEHIND_SHOOT
-            })
-        })
+        .and_then(|s| s.condition(names::condition::PROVISIONED))
+        .is_some_and(|c| c.reason == names::reason::RUNTIME_BEHIND_SHOOT)
 }
 
 #[cfg(test)]

@@ -87,14 +87,7 @@ const MAX_NOTE: usize = 1024;
 
 /// `note` cut to [`MAX_NOTE`] bytes on a character boundary, ending in `...` when cut.
 fn bounded_note(note: &str) -> String {
-    if note.len() <= MAX_NOTE {
-        return note.to_owned();
-    }
-    let mut end = MAX_NOTE - "...".len();
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &note[..end])
+    kim_shared::api::cut_marked(note.to_owned(), MAX_NOTE, "...")
 }
 
 /// Name that Events and field managers report.

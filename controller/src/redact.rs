@@ -5,11 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 
-/// The values of a Secret's `data`, as [`api_error`] takes them.
-pub fn data_values(data: Option<&BTreeMap<String, ByteString>>) -> impl Iterator<Item = &[u8]> {
-    data.into_iter()
-        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
-}
+pub use kim_shared::redact::data_values;
 
 /// `err` with its API answer (message, and the message and field of every cause) cleared by
 /// [`kim_shared::redact::credentials_in`] with `values`: for errors of writes that carry credentials, which are

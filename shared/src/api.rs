@@ -112,17 +112,21 @@ pub(crate) fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::
 pub const MAX_CONDITION_MESSAGE: usize = 4096;
 
 /// `message` cut to [`MAX_CONDITION_MESSAGE`] bytes at a character boundary, marked as cut.
-pub fn condition_message(mut message: String) -> String {
-    const MARK: &str = " ... (cut)";
-    if message.len() > MAX_CONDITION_MESSAGE {
-        let mut end = MAX_CONDITION_MESSAGE - MARK.len();
-        while !message.is_char_boundary(end) {
+pub fn condition_message(message: String) -> String {
+    cut_marked(message, MAX_CONDITION_MESSAGE, " ... (cut)")
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ending in `mark` when cut.
+pub fn cut_marked(mut text: String, max: usize, mark: &str) -> String {
+    if text.len() > max {
+        let mut end = max.saturating_sub(mark.len());
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        message.truncate(end);
-        message.push_str(MARK);
+        text.truncate(end);
+        text.push_str(mark);
     }
-    message
+    text
 }
 
 #[cfg(test)]

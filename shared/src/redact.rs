@@ -69,6 +69,14 @@ pub fn credentials_in<'a>(message: &'a str, values: &[&[u8]]) -> Cow<'a, str> {
     }
 }
 
+/// The values of a Secret's `data`, as [`credentials_in`] and [`status_in`] take them.
+pub fn data_values(
+    data: Option<&std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+) -> impl Iterator<Item = &[u8]> {
+    data.into_iter()
+        .flat_map(|d| d.values().map(|v| v.0.as_slice()))
+}
+
 /// An API server's answer (`Status`) with its message and the message and field of every cause
 /// cleared by [`credentials_in`] with `values`: for answers to requests that carry or touch
 /// credentials, before they are shown.

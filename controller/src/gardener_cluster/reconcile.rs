@@ -732,13 +732,6 @@ async fn remove_force_annotation(
         reconciler.ctx.kcp.clone(),
         &gc.namespace().unwrap_or_default(),
     );
-    let failed = |e| {
-        kcp(format!(
-            "removing {} from GardenerCluster {}",
-            names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
-            gc.name_any()
-        ))(e)
-    };
     let mut version = gc.resource_version();
     // Changed concurrently more often than this: the next pass signs again, rather than this
     // one spinning on a GardenerCluster someone keeps writing.
@@ -769,7 +762,13 @@ async fn remove_force_annotation(
                     None => return Ok(()),
                 }
             }
-            Err(e) => return Err(failed(e)),
+            Err(e) => {
+                return Err(kcp(format!(
+                    "removing {} from GardenerCluster {}",
+                    names::ANNOTATION_FORCE_KUBECONFIG_ROTATION,
+                    gc.name_any()
+                ))(e));
+            }
         }
     }
     Ok(())

@@ -1036,18 +1036,6 @@ fn patch_failure(
     }
 }
 
-/// Whether Gardener has not yet started on the Shoot's current generation (it sets
-/// `observedGeneration` when it does).
-fn gardener_behind(shoot: &Shoot) -> bool {
-    matches!(
-        (
-            shoot.status.as_ref().and_then(|s| s.observed_generation),
-            shoot.metadata.generation
-        ),
-        (Some(seen), Some(current)) if seen < current
-    )
-}
-
 /// Follows the Shoot's `lastOperation` (upstream `sFnWaitForShootCreation` / `Reconcile`).
 /// Returns `None` when the Shoot is reconciled and the next steps may run.
 fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Action> {
@@ -1066,7 +1054,10 @@ fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Actio
     // observedGeneration when it starts the next one) says nothing about our latest patch:
     // right after a patch the previous Create/Succeeded is still the last operation, and
     // trusting it marked the Runtime Ready before Gardener even started the update.
-    let stale = gardener_behind(shoot);
+    let stale = matches!(
+        (status.and_then(|s| s.observed_generation), shoot.metadata.generation),
+        (Some(seen), Some(current)) if seen < current
+    );
     if stale && matches!(op.state.as_str(), state::SUCCEEDED | state::FAILED) {
         draft.set(
             condition::PROVISIONED,

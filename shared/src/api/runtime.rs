@@ -582,12 +582,14 @@ impl Runtime {
 
     /// The status condition of the given type, if present.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
-        self.status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .find(|c| c.type_ == type_)
+        self.status.as_ref()?.condition(type_)
+    }
+}
+
+impl RuntimeStatus {
+    /// The condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
     }
 }
 

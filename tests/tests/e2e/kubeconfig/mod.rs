@@ -84,6 +84,58 @@ fn assert_not_logged(kubeconfig: &str) {
     assert_not_in(&log_text(), kubeconfig, "the logs");
 }
 
+/// Asserts that no 24-character piece of `encoded` (the base64 of a credential), wherever it
+/// starts, is in `shown`.
+fn assert_no_piece(shown: &str, encoded: &str, what: &str) {
+    for start in (0..encoded.len().saturating_sub(24)).step_by(8) {
+        assert!(
+            !shown.contains(&encoded[start..start + 24]),
+            "a piece of {what} is shown"
+        );
+    }
+}
+
+/// The name of the admission webhook [`echo_refusal`] answers as.
+const ECHO_WEBHOOK: &str = "echo.policy.example";
+
+/// A 403 as an admission webhook or policy engine on Secrets may answer: quoting what it
+/// refused (`quote` of the request: its body, or the stored object a webhook gets as
+/// `oldObject`).
+fn echo_refusal(
+    quote: impl Fn(&kim_tests::faultproxy::ProxyRequest) -> String + Send + Sync + 'static,
+) -> kim_tests::faultproxy::ApiFault {
+    use kim_tests::faultproxy::{ApiFault, ProxyResponse, Responder};
+    ApiFault::Respond(Responder(Arc::new(move |req| {
+        ProxyResponse {
+        status: 403,
+        body: serde_json::to_vec(&json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "Forbidden", "code": 403,
+            "message": format!("admission webhook \"{ECHO_WEBHOOK}\" denied the request: {}", quote(req)),
+        }))
+        .unwrap(),
+    }
+    })))
+}
+
+/// [`echo_refusal`] of each request's body, and the bodies it refused.
+fn echo_bodies() -> (Arc<Mutex<Vec<Vec<u8>>>>, kim_tests::faultproxy::ApiFault) {
+    let quoted: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let sent = quoted.clone();
+    let fault = echo_refusal(move |req| {
+        sent.lock().unwrap().push(req.body.to_vec());
+        String::from_utf8_lossy(&req.body).into_owned()
+    });
+    (quoted, fault)
+}
+
+/// The first value of `secret`'s data as the API carries it (base64).
+fn encoded_data(secret: &Secret) -> Option<String> {
+    use base64::Engine as _;
+    let value = secret.data.as_ref()?.values().next()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(&value.0))
+}
+
 /// Asserts that `text` (shown in `place`) holds no credential of `kubeconfig`, whole or in part.
 fn assert_not_in(text: &str, kubeconfig: &str, place: &str) {
     let mut checked = 0;

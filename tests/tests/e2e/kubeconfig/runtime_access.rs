@@ -2981,7 +2981,7 @@ async fn a_served_runtime_access_whose_runtime_is_gone_says_so() -> Result<()> {
 async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Result<()> {
     use k8s_openapi::api::events::v1::Event;
     use kim_shared::api::runtime_access::RuntimeAccess;
-    use kim_tests::faultproxy::{ApiFault, FaultProxy, ProxyResponse, Responder, Rule};
+    use kim_tests::faultproxy::{FaultProxy, Rule};
     let env = TestEnv::shared().await?;
     let ns = env.namespace("kc-ra-echo").await?;
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
@@ -2991,28 +2991,8 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let apps = env.shoot_namespace("echo").await?;
-    let echo = |status: u16| {
-        let quoted: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
-        let sent = quoted.clone();
-        let fault = ApiFault::Respond(Responder(Arc::new(move |req| {
-            sent.lock().unwrap().push(req.body.to_vec());
-            let message = format!(
-                "admission webhook \"echo.policy.example\" denied the request: {}",
-                String::from_utf8_lossy(&req.body)
-            );
-            ProxyResponse {
-                status,
-                body: serde_json::to_vec(&json!({
-                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "reason": "Forbidden", "code": status, "message": message,
-                }))
-                .unwrap(),
-            }
-        })));
-        (quoted, fault)
-    };
     // The token kubeconfig's first write is a create.
-    let (quoted, fault) = echo(403);
+    let (quoted, fault) = echo_bodies();
     proxy.inject(Rule {
         method: Some("POST".into()),
         path_contains: format!("/namespaces/{ns}/secrets"),
@@ -3040,12 +3020,7 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
         .map(|v| String::from_utf8_lossy(&v.0).into_owned())
         .context("the write carried no kubeconfig")?;
     let token = token_of(&kubeconfig).context("no token in the kubeconfig")?;
-    let encoded = serde_json::to_value(&written)?["data"]
-        .as_object()
-        .and_then(|d| d.values().next())
-        .and_then(|v| v.as_str())
-        .context("encoded data")?
-        .to_owned();
+    let encoded = encoded_data(&written).context("encoded data")?;
     assert!(
         refused.message.contains("echo.policy.example") && refused.message.contains("<redacted>"),
         "{}",
@@ -3064,25 +3039,12 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
     let stored = secrets.get(&secret_name).await?;
     let stored_kubeconfig = access_kubeconfig(&secrets, &status).await?;
     let stored_token = token_of(&stored_kubeconfig).context("no stored token")?;
-    let stored_encoded = serde_json::to_value(&stored)?["data"]
-        .as_object()
-        .and_then(|d| d.values().next())
-        .and_then(|v| v.as_str())
-        .context("stored encoded data")?
-        .to_owned();
+    let stored_encoded = encoded_data(&stored).context("stored encoded data")?;
     let old_object = serde_json::to_string(&stored)?;
     proxy.inject(Rule {
         method: Some("DELETE".into()),
         path_contains: format!("/namespaces/{ns}/secrets/{secret_name}"),
-        fault: ApiFault::Respond(Responder(Arc::new(move |_| ProxyResponse {
-            status: 403,
-            body: serde_json::to_vec(&json!({
-                "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                "reason": "Forbidden", "code": 403,
-                "message": format!("admission webhook \"echo.policy.example\" denied the request: {old_object}"),
-            }))
-            .unwrap(),
-        }))),
+        fault: echo_refusal(move |_| old_object.clone()),
         times: None,
     });
     requests.delete("reader", &DeleteParams::default()).await?;
@@ -3128,12 +3090,7 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
             assert!(!shown.contains(secret.as_str()), "a token is shown");
         }
         for encoded in [&encoded, &stored_encoded] {
-            for start in (0..encoded.len().saturating_sub(24)).step_by(8) {
-                assert!(
-                    !shown.contains(&encoded[start..start + 24]),
-                    "a piece of an encoded kubeconfig is shown"
-                );
-            }
+            assert_no_piece(shown, encoded, "an encoded kubeconfig");
         }
     }
     assert_not_in(&refused.message, &kubeconfig, "the status");
