@@ -44,10 +44,11 @@ pub fn spawn_reconcilers(
     // to check whose Shoot it asks a kubeconfig for.
     let (shoots, shoot_writer) =
         kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
+    let shoots = runtime::shoot_cache::ShootCache::new(shoots);
     vec![
         spawn_supervised(
             "runtime",
-            runtime::run(ctx.clone(), shutdown.clone(), shoot_writer),
+            runtime::run(ctx.clone(), shutdown.clone(), shoot_writer, shoots.clone()),
             crashed,
         ),
         spawn_supervised(

@@ -206,6 +206,7 @@ pub fn to_shoot_with(
             // Tolerations, the service account settings and the IP families are left out on
             // purpose: server-side apply then leaves the values set at creation alone (upstream's
             // patch has no tolerations, token or networking extender either).
+            placement::keep_cloud_profile(live, &mut shoot);
             let removed = provider::patch(&input, live, &mut shoot)?;
             gvisor::net_raw(&mut shoot);
             kubernetes::resources(live, &mut shoot);

@@ -206,7 +206,7 @@ mod tests {
     }
 
     impl Validator<ConfigMap> for AdmissionContext {
-        fn unavailable(&self) -> Option<String> {
+        fn unavailable(&self, _old: Option<&ConfigMap>, _new: &ConfigMap) -> Option<String> {
             self.cloud_profiles
                 .as_ref()
                 .and_then(|p| p.ready().err())

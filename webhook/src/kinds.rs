@@ -35,11 +35,14 @@ impl Defaulter<Runtime> for AdmissionContext {
 }
 
 impl Validator<Runtime> for AdmissionContext {
-    fn unavailable(&self) -> Option<String> {
+    fn unavailable(&self, old: Option<&Runtime>, new: &Runtime) -> Option<String> {
         if self.config.is_none() {
             return Some(
                 "it has no valid KIM configuration loaded (its log names the file and key)".into(),
             );
+        }
+        if old.is_some_and(|old| !cloud_profile_rules_apply(old, new)) {
+            return None;
         }
         // Fail closed: a Runtime is not admitted unchecked before the CloudProfiles are listed.
         self.cloud_profiles
@@ -62,7 +65,9 @@ impl Validator<Runtime> for AdmissionContext {
             return ValidationOutcome::default();
         };
         let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
-        f.extend(self.against_cloud_profile(new, Some(old), cfg));
+        if cloud_profile_rules_apply(old, new) {
+            f.extend(self.against_cloud_profile(new, Some(old), cfg));
+        }
         f
     }
 
@@ -81,6 +86,15 @@ impl Validator<Runtime> for AdmissionContext {
         let user = user_name(user);
         validation::validate_delete_by(metadata, &policy, user, now)
     }
+}
+
+/// Whether an UPDATE is judged against the CloudProfile: only a spec that changes, on a
+/// Runtime not being deleted. Everything else (KEB's label changes, the force and suspend
+/// annotations, the controller's finalizer removal) passes whatever the CloudProfile became:
+/// Gardener can remove or rename it, or raise a minimum, under Runtimes it already serves, and
+/// their deletion must not hang on it.
+fn cloud_profile_rules_apply(old: &Runtime, new: &Runtime) -> bool {
+    new.metadata.deletion_timestamp.is_none() && old.spec != new.spec
 }
 
 impl AdmissionContext {
@@ -301,25 +315,86 @@ mod tests {
     }
 
     /// Fail closed: before the CloudProfiles are listed, a Runtime is refused as "retry", not
-    /// admitted unchecked and not called invalid.
+    /// admitted unchecked and not called invalid; an update that leaves the spec as it is
+    /// (the controller's finalizer removal among them) does not need them.
     #[test]
     fn before_the_cloud_profiles_are_listed_runtimes_are_refused_with_a_retry_hint() {
         let mut ctx = ctx();
-        assert_eq!(Validator::<Runtime>::unavailable(&ctx), None);
+        let new = stored_without_volume();
+        assert_eq!(Validator::<Runtime>::unavailable(&ctx, None, &new), None);
         let profiles = crate::profiles::CloudProfiles::unlisted();
         assert!(profiles.ready().is_err(), "not ready before the first list");
         ctx.cloud_profiles = Some(profiles);
         assert_eq!(
-            Validator::<Runtime>::unavailable(&ctx).as_deref(),
+            Validator::<Runtime>::unavailable(&ctx, None, &new).as_deref(),
             Some("the Gardener CloudProfiles are not cached yet")
+        );
+        let mut resized = new.clone();
+        resized.spec.shoot.provider.workers[0].maximum += 1;
+        assert_eq!(
+            Validator::<Runtime>::unavailable(&ctx, Some(&new), &resized).as_deref(),
+            Some("the Gardener CloudProfiles are not cached yet")
+        );
+        let mut relabelled = new.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("edited".into(), "true".into());
+        assert_eq!(
+            Validator::<Runtime>::unavailable(&ctx, Some(&new), &relabelled),
+            None
         );
         ctx.config = None;
         assert!(
-            Validator::<Runtime>::unavailable(&ctx)
+            Validator::<Runtime>::unavailable(&ctx, None, &new)
                 .is_some_and(|why| why.contains("no valid KIM configuration")),
         );
         // Other kinds do not need them.
-        assert_eq!(Validator::<GardenerCluster>::unavailable(&ctx), None);
+        let gc = GardenerCluster::new("gc", Default::default());
+        assert_eq!(
+            Validator::<GardenerCluster>::unavailable(&ctx, None, &gc),
+            None
+        );
+    }
+
+    /// Gardener removed the CloudProfile (or the configuration names one it does not have):
+    /// a new spec is refused, but an update that keeps the spec, or one of a Runtime being
+    /// deleted, passes, or the Runtime's finalizer could never be removed.
+    #[test]
+    fn a_missing_cloud_profile_refuses_new_specs_only() {
+        let mut ctx = ctx();
+        ctx.cloud_profiles = Some(crate::profiles::CloudProfiles::holding(Vec::new()));
+        let old = stored_without_volume();
+        let refused = |f: &ValidationOutcome| {
+            f.violations
+                .iter()
+                .any(|v| v.message.contains("Gardener has no CloudProfile"))
+        };
+        let mut resized = old.clone();
+        resized.spec.shoot.provider.workers[0].maximum += 1;
+        let f = Validator::<Runtime>::validate_update(&ctx, &old, &resized);
+        assert!(refused(&f), "{:?}", f.violations);
+        let mut unfinalized = old.clone();
+        unfinalized.metadata.finalizers = Some(vec![
+            "runtime-controller.infrastructure-manager.kyma-project.io/deletion-hook".into(),
+        ]);
+        let mut going = unfinalized.clone();
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        unfinalized.metadata.deletion_timestamp = going.metadata.deletion_timestamp.clone();
+        unfinalized.metadata.finalizers = None;
+        let f = Validator::<Runtime>::validate_update(&ctx, &going, &unfinalized);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+        let mut relabelled = old.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("edited".into(), "true".into());
+        let f = Validator::<Runtime>::validate_update(&ctx, &old, &relabelled);
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
     }
 
     #[test]

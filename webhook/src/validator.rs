@@ -14,10 +14,10 @@ use crate::response::Response;
 
 /// The rules of an admitted type `T`: violations deny, warnings go back to the client.
 pub trait Validator<T> {
-    /// Why the webhook cannot judge a CREATE or UPDATE of `T` yet (its configuration or a cache
-    /// it needs is missing): answered 503 ServiceUnavailable, which tells the client to retry
-    /// rather than to change the object.
-    fn unavailable(&self) -> Option<String> {
+    /// Why the webhook cannot judge this CREATE (`old` is `None`) or UPDATE of `T` yet (its
+    /// configuration or a cache the rules for it need is missing): answered 503
+    /// ServiceUnavailable, which tells the client to retry rather than to change the object.
+    fn unavailable(&self, _old: Option<&T>, _new: &T) -> Option<String> {
         None
     }
     /// Validates a new object.
@@ -73,8 +73,12 @@ pub fn handle<T: Object>(
     audit: &mut AuditRecord,
 ) -> Response {
     let uid = req.uid.as_str();
-    if matches!(req.operation, Operation::Create | Operation::Update)
-        && let Some(why) = validator.unavailable()
+    let judged = match req.operation {
+        Operation::Create | Operation::Update => req.object.as_ref(),
+        Operation::Delete | Operation::Connect => None,
+    };
+    if let Some(new) = judged
+        && let Some(why) = validator.unavailable(req.old_object.as_ref(), new)
     {
         return Response::unavailable(uid, &why);
     }

@@ -42,7 +42,7 @@ pub const FINALIZER: &str =
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
-    shoots: reflector::Store<crate::runtime::shoot_cache::CachedShoot>,
+    shoots: crate::runtime::shoot_cache::ShootCache,
 ) {
     let settings = &ctx.settings.gardener_cluster;
     let policy = settings.rotation;

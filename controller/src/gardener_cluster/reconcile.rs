@@ -30,7 +30,6 @@ use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
 use crate::runtime::shoot_cache::CachedShoot;
 use crate::stored::StatusApart;
-use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::gardener::Shoot;
@@ -171,7 +170,7 @@ impl Reconciler {
         ctx: Arc<Context>,
         policy: RotationPolicy,
         metrics: Arc<KubeconfigMetrics>,
-        shoots: Store<CachedShoot>,
+        shoots: crate::runtime::shoot_cache::ShootCache,
     ) -> Self {
         Self {
             records: Records::default(),
@@ -179,13 +178,8 @@ impl Reconciler {
             policy,
             metrics,
             signing: WriteLimit::new(SIGNING_LIMIT),
-            shoots_ready: {
-                let shoots = shoots.clone();
-                async move { shoots.wait_until_ready().await.is_ok() }
-                    .boxed()
-                    .shared()
-            },
-            shoots,
+            shoots_ready: shoots.filled,
+            shoots: shoots.store,
         }
     }
 

@@ -267,6 +267,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
     shoot_writer: reflector::store::Writer<CachedShoot>,
+    shoot_cache: shoot_cache::ShootCache,
 ) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
@@ -274,7 +275,7 @@ pub async fn run(
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
-    let shoot_store = shoot_writer.as_reader();
+    let shoot_store = shoot_cache.store.clone();
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
@@ -324,7 +325,7 @@ pub async fn run(
         audit_logs,
         config: ctx.config.clone(),
         ctx: ctx.clone(),
-        caches_ready: caches_ready(shoot_store.clone(), gc_store.clone(), shutdown.clone()),
+        caches_ready: caches_ready(shoot_cache.filled, gc_store.clone(), shutdown.clone()),
         acl,
         shoots: shoot_store,
         clusters: gc_store,
@@ -418,14 +419,14 @@ pub async fn run(
 /// would never exit (seen after SIGTERM during a restart at 10,000 Runtimes while
 /// gardener-apiserver answered 503s).
 fn caches_ready(
-    shoots: Store<CachedShoot>,
+    shoots_filled: Shared<BoxFuture<'static, bool>>,
     clusters: Store<StatusApart<GardenerCluster>>,
     shutdown: Shutdown,
 ) -> Shared<BoxFuture<'static, bool>> {
     async move {
         let filled = async {
             // An error means the writer is gone: the controller is stopping.
-            shoots.wait_until_ready().await.is_ok() && clusters.wait_until_ready().await.is_ok()
+            shoots_filled.await && clusters.wait_until_ready().await.is_ok()
         };
         tokio::select! {
             filled = filled => filled,
@@ -1177,7 +1178,8 @@ mod tests {
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-        let ready = caches_ready(shoots.clone(), clusters.clone(), Shutdown::new());
+        let filled = shoot_cache::ShootCache::new(shoots.clone()).filled;
+        let ready = caches_ready(filled, clusters.clone(), Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
                 let ready = ready.clone();
@@ -1219,6 +1221,34 @@ mod tests {
         assert_eq!(parked_waiters_wake(false).await, 1);
     }
 
+    /// The GardenerCluster reconciler waits on the same Shoot cache after the Runtime workers
+    /// parked (a rotation falls due while a new leader lists): both wake.
+    #[tokio::test]
+    async fn both_reconcilers_wake_when_the_shoot_cache_fills() {
+        let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
+        let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
+        let cache = shoot_cache::ShootCache::new(shoots);
+        let ready = caches_ready(cache.filled.clone(), clusters, Shutdown::new());
+        let workers: Vec<_> = (0..25).map(|_| tokio::spawn(ready.clone())).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let gardener_cluster = tokio::spawn(cache.filled.clone());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            shoot_writer.apply_watcher_event(&event);
+        }
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            gc_writer.apply_watcher_event(&event);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            gardener_cluster.is_finished(),
+            "the GardenerCluster waiter woke"
+        );
+        let woken = workers.iter().filter(|w| w.is_finished()).count();
+        workers.iter().for_each(|w| w.abort());
+        assert_eq!(woken, 25, "every parked Runtime worker woke");
+    }
+
     /// Caches that never fill (their list keeps failing) must not hold a reconcile past
     /// shutdown: the graceful shutdown waits for every in-flight reconcile.
     #[tokio::test]
@@ -1226,7 +1256,11 @@ mod tests {
         let (shoots, _shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let shutdown = Shutdown::new();
-        let ready = caches_ready(shoots, clusters, shutdown.clone());
+        let ready = caches_ready(
+            shoot_cache::ShootCache::new(shoots).filled,
+            clusters,
+            shutdown.clone(),
+        );
         let waiters: Vec<_> = (0..5).map(|_| tokio::spawn(ready.clone())).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(waiters.iter().all(|w| !w.is_finished()), "caches are empty");

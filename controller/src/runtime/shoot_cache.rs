@@ -15,6 +15,10 @@
 
 use std::borrow::Cow;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use kube::runtime::reflector::Store;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::gardener::shoot::{Dns, Hibernation, Networking};
 use kim_shared::gardener::{
@@ -23,6 +27,34 @@ use kim_shared::gardener::{
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+/// The Shoot watch cache the Runtime reconciler fills and the GardenerCluster reconciler reads,
+/// with the one future that says it is filled (`false`: its writer is gone, the controller is
+/// stopping). kube's `Store::wait_until_ready` keeps one waker: of the tasks polling it only
+/// the last is woken. So every waiter goes through this one [`Shared`] future, which alone
+/// polls the store and wakes them all; a second readiness future over the same store would take
+/// the wake-up from the first (every parked Runtime worker stayed parked for good once a
+/// GardenerCluster waited on the cache too).
+#[derive(Clone)]
+pub struct ShootCache {
+    /// The cached Shoots.
+    pub store: Store<CachedShoot>,
+    /// Resolves once the first list is in the store.
+    pub filled: Shared<BoxFuture<'static, bool>>,
+}
+
+impl ShootCache {
+    /// `store` and its readiness.
+    pub fn new(store: Store<CachedShoot>) -> Self {
+        let filled = {
+            let store = store.clone();
+            async move { store.wait_until_ready().await.is_ok() }
+                .boxed()
+                .shared()
+        };
+        Self { store, filled }
+    }
+}
 
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]

@@ -55,6 +55,25 @@ pub(super) fn cloud_profile(input: &Input<'_>, shoot: &mut Shoot) {
     });
 }
 
+/// On a patch, the CloudProfile the Shoot was created with: Gardener does not move a Shoot to
+/// another CloudProfile, so a configuration that names another one
+/// (`kim.providers.<p>.cloudProfileName`) applies to new Shoots only, and a patch carrying it
+/// would be refused for every Shoot of the provider.
+pub(super) fn keep_cloud_profile(live: &Shoot, shoot: &mut Shoot) {
+    let kept = live.spec.cloud_profile.clone().or_else(|| {
+        live.spec
+            .cloud_profile_name
+            .clone()
+            .map(|name| CloudProfileReference {
+                kind: Some("CloudProfile".to_owned()),
+                name,
+            })
+    });
+    if kept.is_some() {
+        shoot.spec.cloud_profile = kept;
+    }
+}
+
 /// SAP Converged Cloud Shoots are exposed through the internet exposure class.
 pub(super) fn exposure_class(input: &Input<'_>, shoot: &mut Shoot) {
     if input.shoot().provider.type_ == ProviderType::Openstack {

@@ -230,6 +230,9 @@ fn machine(
             );
         } else if let Some(wanted) = wanted
             && wanted != arch
+            && ctx.policy_applies(stored.is_some_and(|o| {
+                o.machine.type_ == m.type_ && o.machine.architecture.as_ref() == Some(arch)
+            }))
         {
             f.violation(
                 at.field("machine.architecture"),

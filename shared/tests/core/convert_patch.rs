@@ -176,6 +176,40 @@ fn dns_without_providers_is_kept() {
     assert_eq!(patched["spec"]["extensions"][index]["providerConfig"], kept);
 }
 
+/// Gardener does not move a Shoot to another CloudProfile: a configuration that names another
+/// one reaches new Shoots only, a patch keeps the one the Shoot has (also from the field of
+/// older Shoots, `cloudProfileName`).
+#[test]
+fn a_patch_keeps_the_shoots_cloud_profile() {
+    let rt = runtime("aws");
+    let live = live(&rt);
+    assert_eq!(
+        spec(&patch(&rt, &live))["cloudProfile"],
+        json!({"kind": "CloudProfile", "name": "aws"})
+    );
+    let mut cfg = config();
+    cfg.kim
+        .providers
+        .entry(kim_shared::config::ProviderKind::Aws)
+        .or_default()
+        .cloud_profile_name = Some("aws-next".into());
+    let created = to_shoot(&rt, &cfg, None).unwrap();
+    assert_eq!(spec(&created)["cloudProfile"]["name"], "aws-next");
+    let patched = to_shoot(&rt, &cfg, Some(&live)).unwrap();
+    assert_eq!(
+        spec(&patched)["cloudProfile"],
+        json!({"kind": "CloudProfile", "name": "aws"})
+    );
+    let mut older = live.clone();
+    older.spec.cloud_profile = None;
+    older.spec.cloud_profile_name = Some("aws-legacy".into());
+    let patched = to_shoot(&rt, &cfg, Some(&older)).unwrap();
+    assert_eq!(
+        spec(&patched)["cloudProfile"],
+        json!({"kind": "CloudProfile", "name": "aws-legacy"})
+    );
+}
+
 #[test]
 fn kubernetes_and_image_versions_never_go_down() {
     let rt = runtime("aws");

@@ -767,7 +767,8 @@ fn a_volume_message_offers_the_types_that_fit_and_a_machine_types_minimum_comes_
     admitted(&in_two_zones("gp3", "50Gi", "m6g.large"), VOLUME_SIZE);
     admitted(&in_two_zones("gp3", "40Gi", "m6i.large"), VOLUME_SIZE);
     admitted(&in_two_zones("sc1", "30Gi", "m6g.large"), VOLUME_SIZE);
-    // On update a kept type is not checked again, a new one is; the size always is.
+    // On update a kept type is not checked again, a new one is; the size is checked when the
+    // volume or the machine type changes.
     let stored = with_volume("sc1", "80Gi");
     admitted_on_update(&stored, &stored, VOLUME_TYPE);
     assert_eq!(
@@ -784,6 +785,19 @@ fn a_volume_message_offers_the_types_that_fit_and_a_machine_types_minimum_comes_
                 &with_volume("gp3", "10Gi"),
                 Some(&with_volume("gp3", "80Gi"))
             ),
+            VOLUME_SIZE
+        )
+        .len(),
+        1
+    );
+    // Gardener raised a minimum under a stored pool: the pool as it is stays admitted (the
+    // controller's finalizer removal and KEB's rewrites of the section carry it unchanged),
+    // a new machine type is held to it.
+    let small = in_two_zones("gp3", "40Gi", "m6g.large");
+    admitted_on_update(&small, &small, VOLUME_SIZE);
+    assert_eq!(
+        on(
+            &check(&small, Some(&in_two_zones("gp3", "40Gi", "m6i.large"))),
             VOLUME_SIZE
         )
         .len(),

@@ -499,3 +499,35 @@ fn a_tightened_configuration_holds_new_choices_only() {
         policy
     );
 }
+
+/// The configuration's machine-type list says which architecture a type is (amd64 unless it
+/// says otherwise): a stored pool whose architecture it contradicts (an arm64 type listed
+/// without `architecture`) keeps converting and its updates pass; a pool that picks that type
+/// or architecture anew is held to the list.
+#[test]
+fn the_configured_architecture_holds_new_choices_only() {
+    use kim_shared::validation::{
+        ValidationOptions, validate_create, validate_create_with, validate_update,
+    };
+    const ARCH: &str = "spec.shoot.provider.workers[0].machine.architecture";
+    let stored = runtime(|rt| {
+        let pool = main_pool(rt);
+        pool.machine.type_ = "m6i.large".into();
+        pool.machine.architecture = Some("arm64".into());
+    });
+    let on_arch = |f: &kim_shared::validation::ValidationOutcome| {
+        f.violations.iter().filter(|v| v.field == ARCH).count()
+    };
+    assert_eq!(on_arch(&validate_create(&stored, config())), 1);
+    let controller = ValidationOptions {
+        audit_log_mandatory: false,
+        admission_policy: false,
+    };
+    allowed(validate_create_with(&stored, config(), &controller));
+    let mut update = stored.clone();
+    update.spec.security.administrators = vec!["second.admin@example.com".into()];
+    accepts_update(&stored, &update);
+    let mut retyped = update.clone();
+    main_pool(&mut retyped).machine.type_ = "m6i.xlarge".into();
+    assert_eq!(on_arch(&validate_update(&stored, &retyped, config())), 1);
+}
