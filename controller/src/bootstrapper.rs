@@ -1,29 +1,29 @@
 //! The runtime bootstrapper's reads and writes (behind `--runtime-bootstrapper-enabled`; the
 //! decisions are `kim_shared::bootstrapper`'s): the KCP ConfigMap, pull Secret and
 //! ClusterTrustBundle copied into the runtime cluster, the manifests applied, the Deployment
-//! read; and the config reload watcher, which marks every Runtime with the force-patch
-//! annotation when one of those KCP objects changes, so each runtime cluster gets the change.
+//! read; and the config reload watcher, which has every runtime cluster configured again when
+//! one of those KCP objects changes.
 //!
 //! Errors name objects and the apiserver's reason, never their data (the pull Secret and the
 //! manifests may hold credentials).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::StreamExt;
-use kim_shared::api::Runtime;
+use futures::{Stream, StreamExt};
 use kim_shared::bootstrapper::{
     DEFAULT_NAMESPACE, FIELD_MANAGER, MANIFESTS_KEY, Settings, Status, Watched, parse_manifests,
     status,
 };
-use kim_shared::names;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::Shutdown;
 use crate::runtime::runtime_cache::CachedRuntime;
 
 /// What went wrong, with the step that failed (it decides the condition's reason).
@@ -313,22 +313,41 @@ pub async fn apply_manifests(
     Ok(())
 }
 
-/// The config reload watcher: watches the KCP objects the bootstrapper depends on until
-/// `shutdown`; when one changes after it was first seen, every Runtime of `runtimes` gets the
-/// force-patch annotation. The first sight only records the content: a (re)start must not
-/// re-reconcile every Runtime.
-pub async fn watch_config(
+/// How often the runtime bootstrapper's configuration changed since this replica began to lead
+/// (0: as first seen). A Runtime whose cluster was last configured at a lower count is
+/// configured again by its next pass.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigChanges(Arc<AtomicU64>);
+
+impl ConfigChanges {
+    /// The changes seen so far.
+    pub fn current(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn count(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The config reload watcher: watches the KCP objects the bootstrapper copies or applies, and
+/// when one changes after it was first seen, counts the change in `changes` and yields every
+/// Runtime of `runtimes`, whose next pass configures its cluster again. The first sight only
+/// records the content: a (re)start must not configure every cluster again.
+///
+/// Upstream sets the force-patch annotation on every Runtime instead. Nothing is written here
+/// and no Shoot is patched: the bootstrapper concerns the runtime cluster alone, a pass that
+/// fails is retried by the controller with the Runtime's backoff (a write of the annotation that
+/// failed was lost), and a Runtime held behind its Shoot (a KCP restored from a backup) is not
+/// released by it (the annotation is also the operator's release of that hold).
+pub fn watch_config(
     kcp: Client,
     kcp_namespace: String,
-    settings: Settings,
+    settings: &Settings,
     runtimes: Store<CachedRuntime>,
-    shutdown: Shutdown,
-) {
-    let watched = settings.watched();
-    if watched.is_empty() {
-        return;
-    }
-    let streams = watched.into_iter().map(|w| {
+    changes: ConfigChanges,
+) -> impl Stream<Item = ObjectRef<CachedRuntime>> + Send + use<> {
+    let streams = settings.watched().into_iter().map(|w| {
         let (res, namespaced, name) = match w {
             Watched::ConfigMap(n) => (gvk_resource("", "v1", "ConfigMap", "configmaps"), true, n),
             Watched::Secret(n) => (gvk_resource("", "v1", "Secret", "secrets"), true, n),
@@ -349,94 +368,48 @@ pub async fn watch_config(
         .map(move |r| (kind.clone(), r))
         .boxed()
     });
-    let mut events = futures::stream::select_all(streams);
     let mut seen: BTreeMap<(String, String), Value> = BTreeMap::new();
-    loop {
-        let (kind, obj) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            next = events.next() => match next {
-                Some((kind, Ok(o))) => (kind, o),
-                Some((kind, Err(e))) => {
-                    tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
-                    continue;
+    futures::stream::select_all(streams)
+        .filter_map(move |(kind, event)| {
+            let changed = match event {
+                Ok(obj) => {
+                    let name = obj.name_any();
+                    let mut content = obj.data;
+                    if let Some(m) = content.as_object_mut() {
+                        m.remove("metadata");
+                    }
+                    let before = seen.insert((kind.clone(), name.clone()), content.clone());
+                    let changed = before.is_some_and(|b| b != content);
+                    if changed {
+                        changes.count();
+                        tracing::info!(
+                            kind,
+                            name,
+                            "runtime bootstrapper configuration changed; configuring every runtime cluster again"
+                        );
+                    }
+                    changed
                 }
-                None => return,
-            },
-        };
-        let name = obj.name_any();
-        let mut content = obj.data.clone();
-        if let Some(m) = content.as_object_mut() {
-            m.remove("metadata");
-        }
-        let before = seen.insert((kind.clone(), name.clone()), content.clone());
-        if before.is_some_and(|b| b != content) {
-            tracing::info!(
-                kind,
-                name,
-                "runtime bootstrapper configuration changed; re-reconciling every Runtime"
-            );
-            force_patch_all(&kcp, &runtimes).await;
-        }
-    }
-}
-
-/// Sets the force-patch annotation on every Runtime that is not being deleted, has not got it
-/// yet and is not held behind its Shoot: the annotation is also how an operator releases that
-/// hold after comparing the specs (a KCP restored from a backup), so setting it there would
-/// apply an old spec to the Shoot, worker pools added since the backup removed.
-async fn force_patch_all(kcp: &Client, runtimes: &Store<CachedRuntime>) {
-    let key = names::ANNOTATION_FORCE_PATCH_RECONCILIATION;
-    for rt in runtimes.state() {
-        if rt.metadata.deletion_timestamp.is_some()
-            || rt.annotations().get(key).is_some_and(|v| v == "true")
-            || held_behind_shoot(&rt)
-        {
-            continue;
-        }
-        let api: Api<Runtime> = Api::namespaced(kcp.clone(), &rt.namespace().unwrap_or_default());
-        let patch = json!({"metadata": {"annotations": {key: "true"}}});
-        if let Err(e) = api
-            .patch(
-                &rt.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-        {
-            tracing::warn!(runtime = %rt.name_any(), error = %e, "cannot set the force-patch annotation after the runtime bootstrapper configuration changed");
-        }
-    }
-}
-
-/// Whether the Runtime waits, held, for an operator's force-patch because its Shoot reflects
-/// a later generation (`Provisioned` reason `RuntimeBehindShoot`).
-fn held_behind_shoot(rt: &CachedRuntime) -> bool {
-    rt.status()
-        .and_then(|s| s.condition(names::condition::PROVISIONED))
-        .is_some_and(|c| c.reason == names::reason::RUNTIME_BEHIND_SHOOT)
+                Err(e) => {
+                    tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
+                    false
+                }
+            };
+            futures::future::ready(changed.then_some(()))
+        })
+        .flat_map(move |()| {
+            let all: Vec<ObjectRef<CachedRuntime>> = runtimes
+                .state()
+                .iter()
+                .map(|rt| ObjectRef::from_obj(&**rt))
+                .collect();
+            futures::stream::iter(all)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_runtime_held_behind_its_shoot_is_not_force_patched() {
-        let runtime = |reason: &str| -> CachedRuntime {
-            serde_json::from_value(json!({
-                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-                "kind": "Runtime",
-                "metadata": {"name": "rt", "namespace": "kcp-system"},
-                "spec": {"shoot": {"name": "s"}},
-                "status": {"state": "Pending", "conditions": [{
-                    "type": "Provisioned", "status": "Unknown", "reason": reason,
-                    "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]},
-            }))
-            .expect("a cached Runtime")
-        };
-        assert!(held_behind_shoot(&runtime("RuntimeBehindShoot")));
-        assert!(!held_behind_shoot(&runtime("Processing")));
-    }
 
     #[test]
     fn a_refused_pull_secret_write_that_quotes_it_leaks_no_value() {

@@ -151,6 +151,9 @@ struct RuntimeRecord {
     patched_shoot: Option<PatchedShoot>,
     /// A requeue is scheduled (queue depth).
     scheduled: bool,
+    /// The count of runtime bootstrapper configuration changes
+    /// ([`crate::bootstrapper::ConfigChanges`]) its cluster was last configured at.
+    bootstrapped: u64,
     /// Consecutive failed steps in the runtime cluster since the Runtime was last Ready.
     runtime_cluster_failures: u32,
     /// After a permanent refusal of a Gardener write: no write for this generation before
@@ -202,6 +205,8 @@ pub struct Reconciler {
     usable_regions: seed::UsableRegions,
     /// The API server ACL ConfigMap, when the ACL is managed.
     acl: Option<acl::AclConfigMap>,
+    /// Changes of the runtime bootstrapper's configuration seen so far.
+    bootstrapper_changes: crate::bootstrapper::ConfigChanges,
     /// KALM's `AuditLog` pool, with `--dedicated-audit-logging-enabled`.
     audit_logs: Option<audit_log::PoolWatch>,
     /// When this replica began to reconcile (after it took the lead): a Shoot create an
@@ -306,14 +311,15 @@ pub async fn run(
     let clusters = crate::watch::without_errors(clusters, "gardenerclusters", ctx.metrics.clone());
 
     let (acl, acl_changes) = acl::watch(&ctx, rt_store.clone()).unzip();
-    let bootstrapper_watch = ctx.settings.runtime.bootstrapper.enabled.then(|| {
-        tokio::spawn(crate::bootstrapper::watch_config(
+    let bootstrapper_changes = crate::bootstrapper::ConfigChanges::default();
+    let bootstrapper_triggers = ctx.settings.runtime.bootstrapper.enabled.then(|| {
+        crate::bootstrapper::watch_config(
             ctx.kcp.clone(),
             ctx.settings.namespace.clone(),
-            ctx.settings.runtime.bootstrapper.clone(),
+            &ctx.settings.runtime.bootstrapper,
             rt_store.clone(),
-            shutdown.clone(),
-        ))
+            bootstrapper_changes.clone(),
+        )
     });
     let (audit_logs, audit_log_watch) = ctx
         .settings
@@ -327,6 +333,7 @@ pub async fn run(
         ctx: ctx.clone(),
         caches_ready: caches_ready(shoot_cache.filled, gc_store.clone(), shutdown.clone()),
         acl,
+        bootstrapper_changes,
         shoots: shoot_store,
         clusters: gc_store,
         records: records.clone(),
@@ -387,6 +394,7 @@ pub async fn run(
         })
         .reconcile_on(recovered)
         .reconcile_on(futures::stream::iter(acl_changes).flatten())
+        .reconcile_on(futures::stream::iter(bootstrapper_triggers).flatten())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
@@ -395,10 +403,7 @@ pub async fn run(
             }
         });
     crate::watch::run_until_stopped(run, rt_store, &shutdown).await;
-    for task in std::iter::once(sweep)
-        .chain(bootstrapper_watch)
-        .chain(audit_log_watch)
-    {
+    for task in std::iter::once(sweep).chain(audit_log_watch) {
         // They end on `shutdown` too; a panic in one is already logged.
         let _ = task.await;
     }
@@ -870,6 +875,20 @@ impl Reconciler {
 
     /// A Shoot was created for the Runtime: what was patched or seen of an earlier Shoot of
     /// the name says nothing about this one.
+    /// The runtime bootstrapper's configuration changed since this Runtime's cluster was last
+    /// configured with it: a Ready Runtime's next pass configures it again.
+    fn bootstrapper_outdated(&self, runtime: &Runtime) -> bool {
+        let current = self.bootstrapper_changes.current();
+        current > 0 && self.record(runtime, |record| record.bootstrapped) < current
+    }
+
+    /// The cluster was configured with the bootstrapper configuration of count `at`.
+    fn record_bootstrapped(&self, runtime: &Runtime, at: u64) {
+        self.record(runtime, |record| {
+            record.bootstrapped = record.bootstrapped.max(at);
+        });
+    }
+
     fn record_shoot_created(&self, runtime: &Runtime) {
         self.record(runtime, |record| {
             record.acl_applied = None;

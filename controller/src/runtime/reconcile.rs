@@ -119,14 +119,17 @@ pub async fn apply(
             == runtime.metadata.generation
         && !super::audit_log::unfinished(reconciler, runtime)
         && status_is_of(runtime, &shoot);
-    if ready {
+    // A change of the runtime bootstrapper's configuration is taken to the cluster by the steps
+    // after provisioning (`cluster::after_provisioned`), Shoot untouched.
+    let bootstrapper_outdated = reconciler.bootstrapper_outdated(runtime);
+    if ready && !bootstrapper_outdated {
         // A GardenerCluster deleted by hand takes the admin kubeconfig with it: it is made
         // anew, and the Runtime stays Ready (nothing in the cluster changed).
         ensure_gardener_cluster(reconciler, runtime, &runtime_id, &shoot).await?;
         // Ready and handled: nothing to do until the spec or the Shoot changes.
         return Ok(Action::await_change());
     }
-    if ready_as_upstream_left_it(runtime, &shoot) {
+    if !bootstrapper_outdated && ready_as_upstream_left_it(runtime, &shoot) {
         // Upstream KIM leaves a Ready Runtime alone after a restart unless its Shoot is
         // mid-reconcile, and so do we after taking over from it: the status gains its
         // observedGeneration and nothing else changes. Going on would turn Runtimes Pending

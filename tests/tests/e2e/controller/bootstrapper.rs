@@ -6,10 +6,13 @@
 //! `kim-bootstrapper`), the Runtime stays `Pending` until the Deployment is ready (the test
 //! plays the deployment controller, which the test apiserver lacks) and then is `Ready` with
 //! `RuntimeBootstrapperReady=True/RuntimeBootstrapperConfigured`; a change of the KCP
-//! ConfigMap reaches the runtime cluster through the config reload watcher. The KCP
+//! ConfigMap reaches the runtime cluster through the config reload watcher, without a write to
+//! the Runtime. The KCP
 //! ClusterTrustBundle is copied only when `--runtime-bootstrapper-kcp-cluster-trust-bundle`
 //! names it, by a controller whose KCP identity has exactly the RBAC of
-//! `deploy/controller/rbac.yaml` (no request refused), and a change of it is copied again.
+//! `deploy/controller/rbac.yaml` (no request refused), and a change of it is copied again;
+//! not into the cluster of a Runtime held behind its Shoot (a restored KCP) until an operator
+//! releases it.
 //!
 //! Its own environment: every Runtime of an environment gets the same shoot cluster.
 #![allow(clippy::unwrap_used)]
@@ -63,6 +66,32 @@ fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
                 .find(|c| c.type_ == condition::RUNTIME_BOOTSTRAPPER_READY)
         })
         .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// Writes (patch, update) of `user` to Runtimes, their status aside, in the KCP audit log.
+fn runtime_writes(env: &TestEnv, user: &str) -> usize {
+    env.audit_events_of(user)
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "runtimes"
+                && e["objectRef"]["subresource"].is_null()
+                && matches!(e["verb"].as_str(), Some("patch" | "update"))
+        })
+        .count()
+}
+
+/// Reads (get) of `user` of the Runtime `name`, in the KCP audit log.
+fn runtime_reads(env: &TestEnv, user: &str, name: &str) -> usize {
+    env.audit_events_of(user)
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "runtimes"
+                && e["objectRef"]["name"] == name
+                && e["verb"] == "get"
+        })
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -488,6 +517,24 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         "{:?}",
         copied.metadata.managed_fields
     );
+    eventually(
+        "the force-patch annotation is removed",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                Ok(runtimes
+                    .get(&id)
+                    .await?
+                    .annotation(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
+                    .is_none())
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let writes_before = runtime_writes(env, &user);
     let both = format!("{first_ca}{second_ca}");
     kcp_ctbs
         .patch(
@@ -524,6 +571,105 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         k["kubelet"]["featureGates"]["ClusterTrustBundleProjection"], true,
         "{k}"
     );
+    // Without a write to the Runtime: upstream sets the force-patch annotation on every
+    // Runtime, which also patches every Shoot.
+    assert_eq!(
+        runtime_writes(env, &user),
+        writes_before,
+        "the configuration change wrote to the Runtime"
+    );
+    ctl.stop().await;
+
+    // A KCP restored from a backup: the Shoot reflects a later generation of the Runtime than
+    // the Runtime has, and a controller that starts holds the Runtime. A configuration change
+    // then does not reach its cluster (it would apply the older spec, as the force-patch
+    // annotation does) until an operator releases it.
+    let generation = runtimes
+        .get(&id)
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    shoots
+        .patch(
+            &rt.spec.shoot.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                names::SHOOT_ANNOTATION_RUNTIME_GENERATION: (generation + 5).to_string()}}})),
+        )
+        .await
+        .unwrap();
+    let (mut args, dir) = controller_args(
+        env,
+        &ns,
+        &[
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
+            &ctb_flag,
+            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
+        ],
+    )
+    .await
+    .unwrap();
+    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
+    let ctl = start_with_args(args, dir).await.unwrap();
+    let held = |rt: &Runtime| {
+        rt.condition(condition::PROVISIONED)
+            .is_some_and(|c| c.reason == reason::RUNTIME_BEHIND_SHOOT)
+    };
+    eventually(
+        "the restored Runtime is held behind its Shoot",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move { Ok(held(&runtimes.get(&id).await?)) }
+        },
+    )
+    .await
+    .unwrap();
+    let looked_before = runtime_reads(env, &user, &id);
+    let third_ca = Ca::new("kim-rtb-third-ca").unwrap().pair.cert_pem;
+    let all = format!("{both}{third_ca}");
+    kcp_ctbs
+        .patch(
+            &kcp_bundle,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"trustBundle": all}})),
+        )
+        .await
+        .unwrap();
+    // The change had the held Runtime reconciled (a held pass reads the Runtime live).
+    eventually(
+        "the held Runtime is looked at after the change",
+        Duration::from_secs(120),
+        || async { Ok(runtime_reads(env, &user, &id) > looked_before) },
+    )
+    .await
+    .unwrap();
+    let copied = skr_ctbs.get("kyma-trust").await.unwrap();
+    assert_eq!(
+        copied.data["spec"]["trustBundle"],
+        both.as_str(),
+        "a held Runtime's cluster got the configuration change"
+    );
+    assert!(held(&runtimes.get(&id).await.unwrap()));
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the released Runtime's cluster gets the change",
+        Duration::from_secs(120),
+        copied_bundle(all.clone()),
+    )
+    .await
+    .unwrap();
     ctl.stop().await;
     let used: Vec<String> = env
         .audit_events_of(&user)
