@@ -96,6 +96,42 @@ fn timing_renewals(
     kube::Client::new(service, default_namespace)
 }
 
+/// How long after a failed request the election goes on (a renewal, or a follower's look).
+const RETRY: Duration = Duration::from_millis(500);
+
+/// The Lease manager's election loop, sending whether this replica leads to `tx` whenever that
+/// changes, until every receiver is gone; then it clears the Lease's holder if it is this
+/// replica. The manager's own `watch` loop waits longer after each failed request of a term
+/// (1 s doubling up to 30 s, reset only when the leadership changes), so a few API errors spread
+/// over days made a renewal come after this replica had to stop leading; here every failure
+/// is retried after [`RETRY`].
+async fn take_part(
+    manager: LeaseManager,
+    tx: watch::Sender<bool>,
+) -> Result<LeaseManager, LeaseManagerError> {
+    loop {
+        tokio::select! {
+            biased;
+            () = tx.closed() => {
+                manager.release().await?;
+                return Ok(manager);
+            }
+            changed = manager.changed() => match changed {
+                Ok(leading) => {
+                    if tx.send(leading).is_err() {
+                        manager.release().await?;
+                        return Ok(manager);
+                    }
+                }
+                Err(error) => {
+                    tracing::info!(%error, retry_in = ?RETRY, "leader election request failed");
+                    tokio::time::sleep(RETRY).await;
+                }
+            },
+        }
+    }
+}
+
 impl Leadership {
     /// Joins the election and waits until this replica leads.
     pub async fn acquire(
@@ -132,7 +168,8 @@ impl Leadership {
                 name: name.to_owned(),
                 source,
             })?;
-        let (mut rx, manager) = manager.watch().await;
+        let (tx, mut rx) = watch::channel(false);
+        let manager = tokio::spawn(take_part(manager, tx));
         while !*rx.borrow_and_update() {
             if rx.changed().await.is_err() {
                 return Err(LeaderError::Stopped {

@@ -117,6 +117,16 @@ pub const ANNOTATION_FORCE_KUBECONFIG_ROTATION: &str =
 pub const ANNOTATION_SKR_DOMAIN: &str = "skr-domain";
 /// On the kubeconfig Secret: RFC 3339 UTC time of the last kubeconfig write.
 pub const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
+/// On the admin kubeconfig Secret (ours, not upstream's): when the kubeconfig expires as
+/// Gardener issued it (RFC 3339); rotation and the expiration metric follow it when it is
+/// earlier than `--kubeconfig-expiration-time` says.
+pub const ANNOTATION_VALID_UNTIL: &str =
+    "infrastructuremanager.kyma-project.io/kubeconfig-valid-until";
+/// On the admin kubeconfig Secret (ours): the GardenerCluster `resourceVersion` whose
+/// force-rotation annotation it served, so that a replica taking over before the annotation's
+/// removal went through does not sign a second one.
+pub const ANNOTATION_FORCE_SERVED: &str =
+    "infrastructuremanager.kyma-project.io/forced-rotation-served";
 
 // --- Annotations on a Shoot written by the infrastructure manager ---
 

@@ -40,7 +40,8 @@ pub struct RunArgs {
 
     /// How long the Lease stays valid after the leader's last renewal (whole seconds, at
     /// least 2s): a follower takes over at most this long after the leader stopped. The leader
-    /// renews after two thirds of it. controller-runtime's default.
+    /// renews after a third of it (every 5 s at 15 s) and steps down a third before the expiry
+    /// of its last renewal. controller-runtime's default duration.
     #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
     pub leader_elect_lease_duration: Duration,
 
@@ -518,10 +519,12 @@ impl RunArgs {
     }
 
     /// Lease validity and renewal grace in whole seconds, as the Lease manager takes them:
-    /// the leader renews `grace` seconds before the Lease would expire (a third of it).
+    /// the leader renews `grace` seconds before the Lease would expire (two thirds of it, so it
+    /// renews every third, and has half the grace to get a failed renewal through before it
+    /// steps down).
     pub fn lease_timing(&self) -> (u64, u64) {
         let duration = self.leader_elect_lease_duration.as_secs().max(2);
-        (duration, (duration / 3).max(1))
+        (duration, (duration * 2 / 3).clamp(1, duration - 1))
     }
 
     /// The namespace of the leader-election Lease.
@@ -662,11 +665,11 @@ mod tests {
     #[test]
     fn lease_duration_flag() {
         let a = Cli::try_parse_from(["x"]).unwrap().run;
-        assert_eq!(a.lease_timing(), (15, 5));
+        assert_eq!(a.lease_timing(), (15, 10));
         let a = Cli::try_parse_from(["x", "--leader-elect-lease-duration=3s"])
             .unwrap()
             .run;
-        assert_eq!(a.lease_timing(), (3, 1));
+        assert_eq!(a.lease_timing(), (3, 2));
         for bad in ["1s", "2500ms", "soon"] {
             let arg = format!("--leader-elect-lease-duration={bad}");
             assert!(Cli::try_parse_from(["x", arg.as_str()]).is_err(), "{bad}");

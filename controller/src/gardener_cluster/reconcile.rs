@@ -405,10 +405,16 @@ async fn apply(
         gc.annotations()
             .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION),
         gc.resource_version().as_deref(),
-        served_force(reconciler, gc).as_deref(),
+        served_force(reconciler, gc, existing.as_ref()).as_deref(),
     );
     let state = kubeconfig_secret::state(existing.as_ref(), &loc.key);
-    let rotate_after = reconciler.policy.rotate_after_for(&gc.name_any());
+    let rotate_after = rotation::rotate_after_issued(
+        &reconciler.policy,
+        &gc.name_any(),
+        kubeconfig_secret::annotation(existing.as_ref(), names::ANNOTATION_LAST_SYNC)
+            .and_then(rotation::parse_last_sync),
+        kubeconfig_secret::valid_until(existing.as_ref()),
+    );
     match rotation::decide(rotate_after, state, forced, now) {
         RotationDecision::Wait { requeue_after } => {
             if gc
@@ -507,7 +513,17 @@ async fn apply(
                     return Err(e.into());
                 }
             };
-            let mut desired = kubeconfig_secret::desired(gc, issued.kubeconfig, now);
+            let served = gc.resource_version().filter(|_| forced);
+            let issued_until = issued.expires;
+            let mut desired = kubeconfig_secret::desired(
+                gc,
+                issued.kubeconfig,
+                now,
+                kubeconfig_secret::Issued {
+                    valid_until: issued.expires,
+                    force_served: served.as_deref(),
+                },
+            );
             // Server-side apply replaces key and last-sync in place, so the key is present at
             // every moment (upstream blanked it on a forced rotation). Only into the Secret
             // checked above (its resourceVersion is the precondition) or a new one (a create,
@@ -576,15 +592,15 @@ async fn apply(
                 && expires
                     .checked_add(jiff::SignedDuration::from_secs(60))
                     .unwrap_or(expires)
-                    < rotation::expires_at(&reconciler.policy, now)
+                    < rotation::expires_at(&reconciler.policy, now, None)
             {
                 // Gardener caps the validity (--shoot-admin-kubeconfig-max-expiration, 24h by
-                // default); the rotation period assumes the requested one.
+                // default); the rotation follows the validity issued.
                 tracing::warn!(
                     controller = CONTROLLER,
                     name = gc.name_any(),
                     expires = %expires,
-                    "Gardener issued a shorter validity than --kubeconfig-expiration-time; lower the flag to Gardener's maximum"
+                    "Gardener issued a shorter validity than --kubeconfig-expiration-time; rotating by the validity issued; lower the flag to Gardener's maximum"
                 );
             }
             tracing::info!(
@@ -611,7 +627,12 @@ async fn apply(
                 status::desired(conditions(gc), reason, None, gc.metadata.generation, now),
             )
             .await?;
-            Ok(Action::requeue(rotate_after))
+            Ok(Action::requeue(rotation::rotate_after_issued(
+                &reconciler.policy,
+                &gc.name_any(),
+                Some(now),
+                issued_until,
+            )))
         }
     }
 }
@@ -862,11 +883,20 @@ async fn write_status(
     Ok(())
 }
 
-fn served_force(reconciler: &Reconciler, gc: &GardenerCluster) -> Option<String> {
+/// The GardenerCluster `resourceVersion` whose forced rotation was served: by this replica, or
+/// as the kubeconfig Secret says (written by the replica that led before).
+fn served_force(
+    reconciler: &Reconciler,
+    gc: &GardenerCluster,
+    secret: Option<&Secret>,
+) -> Option<String> {
     reconciler
         .records
         .read(&key(gc), |record| record.forced_served.clone())
         .flatten()
+        .or_else(|| {
+            kubeconfig_secret::annotation(secret, names::ANNOTATION_FORCE_SERVED).map(str::to_owned)
+        })
 }
 
 fn conditions(gc: &GardenerCluster) -> &[Condition] {
@@ -908,7 +938,12 @@ fn record_expiration(reconciler: &Reconciler, gc: &GardenerCluster, secret: &Sec
     else {
         return;
     };
-    let expires = rotation::expires_at(&reconciler.policy, last_sync).as_second();
+    let expires = rotation::expires_at(
+        &reconciler.policy,
+        last_sync,
+        kubeconfig_secret::valid_until(Some(secret)),
+    )
+    .as_second();
     reconciler.metrics.set_expiration(
         &key(gc),
         ExpirationLabels {

@@ -247,12 +247,40 @@ pub fn format_last_sync(now: Timestamp) -> String {
 }
 
 /// When a kubeconfig synced at `last_sync` expires (for the expiration metric): last sync plus
-/// the requested validity, as upstream computes it.
-pub fn expires_at(policy: &RotationPolicy, last_sync: Timestamp) -> Timestamp {
-    SignedDuration::try_from(policy.expiration())
+/// the requested validity, as upstream computes it, or the expiry Gardener issued it with
+/// (`valid_until`) when that is earlier.
+pub fn expires_at(
+    policy: &RotationPolicy,
+    last_sync: Timestamp,
+    valid_until: Option<Timestamp>,
+) -> Timestamp {
+    let requested = SignedDuration::try_from(policy.expiration())
         .ok()
         .and_then(|d| last_sync.checked_add(d).ok())
-        .unwrap_or(Timestamp::MAX)
+        .unwrap_or(Timestamp::MAX);
+    valid_until.map_or(requested, |issued| issued.min(requested))
+}
+
+/// [`RotationPolicy::rotate_after_for`] of the GardenerCluster `name` for a kubeconfig synced at
+/// `last_sync` that Gardener issued valid until `valid_until`: the same share of the validity it
+/// really has. Gardener caps the validity at its `--shoot-admin-kubeconfig-max-expiration`
+/// (24 h by default): with a longer `--kubeconfig-expiration-time` a rotation planned from the
+/// flag alone came after the kubeconfig had expired.
+pub fn rotate_after_issued(
+    policy: &RotationPolicy,
+    name: &str,
+    last_sync: Option<Timestamp>,
+    valid_until: Option<Timestamp>,
+) -> Duration {
+    let planned = policy.rotate_after_for(name);
+    let (Some(synced), Some(until)) = (last_sync, valid_until) else {
+        return planned;
+    };
+    let valid = Duration::try_from(until.duration_since(synced)).unwrap_or(Duration::ZERO);
+    if valid >= policy.expiration() {
+        return planned;
+    }
+    planned.mul_f64(valid.as_secs_f64() / policy.expiration().as_secs_f64())
 }
 
 #[cfg(test)]
@@ -464,10 +492,40 @@ mod tests {
     }
 
     #[test]
+    fn a_shorter_issued_validity_rotates_and_expires_as_issued() {
+        let policy = RotationPolicy::new(Duration::from_secs(48 * 3600), 0.6).expect("valid");
+        let synced = ts("2026-12-01T00:00:00Z");
+        let capped = ts("2026-12-02T00:00:00Z");
+        let planned = policy.rotate_after_for("gc");
+        assert_eq!(
+            rotate_after_issued(&policy, "gc", Some(synced), Some(capped)),
+            planned / 2
+        );
+        assert!(planned / 2 < Duration::from_secs(24 * 3600));
+        assert_eq!(expires_at(&policy, synced, Some(capped)), capped);
+        // Issued as asked, or not known (a Secret of an earlier release): the flag decides.
+        let full = ts("2026-12-03T00:00:00Z");
+        assert_eq!(
+            rotate_after_issued(&policy, "gc", Some(synced), Some(full)),
+            planned
+        );
+        assert_eq!(
+            rotate_after_issued(&policy, "gc", Some(synced), None),
+            planned
+        );
+        assert_eq!(expires_at(&policy, synced, None), full);
+        // An expiry before the sync (a broken annotation) rotates at once.
+        assert_eq!(
+            rotate_after_issued(&policy, "gc", Some(capped), Some(synced)),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
     fn expiry_is_last_sync_plus_validity() {
         let p = RotationPolicy::upstream_default();
         assert_eq!(
-            expires_at(&p, ts("2026-01-01T00:00:00Z")),
+            expires_at(&p, ts("2026-01-01T00:00:00Z"), None),
             ts("2026-01-02T00:00:00Z")
         );
     }

@@ -12,6 +12,32 @@ use kube::Resource;
 
 use super::rotation::{SecretState, format_last_sync};
 
+/// What the written kubeconfig carries besides itself.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Issued<'a> {
+    /// When Gardener said it expires.
+    pub valid_until: Option<Timestamp>,
+    /// The GardenerCluster `resourceVersion` of the forced rotation it serves.
+    pub force_served: Option<&'a str>,
+}
+
+/// The annotation `key` of `secret`.
+pub fn annotation<'a>(secret: Option<&'a Secret>, key: &str) -> Option<&'a str> {
+    secret?
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// [`names::ANNOTATION_VALID_UNTIL`] of `secret`, when it reads.
+pub fn valid_until(secret: Option<&Secret>) -> Option<Timestamp> {
+    annotation(secret, names::ANNOTATION_VALID_UNTIL)?
+        .parse()
+        .ok()
+}
+
 /// Name, namespace and data key of the Secret, from `spec.kubeconfig.secret`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretLocation {
@@ -62,7 +88,12 @@ pub fn state<'a>(secret: Option<&'a Secret>, key: &str) -> SecretState<'a> {
 /// cluster-name), the last-sync annotation, the kubeconfig under the spec's key, and an owner
 /// reference to the GardenerCluster when both live in one namespace (Kubernetes would treat a
 /// cross-namespace owner as missing and collect the Secret at once).
-pub fn desired(gc: &GardenerCluster, kubeconfig: Vec<u8>, now: Timestamp) -> Secret {
+pub fn desired(
+    gc: &GardenerCluster,
+    kubeconfig: Vec<u8>,
+    now: Timestamp,
+    issued: Issued<'_>,
+) -> Secret {
     let loc = SecretLocation::of(gc);
     let mut labels: BTreeMap<String, String> = gc.metadata.labels.clone().unwrap_or_default();
     labels.insert(
@@ -73,10 +104,19 @@ pub fn desired(gc: &GardenerCluster, kubeconfig: Vec<u8>, now: Timestamp) -> Sec
         names::LABEL_CLUSTER_NAME.to_owned(),
         gc.metadata.name.clone().unwrap_or_default(),
     );
-    let annotations = BTreeMap::from([(
+    let mut annotations = BTreeMap::from([(
         names::ANNOTATION_LAST_SYNC.to_owned(),
         format_last_sync(now),
     )]);
+    if let Some(until) = issued.valid_until {
+        annotations.insert(
+            names::ANNOTATION_VALID_UNTIL.to_owned(),
+            format_last_sync(until),
+        );
+    }
+    if let Some(rv) = issued.force_served {
+        annotations.insert(names::ANNOTATION_FORCE_SERVED.to_owned(), rv.to_owned());
+    }
     Secret {
         metadata: ObjectMeta {
             name: Some(loc.name),
@@ -179,7 +219,12 @@ mod tests {
 
     #[test]
     fn secret_carries_upstream_labels_annotation_key_and_owner() {
-        let s = desired(&cluster("kcp-system"), b"kubeconfig".to_vec(), now());
+        let s = desired(
+            &cluster("kcp-system"),
+            b"kubeconfig".to_vec(),
+            now(),
+            Issued::default(),
+        );
         let labels = s.metadata.labels.clone().unwrap();
         assert_eq!(labels[names::LABEL_MANAGED_BY], "infrastructure-manager");
         assert_eq!(labels[names::LABEL_CLUSTER_NAME], "rt-1");
@@ -203,14 +248,14 @@ mod tests {
 
     #[test]
     fn no_owner_reference_across_namespaces() {
-        let s = desired(&cluster("other"), b"k".to_vec(), now());
+        let s = desired(&cluster("other"), b"k".to_vec(), now(), Issued::default());
         assert_eq!(s.metadata.owner_references, None);
     }
 
     #[test]
     fn state_reads_key_and_last_sync() {
         let gc = cluster("kcp-system");
-        let mut s = desired(&gc, b"k".to_vec(), now());
+        let mut s = desired(&gc, b"k".to_vec(), now(), Issued::default());
         assert!(matches!(
             state(Some(&s), "config"),
             SecretState::Present { last_sync: Some(_) }

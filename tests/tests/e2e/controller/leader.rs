@@ -6,10 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use kim_shared::api::RuntimeState;
 use kim_tests::controller::*;
+use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
 use kim_tests::testenv::TestEnv;
 use kube::Api;
 use serde_json::Value;
@@ -255,5 +256,55 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()>
     wait_state(env, &ns, &last, RuntimeState::Ready, READY_TIMEOUT).await?;
     assert!(wrote_status(env, &users[2], &last)?);
     third.0.kill();
+    Ok(())
+}
+
+/// Renewals that fail now and then (an API server restart, a 5xx) are retried at once, however
+/// many failed before in the same term: the leader keeps the Lease. The Lease library's own
+/// loop waits longer after each failure of a term (1 s doubling, reset only when the leadership
+/// changes), until a wait outlasted the time left to renew and the leader stepped down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn renewal_failures_spread_over_a_term_do_not_end_it() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-renew").await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let lease_flag = format!("--leader-elect-lease-duration={LEASE_SECONDS}s");
+    let wiring = Wiring {
+        kcp: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let (ctl, id, _) =
+        KillableController::start_wired(env, &ns, &["--leader-elect", &lease_flag], &wiring)
+            .await?;
+    wait_holder(
+        env,
+        &ns,
+        &[&id],
+        Duration::from_secs(2 * LEASE_SECONDS + 10),
+    )
+    .await?;
+    let refused = ApiFault::ServerError(500);
+    for round in 1..=4 {
+        proxy.inject(Rule {
+            method: Some("PATCH".into()),
+            path_contains: format!("/leases/{LEASE}"),
+            fault: refused.clone(),
+            times: Some(1),
+        });
+        eventually(
+            "a renewal is refused",
+            Duration::from_secs(2 * LEASE_SECONDS),
+            || async { Ok(proxy.served_count("PATCH", "/leases/", &refused) >= round) },
+        )
+        .await?;
+        // A lease duration later: several renewals after the refused one.
+        tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
+        ensure!(
+            !ctl.finished(),
+            "the leader stepped down after refused renewal {round}"
+        );
+    }
+    ensure!(holder(env, &ns).await?.as_deref() == Some(id.as_str()));
+    ctl.kill();
     Ok(())
 }

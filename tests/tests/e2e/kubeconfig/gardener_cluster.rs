@@ -2,6 +2,7 @@
 //! Secrets it must not take over.
 
 use super::*;
+use kube::ResourceExt as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gardener_cluster_gets_a_working_secret_that_is_rotated_in_time() -> Result<()> {
@@ -117,6 +118,55 @@ async fn gardener_cluster_gets_a_working_secret_that_is_rotated_in_time() -> Res
     Ok(())
 }
 
+/// Gardener caps an admin kubeconfig's validity (`--shoot-admin-kubeconfig-max-expiration`,
+/// 24 h by default) below a longer `--kubeconfig-expiration-time`: the Secret says when it
+/// really expires, and the expiration metric follows that (the rotation too: unit tests of
+/// `rotation::rotate_after_issued`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validity_gardener_caps_is_the_one_reported() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-cap").await?;
+    let shoot = ready_shoot(env).await?;
+    let ctl = Controller::start(env, &ns, &["--kubeconfig-expiration-time=48h"]).await?;
+    let kcp = env.kcp_client().await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    let secret = wait_for_secret(&secrets, &format!("kubeconfig-{id}")).await?;
+    let synced: jiff::Timestamp = last_sync(&secret).context("last-sync")?.parse()?;
+    let until: jiff::Timestamp = secret
+        .annotations()
+        .get(VALID_UNTIL)
+        .context("no valid-until annotation")?
+        .parse()?;
+    let validity = until.duration_since(synced).as_secs();
+    assert!(
+        (86_400 - 5..=86_400 + 5).contains(&validity),
+        "valid for {validity} s after the last sync, not Gardener's 24 h"
+    );
+    let expires = until.as_second().to_string();
+    eventually(
+        "the metric says when it expires",
+        Duration::from_secs(10),
+        || async {
+            let metrics = ctl.metrics_text().await?;
+            Ok(metrics
+                .lines()
+                .any(|l| {
+                    l.starts_with("infrastructure_manager_im_kubeconfig_expiration{")
+                        && l.contains(&format!("runtimeId=\"{id}\""))
+                        && l.contains(&format!("expires=\"{expires}\""))
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -176,12 +226,13 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    gcs.patch(
-        &id,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
-    )
-    .await?;
+    let asked = gcs
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+        )
+        .await?;
 
     let after = eventually("forced rotation", Duration::from_secs(30), || async {
         let s = secrets.get(&secret_name).await?;
@@ -190,6 +241,12 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
     .await?;
     let after_kc = kubeconfig_of(&after).unwrap();
     assert_ne!(client_cert(&after_kc), client_cert(&before_kc));
+    // The Secret names the request it served, for a replica that takes over before the
+    // annotation is gone.
+    assert_eq!(
+        after.annotations().get(FORCE_SERVED),
+        asked.metadata.resource_version.as_ref()
+    );
     assert!(lists_namespaces(&after_kc).await?);
     eventually(
         "annotation removed, reason Rotated",
@@ -240,6 +297,41 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
     assert!(lists_namespaces(&recreated_kc).await?);
 
     ctl.stop().await;
+
+    // The leader served a forced rotation and stopped before its removal of the annotation went
+    // through (the Secret names the version served): the next leader removes the annotation
+    // and signs nothing.
+    let again = gcs
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+        )
+        .await?;
+    secrets
+        .patch(
+            &secret_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                FORCE_SERVED: again.metadata.resource_version}}})),
+        )
+        .await?;
+    let next = Controller::start(env, &ns, &["--kubeconfig-expiration-time=1h"]).await?;
+    eventually(
+        "the served annotation is removed",
+        Duration::from_secs(30),
+        || async {
+            let gc = gcs.get(&id).await?;
+            Ok((!gc.annotations().contains_key(FORCE)).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        next.adminkubeconfig_calls().await?,
+        0,
+        "a forced rotation the previous leader served was signed again"
+    );
+    next.stop().await;
     assert_not_logged(&recreated_kc);
     let errors = error_lines();
     assert!(

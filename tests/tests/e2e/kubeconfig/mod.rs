@@ -30,6 +30,8 @@ mod runtime_access;
 
 const FORCE: &str = "operator.kyma-project.io/force-kubeconfig-rotation";
 const LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
+const VALID_UNTIL: &str = "infrastructuremanager.kyma-project.io/kubeconfig-valid-until";
+const FORCE_SERVED: &str = "infrastructuremanager.kyma-project.io/forced-rotation-served";
 
 // ---------------------------------------------------------------------------------------------
 // Captured logs
