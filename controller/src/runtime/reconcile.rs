@@ -121,7 +121,8 @@ pub async fn apply(
         && status_is_of(runtime, &shoot);
     // A change of the runtime bootstrapper's configuration is taken to the cluster by the steps
     // after provisioning (`cluster::after_provisioned`), Shoot untouched.
-    let bootstrapper_outdated = reconciler.bootstrapper_outdated(runtime);
+    let bootstrapper_outdated =
+        reconciler.bootstrapper_outdated(runtime) && awake_and_settled(&shoot);
     if ready && !bootstrapper_outdated {
         // A GardenerCluster deleted by hand takes the admin kubeconfig with it: it is made
         // anew, and the Runtime stays Ready (nothing in the cluster changed).
@@ -561,6 +562,26 @@ async fn prepare(
 /// not set up.
 fn status_is_of(runtime: &Runtime, shoot: &Shoot) -> bool {
     !super::status::of_an_earlier_shoot(runtime.status.as_ref(), shoot)
+}
+
+/// The Shoot is awake and Gardener is done with it: a Ready Runtime's cluster is configured
+/// again after a change of ours (the bootstrapper's configuration) only then. A hibernated
+/// cluster does not answer, and one Gardener is reconciling would turn the Runtime `Pending`
+/// for a change that is not the cluster's; the Shoot's next event (woken, reconciled) brings
+/// the Runtime back.
+fn awake_and_settled(shoot: &Shoot) -> bool {
+    let hibernated = shoot
+        .spec
+        .hibernation
+        .as_ref()
+        .and_then(|h| h.enabled)
+        .unwrap_or(false);
+    let status = shoot.status.as_ref();
+    let observed = shoot.metadata.generation <= status.and_then(|s| s.observed_generation);
+    let succeeded = status
+        .and_then(|s| s.last_operation.as_ref())
+        .is_some_and(|op| op.state == state::SUCCEEDED);
+    !hibernated && observed && succeeded
 }
 
 /// A Ready status written by upstream KIM (it sets no `observedGeneration`) whose Shoot is not
@@ -1181,9 +1202,34 @@ fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Actio
 
 #[cfg(test)]
 mod tests {
-    use super::{PatchDecision, PatchFacts, should_patch, status_is_of};
+    use super::{PatchDecision, PatchFacts, awake_and_settled, should_patch, status_is_of};
     use kim_shared::api::Runtime;
     use kim_shared::gardener::Shoot;
+
+    #[test]
+    fn a_cluster_is_configured_again_only_awake_and_settled() {
+        let shoot = |hibernated: bool, generation: i64, observed: i64, state: &str| -> Shoot {
+            let mut shoot = Shoot::default();
+            shoot.metadata.generation = Some(generation);
+            shoot.spec.hibernation = Some(kim_shared::gardener::shoot::Hibernation {
+                enabled: Some(hibernated),
+                ..Default::default()
+            });
+            shoot.status = Some(
+                serde_json::from_value(serde_json::json!({
+                    "observedGeneration": observed, "lastOperation": {
+                        "description": "", "lastUpdateTime": "2026-12-04T10:00:00Z",
+                        "progress": 100, "state": state, "type": "Reconcile"}}))
+                .expect("a Shoot status"),
+            );
+            shoot
+        };
+        assert!(awake_and_settled(&shoot(false, 3, 3, "Succeeded")));
+        assert!(!awake_and_settled(&shoot(true, 3, 3, "Succeeded")));
+        assert!(!awake_and_settled(&shoot(false, 4, 3, "Succeeded")));
+        assert!(!awake_and_settled(&shoot(false, 3, 3, "Processing")));
+        assert!(!awake_and_settled(&Shoot::default()));
+    }
 
     #[test]
     fn a_status_is_of_a_shoot_created_no_later_than_the_operation_it_reports() {
