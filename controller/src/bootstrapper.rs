@@ -8,14 +8,14 @@
 //! manifests may hold credentials).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use kim_shared::bootstrapper::{
     DEFAULT_NAMESPACE, FIELD_MANAGER, MANIFESTS_KEY, Settings, Status, Watched, parse_manifests,
     status,
 };
+use kim_shared::names;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
 use kube::runtime::reflector::ObjectRef;
@@ -313,33 +313,80 @@ pub async fn apply_manifests(
     Ok(())
 }
 
-/// How often the runtime bootstrapper's configuration changed since this replica began to lead
-/// (0: as first seen). A Runtime whose cluster was last configured at a lower count is
-/// configured again by its next pass.
+/// The runtime bootstrapper's configuration as the config reload watcher last saw it: a
+/// digest of the watched objects (none before each was listed once) and how often it changed
+/// since.
 #[derive(Clone, Debug, Default)]
-pub struct ConfigChanges(Arc<AtomicU64>);
+pub struct ConfigChanges(Arc<Mutex<SeenConfig>>);
+
+#[derive(Debug, Default)]
+struct SeenConfig {
+    digest: Option<String>,
+    changes: u64,
+}
 
 impl ConfigChanges {
-    /// The changes seen so far.
-    pub fn current(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+    /// The digest of the configuration (`None` until every watched object was listed) and the
+    /// number of changes seen after the first listing.
+    pub fn now(&self) -> (Option<String>, u64) {
+        let seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (seen.digest.clone(), seen.changes)
     }
 
-    fn count(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+    /// Takes `digest`; whether it is the first one.
+    fn take(&self, digest: String) -> bool {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first = seen.digest.is_none();
+        if !first {
+            seen.changes += 1;
+        }
+        seen.digest = Some(digest);
+        first
     }
 }
 
-/// The config reload watcher: watches the KCP objects the bootstrapper copies or applies, and
-/// when one changes after it was first seen, counts the change in `changes` and yields every
-/// Runtime of `runtimes`, whose next pass configures its cluster again. The first sight only
-/// records the content: a (re)start must not configure every cluster again.
+/// What of a watched object the digest covers: its content without metadata, for a Secret only
+/// its `resourceVersion` (the digest is written onto Runtimes, which more people read than the
+/// pull Secret; a hash of a short password would let them guess it).
+fn digest_input(kind: &str, obj: &DynamicObject) -> Value {
+    if kind == "Secret" {
+        return json!({"resourceVersion": obj.metadata.resource_version});
+    }
+    let mut content = obj.data.clone();
+    if let Some(m) = content.as_object_mut() {
+        m.remove("metadata");
+    }
+    content
+}
+
+/// FNV-1a over the JSON of `seen` (its keys sorted): stable across processes of one release,
+/// so a replica that takes over compares what the previous one wrote.
+fn digest(seen: &BTreeMap<(String, String), Value>) -> String {
+    let text = serde_json::to_vec(&seen.iter().collect::<Vec<_>>()).unwrap_or_default();
+    let hash = text.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// The config reload watcher: watches the KCP objects the bootstrapper copies or applies and
+/// keeps `changes` up to date. Once each was listed it yields the Runtimes of `runtimes` whose
+/// cluster was configured with another configuration (annotation
+/// [`names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG`]: a change while no replica led, or one a
+/// replica before this one had not taken to every cluster); after a change it yields every
+/// Runtime. Their next pass configures their cluster again.
 ///
-/// Upstream sets the force-patch annotation on every Runtime instead. Nothing is written here
-/// and no Shoot is patched: the bootstrapper concerns the runtime cluster alone, a pass that
-/// fails is retried by the controller with the Runtime's backoff (a write of the annotation that
-/// failed was lost), and a Runtime held behind its Shoot (a KCP restored from a backup) is not
-/// released by it (the annotation is also the operator's release of that hold).
+/// Upstream sets the force-patch annotation on every Runtime instead. No Shoot is patched here:
+/// the bootstrapper concerns the runtime cluster alone, a pass that fails is retried by the
+/// controller with the Runtime's backoff (a failed write of the annotation was lost), and a
+/// Runtime held behind its Shoot (a KCP restored from a backup) is not released by it (the
+/// annotation is also the operator's release of that hold).
 pub fn watch_config(
     kcp: Client,
     kcp_namespace: String,
@@ -347,7 +394,9 @@ pub fn watch_config(
     runtimes: Store<CachedRuntime>,
     changes: ConfigChanges,
 ) -> impl Stream<Item = ObjectRef<CachedRuntime>> + Send + use<> {
-    let streams = settings.watched().into_iter().map(|w| {
+    let watched = settings.watched();
+    let mut listed = vec![false; watched.len()];
+    let streams = watched.into_iter().enumerate().map(|(i, w)| {
         let (res, namespaced, name) = match w {
             Watched::ConfigMap(n) => (gvk_resource("", "v1", "ConfigMap", "configmaps"), true, n),
             Watched::Secret(n) => (gvk_resource("", "v1", "Secret", "secrets"), true, n),
@@ -364,52 +413,105 @@ pub fn watch_config(
             watcher::Config::default().fields(&format!("metadata.name={name}")),
         )
         .default_backoff()
-        .applied_objects()
-        .map(move |r| (kind.clone(), r))
+        .map(move |event| (i, kind.clone(), event))
         .boxed()
     });
     let mut seen: BTreeMap<(String, String), Value> = BTreeMap::new();
     futures::stream::select_all(streams)
-        .filter_map(move |(kind, event)| {
-            let changed = match event {
-                Ok(obj) => {
-                    let name = obj.name_any();
-                    let mut content = obj.data;
-                    if let Some(m) = content.as_object_mut() {
-                        m.remove("metadata");
-                    }
-                    let before = seen.insert((kind.clone(), name.clone()), content.clone());
-                    let changed = before.is_some_and(|b| b != content);
-                    if changed {
-                        changes.count();
-                        tracing::info!(
-                            kind,
-                            name,
-                            "runtime bootstrapper configuration changed; configuring every runtime cluster again"
-                        );
-                    }
-                    changed
+        .filter_map(move |(i, kind, event)| {
+            let looked = match event {
+                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
+                    seen.insert((kind.clone(), obj.name_any()), digest_input(&kind, &obj));
+                    true
                 }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(l) = listed.get_mut(i) {
+                        *l = true;
+                    }
+                    true
+                }
+                // A deleted object leaves the clusters as they are; the steps that copy it
+                // report it missing.
+                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => false,
                 Err(e) => {
                     tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
                     false
                 }
             };
-            futures::future::ready(changed.then_some(()))
+            let fired = (looked && listed.iter().all(|l| *l))
+                .then(|| digest(&seen))
+                .filter(|d| changes.now().0.as_ref() != Some(d))
+                .map(|d| {
+                    let first = changes.take(d.clone());
+                    if !first {
+                        tracing::info!(
+                            kind,
+                            digest = %d,
+                            "runtime bootstrapper configuration changed; configuring every runtime cluster again"
+                        );
+                    }
+                    (first, d)
+                });
+            futures::future::ready(fired)
         })
-        .flat_map(move |()| {
-            let all: Vec<ObjectRef<CachedRuntime>> = runtimes
+        .flat_map(move |(first, digest)| {
+            let due: Vec<ObjectRef<CachedRuntime>> = runtimes
                 .state()
                 .iter()
+                .filter(|rt| {
+                    !first
+                        || rt
+                            .annotations()
+                            .get(names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG)
+                            .is_some_and(|applied| *applied != digest)
+                })
                 .map(|rt| ObjectRef::from_obj(&**rt))
                 .collect();
-            futures::stream::iter(all)
+            if first && !due.is_empty() {
+                tracing::info!(
+                    runtimes = due.len(),
+                    digest = %digest,
+                    "runtime clusters configured with another runtime bootstrapper configuration; configuring them again"
+                );
+            }
+            futures::stream::iter(due)
         })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object(kind: &str, rv: &str, data: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": kind,
+            "metadata": {"name": "x", "namespace": "kcp-system", "resourceVersion": rv},
+            "data": data,
+        }))
+        .expect("an object")
+    }
+
+    /// The digest other replicas compare: the same for the same content, whatever metadata
+    /// changed; another one for other content; for a Secret, its version and never its data.
+    #[test]
+    fn the_digest_follows_content_and_a_secrets_version_only() {
+        let of = |entries: Vec<(&str, DynamicObject)>| {
+            let seen: BTreeMap<(String, String), Value> = entries
+                .into_iter()
+                .map(|(kind, o)| ((kind.to_owned(), o.name_any()), digest_input(kind, &o)))
+                .collect();
+            digest(&seen)
+        };
+        let cm = |rv: &str, v: &str| ("ConfigMap", object("ConfigMap", rv, json!({"k": v})));
+        assert_eq!(of(vec![cm("1", "a")]), of(vec![cm("7", "a")]));
+        assert_ne!(of(vec![cm("1", "a")]), of(vec![cm("1", "b")]));
+        let secret = |rv: &str, v: &str| ("Secret", object("Secret", rv, json!({"p": v})));
+        assert_eq!(of(vec![secret("1", "pw-1")]), of(vec![secret("1", "pw-2")]));
+        assert_ne!(of(vec![secret("1", "pw-1")]), of(vec![secret("2", "pw-1")]));
+        let input = digest_input("Secret", &object("Secret", "3", json!({"p": "pw-1"})));
+        assert!(!input.to_string().contains("pw-1"), "{input}");
+        assert_eq!(of(vec![cm("1", "a")]).len(), 16);
+    }
 
     #[test]
     fn a_refused_pull_secret_write_that_quotes_it_leaks_no_value() {

@@ -96,19 +96,24 @@ fn timing_renewals(
     kube::Client::new(service, default_namespace)
 }
 
-/// How long after a failed request the election goes on (a renewal, or a follower's look).
+/// How long after a failed request the leader tries to renew again.
 const RETRY: Duration = Duration::from_millis(500);
+
+/// The longest a follower waits after failed requests before it looks at the Lease again.
+const FOLLOWER_RETRY_MAX: Duration = Duration::from_secs(16);
 
 /// The Lease manager's election loop, sending whether this replica leads to `tx` whenever that
 /// changes, until every receiver is gone; then it clears the Lease's holder if it is this
 /// replica. The manager's own `watch` loop waits longer after each failed request of a term
 /// (1 s doubling up to 30 s, reset only when the leadership changes), so a few API errors spread
-/// over days made a renewal come after this replica had to stop leading; here every failure
-/// is retried after [`RETRY`].
+/// over days made a renewal come after this replica had to stop leading; here the leader
+/// retries every failure after [`RETRY`], and a follower backs off up to
+/// [`FOLLOWER_RETRY_MAX`] while failures follow each other.
 async fn take_part(
     manager: LeaseManager,
     tx: watch::Sender<bool>,
 ) -> Result<LeaseManager, LeaseManagerError> {
+    let (mut failures, mut last_failure): (u32, Option<Instant>) = (0, None);
     loop {
         tokio::select! {
             biased;
@@ -118,14 +123,29 @@ async fn take_part(
             }
             changed = manager.changed() => match changed {
                 Ok(leading) => {
+                    failures = 0;
                     if tx.send(leading).is_err() {
                         manager.release().await?;
                         return Ok(manager);
                     }
                 }
                 Err(error) => {
-                    tracing::info!(%error, retry_in = ?RETRY, "leader election request failed");
-                    tokio::time::sleep(RETRY).await;
+                    // The leader retries at once (its renewal has a deadline); a follower has
+                    // none and waits longer after each failure, so a refusal that lasts (RBAC,
+                    // the Lease's namespace) is a warning now and then, not a flood.
+                    // Failures far apart are each a first one.
+                    if last_failure.is_some_and(|at| at.elapsed() > 2 * FOLLOWER_RETRY_MAX) {
+                        failures = 0;
+                    }
+                    last_failure = Some(Instant::now());
+                    failures = failures.saturating_add(1);
+                    let wait = if *tx.borrow() {
+                        RETRY
+                    } else {
+                        RETRY.saturating_mul(1 << failures.min(5)).min(FOLLOWER_RETRY_MAX)
+                    };
+                    tracing::warn!(%error, failures, retry_in = ?wait, "leader election request failed");
+                    tokio::time::sleep(wait).await;
                 }
             },
         }

@@ -87,6 +87,11 @@ pub const SEED_LABEL_REGION: &str = "seed.gardener.cloud/region";
 
 // --- Annotations on a Runtime ---
 
+/// On a Runtime (ours, not upstream's): the digest of the runtime bootstrapper configuration its
+/// cluster was last configured with, so that a replica that takes over (or starts after a change
+/// made while none led) configures again the clusters configured with another one.
+pub const ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG: &str =
+    "infrastructuremanager.kyma-project.io/runtime-bootstrapper-config";
 /// `"true"` (any case): the Shoot's kube-apiserver audit policy is the ConfigMap
 /// [`EXPERIMENTAL_AUDIT_POLICY_CONFIG_MAP`] instead of the configured one (upstream's).
 pub const ANNOTATION_EXPERIMENTAL_AUDIT_POLICY: &str =

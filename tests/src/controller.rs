@@ -600,21 +600,39 @@ async fn wait_runtime(
     }
 }
 
-/// Waits until `f` returns true.
+/// Waits until `f` returns true. An API answer that says "try later" (429, 5xx: the aggregated
+/// gardener-apiserver briefly unavailable on a loaded machine) or a request that got no answer
+/// counts as "not yet"; any other error ends the wait.
 pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool>>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_error = None;
     loop {
-        if f().await? {
-            return Ok(());
+        match f().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) if try_later(&e) => last_error = Some(e),
+            Err(e) => return Err(e),
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("{what}: not within {timeout:?}");
+            match last_error {
+                Some(e) => bail!("{what}: not within {timeout:?} (last answer: {e:#})"),
+                None => bail!("{what}: not within {timeout:?}"),
+            }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Whether `e` is an API server's "try later" (429, 5xx) or a request without an answer.
+pub fn try_later(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => status.code == 429 || status.code >= 500,
+        Some(kube::Error::HyperError(_) | kube::Error::Service(_)) => true,
+        _ => false,
     }
 }
 

@@ -36,6 +36,11 @@ impl Defaulter<Runtime> for AdmissionContext {
 
 impl Validator<Runtime> for AdmissionContext {
     fn unavailable(&self, old: Option<&Runtime>, new: &Runtime) -> Option<String> {
+        // A Runtime being deleted is held to the rules on changes that need neither (its
+        // finalizer must go whatever this replica has loaded).
+        if old.is_some() && new.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
         if self.config.is_none() {
             return Some(
                 "it has no valid KIM configuration loaded (its log names the file and key)".into(),
@@ -349,6 +354,17 @@ mod tests {
         assert!(
             Validator::<Runtime>::unavailable(&ctx, None, &new)
                 .is_some_and(|why| why.contains("no valid KIM configuration")),
+        );
+        // Without a configuration too, a Runtime being deleted gets its finalizer removed.
+        let mut going = new.clone();
+        going.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let mut unfinalized = going.clone();
+        unfinalized.metadata.finalizers = None;
+        assert_eq!(
+            Validator::<Runtime>::unavailable(&ctx, Some(&going), &unfinalized),
+            None
         );
         // Other kinds do not need them.
         let gc = GardenerCluster::new("gc", Default::default());

@@ -938,20 +938,29 @@ fn record_expiration(reconciler: &Reconciler, gc: &GardenerCluster, secret: &Sec
     else {
         return;
     };
-    let expires = rotation::expires_at(
-        &reconciler.policy,
+    let policy = &reconciler.policy;
+    let expires_at = rotation::expires_at(
+        policy,
         last_sync,
         kubeconfig_secret::valid_until(Some(secret)),
-    )
-    .as_second();
+    );
+    // The validity it really has, and the rotation period as the same share of it, when
+    // Gardener issued less than asked (the labels then agree with `expires`).
+    let validity = std::time::Duration::try_from(expires_at.duration_since(last_sync))
+        .unwrap_or_default()
+        .min(policy.expiration());
+    let rotation = policy
+        .rotation_period()
+        .mul_f64(validity.as_secs_f64() / policy.expiration().as_secs_f64());
+    let expires = expires_at.as_second();
     reconciler.metrics.set_expiration(
         &key(gc),
         ExpirationLabels {
             runtimeId: runtime_id,
             shoot,
             expires: expires.to_string(),
-            rotationDuration: go_float(reconciler.policy.rotation_period().as_secs()),
-            expirationDuration: go_float(reconciler.policy.expiration().as_secs()),
+            rotationDuration: go_float(rotation.as_secs()),
+            expirationDuration: go_float(validity.as_secs()),
         },
         expires,
     );

@@ -287,7 +287,7 @@ async fn bootstrap(
     let ns = &reconciler.ctx.settings.namespace;
     let s = &reconciler.ctx.settings.runtime.bootstrapper;
     // Read first: a change seen during this pass is configured by the next one.
-    let configuration = reconciler.bootstrapper_changes.current();
+    let configuration = reconciler.bootstrapper_changes.now();
     let pending = |draft: &mut StatusDraft, reason: &str, message: &str| {
         draft.set(
             condition::RUNTIME_BOOTSTRAPPER_READY,
@@ -350,7 +350,7 @@ async fn bootstrap(
     match status {
         Status::Ready => {
             draft.set(type_, CondStatus::True, cond_reason, message);
-            reconciler.record_bootstrapped(runtime, configuration);
+            reconciler.record_bootstrapped(runtime, configuration).await;
             None
         }
         Status::Failed => {

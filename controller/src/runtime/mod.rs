@@ -152,7 +152,8 @@ struct RuntimeRecord {
     /// A requeue is scheduled (queue depth).
     scheduled: bool,
     /// The count of runtime bootstrapper configuration changes
-    /// ([`crate::bootstrapper::ConfigChanges`]) its cluster was last configured at.
+    /// ([`crate::bootstrapper::ConfigChanges`]) its cluster was last configured at (for a
+    /// Runtime without the annotation of the configuration).
     bootstrapped: u64,
     /// Consecutive failed steps in the runtime cluster since the Runtime was last Ready.
     runtime_cluster_failures: u32,
@@ -873,22 +874,53 @@ impl Reconciler {
         self.record(runtime, |record| record.acl_applied = applied);
     }
 
+    /// The runtime bootstrapper's configuration is not the one this Runtime's cluster was last
+    /// configured with: a Ready Runtime's next pass configures it again. Its annotation says
+    /// which one that was; a Runtime without it (configured before the annotation existed) is
+    /// outdated once the configuration changes while this replica leads.
+    fn bootstrapper_outdated(&self, runtime: &Runtime) -> bool {
+        let (Some(digest), changes) = self.bootstrapper_changes.now() else {
+            return false;
+        };
+        match runtime
+            .annotations()
+            .get(names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG)
+        {
+            Some(applied) => *applied != digest,
+            None => changes > 0 && self.record(runtime, |record| record.bootstrapped) < changes,
+        }
+    }
+
+    /// The cluster was configured with the bootstrapper configuration `seen`
+    /// ([`crate::bootstrapper::ConfigChanges::now`]): remembered, and written onto the Runtime
+    /// for the replica that leads next. A failed write is logged; the next leader then
+    /// configures the cluster once more.
+    async fn record_bootstrapped(&self, runtime: &Runtime, seen: (Option<String>, u64)) {
+        let (digest, changes) = seen;
+        self.record(runtime, |record| {
+            record.bootstrapped = record.bootstrapped.max(changes);
+        });
+        let Some(digest) = digest else { return };
+        let key = names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG;
+        if runtime.annotations().get(key) == Some(&digest) {
+            return;
+        }
+        let patch = json!({"metadata": {"annotations": {key: digest}}});
+        if let Err(e) = self
+            .runtimes(runtime)
+            .patch(
+                &runtime.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            tracing::info!(error = %e, "cannot note the runtime bootstrapper configuration on the Runtime");
+        }
+    }
+
     /// A Shoot was created for the Runtime: what was patched or seen of an earlier Shoot of
     /// the name says nothing about this one.
-    /// The runtime bootstrapper's configuration changed since this Runtime's cluster was last
-    /// configured with it: a Ready Runtime's next pass configures it again.
-    fn bootstrapper_outdated(&self, runtime: &Runtime) -> bool {
-        let current = self.bootstrapper_changes.current();
-        current > 0 && self.record(runtime, |record| record.bootstrapped) < current
-    }
-
-    /// The cluster was configured with the bootstrapper configuration of count `at`.
-    fn record_bootstrapped(&self, runtime: &Runtime, at: u64) {
-        self.record(runtime, |record| {
-            record.bootstrapped = record.bootstrapped.max(at);
-        });
-    }
-
     fn record_shoot_created(&self, runtime: &Runtime) {
         self.record(runtime, |record| {
             record.acl_applied = None;

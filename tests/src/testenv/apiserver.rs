@@ -62,6 +62,9 @@ pub fn kube_apiserver_args(p: &ApiServerParams<'_>) -> Vec<String> {
         args.push(format!("--audit-log-path={}", log.display()));
         // Flush each event at once so tests can read their own requests back.
         args.push("--audit-log-mode=blocking".into());
+        // Never rotate (the default rotates at 100 MB, which a full run of the shared
+        // environment passes): tests read their requests back from this one file.
+        args.push("--audit-log-maxsize=1000000".into());
     }
     if let Some(config) = p.admission_config {
         args.push(format!(

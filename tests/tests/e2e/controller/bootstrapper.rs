@@ -68,14 +68,14 @@ fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone()))
 }
 
-/// Writes (patch, update) of `user` to Runtimes, their status aside, in the KCP audit log.
-fn runtime_writes(env: &TestEnv, user: &str) -> usize {
+/// Writes (patch, update) of `user` to Shoots, in the KCP audit log (Gardener's API is
+/// aggregated into the KCP's).
+fn shoot_writes(env: &TestEnv, user: &str) -> usize {
     env.audit_events_of(user)
         .unwrap()
         .iter()
         .filter(|e| {
-            e["objectRef"]["resource"] == "runtimes"
-                && e["objectRef"]["subresource"].is_null()
+            e["objectRef"]["resource"] == "shoots"
                 && matches!(e["verb"].as_str(), Some("patch" | "update"))
         })
         .count()
@@ -534,7 +534,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     )
     .await
     .unwrap();
-    let writes_before = runtime_writes(env, &user);
+    let writes_before = shoot_writes(env, &user);
     let both = format!("{first_ca}{second_ca}");
     kcp_ctbs
         .patch(
@@ -571,12 +571,21 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         k["kubelet"]["featureGates"]["ClusterTrustBundleProjection"], true,
         "{k}"
     );
-    // Without a write to the Runtime: upstream sets the force-patch annotation on every
-    // Runtime, which also patches every Shoot.
+    // Without a Shoot patch: upstream sets the force-patch annotation on every Runtime, which
+    // also patches every Shoot. The Runtime notes the configuration its cluster has.
     assert_eq!(
-        runtime_writes(env, &user),
+        shoot_writes(env, &user),
         writes_before,
-        "the configuration change wrote to the Runtime"
+        "the configuration change patched the Shoot"
+    );
+    let noted = |rt: &Runtime| {
+        rt.annotation(names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG)
+            .map(str::to_owned)
+    };
+    let configured = noted(&runtimes.get(&id).await.unwrap());
+    assert!(
+        configured.is_some(),
+        "the Runtime does not note its configuration"
     );
     ctl.stop().await;
 
@@ -667,6 +676,55 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         "the released Runtime's cluster gets the change",
         Duration::from_secs(120),
         copied_bundle(all.clone()),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the Runtime notes the configuration of its cluster",
+        Duration::from_secs(60),
+        || {
+            let runtimes = runtimes.clone();
+            let (id, configured) = (id.clone(), configured.clone());
+            async move {
+                let now = noted(&runtimes.get(&id).await?);
+                Ok(now.is_some() && now != configured)
+            }
+        },
+    )
+    .await
+    .unwrap();
+    ctl.stop().await;
+
+    // A change while no replica leads reaches the cluster once one does: its Runtime notes
+    // another configuration than the one the new leader first sees.
+    let fourth_ca = Ca::new("kim-rtb-fourth-ca").unwrap().pair.cert_pem;
+    let latest = format!("{all}{fourth_ca}");
+    kcp_ctbs
+        .patch(
+            &kcp_bundle,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"trustBundle": latest}})),
+        )
+        .await
+        .unwrap();
+    let (mut args, dir) = controller_args(
+        env,
+        &ns,
+        &[
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
+            &ctb_flag,
+            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
+        ],
+    )
+    .await
+    .unwrap();
+    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
+    let ctl = start_with_args(args, dir).await.unwrap();
+    eventually(
+        "a change made while no replica led reaches the cluster",
+        Duration::from_secs(120),
+        copied_bundle(latest.clone()),
     )
     .await
     .unwrap();

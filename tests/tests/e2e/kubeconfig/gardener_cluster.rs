@@ -158,6 +158,7 @@ async fn a_validity_gardener_caps_is_the_one_reported() -> Result<()> {
                     l.starts_with("infrastructure_manager_im_kubeconfig_expiration{")
                         && l.contains(&format!("runtimeId=\"{id}\""))
                         && l.contains(&format!("expires=\"{expires}\""))
+                        && l.contains(&format!("expirationDuration=\"{validity}\""))
                 })
                 .then_some(()))
         },
@@ -225,7 +226,13 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The watch has listed the Secret before the rotation is asked for.
+    eventually(
+        "the Secret watch listed",
+        Duration::from_secs(30),
+        || async { Ok((!seen.lock().unwrap().is_empty()).then_some(())) },
+    )
+    .await?;
     let asked = gcs
         .patch(
             &id,

@@ -338,8 +338,12 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Some(v) = f().await? {
-            return Ok(v);
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            // "Try later" and requests without an answer are "not yet" (`try_later`).
+            Err(e) if kim_tests::controller::try_later(&e) => {}
+            Err(e) => return Err(e),
         }
         if tokio::time::Instant::now() > deadline {
             bail!("{what}: not within {timeout:?}");
