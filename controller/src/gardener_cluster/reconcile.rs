@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
@@ -28,7 +28,6 @@ use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
-use crate::runtime::shoot_cache::CachedShoot;
 use crate::stored::StatusApart;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -111,7 +110,7 @@ pub struct Reconciler {
     /// a request given up on is still signed.
     signing: Arc<WriteLimit>,
     /// The Runtime reconciler's cache of the project's Shoots.
-    shoots: Store<CachedShoot>,
+    shoots: crate::runtime::shoot_cache::ShootCache,
     /// Resolves once that cache holds Gardener's first list (shared: kube's store wakes one
     /// waiter only).
     shoots_ready: Shared<BoxFuture<'static, bool>>,
@@ -178,8 +177,8 @@ impl Reconciler {
             policy,
             metrics,
             signing: WriteLimit::new(SIGNING_LIMIT),
-            shoots_ready: shoots.filled,
-            shoots: shoots.store,
+            shoots_ready: shoots.filled(),
+            shoots,
         }
     }
 

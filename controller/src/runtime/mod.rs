@@ -187,7 +187,7 @@ pub struct Reconciler {
     pub ctx: Arc<Context>,
     /// The KIM configuration.
     pub config: Arc<KimConfig>,
-    shoots: Store<CachedShoot>,
+    shoots: shoot_cache::ShootCache,
     clusters: Store<StatusApart<GardenerCluster>>,
     /// Publishes the condition Events of Runtimes (as upstream's `runtime-controller`).
     events: crate::context::EventPublisher,
@@ -281,7 +281,6 @@ pub async fn run(
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
-    let shoot_store = shoot_cache.store.clone();
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
@@ -332,10 +331,10 @@ pub async fn run(
         audit_logs,
         config: ctx.config.clone(),
         ctx: ctx.clone(),
-        caches_ready: caches_ready(shoot_cache.filled, gc_store.clone(), shutdown.clone()),
+        caches_ready: caches_ready(shoot_cache.filled(), gc_store.clone(), shutdown.clone()),
         acl,
         bootstrapper_changes,
-        shoots: shoot_store,
+        shoots: shoot_cache,
         clusters: gc_store,
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
@@ -1229,7 +1228,7 @@ mod tests {
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-        let filled = shoot_cache::ShootCache::new(shoots.clone()).filled;
+        let filled = shoot_cache::ShootCache::new(shoots.clone()).filled();
         let ready = caches_ready(filled, clusters.clone(), Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
@@ -1279,10 +1278,10 @@ mod tests {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let cache = shoot_cache::ShootCache::new(shoots);
-        let ready = caches_ready(cache.filled.clone(), clusters, Shutdown::new());
+        let ready = caches_ready(cache.filled(), clusters, Shutdown::new());
         let workers: Vec<_> = (0..25).map(|_| tokio::spawn(ready.clone())).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let gardener_cluster = tokio::spawn(cache.filled.clone());
+        let gardener_cluster = tokio::spawn(cache.filled());
         tokio::time::sleep(Duration::from_millis(50)).await;
         for event in [watcher::Event::Init, watcher::Event::InitDone] {
             shoot_writer.apply_watcher_event(&event);
@@ -1308,7 +1307,7 @@ mod tests {
         let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
         let shutdown = Shutdown::new();
         let ready = caches_ready(
-            shoot_cache::ShootCache::new(shoots).filled,
+            shoot_cache::ShootCache::new(shoots).filled(),
             clusters,
             shutdown.clone(),
         );

@@ -35,12 +35,11 @@ use serde_json::value::RawValue;
 /// polls the store and wakes them all; a second readiness future over the same store would take
 /// the wake-up from the first (every parked Runtime worker stayed parked for good once a
 /// GardenerCluster waited on the cache too).
+/// The store itself is not handed out, so that nothing can wait on it another way.
 #[derive(Clone)]
 pub struct ShootCache {
-    /// The cached Shoots.
-    pub store: Store<CachedShoot>,
-    /// Resolves once the first list is in the store.
-    pub filled: Shared<BoxFuture<'static, bool>>,
+    store: Store<CachedShoot>,
+    filled: Shared<BoxFuture<'static, bool>>,
 }
 
 impl ShootCache {
@@ -53,6 +52,24 @@ impl ShootCache {
                 .shared()
         };
         Self { store, filled }
+    }
+
+    /// Resolves once the first list is in the cache (`false`: the controller is stopping).
+    pub fn filled(&self) -> Shared<BoxFuture<'static, bool>> {
+        self.filled.clone()
+    }
+
+    /// The cached Shoot `key`.
+    pub fn get(
+        &self,
+        key: &kube::runtime::reflector::ObjectRef<CachedShoot>,
+    ) -> Option<std::sync::Arc<CachedShoot>> {
+        self.store.get(key)
+    }
+
+    /// Every cached Shoot.
+    pub fn state(&self) -> Vec<std::sync::Arc<CachedShoot>> {
+        self.store.state()
     }
 }
 
