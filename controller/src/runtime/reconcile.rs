@@ -821,6 +821,10 @@ enum PatchDecision {
     IfAuditLogElsewhere,
 }
 
+/// Why a Ready Runtime's Shoot is patched though neither the Runtime nor anything of ours
+/// changed.
+const DRIFT: &str = "Shoot spec changed outside of the infrastructure manager";
+
 /// The one patch decision: every reason to patch the Shoot passes the suspend annotation first,
 /// and a Runtime behind its Shoot is held before both.
 fn should_patch(f: &PatchFacts) -> PatchDecision {
@@ -846,7 +850,7 @@ fn should_patch(f: &PatchFacts) -> PatchDecision {
         Some(_) => {}
     }
     if f.drifted {
-        return PatchDecision::Patch("Shoot spec changed outside of the infrastructure manager");
+        return PatchDecision::Patch(DRIFT);
     }
     if f.registry_cache_missing {
         return PatchDecision::Patch("registry caches asked for are not on the Shoot");
@@ -919,7 +923,12 @@ async fn patch_shoot(
     // Before the apply too, so that this apply already releases what the conversion dropped
     // (the hand-over after an earlier apply may have lost a race with Gardener's writes).
     hand_over(&api, live).await;
-    if let Some(update) = FullUpdate::needed(live, &converted.shoot, converted.workers_removed)
+    // Drift is undone by the apply, which leaves a pool someone else added (an operator during
+    // an incident): it goes with the Runtime's next change, as upstream's does, not seconds
+    // after it was added.
+    let drift = why == DRIFT;
+    if let Some(update) =
+        FullUpdate::needed(live, &converted.shoot, converted.workers_removed && !drift)
         && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await
     {
         return Ok(patch_failure(
@@ -973,6 +982,12 @@ async fn patch_shoot(
             .map_err(|e| Error::api("remove the force-patch annotation from the Runtime", e))?;
     }
     draft.shoot(Some(&patched));
+    if drift && patched.metadata.generation == live.metadata.generation {
+        // Nothing of ours had changed: Gardener's own operations (waking the cluster,
+        // migrating its control plane, a credentials rotation) move the generation too. The
+        // Runtime stays as it is; its cluster may not answer now.
+        return Ok(Action::await_change());
+    }
     if patched.metadata.generation == live.metadata.generation {
         draft.set(
             condition::PROVISIONED,

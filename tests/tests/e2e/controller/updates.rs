@@ -243,6 +243,65 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
     .await?;
     wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
 
+    // An operator adds a pool by hand (an incident): the drift re-apply changes nothing of
+    // ours, leaves the pool (it goes with the Runtime's next change) and the Runtime as it
+    // was, without going through the cluster again (Gardener's own operations, waking a
+    // hibernated cluster among them, move the generation the same way).
+    let provisioned = |rt: &Runtime| {
+        rt.condition(condition::PROVISIONED)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    let before = provisioned(&runtimes.get(&id).await?);
+    let patches = || async {
+        Ok::<_, anyhow::Error>(metric_sum(
+            &ctl.metrics_text().await?,
+            "infrastructure_manager_im_gardener_requests_total",
+            &["method=\"PATCH\""],
+        ))
+    };
+    let patched_before = patches().await?;
+    let mut with_pool =
+        serde_json::to_value(&shoots.get(&shoot_name).await?.spec.provider.workers)?;
+    let mut extra = with_pool[0].clone();
+    extra["name"] = json!("ops-pool");
+    with_pool.as_array_mut().context("workers")?.push(extra);
+    shoots
+        .patch(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"provider": {"workers": with_pool}}})),
+        )
+        .await?;
+    eventually("the drift re-apply", Duration::from_secs(60), || async {
+        Ok(patches().await? > patched_before)
+    })
+    .await?;
+    let pools: Vec<String> = shoots
+        .get(&shoot_name)
+        .await?
+        .spec
+        .provider
+        .workers
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.name)
+        .collect();
+    assert!(
+        pools.iter().any(|p| p == "ops-pool"),
+        "the drift re-apply removed the pool an operator added: {pools:?}"
+    );
+    let after = runtimes.get(&id).await?;
+    assert_eq!(
+        after.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Ready)
+    );
+    assert_eq!(
+        provisioned(&after),
+        before,
+        "the Runtime went through its steps again"
+    );
+
     // Suspend: a spec change is not applied to the Shoot while the annotation is set.
     annotate_runtime(
         &runtimes,

@@ -573,6 +573,15 @@ async fn upgrading_from_upstream_and_rolling_back_loses_rewrites_and_blocks_noth
                 names::ANNOTATION_LAST_SYNC.into(),
                 last_sync(&secret).unwrap_or_default(),
             );
+            // Ours notes the validity Gardener issued with a kubeconfig it signs.
+            annotations_before.insert(
+                names::ANNOTATION_VALID_UNTIL.into(),
+                secret
+                    .annotations()
+                    .get(names::ANNOTATION_VALID_UNTIL)
+                    .cloned()
+                    .context("a rotated Secret notes its validity")?,
+            );
         }
         assert_eq!(labels, labels_before, "{}: Secret labels", l.provider);
         assert_eq!(
