@@ -336,6 +336,16 @@ impl ConfigChanges {
         (seen.digest.clone(), seen.changes)
     }
 
+    /// Forgets the digest (an object is missing); whether there was one.
+    fn forget(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .digest
+            .take()
+            .is_some()
+    }
+
     /// Takes `digest`; whether it is the first one.
     fn take(&self, digest: String) -> bool {
         let mut seen = self
@@ -348,6 +358,36 @@ impl ConfigChanges {
         }
         seen.digest = Some(digest);
         first
+    }
+}
+
+/// One watched object of the runtime bootstrapper's configuration, as last seen.
+#[derive(Debug, Default)]
+struct WatchedObject {
+    /// (kind, name).
+    key: (String, String),
+    /// Its current list is complete.
+    listed: bool,
+    /// The list under way has held it.
+    relisted: bool,
+    /// What the digest covers ([`digest_input`]); `None` while it does not exist.
+    input: Option<Value>,
+    /// A Secret's type and data, compared in memory only.
+    content: Option<Value>,
+}
+
+impl WatchedObject {
+    /// `obj` as the watch delivers it. A Secret's digest input (its `resourceVersion`) moves
+    /// only when its type or data change, not on a label or annotation someone adds.
+    fn seen(&mut self, kind: &str, obj: &DynamicObject) {
+        if kind == "Secret" {
+            let content = json!({"type": obj.data["type"], "data": obj.data["data"]});
+            if self.input.is_some() && self.content.as_ref() == Some(&content) {
+                return;
+            }
+            self.content = Some(content);
+        }
+        self.input = Some(digest_input(kind, obj));
     }
 }
 
@@ -395,51 +435,87 @@ pub fn watch_config(
     changes: ConfigChanges,
 ) -> impl Stream<Item = ObjectRef<CachedRuntime>> + Send + use<> {
     let watched = settings.watched();
-    let mut listed = vec![false; watched.len()];
-    let streams = watched.into_iter().enumerate().map(|(i, w)| {
-        let (res, namespaced, name) = match w {
-            Watched::ConfigMap(n) => (gvk_resource("", "v1", "ConfigMap", "configmaps"), true, n),
-            Watched::Secret(n) => (gvk_resource("", "v1", "Secret", "secrets"), true, n),
-            Watched::ClusterTrustBundle(n) => (cluster_trust_bundles(), false, n),
-        };
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(kcp.clone(), &kcp_namespace, &res)
-        } else {
-            Api::all_with(kcp.clone(), &res)
-        };
-        let kind = res.kind.clone();
-        watcher(
-            api,
-            watcher::Config::default().fields(&format!("metadata.name={name}")),
-        )
-        .default_backoff()
-        .map(move |event| (i, kind.clone(), event))
-        .boxed()
-    });
-    let mut seen: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut objects: Vec<WatchedObject> = Vec::with_capacity(watched.len());
+    let streams: Vec<_> = watched
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let (res, namespaced, name) = match w {
+                Watched::ConfigMap(n) => {
+                    (gvk_resource("", "v1", "ConfigMap", "configmaps"), true, n)
+                }
+                Watched::Secret(n) => (gvk_resource("", "v1", "Secret", "secrets"), true, n),
+                Watched::ClusterTrustBundle(n) => (cluster_trust_bundles(), false, n),
+            };
+            let api: Api<DynamicObject> = if namespaced {
+                Api::namespaced_with(kcp.clone(), &kcp_namespace, &res)
+            } else {
+                Api::all_with(kcp.clone(), &res)
+            };
+            let kind = res.kind.clone();
+            objects.push(WatchedObject {
+                key: (kind.clone(), name.clone()),
+                ..WatchedObject::default()
+            });
+            watcher(
+                api,
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+            )
+            .default_backoff()
+            .map(move |event| (i, kind.clone(), event))
+            .boxed()
+        })
+        .collect();
     futures::stream::select_all(streams)
         .filter_map(move |(i, kind, event)| {
-            let looked = match event {
+            let Some(object) = objects.get_mut(i) else {
+                return futures::future::ready(None);
+            };
+            match event {
+                Ok(watcher::Event::Init) => {
+                    object.listed = false;
+                    object.relisted = false;
+                }
                 Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
-                    seen.insert((kind.clone(), obj.name_any()), digest_input(&kind, &obj));
-                    true
+                    object.relisted = true;
+                    object.seen(&kind, &obj);
                 }
                 Ok(watcher::Event::InitDone) => {
-                    if let Some(l) = listed.get_mut(i) {
-                        *l = true;
+                    // A list that did not hold it: it is gone.
+                    if !object.relisted {
+                        object.input = None;
+                        object.content = None;
                     }
-                    true
+                    object.listed = true;
                 }
-                // A deleted object leaves the clusters as they are; the steps that copy it
-                // report it missing.
-                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => false,
+                Ok(watcher::Event::Delete(_)) => {
+                    object.input = None;
+                    object.content = None;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
-                    false
+                    return futures::future::ready(None);
                 }
+            }
+            if !objects.iter().all(|o| o.listed) {
+                return futures::future::ready(None);
+            }
+            let inputs: Option<BTreeMap<(String, String), Value>> = objects
+                .iter()
+                .map(|o| o.input.clone().map(|v| (o.key.clone(), v)))
+                .collect();
+            // While one is missing there is no configuration to note or compare: the clusters
+            // stay as they are, and the steps that copy it report it missing.
+            let Some(inputs) = inputs else {
+                if changes.forget() {
+                    tracing::warn!(
+                        kind,
+                        "a runtime bootstrapper object is missing; runtime clusters are not configured again until it is back"
+                    );
+                }
+                return futures::future::ready(None);
             };
-            let fired = (looked && listed.iter().all(|l| *l))
-                .then(|| digest(&seen))
+            let fired = Some(digest(&inputs))
                 .filter(|d| changes.now().0.as_ref() != Some(d))
                 .map(|d| {
                     let first = changes.take(d.clone());
@@ -489,6 +565,24 @@ mod tests {
             "data": data,
         }))
         .expect("an object")
+    }
+
+    /// A label or annotation someone adds to the pull Secret (a new `resourceVersion`, the same
+    /// data) does not move its digest input; new data does.
+    #[test]
+    fn a_secret_moves_the_digest_only_with_its_data() {
+        let mut watched = WatchedObject::default();
+        watched.seen("Secret", &object("Secret", "1", json!({"p": "pw-1"})));
+        let first = watched.input.clone();
+        watched.seen("Secret", &object("Secret", "2", json!({"p": "pw-1"})));
+        assert_eq!(watched.input, first);
+        watched.seen("Secret", &object("Secret", "3", json!({"p": "pw-2"})));
+        assert_ne!(watched.input, first);
+        let mut cm = WatchedObject::default();
+        cm.seen("ConfigMap", &object("ConfigMap", "1", json!({"k": "a"})));
+        let before = cm.input.clone();
+        cm.seen("ConfigMap", &object("ConfigMap", "2", json!({"k": "b"})));
+        assert_ne!(cm.input, before);
     }
 
     /// The digest other replicas compare: the same for the same content, whatever metadata

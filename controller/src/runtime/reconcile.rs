@@ -250,7 +250,7 @@ async fn create_shoot(
     if let Some(action) = super::audit_log::reserve(reconciler, runtime, draft).await {
         return Ok(action);
     }
-    let converted = match prepare(reconciler, runtime, None, draft).await {
+    let converted = match prepare(reconciler, runtime, None, draft, false).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
@@ -481,6 +481,7 @@ async fn prepare(
     runtime: &Runtime,
     live: Option<&Shoot>,
     draft: &mut StatusDraft,
+    drift: bool,
 ) -> Result<kim_shared::convert::Converted, Action> {
     let acl = match super::acl::addresses(reconciler, runtime) {
         Ok(acl) => acl,
@@ -510,7 +511,9 @@ async fn prepare(
     };
     // Upstream writes the registry cache on patch only, never on create.
     let registry_cache_secrets = match live {
-        Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft).await?,
+        // A drift re-apply that changes nothing ends without the steps after provisioning,
+        // which would mark the caches Ready again: it does not mark them Pending.
+        Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft, !drift).await?,
         None => Default::default(),
     };
     let opts = kim_shared::convert::ConvertOptions {
@@ -799,8 +802,10 @@ fn patch_facts(
             ours => annotated.max(ours),
         },
         // Not asked while suspended: its first sight takes the baseline, which a suspension
-        // must not set.
-        drifted: !suspended && reconciler.shoot_drifted(runtime, shoot),
+        // must not set. Corrected once Gardener is done with the Shoot and it is awake: its own
+        // operations (waking, migrating, rotating credentials) move the generation too, and
+        // the re-apply needs the runtime cluster (registry cache credentials).
+        drifted: !suspended && reconciler.shoot_drifted(runtime, shoot) && awake_and_settled(shoot),
         registry_cache_missing: kim_shared::convert::registry_cache_missing(runtime, shoot),
         registry_cache_credentials_changed: reconciler.ctx.settings.registry_cache.enabled
             && kim_shared::convert::registry_cache_credentials_changed(runtime, shoot),
@@ -908,7 +913,8 @@ async fn patch_shoot(
     // Read before the conversion reads them: a ConfigMap change in between is not mistaken
     // for one this patch carried.
     let acl = super::acl::addresses(reconciler, runtime).ok().flatten();
-    let converted = match prepare(reconciler, runtime, Some(live), draft).await {
+    let drift = why == DRIFT;
+    let converted = match prepare(reconciler, runtime, Some(live), draft, drift).await {
         Ok(c) => c,
         Err(action) => return Ok(action),
     };
@@ -926,7 +932,6 @@ async fn patch_shoot(
     // Drift is undone by the apply, which leaves a pool someone else added (an operator during
     // an incident): it goes with the Runtime's next change, as upstream's does, not seconds
     // after it was added.
-    let drift = why == DRIFT;
     if let Some(update) =
         FullUpdate::needed(live, &converted.shoot, converted.workers_removed && !drift)
         && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await

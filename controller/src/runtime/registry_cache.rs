@@ -304,12 +304,13 @@ pub async fn set_config_states(
 
 /// Before a patch of the Shoot (upstream `sFnSyncRegistryCacheGardenSecrets`): with the
 /// registry cache on and caches listed, the runtime cluster's `RegistryCacheConfig`s turn
-/// `Pending` and their credentials are copied; returns the garden Secret per cache UID for the
+/// `Pending` (with `mark_pending`) and their credentials are copied; returns the garden Secret per cache UID for the
 /// conversion. A failure sets `RegistryCacheConfigured` False and is the action to return.
 pub async fn before_patch(
     reconciler: &super::Reconciler,
     runtime: &kim_shared::api::Runtime,
     draft: &mut super::status::StatusDraft,
+    mark_pending: bool,
 ) -> Result<BTreeMap<String, String>, kube::runtime::controller::Action> {
     let ctx = &reconciler.ctx;
     let caches = runtime.spec.image_registry_caches();
@@ -322,14 +323,16 @@ pub async fn before_patch(
             .runtime_cluster_client(runtime, &runtime_id, None)
             .await
             .map_err(|e| e.to_string())?;
-        set_config_states(
-            &client,
-            caches,
-            ConfigState::Pending,
-            names::reason::REGISTRY_CACHE_CONFIGURED,
-            "",
-        )
-        .await;
+        if mark_pending {
+            set_config_states(
+                &client,
+                caches,
+                ConfigState::Pending,
+                names::reason::REGISTRY_CACHE_CONFIGURED,
+                "",
+            )
+            .await;
+        }
         let secrets = GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace);
         match secrets.sync(&client, &runtime_id, caches).await {
             Ok(names) => Ok(names),
