@@ -802,10 +802,8 @@ fn patch_facts(
             ours => annotated.max(ours),
         },
         // Not asked while suspended: its first sight takes the baseline, which a suspension
-        // must not set. Corrected once Gardener is done with the Shoot and it is awake: its own
-        // operations (waking, migrating, rotating credentials) move the generation too, and
-        // the re-apply needs the runtime cluster (registry cache credentials).
-        drifted: !suspended && reconciler.shoot_drifted(runtime, shoot) && awake_and_settled(shoot),
+        // must not set.
+        drifted: !suspended && reconciler.shoot_drifted(runtime, shoot),
         registry_cache_missing: kim_shared::convert::registry_cache_missing(runtime, shoot),
         registry_cache_credentials_changed: reconciler.ctx.settings.registry_cache.enabled
             && kim_shared::convert::registry_cache_credentials_changed(runtime, shoot),
