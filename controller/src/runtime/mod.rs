@@ -904,18 +904,27 @@ impl Reconciler {
         if runtime.annotations().get(key) == Some(&digest) {
             return;
         }
-        let patch = json!({"metadata": {"annotations": {key: digest}}});
-        if let Err(e) = self
-            .runtimes(runtime)
+        if let Err(e) = self.annotate(runtime, key, json!(digest)).await {
+            tracing::info!(error = %e, "cannot note the runtime bootstrapper configuration on the Runtime");
+        }
+    }
+
+    /// Sets the Runtime's annotation `key` to `value` (`null` removes it) by a merge patch.
+    async fn annotate(
+        &self,
+        runtime: &Runtime,
+        key: &str,
+        value: serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        self.runtimes(runtime)
             .patch(
                 &runtime.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
             .await
-        {
-            tracing::info!(error = %e, "cannot note the runtime bootstrapper configuration on the Runtime");
-        }
+            .map(|_| ())
     }
 
     /// A Shoot was created for the Runtime: what was patched or seen of an earlier Shoot of

@@ -973,13 +973,11 @@ async fn patch_shoot(
         .annotations()
         .contains_key(names::ANNOTATION_FORCE_PATCH_RECONCILIATION)
     {
-        let patch = json!({"metadata": {"annotations": {names::ANNOTATION_FORCE_PATCH_RECONCILIATION: null}}});
         reconciler
-            .runtimes(runtime)
-            .patch(
-                &runtime.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
+            .annotate(
+                runtime,
+                names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+                serde_json::Value::Null,
             )
             .await
             .map_err(|e| Error::api("remove the force-patch annotation from the Runtime", e))?;

@@ -68,6 +68,29 @@ fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone()))
 }
 
+/// A controller with the bootstrapper and the bundle flag, reaching the KCP as `user`.
+async fn start_copying_bundle(
+    env: &TestEnv,
+    ns: &str,
+    ctb_flag: &str,
+    user: &str,
+) -> kim_tests::controller::RunningController {
+    let (mut args, dir) = controller_args(
+        env,
+        ns,
+        &[
+            "--runtime-bootstrapper-enabled",
+            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
+            ctb_flag,
+            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
+        ],
+    )
+    .await
+    .unwrap();
+    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, user).unwrap();
+    start_with_args(args, dir).await.unwrap()
+}
+
 /// Writes (patch, update) of `user` to Shoots, in the KCP audit log (Gardener's API is
 /// aggregated into the KCP's).
 fn shoot_writes(env: &TestEnv, user: &str) -> usize {
@@ -450,20 +473,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         .await
         .unwrap();
     let ctb_flag = format!("--runtime-bootstrapper-kcp-cluster-trust-bundle={kcp_bundle}");
-    let (mut args, dir) = controller_args(
-        env,
-        &ns,
-        &[
-            "--runtime-bootstrapper-enabled",
-            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
-            &ctb_flag,
-            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
-        ],
-    )
-    .await
-    .unwrap();
-    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
-    let ctl = start_with_args(args, dir).await.unwrap();
+    let ctl = start_copying_bundle(env, &ns, &ctb_flag, &user).await;
     annotate_runtime(
         &runtimes,
         &id,
@@ -609,20 +619,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    let (mut args, dir) = controller_args(
-        env,
-        &ns,
-        &[
-            "--runtime-bootstrapper-enabled",
-            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
-            &ctb_flag,
-            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
-        ],
-    )
-    .await
-    .unwrap();
-    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
-    let ctl = start_with_args(args, dir).await.unwrap();
+    let ctl = start_copying_bundle(env, &ns, &ctb_flag, &user).await;
     let held = |rt: &Runtime| {
         rt.condition(condition::PROVISIONED)
             .is_some_and(|c| c.reason == reason::RUNTIME_BEHIND_SHOOT)
@@ -707,20 +704,7 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    let (mut args, dir) = controller_args(
-        env,
-        &ns,
-        &[
-            "--runtime-bootstrapper-enabled",
-            "--runtime-bootstrapper-kcp-pull-secret-name=rtb-pull",
-            &ctb_flag,
-            "--runtime-bootstrapper-skr-cluster-trust-bundle=kyma-trust",
-        ],
-    )
-    .await
-    .unwrap();
-    kim_tests::controller::reach_kcp_as(env, &mut args, &dir, &user).unwrap();
-    let ctl = start_with_args(args, dir).await.unwrap();
+    let ctl = start_copying_bundle(env, &ns, &ctb_flag, &user).await;
     eventually(
         "a change made while no replica led reaches the cluster",
         Duration::from_secs(120),
