@@ -93,6 +93,11 @@ lint:
 	$(CARGO) clippy -p kim-tests --test upstream_compat_e2e -- -D warnings
 	$(CARGO) clippy -p kim-shared --test upstream_compat -- -D warnings
 
+# Panics print their message without a backtrace: a failing end-to-end test's message says what
+# failed, and its frames are the async runtime's, forty lines each that push the other failures'
+# messages out of a CI log's tail. `RUST_BACKTRACE=1 cargo test ...` for one test.
+unit upstream-compat: export RUST_BACKTRACE = 0
+
 # kim-dev's end-to-end test starts the kim-webhook and kim-controller binaries: build them first
 # (cargo test builds a package's binaries only for that package's own integration tests).
 unit:

@@ -133,7 +133,7 @@ impl Default for TestEnvOptions {
             crds_dir: Some(repo_root().join("crds")),
             simulator: Some(crate::simulator::SimulatorConfig::instant()),
             state_dir: None,
-            start_timeout: Duration::from_secs(90),
+            start_timeout: Duration::from_secs(180),
             aggregator_routing: false,
             webhook_client_cert: false,
         }
@@ -658,16 +658,7 @@ impl TestEnv {
             Duration::from_millis(100),
             || {
                 let client = client.clone();
-                async move {
-                    let req = http::Request::get("/readyz")
-                        .body(Vec::new())
-                        .map_err(|e| e.to_string())?;
-                    client
-                        .request_text(req)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string().into())
-                }
+                async move { wait::readyz(&client).await }
             },
         )
         .await?;
@@ -818,19 +809,30 @@ impl TestEnv {
 
     /// The KCP audit events so far of the requests `user` made.
     pub fn audit_events_of(&self, user: &str) -> Result<Vec<serde_json::Value>> {
-        let mut events = self.audit_events()?;
+        let mut events = self.audit_events_mentioning(&format!("\"username\":\"{user}\""))?;
         events.retain(|e| e["user"]["username"] == user);
         Ok(events)
     }
 
-    /// All KCP audit events so far.
-    pub fn audit_events(&self) -> Result<Vec<serde_json::Value>> {
-        let text =
-            std::fs::read_to_string(&self.audit_log).map_err(io_err("reading", &self.audit_log))?;
-        Ok(text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect())
+    /// The KCP audit events so far whose line holds `needle` (a name, namespace or user as it
+    /// is written in the log's compact JSON). The shared KCP's log grows to hundreds of
+    /// megabytes in a full run and is never rotated: it is read line by line, and only the
+    /// lines holding the needle are parsed, so that a test polling it costs neither gigabytes
+    /// of memory nor seconds of CPU per look.
+    pub fn audit_events_mentioning(&self, needle: &str) -> Result<Vec<serde_json::Value>> {
+        use std::io::BufRead;
+        let file =
+            std::fs::File::open(&self.audit_log).map_err(io_err("reading", &self.audit_log))?;
+        let mut events = Vec::new();
+        for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
+            let line = line.map_err(io_err("reading", &self.audit_log))?;
+            if line.contains(needle)
+                && let Ok(event) = serde_json::from_str(&line)
+            {
+                events.push(event);
+            }
+        }
+        Ok(events)
     }
 
     /// Fails with the log tail if any control-plane process has died.
@@ -989,19 +991,24 @@ impl Starter<'_> {
                 let client = client.clone();
                 async move {
                     self.check(name)?;
-                    let req = http::Request::get("/readyz")
-                        .body(Vec::new())
-                        .map_err(|e| e.to_string())?;
-                    client
-                        .request_text(req)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string().into())
+                    wait::readyz(&client).await
                 }
             },
         )
         .await;
-        Ok(r?)
+        r.map_err(|mut timeout| {
+            // Why the checks fail is in the server's own log.
+            let log = self.procs.lock().ok().and_then(|procs| {
+                procs
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .map(|p| process::log_tail(p.log_path(), 15))
+            });
+            if let Some(log) = log {
+                timeout.last = format!("{}\n{name}'s log ends:\n{log}", timeout.last);
+            }
+            timeout.into()
+        })
     }
 }
 

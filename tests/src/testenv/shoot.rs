@@ -26,16 +26,7 @@ pub(crate) async fn wait_and_bootstrap(shoot: &ClusterAccess, timeout: Duration)
         Duration::from_millis(100),
         || {
             let client = client.clone();
-            async move {
-                let req = http::Request::get("/readyz")
-                    .body(Vec::new())
-                    .map_err(|e| e.to_string())?;
-                client
-                    .request_text(req)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string().into())
-            }
+            async move { super::wait::readyz(&client).await }
         },
     )
     .await?;

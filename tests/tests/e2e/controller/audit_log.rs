@@ -278,7 +278,7 @@ fn reserved_for(a: &AuditLog) -> Option<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn audit_logs_are_reserved_claimed_copied_and_orphaned() -> Result<()> {
-    let env = TestEnv::start_for_process("kim-testenv-auditlog", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .unwrap_or_else(|e| panic!("the audit-log test's own environment: {e}"));
     let kcp = env.kcp_client().await?;

@@ -119,7 +119,7 @@ fn runtime_reads(env: &TestEnv, user: &str, name: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration() {
-    let env = TestEnv::start_for_process("kim-testenv-rtb", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .unwrap_or_else(|e| panic!("the bootstrapper test's own environment: {e}"));
     let ns = env.namespace("ctl-rtb").await.unwrap();

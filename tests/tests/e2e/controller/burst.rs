@@ -121,7 +121,7 @@ fn best_rate(mut admitted: Vec<Instant>, window: Duration) -> f64 {
 async fn a_burst_of_runtimes_becomes_ready_without_failing() -> Result<()> {
     let n = burst_size()?;
     ensure!(n > 0, "KIM_BURST_RUNTIMES must be at least 1");
-    let env = TestEnv::start_for_process("kim-testenv-burst", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .map_err(|e| anyhow!("the burst test's own environment: {e}"))?;
     let kcp = env.kcp_client().await?;

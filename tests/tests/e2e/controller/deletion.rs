@@ -122,7 +122,7 @@ async fn safe_deletion_hibernates_and_deletes_after_the_grace_period() -> Result
     // The Shoot's delete request came after the period (audit log).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let shoot_delete = env
-        .audit_events()?
+        .audit_events_mentioning(&shoot_name)?
         .into_iter()
         .filter(|e| {
             e["objectRef"]["resource"] == "shoots"

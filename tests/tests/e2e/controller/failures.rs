@@ -839,7 +839,7 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
     let since_restart = jiff::Timestamp::now().duration_since(restarted);
     tokio::time::sleep(Duration::from_secs(35).saturating_sub(since_restart.unsigned_abs())).await;
     let lists: Vec<String> = env
-        .audit_events()?
+        .audit_events_mentioning(&ns)?
         .into_iter()
         .filter(|e| {
             e["verb"] == "list"

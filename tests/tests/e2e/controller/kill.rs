@@ -65,9 +65,18 @@ async fn kill_at_random_points_leaves_nothing_behind() -> Result<()> {
         "--runtime-ctrl-workers-cnt=25",
         "--gardener-cluster-ctrl-workers-cnt=25",
     ];
-    // Provisioning with crashes.
+    // Provisioning with crashes. The first round runs until the first Shoot is created, then
+    // for a random while more: on a loaded machine a controller's start alone can take longer
+    // than a random kill point, and the crashes must interrupt real work.
     for round in 0..4 {
         let ctl = KillableController::start(env, &ns, &extra).await?;
+        if round == 0 {
+            eventually("the first Shoot", Duration::from_secs(180), || {
+                let seen = seen.clone();
+                async move { Ok(seen.lock().is_ok_and(|s| !s.is_empty())) }
+            })
+            .await?;
+        }
         let ms = rand::rng().random_range(500..4000);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         ctl.kill();

@@ -40,7 +40,7 @@ fn condition_of(rt: &Runtime, type_: &str) -> (String, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_runtime_cluster_holds_kyma_system_and_a_current_provisioning_info() {
-    let env = TestEnv::start_for_process("kim-testenv-kymasys", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .unwrap_or_else(|e| panic!("the kyma-system test's own environment: {e}"));
     let ns = env.namespace("ctl-kymasys").await.unwrap();

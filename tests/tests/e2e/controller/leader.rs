@@ -52,9 +52,8 @@ async fn wait_holder(
 /// KCP audit events of `user` that change something (verbs other than get, list, watch).
 fn writes_by(env: &TestEnv, user: &str) -> Result<Vec<Value>> {
     Ok(env
-        .audit_events()?
+        .audit_events_of(user)?
         .into_iter()
-        .filter(|e| e["user"]["username"].as_str() == Some(user))
         .filter(|e| !matches!(e["verb"].as_str(), Some("get" | "list" | "watch")))
         .collect())
 }

@@ -29,7 +29,7 @@ async fn every_sample_runtime_is_provisioned_and_deleted() -> Result<()> {
         "expected the sample Runtimes in {}",
         dir.display()
     );
-    let env = TestEnv::start_for_process("kim-testenv-samples", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .map_err(|e| anyhow!("the samples test's own environment: {e}"))?;
     provision_and_delete_samples(env, "ctl-samples", read_samples(&files)?).await

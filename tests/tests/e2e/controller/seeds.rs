@@ -39,7 +39,7 @@ async fn set_gardenlet_ready(env: &TestEnv, seed: &str, status: &str) -> Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_shoot_without_a_usable_seed_in_the_region() -> Result<()> {
-    let env = TestEnv::start_for_process("kim-testenv-seeds", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .map_err(|e| anyhow!("the seeds test's own environment: {e}"))?;
     let ns = env.namespace("ctl-seeds").await?;

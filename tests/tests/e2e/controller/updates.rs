@@ -38,7 +38,7 @@ fn first_pool_maximum(shoot: &Shoot) -> Option<i64> {
 /// Audit events (any user) writing `resource` `name`, as (verb, subresource, time).
 fn writes(env: &TestEnv, resource: &str, name: &str) -> Result<Vec<(String, String, String)>> {
     Ok(env
-        .audit_events()?
+        .audit_events_mentioning(name)?
         .into_iter()
         .filter(|e| e["objectRef"]["resource"] == resource && e["objectRef"]["name"] == name)
         .filter(|e| !matches!(e["verb"].as_str(), Some("get" | "list" | "watch")))
@@ -359,7 +359,7 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let annotated = force_annotated_at(env, &id)?.context("force-patch annotation not audited")?;
     let kim = format!("fieldManager={}", names::FIELD_MANAGER);
-    let patched_after = env.audit_events()?.iter().any(|e| {
+    let patched_after = env.audit_events_mentioning(&shoot_name)?.iter().any(|e| {
         e["objectRef"]["resource"] == "shoots"
             && e["objectRef"]["name"] == shoot_name.as_str()
             && e["verb"] == "patch"
@@ -439,7 +439,7 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
     // reads the Runtime's generation live before it holds) and wrote nothing.
     let reads = |env: &TestEnv| -> Result<usize> {
         Ok(env
-            .audit_events()?
+            .audit_events_mentioning(&id)?
             .iter()
             .filter(|e| {
                 e["objectRef"]["resource"] == "runtimes"
@@ -503,7 +503,7 @@ async fn a_runtime_behind_its_shoot_is_applied_only_when_forced() -> Result<()> 
 /// When the force-patch annotation was last set on the Runtime (audit log).
 fn force_annotated_at(env: &TestEnv, id: &str) -> Result<Option<String>> {
     Ok(env
-        .audit_events()?
+        .audit_events_mentioning(id)?
         .into_iter()
         .filter(|e| {
             e["objectRef"]["resource"] == "runtimes"

@@ -749,7 +749,7 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
     let mut found_denied = None;
     let mut found_patch = false;
     for _ in 0..50 {
-        let events = env.audit_events().unwrap();
+        let events = env.audit_events_mentioning(&wh.ns).unwrap();
         for e in events
             .iter()
             .filter(|e| e["objectRef"]["namespace"] == json!(wh.ns))
@@ -803,7 +803,7 @@ async fn decisions_reach_the_apiserver_audit_log_and_nothing_is_written_per_requ
     // sideEffects None: the only objects the webhook writes are its Secret and the two
     // configurations' caBundle; no per-request writes from the webhook's user.
     let writes = env
-        .audit_events()
+        .audit_events_mentioning(&wh.ns)
         .unwrap()
         .into_iter()
         .filter(|e| e["objectRef"]["namespace"] == json!(wh.ns) && e["stage"] == "ResponseComplete")

@@ -192,20 +192,42 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         fault: ApiFault::ServerError(500),
         times: Some(2),
     });
-    // Other tests of the shared environment change CloudProfiles (convert_gardener adds to
-    // one); the versions tell whether an event could have confirmed the profiles.
-    let profile_versions = || async {
+    // Other tests of the shared environment write CloudProfiles (convert_gardener adds to
+    // one, others create and delete their own): a watch of them from now on, straight to the
+    // KCP, tells whether an event could have confirmed the profiles.
+    let profile_events = {
+        use futures::StreamExt;
         let api: kube::Api<kim_shared::gardener::cloud_profile::CloudProfile> =
             kube::Api::all(env.garden_client().await.unwrap());
-        api.list(&Default::default())
+        let from = api
+            .list_metadata(&Default::default())
             .await
             .unwrap()
-            .items
-            .into_iter()
-            .map(|p| (p.metadata.name, p.metadata.resource_version))
-            .collect::<std::collections::BTreeMap<_, _>>()
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let mut events = api
+            .watch(&kube::api::WatchParams::default(), &from)
+            .await
+            .unwrap()
+            .boxed();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(kube::api::WatchEvent::Bookmark(_)) => {}
+                    // An error ends the watch: count it as a possible event, not as none.
+                    _ => {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+            // A watch the server ended may have missed one.
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        (seen, task)
     };
-    let versions_before = profile_versions().await;
     proxy.cut_connections();
     let broken = Instant::now();
     let broken_at = std::time::SystemTime::now();
@@ -235,15 +257,17 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
     }
     // The shared environment is not quiet: a restarted watch whose resourceVersion Gardener no
     // longer serves (its watch cache moved on under other tests' load) lists again, and another
-    // test may change a CloudProfile. A fresh list and an event each confirm at once.
+    // test may change a CloudProfile. A fresh list and an event each confirm at once, whenever
+    // they come.
     let relisted = proxy.forwarded().iter().any(|f| {
         f.path.ends_with("/cloudprofiles")
             && f.method == "GET"
             && !f.is_watch()
             && f.at >= broken_at
     });
-    let profile_changed = profile_versions().await != versions_before;
-    if ages.first() == Some(&Some(0)) && (relisted || profile_changed) {
+    let profile_changed = profile_events.0.load(std::sync::atomic::Ordering::Relaxed) > 0;
+    profile_events.1.abort();
+    if relisted || profile_changed {
         println!(
             "confirmed at once by a fresh list ({relisted}) or a CloudProfile event ({profile_changed}): {ages:?}"
         );
@@ -258,7 +282,7 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
     // machine only makes it later).
     assert!(
         broken.elapsed() >= Duration::from_secs(60),
-        "confirmed {:?} after the watch broke: {ages:?}",
+        "confirmed {:?} after the watch broke, with no fresh list and no CloudProfile event: {ages:?}",
         broken.elapsed()
     );
     process.stop();

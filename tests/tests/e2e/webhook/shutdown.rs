@@ -84,12 +84,13 @@ async fn a_replica_stopped_under_load_fails_no_admission_only_with_the_shutdown_
 
     let mut without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
     println!("--shutdown-delay 0s: {}", without.summary());
-    // The control depends on the apiserver sending the stopped replica reviews in the second
-    // between SIGTERM and its endpoint's removal; on a loaded machine it sometimes sends none,
-    // and a try where the apiserver never reached it shows nothing. Up to four more tries of
-    // that kind; one where the replica was reached and nothing failed fails the control.
+    // The control depends on the apiserver sending a review on a connection the stopped
+    // replica is closing, in the second between SIGTERM and its endpoint's removal: a race
+    // that a try may not hit (on a loaded machine the apiserver sometimes sends it none, or
+    // only reviews already under way, which the replica still answers). Up to four more
+    // tries; the control fails only when none of the five lost a create.
     for attempt in 2..=5 {
-        if !without.failures.is_empty() || without.stopped_served_after_term > 0 {
+        if !without.failures.is_empty() {
             break;
         }
         without = scenario(&env, &bin, ip, "0s", Stop::Term, false).await;
