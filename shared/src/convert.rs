@@ -31,7 +31,9 @@ pub use networking::{DUAL_STACK_IP_FAMILIES, dual_stack_applies, supports_dual_s
 pub use oidc::{STRUCTURED_AUTH_CONFIG_KEY, structured_auth_config_map_name};
 pub use placement::access_restriction_names;
 pub use provider::{pools, zones};
-pub use registry_cache::{registry_cache_credentials_changed, registry_cache_missing};
+pub use registry_cache::{
+    registry_cache_credentials_changed, registry_cache_missing, registry_cache_secrets_on,
+};
 
 use crate::api::Runtime;
 use crate::config::{AuditLogTenant, KimConfig};

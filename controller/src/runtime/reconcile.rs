@@ -511,6 +511,18 @@ async fn prepare(
     };
     // Upstream writes the registry cache on patch only, never on create.
     let registry_cache_secrets = match live {
+        // A drift re-apply restores the spec, not the credentials (their change is a patch
+        // of its own): it writes the garden Secrets the Shoot references again and leaves the
+        // runtime cluster alone, which may be asleep (Gardener moves the generation when it
+        // wakes or hibernates the cluster too).
+        Some(live)
+            if drift
+                && reconciler.ctx.settings.registry_cache.enabled
+                && let Some(secrets) =
+                    kim_shared::convert::registry_cache_secrets_on(runtime, live) =>
+        {
+            secrets
+        }
         // A drift re-apply that changes nothing ends without the steps after provisioning,
         // which would mark the caches Ready again: it does not mark them Pending.
         Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft, !drift).await?,

@@ -114,6 +114,47 @@ pub fn registry_cache_credentials_changed(rt: &crate::api::Runtime, shoot: &Shoo
         })
 }
 
+/// The garden Secret of each of `rt`'s caches with credentials, by cache UID, as `shoot`
+/// references them: the `registry-cache` extension's entry for the cache's upstream names a
+/// resource the Shoot lists. What a re-apply that restores the spec (not the credentials, whose
+/// change asks for a patch of its own) writes again without reading the runtime cluster.
+/// `None` when a cache with credentials has no such entry: the extension is not the one written
+/// for this spec (changed by hand, or never written).
+pub fn registry_cache_secrets_on(
+    rt: &crate::api::Runtime,
+    shoot: &Shoot,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let entries = shoot
+        .spec
+        .extensions
+        .iter()
+        .flatten()
+        .find(|e| e.type_ == EXTENSION_TYPE && e.disabled != Some(true))
+        .and_then(|e| e.provider_config.as_ref())
+        .and_then(|c| c.0["caches"].as_array());
+    let resources = shoot.spec.resources.as_deref().unwrap_or_default();
+    let mut secrets = std::collections::BTreeMap::new();
+    for cache in rt.spec.image_registry_caches() {
+        if cache
+            .config
+            .secret_reference_name
+            .as_deref()
+            .is_none_or(str::is_empty)
+        {
+            continue;
+        }
+        let named = entries?
+            .iter()
+            .find(|e| e["upstream"] == cache.config.upstream.as_str())
+            .and_then(|e| e["secretReferenceName"].as_str())?;
+        let resource = resources
+            .iter()
+            .find(|r| r.name == named && r.name.contains(SECRET_PREFIX))?;
+        secrets.insert(cache.uid.clone(), resource.resource_ref.name.clone());
+    }
+    Some(secrets)
+}
+
 /// On patch, the Runtime's [`ANNOTATION_REGISTRY_CACHE_CREDENTIALS`] goes onto the Shoot: the
 /// garden Secrets the patch references were copied after the registry cache controller read
 /// those versions, so they hold those credentials or newer ones.

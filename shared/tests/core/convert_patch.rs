@@ -1104,6 +1104,99 @@ fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
 }
 
 #[test]
+fn a_re_apply_takes_the_registry_cache_secrets_the_shoot_references() {
+    use kim_shared::convert::registry_cache_secrets_on;
+    let mut rt = runtime("aws");
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "docker", "namespace": "team", "uid": "u-2",
+             "config": {"upstream": "docker.io", "secretReferenceName": "creds"}},
+            {"name": "quay", "namespace": "team", "uid": "u-3",
+             "config": {"upstream": "quay.io"}}
+        ]))
+        .unwrap(),
+    );
+    let opts = ConvertOptions {
+        registry_cache_secrets: [("u-2".to_owned(), "reg-cache-1".to_owned())].into(),
+        ..Default::default()
+    };
+    let live = live(&rt);
+    // Before the first patch the Shoot has no extension: the secrets must be copied.
+    assert_eq!(registry_cache_secrets_on(&rt, &live), None);
+    let patched = to_shoot_with(&rt, &config(), Some(&live), &opts)
+        .unwrap()
+        .shoot;
+    let found = registry_cache_secrets_on(&rt, &patched).expect("the patched Shoot names them");
+    assert_eq!(found, opts.registry_cache_secrets);
+    // Applied again with what it found, the spec is the one patched.
+    let again = to_shoot_with(
+        &rt,
+        &config(),
+        Some(&patched),
+        &ConvertOptions {
+            registry_cache_secrets: found,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .shoot;
+    assert_eq!(
+        serde_json::to_value(&again.spec).unwrap(),
+        serde_json::to_value(&patched.spec).unwrap()
+    );
+    // Changed by hand: the extension's entry, the resource, the extension's state.
+    fn extension(s: &mut Shoot) -> &mut Extension {
+        s.spec
+            .extensions
+            .iter_mut()
+            .flatten()
+            .find(|e| e.type_ == "registry-cache")
+            .unwrap()
+    }
+    let edit = |f: &dyn Fn(&mut Shoot)| {
+        let mut s = patched.clone();
+        f(&mut s);
+        registry_cache_secrets_on(&rt, &s)
+    };
+    assert_eq!(
+        edit(
+            &|s| extension(s).provider_config.as_mut().unwrap().0["caches"][0]["upstream"] =
+                json!("ghcr.io")
+        ),
+        None
+    );
+    assert_eq!(
+        edit(&|s| s
+            .spec
+            .resources
+            .as_mut()
+            .unwrap()
+            .retain(|r| r.name != "reg-cache-1")),
+        None
+    );
+    assert_eq!(
+        edit(&|s| {
+            for r in s.spec.resources.iter_mut().flatten() {
+                r.name = r.name.replace("reg-cache-1", "reg-cache-9");
+            }
+        }),
+        None
+    );
+    assert_eq!(edit(&|s| extension(s).disabled = Some(true)), None);
+    // No cache with credentials: nothing to find, nothing missing.
+    rt.spec.image_registry_cache = Some(
+        serde_json::from_value(json!([
+            {"name": "quay", "namespace": "team", "uid": "u-3", "config": {"upstream": "quay.io"}}
+        ]))
+        .unwrap(),
+    );
+    assert_eq!(
+        registry_cache_secrets_on(&rt, &live),
+        Some(Default::default())
+    );
+}
+
+#[test]
 fn a_credentials_rotation_needs_one_patch_which_records_it_on_the_shoot() {
     use kim_shared::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS as KEY;
     let mut rt = runtime("aws");

@@ -213,7 +213,7 @@ async fn wait_for(runtimes: &Api<Runtime>, id: &str, type_: &str, status: &str, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_nothing() {
-    let env = TestEnv::start_for_process("kim-testenv-regcache", TestEnvOptions::default())
+    let env = &TestEnv::start(TestEnvOptions::default())
         .await
         .unwrap_or_else(|e| panic!("the registry cache test's own environment: {e}"));
     let ns = env.namespace("ctl-regcache").await.unwrap();
@@ -773,6 +773,68 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         !version_after.contains("p1"),
         "the version names no credentials: {version_after}"
     );
+
+    // Gardener moves the generation of a Shoot it wakes or hibernates, while the runtime
+    // cluster does not answer (here: an operation annotation, with the cluster stopped). The
+    // drift re-apply writes the garden Secret the Shoot references again without the cluster
+    // and changes nothing: the Runtime stays Ready, its caches configured.
+    let shoot_name = rt.spec.shoot.name.clone();
+    let referenced = cache_secret_references(&shoot(&garden, &shoot_name).await);
+    let patches = || async {
+        Ok::<_, anyhow::Error>(kim_tests::controller::metric_sum(
+            &ctl.metrics_text().await?,
+            "infrastructure_manager_im_gardener_requests_total",
+            &["method=\"PATCH\""],
+        ))
+    };
+    let patched_before = patches().await.unwrap();
+    env.stop_apiserver("shoot-apiserver").unwrap();
+    let shoots: Api<DynamicObject> = Api::namespaced_with(
+        garden.clone(),
+        PROJECT_NAMESPACE,
+        &resource("core.gardener.cloud/v1beta1", "Shoot", "shoots"),
+    );
+    let generation = |s: &DynamicObject| s.metadata.generation.unwrap_or_default();
+    let generation_before = generation(&shoots.get(&shoot_name).await.unwrap());
+    shoots
+        .patch(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"gardener.cloud/operation": "reconcile"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        generation(&shoots.get(&shoot_name).await.unwrap()) > generation_before,
+        "the operation moves the Shoot's generation"
+    );
+    eventually(
+        "the drift re-apply while the runtime cluster is down",
+        TIMEOUT,
+        || async { Ok(patches().await? > patched_before) },
+    )
+    .await
+    .unwrap();
+    // Long enough for the failure the re-apply used to end in (the cluster read timing out).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rt = runtimes.get(&id).await.unwrap();
+    assert_eq!(
+        rt.status.as_ref().map(|s| s.state),
+        Some(RuntimeState::Ready),
+        "{:?}",
+        rt.status
+    );
+    assert_eq!(
+        condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    assert_eq!(
+        cache_secret_references(&shoot(&garden, &shoot_name).await),
+        referenced
+    );
+    env.start_apiserver("shoot-apiserver").await.unwrap();
     ctl.stop().await;
 
     // 4. Flag off: nothing of the registry cache is left.
