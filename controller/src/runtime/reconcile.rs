@@ -510,23 +510,28 @@ async fn prepare(
         None => None,
     };
     // Upstream writes the registry cache on patch only, never on create.
-    let registry_cache_secrets = match live {
-        // A drift re-apply restores the spec, not the credentials (their change is a patch
-        // of its own): it writes the garden Secrets the Shoot references again and leaves the
-        // runtime cluster alone, which may be asleep (Gardener moves the generation when it
-        // wakes or hibernates the cluster too).
+    // A drift re-apply restores the spec, not the credentials (with their change pending, they
+    // are copied as for any patch): it writes the Runtime's current garden Secrets the Shoot references
+    // again and leaves the runtime cluster alone, which may be asleep (Gardener moves the
+    // generation when it wakes or hibernates the cluster too).
+    let on_shoot = match live {
         Some(live)
             if drift
                 && reconciler.ctx.settings.registry_cache.enabled
-                && let Some(secrets) =
-                    kim_shared::convert::registry_cache_secrets_on(runtime, live) =>
+                && !kim_shared::convert::registry_cache_credentials_changed(runtime, live) =>
         {
-            secrets
+            super::registry_cache::current_on_shoot(reconciler, runtime, live).await
         }
+        _ => None,
+    };
+    let registry_cache_secrets = match (live, on_shoot) {
+        (Some(_), Some(secrets)) => secrets,
         // A drift re-apply that changes nothing ends without the steps after provisioning,
         // which would mark the caches Ready again: it does not mark them Pending.
-        Some(_) => super::registry_cache::before_patch(reconciler, runtime, draft, !drift).await?,
-        None => Default::default(),
+        (Some(_), None) => {
+            super::registry_cache::before_patch(reconciler, runtime, draft, !drift).await?
+        }
+        (None, _) => Default::default(),
     };
     let opts = kim_shared::convert::ConvertOptions {
         dedicated_audit_log,

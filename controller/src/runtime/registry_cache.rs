@@ -367,6 +367,34 @@ pub async fn before_patch(
     }
 }
 
+/// The garden Secrets `live` references for the Runtime's caches
+/// ([`kim_shared::convert::registry_cache_secrets_on`]), when each is the Runtime's current one
+/// for its cache as Gardener lists them (not replaced by a rotation, not another Runtime's, not
+/// gone); `None` otherwise, and then the credentials are copied from the runtime cluster as for
+/// any patch.
+pub async fn current_on_shoot(
+    reconciler: &super::Reconciler,
+    runtime: &kim_shared::api::Runtime,
+    live: &kim_shared::gardener::Shoot,
+) -> Option<BTreeMap<String, String>> {
+    let on_shoot = kim_shared::convert::registry_cache_secrets_on(runtime, live)?;
+    if on_shoot.is_empty() {
+        return Some(on_shoot);
+    }
+    let ctx = &reconciler.ctx;
+    let runtime_id = reconciler.runtime_id(runtime);
+    let listed = GardenSecrets::new(&ctx.gardener, &ctx.gardener_namespace)
+        .of_runtime(&runtime_id)
+        .await
+        .ok()?;
+    let infos: Vec<GardenSecret> = listed.into_iter().map(|(info, _)| info).collect();
+    let current = rc::secret_names(&infos, &runtime_id);
+    on_shoot
+        .iter()
+        .all(|(uid, name)| current.get(uid) == Some(name))
+        .then_some(on_shoot)
+}
+
 /// After the Shoot is reconciled (upstream `sFnCleanupRegistryCacheGardenSecrets`): unused
 /// garden Secrets are deleted, the `RegistryCacheConfig`s turn `Ready` and
 /// `RegistryCacheConfigured` is True; without caches (or with the registry cache off) the

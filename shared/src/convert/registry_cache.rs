@@ -116,10 +116,12 @@ pub fn registry_cache_credentials_changed(rt: &crate::api::Runtime, shoot: &Shoo
 
 /// The garden Secret of each of `rt`'s caches with credentials, by cache UID, as `shoot`
 /// references them: the `registry-cache` extension's entry for the cache's upstream names a
-/// resource the Shoot lists. What a re-apply that restores the spec (not the credentials, whose
-/// change asks for a patch of its own) writes again without reading the runtime cluster.
-/// `None` when a cache with credentials has no such entry: the extension is not the one written
-/// for this spec (changed by hand, or never written).
+/// resource the Shoot lists, which refers to the Secret of that name. What a re-apply that
+/// restores the spec (not the credentials, whose change asks for a patch of its own) may write
+/// again without reading the runtime cluster, once the caller has checked that they are the
+/// Runtime's current garden Secrets. `None` when a cache with credentials has no such entry:
+/// the extension or resources are not the ones written for this spec (changed by hand, or
+/// never written).
 pub fn registry_cache_secrets_on(
     rt: &crate::api::Runtime,
     shoot: &Shoot,
@@ -147,10 +149,14 @@ pub fn registry_cache_secrets_on(
             .iter()
             .find(|e| e["upstream"] == cache.config.upstream.as_str())
             .and_then(|e| e["secretReferenceName"].as_str())?;
-        let resource = resources
-            .iter()
-            .find(|r| r.name == named && r.name.contains(SECRET_PREFIX))?;
-        secrets.insert(cache.uid.clone(), resource.resource_ref.name.clone());
+        // As the conversion writes it: the resource and the Secret it refers to share the name.
+        resources.iter().find(|r| {
+            r.name == named
+                && r.resource_ref.name == named
+                && r.resource_ref.kind == "Secret"
+                && named.contains(SECRET_PREFIX)
+        })?;
+        secrets.insert(cache.uid.clone(), named.to_owned());
     }
     Some(secrets)
 }

@@ -1182,6 +1182,14 @@ fn a_re_apply_takes_the_registry_cache_secrets_the_shoot_references() {
         }),
         None
     );
+    assert_eq!(
+        edit(&|s| {
+            for r in s.spec.resources.iter_mut().flatten() {
+                r.resource_ref.name = r.resource_ref.name.replace("reg-cache-1", "reg-cache-9");
+            }
+        }),
+        None
+    );
     assert_eq!(edit(&|s| extension(s).disabled = Some(true)), None);
     // No cache with credentials: nothing to find, nothing missing.
     rt.spec.image_registry_cache = Some(
