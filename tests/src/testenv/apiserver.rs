@@ -104,9 +104,10 @@ pub fn etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<Strin
     ]
 }
 
-/// The audit policy: full bodies for our API group and for Shoots, metadata only for anything
-/// that carries credentials (Secrets, InternalSecrets, kubeconfig and token requests), none for
-/// lease and event noise.
+/// The audit policy: full bodies of the writes to our API group and to Shoots (reads, whose
+/// answers are whole lists, only as metadata), metadata only for anything that carries
+/// credentials (Secrets, InternalSecrets, kubeconfig and token requests), none for lease and
+/// event noise.
 pub const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -117,6 +118,9 @@ rules:
   resources:
   - {group: "", resources: ["secrets", "serviceaccounts/token"]}
   - {group: "core.gardener.cloud", resources: ["internalsecrets", "shoots/adminkubeconfig", "shoots/viewerkubeconfig"]}
+- level: Metadata
+  verbs: ["get", "list", "watch"]
+  resources: [{group: "infrastructuremanager.kyma-project.io"}, {group: "core.gardener.cloud", resources: ["shoots", "shoots/status"]}]
 - level: RequestResponse
   resources: [{group: "infrastructuremanager.kyma-project.io"}, {group: "core.gardener.cloud", resources: ["shoots", "shoots/status"]}]
 - level: Metadata

@@ -12,6 +12,8 @@
 //! - `controller::burst` loads gardener-apiserver's admission to its limit on purpose (a burst
 //!   of Runtimes at once, `KIM_BURST_RUNTIMES`, 60 by default): its own environment, so the
 //!   other tests' Shoot creates are not refused meanwhile;
+//! - `controller::kill` provisions and deletes 200 Runtimes under nine controller starts: its own
+//!   environment, so that the others' servers are not loaded with them;
 //! - `controller::samples` checks each sample's administrator bindings in the one shoot cluster,
 //!   where every other Runtime removes the bindings of administrators it does not list: its own
 //!   environment;

@@ -265,6 +265,8 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
             && !f.is_watch()
             && f.at >= broken_at
     });
+    // The event that confirmed the webhook's cache may reach this watch a moment later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let profile_changed = profile_events.0.load(std::sync::atomic::Ordering::Relaxed) > 0;
     profile_events.1.abort();
     if relisted || profile_changed {
