@@ -19,6 +19,27 @@ fn with_cloud_profiles() -> Options {
     }
 }
 
+/// Creates `obj`, again after an answer that is no verdict (429, or 5xx: the apiserver did not
+/// reach the webhook in time, and stored nothing), up to three tries: the test is about the
+/// webhook's verdicts, and a loaded machine delays the calls.
+async fn create(
+    api: &Api<DynamicObject>,
+    pp: &PostParams,
+    obj: &DynamicObject,
+) -> kube::Result<DynamicObject> {
+    let mut tries = 1;
+    loop {
+        match api.create(pp, obj).await {
+            Err(kube::Error::Api(e)) if tries < 3 && (e.code == 429 || e.code >= 500) => {
+                println!("no verdict ({} {}), trying again", e.code, e.message);
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 fn dry_run() -> PostParams {
     PostParams {
         dry_run: true,
@@ -36,8 +57,7 @@ async fn keb_runtimes_are_admitted_as_sent_and_broken_ones_refused_naming_the_fi
     for (i, k) in corpus().into_iter().enumerate() {
         let input = admissible(k.runtime.clone(), &format!("keb-{i}"), &wh.ns);
         let obj: DynamicObject = serde_json::from_value(input.clone()).unwrap();
-        let stored = api
-            .create(&PostParams::default(), &obj)
+        let stored = create(&api, &PostParams::default(), &obj)
             .await
             .unwrap_or_else(|e| panic!("{} ({}) must be admitted: {e}", k.case, k.plan));
         let stored = serde_json::to_value(&stored).unwrap();
@@ -54,7 +74,7 @@ async fn keb_runtimes_are_admitted_as_sent_and_broken_ones_refused_naming_the_fi
         for v in invalid_variants(&k) {
             let input = admissible(v.runtime.clone(), &format!("keb-{i}-bad"), &wh.ns);
             let obj: DynamicObject = serde_json::from_value(input).unwrap();
-            match api.create(&dry_run(), &obj).await {
+            match create(&api, &dry_run(), &obj).await {
                 Ok(_) => panic!("{} with a bad {} was admitted", k.case, v.what),
                 Err(kube::Error::Api(e)) => {
                     assert!(
