@@ -13,6 +13,11 @@ use kim_shared::gardener::shoot::Extension;
 use serde_json::{Value, json};
 
 /// The Shoot as Gardener returns it after creating `rt` (plus what Gardener adds).
+/// `spec.imageRegistryCache` as a Runtime carries it.
+fn registry_caches(caches: Value) -> Option<kim_shared::api::runtime::ImageRegistryCaches> {
+    Some(serde_json::from_value(caches).unwrap())
+}
+
 fn live(rt: &Runtime) -> Shoot {
     let mut shoot = to_shoot(rt, &config(), None).unwrap().shoot;
     // Gardener's defaulting and a foreign extension and resource.
@@ -570,7 +575,7 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     assert_eq!(find(&s, "registry-cache"), None);
     // An empty list of caches is no caches too.
     let mut empty = rt.clone();
-    empty.spec.image_registry_cache = Some(serde_json::from_value(json!([])).unwrap());
+    empty.spec.image_registry_cache = registry_caches(json!([]));
     assert_eq!(find(&spec(&patch(&empty, &live)), "registry-cache"), None);
     let mut expected = types(&spec(&Converted {
         shoot: live.clone(),
@@ -585,7 +590,7 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     );
 
     // The 2025 object shape names no cache: the live extension is kept as it is.
-    rt.spec.image_registry_cache = Some(serde_json::from_value(json!({"enabled": true})).unwrap());
+    rt.spec.image_registry_cache = registry_caches(json!({"enabled": true}));
     let s = spec(&patch(&rt, &live));
     assert_eq!(
         find(&s, "registry-cache").unwrap(),
@@ -593,19 +598,16 @@ fn registry_cache_nvidia_and_acl_on_patch() {
     );
 
     // Today's list: every cache with its settings, credentials by the garden Secret's name.
-    rt.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
-             "config": {"upstream": "quay.io", "remoteURL": "https://quay.io",
-                        "volume": {"size": "20Gi", "storageClassName": "premium"},
-                        "garbageCollection": {"ttl": "24h"}, "http": {"tls": false},
-                        "secretReferenceName": "quay-credentials",
-                        "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}}},
-            {"name": "docker", "namespace": "default", "uid": "u-2",
-             "config": {"upstream": "docker.io", "volume": {"size": 10_737_418_240_i64}}}
-        ]))
-        .unwrap(),
-    );
+    rt.spec.image_registry_cache = registry_caches(json!([
+        {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+         "config": {"upstream": "quay.io", "remoteURL": "https://quay.io",
+                    "volume": {"size": "20Gi", "storageClassName": "premium"},
+                    "garbageCollection": {"ttl": "24h"}, "http": {"tls": false},
+                    "secretReferenceName": "quay-credentials",
+                    "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}}},
+        {"name": "docker", "namespace": "default", "uid": "u-2",
+         "config": {"upstream": "docker.io", "volume": {"size": 10_737_418_240_i64}}}
+    ]));
     let err = to_shoot(&rt, &config(), Some(&live)).unwrap_err();
     assert_eq!(
         err,
@@ -1052,13 +1054,10 @@ fn registry_cache_secrets_on_a_shoot_without_other_resources() {
     assert_eq!(live.spec.resources, None);
     assert!(convert(&rt, &live).get("resources").is_none());
     let mut cached = rt.clone();
-    cached.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
-             "config": {"upstream": "quay.io", "secretReferenceName": "quay-credentials"}}
-        ]))
-        .unwrap(),
-    );
+    cached.spec.image_registry_cache = registry_caches(json!([
+        {"name": "quay", "namespace": "kyma-system", "uid": "u-1",
+         "config": {"upstream": "quay.io", "secretReferenceName": "quay-credentials"}}
+    ]));
     assert_eq!(
         convert(&cached, &live)["resources"],
         json!([{"name": "reg-cache-abc", "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-abc"}}])
@@ -1076,12 +1075,9 @@ fn registry_cache_secrets_on_a_shoot_without_other_resources() {
 #[test]
 fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
     let mut rt = runtime("aws");
-    rt.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
-        ]))
-        .unwrap(),
-    );
+    rt.spec.image_registry_cache = registry_caches(json!([
+        {"name": "docker", "namespace": "default", "uid": "u-2", "config": {"upstream": "docker.io"}}
+    ]));
     // Created without the extension (upstream's create), so one patch is due.
     let created = to_shoot(&rt, &config(), None).unwrap().shoot;
     assert!(kim_shared::convert::registry_cache_missing(&rt, &created));
@@ -1107,15 +1103,12 @@ fn a_shoot_created_without_the_asked_for_registry_caches_needs_one_patch() {
 fn a_re_apply_takes_the_registry_cache_secrets_the_shoot_references() {
     use kim_shared::convert::registry_cache_secrets_on;
     let mut rt = runtime("aws");
-    rt.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "docker", "namespace": "team", "uid": "u-2",
-             "config": {"upstream": "docker.io", "secretReferenceName": "creds"}},
-            {"name": "quay", "namespace": "team", "uid": "u-3",
-             "config": {"upstream": "quay.io"}}
-        ]))
-        .unwrap(),
-    );
+    rt.spec.image_registry_cache = registry_caches(json!([
+        {"name": "docker", "namespace": "team", "uid": "u-2",
+         "config": {"upstream": "docker.io", "secretReferenceName": "creds"}},
+        {"name": "quay", "namespace": "team", "uid": "u-3",
+         "config": {"upstream": "quay.io"}}
+    ]));
     let opts = ConvertOptions {
         registry_cache_secrets: [("u-2".to_owned(), "reg-cache-1".to_owned())].into(),
         ..Default::default()
@@ -1192,12 +1185,9 @@ fn a_re_apply_takes_the_registry_cache_secrets_the_shoot_references() {
     );
     assert_eq!(edit(&|s| extension(s).disabled = Some(true)), None);
     // No cache with credentials: nothing to find, nothing missing.
-    rt.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "quay", "namespace": "team", "uid": "u-3", "config": {"upstream": "quay.io"}}
-        ]))
-        .unwrap(),
-    );
+    rt.spec.image_registry_cache = registry_caches(json!([
+        {"name": "quay", "namespace": "team", "uid": "u-3", "config": {"upstream": "quay.io"}}
+    ]));
     assert_eq!(
         registry_cache_secrets_on(&rt, &live),
         Some(Default::default())
@@ -1208,13 +1198,10 @@ fn a_re_apply_takes_the_registry_cache_secrets_the_shoot_references() {
 fn a_credentials_rotation_needs_one_patch_which_records_it_on_the_shoot() {
     use kim_shared::names::ANNOTATION_REGISTRY_CACHE_CREDENTIALS as KEY;
     let mut rt = runtime("aws");
-    rt.spec.image_registry_cache = Some(
-        serde_json::from_value(json!([
-            {"name": "docker", "namespace": "team", "uid": "u-2",
-             "config": {"upstream": "docker.io", "secretReferenceName": "creds"}}
-        ]))
-        .unwrap(),
-    );
+    rt.spec.image_registry_cache = registry_caches(json!([
+        {"name": "docker", "namespace": "team", "uid": "u-2",
+         "config": {"upstream": "docker.io", "secretReferenceName": "creds"}}
+    ]));
     let opts = ConvertOptions {
         registry_cache_secrets: [("u-2".to_owned(), "reg-cache-1".to_owned())].into(),
         ..Default::default()
