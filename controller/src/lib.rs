@@ -45,15 +45,22 @@ pub fn spawn_reconcilers(
     let (shoots, shoot_writer) =
         kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
     let shoots = runtime::shoot_cache::ShootCache::new(shoots);
+    let (ca_rotations, ca_rotated) = runtime::shoot_cache::CaRotations::channel();
     vec![
         spawn_supervised(
             "runtime",
-            runtime::run(ctx.clone(), shutdown.clone(), shoot_writer, shoots.clone()),
+            runtime::run(
+                ctx.clone(),
+                shutdown.clone(),
+                shoot_writer,
+                shoots.clone(),
+                ca_rotations,
+            ),
             crashed,
         ),
         spawn_supervised(
             "gardener_cluster",
-            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots),
+            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots, ca_rotated),
             crashed,
         ),
         spawn_supervised(

@@ -24,7 +24,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
-use super::kubeconfig::token_kubeconfig;
+use super::kubeconfig::{cluster_endpoint, token_kubeconfig};
 use super::metrics::TokenMetrics;
 use super::record::{self, SecretFacts};
 use super::shoot;
@@ -283,6 +283,22 @@ struct AdminKubeconfig {
     name: String,
     resource_version: Option<String>,
     kubeconfig: ByteString,
+}
+
+/// Whether the request's kubeconfig (key `key` of its Secret) names another server or CA bundle
+/// than the admin kubeconfig. After a rotation of the cluster's CAs the admin kubeconfig is
+/// fetched again with the new bundle; a token kubeconfig with the old one stops working when the
+/// rotation completes. A kubeconfig that does not read says nothing (no rotation on every pass).
+fn endpoint_moved(existing: Option<&Secret>, key: &str, admin: &[u8]) -> bool {
+    let endpoint = |bytes: &[u8]| {
+        let endpoint = cluster_endpoint(std::str::from_utf8(bytes).ok()?).ok()?;
+        Some((endpoint.server, endpoint.ca_data))
+    };
+    let own = existing
+        .and_then(|s| s.data.as_ref())
+        .and_then(|d| d.get(key))
+        .and_then(|k| endpoint(&k.0));
+    matches!((own, endpoint(admin)), (Some(own), Some(admin)) if own != admin)
 }
 
 /// `Ok(None)`: the runtime has no admin kubeconfig (yet, or any more).
@@ -628,6 +644,8 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     let revoke = revoke_requested && facts.revocation_due(ra.metadata.resource_version.as_deref());
     let decision = if revoke {
         TokenDecision::Issue(token::TokenCause::Revoked)
+    } else if endpoint_moved(existing.as_ref(), &key, &admin.kubeconfig.0) {
+        TokenDecision::Issue(token::TokenCause::ClusterChanged)
     } else {
         token::decide(facts.token, reconciler.settings.rotation_ratio, now)
     };
@@ -1447,6 +1465,50 @@ async fn publish_reason_change(
 mod tests {
     use super::*;
     use kim_shared::api::runtime_access::{RoleSpec, RuntimeAccessSpec, ServiceAccountRef};
+
+    #[test]
+    fn a_token_kubeconfig_for_another_server_or_ca_bundle_is_issued_again() {
+        let kubeconfig = |server: &str, ca: &str, user: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: s\nclusters:\n- name: s\n  cluster: {{server: \"{server}\", certificate-authority-data: {ca}}}\ncontexts:\n- name: s\n  context: {{cluster: s, user: {user}}}\nusers:\n- name: {user}\n  user: {{token: t}}\n"
+            )
+        };
+        let admin = kubeconfig("https://api.s", "T0xE", "admin");
+        let secret = |kc: &str| Secret {
+            data: Some(BTreeMap::from([(
+                "config".to_owned(),
+                ByteString(kc.as_bytes().to_vec()),
+            )])),
+            ..Default::default()
+        };
+        let same = secret(&kubeconfig("https://api.s", "T0xE", "sa"));
+        assert!(!endpoint_moved(Some(&same), "config", admin.as_bytes()));
+        let old_bundle = secret(&kubeconfig("https://api.s", "T0xEIE5FVw", "sa"));
+        assert!(endpoint_moved(
+            Some(&old_bundle),
+            "config",
+            admin.as_bytes()
+        ));
+        let moved = secret(&kubeconfig("https://api.t", "T0xE", "sa"));
+        assert!(endpoint_moved(Some(&moved), "config", admin.as_bytes()));
+        // Nothing to compare: the token's own schedule decides.
+        assert!(!endpoint_moved(None, "config", admin.as_bytes()));
+        assert!(!endpoint_moved(
+            Some(&old_bundle),
+            "other",
+            admin.as_bytes()
+        ));
+        assert!(!endpoint_moved(
+            Some(&secret("not: [a kubeconfig")),
+            "config",
+            admin.as_bytes()
+        ));
+        assert!(!endpoint_moved(
+            Some(&old_bundle),
+            "config",
+            b"not: [a kubeconfig"
+        ));
+    }
 
     fn request(uid: &str) -> RuntimeAccess {
         let mut ra = RuntimeAccess::new(

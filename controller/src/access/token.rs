@@ -29,6 +29,10 @@ pub enum TokenCause {
     /// The request asks to revoke every token issued so far
     /// (`infrastructuremanager.kyma-project.io/revoke-tokens: "true"`).
     Revoked,
+    /// The kubeconfig names another server or CA bundle than the runtime's admin kubeconfig:
+    /// the cluster's CAs were rotated (the admin kubeconfig, fetched again, carries the new
+    /// bundle) or its address moved.
+    ClusterChanged,
 }
 
 /// The decision for one reconcile.

@@ -43,6 +43,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
     shoots: crate::runtime::shoot_cache::ShootCache,
+    ca_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
 ) {
     let settings = &ctx.settings.gardener_cluster;
     let policy = settings.rotation;
@@ -77,6 +78,10 @@ pub async fn run(
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
         .reconcile_on(recovered)
+        .reconcile_on(ca_rotated.map({
+            let namespace = namespace.clone();
+            move |name| reflector::ObjectRef::new(&name).within(&namespace)
+        }))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| {

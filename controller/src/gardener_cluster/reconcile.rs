@@ -227,6 +227,15 @@ impl Reconciler {
 
     /// Drops what is kept about the GardenerCluster `key`, which is gone: its record and metric
     /// series.
+    /// Since when the certificate authorities of Shoot `shoot` were rotated, as the Shoot cache
+    /// shows it (nothing while the cache is not filled: the Runtime reconciler's Shoot watch
+    /// sends this GardenerCluster again when it sees the rotation).
+    fn new_cas_since(&self, shoot: &str) -> Option<Timestamp> {
+        self.shoots
+            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?
+            .new_cas_since()
+    }
+
     fn forget_key(&self, key: &str) {
         self.metrics.remove(key);
         self.records.forget(key);
@@ -414,7 +423,8 @@ async fn apply(
             .and_then(rotation::parse_last_sync),
         kubeconfig_secret::valid_until(existing.as_ref()),
     );
-    match rotation::decide(rotate_after, state, forced, now) {
+    let new_cas_since = reconciler.new_cas_since(&gc.spec.shoot.name);
+    match rotation::decide(rotate_after, state, forced, new_cas_since, now) {
         RotationDecision::Wait { requeue_after } => {
             if gc
                 .annotations()

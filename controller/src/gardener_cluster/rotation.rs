@@ -163,6 +163,9 @@ pub enum RotationCause {
     Due,
     /// The force-rotation annotation is on the GardenerCluster.
     Forced,
+    /// The Shoot's certificate authorities were rotated after the kubeconfig was signed: its
+    /// CA bundle and client certificate stop working when the rotation completes.
+    CaRotated,
 }
 
 impl RotationCause {
@@ -188,11 +191,14 @@ pub enum RotationDecision {
     },
 }
 
-/// Decides whether to ask Gardener for a new kubeconfig (upstream 5.2, plus the forced rotation).
+/// Decides whether to ask Gardener for a new kubeconfig: upstream's rotation on time, plus the
+/// forced rotation and one after a rotation of the Shoot's certificate authorities that the
+/// kubeconfig predates (`new_cas_since`, [`kim_shared::gardener::status::CaRotation::new_cas_since`]).
 pub fn decide(
     rotate_after: Duration,
     secret: SecretState<'_>,
     forced: bool,
+    new_cas_since: Option<Timestamp>,
     now: Timestamp,
 ) -> RotationDecision {
     let last_sync = match secret {
@@ -212,6 +218,11 @@ pub fn decide(
     let age = now.duration_since(last_sync);
     if age < -FUTURE_TOLERANCE {
         return RotationDecision::Rotate(RotationCause::LastSyncInvalid);
+    }
+    // Both have whole seconds. A kubeconfig signed in the very second the new CAs were in
+    // place counts as signed after: it is never asked for again and again within that second.
+    if new_cas_since.is_some_and(|since| last_sync < since) {
+        return RotationDecision::Rotate(RotationCause::CaRotated);
     }
     // A small negative age (clock skew) counts as zero: wait the full period.
     let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
@@ -364,6 +375,7 @@ mod tests {
                 p.rotate_after(),
                 present(synced),
                 false,
+                None,
                 ts("2026-01-01T10:00:00Z")
             ),
             RotationDecision::Wait {
@@ -375,14 +387,14 @@ mod tests {
             .checked_add(SignedDuration::from_secs(49_247))
             .unwrap();
         assert!(matches!(
-            decide(p.rotate_after(), present(synced), false, just_before),
+            decide(p.rotate_after(), present(synced), false, None, just_before),
             RotationDecision::Wait { .. }
         ));
         let at = ts(synced)
             .checked_add(SignedDuration::from_secs(49_248))
             .unwrap();
         assert_eq!(
-            decide(p.rotate_after(), present(synced), false, at),
+            decide(p.rotate_after(), present(synced), false, None, at),
             RotationDecision::Rotate(RotationCause::Due)
         );
     }
@@ -392,11 +404,11 @@ mod tests {
         let p = RotationPolicy::upstream_default();
         let now = ts("2026-01-01T00:00:00Z");
         assert_eq!(
-            decide(p.rotate_after(), SecretState::Missing, false, now),
+            decide(p.rotate_after(), SecretState::Missing, false, None, now),
             RotationDecision::Rotate(RotationCause::SecretMissing)
         );
         assert_eq!(
-            decide(p.rotate_after(), SecretState::KeyMissing, true, now),
+            decide(p.rotate_after(), SecretState::KeyMissing, true, None, now),
             RotationDecision::Rotate(RotationCause::KeyMissing)
         );
         assert_eq!(
@@ -404,12 +416,13 @@ mod tests {
                 p.rotate_after(),
                 SecretState::Present { last_sync: None },
                 false,
+                None,
                 now
             ),
             RotationDecision::Rotate(RotationCause::LastSyncMissing)
         );
         assert_eq!(
-            decide(p.rotate_after(), present("yesterday"), false, now),
+            decide(p.rotate_after(), present("yesterday"), false, None, now),
             RotationDecision::Rotate(RotationCause::LastSyncInvalid)
         );
     }
@@ -418,11 +431,53 @@ mod tests {
     fn force_rotates_a_fresh_secret_and_counts_as_a_replacement() {
         let p = RotationPolicy::upstream_default();
         let now = ts("2026-01-01T00:00:10Z");
-        let d = decide(p.rotate_after(), present("2026-01-01T00:00:00Z"), true, now);
+        let d = decide(
+            p.rotate_after(),
+            present("2026-01-01T00:00:00Z"),
+            true,
+            None,
+            now,
+        );
         assert_eq!(d, RotationDecision::Rotate(RotationCause::Forced));
         assert!(RotationCause::Forced.replaces_existing());
         assert!(RotationCause::Due.replaces_existing());
         assert!(!RotationCause::SecretMissing.replaces_existing());
+    }
+
+    #[test]
+    fn a_kubeconfig_signed_before_new_cas_were_in_place_is_replaced() {
+        let p = RotationPolicy::upstream_default();
+        let synced = "2026-01-01T00:00:00Z";
+        let now = ts("2026-01-01T01:00:00Z");
+        let decide_with = |since: Option<&str>| {
+            decide(p.rotate_after(), present(synced), false, since.map(ts), now)
+        };
+        assert_eq!(
+            decide_with(Some("2026-01-01T00:00:01Z")),
+            RotationDecision::Rotate(RotationCause::CaRotated)
+        );
+        assert!(RotationCause::CaRotated.replaces_existing());
+        // Signed in the second the CAs were in place, or after: nothing to replace.
+        for since in [None, Some(synced), Some("2025-12-31T23:59:59Z")] {
+            assert_eq!(
+                decide_with(since),
+                RotationDecision::Wait {
+                    requeue_after: p.rotate_after() - Duration::from_secs(3600)
+                },
+                "{since:?}"
+            );
+        }
+        // A missing Secret or a forced rotation keeps its own cause.
+        assert_eq!(
+            decide(
+                p.rotate_after(),
+                SecretState::Missing,
+                false,
+                Some(ts("2026-01-01T00:00:01Z")),
+                now
+            ),
+            RotationDecision::Rotate(RotationCause::SecretMissing)
+        );
     }
 
     #[test]
@@ -448,6 +503,7 @@ mod tests {
                 p.rotate_after(),
                 present("2026-01-01T00:00:30Z"),
                 false,
+                None,
                 now
             ),
             RotationDecision::Wait {
@@ -459,6 +515,7 @@ mod tests {
                 p.rotate_after(),
                 present("2026-01-02T00:00:00Z"),
                 false,
+                None,
                 now
             ),
             RotationDecision::Rotate(RotationCause::LastSyncInvalid)
@@ -469,6 +526,7 @@ mod tests {
                 p.rotate_after(),
                 present("2026-01-01T00:01:00Z"),
                 false,
+                None,
                 now
             ),
             RotationDecision::Wait {

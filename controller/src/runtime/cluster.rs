@@ -110,18 +110,18 @@ pub async fn after_provisioned(
     );
 
     // A Shoot made anew (deleted by someone else) is a new cluster with a new CA, and the
-    // kubeconfig the GardenerCluster holds may still be the old cluster's: its rotation is
+    // kubeconfig the GardenerCluster holds may still be the old cluster's; one signed before a
+    // rotation of the cluster's CAs stops working when the rotation completes. Its rotation is
     // forced now that Gardener can sign one (it signs none for a Shoot without addresses).
     // Decided from the Secret and the Shoot, so a restart in between forgets nothing.
-    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
-        reconciler.runtime_cluster_client(runtime, &runtime_id, created),
+        reconciler.runtime_cluster_client(runtime, &runtime_id, kubeconfigs_valid_from(shoot)),
     )
     .await
     {
         Ok(Ok(c)) => c,
-        Ok(Err(e @ SkrError::SignedBeforeShoot { .. })) => {
+        Ok(Err(e @ SkrError::SignedBefore { .. })) => {
             tracing::info!(error = %e, "forcing the rotation of the admin kubeconfig");
             force_rotation(reconciler, runtime, &runtime_id).await;
             draft.set(
@@ -406,7 +406,7 @@ pub async fn runtime_cluster_client(
     ctx: &crate::context::Context,
     namespace: &str,
     runtime_id: &str,
-    shoot_created: Option<jiff::Timestamp>,
+    valid_from: Option<jiff::Timestamp>,
 ) -> Result<kube::Client, SkrError> {
     let name = names::kubeconfig_secret_name(runtime_id);
     let secret = Api::<Secret>::namespaced(ctx.kcp.clone(), namespace)
@@ -416,8 +416,8 @@ pub async fn runtime_cluster_client(
             name: name.clone(),
             source: e,
         })?;
-    if signed_before(&secret, shoot_created) {
-        return Err(SkrError::SignedBeforeShoot { name });
+    if let Some(valid_from) = valid_from.filter(|&from| signed_before(&secret, Some(from))) {
+        return Err(SkrError::SignedBefore { name, valid_from });
     }
     let bytes = secret
         .data
@@ -435,16 +435,27 @@ pub async fn runtime_cluster_client(
         .map_err(|e| SkrError::Client { name, source: e })
 }
 
-/// Whether the Secret's kubeconfig was signed (its `last-sync`) before the Shoot was created,
-/// and so is another cluster's. Both times have whole seconds; a kubeconfig cannot be signed
-/// in the second its Shoot is created (the Shoot has no address yet). A Secret without a
-/// readable `last-sync` says nothing.
-fn signed_before(secret: &Secret, shoot_created: Option<jiff::Timestamp>) -> bool {
+/// Since when an admin kubeconfig of the Shoot's cluster is good: since the Shoot was created
+/// (one signed before is an earlier cluster's of the same name) and since the new CAs of its
+/// last certificate-authority rotation were in place (one signed before stops working when the
+/// rotation completes).
+fn kubeconfigs_valid_from(shoot: &Shoot) -> Option<jiff::Timestamp> {
+    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let new_cas = shoot.status.as_ref().and_then(|s| s.new_cas_since());
+    created.max(new_cas)
+}
+
+/// Whether the Secret's kubeconfig was signed (its `last-sync`) before `valid_from`. Both times
+/// have whole seconds; a kubeconfig cannot be signed in the second its Shoot is created (the
+/// Shoot has no address yet), and one signed in the second the new CAs were in place counts as
+/// signed after (as the GardenerCluster reconciler counts it). A Secret without a readable
+/// `last-sync` says nothing.
+fn signed_before(secret: &Secret, valid_from: Option<jiff::Timestamp>) -> bool {
     let signed = secret
         .annotations()
         .get(names::ANNOTATION_LAST_SYNC)
         .and_then(|raw| crate::gardener_cluster::rotation::parse_last_sync(raw));
-    matches!((signed, shoot_created), (Some(signed), Some(created)) if signed < created)
+    matches!((signed, valid_from), (Some(signed), Some(from)) if signed < from)
 }
 
 /// The runtime cluster cannot be reached yet. Messages never contain the kubeconfig.
@@ -473,14 +484,17 @@ pub enum SkrError {
         /// Why (no values of the kubeconfig).
         source: crate::gardener::client::SecretKubeconfigError,
     },
-    /// The Secret's kubeconfig was signed before the Shoot was created: it is the admin
-    /// kubeconfig of an earlier cluster of the same name.
+    /// The Secret's kubeconfig was signed before the Shoot was created (it is the admin
+    /// kubeconfig of an earlier cluster of the same name) or before its cluster's certificate
+    /// authorities were rotated.
     #[error(
-        "kubeconfig Secret {name} holds an admin kubeconfig signed before the Shoot was created"
+        "kubeconfig Secret {name} holds an admin kubeconfig signed before {valid_from}, when the Shoot was created or its certificate authorities were rotated"
     )]
-    SignedBeforeShoot {
+    SignedBefore {
         /// Secret name.
         name: String,
+        /// Since when a kubeconfig is good.
+        valid_from: jiff::Timestamp,
     },
     /// No client could be built.
     #[error("kubeconfig Secret {name}: {source}")]
@@ -493,19 +507,19 @@ pub enum SkrError {
 }
 
 impl Reconciler {
-    /// A client for the Runtime's cluster; with `shoot_created`, none from a kubeconfig signed
-    /// before then ([`SkrError::SignedBeforeShoot`]).
+    /// A client for the Runtime's cluster; with `valid_from`, none from a kubeconfig signed
+    /// before then ([`SkrError::SignedBefore`]).
     pub async fn runtime_cluster_client(
         &self,
         runtime: &Runtime,
         runtime_id: &str,
-        shoot_created: Option<jiff::Timestamp>,
+        valid_from: Option<jiff::Timestamp>,
     ) -> Result<kube::Client, SkrError> {
         runtime_cluster_client(
             &self.ctx,
             &runtime.namespace().unwrap_or_default(),
             runtime_id,
-            shoot_created,
+            valid_from,
         )
         .await
     }
@@ -560,7 +574,8 @@ pub fn gardener_cluster_for(runtime: &Runtime, runtime_id: &str, shoot: &Shoot) 
 }
 
 /// Forces the rotation of the GardenerCluster's admin kubeconfig (the Shoot was made anew, so
-/// the one it holds is the old cluster's). A failure is logged: the next pass asks again.
+/// the one it holds is the old cluster's, or the cluster's CAs were rotated since it was
+/// signed). A failure is logged: the next pass asks again.
 async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: &str) {
     let patch = serde_json::json!({"metadata": {"annotations": {
         names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
@@ -574,9 +589,9 @@ async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: 
         )
         .await
     {
-        Ok(_) => tracing::info!("the Shoot was made anew: its admin kubeconfig is rotated"),
+        Ok(_) => tracing::info!("the admin kubeconfig predates the cluster's CAs: it is rotated"),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot force the rotation of the admin kubeconfig of a Shoot made anew")
+            tracing::warn!(error = %e, "cannot force the rotation of an admin kubeconfig that predates the cluster's CAs")
         }
     }
 }
@@ -604,8 +619,9 @@ pub(super) async fn create_gardener_cluster(
 
 #[cfg(test)]
 mod tests {
-    use super::signed_before;
+    use super::{kubeconfigs_valid_from, signed_before};
     use k8s_openapi::api::core::v1::Secret;
+    use kim_shared::gardener::Shoot;
     use kim_shared::names;
 
     #[test]
@@ -637,5 +653,65 @@ mod tests {
         assert!(!signed_before(&secret(None), created));
         assert!(!signed_before(&secret(Some("yesterday")), created));
         assert!(!signed_before(&secret(Some("2026-12-04T09:59:59Z")), None));
+    }
+
+    #[test]
+    fn kubeconfigs_are_valid_from_the_later_of_creation_and_the_new_cas() {
+        let shoot = |created: &str, ca_rotation: serde_json::Value| -> Shoot {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": "s", "creationTimestamp": created},
+                "spec": {"region": "r", "provider": {"type": "aws"}, "kubernetes": {}},
+                "status": {"credentials": {"rotation": {"certificateAuthorities": ca_rotation}}},
+            }))
+            .expect("a Shoot")
+        };
+        let ts = |t: &str| Some(t.parse::<jiff::Timestamp>().expect("time"));
+        let created = "2026-12-04T10:00:00Z";
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(created, serde_json::json!({}))),
+            ts(created)
+        );
+        // Being prepared: the CAs of the last rotation count.
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(
+                created,
+                serde_json::json!({"phase": "Preparing", "lastInitiationTime": "2026-12-05T08:00:00Z"})
+            )),
+            ts(created)
+        );
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(
+                created,
+                serde_json::json!({"phase": "Prepared", "lastInitiationTime": "2026-12-05T08:00:00Z",
+                    "lastInitiationFinishedTime": "2026-12-05T08:05:00Z"})
+            )),
+            ts("2026-12-05T08:05:00Z")
+        );
+        // Completed, the time the new CAs were in place still counts, not the completion.
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(
+                created,
+                serde_json::json!({"phase": "Completed", "lastInitiationFinishedTime": "2026-12-05T08:05:00Z",
+                    "lastCompletionTime": "2026-12-06T08:00:00Z"})
+            )),
+            ts("2026-12-05T08:05:00Z")
+        );
+        // A Gardener that reports only the completion.
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(
+                created,
+                serde_json::json!({"phase": "Completed", "lastCompletionTime": "2026-12-06T08:00:00Z"})
+            )),
+            ts("2026-12-06T08:00:00Z")
+        );
+        // A rotation before this Shoot was created (the Shoot's status is new): creation counts.
+        assert_eq!(
+            kubeconfigs_valid_from(&shoot(
+                created,
+                serde_json::json!({"lastInitiationFinishedTime": "2026-12-01T00:00:00Z"})
+            )),
+            ts(created)
+        );
     }
 }

@@ -14,6 +14,13 @@
 //! Gardener first ([`super::Reconciler::get_shoot_live`]).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use jiff::Timestamp;
+use kim_shared::names;
+use kube::ResourceExt;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -21,6 +28,7 @@ use kube::runtime::reflector::Store;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::gardener::shoot::{Dns, Hibernation, Networking};
+use kim_shared::gardener::status::ShootCredentials;
 use kim_shared::gardener::{
     Extension, LastError, LastOperation, Provider, RawExtension, Shoot, ShootSpec, ShootStatus,
 };
@@ -73,6 +81,49 @@ impl ShootCache {
     }
 }
 
+/// Tells the GardenerCluster reconciler whose admin kubeconfig a rotation of the Shoot's
+/// certificate authorities may have outdated. The Runtime reconciler's Shoot watch sees the
+/// rotation; the GardenerCluster reconciler, which watches no Shoots, replaces the kubeconfig.
+/// Each rotation is sent once per process (the first sight of a rotated Shoot included: the
+/// GardenerCluster decides from its Secret whether anything is to do).
+#[derive(Clone)]
+pub struct CaRotations {
+    /// Shoot name -> the `new_cas_since` last sent for it. Only rotated Shoots are here.
+    sent: Arc<Mutex<HashMap<String, Timestamp>>>,
+    to: UnboundedSender<String>,
+}
+
+impl CaRotations {
+    /// The sending side and the stream of runtime IDs (the names of their GardenerClusters).
+    pub fn channel() -> (Self, UnboundedReceiver<String>) {
+        let (to, from) = futures::channel::mpsc::unbounded();
+        (
+            Self {
+                sent: Arc::default(),
+                to,
+            },
+            from,
+        )
+    }
+
+    /// Called with every Shoot the watch delivers: sends its runtime ID when the Shoot's
+    /// certificate authorities were rotated since the last time it was sent.
+    pub fn observe(&self, shoot: &CachedShoot) {
+        let Some(since) = shoot.new_cas_since() else {
+            return;
+        };
+        let Some(runtime_id) = shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID) else {
+            return;
+        };
+        let name = shoot.name_any();
+        let new = crate::records::lock(&self.sent).insert(name, since) != Some(since);
+        if new {
+            // The receiver is gone only when the controller stops.
+            let _ = self.to.unbounded_send(runtime_id.clone());
+        }
+    }
+}
+
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CachedShoot {
@@ -89,6 +140,7 @@ pub struct CachedShoot {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CachedStatus {
+    credentials: Option<Box<ShootCredentials>>,
     last_errors: Option<Vec<LastError>>,
     last_operation: Option<Box<LastOperation>>,
     observed_generation: Option<i64>,
@@ -217,6 +269,12 @@ impl CachedShoot {
         self.metadata.labels = None;
     }
 
+    /// Since when the cluster's certificate authorities were rotated
+    /// ([`kim_shared::gardener::status::CaRotation::new_cas_since`]).
+    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
+        self.status.as_ref()?.credentials.as_ref()?.new_cas_since()
+    }
+
     /// The cached fields as a [`Shoot`]; every other spec field is at its default.
     pub fn to_shoot(&self) -> Shoot {
         let spec = &self.spec;
@@ -263,6 +321,7 @@ impl CachedShoot {
                 ..Default::default()
             },
             status: self.status.as_ref().map(|st| ShootStatus {
+                credentials: st.credentials.as_deref().cloned(),
                 last_errors: st.last_errors.clone(),
                 last_operation: st.last_operation.as_deref().cloned(),
                 observed_generation: st.observed_generation,
@@ -333,7 +392,11 @@ mod tests {
                 "description": "done", "lastUpdateTime": "2026-01-01T00:00:00Z"},
                 "lastErrors": [{"description": "d", "codes": ["ERR_INFRA_QUOTA_EXCEEDED"], "lastUpdateTime": "2026-01-01T00:00:00Z"}],
                 "conditions": [{"type": "APIServerAvailable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
-                                "lastUpdateTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}]}
+                                "lastUpdateTime": "2026-01-01T00:00:00Z", "reason": "r", "message": "m"}],
+                "credentials": {"rotation": {
+                    "certificateAuthorities": {"phase": "Prepared", "lastInitiationTime": "2026-01-02T00:00:00Z",
+                        "lastInitiationFinishedTime": "2026-01-02T00:05:00Z"},
+                    "sshKeypair": {"lastInitiationTime": "2026-01-02T00:00:00Z"}}}}
         });
         let full: Shoot = serde_json::from_value(json.clone()).unwrap();
         let mut cached: CachedShoot = serde_json::from_value(json).unwrap();
@@ -352,6 +415,10 @@ mod tests {
         assert_eq!(st.last_errors, full_st.last_errors);
         assert_eq!(st.observed_generation, Some(3));
         assert_eq!(st.conditions, None);
+        assert_eq!(st.credentials, full_st.credentials);
+        let rotated = Some("2026-01-02T00:05:00Z".parse().unwrap());
+        assert_eq!(cached.new_cas_since(), rotated);
+        assert_eq!(st.new_cas_since(), rotated);
         assert_eq!(shoot.spec.dns, full.spec.dns);
         assert_eq!(shoot.spec.hibernation, full.spec.hibernation);
         assert_eq!(shoot.spec.secret_binding_name.as_deref(), Some("sb"));
@@ -389,6 +456,32 @@ mod tests {
         );
         // The whole point: the cached form is a fraction of the typed Shoot.
         assert!(std::mem::size_of::<CachedShoot>() * 3 < std::mem::size_of::<Shoot>());
+    }
+
+    /// Each rotation of a Shoot's CAs is sent once, as its runtime ID; Shoots without a rotation
+    /// or a runtime ID are not sent.
+    #[tokio::test]
+    async fn a_ca_rotation_is_sent_once() {
+        let shoot = |name: &str, runtime_id: Option<&str>, since: Option<&str>| -> CachedShoot {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": name, "namespace": "garden-p", "annotations": runtime_id
+                    .map(|id| serde_json::json!({names::SHOOT_ANNOTATION_RUNTIME_ID: id}))},
+                "status": {"credentials": {"rotation": {"certificateAuthorities":
+                    {"lastInitiationFinishedTime": since}}}}
+            }))
+            .unwrap()
+        };
+        let (rotations, mut sent) = CaRotations::channel();
+        let first = "2026-01-02T00:05:00Z";
+        rotations.observe(&shoot("a", Some("rt-a"), Some(first)));
+        rotations.observe(&shoot("a", Some("rt-a"), Some(first)));
+        rotations.observe(&shoot("b", Some("rt-b"), None));
+        rotations.observe(&shoot("c", None, Some(first)));
+        rotations.observe(&shoot("a", Some("rt-a"), Some("2026-02-02T00:05:00Z")));
+        drop(rotations);
+        let sent: Vec<String> = futures::StreamExt::collect(&mut sent).await;
+        assert_eq!(sent, ["rt-a", "rt-a"]);
     }
 
     /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.

@@ -17,6 +17,9 @@ pub struct ShootStatus {
     /// Health conditions (`APIServerAvailable`, `ControlPlaneHealthy`, `EveryNodeReady`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<GardenerCondition>>,
+    /// The rotations of the credentials Gardener generated for the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<ShootCredentials>,
     /// Constraints (`HibernationPossible`, `MaintenancePreconditionsSatisfied`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraints: Option<Vec<GardenerCondition>>,
@@ -139,6 +142,79 @@ pub struct LastError {
     /// ID of the failed task.
     #[serde(rename = "taskID", skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+}
+
+/// `status.credentials`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ShootCredentials {
+    /// The state of each rotation (only the certificate authorities' is read here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<ShootCredentialsRotation>,
+}
+
+/// `status.credentials.rotation`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ShootCredentialsRotation {
+    /// The rotation of the cluster's certificate authorities.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate_authorities: Option<CaRotation>,
+}
+
+/// `status.credentials.rotation.certificateAuthorities`: a two-step rotation. `rotate-ca-start`
+/// adds new CAs next to the old ones (phase `Preparing`, then `Prepared`, when
+/// `lastInitiationFinishedTime` is set); `rotate-ca-complete` removes the old ones (`Completing`,
+/// then `Completed` at `lastCompletionTime`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CaRotation {
+    /// `Preparing`, `Prepared`, `Completing` or `Completed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When the last rotation was started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_initiation_time: Option<Time>,
+    /// When the last rotation's new CAs were in place (phase `Prepared`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_initiation_finished_time: Option<Time>,
+    /// When the completion of the last rotation was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_completion_triggered_time: Option<Time>,
+    /// When the last rotation was completed (the old CAs removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_completion_time: Option<Time>,
+}
+
+impl CaRotation {
+    /// Since when credentials signed by the cluster's old CAs are on their way out: when the
+    /// last rotation's new CAs were in place, or, from a Gardener that does not report that,
+    /// when it was completed. A client certificate signed or a CA bundle read before then stops
+    /// working when the rotation completes.
+    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
+        self.last_initiation_finished_time
+            .as_ref()
+            .or(self.last_completion_time.as_ref())
+            .map(|t| t.0)
+    }
+}
+
+impl ShootCredentials {
+    /// [`CaRotation::new_cas_since`] of the certificate-authority rotation, if any.
+    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
+        self.rotation
+            .as_ref()?
+            .certificate_authorities
+            .as_ref()?
+            .new_cas_since()
+    }
+}
+
+impl ShootStatus {
+    /// [`CaRotation::new_cas_since`] of the Shoot's certificate-authority rotation, if any.
+    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
+        self.credentials.as_ref()?.new_cas_since()
+    }
 }
 
 /// `status.lastMaintenance`.

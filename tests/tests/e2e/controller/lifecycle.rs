@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use kim_shared::api::{GardenerCluster, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names;
@@ -299,6 +299,102 @@ async fn a_shoot_deleted_outside_is_made_anew_with_a_new_admin_kubeconfig() -> R
         Ok(last_sync(&secrets.get(&secret_name).await?) != synced)
     })
     .await?;
+    ctl.stop().await;
+    Ok(())
+}
+
+/// Gardener rotates the cluster's certificate authorities (`rotate-ca-start`). Once the new CAs
+/// are in place (`status.credentials.rotation.certificateAuthorities.lastInitiationFinishedTime`)
+/// the admin kubeconfig is fetched again, because one signed before stops working when the
+/// rotation completes. It is fetched once, and the Runtime stays Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rotation_of_the_clusters_cas_rotates_the_admin_kubeconfig() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-ca").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let id = format!("ca-{}", &ns[ns.len().saturating_sub(6)..]);
+    let rt = sample_runtime(&ns, &id)?;
+    let shoot_name = rt.spec.shoot.name.clone();
+    create(env, &rt).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    let shoots: Api<Shoot> = Api::namespaced(
+        env.garden_client().await?,
+        kim_tests::fixtures::PROJECT_NAMESPACE,
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
+    let secret_name = format!("kubeconfig-{id}");
+    let last_sync = |s: &k8s_openapi::api::core::v1::Secret| -> Option<jiff::Timestamp> {
+        s.annotations()
+            .get(names::ANNOTATION_LAST_SYNC)?
+            .parse()
+            .ok()
+    };
+    let before = secrets.get(&secret_name).await?;
+    let synced = last_sync(&before).context("the admin kubeconfig's last-sync")?;
+
+    // The new CAs are in place a second after the kubeconfig was signed (both times have whole
+    // seconds), and that second is over.
+    let prepared = synced.checked_add(jiff::SignedDuration::from_secs(1))?;
+    while jiff::Timestamp::now() <= prepared {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rotation = serde_json::json!({"status": {"credentials": {"rotation": {
+        "certificateAuthorities": {
+            "phase": "Prepared",
+            "lastInitiationTime": synced.to_string(),
+            "lastInitiationFinishedTime": prepared.to_string(),
+        }
+    }}}});
+    shoots
+        .patch_status(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(&rotation),
+        )
+        .await?;
+    eventually(
+        "the admin kubeconfig fetched again",
+        READY_TIMEOUT,
+        || async {
+            Ok(last_sync(&secrets.get(&secret_name).await?).is_some_and(|t| t >= prepared))
+        },
+    )
+    .await?;
+    let rotated = secrets.get(&secret_name).await?;
+    anyhow::ensure!(
+        rotated
+            .data
+            .as_ref()
+            .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY))
+            != before
+                .data
+                .as_ref()
+                .and_then(|d| d.get(names::KUBECONFIG_SECRET_KEY)),
+        "the kubeconfig is the one signed before the rotation"
+    );
+    let gc: GardenerCluster = Api::namespaced(env.kcp_client().await?, &ns)
+        .get(&id)
+        .await?;
+    anyhow::ensure!(
+        gc.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.reason == "KubeconfigSecretRotated")),
+        "the GardenerCluster says the kubeconfig was rotated: {:?}",
+        gc.status
+    );
+    // Once: the kubeconfig signed after the new CAs stays until its rotation is due.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = secrets.get(&secret_name).await?;
+    anyhow::ensure!(
+        after.resource_version() == rotated.resource_version(),
+        "the admin kubeconfig was fetched again after the rotation (last-sync {:?}, then {:?})",
+        last_sync(&rotated),
+        last_sync(&after)
+    );
+    let runtime = wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
+    check_ready_conditions(&runtime)?;
     ctl.stop().await;
     Ok(())
 }

@@ -2973,6 +2973,117 @@ async fn a_served_runtime_access_whose_runtime_is_gone_says_so() -> Result<()> {
     Ok(())
 }
 
+/// A rotation of the cluster's CAs gives the admin kubeconfig a new CA bundle (old and new CAs
+/// while the rotation is prepared). A token kubeconfig with the old bundle would stop working
+/// when the rotation completes, so it is issued again with the admin kubeconfig's bundle, once,
+/// and works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_ca_bundle_in_the_admin_kubeconfig_reaches_the_token_kubeconfigs() -> Result<()> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as B64;
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-ca", &[]).await?;
+    let apps = env.shoot_namespace("ra-ca").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let first = access_kubeconfig(&secrets, &status).await?;
+    let ca_of = |yaml: &str| -> Result<String> {
+        let kc = kube::config::Kubeconfig::from_yaml(yaml)?;
+        kc.clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.certificate_authority_data.clone())
+            .context("a kubeconfig with a CA bundle")
+    };
+    anyhow::ensure!(
+        ca_of(&first)? == ca_of(&admin)?,
+        "the bundle of the admin kubeconfig"
+    );
+
+    // The admin kubeconfig gets a bundle of two CAs: its own twice, a new bundle that the
+    // cluster's serving certificate still verifies against.
+    let pem = B64.decode(ca_of(&admin)?)?;
+    let bundle = B64.encode([pem.clone(), pem].concat());
+    let mut rotated = kube::config::Kubeconfig::from_yaml(&admin)?;
+    for cluster in rotated
+        .clusters
+        .iter_mut()
+        .filter_map(|c| c.cluster.as_mut())
+    {
+        cluster.certificate_authority_data = Some(bundle.clone());
+    }
+    // JSON is YAML.
+    let rotated = serde_json::to_string(&rotated)?;
+    secrets
+        .patch(
+            &format!("kubeconfig-{id}"),
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"data": {kim_shared::names::KUBECONFIG_SECRET_KEY: B64.encode(&rotated)}}),
+            ),
+        )
+        .await?;
+    let secret_name = status
+        .secret_ref
+        .as_ref()
+        .context("status.secretRef")?
+        .name
+        .clone();
+    eventually(
+        "the token kubeconfig with the new bundle",
+        Duration::from_secs(60),
+        || async {
+            let status = requests.get("reader").await?.status.context("status")?;
+            let kubeconfig = access_kubeconfig(&secrets, &status).await?;
+            Ok((ca_of(&kubeconfig)? == bundle).then_some(()))
+        },
+    )
+    .await?;
+    let status = requests.get("reader").await?.status.context("status")?;
+    let second = access_kubeconfig(&secrets, &status).await?;
+    anyhow::ensure!(
+        token_of(&second) != token_of(&first),
+        "a new token with the new bundle"
+    );
+    let reason = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "KubeconfigReady")
+        .map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("KubeconfigRotated"));
+    let client = access::client_from_yaml("ca-bundle", &second).await?;
+    assert_eq!(
+        whoami(client).await?,
+        format!("system:serviceaccount:{apps}:reader")
+    );
+    // Once: the token kubeconfig with the new bundle stays.
+    let written = secrets.get(&secret_name).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    anyhow::ensure!(
+        secrets.get(&secret_name).await?.metadata.resource_version
+            == written.metadata.resource_version,
+        "the token kubeconfig was issued again with the bundle unchanged"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// The RuntimeAccess twin of the GardenerCluster's quoting test: an answer to the token
 /// kubeconfig's Secret write, and to its delete, that quotes the Secret (as an admission
 /// webhook or a policy engine on Secrets may) shows no part of the kubeconfig in the
