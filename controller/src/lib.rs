@@ -45,7 +45,7 @@ pub fn spawn_reconcilers(
     let (shoots, shoot_writer) =
         kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
     let shoots = runtime::shoot_cache::ShootCache::new(shoots);
-    let (ca_rotations, ca_rotated) = runtime::shoot_cache::CaRotations::channel();
+    let (rotations, rotated) = runtime::shoot_cache::CredentialRotations::channel();
     vec![
         spawn_supervised(
             "runtime",
@@ -54,18 +54,23 @@ pub fn spawn_reconcilers(
                 shutdown.clone(),
                 shoot_writer,
                 shoots.clone(),
-                ca_rotations,
+                rotations,
             ),
             crashed,
         ),
         spawn_supervised(
             "gardener_cluster",
-            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots, ca_rotated),
+            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots.clone(), rotated.cas),
             crashed,
         ),
         spawn_supervised(
             "access",
-            access::run(ctx.clone(), shutdown.clone()),
+            access::run(
+                ctx.clone(),
+                shutdown.clone(),
+                shoots,
+                rotated.service_account_keys,
+            ),
             crashed,
         ),
         spawn_supervised(

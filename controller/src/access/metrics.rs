@@ -58,7 +58,7 @@ impl TokenMetrics {
 /// The result label of a delivered token, as the condition reason tells it.
 fn result(cause: TokenCause) -> &'static str {
     match cause {
-        TokenCause::Due | TokenCause::ClusterChanged => "rotated",
+        TokenCause::Due | TokenCause::ClusterChanged | TokenCause::SigningKeyRotated => "rotated",
         TokenCause::Revoked => "revoked",
         TokenCause::Missing | TokenCause::Unknown => "issued",
     }

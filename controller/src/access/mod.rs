@@ -145,7 +145,12 @@ impl ByRuntime {
 }
 
 /// Runs the RuntimeAccess reconciler until `shutdown`.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+    shoots: crate::runtime::shoot_cache::ShootCache,
+    signing_key_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
+) {
     let settings = ctx.settings.access.clone();
     let workers = settings.workers.max(1);
     let namespace = ctx.settings.namespace.clone();
@@ -165,6 +170,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         settings,
         metrics,
         tokens,
+        shoots,
     ));
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
@@ -179,12 +185,17 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         }
     });
     let requests_of = reconciler.by_runtime.clone();
+    let rotated_requests = {
+        let requests = reconciler.by_runtime.clone();
+        signing_key_rotated.flat_map(move |id| futures::stream::iter(requests.of(&id)))
+    };
     let run = Controller::for_stream(stream, store.clone())
         .watches(
             secrets,
             watcher::Config::default().labels(&managed),
             move |secret| affected_requests(&secret, &requests_of),
         )
+        .reconcile_on(rotated_requests)
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)

@@ -20,6 +20,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
@@ -64,6 +65,9 @@ pub struct Reconciler {
     records: Records<()>,
     /// The cached requests by runtime ID.
     pub by_runtime: Arc<super::ByRuntime>,
+    /// The Runtime reconciler's Shoot cache: when a Shoot's ServiceAccount token signing key
+    /// was rotated.
+    shoots: crate::runtime::shoot_cache::ShootCache,
 }
 
 impl Reconciler {
@@ -74,6 +78,7 @@ impl Reconciler {
         settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
         tokens: Arc<TokenMetrics>,
+        shoots: crate::runtime::shoot_cache::ShootCache,
     ) -> Self {
         let timeout = settings.shoot_request_timeout;
         Self {
@@ -83,7 +88,17 @@ impl Reconciler {
             tokens,
             records: Records::default(),
             by_runtime: Arc::default(),
+            shoots,
         }
+    }
+
+    /// Since when the ServiceAccount token signing key of Shoot `shoot` is new, as the Shoot
+    /// cache shows it (nothing while the cache is not filled: the Shoot watch sends the
+    /// runtime's requests again when it sees the rotation).
+    fn new_service_account_key_since(&self, shoot: &str) -> Option<Timestamp> {
+        self.shoots
+            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?
+            .new_service_account_key_since()
     }
 
     /// How long one reconcile may take: each request to a runtime is bounded, but a runtime
@@ -279,6 +294,8 @@ pub fn error_policy(
 
 /// The admin kubeconfig Secret of a runtime, read from the KCP (no shoot call).
 struct AdminKubeconfig {
+    /// The Shoot the GardenerCluster names.
+    shoot: String,
     namespace: String,
     name: String,
     resource_version: Option<String>,
@@ -346,6 +363,7 @@ async fn admin_kubeconfig(
         return Ok(None);
     };
     Ok(Some(AdminKubeconfig {
+        shoot: gc.spec.shoot.name.clone(),
         namespace: loc.namespace.clone(),
         name: loc.name.clone(),
         resource_version: secret.metadata.resource_version.take(),
@@ -647,7 +665,13 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     } else if endpoint_moved(existing.as_ref(), &key, &admin.kubeconfig.0) {
         TokenDecision::Issue(token::TokenCause::ClusterChanged)
     } else {
-        token::decide(facts.token, reconciler.settings.rotation_ratio, now)
+        let new_key_since = reconciler.new_service_account_key_since(&admin.shoot);
+        token::decide(
+            facts.token,
+            reconciler.settings.rotation_ratio,
+            new_key_since,
+            now,
+        )
     };
     let fingerprint = shoot::fingerprint(ra);
     let mut resource_version = existing

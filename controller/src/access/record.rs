@@ -55,7 +55,9 @@ pub const ANNOTATION_TOKENS_REVOKED: &str = "infrastructuremanager.kyma-project.
 /// The condition reason for a token issued for `cause`.
 pub fn issue_reason(cause: TokenCause) -> &'static str {
     match cause {
-        TokenCause::Due | TokenCause::ClusterChanged => REASON_ROTATED,
+        TokenCause::Due | TokenCause::ClusterChanged | TokenCause::SigningKeyRotated => {
+            REASON_ROTATED
+        }
         TokenCause::Revoked => REASON_REVOKED,
         TokenCause::Missing | TokenCause::Unknown => REASON_ISSUED,
     }
@@ -348,6 +350,7 @@ mod tests {
     fn reasons_of_issued_tokens() {
         assert_eq!(issue_reason(TokenCause::Due), REASON_ROTATED);
         assert_eq!(issue_reason(TokenCause::ClusterChanged), REASON_ROTATED);
+        assert_eq!(issue_reason(TokenCause::SigningKeyRotated), REASON_ROTATED);
         assert_eq!(issue_reason(TokenCause::Missing), REASON_ISSUED);
         assert_eq!(issue_reason(TokenCause::Unknown), REASON_ISSUED);
         assert_eq!(issue_reason(TokenCause::Revoked), REASON_REVOKED);

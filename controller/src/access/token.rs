@@ -33,6 +33,9 @@ pub enum TokenCause {
     /// the cluster's CAs were rotated (the admin kubeconfig, fetched again, carries the new
     /// bundle) or its address moved.
     ClusterChanged,
+    /// The cluster's ServiceAccount token signing key was rotated after the token was issued:
+    /// the token stops working when the rotation completes.
+    SigningKeyRotated,
 }
 
 /// The decision for one reconcile.
@@ -68,8 +71,15 @@ pub fn clamp_ratio(rotation_ratio: f64) -> f64 {
 }
 
 /// Rotates once `rotation_ratio` (0 < r < 1) of the token's lifetime has passed, so a consumer
-/// always has the remaining fraction to pick up the new kubeconfig.
-pub fn decide(record: TokenRecord<'_>, rotation_ratio: f64, now: Timestamp) -> TokenDecision {
+/// always has the remaining fraction to pick up the new kubeconfig, and at once when the
+/// cluster's token signing key is new since after the token was issued (`new_key_since`,
+/// [`kim_shared::gardener::status::TwoStepRotation::new_since`]).
+pub fn decide(
+    record: TokenRecord<'_>,
+    rotation_ratio: f64,
+    new_key_since: Option<Timestamp>,
+    now: Timestamp,
+) -> TokenDecision {
     if !record.present {
         return TokenDecision::Issue(TokenCause::Missing);
     }
@@ -82,6 +92,11 @@ pub fn decide(record: TokenRecord<'_>, rotation_ratio: f64, now: Timestamp) -> T
     let lifetime = expires.duration_since(issued).as_secs_f64();
     if lifetime <= 0.0 || issued > now {
         return TokenDecision::Issue(TokenCause::Unknown);
+    }
+    // Both have whole seconds; a token issued in the second the new key was in place counts as
+    // issued after (it is not issued again and again within that second).
+    if new_key_since.is_some_and(|since| issued < since) {
+        return TokenDecision::Issue(TokenCause::SigningKeyRotated);
     }
     let age = now.duration_since(issued).as_secs_f64();
     let rotate_at = lifetime * clamp_ratio(rotation_ratio);
@@ -111,16 +126,45 @@ mod tests {
     }
 
     #[test]
+    fn a_token_issued_before_the_signing_key_was_rotated_is_replaced() {
+        let r = record("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z");
+        let now = at("2026-01-01T00:30:00Z");
+        assert_eq!(
+            decide(r, 0.8, Some(at("2026-01-01T00:00:01Z")), now),
+            TokenDecision::Issue(TokenCause::SigningKeyRotated)
+        );
+        for since in ["2026-01-01T00:00:00Z", "2025-12-31T23:59:59Z"] {
+            assert_eq!(
+                decide(r, 0.8, Some(at(since)), now),
+                TokenDecision::Keep {
+                    requeue_after: Duration::from_secs(18 * 60)
+                },
+                "{since}"
+            );
+        }
+        // A missing token keeps its own cause.
+        let missing = TokenRecord {
+            present: false,
+            issued: None,
+            expires: None,
+        };
+        assert_eq!(
+            decide(missing, 0.8, Some(at("2026-01-01T00:00:01Z")), now),
+            TokenDecision::Issue(TokenCause::Missing)
+        );
+    }
+
+    #[test]
     fn keeps_a_fresh_token_until_the_ratio_of_its_lifetime() {
         let r = record("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z");
         assert_eq!(
-            decide(r, 0.8, at("2026-01-01T00:30:00Z")),
+            decide(r, 0.8, None, at("2026-01-01T00:30:00Z")),
             TokenDecision::Keep {
                 requeue_after: Duration::from_secs(18 * 60)
             }
         );
         assert_eq!(
-            decide(r, 0.8, at("2026-01-01T00:48:00Z")),
+            decide(r, 0.8, None, at("2026-01-01T00:48:00Z")),
             TokenDecision::Issue(TokenCause::Due)
         );
     }
@@ -129,22 +173,22 @@ mod tests {
     fn a_600s_token_with_ratio_001_rotates_after_6s() {
         let r = record("2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z");
         assert_eq!(
-            decide(r, 0.01, at("2026-01-01T00:00:01Z")),
+            decide(r, 0.01, None, at("2026-01-01T00:00:01Z")),
             TokenDecision::Keep {
                 requeue_after: Duration::from_secs(5)
             }
         );
         assert_eq!(
-            decide(r, 0.01, at("2026-01-01T00:00:06Z")),
+            decide(r, 0.01, None, at("2026-01-01T00:00:06Z")),
             TokenDecision::Issue(TokenCause::Due)
         );
         // Out-of-range ratios are held to the flag's bounds.
         assert_eq!(
-            decide(r, 0.0, at("2026-01-01T00:00:06Z")),
+            decide(r, 0.0, None, at("2026-01-01T00:00:06Z")),
             TokenDecision::Issue(TokenCause::Due)
         );
         assert_eq!(
-            decide(r, 2.0, at("2026-01-01T00:09:00Z")),
+            decide(r, 2.0, None, at("2026-01-01T00:09:00Z")),
             TokenDecision::Keep {
                 requeue_after: Duration::from_secs(30)
             }
@@ -160,17 +204,17 @@ mod tests {
             expires: None,
         };
         assert_eq!(
-            decide(missing, 0.8, now),
+            decide(missing, 0.8, None, now),
             TokenDecision::Issue(TokenCause::Missing)
         );
         let r = record("garbage", "2026-01-01T01:00:00Z");
         assert_eq!(
-            decide(r, 0.8, now),
+            decide(r, 0.8, None, now),
             TokenDecision::Issue(TokenCause::Unknown)
         );
         let backwards = record("2026-01-01T01:00:00Z", "2026-01-01T00:00:00Z");
         assert_eq!(
-            decide(backwards, 0.8, now),
+            decide(backwards, 0.8, None, now),
             TokenDecision::Issue(TokenCause::Unknown)
         );
     }

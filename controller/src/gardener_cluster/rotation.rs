@@ -193,7 +193,7 @@ pub enum RotationDecision {
 
 /// Decides whether to ask Gardener for a new kubeconfig: upstream's rotation on time, plus the
 /// forced rotation and one after a rotation of the Shoot's certificate authorities that the
-/// kubeconfig predates (`new_cas_since`, [`kim_shared::gardener::status::CaRotation::new_cas_since`]).
+/// kubeconfig predates (`new_cas_since`, [`kim_shared::gardener::status::TwoStepRotation::new_since`]).
 pub fn decide(
     rotate_after: Duration,
     secret: SecretState<'_>,

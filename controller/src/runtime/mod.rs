@@ -274,7 +274,7 @@ pub async fn run(
     shutdown: Shutdown,
     shoot_writer: reflector::store::Writer<CachedShoot>,
     shoot_cache: shoot_cache::ShootCache,
-    ca_rotations: shoot_cache::CaRotations,
+    rotations: shoot_cache::CredentialRotations,
 ) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
@@ -384,7 +384,7 @@ pub async fn run(
     let run = Controller::for_stream(runtimes, rt_store.clone())
         .with_config(config)
         .watches_stream(shoots, move |shoot: CachedShoot| {
-            ca_rotations.observe(&shoot);
+            rotations.observe(&shoot);
             let id = shoot
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?

@@ -81,45 +81,79 @@ impl ShootCache {
     }
 }
 
-/// Tells the GardenerCluster reconciler whose admin kubeconfig a rotation of the Shoot's
-/// certificate authorities may have outdated. The Runtime reconciler's Shoot watch sees the
-/// rotation; the GardenerCluster reconciler, which watches no Shoots, replaces the kubeconfig.
-/// Each rotation is sent once per process (the first sight of a rotated Shoot included: the
-/// GardenerCluster decides from its Secret whether anything is to do).
+/// Tells the reconcilers that hold credentials of a runtime cluster when Gardener rotated what
+/// signs them. The Runtime reconciler's Shoot watch sees the rotations; the GardenerCluster
+/// reconciler replaces an admin kubeconfig the CAs' rotation outdated, the RuntimeAccess
+/// reconciler the tokens the signing key's rotation outdated. Neither watches Shoots. Each
+/// rotation is sent once per process (the first sight of a rotated Shoot included: the receiver
+/// decides from its Secret whether anything is to do).
 #[derive(Clone)]
-pub struct CaRotations {
-    /// Shoot name -> the `new_cas_since` last sent for it. Only rotated Shoots are here.
-    sent: Arc<Mutex<HashMap<String, Timestamp>>>,
-    to: UnboundedSender<String>,
+pub struct CredentialRotations {
+    /// Shoot name -> the rotations last sent for it. Only rotated Shoots are here.
+    sent: Arc<Mutex<HashMap<String, Rotated>>>,
+    cas: UnboundedSender<String>,
+    service_account_keys: UnboundedSender<String>,
 }
 
-impl CaRotations {
-    /// The sending side and the stream of runtime IDs (the names of their GardenerClusters).
-    pub fn channel() -> (Self, UnboundedReceiver<String>) {
-        let (to, from) = futures::channel::mpsc::unbounded();
+/// Since when the new credentials of a Shoot's rotations are in place.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Rotated {
+    cas: Option<Timestamp>,
+    service_account_key: Option<Timestamp>,
+}
+
+/// The runtime IDs whose credentials a rotation outdated, by what was rotated.
+pub struct RotatedRuntimes {
+    /// The CAs: the GardenerCluster of that name holds the admin kubeconfig.
+    pub cas: UnboundedReceiver<String>,
+    /// The ServiceAccount token signing key: the runtime's RuntimeAccesses hold tokens.
+    pub service_account_keys: UnboundedReceiver<String>,
+}
+
+impl CredentialRotations {
+    /// The sending side and the receiving one.
+    pub fn channel() -> (Self, RotatedRuntimes) {
+        let (cas, cas_rx) = futures::channel::mpsc::unbounded();
+        let (keys, keys_rx) = futures::channel::mpsc::unbounded();
         (
             Self {
                 sent: Arc::default(),
-                to,
+                cas,
+                service_account_keys: keys,
             },
-            from,
+            RotatedRuntimes {
+                cas: cas_rx,
+                service_account_keys: keys_rx,
+            },
         )
     }
 
-    /// Called with every Shoot the watch delivers: sends its runtime ID when the Shoot's
-    /// certificate authorities were rotated since the last time it was sent.
+    /// Called with every Shoot the watch delivers: sends its runtime ID for each rotation not
+    /// sent yet.
     pub fn observe(&self, shoot: &CachedShoot) {
-        let Some(since) = shoot.new_cas_since() else {
-            return;
+        let credentials = shoot.status.as_ref().and_then(|s| s.credentials.as_deref());
+        let now = Rotated {
+            cas: credentials.and_then(ShootCredentials::new_cas_since),
+            service_account_key: credentials
+                .and_then(ShootCredentials::new_service_account_key_since),
         };
+        if now == Rotated::default() {
+            return;
+        }
         let Some(runtime_id) = shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID) else {
             return;
         };
-        let name = shoot.name_any();
-        let new = crate::records::lock(&self.sent).insert(name, since) != Some(since);
-        if new {
-            // The receiver is gone only when the controller stops.
-            let _ = self.to.unbounded_send(runtime_id.clone());
+        let before = crate::records::lock(&self.sent)
+            .insert(shoot.name_any(), now)
+            .unwrap_or_default();
+        // A receiver is gone only when the controller stops.
+        if now.cas.is_some() && now.cas != before.cas {
+            let _ = self.cas.unbounded_send(runtime_id.clone());
+        }
+        if now.service_account_key.is_some()
+            && now.service_account_key != before.service_account_key
+        {
+            let _ = self.service_account_keys.unbounded_send(runtime_id.clone());
         }
     }
 }
@@ -269,10 +303,20 @@ impl CachedShoot {
         self.metadata.labels = None;
     }
 
-    /// Since when the cluster's certificate authorities were rotated
-    /// ([`kim_shared::gardener::status::CaRotation::new_cas_since`]).
+    /// Since when the new CAs of the cluster's last CA rotation are in place
+    /// ([`ShootCredentials::new_cas_since`]).
     pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
         self.status.as_ref()?.credentials.as_ref()?.new_cas_since()
+    }
+
+    /// Since when the new ServiceAccount token signing key of the cluster's last key rotation
+    /// is in place ([`ShootCredentials::new_service_account_key_since`]).
+    pub fn new_service_account_key_since(&self) -> Option<jiff::Timestamp> {
+        self.status
+            .as_ref()?
+            .credentials
+            .as_ref()?
+            .new_service_account_key_since()
     }
 
     /// The cached fields as a [`Shoot`]; every other spec field is at its default.
@@ -458,30 +502,38 @@ mod tests {
         assert!(std::mem::size_of::<CachedShoot>() * 3 < std::mem::size_of::<Shoot>());
     }
 
-    /// Each rotation of a Shoot's CAs is sent once, as its runtime ID; Shoots without a rotation
-    /// or a runtime ID are not sent.
+    /// Each rotation is sent once, as the runtime ID, to the receiver of what was rotated;
+    /// Shoots without a rotation or a runtime ID are not sent.
     #[tokio::test]
-    async fn a_ca_rotation_is_sent_once() {
-        let shoot = |name: &str, runtime_id: Option<&str>, since: Option<&str>| -> CachedShoot {
-            serde_json::from_value(serde_json::json!({
+    async fn a_rotation_is_sent_once_to_whom_it_concerns() {
+        let shoot = |name: &str, runtime_id: Option<&str>, cas: Option<&str>, key: Option<&str>| {
+            serde_json::from_value::<CachedShoot>(serde_json::json!({
                 "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
                 "metadata": {"name": name, "namespace": "garden-p", "annotations": runtime_id
                     .map(|id| serde_json::json!({names::SHOOT_ANNOTATION_RUNTIME_ID: id}))},
-                "status": {"credentials": {"rotation": {"certificateAuthorities":
-                    {"lastInitiationFinishedTime": since}}}}
+                "status": {"credentials": {"rotation": {
+                    "certificateAuthorities": {"lastInitiationFinishedTime": cas},
+                    "serviceAccountKey": {"lastInitiationFinishedTime": key}}}}
             }))
             .unwrap()
         };
-        let (rotations, mut sent) = CaRotations::channel();
-        let first = "2026-01-02T00:05:00Z";
-        rotations.observe(&shoot("a", Some("rt-a"), Some(first)));
-        rotations.observe(&shoot("a", Some("rt-a"), Some(first)));
-        rotations.observe(&shoot("b", Some("rt-b"), None));
-        rotations.observe(&shoot("c", None, Some(first)));
-        rotations.observe(&shoot("a", Some("rt-a"), Some("2026-02-02T00:05:00Z")));
+        let (rotations, mut rotated) = CredentialRotations::channel();
+        let first = Some("2026-01-02T00:05:00Z");
+        let later = Some("2026-02-02T00:05:00Z");
+        rotations.observe(&shoot("a", Some("rt-a"), first, None));
+        rotations.observe(&shoot("a", Some("rt-a"), first, None));
+        rotations.observe(&shoot("b", Some("rt-b"), None, None));
+        rotations.observe(&shoot("c", None, first, first));
+        rotations.observe(&shoot("a", Some("rt-a"), later, None));
+        rotations.observe(&shoot("a", Some("rt-a"), later, first));
+        rotations.observe(&shoot("d", Some("rt-d"), None, first));
+        rotations.observe(&shoot("d", Some("rt-d"), None, first));
         drop(rotations);
-        let sent: Vec<String> = futures::StreamExt::collect(&mut sent).await;
-        assert_eq!(sent, ["rt-a", "rt-a"]);
+        let cas: Vec<String> = futures::StreamExt::collect(&mut rotated.cas).await;
+        assert_eq!(cas, ["rt-a", "rt-a"]);
+        let keys: Vec<String> =
+            futures::StreamExt::collect(&mut rotated.service_account_keys).await;
+        assert_eq!(keys, ["rt-a", "rt-d"]);
     }
 
     /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.

@@ -148,7 +148,8 @@ pub struct LastError {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ShootCredentials {
-    /// The state of each rotation (only the certificate authorities' is read here).
+    /// The state of the rotations (of the certificate authorities and of the ServiceAccount
+    /// token signing key; the others are not read here).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rotation: Option<ShootCredentialsRotation>,
 }
@@ -157,41 +158,45 @@ pub struct ShootCredentials {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ShootCredentialsRotation {
-    /// The rotation of the cluster's certificate authorities.
+    /// The rotation of the cluster's certificate authorities (`rotate-ca-start`, then
+    /// `rotate-ca-complete`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub certificate_authorities: Option<CaRotation>,
+    pub certificate_authorities: Option<TwoStepRotation>,
+    /// The rotation of the key that signs ServiceAccount tokens
+    /// (`rotate-serviceaccount-key-start`, then `rotate-serviceaccount-key-complete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account_key: Option<TwoStepRotation>,
 }
 
-/// `status.credentials.rotation.certificateAuthorities`: a two-step rotation. `rotate-ca-start`
-/// adds new CAs next to the old ones (phase `Preparing`, then `Prepared`, when
-/// `lastInitiationFinishedTime` is set); `rotate-ca-complete` removes the old ones (`Completing`,
-/// then `Completed` at `lastCompletionTime`).
+/// A rotation in two steps: the start adds new credentials next to the old ones (phase
+/// `Preparing`, then `Prepared`, when `lastInitiationFinishedTime` is set); the completion
+/// removes the old ones (`Completing`, then `Completed` at `lastCompletionTime`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
-pub struct CaRotation {
+pub struct TwoStepRotation {
     /// `Preparing`, `Prepared`, `Completing` or `Completed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// When the last rotation was started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_initiation_time: Option<Time>,
-    /// When the last rotation's new CAs were in place (phase `Prepared`).
+    /// When the last rotation's new credentials were in place (phase `Prepared`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_initiation_finished_time: Option<Time>,
     /// When the completion of the last rotation was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_completion_triggered_time: Option<Time>,
-    /// When the last rotation was completed (the old CAs removed).
+    /// When the last rotation was completed (the old credentials removed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_completion_time: Option<Time>,
 }
 
-impl CaRotation {
-    /// Since when credentials signed by the cluster's old CAs are on their way out: when the
-    /// last rotation's new CAs were in place, or, from a Gardener that does not report that,
-    /// when it was completed. A client certificate signed or a CA bundle read before then stops
-    /// working when the rotation completes.
-    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
+impl TwoStepRotation {
+    /// Since when what the old credentials signed is on its way out: when the last rotation's
+    /// new credentials were in place, or, from a Gardener that does not report that, when it was
+    /// completed. What was signed (or a CA bundle read) before then stops working when the
+    /// rotation completes.
+    pub fn new_since(&self) -> Option<jiff::Timestamp> {
         self.last_initiation_finished_time
             .as_ref()
             .or(self.last_completion_time.as_ref())
@@ -200,18 +205,27 @@ impl CaRotation {
 }
 
 impl ShootCredentials {
-    /// [`CaRotation::new_cas_since`] of the certificate-authority rotation, if any.
+    fn rotation(&self) -> Option<&ShootCredentialsRotation> {
+        self.rotation.as_ref()
+    }
+
+    /// [`TwoStepRotation::new_since`] of the certificate authorities, if they were rotated.
     pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
-        self.rotation
-            .as_ref()?
+        self.rotation()?
             .certificate_authorities
             .as_ref()?
-            .new_cas_since()
+            .new_since()
+    }
+
+    /// [`TwoStepRotation::new_since`] of the ServiceAccount token signing key, if it was
+    /// rotated.
+    pub fn new_service_account_key_since(&self) -> Option<jiff::Timestamp> {
+        self.rotation()?.service_account_key.as_ref()?.new_since()
     }
 }
 
 impl ShootStatus {
-    /// [`CaRotation::new_cas_since`] of the Shoot's certificate-authority rotation, if any.
+    /// [`ShootCredentials::new_cas_since`] of the Shoot, if any.
     pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
         self.credentials.as_ref()?.new_cas_since()
     }

@@ -3084,6 +3084,121 @@ async fn a_new_ca_bundle_in_the_admin_kubeconfig_reaches_the_token_kubeconfigs()
     Ok(())
 }
 
+/// Gardener rotates the cluster's ServiceAccount token signing key
+/// (`rotate-serviceaccount-key-start`). Once the new key is in place
+/// (`status.credentials.rotation.serviceAccountKey.lastInitiationFinishedTime`), a token issued
+/// before is issued again, because it stops working when the rotation completes. It is issued
+/// once, and the new kubeconfig works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result<()> {
+    use kim_shared::api::runtime_access::RuntimeAccess;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-sakey", &[]).await?;
+    let apps = env.shoot_namespace("ra-sakey").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "reader").await?;
+    let first = access_kubeconfig(&secrets, &status).await?;
+    let secret_name = status
+        .secret_ref
+        .as_ref()
+        .context("status.secretRef")?
+        .name
+        .clone();
+    let issued_at = |secret: &Secret| -> Option<jiff::Timestamp> {
+        secret
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(LAST_SYNC)?
+            .parse()
+            .ok()
+    };
+    let issued = issued_at(&secrets.get(&secret_name).await?).context("the token's last-sync")?;
+
+    // The Shoot of the runtime, as the Runtime reconciler marks it.
+    let shoot = Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .get(&id)
+        .await?
+        .spec
+        .shoot
+        .name;
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID: id,
+            }}})),
+        )
+        .await?;
+    // The new key is in place a second after the token was issued (both times have whole
+    // seconds), and that second is over.
+    let prepared = issued.checked_add(jiff::SignedDuration::from_secs(1))?;
+    while jiff::Timestamp::now() <= prepared {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rotation = json!({"status": {"credentials": {"rotation": {
+        "serviceAccountKey": {
+            "phase": "Prepared",
+            "lastInitiationTime": issued.to_string(),
+            "lastInitiationFinishedTime": prepared.to_string(),
+        }
+    }}}});
+    shoots
+        .patch_status(&shoot, &PatchParams::default(), &Patch::Merge(&rotation))
+        .await?;
+    eventually(
+        "a token issued after the new key",
+        Duration::from_secs(60),
+        || async {
+            let secret = secrets.get(&secret_name).await?;
+            Ok(issued_at(&secret).filter(|t| *t >= prepared).map(|_| ()))
+        },
+    )
+    .await?;
+    let status = requests.get("reader").await?.status.context("status")?;
+    let second = access_kubeconfig(&secrets, &status).await?;
+    anyhow::ensure!(token_of(&second) != token_of(&first), "a new token");
+    let reason = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "KubeconfigReady")
+        .map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("KubeconfigRotated"));
+    let client = access::client_from_yaml("signing-key", &second).await?;
+    assert_eq!(
+        whoami(client).await?,
+        format!("system:serviceaccount:{apps}:reader")
+    );
+    // Once: the token issued after the new key stays until its rotation is due.
+    let written = secrets.get(&secret_name).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    anyhow::ensure!(
+        secrets.get(&secret_name).await?.metadata.resource_version
+            == written.metadata.resource_version,
+        "the token was issued again after the rotation"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// The RuntimeAccess twin of the GardenerCluster's quoting test: an answer to the token
 /// kubeconfig's Secret write, and to its delete, that quotes the Secret (as an admission
 /// webhook or a policy engine on Secrets may) shows no part of the kubeconfig in the
