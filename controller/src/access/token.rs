@@ -95,16 +95,23 @@ pub fn decide(
     }
     // Both have whole seconds; a token issued in the second the new key was in place counts as
     // issued after (it is not issued again and again within that second).
-    if new_key_since.is_some_and(|since| issued < since) {
-        return TokenDecision::Issue(TokenCause::SigningKeyRotated);
+    let mut key_ahead = None;
+    if let Some(since) = new_key_since.filter(|&since| issued < since) {
+        match Duration::try_from(since.duration_since(now)) {
+            // In place by Gardener's clock but not yet by ours (skew): a token issued now would
+            // predate it too, so the rotation waits until our clock gets there.
+            Ok(ahead) if !ahead.is_zero() => key_ahead = Some(ahead),
+            _ => return TokenDecision::Issue(TokenCause::SigningKeyRotated),
+        }
     }
     let age = now.duration_since(issued).as_secs_f64();
     let rotate_at = lifetime * clamp_ratio(rotation_ratio);
     if age >= rotate_at {
         TokenDecision::Issue(TokenCause::Due)
     } else {
+        let remaining = Duration::from_secs_f64(rotate_at - age);
         TokenDecision::Keep {
-            requeue_after: Duration::from_secs_f64(rotate_at - age),
+            requeue_after: key_ahead.map_or(remaining, |ahead| ahead.min(remaining)),
         }
     }
 }
@@ -142,6 +149,17 @@ mod tests {
                 "{since}"
             );
         }
+        // In place by a clock ahead of ours: the rotation waits until our clock gets there.
+        assert_eq!(
+            decide(r, 0.8, Some(at("2026-01-01T00:30:20Z")), now),
+            TokenDecision::Keep {
+                requeue_after: Duration::from_secs(20)
+            }
+        );
+        assert_eq!(
+            decide(r, 0.8, Some(at("2026-01-01T00:30:00Z")), now),
+            TokenDecision::Issue(TokenCause::SigningKeyRotated)
+        );
         // A missing token keeps its own cause.
         let missing = TokenRecord {
             present: false,

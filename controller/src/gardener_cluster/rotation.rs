@@ -221,14 +221,20 @@ pub fn decide(
     }
     // Both have whole seconds. A kubeconfig signed in the very second the new CAs were in
     // place counts as signed after: it is never asked for again and again within that second.
-    if new_cas_since.is_some_and(|since| last_sync < since) {
-        return RotationDecision::Rotate(RotationCause::CaRotated);
+    let mut cas_ahead = None;
+    if let Some(since) = new_cas_since.filter(|&since| last_sync < since) {
+        match Duration::try_from(since.duration_since(now)) {
+            // In place by Gardener's clock but not yet by ours (skew): a kubeconfig signed now
+            // would predate them too, so the rotation waits until our clock gets there.
+            Ok(ahead) if !ahead.is_zero() => cas_ahead = Some(ahead),
+            _ => return RotationDecision::Rotate(RotationCause::CaRotated),
+        }
     }
     // A small negative age (clock skew) counts as zero: wait the full period.
     let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
     match rotate_after.checked_sub(age) {
         Some(remaining) if !remaining.is_zero() => RotationDecision::Wait {
-            requeue_after: remaining,
+            requeue_after: cas_ahead.map_or(remaining, |ahead| ahead.min(remaining)),
         },
         _ => RotationDecision::Rotate(RotationCause::Due),
     }
@@ -467,6 +473,23 @@ mod tests {
                 "{since:?}"
             );
         }
+        // In place by a clock ahead of ours: the rotation waits until our clock gets there.
+        assert_eq!(
+            decide_with(Some("2026-01-01T01:00:30Z")),
+            RotationDecision::Wait {
+                requeue_after: Duration::from_secs(30)
+            }
+        );
+        assert_eq!(
+            decide(
+                p.rotate_after(),
+                present(synced),
+                false,
+                Some(ts("2026-01-01T01:00:00Z")),
+                now
+            ),
+            RotationDecision::Rotate(RotationCause::CaRotated)
+        );
         // A missing Secret or a forced rotation keeps its own cause.
         assert_eq!(
             decide(

@@ -116,7 +116,11 @@ pub async fn after_provisioned(
     // Decided from the Secret and the Shoot, so a restart in between forgets nothing.
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
-        reconciler.runtime_cluster_client(runtime, &runtime_id, kubeconfigs_valid_from(shoot)),
+        reconciler.runtime_cluster_client(
+            runtime,
+            &runtime_id,
+            kubeconfigs_valid_from(shoot, jiff::Timestamp::now()),
+        ),
     )
     .await
     {
@@ -438,10 +442,16 @@ pub async fn runtime_cluster_client(
 /// Since when an admin kubeconfig of the Shoot's cluster is good: since the Shoot was created
 /// (one signed before is an earlier cluster's of the same name) and since the new CAs of its
 /// last certificate-authority rotation were in place (one signed before stops working when the
-/// rotation completes).
-fn kubeconfigs_valid_from(shoot: &Shoot) -> Option<jiff::Timestamp> {
+/// rotation completes). New CAs in place by a clock ahead of ours (`now`) count once ours gets
+/// there, as the GardenerCluster reconciler counts them: a kubeconfig signed before then would
+/// predate them too.
+fn kubeconfigs_valid_from(shoot: &Shoot, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
     let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let new_cas = shoot.status.as_ref().and_then(|s| s.new_cas_since());
+    let new_cas = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.new_cas_since())
+        .filter(|&since| since <= now);
     created.max(new_cas)
 }
 
@@ -667,21 +677,23 @@ mod tests {
             .expect("a Shoot")
         };
         let ts = |t: &str| Some(t.parse::<jiff::Timestamp>().expect("time"));
+        let now = "2026-12-07T00:00:00Z".parse().expect("time");
+        let kubeconfigs_valid_from_now = |shoot: &Shoot| kubeconfigs_valid_from(shoot, now);
         let created = "2026-12-04T10:00:00Z";
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(created, serde_json::json!({}))),
+            kubeconfigs_valid_from_now(&shoot(created, serde_json::json!({}))),
             ts(created)
         );
         // Being prepared: the CAs of the last rotation count.
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(
+            kubeconfigs_valid_from_now(&shoot(
                 created,
                 serde_json::json!({"phase": "Preparing", "lastInitiationTime": "2026-12-05T08:00:00Z"})
             )),
             ts(created)
         );
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(
+            kubeconfigs_valid_from_now(&shoot(
                 created,
                 serde_json::json!({"phase": "Prepared", "lastInitiationTime": "2026-12-05T08:00:00Z",
                     "lastInitiationFinishedTime": "2026-12-05T08:05:00Z"})
@@ -690,7 +702,7 @@ mod tests {
         );
         // Completed, the time the new CAs were in place still counts, not the completion.
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(
+            kubeconfigs_valid_from_now(&shoot(
                 created,
                 serde_json::json!({"phase": "Completed", "lastInitiationFinishedTime": "2026-12-05T08:05:00Z",
                     "lastCompletionTime": "2026-12-06T08:00:00Z"})
@@ -699,15 +711,23 @@ mod tests {
         );
         // A Gardener that reports only the completion.
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(
+            kubeconfigs_valid_from_now(&shoot(
                 created,
                 serde_json::json!({"phase": "Completed", "lastCompletionTime": "2026-12-06T08:00:00Z"})
             )),
             ts("2026-12-06T08:00:00Z")
         );
+        // In place by a clock ahead of ours: not yet.
+        assert_eq!(
+            kubeconfigs_valid_from_now(&shoot(
+                created,
+                serde_json::json!({"lastInitiationFinishedTime": "2026-12-07T00:00:05Z"})
+            )),
+            ts(created)
+        );
         // A rotation before this Shoot was created (the Shoot's status is new): creation counts.
         assert_eq!(
-            kubeconfigs_valid_from(&shoot(
+            kubeconfigs_valid_from_now(&shoot(
                 created,
                 serde_json::json!({"lastInitiationFinishedTime": "2026-12-01T00:00:00Z"})
             )),
