@@ -60,7 +60,13 @@ pub fn spawn_reconcilers(
         ),
         spawn_supervised(
             "gardener_cluster",
-            gardener_cluster::run(ctx.clone(), shutdown.clone(), shoots.clone(), rotated.cas),
+            gardener_cluster::run(
+                ctx.clone(),
+                shutdown.clone(),
+                shoots,
+                rotated.times.clone(),
+                rotated.cas,
+            ),
             crashed,
         ),
         spawn_supervised(
@@ -68,7 +74,7 @@ pub fn spawn_reconcilers(
             access::run(
                 ctx.clone(),
                 shutdown.clone(),
-                shoots,
+                rotated.times,
                 rotated.service_account_keys,
             ),
             crashed,

@@ -148,7 +148,7 @@ impl ByRuntime {
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
-    shoots: crate::runtime::shoot_cache::ShootCache,
+    rotations: crate::runtime::shoot_cache::RotationTimes,
     signing_key_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
 ) {
     let settings = ctx.settings.access.clone();
@@ -170,7 +170,7 @@ pub async fn run(
         settings,
         metrics,
         tokens,
-        shoots,
+        rotations,
     ));
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics

@@ -20,7 +20,6 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
@@ -65,9 +64,9 @@ pub struct Reconciler {
     records: Records<()>,
     /// The cached requests by runtime ID.
     pub by_runtime: Arc<super::ByRuntime>,
-    /// The Runtime reconciler's Shoot cache: when a Shoot's ServiceAccount token signing key
-    /// was rotated.
-    shoots: crate::runtime::shoot_cache::ShootCache,
+    /// When the Shoots' ServiceAccount token signing keys were rotated, as the Shoot watch
+    /// delivers it.
+    rotations: crate::runtime::shoot_cache::RotationTimes,
 }
 
 impl Reconciler {
@@ -78,7 +77,7 @@ impl Reconciler {
         settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
         tokens: Arc<TokenMetrics>,
-        shoots: crate::runtime::shoot_cache::ShootCache,
+        rotations: crate::runtime::shoot_cache::RotationTimes,
     ) -> Self {
         let timeout = settings.shoot_request_timeout;
         Self {
@@ -88,17 +87,8 @@ impl Reconciler {
             tokens,
             records: Records::default(),
             by_runtime: Arc::default(),
-            shoots,
+            rotations,
         }
-    }
-
-    /// Since when the ServiceAccount token signing key of Shoot `shoot` is new, as the Shoot
-    /// cache shows it (nothing while the cache is not filled: the Shoot watch sends the
-    /// runtime's requests again when it sees the rotation).
-    fn new_service_account_key_since(&self, shoot: &str) -> Option<Timestamp> {
-        self.shoots
-            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?
-            .new_service_account_key_since()
     }
 
     /// How long one reconcile may take: each request to a runtime is bounded, but a runtime
@@ -665,7 +655,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     } else if endpoint_moved(existing.as_ref(), &key, &admin.kubeconfig.0) {
         TokenDecision::Issue(token::TokenCause::ClusterChanged)
     } else {
-        let new_key_since = reconciler.new_service_account_key_since(&admin.shoot);
+        // Nothing before the Shoot watch delivered the Shoot: it sends the runtime's requests
+        // again when it sees a rotation.
+        let new_key_since = reconciler
+            .rotations
+            .new_service_account_key_since(&admin.shoot);
         token::decide(
             facts.token,
             reconciler.settings.rotation_ratio,

@@ -43,6 +43,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
     shoots: crate::runtime::shoot_cache::ShootCache,
+    rotations: crate::runtime::shoot_cache::RotationTimes,
     ca_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
 ) {
     let settings = &ctx.settings.gardener_cluster;
@@ -60,7 +61,13 @@ pub async fn run(
         kim_shared::names::LABEL_MANAGED_BY,
         kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
     );
-    let reconciler = Arc::new(Reconciler::new(ctx.clone(), policy, metrics, shoots));
+    let reconciler = Arc::new(Reconciler::new(
+        ctx.clone(),
+        policy,
+        metrics,
+        shoots,
+        rotations,
+    ));
     let failing = reconciler.clone();
     let recovered = crate::gardener::health::retry_on_recovery(
         ctx.gardener_recoveries.clone(),

@@ -28,6 +28,7 @@ use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
+use crate::runtime::shoot_cache::RotationTimes;
 use crate::stored::StatusApart;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -114,6 +115,8 @@ pub struct Reconciler {
     /// Resolves once that cache holds Gardener's first list (shared: kube's store wakes one
     /// waiter only).
     shoots_ready: Shared<BoxFuture<'static, bool>>,
+    /// When the Shoots' CAs were rotated, as the Shoot watch delivers it.
+    rotations: RotationTimes,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -170,6 +173,7 @@ impl Reconciler {
         policy: RotationPolicy,
         metrics: Arc<KubeconfigMetrics>,
         shoots: crate::runtime::shoot_cache::ShootCache,
+        rotations: RotationTimes,
     ) -> Self {
         Self {
             records: Records::default(),
@@ -179,6 +183,7 @@ impl Reconciler {
             signing: WriteLimit::new(SIGNING_LIMIT),
             shoots_ready: shoots.filled(),
             shoots,
+            rotations,
         }
     }
 
@@ -227,15 +232,6 @@ impl Reconciler {
 
     /// Drops what is kept about the GardenerCluster `key`, which is gone: its record and metric
     /// series.
-    /// Since when the certificate authorities of Shoot `shoot` were rotated, as the Shoot cache
-    /// shows it (nothing while the cache is not filled: the Runtime reconciler's Shoot watch
-    /// sends this GardenerCluster again when it sees the rotation).
-    fn new_cas_since(&self, shoot: &str) -> Option<Timestamp> {
-        self.shoots
-            .get(&ObjectRef::new(shoot).within(&self.ctx.gardener_namespace))?
-            .new_cas_since()
-    }
-
     fn forget_key(&self, key: &str) {
         self.metrics.remove(key);
         self.records.forget(key);
@@ -423,7 +419,9 @@ async fn apply(
             .and_then(rotation::parse_last_sync),
         kubeconfig_secret::valid_until(existing.as_ref()),
     );
-    let new_cas_since = reconciler.new_cas_since(&gc.spec.shoot.name);
+    // Nothing before the Shoot watch delivered the Shoot: it sends this GardenerCluster again
+    // when it sees a rotation.
+    let new_cas_since = reconciler.rotations.new_cas_since(&gc.spec.shoot.name);
     match rotation::decide(rotate_after, state, forced, new_cas_since, now) {
         RotationDecision::Wait { requeue_after } => {
             if gc

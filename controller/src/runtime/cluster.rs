@@ -110,10 +110,13 @@ pub async fn after_provisioned(
     );
 
     // A Shoot made anew (deleted by someone else) is a new cluster with a new CA, and the
-    // kubeconfig the GardenerCluster holds may still be the old cluster's; one signed before a
-    // rotation of the cluster's CAs stops working when the rotation completes. Its rotation is
+    // kubeconfig the GardenerCluster holds may still be the old cluster's: its rotation is
     // forced now that Gardener can sign one (it signs none for a Shoot without addresses).
-    // Decided from the Secret and the Shoot, so a restart in between forgets nothing.
+    // Decided from the Secret and the Shoot, so a restart in between forgets nothing. One
+    // signed before a rotation of the cluster's CAs stops working when the rotation completes;
+    // the GardenerCluster reconciler replaces it, told by the Shoot watch (forcing it here as
+    // well would have Gardener sign twice).
+    let created = shoot.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let runtime_client = match tokio::time::timeout(
         RUNTIME_CLUSTER_TIMEOUT,
         reconciler.runtime_cluster_client(
@@ -125,9 +128,13 @@ pub async fn after_provisioned(
     .await
     {
         Ok(Ok(c)) => c,
-        Ok(Err(e @ SkrError::SignedBefore { .. })) => {
-            tracing::info!(error = %e, "forcing the rotation of the admin kubeconfig");
-            force_rotation(reconciler, runtime, &runtime_id).await;
+        Ok(Err(e @ SkrError::SignedBefore { valid_from, .. })) => {
+            if Some(valid_from) == created {
+                tracing::info!(error = %e, "forcing the rotation of the admin kubeconfig");
+                force_rotation(reconciler, runtime, &runtime_id).await;
+            } else {
+                tracing::info!(error = %e, "waiting for the rotation of the admin kubeconfig");
+            }
             draft.set(
                 condition::KUBECONFIG_READY,
                 CondStatus::Unknown,
@@ -584,8 +591,7 @@ pub fn gardener_cluster_for(runtime: &Runtime, runtime_id: &str, shoot: &Shoot) 
 }
 
 /// Forces the rotation of the GardenerCluster's admin kubeconfig (the Shoot was made anew, so
-/// the one it holds is the old cluster's, or the cluster's CAs were rotated since it was
-/// signed). A failure is logged: the next pass asks again.
+/// the one it holds is the old cluster's). A failure is logged: the next pass asks again.
 async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: &str) {
     let patch = serde_json::json!({"metadata": {"annotations": {
         names::ANNOTATION_FORCE_KUBECONFIG_ROTATION: "true"
@@ -599,9 +605,9 @@ async fn force_rotation(reconciler: &Reconciler, runtime: &Runtime, runtime_id: 
         )
         .await
     {
-        Ok(_) => tracing::info!("the admin kubeconfig predates the cluster's CAs: it is rotated"),
+        Ok(_) => tracing::info!("the Shoot was made anew: its admin kubeconfig is rotated"),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot force the rotation of an admin kubeconfig that predates the cluster's CAs")
+            tracing::warn!(error = %e, "cannot force the rotation of the admin kubeconfig of a Shoot made anew")
         }
     }
 }

@@ -81,19 +81,26 @@ impl ShootCache {
     }
 }
 
-/// Tells the reconcilers that hold credentials of a runtime cluster when Gardener rotated what
-/// signs them. The Runtime reconciler's Shoot watch sees the rotations; the GardenerCluster
-/// reconciler replaces an admin kubeconfig the CAs' rotation outdated, the RuntimeAccess
-/// reconciler the tokens the signing key's rotation outdated. Neither watches Shoots. Each
-/// rotation is sent once per process (the first sight of a rotated Shoot included: the receiver
-/// decides from its Secret whether anything is to do).
-#[derive(Clone)]
+/// When Gardener rotated what signs a runtime cluster's credentials, and who must hear of it.
+/// The Runtime reconciler's Shoot watch sees the rotations ([`CredentialRotations::observe`]);
+/// the GardenerCluster reconciler replaces an admin kubeconfig the CAs' rotation outdated, the
+/// RuntimeAccess reconciler the tokens the signing key's rotation outdated. Neither watches
+/// Shoots: they read the times from [`RotationTimes`] and are sent the runtime ID once per
+/// rotation and process (the first sight of a rotated Shoot included: the receiver decides from
+/// its Secret whether anything is to do).
+///
+/// The times are taken from each watch event, not from the watch cache: kube-runtime fills its
+/// store only once a whole (re-)list is in, after the events of that list have gone by, so a
+/// receiver woken by the first sight of a rotation would read a store without it.
 pub struct CredentialRotations {
-    /// Shoot name -> the rotations last sent for it. Only rotated Shoots are here.
-    sent: Arc<Mutex<HashMap<String, Rotated>>>,
+    times: RotationTimes,
     cas: UnboundedSender<String>,
     service_account_keys: UnboundedSender<String>,
 }
+
+/// Since when the new credentials of each rotated Shoot are in place, by Shoot name.
+#[derive(Clone, Default)]
+pub struct RotationTimes(Arc<Mutex<HashMap<String, Rotated>>>);
 
 /// Since when the new credentials of a Shoot's rotations are in place.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -102,12 +109,37 @@ struct Rotated {
     service_account_key: Option<Timestamp>,
 }
 
-/// The runtime IDs whose credentials a rotation outdated, by what was rotated.
+/// The receiving side of [`CredentialRotations`].
 pub struct RotatedRuntimes {
-    /// The CAs: the GardenerCluster of that name holds the admin kubeconfig.
+    /// Since when the new credentials of each rotated Shoot are in place.
+    pub times: RotationTimes,
+    /// Runtime IDs whose CAs were rotated: the GardenerCluster of that name holds the admin
+    /// kubeconfig.
     pub cas: UnboundedReceiver<String>,
-    /// The ServiceAccount token signing key: the runtime's RuntimeAccesses hold tokens.
+    /// Runtime IDs whose ServiceAccount token signing key was rotated: the runtime's
+    /// RuntimeAccesses hold tokens.
     pub service_account_keys: UnboundedReceiver<String>,
+}
+
+impl RotationTimes {
+    fn of(&self, shoot: &str) -> Rotated {
+        crate::records::lock(&self.0)
+            .get(shoot)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Since when the new CAs of Shoot `shoot`'s last CA rotation are in place
+    /// ([`ShootCredentials::new_cas_since`]).
+    pub fn new_cas_since(&self, shoot: &str) -> Option<Timestamp> {
+        self.of(shoot).cas
+    }
+
+    /// Since when the new ServiceAccount token signing key of Shoot `shoot`'s last key rotation
+    /// is in place ([`ShootCredentials::new_service_account_key_since`]).
+    pub fn new_service_account_key_since(&self, shoot: &str) -> Option<Timestamp> {
+        self.of(shoot).service_account_key
+    }
 }
 
 impl CredentialRotations {
@@ -115,21 +147,23 @@ impl CredentialRotations {
     pub fn channel() -> (Self, RotatedRuntimes) {
         let (cas, cas_rx) = futures::channel::mpsc::unbounded();
         let (keys, keys_rx) = futures::channel::mpsc::unbounded();
+        let times = RotationTimes::default();
         (
             Self {
-                sent: Arc::default(),
+                times: times.clone(),
                 cas,
                 service_account_keys: keys,
             },
             RotatedRuntimes {
+                times,
                 cas: cas_rx,
                 service_account_keys: keys_rx,
             },
         )
     }
 
-    /// Called with every Shoot the watch delivers: sends its runtime ID for each rotation not
-    /// sent yet.
+    /// Called with every Shoot the watch delivers: records its rotation times and sends its
+    /// runtime ID for each rotation not sent yet.
     pub fn observe(&self, shoot: &CachedShoot) {
         let credentials = shoot.status.as_ref().and_then(|s| s.credentials.as_deref());
         let now = Rotated {
@@ -137,15 +171,19 @@ impl CredentialRotations {
             service_account_key: credentials
                 .and_then(ShootCredentials::new_service_account_key_since),
         };
-        if now == Rotated::default() {
-            return;
+        let before = {
+            let mut times = crate::records::lock(&self.times.0);
+            // Only rotated Shoots are kept (a Shoot made anew starts without rotations).
+            if now == Rotated::default() {
+                times.remove(&shoot.name_any())
+            } else {
+                times.insert(shoot.name_any(), now)
+            }
         }
+        .unwrap_or_default();
         let Some(runtime_id) = shoot.annotations().get(names::SHOOT_ANNOTATION_RUNTIME_ID) else {
             return;
         };
-        let before = crate::records::lock(&self.sent)
-            .insert(shoot.name_any(), now)
-            .unwrap_or_default();
         // A receiver is gone only when the controller stops.
         if now.cas.is_some() && now.cas != before.cas {
             let _ = self.cas.unbounded_send(runtime_id.clone());
@@ -303,22 +341,6 @@ impl CachedShoot {
         self.metadata.labels = None;
     }
 
-    /// Since when the new CAs of the cluster's last CA rotation are in place
-    /// ([`ShootCredentials::new_cas_since`]).
-    pub fn new_cas_since(&self) -> Option<jiff::Timestamp> {
-        self.status.as_ref()?.credentials.as_ref()?.new_cas_since()
-    }
-
-    /// Since when the new ServiceAccount token signing key of the cluster's last key rotation
-    /// is in place ([`ShootCredentials::new_service_account_key_since`]).
-    pub fn new_service_account_key_since(&self) -> Option<jiff::Timestamp> {
-        self.status
-            .as_ref()?
-            .credentials
-            .as_ref()?
-            .new_service_account_key_since()
-    }
-
     /// The cached fields as a [`Shoot`]; every other spec field is at its default.
     pub fn to_shoot(&self) -> Shoot {
         let spec = &self.spec;
@@ -460,9 +482,10 @@ mod tests {
         assert_eq!(st.observed_generation, Some(3));
         assert_eq!(st.conditions, None);
         assert_eq!(st.credentials, full_st.credentials);
-        let rotated = Some("2026-01-02T00:05:00Z".parse().unwrap());
-        assert_eq!(cached.new_cas_since(), rotated);
-        assert_eq!(st.new_cas_since(), rotated);
+        assert_eq!(
+            st.new_cas_since(),
+            Some("2026-01-02T00:05:00Z".parse().unwrap())
+        );
         assert_eq!(shoot.spec.dns, full.spec.dns);
         assert_eq!(shoot.spec.hibernation, full.spec.hibernation);
         assert_eq!(shoot.spec.secret_binding_name.as_deref(), Some("sb"));
@@ -528,6 +551,16 @@ mod tests {
         rotations.observe(&shoot("a", Some("rt-a"), later, first));
         rotations.observe(&shoot("d", Some("rt-d"), None, first));
         rotations.observe(&shoot("d", Some("rt-d"), None, first));
+        // The times are kept for every rotated Shoot, with a runtime ID or without.
+        let at = |t: Option<&str>| t.map(|t| t.parse::<Timestamp>().unwrap());
+        assert_eq!(rotated.times.new_cas_since("a"), at(later));
+        assert_eq!(rotated.times.new_service_account_key_since("a"), at(first));
+        assert_eq!(rotated.times.new_cas_since("c"), at(first));
+        assert_eq!(rotated.times.new_service_account_key_since("d"), at(first));
+        assert_eq!(rotated.times.new_cas_since("b"), None);
+        // A Shoot made anew starts without rotations.
+        rotations.observe(&shoot("a", Some("rt-a"), None, None));
+        assert_eq!(rotated.times.new_cas_since("a"), None);
         drop(rotations);
         let cas: Vec<String> = futures::StreamExt::collect(&mut rotated.cas).await;
         assert_eq!(cas, ["rt-a", "rt-a"]);

@@ -306,7 +306,8 @@ async fn a_shoot_deleted_outside_is_made_anew_with_a_new_admin_kubeconfig() -> R
 /// Gardener rotates the cluster's certificate authorities (`rotate-ca-start`). Once the new CAs
 /// are in place (`status.credentials.rotation.certificateAuthorities.lastInitiationFinishedTime`)
 /// the admin kubeconfig is fetched again, because one signed before stops working when the
-/// rotation completes. It is fetched once, and the Runtime stays Ready.
+/// rotation completes. It is fetched once, and the Runtime stays Ready. A rotation while no
+/// controller ran is acted on at the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rotation_of_the_clusters_cas_rotates_the_admin_kubeconfig() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -395,6 +396,38 @@ async fn a_rotation_of_the_clusters_cas_rotates_the_admin_kubeconfig() -> Result
     );
     let runtime = wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
     check_ready_conditions(&runtime)?;
+
+    // A second rotation while no controller runs is acted on when one starts.
+    ctl.stop().await;
+    let synced = last_sync(&after).context("the admin kubeconfig's last-sync")?;
+    let prepared = synced.checked_add(jiff::SignedDuration::from_secs(1))?;
+    while jiff::Timestamp::now() <= prepared {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rotation = serde_json::json!({"status": {"credentials": {"rotation": {
+        "certificateAuthorities": {
+            "phase": "Prepared",
+            "lastInitiationTime": synced.to_string(),
+            "lastInitiationFinishedTime": prepared.to_string(),
+        }
+    }}}});
+    shoots
+        .patch_status(
+            &shoot_name,
+            &PatchParams::default(),
+            &Patch::Merge(&rotation),
+        )
+        .await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    eventually(
+        "the admin kubeconfig fetched again after a start",
+        READY_TIMEOUT,
+        || async {
+            Ok(last_sync(&secrets.get(&secret_name).await?).is_some_and(|t| t >= prepared))
+        },
+    )
+    .await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, READY_TIMEOUT).await?;
     ctl.stop().await;
     Ok(())
 }
