@@ -188,6 +188,8 @@ pub struct Reconciler {
     /// The KIM configuration.
     pub config: Arc<KimConfig>,
     shoots: shoot_cache::ShootCache,
+    /// Which Shoot generations a Gardener operation annotation raised (not drift).
+    operations: shoot_cache::ShootOperations,
     clusters: Store<StatusApart<GardenerCluster>>,
     /// Publishes the condition Events of Runtimes (as upstream's `runtime-controller`).
     events: crate::context::EventPublisher,
@@ -282,6 +284,8 @@ pub async fn run(
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
+    let operations = shoot_cache::ShootOperations::default();
+    let relisting = operations.clone();
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
@@ -291,6 +295,11 @@ pub async fn run(
     )
     .modify(CachedShoot::trim)
     .reflect(shoot_writer)
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::Init)) {
+            relisting.relisted();
+        }
+    })
     .touched_objects();
     let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
     let (gc_store, gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
@@ -336,6 +345,7 @@ pub async fn run(
         acl,
         bootstrapper_changes,
         shoots: shoot_cache,
+        operations: operations.clone(),
         clusters: gc_store,
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
@@ -385,6 +395,7 @@ pub async fn run(
         .with_config(config)
         .watches_stream(shoots, move |shoot: CachedShoot| {
             rotations.observe(&shoot);
+            operations.observe(&shoot);
             let id = shoot
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?
@@ -1032,7 +1043,9 @@ impl Reconciler {
     }
 
     /// A Ready Runtime whose Shoot's generation moved since it became Ready: someone changed
-    /// the Shoot spec (upstream never corrects Ready runtimes; we re-apply).
+    /// the Shoot spec (upstream never corrects Ready runtimes; we re-apply). A generation one
+    /// above, raised by a Gardener operation annotation ([`shoot_cache::ShootOperations`]), is
+    /// no change of the spec: it becomes the baseline.
     fn shoot_drifted(&self, runtime: &Runtime, shoot: &Shoot) -> bool {
         let ready = runtime
             .status
@@ -1041,7 +1054,14 @@ impl Reconciler {
         let Some(current) = shoot.metadata.generation else {
             return false;
         };
+        let by_operation = self
+            .operations
+            .raised_by_operation(&shoot.name_any(), current);
         self.record(runtime, |record| match record.ready_shoot_generation {
+            Some(seen) if ready && by_operation && current == seen + 1 => {
+                record.ready_shoot_generation = Some(current);
+                false
+            }
             Some(seen) => ready && current > seen,
             None => {
                 // First sight after a start: take the current Shoot as the baseline.

@@ -196,6 +196,65 @@ impl CredentialRotations {
     }
 }
 
+/// Which Shoot generations Gardener raised for an operation annotation that stays until the
+/// gardenlet has done the operation (`gardener.cloud/operation`: the credentials rotations
+/// `rotate-*`, `rollout-workers`), as the Shoot watch delivers them. Such a generation changes
+/// nothing in the spec, so a Ready Runtime's Shoot reaching it has not drifted: a fleet-wide
+/// rotation would otherwise cost every Shoot a drift re-apply (three Gardener requests).
+/// (`reconcile` and `retry` are removed by gardener-apiserver in the very write that raises the
+/// generation: no watch sees them, and they still look like drift.)
+///
+/// A generation counts when the update that set the annotation raised the generation by one,
+/// as the watch shows: an edit of the spec made in the same update (by hand, with the
+/// annotation) is taken for the operation alone and is re-applied with the next drift. A
+/// re-list forgets what was seen: what it delivers counts as first sight.
+#[derive(Clone, Default)]
+pub struct ShootOperations(Arc<Mutex<HashMap<String, GenerationSeen>>>);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct GenerationSeen {
+    generation: i64,
+    annotated: bool,
+    /// The last generation an operation annotation raised.
+    by_operation: Option<i64>,
+}
+
+impl ShootOperations {
+    /// Called with every Shoot the watch delivers.
+    pub fn observe(&self, shoot: &CachedShoot) {
+        let Some(generation) = shoot.metadata.generation else {
+            return;
+        };
+        let annotated = shoot
+            .annotations()
+            .contains_key(names::GARDENER_ANNOTATION_OPERATION);
+        let mut seen = crate::records::lock(&self.0);
+        let entry = seen.entry(shoot.name_any()).or_default();
+        if generation != entry.generation {
+            // About the current generation only: a Shoot made anew under the name counts from
+            // its own generation 1, not from a number the earlier one reached by an operation.
+            let first_sight = entry.generation == 0;
+            let by_operation =
+                !first_sight && annotated && !entry.annotated && generation == entry.generation + 1;
+            entry.by_operation = by_operation.then_some(generation);
+        }
+        entry.generation = generation;
+        entry.annotated = annotated;
+    }
+
+    /// The watch lists anew: what it delivers next is compared with nothing seen before.
+    pub fn relisted(&self) {
+        crate::records::lock(&self.0).clear();
+    }
+
+    /// Whether Gardener raised Shoot `shoot` to `generation` for an operation annotation.
+    pub fn raised_by_operation(&self, shoot: &str, generation: i64) -> bool {
+        crate::records::lock(&self.0)
+            .get(shoot)
+            .is_some_and(|seen| seen.by_operation == Some(generation))
+    }
+}
+
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CachedShoot {
@@ -567,6 +626,58 @@ mod tests {
         let keys: Vec<String> =
             futures::StreamExt::collect(&mut rotated.service_account_keys).await;
         assert_eq!(keys, ["rt-a", "rt-d"]);
+    }
+
+    /// A generation counts as the operation's when the update that set the annotation raised
+    /// it by one.
+    #[test]
+    fn a_generation_raised_by_an_operation_annotation_is_known() {
+        let shoot = |generation: i64, operation: Option<&str>| {
+            serde_json::from_value::<CachedShoot>(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": "s", "namespace": "garden-p", "generation": generation,
+                    "annotations": operation
+                        .map(|op| serde_json::json!({names::GARDENER_ANNOTATION_OPERATION: op}))},
+            }))
+            .unwrap()
+        };
+        let operations = ShootOperations::default();
+        // First sight, annotated: nothing known of the update that raised it.
+        operations.observe(&shoot(4, Some("rotate-ca-start")));
+        assert!(!operations.raised_by_operation("s", 4));
+        operations.observe(&shoot(4, None));
+        // The annotation set, the generation raised by one.
+        operations.observe(&shoot(5, Some("rotate-ca-start")));
+        assert!(operations.raised_by_operation("s", 5));
+        // Removed by Gardener: still known.
+        operations.observe(&shoot(5, None));
+        assert!(operations.raised_by_operation("s", 5));
+        // A spec change.
+        operations.observe(&shoot(6, None));
+        assert!(!operations.raised_by_operation("s", 6));
+        // A spec change while an annotation stays set.
+        operations.observe(&shoot(6, Some("rotate-ca-start")));
+        operations.observe(&shoot(7, Some("rotate-ca-start")));
+        assert!(!operations.raised_by_operation("s", 7));
+        // Two generations at once: something else changed too.
+        operations.observe(&shoot(7, None));
+        operations.observe(&shoot(9, Some("rotate-ca-start")));
+        assert!(!operations.raised_by_operation("s", 9));
+        assert!(!operations.raised_by_operation("other", 5));
+        // The Shoot made anew; its generation 9 comes from a spec change.
+        operations.observe(&shoot(9, None));
+        operations.observe(&shoot(10, Some("rotate-ca-start")));
+        assert!(operations.raised_by_operation("s", 10));
+        operations.observe(&shoot(1, None));
+        for generation in 2..=10 {
+            operations.observe(&shoot(generation, None));
+        }
+        assert!(!operations.raised_by_operation("s", 10));
+        // A re-list: what comes next is first sight.
+        operations.observe(&shoot(10, None));
+        operations.relisted();
+        operations.observe(&shoot(11, Some("rotate-ca-start")));
+        assert!(!operations.raised_by_operation("s", 11));
     }
 
     /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.

@@ -775,7 +775,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     );
 
     // Gardener moves the generation of a Shoot it wakes or hibernates, while the runtime
-    // cluster does not answer (here: an operation annotation, with the cluster stopped). The
+    // cluster does not answer (here: `spec.hibernation` set, with the cluster stopped). The
     // drift re-apply writes the garden Secret the Shoot references again without the cluster
     // and changes nothing: the Runtime stays Ready, its caches configured.
     let shoot_name = rt.spec.shoot.name.clone();
@@ -800,15 +800,13 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         .patch(
             &shoot_name,
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {"gardener.cloud/operation": "reconcile"}}}),
-            ),
+            &Patch::Merge(json!({"spec": {"hibernation": {"enabled": false}}})),
         )
         .await
         .unwrap();
     assert!(
         generation(&shoots.get(&shoot_name).await.unwrap()) > generation_before,
-        "the operation moves the Shoot's generation"
+        "the hibernation setting moves the Shoot's generation"
     );
     eventually(
         "the drift re-apply while the runtime cluster is down",
