@@ -188,8 +188,9 @@ pub struct Reconciler {
     /// The KIM configuration.
     pub config: Arc<KimConfig>,
     shoots: shoot_cache::ShootCache,
-    /// Which Shoot generations a Gardener operation annotation raised (not drift).
-    operations: shoot_cache::ShootOperations,
+    /// Which Shoot generations gardener-apiserver raised without a change of the spec (not
+    /// drift).
+    generations: shoot_cache::ShootGenerations,
     clusters: Store<StatusApart<GardenerCluster>>,
     /// Publishes the condition Events of Runtimes (as upstream's `runtime-controller`).
     events: crate::context::EventPublisher,
@@ -284,8 +285,8 @@ pub async fn run(
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
-    let operations = shoot_cache::ShootOperations::default();
-    let relisting = operations.clone();
+    let generations = shoot_cache::ShootGenerations::default();
+    let relisting = generations.clone();
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
@@ -345,7 +346,7 @@ pub async fn run(
         acl,
         bootstrapper_changes,
         shoots: shoot_cache,
-        operations: operations.clone(),
+        generations: generations.clone(),
         clusters: gc_store,
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
@@ -395,7 +396,7 @@ pub async fn run(
         .with_config(config)
         .watches_stream(shoots, move |shoot: CachedShoot| {
             rotations.observe(&shoot);
-            operations.observe(&shoot);
+            generations.observe(&shoot);
             let id = shoot
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?
@@ -1044,8 +1045,8 @@ impl Reconciler {
 
     /// A Ready Runtime whose Shoot's generation moved since it became Ready: someone changed
     /// the Shoot spec (upstream never corrects Ready runtimes; we re-apply). A generation one
-    /// above, raised by a Gardener operation annotation ([`shoot_cache::ShootOperations`]), is
-    /// no change of the spec: it becomes the baseline.
+    /// above, raised without a change of the spec (a Gardener operation annotation,
+    /// [`shoot_cache::ShootGenerations`]), becomes the baseline.
     fn shoot_drifted(&self, runtime: &Runtime, shoot: &Shoot) -> bool {
         let ready = runtime
             .status
@@ -1054,11 +1055,11 @@ impl Reconciler {
         let Some(current) = shoot.metadata.generation else {
             return false;
         };
-        let by_operation = self
-            .operations
-            .raised_by_operation(&shoot.name_any(), current);
+        let unchanged = self
+            .generations
+            .raised_without_spec_change(&shoot.name_any(), current);
         self.record(runtime, |record| match record.ready_shoot_generation {
-            Some(seen) if ready && by_operation && current == seen + 1 => {
+            Some(seen) if ready && unchanged && current == seen + 1 => {
                 record.ready_shoot_generation = Some(current);
                 false
             }

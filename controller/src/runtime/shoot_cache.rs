@@ -196,50 +196,46 @@ impl CredentialRotations {
     }
 }
 
-/// Which Shoot generations Gardener raised for an operation annotation that stays until the
-/// gardenlet has done the operation (`gardener.cloud/operation`: the credentials rotations
-/// `rotate-*`, `rollout-workers`), as the Shoot watch delivers them. Such a generation changes
-/// nothing in the spec, so a Ready Runtime's Shoot reaching it has not drifted: a fleet-wide
-/// rotation would otherwise cost every Shoot a drift re-apply (three Gardener requests).
-/// (`reconcile` and `retry` are removed by gardener-apiserver in the very write that raises the
-/// generation: no watch sees them, and they still look like drift.)
+/// Which Shoot generations gardener-apiserver raised without a change of the spec, as the Shoot
+/// watch delivers them: for an operation annotation (`gardener.cloud/operation`: `reconcile`,
+/// `retry`, the credentials rotations `rotate-*`, `rollout-workers`), or any write while such an
+/// annotation waits for the gardenlet. A Ready Runtime's Shoot reaching such a generation has not
+/// drifted: a fleet-wide operation would otherwise cost every Shoot a drift re-apply (three
+/// Gardener requests).
 ///
-/// A generation counts when the update that set the annotation raised the generation by one,
-/// as the watch shows: an edit of the spec made in the same update (by hand, with the
-/// annotation) is taken for the operation alone and is re-applied with the next drift. A
+/// A generation counts when the watch shows it one above the previous one with the spec, as
+/// gardener-apiserver serialized it, byte for byte the same ([`CachedShoot::spec_hash`]). A
 /// re-list forgets what was seen: what it delivers counts as first sight.
 #[derive(Clone, Default)]
-pub struct ShootOperations(Arc<Mutex<HashMap<String, GenerationSeen>>>);
+pub struct ShootGenerations(Arc<Mutex<HashMap<String, GenerationSeen>>>);
 
 #[derive(Clone, Copy, Debug, Default)]
 struct GenerationSeen {
     generation: i64,
-    annotated: bool,
-    /// The last generation an operation annotation raised.
-    by_operation: Option<i64>,
+    spec_hash: u64,
+    /// The current generation, when it was raised without a change of the spec.
+    without_spec_change: Option<i64>,
 }
 
-impl ShootOperations {
+impl ShootGenerations {
     /// Called with every Shoot the watch delivers.
     pub fn observe(&self, shoot: &CachedShoot) {
         let Some(generation) = shoot.metadata.generation else {
             return;
         };
-        let annotated = shoot
-            .annotations()
-            .contains_key(names::GARDENER_ANNOTATION_OPERATION);
+        let spec_hash = shoot.spec.hash;
         let mut seen = crate::records::lock(&self.0);
         let entry = seen.entry(shoot.name_any()).or_default();
         if generation != entry.generation {
             // About the current generation only: a Shoot made anew under the name counts from
-            // its own generation 1, not from a number the earlier one reached by an operation.
+            // its own generation 1, not from what the earlier one reached.
             let first_sight = entry.generation == 0;
-            let by_operation =
-                !first_sight && annotated && !entry.annotated && generation == entry.generation + 1;
-            entry.by_operation = by_operation.then_some(generation);
+            let unchanged =
+                !first_sight && generation == entry.generation + 1 && spec_hash == entry.spec_hash;
+            entry.without_spec_change = unchanged.then_some(generation);
         }
         entry.generation = generation;
-        entry.annotated = annotated;
+        entry.spec_hash = spec_hash;
     }
 
     /// The watch lists anew: what it delivers next is compared with nothing seen before.
@@ -247,11 +243,12 @@ impl ShootOperations {
         crate::records::lock(&self.0).clear();
     }
 
-    /// Whether Gardener raised Shoot `shoot` to `generation` for an operation annotation.
-    pub fn raised_by_operation(&self, shoot: &str, generation: i64) -> bool {
+    /// Whether gardener-apiserver raised Shoot `shoot` to `generation` without a change of
+    /// its spec.
+    pub fn raised_without_spec_change(&self, shoot: &str, generation: i64) -> bool {
         crate::records::lock(&self.0)
             .get(shoot)
-            .is_some_and(|seen| seen.by_operation == Some(generation))
+            .is_some_and(|seen| seen.without_spec_change == Some(generation))
     }
 }
 
@@ -261,7 +258,7 @@ pub struct CachedShoot {
     /// The Shoot's metadata (managedFields are dropped when cached).
     pub metadata: ObjectMeta,
     #[serde(default)]
-    spec: CachedSpec,
+    spec: HashedSpec,
     #[serde(default)]
     status: Option<CachedStatus>,
 }
@@ -275,6 +272,28 @@ struct CachedStatus {
     last_errors: Option<Vec<LastError>>,
     last_operation: Option<Box<LastOperation>>,
     observed_generation: Option<i64>,
+}
+
+/// The spec fields kept, and a hash of the whole spec as gardener-apiserver serialized it.
+#[derive(Clone, Debug, Default)]
+struct HashedSpec {
+    fields: CachedSpec,
+    hash: u64,
+}
+
+impl<'de> Deserialize<'de> for HashedSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Option::<Box<RawValue>>::deserialize(d)?;
+        let Some(raw) = raw.filter(|r| r.get() != "null") else {
+            return Ok(Self::default());
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hasher::write(&mut hasher, raw.get().as_bytes());
+        Ok(Self {
+            fields: serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?,
+            hash: std::hash::Hasher::finish(&hasher),
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -390,7 +409,7 @@ impl<'de> Deserialize<'de> for CachedExtensions {
 impl CachedShoot {
     /// The Secret of the Shoot's `auditlog-credentials` resource.
     pub fn audit_log_secret(&self) -> Option<&str> {
-        self.spec.audit_log_secret.as_deref()
+        self.spec.fields.audit_log_secret.as_deref()
     }
 
     /// Drops what no reconcile reads but the metadata delivers: managedFields and the labels
@@ -402,7 +421,7 @@ impl CachedShoot {
 
     /// The cached fields as a [`Shoot`]; every other spec field is at its default.
     pub fn to_shoot(&self) -> Shoot {
-        let spec = &self.spec;
+        let spec = &self.spec.fields;
         Shoot {
             metadata: self.metadata.clone(),
             spec: ShootSpec {
@@ -628,56 +647,57 @@ mod tests {
         assert_eq!(keys, ["rt-a", "rt-d"]);
     }
 
-    /// A generation counts as the operation's when the update that set the annotation raised
-    /// it by one.
+    /// A generation counts as raised without a change of the spec when the watch shows it one
+    /// above the previous one with the same spec.
     #[test]
-    fn a_generation_raised_by_an_operation_annotation_is_known() {
-        let shoot = |generation: i64, operation: Option<&str>| {
+    fn a_generation_raised_without_a_spec_change_is_known() {
+        let shoot = |generation: i64, region: &str| {
             serde_json::from_value::<CachedShoot>(serde_json::json!({
                 "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
-                "metadata": {"name": "s", "namespace": "garden-p", "generation": generation,
-                    "annotations": operation
-                        .map(|op| serde_json::json!({names::GARDENER_ANNOTATION_OPERATION: op}))},
+                "metadata": {"name": "s", "namespace": "garden-p", "generation": generation},
+                "spec": {"region": region, "provider": {"type": "aws", "workers": [{"name": "w"}]}},
             }))
             .unwrap()
         };
-        let operations = ShootOperations::default();
-        // First sight, annotated: nothing known of the update that raised it.
-        operations.observe(&shoot(4, Some("rotate-ca-start")));
-        assert!(!operations.raised_by_operation("s", 4));
-        operations.observe(&shoot(4, None));
-        // The annotation set, the generation raised by one.
-        operations.observe(&shoot(5, Some("rotate-ca-start")));
-        assert!(operations.raised_by_operation("s", 5));
-        // Removed by Gardener: still known.
-        operations.observe(&shoot(5, None));
-        assert!(operations.raised_by_operation("s", 5));
-        // A spec change.
-        operations.observe(&shoot(6, None));
-        assert!(!operations.raised_by_operation("s", 6));
-        // A spec change while an annotation stays set.
-        operations.observe(&shoot(6, Some("rotate-ca-start")));
-        operations.observe(&shoot(7, Some("rotate-ca-start")));
-        assert!(!operations.raised_by_operation("s", 7));
-        // Two generations at once: something else changed too.
-        operations.observe(&shoot(7, None));
-        operations.observe(&shoot(9, Some("rotate-ca-start")));
-        assert!(!operations.raised_by_operation("s", 9));
-        assert!(!operations.raised_by_operation("other", 5));
-        // The Shoot made anew; its generation 9 comes from a spec change.
-        operations.observe(&shoot(9, None));
-        operations.observe(&shoot(10, Some("rotate-ca-start")));
-        assert!(operations.raised_by_operation("s", 10));
-        operations.observe(&shoot(1, None));
+        let generations = ShootGenerations::default();
+        // First sight: nothing known of the update that raised it.
+        generations.observe(&shoot(4, "a"));
+        assert!(!generations.raised_without_spec_change("s", 4));
+        // An operation annotation (or any write while one waits) raises it, spec unchanged.
+        generations.observe(&shoot(5, "a"));
+        assert!(generations.raised_without_spec_change("s", 5));
+        // Other events of that generation change nothing.
+        generations.observe(&shoot(5, "a"));
+        assert!(generations.raised_without_spec_change("s", 5));
+        // A spec change, also one not kept in the cache (the workers).
+        generations.observe(&shoot(6, "b"));
+        assert!(!generations.raised_without_spec_change("s", 6));
+        let mut workers = shoot(7, "b");
+        assert_eq!(workers.spec.hash, shoot(6, "b").spec.hash);
+        workers = serde_json::from_value(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "s", "namespace": "garden-p", "generation": 7},
+            "spec": {"region": "b", "provider": {"type": "aws", "workers": [{"name": "x"}]}},
+        }))
+        .unwrap();
+        generations.observe(&workers);
+        assert!(!generations.raised_without_spec_change("s", 7));
+        // Two generations at once: not known what happened in between.
+        generations.observe(&shoot(9, "b"));
+        assert!(!generations.raised_without_spec_change("s", 9));
+        assert!(!generations.raised_without_spec_change("other", 5));
+        // The Shoot made anew: its generations count from its own first.
+        generations.observe(&shoot(10, "b"));
+        assert!(generations.raised_without_spec_change("s", 10));
+        generations.observe(&shoot(1, "b"));
         for generation in 2..=10 {
-            operations.observe(&shoot(generation, None));
+            generations.observe(&shoot(generation, &format!("r{generation}")));
         }
-        assert!(!operations.raised_by_operation("s", 10));
+        assert!(!generations.raised_without_spec_change("s", 10));
         // A re-list: what comes next is first sight.
-        operations.observe(&shoot(10, None));
-        operations.relisted();
-        operations.observe(&shoot(11, Some("rotate-ca-start")));
-        assert!(!operations.raised_by_operation("s", 11));
+        generations.relisted();
+        generations.observe(&shoot(11, "r10"));
+        assert!(!generations.raised_without_spec_change("s", 11));
     }
 
     /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.

@@ -302,43 +302,46 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
         "the Runtime went through its steps again"
     );
 
-    // A Gardener operation (here the start of a CA rotation) raises the generation without
-    // changing the spec: no drift re-apply, the Runtime stays Ready.
-    let patched_before = patches().await?;
-    let generation_before = shoots.get(&shoot_name).await?.metadata.generation;
-    shoots
-        .patch(
-            &shoot_name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                names::GARDENER_ANNOTATION_OPERATION: "rotate-ca-start"
-            }}})),
-        )
+    // Gardener operations raise the generation without changing the spec: no drift re-apply,
+    // the Runtime stays Ready. gardener-apiserver keeps a rotation's annotation until the
+    // gardenlet (here the simulator) takes it, and removes `reconcile` in the very write.
+    for operation in ["rotate-ca-start", "reconcile"] {
+        let patched_before = patches().await?;
+        let generation_before = shoots.get(&shoot_name).await?.metadata.generation;
+        shoots
+            .patch(
+                &shoot_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    names::GARDENER_ANNOTATION_OPERATION: operation
+                }}})),
+            )
+            .await?;
+        eventually("Gardener done with the operation", TIMEOUT, || async {
+            let shoot = shoots.get(&shoot_name).await?;
+            let status = shoot.status.as_ref();
+            Ok(shoot.metadata.generation > generation_before
+                && !shoot
+                    .annotations()
+                    .contains_key(names::GARDENER_ANNOTATION_OPERATION)
+                && status.and_then(|s| s.observed_generation) == shoot.metadata.generation
+                && status
+                    .and_then(|s| s.last_operation.as_ref())
+                    .is_some_and(|op| op.state == "Succeeded"))
+        })
         .await?;
-    eventually("Gardener done with the operation", TIMEOUT, || async {
-        let shoot = shoots.get(&shoot_name).await?;
-        let status = shoot.status.as_ref();
-        Ok(shoot.metadata.generation > generation_before
-            && !shoot
-                .annotations()
-                .contains_key(names::GARDENER_ANNOTATION_OPERATION)
-            && status.and_then(|s| s.observed_generation) == shoot.metadata.generation
-            && status
-                .and_then(|s| s.last_operation.as_ref())
-                .is_some_and(|op| op.state == "Succeeded"))
-    })
-    .await?;
-    // Long enough for a re-apply's GET, GET and PATCH.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        patches().await?,
-        patched_before,
-        "the operation was taken for drift"
-    );
-    assert_eq!(
-        runtimes.get(&id).await?.status.as_ref().map(|s| s.state),
-        Some(RuntimeState::Ready)
-    );
+        // Long enough for a re-apply's GET, GET and PATCH.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            patches().await?,
+            patched_before,
+            "the operation {operation} was taken for drift"
+        );
+        assert_eq!(
+            runtimes.get(&id).await?.status.as_ref().map(|s| s.state),
+            Some(RuntimeState::Ready)
+        );
+    }
 
     // Suspend: a spec change is not applied to the Shoot while the annotation is set.
     annotate_runtime(
