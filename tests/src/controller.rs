@@ -965,3 +965,34 @@ pub async fn provision_and_delete_samples(
     ctl.stop().await;
     Ok(())
 }
+
+/// Writes into Shoot `shoot`'s status, as the gardenlet does once a `rotate-*-start` is done, that
+/// the new credentials of `rotation` (`certificateAuthorities` or `serviceAccountKey`) are in
+/// place a second after `signed` (both times have whole seconds), once that second is over.
+/// Returns that time.
+pub async fn prepare_rotation(
+    shoots: &Api<kim_shared::gardener::Shoot>,
+    shoot: &str,
+    rotation: &str,
+    signed: jiff::Timestamp,
+) -> Result<jiff::Timestamp> {
+    let prepared = signed.checked_add(jiff::SignedDuration::from_secs(1))?;
+    while jiff::Timestamp::now() <= prepared {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = json!({"status": {"credentials": {"rotation": {
+        rotation: {
+            "phase": "Prepared",
+            "lastInitiationTime": signed.to_string(),
+            "lastInitiationFinishedTime": prepared.to_string(),
+        }
+    }}}});
+    shoots
+        .patch_status(
+            shoot,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await?;
+    Ok(prepared)
+}

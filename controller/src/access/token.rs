@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::gardener_cluster::rotation::parse_last_sync;
+use crate::gardener_cluster::rotation::{Predating, parse_last_sync, predating};
 
 /// Annotation on the KCP Secret: when the token in it expires (RFC 3339, UTC).
 pub const ANNOTATION_TOKEN_EXPIRATION: &str =
@@ -93,16 +93,9 @@ pub fn decide(
     if lifetime <= 0.0 || issued > now {
         return TokenDecision::Issue(TokenCause::Unknown);
     }
-    // Both have whole seconds; a token issued in the second the new key was in place counts as
-    // issued after (it is not issued again and again within that second).
-    let mut key_ahead = None;
-    if let Some(since) = new_key_since.filter(|&since| issued < since) {
-        match Duration::try_from(since.duration_since(now)) {
-            // In place by Gardener's clock but not yet by ours (skew): a token issued now would
-            // predate it too, so the rotation waits until our clock gets there.
-            Ok(ahead) if !ahead.is_zero() => key_ahead = Some(ahead),
-            _ => return TokenDecision::Issue(TokenCause::SigningKeyRotated),
-        }
+    let key = predating(issued, new_key_since, now);
+    if key == Predating::Yes {
+        return TokenDecision::Issue(TokenCause::SigningKeyRotated);
     }
     let age = now.duration_since(issued).as_secs_f64();
     let rotate_at = lifetime * clamp_ratio(rotation_ratio);
@@ -111,7 +104,7 @@ pub fn decide(
     } else {
         let remaining = Duration::from_secs_f64(rotate_at - age);
         TokenDecision::Keep {
-            requeue_after: key_ahead.map_or(remaining, |ahead| ahead.min(remaining)),
+            requeue_after: key.wait_at_most(remaining),
         }
     }
 }

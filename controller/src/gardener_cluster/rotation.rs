@@ -219,24 +219,53 @@ pub fn decide(
     if age < -FUTURE_TOLERANCE {
         return RotationDecision::Rotate(RotationCause::LastSyncInvalid);
     }
-    // Both have whole seconds. A kubeconfig signed in the very second the new CAs were in
-    // place counts as signed after: it is never asked for again and again within that second.
-    let mut cas_ahead = None;
-    if let Some(since) = new_cas_since.filter(|&since| last_sync < since) {
-        match Duration::try_from(since.duration_since(now)) {
-            // In place by Gardener's clock but not yet by ours (skew): a kubeconfig signed now
-            // would predate them too, so the rotation waits until our clock gets there.
-            Ok(ahead) if !ahead.is_zero() => cas_ahead = Some(ahead),
-            _ => return RotationDecision::Rotate(RotationCause::CaRotated),
-        }
+    let cas = predating(last_sync, new_cas_since, now);
+    if cas == Predating::Yes {
+        return RotationDecision::Rotate(RotationCause::CaRotated);
     }
     // A small negative age (clock skew) counts as zero: wait the full period.
     let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
     match rotate_after.checked_sub(age) {
         Some(remaining) if !remaining.is_zero() => RotationDecision::Wait {
-            requeue_after: cas_ahead.map_or(remaining, |ahead| ahead.min(remaining)),
+            requeue_after: cas.wait_at_most(remaining),
         },
         _ => RotationDecision::Rotate(RotationCause::Due),
+    }
+}
+
+/// How credentials signed at `signed` stand to a Gardener rotation whose new credentials are in
+/// place since `since` ([`kim_shared::gardener::status::TwoStepRotation::new_since`]), at `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Predating {
+    /// Signed after the new credentials were in place, or there was no rotation.
+    No,
+    /// Signed before: they stop working when the rotation completes.
+    Yes,
+    /// Signed before, but the time lies this far ahead of our clock (the gardenlet's clock is
+    /// ahead): credentials signed now would predate it too, so the replacement waits.
+    AheadOfOurClock(Duration),
+}
+
+impl Predating {
+    /// `requeue_after`, or earlier when our clock reaches the rotation sooner.
+    pub fn wait_at_most(self, requeue_after: Duration) -> Duration {
+        match self {
+            Predating::AheadOfOurClock(ahead) => ahead.min(requeue_after),
+            Predating::No | Predating::Yes => requeue_after,
+        }
+    }
+}
+
+/// [`Predating`] of credentials signed at `signed`. Both times have whole seconds: credentials
+/// signed in the very second the new ones were in place count as signed after, so they are
+/// never replaced again and again within that second.
+pub fn predating(signed: Timestamp, since: Option<Timestamp>, now: Timestamp) -> Predating {
+    let Some(since) = since.filter(|&since| signed < since) else {
+        return Predating::No;
+    };
+    match Duration::try_from(since.duration_since(now)) {
+        Ok(ahead) if !ahead.is_zero() => Predating::AheadOfOurClock(ahead),
+        _ => Predating::Yes,
     }
 }
 

@@ -171,13 +171,16 @@ impl CredentialRotations {
             service_account_key: credentials
                 .and_then(ShootCredentials::new_service_account_key_since),
         };
+        let Some(name) = shoot.metadata.name.as_deref() else {
+            return;
+        };
         let before = {
             let mut times = crate::records::lock(&self.times.0);
             // Only rotated Shoots are kept (a Shoot made anew starts without rotations).
             if now == Rotated::default() {
-                times.remove(&shoot.name_any())
+                times.remove(name)
             } else {
-                times.insert(shoot.name_any(), now)
+                times.insert(name.to_owned(), now)
             }
         }
         .unwrap_or_default();

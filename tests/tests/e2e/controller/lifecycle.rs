@@ -334,26 +334,7 @@ async fn a_rotation_of_the_clusters_cas_rotates_the_admin_kubeconfig() -> Result
     let before = secrets.get(&secret_name).await?;
     let synced = last_sync(&before).context("the admin kubeconfig's last-sync")?;
 
-    // The new CAs are in place a second after the kubeconfig was signed (both times have whole
-    // seconds), and that second is over.
-    let prepared = synced.checked_add(jiff::SignedDuration::from_secs(1))?;
-    while jiff::Timestamp::now() <= prepared {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let rotation = serde_json::json!({"status": {"credentials": {"rotation": {
-        "certificateAuthorities": {
-            "phase": "Prepared",
-            "lastInitiationTime": synced.to_string(),
-            "lastInitiationFinishedTime": prepared.to_string(),
-        }
-    }}}});
-    shoots
-        .patch_status(
-            &shoot_name,
-            &PatchParams::default(),
-            &Patch::Merge(&rotation),
-        )
-        .await?;
+    let prepared = prepare_rotation(&shoots, &shoot_name, "certificateAuthorities", synced).await?;
     eventually(
         "the admin kubeconfig fetched again",
         READY_TIMEOUT,
@@ -400,24 +381,7 @@ async fn a_rotation_of_the_clusters_cas_rotates_the_admin_kubeconfig() -> Result
     // A second rotation while no controller runs is acted on when one starts.
     ctl.stop().await;
     let synced = last_sync(&after).context("the admin kubeconfig's last-sync")?;
-    let prepared = synced.checked_add(jiff::SignedDuration::from_secs(1))?;
-    while jiff::Timestamp::now() <= prepared {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let rotation = serde_json::json!({"status": {"credentials": {"rotation": {
-        "certificateAuthorities": {
-            "phase": "Prepared",
-            "lastInitiationTime": synced.to_string(),
-            "lastInitiationFinishedTime": prepared.to_string(),
-        }
-    }}}});
-    shoots
-        .patch_status(
-            &shoot_name,
-            &PatchParams::default(),
-            &Patch::Merge(&rotation),
-        )
-        .await?;
+    let prepared = prepare_rotation(&shoots, &shoot_name, "certificateAuthorities", synced).await?;
     let ctl = start_controller(env, &ns, &[]).await?;
     eventually(
         "the admin kubeconfig fetched again after a start",

@@ -2973,6 +2973,59 @@ async fn a_served_runtime_access_whose_runtime_is_gone_says_so() -> Result<()> {
     Ok(())
 }
 
+/// Request `reader` (ConfigMaps in `apps`) for runtime `id`, served: its status and kubeconfig.
+async fn served_reader(
+    requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
+    secrets: &Api<Secret>,
+    ns: &str,
+    id: &str,
+    apps: &str,
+) -> Result<(kim_shared::api::runtime_access::RuntimeAccessStatus, String)> {
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(ns, "reader", id, configmap_reader("reader", apps, apps))?,
+        )
+        .await?;
+    let status = access_ready(requests, "reader").await?;
+    let kubeconfig = access_kubeconfig(secrets, &status).await?;
+    Ok((status, kubeconfig))
+}
+
+/// Request `reader` was served again after a rotation of Gardener's (`first` is its kubeconfig
+/// before): a new token, reason `KubeconfigRotated`, a kubeconfig that works, and no further
+/// issue within 3 s.
+async fn reissued_once(
+    requests: &Api<kim_shared::api::runtime_access::RuntimeAccess>,
+    secrets: &Api<Secret>,
+    first: &str,
+    apps: &str,
+) -> Result<()> {
+    let status = requests.get("reader").await?.status.context("status")?;
+    let second = access_kubeconfig(secrets, &status).await?;
+    anyhow::ensure!(token_of(&second) != token_of(first), "a new token");
+    let reason = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "KubeconfigReady")
+        .map(|c| c.reason.clone());
+    assert_eq!(reason.as_deref(), Some("KubeconfigRotated"));
+    let client = access::client_from_yaml("reissued", &second).await?;
+    assert_eq!(
+        whoami(client).await?,
+        format!("system:serviceaccount:{apps}:reader")
+    );
+    let secret_name = &status.secret_ref.as_ref().context("status.secretRef")?.name;
+    let written = secrets.get(secret_name).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    anyhow::ensure!(
+        secrets.get(secret_name).await?.metadata.resource_version
+            == written.metadata.resource_version,
+        "the token kubeconfig was issued again after the rotation was served"
+    );
+    Ok(())
+}
+
 /// A rotation of the cluster's CAs gives the admin kubeconfig a new CA bundle (old and new CAs
 /// while the rotation is prepared). A token kubeconfig with the old bundle would stop working
 /// when the rotation completes, so it is issued again with the admin kubeconfig's bundle, once,
@@ -2994,14 +3047,7 @@ async fn a_new_ca_bundle_in_the_admin_kubeconfig_reaches_the_token_kubeconfigs()
     let apps = env.shoot_namespace("ra-ca").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    requests
-        .create(
-            &PostParams::default(),
-            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
-        )
-        .await?;
-    let status = access_ready(&requests, "reader").await?;
-    let first = access_kubeconfig(&secrets, &status).await?;
+    let (_, first) = served_reader(&requests, &secrets, &ns, &id, &apps).await?;
     let ca_of = |yaml: &str| -> Result<String> {
         let kc = kube::config::Kubeconfig::from_yaml(yaml)?;
         kc.clusters
@@ -3038,12 +3084,6 @@ async fn a_new_ca_bundle_in_the_admin_kubeconfig_reaches_the_token_kubeconfigs()
             ),
         )
         .await?;
-    let secret_name = status
-        .secret_ref
-        .as_ref()
-        .context("status.secretRef")?
-        .name
-        .clone();
     eventually(
         "the token kubeconfig with the new bundle",
         Duration::from_secs(60),
@@ -3054,31 +3094,7 @@ async fn a_new_ca_bundle_in_the_admin_kubeconfig_reaches_the_token_kubeconfigs()
         },
     )
     .await?;
-    let status = requests.get("reader").await?.status.context("status")?;
-    let second = access_kubeconfig(&secrets, &status).await?;
-    anyhow::ensure!(
-        token_of(&second) != token_of(&first),
-        "a new token with the new bundle"
-    );
-    let reason = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "KubeconfigReady")
-        .map(|c| c.reason.clone());
-    assert_eq!(reason.as_deref(), Some("KubeconfigRotated"));
-    let client = access::client_from_yaml("ca-bundle", &second).await?;
-    assert_eq!(
-        whoami(client).await?,
-        format!("system:serviceaccount:{apps}:reader")
-    );
-    // Once: the token kubeconfig with the new bundle stays.
-    let written = secrets.get(&secret_name).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    anyhow::ensure!(
-        secrets.get(&secret_name).await?.metadata.resource_version
-            == written.metadata.resource_version,
-        "the token kubeconfig was issued again with the bundle unchanged"
-    );
+    reissued_once(&requests, &secrets, &first, &apps).await?;
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
@@ -3104,14 +3120,7 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
     let apps = env.shoot_namespace("ra-sakey").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    requests
-        .create(
-            &PostParams::default(),
-            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
-        )
-        .await?;
-    let status = access_ready(&requests, "reader").await?;
-    let first = access_kubeconfig(&secrets, &status).await?;
+    let (status, first) = served_reader(&requests, &secrets, &ns, &id, &apps).await?;
     let secret_name = status
         .secret_ref
         .as_ref()
@@ -3147,22 +3156,9 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
             }}})),
         )
         .await?;
-    // The new key is in place a second after the token was issued (both times have whole
-    // seconds), and that second is over.
-    let prepared = issued.checked_add(jiff::SignedDuration::from_secs(1))?;
-    while jiff::Timestamp::now() <= prepared {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let rotation = json!({"status": {"credentials": {"rotation": {
-        "serviceAccountKey": {
-            "phase": "Prepared",
-            "lastInitiationTime": issued.to_string(),
-            "lastInitiationFinishedTime": prepared.to_string(),
-        }
-    }}}});
-    shoots
-        .patch_status(&shoot, &PatchParams::default(), &Patch::Merge(&rotation))
-        .await?;
+    let prepared =
+        kim_tests::controller::prepare_rotation(&shoots, &shoot, "serviceAccountKey", issued)
+            .await?;
     eventually(
         "a token issued after the new key",
         Duration::from_secs(60),
@@ -3172,28 +3168,7 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
         },
     )
     .await?;
-    let status = requests.get("reader").await?.status.context("status")?;
-    let second = access_kubeconfig(&secrets, &status).await?;
-    anyhow::ensure!(token_of(&second) != token_of(&first), "a new token");
-    let reason = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "KubeconfigReady")
-        .map(|c| c.reason.clone());
-    assert_eq!(reason.as_deref(), Some("KubeconfigRotated"));
-    let client = access::client_from_yaml("signing-key", &second).await?;
-    assert_eq!(
-        whoami(client).await?,
-        format!("system:serviceaccount:{apps}:reader")
-    );
-    // Once: the token issued after the new key stays until its rotation is due.
-    let written = secrets.get(&secret_name).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    anyhow::ensure!(
-        secrets.get(&secret_name).await?.metadata.resource_version
-            == written.metadata.resource_version,
-        "the token was issued again after the rotation"
-    );
+    reissued_once(&requests, &secrets, &first, &apps).await?;
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
