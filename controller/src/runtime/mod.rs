@@ -286,7 +286,7 @@ pub async fn run(
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
     let generations = shoot_cache::ShootGenerations::default();
-    let relisting = generations.clone();
+    let mut notes = shoot_cache::ShootWatchNotes::new(rotations, generations.clone());
     let shoots = crate::watch::gardener_backoff(
         watcher(
             Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
@@ -297,8 +297,8 @@ pub async fn run(
     .modify(CachedShoot::trim)
     .reflect(shoot_writer)
     .inspect(move |event| {
-        if matches!(event, Ok(watcher::Event::Init)) {
-            relisting.relisted();
+        if let Ok(event) = event {
+            notes.note(event);
         }
     })
     .touched_objects();
@@ -346,7 +346,7 @@ pub async fn run(
         acl,
         bootstrapper_changes,
         shoots: shoot_cache,
-        generations: generations.clone(),
+        generations,
         clusters: gc_store,
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
@@ -395,8 +395,6 @@ pub async fn run(
     let run = Controller::for_stream(runtimes, rt_store.clone())
         .with_config(config)
         .watches_stream(shoots, move |shoot: CachedShoot| {
-            rotations.observe(&shoot);
-            generations.observe(&shoot);
             let id = shoot
                 .annotations()
                 .get(names::SHOOT_ANNOTATION_RUNTIME_ID)?

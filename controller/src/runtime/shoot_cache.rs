@@ -14,7 +14,7 @@
 //! Gardener first ([`super::Reconciler::get_shoot_live`]).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -25,6 +25,7 @@ use kube::ResourceExt;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::gardener::shoot::{Dns, Hibernation, Networking};
@@ -164,7 +165,7 @@ impl CredentialRotations {
 
     /// Called with every Shoot the watch delivers: records its rotation times and sends its
     /// runtime ID for each rotation not sent yet.
-    pub fn observe(&self, shoot: &CachedShoot) {
+    fn observe(&self, shoot: &CachedShoot) {
         let credentials = shoot.status.as_ref().and_then(|s| s.credentials.as_deref());
         let now = Rotated {
             cas: credentials.and_then(ShootCredentials::new_cas_since),
@@ -199,6 +200,70 @@ impl CredentialRotations {
     }
 }
 
+impl CredentialRotations {
+    /// Shoot `name` is gone: its times go too.
+    fn forget(&self, name: &str) {
+        crate::records::lock(&self.times.0).remove(name);
+    }
+
+    /// Keeps the times of the Shoots in `listed` only: a Shoot deleted while the watch was
+    /// away shows no deletion, only its absence from the re-list.
+    fn retain(&self, listed: &HashSet<String>) {
+        crate::records::lock(&self.times.0).retain(|name, _| listed.contains(name));
+    }
+}
+
+/// What the Runtime reconciler's Shoot watch notes of each event before the Runtime of the
+/// Shoot is reconciled: the credentials rotations and the generations raised without a change
+/// of the spec. A Shoot deleted, also one the watch missed while away, is forgotten, so that
+/// what is kept follows the Shoots there are.
+pub struct ShootWatchNotes {
+    rotations: CredentialRotations,
+    generations: ShootGenerations,
+    /// The Shoots of the re-list under way.
+    listed: HashSet<String>,
+}
+
+impl ShootWatchNotes {
+    /// Notes for `rotations` and `generations`.
+    pub fn new(rotations: CredentialRotations, generations: ShootGenerations) -> Self {
+        Self {
+            rotations,
+            generations,
+            listed: HashSet::new(),
+        }
+    }
+
+    /// Called with every event of the Shoot watch.
+    pub fn note(&mut self, event: &watcher::Event<CachedShoot>) {
+        match event {
+            watcher::Event::Init => {
+                self.generations.relisted();
+                self.listed.clear();
+            }
+            watcher::Event::InitApply(shoot) => {
+                self.listed.insert(shoot.name_any());
+                self.observe(shoot);
+            }
+            watcher::Event::Apply(shoot) => self.observe(shoot),
+            watcher::Event::Delete(shoot) => {
+                let name = shoot.name_any();
+                self.rotations.forget(&name);
+                self.generations.forget(&name);
+            }
+            watcher::Event::InitDone => {
+                self.rotations.retain(&self.listed);
+                self.listed = HashSet::new();
+            }
+        }
+    }
+
+    fn observe(&self, shoot: &CachedShoot) {
+        self.rotations.observe(shoot);
+        self.generations.observe(shoot);
+    }
+}
+
 /// Which Shoot generations gardener-apiserver raised without a change of the spec, as the Shoot
 /// watch delivers them: for an operation annotation (`gardener.cloud/operation`: `reconcile`,
 /// `retry`, the credentials rotations `rotate-*`, `rollout-workers`), or any write while such an
@@ -222,7 +287,7 @@ struct GenerationSeen {
 
 impl ShootGenerations {
     /// Called with every Shoot the watch delivers.
-    pub fn observe(&self, shoot: &CachedShoot) {
+    fn observe(&self, shoot: &CachedShoot) {
         let Some(generation) = shoot.metadata.generation else {
             return;
         };
@@ -242,8 +307,13 @@ impl ShootGenerations {
     }
 
     /// The watch lists anew: what it delivers next is compared with nothing seen before.
-    pub fn relisted(&self) {
+    fn relisted(&self) {
         crate::records::lock(&self.0).clear();
+    }
+
+    /// Shoot `name` is gone.
+    fn forget(&self, name: &str) {
+        crate::records::lock(&self.0).remove(name);
     }
 
     /// Whether gardener-apiserver raised Shoot `shoot` to `generation` without a change of
@@ -701,6 +771,46 @@ mod tests {
         generations.relisted();
         generations.observe(&shoot(11, "r10"));
         assert!(!generations.raised_without_spec_change("s", 11));
+    }
+
+    /// What is kept of a Shoot goes with it: at its deletion, or when a re-list no longer
+    /// delivers it.
+    #[test]
+    fn a_deleted_shoot_is_forgotten() {
+        let shoot = |name: &str, generation: i64| {
+            serde_json::from_value::<CachedShoot>(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": name, "namespace": "garden-p", "generation": generation},
+                "spec": {"region": "a"},
+                "status": {"credentials": {"rotation": {
+                    "certificateAuthorities": {"lastInitiationFinishedTime": "2026-01-02T00:05:00Z"}}}}
+            }))
+            .unwrap()
+        };
+        let (rotations, rotated) = CredentialRotations::channel();
+        let generations = ShootGenerations::default();
+        let mut notes = ShootWatchNotes::new(rotations, generations.clone());
+        let kept = |name: &str| {
+            (
+                rotated.times.new_cas_since(name).is_some(),
+                crate::records::lock(&generations.0).contains_key(name),
+            )
+        };
+        for name in ["a", "b", "c"] {
+            notes.note(&watcher::Event::Apply(shoot(name, 1)));
+            notes.note(&watcher::Event::Apply(shoot(name, 2)));
+            assert_eq!(kept(name), (true, true));
+        }
+        assert!(generations.raised_without_spec_change("a", 2));
+        notes.note(&watcher::Event::Delete(shoot("a", 2)));
+        assert_eq!(kept("a"), (false, false));
+        assert!(!generations.raised_without_spec_change("a", 2));
+        // "c" was deleted while the watch was away: the re-list does not deliver it.
+        notes.note(&watcher::Event::Init);
+        notes.note(&watcher::Event::InitApply(shoot("b", 2)));
+        notes.note(&watcher::Event::InitDone);
+        assert_eq!(kept("b"), (true, true));
+        assert_eq!(kept("c"), (false, false));
     }
 
     /// A Shoot without spec or status (as a watch may deliver while it is created) decodes.
