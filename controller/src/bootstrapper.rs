@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use kim_shared::bootstrapper::{
-    DEFAULT_NAMESPACE, FIELD_MANAGER, MANIFESTS_KEY, Settings, Status, Watched, parse_manifests,
-    status,
+    DEFAULT_NAMESPACE, FIELD_MANAGER, MANIFESTS_KEY, Manifests, Settings, Status, Watched, status,
 };
 use kim_shared::names;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -66,6 +65,17 @@ fn refused_write_message(what: &str, e: kube::Error, secret: &DynamicObject) -> 
 /// value that is JSON (a `.dockerconfigjson`) each string in it: an echo may quote one
 /// password out of the document.
 fn secret_values(secret: &DynamicObject) -> Vec<Vec<u8>> {
+    values_carried(secret.data.get("data"), None)
+}
+
+/// The values a Secret of the manifests carries: its `data` decoded and its `stringData`.
+fn manifest_secret_values(obj: &Value) -> Vec<Vec<u8>> {
+    values_carried(obj.get("data"), obj.get("stringData"))
+}
+
+/// The values of a Secret's `data` (base64) and `stringData` (as written), and of each value
+/// that is JSON every string in it.
+fn values_carried(data: Option<&Value>, string_data: Option<&Value>) -> Vec<Vec<u8>> {
     use base64::Engine as _;
     fn strings(v: &Value, out: &mut Vec<Vec<u8>>) {
         match v {
@@ -75,16 +85,17 @@ fn secret_values(secret: &DynamicObject) -> Vec<Vec<u8>> {
             _ => {}
         }
     }
+    fn values(v: Option<&Value>) -> impl Iterator<Item = &str> {
+        v.and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter_map(Value::as_str)
+    }
+    let decoded =
+        values(data).filter_map(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
+    let written = values(string_data).map(|v| v.as_bytes().to_vec());
     let mut out = Vec::new();
-    let decoded = secret
-        .data
-        .get("data")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|data| data.values())
-        .filter_map(Value::as_str)
-        .filter_map(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
-    for value in decoded {
+    for value in decoded.chain(written) {
         if let Ok(doc) = serde_json::from_slice::<Value>(&value) {
             strings(&doc, &mut out);
         }
@@ -222,7 +233,7 @@ pub async fn installation(
     kcp_namespace: &str,
     runtime_client: &Client,
     s: &Settings,
-) -> Result<(Status, Vec<Value>), BootstrapError> {
+) -> Result<(Status, Manifests), BootstrapError> {
     let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
     let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
         .get(&s.manifests_config_map_name)
@@ -241,12 +252,13 @@ pub async fn installation(
         .pointer(&format!("/data/{}", MANIFESTS_KEY.replace('/', "~1")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let manifests = parse_manifests(text).map_err(|e| {
-        BootstrapError::Status(format!(
-            "ConfigMap {kcp_namespace}/{}: {e}",
-            s.manifests_config_map_name
-        ))
-    })?;
+    let manifests =
+        Manifests::parse(text, &s.skr_namespace, &s.skr_deployment_name).map_err(|e| {
+            BootstrapError::Status(format!(
+                "ConfigMap {kcp_namespace}/{}: {e}",
+                s.manifests_config_map_name
+            ))
+        })?;
     let deployments = gvk_resource("apps", "v1", "Deployment", "deployments");
     let dep = Api::<DynamicObject>::namespaced_with(
         runtime_client.clone(),
@@ -265,16 +277,18 @@ pub async fn installation(
         ))
     })?;
     let dep = dep.map(|d| serde_json::to_value(d).unwrap_or(Value::Null));
-    Ok((status(dep.as_ref(), &manifests), manifests))
+    Ok((status(dep.as_ref(), &manifests.version), manifests))
 }
 
-/// Applies the manifests by server-side apply, each object's resource found by discovery.
+/// Applies the manifests by server-side apply in their order, each object's resource found by
+/// discovery; the bootstrapper Deployment (the last) as the runtime cluster answered its apply.
 pub async fn apply_manifests(
     runtime_client: &Client,
-    manifests: &[Value],
-) -> Result<(), BootstrapError> {
+    manifests: &Manifests,
+) -> Result<Value, BootstrapError> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    for obj in manifests {
+    let mut last = Value::Null;
+    for obj in &manifests.objects {
         let api_version = obj["apiVersion"].as_str().unwrap_or_default();
         let kind = obj["kind"].as_str().unwrap_or_default();
         let name = obj
@@ -304,13 +318,22 @@ pub async fn apply_manifests(
             }
             Api::all_with(runtime_client.clone(), &resource)
         };
-        api.patch(name, &pp, &Patch::Apply(body))
+        let answer = api
+            .patch(name, &pp, &Patch::Apply(body))
             .await
             .map_err(|e| {
-                BootstrapError::Apply(api_message(&format!("applying {kind} {name}"), &e))
+                let what = format!("applying {kind} {name}");
+                BootstrapError::Apply(if kind == "Secret" {
+                    let carried = manifest_secret_values(obj);
+                    let carried: Vec<&[u8]> = carried.iter().map(Vec::as_slice).collect();
+                    api_message(&what, &crate::redact::api_error(e, &carried))
+                } else {
+                    api_message(&what, &e)
+                })
             })?;
+        last = serde_json::to_value(answer).unwrap_or(Value::Null);
     }
-    Ok(())
+    Ok(last)
 }
 
 /// The runtime bootstrapper's configuration as the config reload watcher last saw it: a
@@ -322,6 +345,9 @@ pub struct ConfigChanges(Arc<Mutex<SeenConfig>>);
 #[derive(Debug, Default)]
 struct SeenConfig {
     digest: Option<String>,
+    /// The digest before an object went missing: what a configuration whole again is
+    /// compared with.
+    last: Option<String>,
     changes: u64,
 }
 
@@ -346,18 +372,20 @@ impl ConfigChanges {
             .is_some()
     }
 
-    /// Takes `digest`; whether it is the first one.
+    /// Takes `digest`; whether it is a change (not the first one, nor the one there was
+    /// before an object went missing and came back as it was).
     fn take(&self, digest: String) -> bool {
         let mut seen = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let first = seen.digest.is_none();
-        if !first {
+        let changed = seen.last.as_ref().is_some_and(|last| *last != digest);
+        if changed {
             seen.changes += 1;
         }
-        seen.digest = Some(digest);
-        first
+        seen.digest = Some(digest.clone());
+        seen.last = Some(digest);
+        changed
     }
 }
 
@@ -518,24 +546,24 @@ pub fn watch_config(
             let fired = Some(digest(&inputs))
                 .filter(|d| changes.now().0.as_ref() != Some(d))
                 .map(|d| {
-                    let first = changes.take(d.clone());
-                    if !first {
+                    let changed = changes.take(d.clone());
+                    if changed {
                         tracing::info!(
                             kind,
                             digest = %d,
                             "runtime bootstrapper configuration changed; configuring every runtime cluster again"
                         );
                     }
-                    (first, d)
+                    (changed, d)
                 });
             futures::future::ready(fired)
         })
-        .flat_map(move |(first, digest)| {
+        .flat_map(move |(changed, digest)| {
             let due: Vec<ObjectRef<CachedRuntime>> = runtimes
                 .state()
                 .iter()
                 .filter(|rt| {
-                    !first
+                    changed
                         || rt
                             .annotations()
                             .get(names::ANNOTATION_RUNTIME_BOOTSTRAPPER_CONFIG)
@@ -543,7 +571,7 @@ pub fn watch_config(
                 })
                 .map(|rt| ObjectRef::from_obj(&**rt))
                 .collect();
-            if first && !due.is_empty() {
+            if !changed && !due.is_empty() {
                 tracing::info!(
                     runtimes = due.len(),
                     digest = %digest,
@@ -638,5 +666,44 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("(403)"), "{text}");
+    }
+
+    /// A Secret of the manifests that a webhook of the runtime cluster echoes: neither its
+    /// `data` (decoded) nor its `stringData` reaches the message.
+    #[test]
+    fn a_manifest_secret_carries_its_data_and_string_data() {
+        use base64::Engine as _;
+        let token = "tk-98765";
+        let obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": base64::engine::general_purpose::STANDARD.encode("pw-1")},
+            "stringData": {"b": format!(r#"{{"token":"{token}"}}"#), "c": "plain-2"}});
+        let carried: Vec<String> = manifest_secret_values(&obj)
+            .into_iter()
+            .map(|v| String::from_utf8(v).unwrap_or_default())
+            .collect();
+        for value in ["pw-1", token, "plain-2"] {
+            assert!(
+                carried.iter().any(|c| c == value),
+                "{value} not in {carried:?}"
+            );
+        }
+    }
+
+    /// A configuration is a change when its digest differs from the one before, also across
+    /// an object missing for a while; the first one, and one back as it was, are not.
+    #[test]
+    fn a_change_is_counted_also_across_a_missing_object() {
+        let changes = ConfigChanges::default();
+        assert!(!changes.take("a".into()));
+        assert_eq!(changes.now(), (Some("a".into()), 0));
+        assert!(changes.forget());
+        assert_eq!(changes.now(), (None, 0));
+        assert!(!changes.take("a".into()));
+        assert_eq!(changes.now(), (Some("a".into()), 0));
+        assert!(changes.forget());
+        assert!(changes.take("b".into()));
+        assert_eq!(changes.now(), (Some("b".into()), 1));
+        assert!(changes.take("c".into()));
+        assert_eq!(changes.now(), (Some("c".into()), 2));
     }
 }

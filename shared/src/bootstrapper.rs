@@ -123,9 +123,57 @@ pub fn parse_manifests(text: &str) -> Result<Vec<Value>, ManifestError> {
     Ok(out)
 }
 
+/// The manifests of the runtime bootstrapper, in the order they are applied, and the version
+/// its Deployment is to have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifests {
+    /// The objects as written, but the bootstrapper Deployment last: an apply that fails part
+    /// way leaves the Deployment missing or at its former version, so the next pass applies
+    /// everything again instead of judging an installation that is not complete.
+    pub objects: Vec<Value>,
+    /// Its [`VERSION_LABEL`] (empty without one).
+    pub version: String,
+}
+
+impl Manifests {
+    /// `text` split into objects ([`parse_manifests`]); the Deployment the installation is
+    /// judged by is `name` in `namespace` (a namespaced object without a namespace is applied
+    /// into [`DEFAULT_NAMESPACE`]).
+    pub fn parse(text: &str, namespace: &str, name: &str) -> Result<Self, ManifestError> {
+        let mut objects = parse_manifests(text)?;
+        let is_it = |o: &Value| {
+            o["kind"] == "Deployment"
+                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && o.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(DEFAULT_NAMESPACE)
+                    == namespace
+        };
+        let Some(at) = objects.iter().position(is_it) else {
+            return Err(ManifestError::NoDeployment {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            });
+        };
+        let deployment = objects.remove(at);
+        let version = version_of(&deployment).to_owned();
+        objects.push(deployment);
+        Ok(Self { objects, version })
+    }
+}
+
+/// An object's [`VERSION_LABEL`] (empty without one).
+fn version_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(VERSION_LABEL))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
 /// The manifests cannot be used. Messages carry no object content (a manifest may hold
 /// credentials).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ManifestError {
     /// A document is not YAML.
     #[error("manifest document {document}: {message}")]
@@ -143,6 +191,16 @@ pub enum ManifestError {
         /// Its kind.
         kind: String,
     },
+    /// No Deployment of the name and namespace the installation is judged by.
+    #[error(
+        "no Deployment {namespace}/{name} (--runtime-bootstrapper-skr-namespace and --runtime-bootstrapper-skr-deployment-name name the Deployment whose readiness and version the installation is judged by)"
+    )]
+    NoDeployment {
+        /// `--runtime-bootstrapper-skr-namespace`.
+        namespace: String,
+        /// `--runtime-bootstrapper-skr-deployment-name`.
+        name: String,
+    },
 }
 
 /// Where the installation stands, read from the bootstrapper Deployment in the runtime cluster.
@@ -150,70 +208,73 @@ pub enum ManifestError {
 pub enum Status {
     /// No Deployment: the manifests are to be applied.
     NotStarted,
-    /// The Deployment is starting (progressing, or not yet looked at by the deployment
-    /// controller).
+    /// Of the wanted version, and its rollout is under way (or not yet looked at by the
+    /// deployment controller).
     InProgress,
-    /// Ready, of the wanted version.
+    /// Of the wanted version, rolled out and available.
     Ready,
-    /// Not ready, and the deployment controller reports `Progressing=False` (its progress
-    /// deadline passed).
+    /// Of the wanted version, not rolled out, and the deployment controller reports
+    /// `Progressing=False` (its progress deadline passed).
     Failed,
-    /// Ready, of another version than the manifests': the manifests are to be applied.
+    /// Of another version than the manifests', whatever its state: the manifests are to be
+    /// applied (also over a failed installation: new manifests are how it is repaired).
     UpgradeNeeded,
 }
 
-/// The status for the Deployment found (`None`: not there) and the wanted manifests.
-pub fn status(deployment: Option<&Value>, manifests: &[Value]) -> Status {
+/// The status for the Deployment found (`None`: not there) and the version the manifests give
+/// it ([`Manifests::version`]).
+pub fn status(deployment: Option<&Value>, wanted_version: &str) -> Status {
     let Some(dep) = deployment else {
         return Status::NotStarted;
     };
-    let cond_true = |t: &str| {
-        dep.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == t && c["status"] == "True")
-    };
-    let wanted_replicas = dep
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let ready_replicas = dep
-        .pointer("/status/readyReplicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    if ready_replicas >= wanted_replicas && cond_true("Available") {
-        let version = |d: &Value| {
-            d.pointer("/metadata/labels")
-                .and_then(|l| l.get(VERSION_LABEL))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let wanted = manifests
-            .iter()
-            .find(|m| m["kind"] == "Deployment")
-            .map(version)
-            .unwrap_or_default();
-        return if wanted == version(dep) {
-            Status::Ready
-        } else {
-            Status::UpgradeNeeded
-        };
+    if version_of(dep) != wanted_version {
+        return Status::UpgradeNeeded;
     }
-    // Failed only once the deployment controller says so (its progress deadline passed): a
-    // Deployment it has not looked at yet has no conditions and is still starting.
+    if rolled_out(dep) {
+        return Status::Ready;
+    }
+    // Failed only once the deployment controller says so (its progress deadline passed) of
+    // the current spec: a Deployment it has not looked at yet has no conditions and is still
+    // starting, and one just applied over a failed one still carries the old verdict.
     let progress_stopped = dep
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .any(|c| c["type"] == "Progressing" && c["status"] == "False");
-    if progress_stopped {
+    if progress_stopped && spec_observed(dep) {
         Status::Failed
     } else {
         Status::InProgress
     }
+}
+
+/// The deployment controller has seen the Deployment's current spec.
+fn spec_observed(dep: &Value) -> bool {
+    let int = |path: &str| dep.pointer(path).and_then(Value::as_i64);
+    int("/status/observedGeneration").unwrap_or(0) >= int("/metadata/generation").unwrap_or(0)
+}
+
+/// The deployment controller has rolled out the Deployment's current spec: it has seen the
+/// spec (`observedGeneration`), every replica runs the current template and is ready, no
+/// replica of an older template is left, and the Deployment is `Available`. These are the
+/// checks of `kubectl rollout status`; readiness alone would count the old replicas of a
+/// Deployment just changed.
+fn rolled_out(dep: &Value) -> bool {
+    let int = |path: &str| dep.pointer(path).and_then(Value::as_i64);
+    let wanted = int("/spec/replicas").unwrap_or(1);
+    let updated = int("/status/updatedReplicas").unwrap_or(0);
+    let available = dep
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Available" && c["status"] == "True");
+    spec_observed(dep)
+        && updated >= wanted
+        && int("/status/readyReplicas").unwrap_or(0) >= wanted
+        && int("/status/replicas").unwrap_or(0) <= updated
+        && available
 }
 
 /// The `RuntimeBootstrapperReady` condition for a status and whether the apply (when one was
@@ -283,10 +344,19 @@ metadata:
   labels: {app.kubernetes.io/version: '1.2.0'}
 ";
 
-    fn deployment(version: &str, ready: i64, available: &str, progressing: &str) -> Value {
-        json!({"metadata": {"labels": {VERSION_LABEL: version}},
+    /// A Deployment of `version` at generation 2 with `ready` replicas of the one wanted, as
+    /// the deployment controller reports it once it has seen generation `observed`.
+    fn deployment(
+        version: &str,
+        ready: i64,
+        observed: i64,
+        available: &str,
+        progressing: &str,
+    ) -> Value {
+        json!({"metadata": {"generation": 2, "labels": {VERSION_LABEL: version}},
                "spec": {"replicas": 1},
-               "status": {"readyReplicas": ready, "conditions": [
+               "status": {"observedGeneration": observed, "replicas": 1, "updatedReplicas": ready,
+                   "readyReplicas": ready, "conditions": [
                    {"type": "Available", "status": available},
                    {"type": "Progressing", "status": progressing}]}})
     }
@@ -309,30 +379,100 @@ metadata:
         ));
     }
 
+    /// The bootstrapper Deployment is the one named, applied last; its version is the wanted
+    /// one.
+    #[test]
+    fn the_named_deployment_is_applied_last() {
+        let text = format!(
+            "{MANIFESTS}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: helper, namespace: kyma-system, labels: {{app.kubernetes.io/version: '9'}}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: rtb-role}}
+"
+        );
+        let name = "rt-bootstrapper-controller-manager";
+        let m = Manifests::parse(&text, "kyma-system", name).expect("holds it");
+        let names: Vec<&str> = m
+            .objects
+            .iter()
+            .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
+            .collect();
+        assert_eq!(names, ["rtb", "helper", "rtb-role", name]);
+        assert_eq!(m.version, "1.2.0");
+        // Another namespace, or none (applied into `default`), is another Deployment.
+        let missing = ManifestError::NoDeployment {
+            namespace: "kyma-system".into(),
+            name: name.into(),
+        };
+        assert_eq!(
+            Manifests::parse(
+                &MANIFESTS.replace("  namespace: kyma-system\n", ""),
+                "kyma-system",
+                name
+            ),
+            Err(missing.clone())
+        );
+        assert_eq!(
+            Manifests::parse(MANIFESTS, "kyma-system", "other"),
+            Err(ManifestError::NoDeployment {
+                namespace: "kyma-system".into(),
+                name: "other".into(),
+            })
+        );
+        assert_eq!(Manifests::parse("", "kyma-system", name), Err(missing));
+        let default_ns = MANIFESTS.replace("  namespace: kyma-system\n", "");
+        assert!(Manifests::parse(&default_ns, "default", name).is_ok());
+    }
+
     #[test]
     fn status_follows_the_deployment_and_the_wanted_version() {
-        let m = parse_manifests(MANIFESTS).expect("parses");
-        assert_eq!(status(None, &m), Status::NotStarted);
+        assert_eq!(status(None, "1.2.0"), Status::NotStarted);
         assert_eq!(
-            status(Some(&deployment("1.2.0", 1, "True", "True")), &m),
+            status(Some(&deployment("1.2.0", 1, 2, "True", "True")), "1.2.0"),
             Status::Ready
         );
         assert_eq!(
-            status(Some(&deployment("1.1.0", 1, "True", "True")), &m),
+            status(Some(&deployment("1.1.0", 1, 2, "True", "True")), "1.2.0"),
             Status::UpgradeNeeded
         );
         assert_eq!(
-            status(Some(&deployment("1.2.0", 0, "False", "True")), &m),
+            status(Some(&deployment("1.2.0", 0, 2, "False", "True")), "1.2.0"),
             Status::InProgress
         );
         assert_eq!(
-            status(Some(&deployment("1.2.0", 0, "False", "False")), &m),
+            status(Some(&deployment("1.2.0", 0, 2, "False", "False")), "1.2.0"),
             Status::Failed
         );
         assert_eq!(
-            status(Some(&json!({"metadata": {}})), &m),
+            status(Some(&json!({"metadata": {}})), ""),
             Status::InProgress
         );
+        // A failed installation of another version is repaired by applying the new manifests.
+        assert_eq!(
+            status(Some(&deployment("1.1.0", 0, 2, "False", "False")), "1.2.0"),
+            Status::UpgradeNeeded
+        );
+        // Applied over a failed one: the verdict is of the spec before.
+        assert_eq!(
+            status(Some(&deployment("1.2.0", 0, 1, "False", "False")), "1.2.0"),
+            Status::InProgress
+        );
+        // Just applied: the old replicas are ready, but the deployment controller has not seen
+        // the new spec, or not yet replaced them.
+        assert_eq!(
+            status(Some(&deployment("1.2.0", 1, 1, "True", "True")), "1.2.0"),
+            Status::InProgress
+        );
+        let mut old_left = deployment("1.2.0", 1, 2, "True", "True");
+        old_left["status"]["replicas"] = json!(2);
+        assert_eq!(status(Some(&old_left), "1.2.0"), Status::InProgress);
+        let mut not_updated = deployment("1.2.0", 1, 2, "True", "True");
+        not_updated["status"]["updatedReplicas"] = json!(0);
+        assert_eq!(status(Some(&not_updated), "1.2.0"), Status::InProgress);
     }
 
     #[test]

@@ -282,7 +282,8 @@ pub async fn after_provisioned(
 }
 
 /// The runtime bootstrapper (upstream `sFnInitializeRuntimeBootstrapper`): the configuration
-/// copied, the manifests applied when the Deployment is missing or of another version, and
+/// copied, the manifests applied when the Deployment is missing or of another version or the
+/// cluster has an older configuration than the current one, and
 /// the Runtime kept `Pending` (looked at again every [`BOOTSTRAP_RETRY`]) until the Deployment
 /// is ready; `None` when it is. A runtime cluster that does not answer, or refuses the
 /// configuration, is retried with the Runtime's growing runtime-cluster backoff instead.
@@ -299,6 +300,9 @@ async fn bootstrap(
     let s = &reconciler.ctx.settings.runtime.bootstrapper;
     // Read first: a change seen during this pass is configured by the next one.
     let configuration = reconciler.bootstrapper_changes.now();
+    // The cluster has an older configuration: the manifests are applied again too, so that a
+    // change of them reaches it also without a new version of the Deployment.
+    let reconfigure = reconciler.bootstrapper_outdated(runtime);
     let pending = |draft: &mut StatusDraft, reason: &str, message: &str| {
         draft.set(
             condition::RUNTIME_BOOTSTRAPPER_READY,
@@ -316,11 +320,21 @@ async fn bootstrap(
     let result = tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, async {
         configure(kcp, ns, runtime_client, s).await?;
         let (status, manifests) = installation(kcp, ns, runtime_client, s).await?;
-        let applied = match status {
+        let (status, applied) = match status {
             Status::NotStarted | Status::UpgradeNeeded => {
-                Some(apply_manifests(runtime_client, &manifests).await)
+                let applied = apply_manifests(runtime_client, &manifests).await;
+                (status, Some(applied.map(drop)))
             }
-            _ => None,
+            // Judged by the Deployment as the apply left it (a changed template starts a
+            // rollout); a failed apply is a failed upgrade.
+            _ if reconfigure => match apply_manifests(runtime_client, &manifests).await {
+                Ok(deployment) => (
+                    kim_shared::bootstrapper::status(Some(&deployment), &manifests.version),
+                    Some(Ok(())),
+                ),
+                Err(e) => (Status::UpgradeNeeded, Some(Err(e))),
+            },
+            _ => (status, None),
         };
         Ok::<_, BootstrapError>((status, applied))
     })

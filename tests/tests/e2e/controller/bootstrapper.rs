@@ -29,6 +29,7 @@ use kim_tests::controller::{
     start_with_args, wait_state,
 };
 use kim_tests::testenv::{Ca, TestEnv, TestEnvOptions};
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -56,6 +57,10 @@ spec:
     spec:
       containers: [{name: manager, image: example.invalid/rtb:1.0.0}]
 ";
+
+/// The bootstrapper Deployment the installation is judged by (the default of
+/// `--runtime-bootstrapper-skr-deployment-name`).
+const DEPLOYMENT: &str = "rt-bootstrapper-controller-manager";
 
 fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
     rt.status
@@ -214,28 +219,36 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         Duration::from_secs(120),
         || {
             let skr_deps = skr_deps.clone();
-            async move {
-                Ok(skr_deps
-                    .get_opt("rt-bootstrapper-controller-manager")
-                    .await?
-                    .is_some())
-            }
+            async move { Ok(skr_deps.get_opt(DEPLOYMENT).await?.is_some()) }
         },
     )
     .await
     .unwrap();
     // The installation runs: Pending with upstream's reason, while the deployment
-    // controller (played here) reports progress.
-    let status_patch = |available: &str, ready: i32| {
-        json!({"status": {"replicas": 1, "readyReplicas": ready, "conditions": [
+    // controller (played here) reports progress of the generation it has seen.
+    let status_patch = |available: &str, ready: i32, observed: i64| {
+        json!({"status": {"observedGeneration": observed, "replicas": 1,
+            "updatedReplicas": ready, "readyReplicas": ready, "conditions": [
             {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "m"},
             {"type": "Available", "status": available, "reason": "R", "message": "m"}]}})
     };
+    let deployment_generation = || {
+        let skr_deps = skr_deps.clone();
+        async move {
+            skr_deps
+                .get(DEPLOYMENT)
+                .await
+                .unwrap()
+                .metadata
+                .generation
+                .unwrap()
+        }
+    };
     skr_deps
         .patch_status(
-            "rt-bootstrapper-controller-manager",
+            DEPLOYMENT,
             &PatchParams::default(),
-            &Patch::Merge(status_patch("False", 0)),
+            &Patch::Merge(status_patch("False", 0, deployment_generation().await)),
         )
         .await
         .unwrap();
@@ -260,9 +273,9 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     .unwrap();
     skr_deps
         .patch_status(
-            "rt-bootstrapper-controller-manager",
+            DEPLOYMENT,
             &PatchParams::default(),
-            &Patch::Merge(status_patch("True", 1)),
+            &Patch::Merge(status_patch("True", 1, deployment_generation().await)),
         )
         .await
         .unwrap();
@@ -407,6 +420,178 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         "the right pull Secret is copied again",
         Duration::from_secs(120),
         has_bootstrapper_condition(("True", reason::RUNTIME_BOOTSTRAPPER_CONFIGURED)),
+    )
+    .await
+    .unwrap();
+
+    // The deployment controller gives up on the installation (its progress deadline passes):
+    // the next pass fails the Runtime. New manifests repair it: they are applied over the
+    // failed Deployment, and the Runtime is Ready only once the new version is rolled out, not
+    // while replicas of the old one still serve.
+    skr_deps
+        .patch_status(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"readyReplicas": 0, "conditions": [
+                {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "m"},
+                {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "m"}]}})),
+        )
+        .await
+        .unwrap();
+    annotate_runtime(
+        &runtimes,
+        &id,
+        names::ANNOTATION_FORCE_PATCH_RECONCILIATION,
+        Some("true"),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "a failed installation fails the Runtime",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(
+                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Failed)
+                        && bootstrapper_condition(&rt)
+                            == Some((
+                                "False".into(),
+                                reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_FAILED.into(),
+                            )),
+                )
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let upgraded = MANIFESTS.replace("1.0.0", "1.1.0");
+    let publish = |text: String| {
+        let kcp_cms = kcp_cms.clone();
+        async move {
+            kcp_cms
+                .patch(
+                    "runtime-bootstrapper-manifests",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"manifests.yaml": text}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    publish(upgraded.clone()).await;
+    eventually(
+        "the new manifests are applied over the failed installation",
+        Duration::from_secs(120),
+        || {
+            let skr_deps = skr_deps.clone();
+            async move {
+                let dep = skr_deps.get(DEPLOYMENT).await?;
+                Ok(dep
+                    .labels()
+                    .get("app.kubernetes.io/version")
+                    .map(String::as_str)
+                    == Some("1.1.0"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    skr_deps
+        .patch_status(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(status_patch("True", 1, deployment_generation().await)),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the rolled-out upgrade makes the Runtime Ready",
+        Duration::from_secs(120),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(
+                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
+                        && bootstrapper_condition(&rt)
+                            == Some((
+                                "True".into(),
+                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
+                            )),
+                )
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // A change of the manifests without a new version reaches the cluster too. It changes the
+    // Deployment's template: the Runtime is Pending while the old replicas still serve (the
+    // deployment controller has not seen the new spec), and Ready once it is rolled out.
+    let before = deployment_generation().await;
+    publish(
+        upgraded
+            .replace(
+                "rules: []",
+                "rules: [{apiGroups: [''], resources: [configmaps], verbs: [get]}]",
+            )
+            .replace("rtb:1.1.0", "rtb:1.1.0-fix"),
+    )
+    .await;
+    eventually(
+        "a manifests change of the same version is applied and rolled out",
+        Duration::from_secs(120),
+        || {
+            let (skr, runtimes, id) = (skr.clone(), runtimes.clone(), id.clone());
+            async move {
+                let role = Api::<ClusterRole>::all(skr).get("rtb-role").await?;
+                let rt = runtimes.get(&id).await?;
+                Ok(role.rules.is_some_and(|r| r.len() == 1)
+                    && rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Pending)
+                    && bootstrapper_condition(&rt)
+                        == Some((
+                            "False".into(),
+                            reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS.into(),
+                        )))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let changed = deployment_generation().await;
+    assert!(
+        changed > before,
+        "the template change reached the Deployment"
+    );
+    skr_deps
+        .patch_status(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(status_patch("True", 1, changed)),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the rolled-out change makes the Runtime Ready",
+        Duration::from_secs(60),
+        || {
+            let runtimes = runtimes.clone();
+            let id = id.clone();
+            async move {
+                let rt = runtimes.get(&id).await?;
+                Ok(
+                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
+                        && bootstrapper_condition(&rt)
+                            == Some((
+                                "True".into(),
+                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
+                            )),
+                )
+            }
+        },
     )
     .await
     .unwrap();
