@@ -152,7 +152,14 @@ impl<R: Default> Records<R> {
         }
         inner.aliases.insert(alias.to_owned(), key.to_owned());
         let entry = inner.entry(key);
-        entry.alias = Some(alias.to_owned());
+        let replaced = entry.alias.replace(alias.to_owned());
+        // The object is no longer known by its former alias.
+        if let Some(old) = replaced
+            && old != alias
+            && inner.aliases.get(&old).map(String::as_str) == Some(key)
+        {
+            inner.aliases.remove(&old);
+        }
     }
 
     /// The key of the object known by `alias`.
@@ -220,6 +227,20 @@ mod tests {
         assert_eq!(records.key_of("id-1"), None);
         assert_eq!(records.read("rt", |r| *r), None);
         assert_eq!(records.failed("rt"), 1, "a new object starts from zero");
+    }
+
+    /// A new alias replaces the former one: the object is no longer found by it.
+    #[test]
+    fn a_new_alias_replaces_the_former() {
+        let records: Records<u32> = Records::default();
+        records.set_alias("rt", "id-1");
+        records.set_alias("rt", "id-2");
+        assert_eq!(records.key_of("id-1"), None);
+        assert_eq!(records.key_of("id-2").as_deref(), Some("rt"));
+        records.set_alias("rt", "id-2");
+        assert_eq!(records.key_of("id-2").as_deref(), Some("rt"));
+        records.forget("rt");
+        assert_eq!(records.key_of("id-2"), None);
     }
 
     #[test]

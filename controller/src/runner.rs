@@ -336,7 +336,11 @@ pub fn execute(args: RunArgs) -> Result<(), crate::runner::RunError> {
         .enable_all()
         .build()
         .map_err(|e| RunError::AsyncRuntime(e.to_string()))?;
-    runtime.block_on(run(args))
+    let result = runtime.block_on(run(args));
+    // Dropping the runtime would wait without limit for blocking tasks (a DNS lookup of a
+    // runtime cluster that does not answer); the reconcilers have stopped already.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 /// `kim-controller run`: logging, signals, [`Process::start`], [`Process::run`].

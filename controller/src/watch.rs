@@ -272,6 +272,12 @@ pub fn gardener_backoff<T: Send>(
             }
             let event = events.next().await?;
             let failed = event.is_err();
+            if !failed {
+                // As kube's: a watch that works again starts from the shortest delay, so that
+                // errors spread apart (gardener-apiserver replicas rolling one by one) do not
+                // add up to the longest one.
+                backoff.reset();
+            }
             Some((event, (events, backoff, recoveries, failed)))
         },
     )
@@ -471,5 +477,26 @@ mod tests {
             matches!(events.next().now_or_never(), Some(Some(Ok(0)))),
             "retried at once when Gardener answers again"
         );
+    }
+
+    /// An event between errors resets the backoff: an error after a working watch waits the
+    /// first delay (kube's default: 0.8 s, jittered up to 1.6 s), not the third (3.2 s to
+    /// 6.4 s).
+    #[tokio::test]
+    async fn a_working_watch_resets_the_backoff() {
+        let (_tx, rx) = watch::channel(0);
+        let err = || Err(watcher::Error::NoResourceVersion);
+        let items = [err(), err(), Ok(1), err(), Ok(2)];
+        let mut events = Box::pin(gardener_backoff(futures::stream::iter(items), rx));
+        let mut waits = Vec::new();
+        loop {
+            let before = std::time::Instant::now();
+            let Some(_) = events.next().await else { break };
+            waits.push(before.elapsed());
+        }
+        // The wait for the Ok after the 2nd error has grown; the one after the Ok has not.
+        assert!(waits[2] >= Duration::from_millis(1600), "{waits:?}");
+        assert!(waits[4] >= Duration::from_millis(800), "{waits:?}");
+        assert!(waits[4] < Duration::from_millis(3000), "{waits:?}");
     }
 }
