@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -62,9 +63,11 @@ pub struct Leadership {
     margin: Duration,
 }
 
-/// `client` whose successful writes (PATCH) to the Lease `namespace/name` move `expiry` to
-/// their start plus `duration`: the manager writes the renew time before it sends, so the
-/// Lease is valid until at most then.
+/// `client` whose successful renewals of the Lease `namespace/name` move `expiry` to their
+/// start plus `duration`: the manager writes the renew time before it sends, so the Lease is
+/// valid until at most then. A renewal is a PATCH that sets `spec.renewTime`; the manager's
+/// other writes (the count of transitions it sends right after taking the Lease, the release)
+/// leave the renew time as it was, and counting them would put the expiry past the Lease's.
 fn timing_renewals(
     client: kube::Client,
     namespace: &str,
@@ -72,12 +75,26 @@ fn timing_renewals(
     duration: Duration,
     expiry: watch::Sender<Instant>,
 ) -> kube::Client {
+    use http_body_util::BodyExt as _;
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
     let default_namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
         let (client, expiry) = (client.clone(), expiry.clone());
-        let renewal = req.method() == http::Method::PATCH && req.uri().path() == path;
+        let to_lease = req.method() == http::Method::PATCH && req.uri().path() == path;
         async move {
+            let (req, renewal) = if to_lease {
+                let (parts, body) = req.into_parts();
+                let body = body
+                    .collect()
+                    .await
+                    .map_err(|e| kube::Error::Service(e.into()))?
+                    .to_bytes();
+                let renewal = sets_renew_time(&body);
+                let body = kube::client::Body::from(body.to_vec());
+                (http::Request::from_parts(parts, body), renewal)
+            } else {
+                (req, false)
+            };
             let sent = Instant::now();
             let resp = client.send(req).await?;
             if renewal && resp.status().is_success() {
@@ -94,6 +111,35 @@ fn timing_renewals(
         }
     });
     kube::Client::new(service, default_namespace)
+}
+
+/// Whether a Lease patch sets the renew time (a release sets it to null).
+fn sets_renew_time(patch: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(patch)
+        .ok()
+        .and_then(|p| p.pointer("/spec/renewTime").map(|t| !t.is_null()))
+        .unwrap_or(false)
+}
+
+/// How long after taking the Lease this replica looks whether it still holds it: longer than
+/// the Lease manager's wait (at most 1 s) between clearing an expired Lease and taking it.
+const CONFIRM_AFTER: Duration = Duration::from_millis(1500);
+
+/// Whether this replica still holds the Lease [`CONFIRM_AFTER`] taking it. The manager clears
+/// an expired Lease and takes it in two writes, neither conditional on what it read: two
+/// replicas that found the Lease expired at about the same time (a follower and the dead
+/// leader's replacement) can both take it, the second clearing the first's hold, and the first
+/// learns of it only at its next renewal, seconds later. By then both would have reconciled.
+/// A read that fails counts as held: the renewal deadline still applies.
+async fn still_holder(leases: &kube::Api<Lease>, name: &str, identity: &str) -> bool {
+    tokio::time::sleep(CONFIRM_AFTER).await;
+    match leases.get(name).await {
+        Ok(lease) => lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(identity),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the Lease to confirm the hold; going on");
+            true
+        }
+    }
 }
 
 /// How long after a failed request the leader tries to renew again.
@@ -176,6 +222,7 @@ impl Leadership {
             Duration::from_secs(duration),
             expiry_tx,
         );
+        let lease_client = client.clone();
         let manager = LeaseManagerBuilder::new(client, name)
             .with_namespace(namespace)
             .with_identity(identity)
@@ -190,12 +237,26 @@ impl Leadership {
             })?;
         let (tx, mut rx) = watch::channel(false);
         let manager = tokio::spawn(take_part(manager, tx));
-        while !*rx.borrow_and_update() {
-            if rx.changed().await.is_err() {
-                return Err(LeaderError::Stopped {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                });
+        let stopped = || LeaderError::Stopped {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let leases: kube::Api<Lease> = kube::Api::namespaced(lease_client, namespace);
+        loop {
+            while !*rx.borrow_and_update() {
+                rx.changed().await.map_err(|_| stopped())?;
+            }
+            if still_holder(&leases, name, identity).await {
+                break;
+            }
+            tracing::warn!(
+                lease = name,
+                namespace,
+                identity,
+                "another replica took the Lease right after this one; following until the election says otherwise"
+            );
+            while *rx.borrow_and_update() {
+                rx.changed().await.map_err(|_| stopped())?;
             }
         }
         tracing::info!(lease = name, namespace, identity, "became leader");
@@ -269,5 +330,96 @@ impl Leadership {
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{Api, Patch, PatchParams};
+
+    /// Only a write that sets the renew time moves the expiry: not the count of transitions
+    /// the manager sends after taking the Lease, nor a release.
+    #[tokio::test]
+    async fn only_a_renewal_moves_the_expiry() {
+        let answer = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "l", "namespace": "ns"}, "spec": {}});
+            Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
+                serde_json::to_vec(&lease).unwrap_or_default(),
+            )))
+        });
+        let start = Instant::now();
+        let (tx, mut expiry) = watch::channel(start);
+        let duration = Duration::from_secs(15);
+        let client = timing_renewals(kube::Client::new(answer, "ns"), "ns", "l", duration, tx);
+        let leases: Api<Lease> = Api::namespaced(client, "ns");
+        let patch = |spec: serde_json::Value| {
+            let leases = leases.clone();
+            async move {
+                leases
+                    .patch(
+                        "l",
+                        &PatchParams::default(),
+                        &Patch::Strategic(serde_json::json!({"spec": spec})),
+                    )
+                    .await
+                    .expect("answered");
+            }
+        };
+        patch(
+            serde_json::json!({"renewTime": "2026-12-06T10:00:00.000000Z",
+            "holderIdentity": "me"}),
+        )
+        .await;
+        assert!(expiry.has_changed().unwrap_or(false));
+        let taken = *expiry.borrow_and_update();
+        assert!(taken >= start + duration, "{taken:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        patch(serde_json::json!({"leaseTransitions": 3})).await;
+        patch(serde_json::json!({"renewTime": null, "holderIdentity": null})).await;
+        assert_eq!(
+            *expiry.borrow(),
+            taken,
+            "moved by a write that renews nothing"
+        );
+        patch(serde_json::json!({"renewTime": "2026-12-06T10:00:05.000000Z"})).await;
+        assert!(*expiry.borrow() > taken);
+    }
+
+    /// The hold is confirmed by the Lease's holder: another replica's name is no hold, a read
+    /// that fails is (the renewal deadline still applies).
+    #[tokio::test]
+    async fn the_hold_is_confirmed_by_the_leases_holder() {
+        let answer = tower::service_fn(|req: http::Request<kube::client::Body>| async move {
+            let holder = req
+                .uri()
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            if holder == "broken" {
+                let mut resp = http::Response::new(kube::client::Body::from(b"{}".to_vec()));
+                *resp.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                return Ok::<_, std::convert::Infallible>(resp);
+            }
+            let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": holder, "namespace": "ns"},
+                "spec": {"holderIdentity": holder}});
+            Ok(http::Response::new(kube::client::Body::from(
+                serde_json::to_vec(&lease).unwrap_or_default(),
+            )))
+        });
+        // The fake names each Lease's holder after the Lease.
+        let leases: kube::Api<Lease> = kube::Api::namespaced(kube::Client::new(answer, "ns"), "ns");
+        let (mine, theirs, unread) = tokio::join!(
+            still_holder(&leases, "me", "me"),
+            still_holder(&leases, "other", "me"),
+            still_holder(&leases, "broken", "me"),
+        );
+        assert!(mine);
+        assert!(!theirs);
+        assert!(unread);
     }
 }
