@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kim_shared::api::{GardenerCluster, GardenerClusterSpec, Runtime, RuntimeState};
 use kim_shared::gardener::Shoot;
 use kim_shared::names::{self, condition, reason};
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
@@ -135,7 +135,8 @@ pub async fn run(
     {
         // A merge patch of one annotation: an apply of the whole object as read (upstream)
         // would take ownership of fields others manage.
-        let patch = json!({"metadata": {"annotations": {names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"}}});
+        let patch = json!({"metadata": {"uid": shoot.metadata.uid,
+            "annotations": {names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"}}});
         if let Err(e) = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
@@ -251,6 +252,10 @@ async fn delete_gardener_cluster(
     Ok(Some(Action::requeue(DELETION_POLL)))
 }
 
+// The Shoot patches of a deletion carry the UID of the Shoot judged to be this Runtime's (the
+// cached copy): gardener-apiserver refuses a change of it (422), so a Shoot made anew under the
+// name since, another runtime's, is neither unprotected nor hibernated by a cache that lags.
+
 /// Whether a Shoot is the one of the runtime `runtime_id`: its runtime-id annotation names
 /// that runtime, or it has none (a Shoot from before the infrastructure manager, taken over).
 /// Whoever writes a Runtime chooses `spec.shoot.name`, so a Runtime that names another
@@ -292,7 +297,8 @@ async fn hibernate_during_grace(
     }
     let hibernated = shoot.spec.hibernation.as_ref().and_then(|h| h.enabled) == Some(true);
     if !hibernated {
-        let patch = json!({"spec": {"hibernation": {"enabled": true}}});
+        let patch = json!({"metadata": {"uid": shoot.metadata.uid},
+            "spec": {"hibernation": {"enabled": true}}});
         if let Err(e) = reconciler
             .shoots_api()
             .patch(
@@ -340,7 +346,8 @@ async fn force_deletion_if_allowed(reconciler: &Reconciler, shoot: &Shoot) {
     if set || !classify::force_deletion_allowed(&errors) {
         return;
     }
-    let patch = json!({"metadata": {"annotations": {names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION: "true"}}});
+    let patch = json!({"metadata": {"uid": shoot.metadata.uid,
+        "annotations": {names::GARDENER_ANNOTATION_CONFIRM_FORCE_DELETION: "true"}}});
     match reconciler
         .shoots_api()
         .patch(
@@ -368,12 +375,8 @@ async fn finalize(
     // `--structured-auth-enabled` says (upstream deletes it only with the flag on; with it
     // off, as deployed, one ConfigMap would be left in the project per deleted Runtime).
     let name = names::structured_auth_config_map_name(&runtime.spec.shoot.name);
-    match reconciler
-        .config_maps_api()
-        .delete(&name, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => {}
+    match delete_own_config_map(reconciler, runtime, &name).await {
+        Ok(()) => {}
         Err(e) if classify::classify(&e) == ApiErrorKind::NotFound => {}
         Err(e) => {
             return Ok(Deleted::Pending(delete_failure(
@@ -389,10 +392,43 @@ async fn finalize(
     if let Some(waiting) = release_audit_log(reconciler, runtime, draft).await {
         return Ok(waiting);
     }
-    super::registry_cache::on_delete(reconciler, runtime)
-        .await
-        .map_err(|e| Error::api("delete the registry cache Secrets", e))?;
+    if let Err(e) = super::registry_cache::on_delete(reconciler, runtime).await {
+        return Ok(Deleted::Pending(delete_failure(
+            reconciler,
+            runtime,
+            draft,
+            reason::REGISTRY_CACHE_GARDEN_CLUSTER_CLEANUP_FAILED,
+            "Gardener API registry cache secret delete error",
+            &e,
+        )));
+    }
     release_finalizer(reconciler, runtime).await
+}
+
+/// Deletes the structured-authentication ConfigMap `name` unless it is labelled with another
+/// runtime's ID: its name comes from the shoot name the Runtime chose, and a Runtime that
+/// names the shoot of another whose Shoot does not exist yet must not take that one's
+/// ConfigMap with it. One without the label (written by upstream) is this Runtime's. The
+/// delete is conditional on the UID read.
+async fn delete_own_config_map(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let api = reconciler.config_maps_api();
+    let Some(cm) = api.get_metadata_opt(name).await? else {
+        return Ok(());
+    };
+    let runtime_id = reconciler.runtime_id(runtime);
+    if let Some(owner) = cm.labels().get(names::LABEL_RUNTIME_ID)
+        && *owner != runtime_id
+    {
+        tracing::warn!(config_map = name, %owner, "the structured authentication ConfigMap of this shoot name belongs to another runtime; leaving it");
+        return Ok(());
+    }
+    api.delete(name, &crate::finalizing::only_uid(cm.metadata.uid))
+        .await
+        .map(|_| ())
 }
 
 /// Releases the dedicated audit log ([`super::audit_log::release`]); on failure the deletion

@@ -463,6 +463,68 @@ async fn a_runtime_naming_another_runtimes_shoot_or_id_touches_nothing_of_it() -
         victim.status.as_ref().map(|s| s.state),
         Some(RuntimeState::Ready)
     );
+
+    // A deletion's Shoot patches carry the UID of the Shoot judged this Runtime's:
+    // gardener-apiserver refuses one that names another, so a lagging cache cannot have a
+    // Shoot made anew under the name confirmed for deletion or hibernated.
+    let other_uid = json!({"metadata": {"uid": "00000000-0000-4000-8000-000000000000",
+        "annotations": {names::GARDENER_ANNOTATION_CONFIRM_DELETION: "true"}}});
+    let refused = shoots
+        .patch(
+            &victim_shoot,
+            &PatchParams::default(),
+            &Patch::Merge(other_uid),
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+        "{refused:?}"
+    );
+    assert!(
+        !shoots
+            .get(&victim_shoot)
+            .await?
+            .annotations()
+            .contains_key(names::GARDENER_ANNOTATION_CONFIRM_DELETION)
+    );
+
+    // The squatter: a shoot name whose structured-authentication ConfigMap another runtime
+    // wrote ahead of its Shoot create; the squatter never gets as far as a Shoot (its spec
+    // does not convert), and its deletion leaves that ConfigMap.
+    let waiting_shoot = format!("wait{suffix}");
+    let waiting_config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": names::structured_auth_config_map_name(&waiting_shoot),
+            "labels": {names::LABEL_RUNTIME_ID: format!("waiting-{suffix}")}},
+        "data": {"config.yaml": "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\n"}
+    }))?;
+    let waiting_config_map = config_maps
+        .create(&PostParams::default(), &waiting_config_map)
+        .await?;
+    let squatter_id = format!("squatter-{suffix}");
+    let mut squatter = sample_runtime(&ns, &squatter_id)?;
+    squatter.spec.shoot.name = waiting_shoot.clone();
+    squatter.spec.shoot.networking.nodes = "not-a-cidr".into();
+    create(env, &squatter).await?;
+    let failed = wait_state(env, &ns, &squatter_id, RuntimeState::Failed, TIMEOUT).await?;
+    let c = failed
+        .condition(condition::PROVISIONED)
+        .context("Provisioned condition")?;
+    assert_eq!(c.reason, reason::CONVERSION_ERR, "{}", c.message);
+    runtimes
+        .delete(&squatter_id, &DeleteParams::default())
+        .await?;
+    eventually("the squatter gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&squatter_id).await?.is_none())
+    })
+    .await?;
+    assert_eq!(
+        config_maps
+            .get_opt(&waiting_config_map.name_any())
+            .await?
+            .map(|cm| cm.metadata.uid),
+        Some(waiting_config_map.metadata.uid),
+        "the deletion of a Runtime took another runtime's structured-authentication ConfigMap"
+    );
     ctl.stop().await;
     Ok(())
 }
@@ -903,6 +965,120 @@ async fn a_refused_gardener_cluster_delete_is_said_on_the_runtime() -> Result<()
         Ok(runtimes.get_opt(&id).await?.is_none())
     })
     .await?;
+    ctl.stop().await;
+    Ok(())
+}
+
+/// A registry-cache Secret in the Gardener project whose delete is refused (here: an admission
+/// policy) holds the finalizer, and the Runtime says why:
+/// `Deprovisioned=False/RegistryCacheGardenClusterCleanupFailed`. Once the delete is allowed
+/// the deletion ends and the Secret is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_registry_cache_secret_delete_holds_the_finalizer_and_says_why() -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kim_shared::registry_cache as rc;
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("ctl-rc-refused").await?;
+    let ctl = start_controller(env, &ns, &[]).await?;
+    let suffix = &ns[ns.len().saturating_sub(6)..];
+    let id = format!("rcref-{suffix}");
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    let garden = env.garden_client().await?;
+    let garden_secrets: Api<Secret> = Api::namespaced(garden.clone(), PROJECT_NAMESPACE);
+    let prefix = format!("reg-cache-refused-{suffix}");
+    let secret = |name: &str, runtime_id: &str| -> Result<Secret> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                rc::LABEL_MANAGED_BY: rc::MANAGED_BY,
+                rc::LABEL_CACHE_ID: "0f5cb4a5-1d7e-4c0a-9d5e-2b0a4e1c9d11",
+                rc::LABEL_RUNTIME_ID: runtime_id,
+            }},
+            "stringData": {"username": "u", "password": "p"}
+        }))?)
+    };
+    let cache_secret = garden_secrets
+        .create(
+            &PostParams::default(),
+            &secret(&format!("{prefix}-a"), &id)?,
+        )
+        .await?;
+    let refusal = kim_tests::refusal::Refusal::create(
+        &garden,
+        &format!("refuse-{prefix}"),
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+               "resources": ["secrets"]}),
+        &format!("!request.name.startsWith('{prefix}')"),
+        "registry-cache Secrets stay here",
+    )
+    .await?;
+    // The policy takes effect once the apiserver has compiled it: probe with a Secret of the
+    // same prefix that belongs to no Runtime.
+    let probe = format!("{prefix}-probe");
+    garden_secrets
+        .create(&PostParams::default(), &secret(&probe, "nobody")?)
+        .await?;
+    eventually("the policy refuses", Duration::from_secs(30), || async {
+        match garden_secrets
+            .delete(&probe, &DeleteParams::default())
+            .await
+        {
+            Err(e) => Ok(e.to_string().contains("registry-cache Secrets stay here")),
+            // Deleted before the policy applied: another probe.
+            Ok(_) => {
+                garden_secrets
+                    .create(&PostParams::default(), &secret(&probe, "nobody")?)
+                    .await?;
+                Ok(false)
+            }
+        }
+    })
+    .await?;
+
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    runtimes.delete(&id, &DeleteParams::default()).await?;
+    wait_condition(
+        env,
+        &ns,
+        &id,
+        RuntimeState::Terminating,
+        condition::DEPROVISIONED,
+        |c| {
+            c.status == "False"
+                && c.reason == reason::REGISTRY_CACHE_GARDEN_CLUSTER_CLEANUP_FAILED
+                && c.message.contains("registry-cache Secrets stay here")
+        },
+        TIMEOUT,
+    )
+    .await?;
+    assert!(
+        garden_secrets
+            .get_opt(&cache_secret.name_any())
+            .await?
+            .is_some()
+    );
+
+    refusal.delete().await?;
+    eventually("the policy is gone", Duration::from_secs(30), || async {
+        Ok(garden_secrets
+            .delete(&probe, &DeleteParams::default())
+            .await
+            .is_ok())
+    })
+    .await?;
+    // A refused delete is retried after a minute; a change of the Runtime brings it sooner.
+    annotate_runtime(&runtimes, &id, "kim-test/nudge", Some("1")).await?;
+    eventually("Runtime gone", TIMEOUT, || async {
+        Ok(runtimes.get_opt(&id).await?.is_none())
+    })
+    .await?;
+    assert!(
+        garden_secrets
+            .get_opt(&cache_secret.name_any())
+            .await?
+            .is_none(),
+        "the registry-cache Secret outlived its Runtime"
+    );
     ctl.stop().await;
     Ok(())
 }
