@@ -190,13 +190,22 @@ async fn delete_gardener_cluster(
     draft: &mut StatusDraft,
 ) -> Result<Option<Action>, Error> {
     let api: Api<StatusApart<GardenerCluster>> = reconciler.gardener_clusters(runtime);
+    // Absent from the cache: confirmed once with a live read (the cache may lag behind a
+    // GardenerCluster just made), then the cache is trusted.
     let gc = match reconciler.gardener_cluster(runtime, runtime_id) {
         Some(gc) => Some(gc),
-        None => api
-            .get_opt(runtime_id)
-            .await
-            .map_err(|e| Error::api("read the GardenerCluster", e))?
-            .map(Arc::new),
+        None if reconciler.gardener_cluster_gone(runtime) => None,
+        None => {
+            let live = api
+                .get_opt(runtime_id)
+                .await
+                .map_err(|e| Error::api("read the GardenerCluster", e))?
+                .map(Arc::new);
+            if live.is_none() {
+                reconciler.note_gardener_cluster_gone(runtime);
+            }
+            live
+        }
     };
     // The GardenerCluster is found by the runtime-id label, which its editors could point at
     // another runtime's: it is this Runtime's only if it names this Runtime's shoot.

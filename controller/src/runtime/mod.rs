@@ -179,6 +179,9 @@ struct RuntimeRecord {
     /// The generation whose stop was counted in `unexpected_stops_total`: a reconcile right
     /// after the `Failed` status write may still read `Pending` from the cache.
     stopped: Option<i64>,
+    /// The deletion read the GardenerCluster live and found none: the next passes trust the
+    /// watch cache (a deleting Shoot's status updates start a pass each, for up to an hour).
+    gardener_cluster_gone: bool,
 }
 
 /// State of the Runtime reconciler.
@@ -661,6 +664,16 @@ impl Reconciler {
     ) -> Option<Arc<StatusApart<GardenerCluster>>> {
         self.clusters
             .get(&ObjectRef::new(runtime_id).within(&runtime.namespace().unwrap_or_default()))
+    }
+
+    /// The deletion found no GardenerCluster of `runtime` in a live read.
+    pub fn gardener_cluster_gone(&self, runtime: &Runtime) -> bool {
+        self.record(runtime, |record| record.gardener_cluster_gone)
+    }
+
+    /// Notes that a live read found no GardenerCluster of `runtime`.
+    pub fn note_gardener_cluster_gone(&self, runtime: &Runtime) {
+        self.record(runtime, |record| record.gardener_cluster_gone = true);
     }
 
     /// Creates or updates a ConfigMap in the Gardener project namespace by server-side apply.

@@ -966,6 +966,30 @@ async fn a_refused_gardener_cluster_delete_is_said_on_the_runtime() -> Result<()
     })
     .await?;
     ctl.stop().await;
+    // Each of the Shoot's deletion events starts a pass: the GardenerCluster gone from the
+    // cache is confirmed with one live read, not one per pass.
+    let passes_after_the_gardener_cluster = env
+        .audit_events_of(&user)?
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "runtimes"
+                && e["objectRef"]["subresource"] == "status"
+                && e["verb"] == "patch"
+        })
+        .count();
+    let reads = env
+        .audit_events_of(&user)?
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "gardenerclusters"
+                && e["objectRef"]["name"] == id.as_str()
+                && e["verb"] == "get"
+        })
+        .count();
+    assert_eq!(
+        reads, 1,
+        "live reads of the GardenerCluster ({passes_after_the_gardener_cluster} status writes)"
+    );
     Ok(())
 }
 
