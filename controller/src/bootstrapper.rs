@@ -104,21 +104,44 @@ fn values_carried(data: Option<&Value>, string_data: Option<&Value>) -> Vec<Vec<
     out
 }
 
-/// Reads `name` from the KCP; `what` names the object in the error.
-async fn read(
+/// The KCP object `kind`/`name` as the config reload watcher last saw it; read from `api`
+/// before the watcher has listed it. The error names `what`.
+async fn kcp_object(
+    changes: &ConfigChanges,
     api: Api<DynamicObject>,
+    kind: &str,
     name: &str,
     what: &str,
-) -> Result<DynamicObject, BootstrapError> {
-    api.get(name)
+) -> Result<Arc<DynamicObject>, String> {
+    match changes.object(kind, name) {
+        Known::Found(obj) => Ok(obj),
+        Known::Missing => Err(format!("reading {what}: it does not exist")),
+        Known::NotListed => api
+            .get(name)
+            .await
+            .map(Arc::new)
+            .map_err(|e| api_message(&format!("reading {what}"), &e)),
+    }
+}
+
+/// [`kcp_object`] for the copy step.
+async fn read(
+    changes: &ConfigChanges,
+    api: Api<DynamicObject>,
+    kind: &str,
+    name: &str,
+    what: &str,
+) -> Result<Arc<DynamicObject>, BootstrapError> {
+    kcp_object(changes, api, kind, name, what)
         .await
-        .map_err(|e| BootstrapError::Configure(api_message(&format!("reading {what}"), &e)))
+        .map_err(BootstrapError::Configure)
 }
 
 /// Copies the configuration into the runtime cluster (upstream `Configure`).
 pub async fn configure(
     kcp: &Client,
     kcp_namespace: &str,
+    changes: &ConfigChanges,
     runtime_client: &Client,
     s: &Settings,
 ) -> Result<(), BootstrapError> {
@@ -129,7 +152,9 @@ pub async fn configure(
         None
     } else {
         let secret = read(
+            changes,
             Api::namespaced_with(kcp.clone(), kcp_namespace, &secret_res),
+            "Secret",
             &s.kcp_pull_secret_name,
             &format!("Secret {kcp_namespace}/{}", s.kcp_pull_secret_name),
         )
@@ -148,7 +173,9 @@ pub async fn configure(
     };
     let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
     let cm = read(
+        changes,
         Api::namespaced_with(kcp.clone(), kcp_namespace, &cm_res),
+        "ConfigMap",
         &s.kcp_config_name,
         &format!("ConfigMap {kcp_namespace}/{}", s.kcp_config_name),
     )
@@ -196,7 +223,9 @@ pub async fn configure(
     if !s.kcp_cluster_trust_bundle.is_empty() {
         let res = cluster_trust_bundles();
         let ctb = read(
+            changes,
             Api::all_with(kcp.clone(), &res),
+            "ClusterTrustBundle",
             &s.kcp_cluster_trust_bundle,
             &format!("ClusterTrustBundle {}", s.kcp_cluster_trust_bundle),
         )
@@ -231,22 +260,20 @@ fn cluster_trust_bundles() -> ApiResource {
 pub async fn installation(
     kcp: &Client,
     kcp_namespace: &str,
+    changes: &ConfigChanges,
     runtime_client: &Client,
     s: &Settings,
 ) -> Result<(Status, Manifests), BootstrapError> {
     let cm_res = gvk_resource("", "v1", "ConfigMap", "configmaps");
-    let cm = Api::<DynamicObject>::namespaced_with(kcp.clone(), kcp_namespace, &cm_res)
-        .get(&s.manifests_config_map_name)
-        .await
-        .map_err(|e| {
-            BootstrapError::Status(api_message(
-                &format!(
-                    "reading ConfigMap {kcp_namespace}/{}",
-                    s.manifests_config_map_name
-                ),
-                &e,
-            ))
-        })?;
+    let cm = kcp_object(
+        changes,
+        Api::namespaced_with(kcp.clone(), kcp_namespace, &cm_res),
+        "ConfigMap",
+        &s.manifests_config_map_name,
+        &format!("ConfigMap {kcp_namespace}/{}", s.manifests_config_map_name),
+    )
+    .await
+    .map_err(BootstrapError::Status)?;
     let text = cm
         .data
         .pointer(&format!("/data/{}", MANIFESTS_KEY.replace('/', "~1")))
@@ -344,6 +371,12 @@ pub struct ConfigChanges(Arc<Mutex<SeenConfig>>);
 
 #[derive(Debug, Default)]
 struct SeenConfig {
+    /// The watched objects as last delivered, by (kind, name): the passes read them from here,
+    /// not from the KCP (at 10,000 Runtimes a configuration change would otherwise cost 40,000
+    /// reads, each of the manifests ConfigMap a full copy of the manifests).
+    objects: BTreeMap<(String, String), Arc<DynamicObject>>,
+    /// Every watched object was listed once: what `objects` lacks does not exist.
+    listed: bool,
     digest: Option<String>,
     /// The digest before an object went missing: what a configuration whole again is
     /// compared with.
@@ -360,6 +393,39 @@ impl ConfigChanges {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         (seen.digest.clone(), seen.changes)
+    }
+
+    /// The watched object `kind`/`name` as last delivered.
+    fn object(&self, kind: &str, name: &str) -> Known<Arc<DynamicObject>> {
+        let seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match seen.objects.get(&(kind.to_owned(), name.to_owned())) {
+            Some(obj) => Known::Found(obj.clone()),
+            None if seen.listed => Known::Missing,
+            None => Known::NotListed,
+        }
+    }
+
+    /// Keeps `obj` (`None`: gone) as the watched object `key`.
+    fn keep(&self, key: &(String, String), obj: Option<DynamicObject>) {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match obj {
+            Some(obj) => seen.objects.insert(key.clone(), Arc::new(obj)),
+            None => seen.objects.remove(key),
+        };
+    }
+
+    /// Every watched object was listed once.
+    fn all_listed(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .listed = true;
     }
 
     /// Forgets the digest (an object is missing); whether there was one.
@@ -387,6 +453,17 @@ impl ConfigChanges {
         seen.last = Some(digest);
         changed
     }
+}
+
+/// What the config reload watcher knows of an object.
+#[derive(Debug)]
+enum Known<T> {
+    /// As last delivered.
+    Found(T),
+    /// Listed, and not there.
+    Missing,
+    /// Not listed yet (right after the start).
+    NotListed,
 }
 
 /// One watched object of the runtime bootstrapper's configuration, as last seen.
@@ -507,18 +584,21 @@ pub fn watch_config(
                 Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => {
                     object.relisted = true;
                     object.seen(&kind, &obj);
+                    changes.keep(&object.key, Some(obj));
                 }
                 Ok(watcher::Event::InitDone) => {
                     // A list that did not hold it: it is gone.
                     if !object.relisted {
                         object.input = None;
                         object.content = None;
+                        changes.keep(&object.key, None);
                     }
                     object.listed = true;
                 }
                 Ok(watcher::Event::Delete(_)) => {
                     object.input = None;
                     object.content = None;
+                    changes.keep(&object.key, None);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, kind, "watching the runtime bootstrapper's configuration");
@@ -528,6 +608,7 @@ pub fn watch_config(
             if !objects.iter().all(|o| o.listed) {
                 return futures::future::ready(None);
             }
+            changes.all_listed();
             let inputs: Option<BTreeMap<(String, String), Value>> = objects
                 .iter()
                 .map(|o| o.input.clone().map(|v| (o.key.clone(), v)))

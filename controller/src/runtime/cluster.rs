@@ -318,8 +318,9 @@ async fn bootstrap(
         Some(Action::requeue(reconciler.runtime_cluster_failed(runtime)))
     };
     let result = tokio::time::timeout(RUNTIME_CLUSTER_TIMEOUT, async {
-        configure(kcp, ns, runtime_client, s).await?;
-        let (status, manifests) = installation(kcp, ns, runtime_client, s).await?;
+        let changes = &reconciler.bootstrapper_changes;
+        configure(kcp, ns, changes, runtime_client, s).await?;
+        let (status, manifests) = installation(kcp, ns, changes, runtime_client, s).await?;
         let (status, applied) = match status {
             Status::NotStarted | Status::UpgradeNeeded => {
                 let applied = apply_manifests(runtime_client, &manifests).await;

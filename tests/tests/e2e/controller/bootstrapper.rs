@@ -905,12 +905,32 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         .filter(|e| e["objectRef"]["resource"] == "clustertrustbundles")
         .map(|e| e["verb"].as_str().unwrap_or_default().to_owned())
         .collect();
-    for verb in ["get", "list", "watch"] {
+    for verb in ["list", "watch"] {
         assert!(
             used.iter().any(|v| v == verb),
             "the controller uses {verb} on clustertrustbundles: {used:?}"
         );
     }
+    // The passes take the configuration from the config reload watcher, not from the KCP.
+    let watched = [
+        "rt-bootstrapper-config",
+        "runtime-bootstrapper-manifests",
+        "rtb-pull",
+        kcp_bundle.as_str(),
+    ];
+    let reads: Vec<String> = env
+        .audit_events_of(&user)
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["verb"] == "get"
+                && e["objectRef"]["name"]
+                    .as_str()
+                    .is_some_and(|n| watched.contains(&n))
+        })
+        .map(|e| e["requestURI"].to_string())
+        .collect();
+    assert_eq!(reads, Vec::<String>::new(), "reads of watched objects");
     assert_eq!(
         refused(env),
         Vec::<String>::new(),
