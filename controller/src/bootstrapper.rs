@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kim_shared::bootstrapper::{
@@ -113,7 +114,13 @@ async fn kcp_object(
     name: &str,
     what: &str,
 ) -> Result<Arc<DynamicObject>, String> {
-    match changes.object(kind, name) {
+    let mut known = changes.object(kind, name);
+    if matches!(known, Known::NotListed) {
+        // Right after the start: the watcher lists within moments.
+        changes.listed(LISTING_WAIT).await;
+        known = changes.object(kind, name);
+    }
+    match known {
         Known::Found(obj) => Ok(obj),
         Known::Missing => Err(format!("reading {what}: it does not exist")),
         Known::NotListed => api
@@ -123,6 +130,10 @@ async fn kcp_object(
             .map_err(|e| api_message(&format!("reading {what}"), &e)),
     }
 }
+
+/// How long a pass waits for the config reload watcher's first list before it reads the KCP
+/// itself.
+const LISTING_WAIT: Duration = Duration::from_secs(10);
 
 /// [`kcp_object`] for the copy step.
 async fn read(
@@ -367,7 +378,7 @@ pub async fn apply_manifests(
 /// digest of the watched objects (none before each was listed once) and how often it changed
 /// since.
 #[derive(Clone, Debug, Default)]
-pub struct ConfigChanges(Arc<Mutex<SeenConfig>>);
+pub struct ConfigChanges(Arc<Mutex<SeenConfig>>, Arc<tokio::sync::Notify>);
 
 #[derive(Debug, Default)]
 struct SeenConfig {
@@ -426,6 +437,27 @@ impl ConfigChanges {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .listed = true;
+        self.1.notify_waiters();
+    }
+
+    /// Waits at most `limit` until every watched object was listed once.
+    async fn listed(&self, limit: Duration) {
+        let listed = async {
+            loop {
+                // Registered before the look, so that a listing in between is not missed.
+                let notified = self.1.notified();
+                if self
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .listed
+                {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, listed).await;
     }
 
     /// Forgets the digest (an object is missing); whether there was one.
@@ -786,5 +818,41 @@ mod tests {
         assert_eq!(changes.now(), (Some("b".into()), 1));
         assert!(changes.take("c".into()));
         assert_eq!(changes.now(), (Some("c".into()), 2));
+    }
+
+    /// The passes read the watcher's copy: nothing known before its first list (a pass waits
+    /// for that list), then what it delivered, and what it did not deliver is missing.
+    #[tokio::test]
+    async fn the_watchers_copy_is_known_once_listed() {
+        let changes = ConfigChanges::default();
+        let key = ("ConfigMap".to_owned(), "cfg".to_owned());
+        assert!(matches!(
+            changes.object("ConfigMap", "cfg"),
+            Known::NotListed
+        ));
+        let waiting = {
+            let changes = changes.clone();
+            tokio::spawn(async move { changes.listed(Duration::from_secs(30)).await })
+        };
+        tokio::task::yield_now().await;
+        changes.keep(&key, Some(object("ConfigMap", "1", json!({"k": "a"}))));
+        changes.all_listed();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by the list")
+            .expect("the waiter");
+        assert!(
+            matches!(changes.object("ConfigMap", "cfg"), Known::Found(o) if o.data["data"]["k"] == "a")
+        );
+        assert!(matches!(changes.object("Secret", "pull"), Known::Missing));
+        changes.keep(&key, None);
+        assert!(matches!(changes.object("ConfigMap", "cfg"), Known::Missing));
+        // Listed already: no wait.
+        tokio::time::timeout(
+            Duration::from_millis(100),
+            changes.listed(Duration::from_secs(30)),
+        )
+        .await
+        .expect("no wait once listed");
     }
 }

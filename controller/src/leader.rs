@@ -121,6 +121,17 @@ fn sets_renew_time(patch: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
+/// Aborts the task when dropped, unless emptied first.
+struct AbortOnDrop(Option<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
 /// How long after taking the Lease this replica looks whether it still holds it: longer than
 /// the Lease manager's wait (at most 1 s) between clearing an expired Lease and taking it.
 const CONFIRM_AFTER: Duration = Duration::from_millis(1500);
@@ -130,6 +141,8 @@ const CONFIRM_AFTER: Duration = Duration::from_millis(1500);
 /// replicas that found the Lease expired at about the same time (a follower and the dead
 /// leader's replacement) can both take it, the second clearing the first's hold, and the first
 /// learns of it only at its next renewal, seconds later. By then both would have reconciled.
+/// This narrows that window, it does not close it: a clearing write that reaches the apiserver
+/// more than this long after the take still overlaps two leaders until the next renewal.
 /// A read that fails counts as held: the renewal deadline still applies.
 async fn still_holder(leases: &kube::Api<Lease>, name: &str, identity: &str) -> bool {
     tokio::time::sleep(CONFIRM_AFTER).await;
@@ -222,43 +235,44 @@ impl Leadership {
             Duration::from_secs(duration),
             expiry_tx,
         );
-        let lease_client = client.clone();
-        let manager = LeaseManagerBuilder::new(client, name)
-            .with_namespace(namespace)
-            .with_identity(identity)
-            .with_duration(duration)
-            .with_grace(grace)
-            .build()
-            .await
-            .map_err(|source| LeaderError::Lease {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                source,
-            })?;
-        let (tx, mut rx) = watch::channel(false);
-        let manager = tokio::spawn(take_part(manager, tx));
+        let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
         let stopped = || LeaderError::Stopped {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        let leases: kube::Api<Lease> = kube::Api::namespaced(lease_client, namespace);
-        loop {
+        let (rx, manager) = loop {
+            let manager = LeaseManagerBuilder::new(client.clone(), name)
+                .with_namespace(namespace)
+                .with_identity(identity)
+                .with_duration(duration)
+                .with_grace(grace)
+                .build()
+                .await
+                .map_err(|source| LeaderError::Lease {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    source,
+                })?;
+            let (tx, mut rx) = watch::channel(false);
+            let manager = tokio::spawn(take_part(manager, tx));
+            // Until the hold is confirmed the manager may believe it holds a Lease another
+            // replica holds, and its release (on a stop, or when this replica follows) would
+            // clear that replica's hold: it is aborted instead, whatever ends the wait.
+            let mut unconfirmed = AbortOnDrop(Some(manager.abort_handle()));
             while !*rx.borrow_and_update() {
                 rx.changed().await.map_err(|_| stopped())?;
             }
             if still_holder(&leases, name, identity).await {
-                break;
+                unconfirmed.0 = None;
+                break (rx, manager);
             }
             tracing::warn!(
                 lease = name,
                 namespace,
                 identity,
-                "another replica took the Lease right after this one; following until the election says otherwise"
+                "another replica took the Lease right after this one; following"
             );
-            while *rx.borrow_and_update() {
-                rx.changed().await.map_err(|_| stopped())?;
-            }
-        }
+        };
         tracing::info!(lease = name, namespace, identity, "became leader");
         Ok(Self {
             rx,

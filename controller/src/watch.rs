@@ -254,10 +254,10 @@ pub fn is_refused(e: &watcher::Error) -> bool {
 /// but at once when Gardener answers its health probe again (`recoveries` changes): after a
 /// long outage the backoff has grown to 30 s, and the Shoot watch would otherwise see the
 /// Shoots created right after the recovery only that much later.
-pub fn gardener_backoff<T: Send>(
-    events: impl Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+pub fn gardener_backoff<K: Send + 'static>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     mut recoveries: watch::Receiver<u64>,
-) -> impl Stream<Item = Result<T, watcher::Error>> + Send {
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
     recoveries.mark_unchanged();
     let state = (events.boxed(), DefaultBackoff::default(), recoveries, false);
     futures::stream::unfold(
@@ -272,10 +272,15 @@ pub fn gardener_backoff<T: Send>(
             }
             let event = events.next().await?;
             let failed = event.is_err();
-            if !failed {
-                // As kube's: a watch that works again starts from the shortest delay, so that
-                // errors spread apart (gardener-apiserver replicas rolling one by one) do not
-                // add up to the longest one.
+            // A watch shown to work again (a whole list, or a change) starts from the shortest
+            // delay, so that errors spread apart (gardener-apiserver replicas rolling one by
+            // one) do not add up to the longest one. Not the start of a list (`Init`) nor one
+            // of its pages: kube's watcher begins every retried list with `Init`, and a list
+            // that keeps failing would be retried every second.
+            if matches!(
+                event,
+                Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_))
+            ) {
                 backoff.reset();
             }
             Some((event, (events, backoff, recoveries, failed)))
@@ -295,9 +300,12 @@ async fn recovered(recoveries: &mut watch::Receiver<u64>) {
 mod tests {
     use super::*;
 
-    fn failing_then(items: usize) -> impl Stream<Item = Result<usize, watcher::Error>> + Send {
+    fn failing_then(
+        items: usize,
+    ) -> impl Stream<Item = Result<watcher::Event<usize>, watcher::Error>> + Send {
         futures::stream::iter(
-            std::iter::once(Err(watcher::Error::NoResourceVersion)).chain((0..items).map(Ok)),
+            std::iter::once(Err(watcher::Error::NoResourceVersion))
+                .chain((0..items).map(|i| Ok(watcher::Event::Apply(i)))),
         )
     }
 
@@ -397,7 +405,10 @@ mod tests {
     async fn errors_are_dropped_and_events_kept() {
         let metrics = Metrics::register(&mut Default::default());
         let events: Vec<usize> = without_errors(failing_then(2), "test", metrics)
-            .map(|e| e.map_err(|e| e.to_string()).unwrap())
+            .map(|e| match e {
+                Ok(watcher::Event::Apply(i)) => i,
+                other => panic!("{other:?}"),
+            })
             .collect()
             .await;
         assert_eq!(events, [0, 1]);
@@ -474,29 +485,55 @@ mod tests {
         );
         tx.send_modify(|n| *n += 1);
         assert!(
-            matches!(events.next().now_or_never(), Some(Some(Ok(0)))),
+            matches!(
+                events.next().now_or_never(),
+                Some(Some(Ok(watcher::Event::Apply(0))))
+            ),
             "retried at once when Gardener answers again"
         );
     }
 
-    /// An event between errors resets the backoff: an error after a working watch waits the
-    /// first delay (kube's default: 0.8 s, jittered up to 1.6 s), not the third (3.2 s to
-    /// 6.4 s).
+    /// A watch shown to work (a whole list, a change) between errors resets the backoff: an
+    /// error after it waits the first delay (kube's default: 0.8 s, jittered up to 1.6 s), not
+    /// the third (3.2 s to 6.4 s). The start of a list that fails again does not: kube's
+    /// watcher begins each retried list with `Init`.
     #[tokio::test]
-    async fn a_working_watch_resets_the_backoff() {
-        let (_tx, rx) = watch::channel(0);
+    async fn a_working_watch_resets_the_backoff_a_failing_list_does_not() {
+        use watcher::Event;
+        let waits = |items: Vec<Result<Event<u8>, watcher::Error>>| async move {
+            let (_tx, rx) = watch::channel(0);
+            let mut events = Box::pin(gardener_backoff(futures::stream::iter(items), rx));
+            let mut waits = Vec::new();
+            loop {
+                let before = std::time::Instant::now();
+                let Some(_) = events.next().await else { break };
+                waits.push(before.elapsed());
+            }
+            waits
+        };
         let err = || Err(watcher::Error::NoResourceVersion);
-        let items = [err(), err(), Ok(1), err(), Ok(2)];
-        let mut events = Box::pin(gardener_backoff(futures::stream::iter(items), rx));
-        let mut waits = Vec::new();
-        loop {
-            let before = std::time::Instant::now();
-            let Some(_) = events.next().await else { break };
-            waits.push(before.elapsed());
-        }
-        // The wait for the Ok after the 2nd error has grown; the one after the Ok has not.
-        assert!(waits[2] >= Duration::from_millis(1600), "{waits:?}");
-        assert!(waits[4] >= Duration::from_millis(800), "{waits:?}");
-        assert!(waits[4] < Duration::from_millis(3000), "{waits:?}");
+        let listed = waits(vec![
+            err(),
+            err(),
+            Ok(Event::InitDone),
+            err(),
+            Ok(Event::Apply(1)),
+        ])
+        .await;
+        // The wait after the 2nd error has grown; the one after the list has not.
+        assert!(listed[2] >= Duration::from_millis(1600), "{listed:?}");
+        assert!(listed[4] >= Duration::from_millis(800), "{listed:?}");
+        assert!(listed[4] < Duration::from_millis(3000), "{listed:?}");
+        let relisting = waits(vec![
+            err(),
+            Ok(Event::Init),
+            Ok(Event::InitApply(1)),
+            err(),
+            Ok(Event::Init),
+        ])
+        .await;
+        // Two failed lists in a row: the second retry waits the second delay.
+        assert!(relisting[3] < Duration::from_millis(100), "{relisting:?}");
+        assert!(relisting[4] >= Duration::from_millis(1600), "{relisting:?}");
     }
 }

@@ -300,9 +300,10 @@ async fn bootstrap(
     let s = &reconciler.ctx.settings.runtime.bootstrapper;
     // Read first: a change seen during this pass is configured by the next one.
     let configuration = reconciler.bootstrapper_changes.now();
-    // The cluster has an older configuration: the manifests are applied again too, so that a
-    // change of them reaches it also without a new version of the Deployment.
-    let reconfigure = reconciler.bootstrapper_outdated(runtime);
+    // The cluster has an older configuration: the manifests are applied again too (once per
+    // configuration), so that a change of them reaches it also without a new version of the
+    // Deployment.
+    let reconfigure = reconciler.manifests_outdated(runtime, configuration.0.as_ref());
     let pending = |draft: &mut StatusDraft, reason: &str, message: &str| {
         draft.set(
             condition::RUNTIME_BOOTSTRAPPER_READY,
@@ -370,7 +371,11 @@ async fn bootstrap(
             tracing::info!(error = %e, "runtime bootstrapper manifests");
             true
         }
-        _ => false,
+        Some(Ok(())) => {
+            reconciler.manifests_applied(runtime, configuration.0.clone());
+            false
+        }
+        None => false,
     };
     let (type_, cond_status, cond_reason, message) = condition_for(status, apply_failed);
     match status {

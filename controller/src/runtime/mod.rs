@@ -182,6 +182,10 @@ struct RuntimeRecord {
     /// The deletion read the GardenerCluster live and found none: the next passes trust the
     /// watch cache (a deleting Shoot's status updates start a pass each, for up to an hour).
     gardener_cluster_gone: bool,
+    /// The runtime bootstrapper configuration (digest) whose manifests were last applied to
+    /// the cluster: a cluster still noted with an older one gets them once, not on every pass
+    /// until its Deployment is rolled out.
+    manifests_applied_for: Option<String>,
 }
 
 /// State of the Runtime reconciler.
@@ -913,6 +917,22 @@ impl Reconciler {
             Some(applied) => *applied != digest,
             None => changes > 0 && self.record(runtime, |record| record.bootstrapped) < changes,
         }
+    }
+
+    /// The manifests of configuration `digest` are to be applied to this Runtime's cluster
+    /// because it is noted with an older configuration ([`Self::bootstrapper_outdated`]) and
+    /// they were not applied for `digest` yet.
+    fn manifests_outdated(&self, runtime: &Runtime, digest: Option<&String>) -> bool {
+        digest.is_some()
+            && self.bootstrapper_outdated(runtime)
+            && self.record(runtime, |record| {
+                record.manifests_applied_for.as_ref() != digest
+            })
+    }
+
+    /// The manifests of configuration `digest` were applied to this Runtime's cluster.
+    fn manifests_applied(&self, runtime: &Runtime, digest: Option<String>) {
+        self.record(runtime, |record| record.manifests_applied_for = digest);
     }
 
     /// The cluster was configured with the bootstrapper configuration `seen`
