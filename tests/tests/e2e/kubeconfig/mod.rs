@@ -327,8 +327,13 @@ impl Controller {
 // ---------------------------------------------------------------------------------------------
 // Fixtures
 
+/// `prefix` and four hex digits, unique in the process: the tests share one environment, and
+/// 16 random bits per name once gave two tests the same Shoot name in a full run.
 fn unique(prefix: &str) -> String {
-    format!("{prefix}{:04x}", rand::random::<u16>())
+    use std::sync::LazyLock;
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: LazyLock<AtomicU16> = LazyLock::new(|| AtomicU16::new(rand::random()));
+    format!("{prefix}{:04x}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
