@@ -236,23 +236,31 @@ pub fn status(deployment: Option<&Value>, wanted_version: &str) -> Status {
     // Failed only once the deployment controller says so (its progress deadline passed) of
     // the current spec: a Deployment it has not looked at yet has no conditions and is still
     // starting, and one just applied over a failed one still carries the old verdict.
-    let progress_stopped = dep
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Progressing" && c["status"] == "False");
-    if progress_stopped && spec_observed(dep) {
+    if has_condition(dep, "Progressing", "False") && spec_observed(dep) {
         Status::Failed
     } else {
         Status::InProgress
     }
 }
 
+/// The Deployment's integer at `path`.
+fn int(dep: &Value, path: &str) -> Option<i64> {
+    dep.pointer(path).and_then(Value::as_i64)
+}
+
+/// Whether the Deployment's condition `type_` has status `status`.
+fn has_condition(dep: &Value, type_: &str, status: &str) -> bool {
+    dep.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == status)
+}
+
 /// The deployment controller has seen the Deployment's current spec.
 fn spec_observed(dep: &Value) -> bool {
-    let int = |path: &str| dep.pointer(path).and_then(Value::as_i64);
-    int("/status/observedGeneration").unwrap_or(0) >= int("/metadata/generation").unwrap_or(0)
+    int(dep, "/status/observedGeneration").unwrap_or(0)
+        >= int(dep, "/metadata/generation").unwrap_or(0)
 }
 
 /// The deployment controller has rolled out the Deployment's current spec: it has seen the
@@ -261,20 +269,13 @@ fn spec_observed(dep: &Value) -> bool {
 /// checks of `kubectl rollout status`; readiness alone would count the old replicas of a
 /// Deployment just changed.
 fn rolled_out(dep: &Value) -> bool {
-    let int = |path: &str| dep.pointer(path).and_then(Value::as_i64);
-    let wanted = int("/spec/replicas").unwrap_or(1);
-    let updated = int("/status/updatedReplicas").unwrap_or(0);
-    let available = dep
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Available" && c["status"] == "True");
+    let wanted = int(dep, "/spec/replicas").unwrap_or(1);
+    let updated = int(dep, "/status/updatedReplicas").unwrap_or(0);
     spec_observed(dep)
         && updated >= wanted
-        && int("/status/readyReplicas").unwrap_or(0) >= wanted
-        && int("/status/replicas").unwrap_or(0) <= updated
-        && available
+        && int(dep, "/status/readyReplicas").unwrap_or(0) >= wanted
+        && int(dep, "/status/replicas").unwrap_or(0) <= updated
+        && has_condition(dep, "Available", "True")
 }
 
 /// The `RuntimeBootstrapperReady` condition for a status and whether the apply (when one was

@@ -73,6 +73,27 @@ fn bootstrapper_condition(rt: &Runtime) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone()))
 }
 
+/// The Runtime's state and its `RuntimeBootstrapperReady` (status, reason).
+async fn state_and_condition(
+    runtimes: &Api<Runtime>,
+    id: &str,
+) -> anyhow::Result<(Option<RuntimeState>, Option<(String, String)>)> {
+    let rt = runtimes.get(id).await?;
+    Ok((
+        rt.status.as_ref().map(|s| s.state),
+        bootstrapper_condition(&rt),
+    ))
+}
+
+/// `(state, (status, reason))` as [`state_and_condition`] compares it.
+fn is(
+    state: RuntimeState,
+    status: &str,
+    reason: &str,
+) -> (Option<RuntimeState>, Option<(String, String)>) {
+    (Some(state), Some((status.into(), reason.into())))
+}
+
 /// A controller with the bootstrapper and the bundle flag, reaching the KCP as `user`.
 async fn start_copying_bundle(
     env: &TestEnv,
@@ -510,20 +531,13 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     eventually(
         "the rolled-out upgrade makes the Runtime Ready",
         Duration::from_secs(120),
-        || {
-            let runtimes = runtimes.clone();
-            let id = id.clone();
-            async move {
-                let rt = runtimes.get(&id).await?;
-                Ok(
-                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
-                        && bootstrapper_condition(&rt)
-                            == Some((
-                                "True".into(),
-                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
-                            )),
-                )
-            }
+        || async {
+            Ok(state_and_condition(&runtimes, &id).await?
+                == is(
+                    RuntimeState::Ready,
+                    "True",
+                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
+                ))
         },
     )
     .await
@@ -577,20 +591,13 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     eventually(
         "the rolled-out change makes the Runtime Ready",
         Duration::from_secs(60),
-        || {
-            let runtimes = runtimes.clone();
-            let id = id.clone();
-            async move {
-                let rt = runtimes.get(&id).await?;
-                Ok(
-                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
-                        && bootstrapper_condition(&rt)
-                            == Some((
-                                "True".into(),
-                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
-                            )),
-                )
-            }
+        || async {
+            Ok(state_and_condition(&runtimes, &id).await?
+                == is(
+                    RuntimeState::Ready,
+                    "True",
+                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
+                ))
         },
     )
     .await
