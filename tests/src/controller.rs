@@ -573,6 +573,65 @@ pub async fn wait_state(
     .await
 }
 
+/// Waits until the Runtime has gone through `states`, in this order (other states between
+/// them allowed), in the writes after `resource_version`. A poll can see a `Ready` written
+/// before a pass that makes the Runtime `Pending` for a while; the watch sees every write.
+pub async fn wait_states_since(
+    env: &TestEnv,
+    ns: &str,
+    name: &str,
+    resource_version: &str,
+    states: &[RuntimeState],
+    timeout: Duration,
+) -> Result<Runtime> {
+    use futures::StreamExt as _;
+    use kube::api::{WatchEvent, WatchParams};
+    let api: Api<Runtime> = Api::namespaced(env.kcp_client().await?, ns);
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut seen = Vec::new();
+    let mut left = states.iter().peekable();
+    let watched = async {
+        let mut events = api.watch(&params, resource_version).await?.boxed();
+        while let Some(event) = events.next().await {
+            let WatchEvent::Modified(rt) = event? else {
+                continue;
+            };
+            let state = rt.status.as_ref().map(|s| s.state);
+            if seen.last() != Some(&state) {
+                seen.push(state);
+            }
+            if left.next_if(|want| state == Some(**want)).is_some() && left.peek().is_none() {
+                return Ok(rt);
+            }
+        }
+        bail!("the watch of Runtime {ns}/{name} ended")
+    };
+    match tokio::time::timeout(timeout, watched).await {
+        Ok(done) => done,
+        Err(_) => bail!(
+            "Runtime {ns}/{name} did not go through {states:?} within {timeout:?}; its states since resourceVersion {resource_version}: {seen:?}"
+        ),
+    }
+}
+
+/// Sets the Gardener simulator's fault for Shoot `shoot` (`None`: no fault).
+pub async fn set_simulator_fault(env: &TestEnv, shoot: &str, fault: Option<&str>) -> Result<()> {
+    use crate::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    let api: Api<ConfigMap> = Api::namespaced(env.kcp_client().await?, FAULT_CONFIGMAP_NAMESPACE);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": FAULT_CONFIGMAP, "namespace": FAULT_CONFIGMAP_NAMESPACE},
+        "data": {shoot: fault.unwrap_or("none")}});
+    api.patch(
+        FAULT_CONFIGMAP,
+        &PatchParams::apply(&format!("kim-tests-fault-{shoot}")).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Waits until the Runtime `ns/name` satisfies `done`; on timeout the error says it is not
 /// `wanted` and shows the last status.
 async fn wait_runtime(

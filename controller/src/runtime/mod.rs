@@ -143,8 +143,8 @@ struct RuntimeRecord {
     uid: String,
     /// Runtime generation we last applied to its Shoot (the watch cache may lag).
     applied: Option<i64>,
-    /// Shoot generation when the Runtime became Ready, or we last patched it (drift
-    /// detection).
+    /// Shoot generation our last patch answered with, or, without one, when the Runtime
+    /// became Ready (drift detection).
     ready_shoot_generation: Option<i64>,
     /// The Shoot our last patch answered with: the watch cache is behind while it shows that
     /// Shoot at an older generation.
@@ -999,11 +999,16 @@ impl Reconciler {
         });
     }
 
+    /// The Runtime became Ready on `shoot`. Its generation becomes the drift baseline only
+    /// when there is none (a new Shoot, a start): a baseline our patch set stays, so a change
+    /// someone made to the Shoot while the Runtime waited for Gardener is drift on the next
+    /// pass, not the new normal. A generation Gardener raised without a change of the spec
+    /// moves the baseline there ([`Self::shoot_drifted`]).
     fn record_ready(&self, runtime: &Runtime, shoot: &Shoot) {
         self.record(runtime, |record| {
             record.runtime_cluster_failures = 0;
-            if let Some(g) = shoot.metadata.generation {
-                record.ready_shoot_generation = Some(g);
+            if record.ready_shoot_generation.is_none() {
+                record.ready_shoot_generation = shoot.metadata.generation;
             }
         });
     }

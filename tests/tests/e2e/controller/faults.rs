@@ -4,31 +4,13 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kim_shared::api::{Runtime, RuntimeState};
 use kim_shared::names;
 use kim_tests::controller::*;
-use kim_tests::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
 use kim_tests::testenv::TestEnv;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn set_fault(env: &TestEnv, shoot: &str, fault: Option<&str>) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(env.kcp_client().await?, FAULT_CONFIGMAP_NAMESPACE);
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": FAULT_CONFIGMAP, "namespace": FAULT_CONFIGMAP_NAMESPACE},
-        "data": {shoot: fault.unwrap_or("none")}});
-    api.patch(
-        FAULT_CONFIGMAP,
-        &PatchParams::apply(&format!("controller-faults-{shoot}")).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(())
-}
 
 /// The `unexpected_stops_total` sample lines of `metrics`.
 fn unexpected_stops(metrics: &str) -> Vec<&str> {
@@ -99,7 +81,7 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
     let mut ids = Vec::new();
     for (case, fault, ..) in &cases {
         let id = format!("{case}-{suffix}");
-        set_fault(env, &shoot_name(&id), Some(fault)).await?;
+        set_simulator_fault(env, &shoot_name(&id), Some(fault)).await?;
         ids.push(id);
     }
     let ctl = start_controller(env, &ns, &[]).await?;
@@ -134,7 +116,7 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
         wait_provisioned(env, &ns, id, *state, status, message).await?;
     }
     // The retryable Error clears: the Runtime becomes Ready without any change to it.
-    set_fault(env, &shoot_name(&ids[2]), None).await?;
+    set_simulator_fault(env, &shoot_name(&ids[2]), None).await?;
     wait_state(env, &ns, &ids[2], RuntimeState::Ready, TIMEOUT).await?;
     // The fatal one stays Failed.
     let rt = wait_provisioned(
@@ -161,7 +143,7 @@ async fn gardener_errors_end_where_upstream_classification_says() -> Result<()> 
         "{metrics}"
     );
     for id in &ids {
-        set_fault(env, &shoot_name(id), None).await?;
+        set_simulator_fault(env, &shoot_name(id), None).await?;
     }
     ctl.stop().await;
     Ok(())
@@ -197,7 +179,7 @@ async fn gardener_errors_of_an_update_end_where_upstream_classification_says() -
         let id = format!("{case}-{suffix}");
         create(env, &sample_runtime(&ns, &id)?).await?;
         wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
-        set_fault(env, &shoot_name(&id), Some(fault)).await?;
+        set_simulator_fault(env, &shoot_name(&id), Some(fault)).await?;
         set_first_pool_maximum(&runtimes, &id, 12).await?;
         let rt = wait_provisioned(env, &ns, &id, *state, status, message).await?;
         if *state == RuntimeState::Failed {
@@ -207,7 +189,7 @@ async fn gardener_errors_of_an_update_end_where_upstream_classification_says() -
                 Some(names::reason::PROCESSING_ERR)
             );
         }
-        set_fault(env, &shoot_name(&id), None).await?;
+        set_simulator_fault(env, &shoot_name(&id), None).await?;
     }
     let metrics = ctl.metrics_text().await?;
     assert_eq!(

@@ -228,20 +228,53 @@ async fn drift_is_corrected_and_suspend_and_force_patch_work() -> Result<()> {
         Some(20)
     );
 
-    // Drift: someone edits the Shoot of a Ready Runtime; the controller puts it back.
-    let mut live_workers =
-        serde_json::to_value(&shoots.get(&shoot_name).await?.spec.provider.workers)?;
-    live_workers[0]["maximum"] = json!(7);
-    let drift = json!({"spec": {"provider": {"workers": live_workers}}});
-    shoots
-        .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(drift))
-        .await?;
+    let resource_version = |rt: Runtime| rt.resource_version().context("resourceVersion");
+    let set_maximum = |maximum: i64| {
+        let shoots = shoots.clone();
+        let shoot_name = shoot_name.clone();
+        async move {
+            let mut workers =
+                serde_json::to_value(&shoots.get(&shoot_name).await?.spec.provider.workers)?;
+            workers[0]["maximum"] = json!(maximum);
+            let change = json!({"spec": {"provider": {"workers": workers}}});
+            shoots
+                .patch(&shoot_name, &PatchParams::default(), &Patch::Merge(change))
+                .await?;
+            anyhow::Ok(())
+        }
+    };
+    let corrected = || async {
+        eventually("drift corrected", Duration::from_secs(60), || async {
+            Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(20))
+        })
+        .await
+    };
+
+    // Drift: someone edits the Shoot of a Ready Runtime; the controller puts it back, and the
+    // Runtime is Pending until Gardener reconciled that.
+    let since = resource_version(runtimes.get(&id).await?)?;
+    set_maximum(7).await?;
     assert_eq!(first_pool_maximum(&shoots.get(&shoot_name).await?), Some(7));
-    eventually("drift corrected", Duration::from_secs(60), || async {
-        Ok(first_pool_maximum(&shoots.get(&shoot_name).await?) == Some(20))
-    })
-    .await?;
-    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    corrected().await?;
+    let settled = [RuntimeState::Pending, RuntimeState::Ready];
+    wait_states_since(env, &ns, &id, &since, &settled, TIMEOUT).await?;
+
+    // Someone edits the Shoot while the Runtime waits for Gardener to take a patch of ours:
+    // once Ready, the edit is drift, not the new normal.
+    set_simulator_fault(env, &shoot_name, Some("stuck")).await?;
+    set_maximum(7).await?;
+    corrected().await?;
+    wait_state(env, &ns, &id, RuntimeState::Pending, TIMEOUT).await?;
+    set_maximum(9).await?;
+    let since = resource_version(runtimes.get(&id).await?)?;
+    set_simulator_fault(env, &shoot_name, None).await?;
+    corrected().await?;
+    let settled = [
+        RuntimeState::Ready,
+        RuntimeState::Pending,
+        RuntimeState::Ready,
+    ];
+    wait_states_since(env, &ns, &id, &since, &settled, TIMEOUT).await?;
 
     // An operator adds a pool by hand (an incident): the drift re-apply changes nothing of
     // ours, leaves the pool (it goes with the Runtime's next change) and the Runtime as it

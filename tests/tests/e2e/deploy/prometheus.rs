@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use kim_shared::api::{GardenerCluster, RuntimeState};
-use kim_tests::controller::{Wiring, create, eventually, sample_runtime, shoot_name, wait_state};
+use kim_tests::controller::{
+    Wiring, create, eventually, sample_runtime, set_simulator_fault, shoot_name, wait_state,
+};
 use kim_tests::faultproxy::{ApiFault, FaultProxy, Rule};
 use kim_tests::testenv::process::{ManagedProcess, free_port, log_tail};
 use kim_tests::testenv::{TestEnv, repo_root};
@@ -790,23 +792,6 @@ async fn remove_webhook_configurations(env: &TestEnv, ns: &str) -> Result<()> {
     Ok(())
 }
 
-/// Sets the simulator's fault for one Shoot.
-async fn set_fault(env: &TestEnv, shoot: &str, fault: &str) -> Result<()> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kim_tests::simulator::{FAULT_CONFIGMAP, FAULT_CONFIGMAP_NAMESPACE};
-    let api: Api<ConfigMap> = Api::namespaced(env.kcp_client().await?, FAULT_CONFIGMAP_NAMESPACE);
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": FAULT_CONFIGMAP, "namespace": FAULT_CONFIGMAP_NAMESPACE},
-        "data": {shoot: fault}});
-    api.patch(
-        FAULT_CONFIGMAP,
-        &PatchParams::apply(&format!("prometheus-{shoot}")).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Waits until the controller's `/metrics` has a line starting with `prefix` and containing
 /// every one of `parts`.
 async fn wait_metric(addr: std::net::SocketAddr, prefix: &str, parts: &[&str]) -> Result<()> {
@@ -851,13 +836,13 @@ async fn scenario(
 
     // A Runtime that stops on a fatal Gardener error, and one that becomes Ready. Its Shoot's
     // operations take a few seconds, so that Pending and Terminating last several scrapes.
-    set_fault(
+    set_simulator_fault(
         env,
         &shoot_name(&failed_id),
-        "failed:ERR_INFRA_UNAUTHORIZED",
+        Some("failed:ERR_INFRA_UNAUTHORIZED"),
     )
     .await?;
-    set_fault(env, &shoot_name(&ready_id), "slow:2s").await?;
+    set_simulator_fault(env, &shoot_name(&ready_id), Some("slow:2s")).await?;
     create(env, &sample_runtime(ns, &failed_id)?).await?;
     create(env, &sample_runtime(ns, &ready_id)?).await?;
 
