@@ -1,43 +1,38 @@
-//! Leader election on a Lease (upstream ID `f1c68560.kyma-project.io`) with
-//! `kube-lease-manager`. Reconcilers run only while this replica holds the Lease; a replica
-//! that loses it stops reconciling at once and the process exits, like controller-runtime.
+//! Leader election on a Lease (upstream ID `f1c68560.kyma-project.io`), by the rules of
+//! client-go's `leaderelection`, which controller-runtime (upstream's) uses:
 //!
-//! The Lease manager only reports a change of holder it has read from the API server: a leader
-//! cut off from the API server (a network partition) cannot renew, yet keeps reporting that it
-//! leads while a follower takes the expired Lease. So this replica also times its own
-//! renewals (every successful write to the Lease, seen on the client the manager uses) and
-//! steps down when the Lease it last wrote is about to expire, as controller-runtime does
-//! after its renew deadline.
+//! - every write of the Lease is conditional on the `resourceVersion` read just before, so of
+//!   two replicas that found it free or expired at the same moment one writes and the other
+//!   gets a conflict;
+//! - a Lease another replica holds counts as expired once this replica has seen it unchanged
+//!   for its whole duration, measured on this replica's clock: clocks that disagree between
+//!   nodes do not shorten it;
+//! - the leader renews every [`LeaderElection::retry_period`] and stops leading when no renewal
+//!   got through for [`LeaderElection::renew_deadline`] (a leader cut off from the API server,
+//!   a network partition), a third of the duration before a follower may take the Lease.
+//!
+//! Reconcilers run only while this replica leads; a replica that loses the Lease stops
+//! reconciling at once and the process exits, like controller-runtime.
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// Leader election failed.
 #[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
-    /// The Lease could not be created or read.
-    #[error("leader election on Lease {namespace}/{name}: {source}")]
-    Lease {
-        /// Lease namespace.
-        namespace: String,
-        /// Lease name.
-        name: String,
-        /// Why.
-        source: LeaseManagerError,
-    },
-    /// The election task ended before this replica led.
-    #[error("leader election on Lease {namespace}/{name} stopped")]
-    Stopped {
-        /// Lease namespace.
-        namespace: String,
-        /// Lease name.
-        name: String,
-    },
+#[error("leader election on Lease {namespace}/{name}: {source}")]
+pub struct LeaderError {
+    /// Lease namespace.
+    namespace: String,
+    /// Lease name.
+    name: String,
+    /// Why.
+    source: kube::Error,
 }
 
 /// Where and how this replica takes part in leader election.
@@ -47,258 +42,331 @@ pub struct LeaderElection {
     pub lease: String,
     /// Namespace of the Lease.
     pub namespace: String,
-    /// (Lease validity, renewal grace) in seconds with `0 < grace < validity`.
-    pub timing: (u64, u64),
+    /// How long a Lease stays valid after it last changed (at least 2 s).
+    pub duration: Duration,
 }
 
-/// This replica's part in the election; [`Leadership::release`] steps down.
-pub struct Leadership {
-    rx: watch::Receiver<bool>,
-    /// The Lease manager's task: it renews while `rx` lives and clears the Lease's holder once
-    /// `rx` is dropped.
-    manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
-    /// When the Lease this replica last wrote expires.
-    expiry: watch::Receiver<Instant>,
-    /// How long before that expiry this replica stops leading.
-    margin: Duration,
-}
+impl LeaderElection {
+    /// How long the leader goes on without a renewal getting through: two thirds of the
+    /// duration (controller-runtime: 10 s of 15 s).
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
 
-/// `client` whose successful renewals of the Lease `namespace/name` move `expiry` to their
-/// start plus `duration`: the manager writes the renew time before it sends, so the Lease is
-/// valid until at most then. A renewal is a PATCH that sets `spec.renewTime`; the manager's
-/// other writes (the count of transitions it sends right after taking the Lease, the release)
-/// leave the renew time as it was, and counting them would put the expiry past the Lease's.
-fn timing_renewals(
-    client: kube::Client,
-    namespace: &str,
-    name: &str,
-    duration: Duration,
-    expiry: watch::Sender<Instant>,
-) -> kube::Client {
-    use http_body_util::BodyExt as _;
-    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
-    let default_namespace = client.default_namespace().to_owned();
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let (client, expiry) = (client.clone(), expiry.clone());
-        let to_lease = req.method() == http::Method::PATCH && req.uri().path() == path;
-        async move {
-            let (req, renewal) = if to_lease {
-                let (parts, body) = req.into_parts();
-                let body = body
-                    .collect()
-                    .await
-                    .map_err(|e| kube::Error::Service(e.into()))?
-                    .to_bytes();
-                let renewal = sets_renew_time(&body);
-                let body = kube::client::Body::from(body.to_vec());
-                (http::Request::from_parts(parts, body), renewal)
-            } else {
-                (req, false)
-            };
-            let sent = Instant::now();
-            let resp = client.send(req).await?;
-            if renewal && resp.status().is_success() {
-                expiry.send_if_modified(|e| {
-                    let until = sent + duration;
-                    let later = until > *e;
-                    if later {
-                        *e = until;
-                    }
-                    later
-                });
-            }
-            Ok::<_, kube::Error>(resp)
-        }
-    });
-    kube::Client::new(service, default_namespace)
-}
-
-/// Whether a Lease patch sets the renew time (a release sets it to null).
-fn sets_renew_time(patch: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(patch)
-        .ok()
-        .and_then(|p| p.pointer("/spec/renewTime").map(|t| !t.is_null()))
-        .unwrap_or(false)
-}
-
-/// Aborts the task when dropped, unless emptied first.
-struct AbortOnDrop(Option<tokio::task::AbortHandle>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
-            task.abort();
-        }
+    /// How often the leader renews and a follower looks at the Lease (controller-runtime: 2 s
+    /// at 15 s).
+    pub fn retry_period(&self) -> Duration {
+        self.duration * 2 / 15
     }
 }
 
-/// How long after taking the Lease this replica looks whether it still holds it: longer than
-/// the Lease manager's wait (at most 1 s) between clearing an expired Lease and taking it.
-const CONFIRM_AFTER: Duration = Duration::from_millis(1500);
-
-/// Whether this replica still holds the Lease [`CONFIRM_AFTER`] taking it. The manager clears
-/// an expired Lease and takes it in two writes, neither conditional on what it read: two
-/// replicas that found the Lease expired at about the same time (a follower and the dead
-/// leader's replacement) can both take it, the second clearing the first's hold, and the first
-/// learns of it only at its next renewal, seconds later. By then both would have reconciled.
-/// This narrows that window, it does not close it: a clearing write that reaches the apiserver
-/// more than this long after the take still overlaps two leaders until the next renewal.
-/// A read that fails counts as held: the renewal deadline still applies.
-async fn still_holder(leases: &kube::Api<Lease>, name: &str, identity: &str) -> bool {
-    tokio::time::sleep(CONFIRM_AFTER).await;
-    match leases.get(name).await {
-        Ok(lease) => lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(identity),
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the Lease to confirm the hold; going on");
-            true
-        }
-    }
-}
-
-/// How long after a failed request the leader tries to renew again.
-const RETRY: Duration = Duration::from_millis(500);
+/// How long after a failed renewal the leader tries again.
+const RENEW_RETRY: Duration = Duration::from_millis(500);
 
 /// The longest a follower waits after failed requests before it looks at the Lease again.
 const FOLLOWER_RETRY_MAX: Duration = Duration::from_secs(16);
 
-/// The Lease manager's election loop, sending whether this replica leads to `tx` whenever that
-/// changes, until every receiver is gone; then it clears the Lease's holder if it is this
-/// replica. The manager's own `watch` loop waits longer after each failed request of a term
-/// (1 s doubling up to 30 s, reset only when the leadership changes), so a few API errors spread
-/// over days made a renewal come after this replica had to stop leading; here the leader
-/// retries every failure after [`RETRY`], and a follower backs off up to
-/// [`FOLLOWER_RETRY_MAX`] while failures follow each other.
-async fn take_part(
-    manager: LeaseManager,
-    tx: watch::Sender<bool>,
-) -> Result<LeaseManager, LeaseManagerError> {
-    let (mut failures, mut last_failure): (u32, Option<Instant>) = (0, None);
-    loop {
-        tokio::select! {
-            biased;
-            () = tx.closed() => {
-                manager.release().await?;
-                return Ok(manager);
-            }
-            changed = manager.changed() => match changed {
-                Ok(leading) => {
-                    failures = 0;
-                    if tx.send(leading).is_err() {
-                        manager.release().await?;
-                        return Ok(manager);
-                    }
-                }
-                Err(error) => {
-                    // The leader retries at once (its renewal has a deadline); a follower has
-                    // none and waits longer after each failure, so a refusal that lasts (RBAC,
-                    // the Lease's namespace) is a warning now and then, not a flood.
-                    // Failures far apart are each a first one.
-                    if last_failure.is_some_and(|at| at.elapsed() > 2 * FOLLOWER_RETRY_MAX) {
-                        failures = 0;
-                    }
-                    last_failure = Some(Instant::now());
-                    failures = failures.saturating_add(1);
-                    let wait = if *tx.borrow() {
-                        RETRY
-                    } else {
-                        RETRY.saturating_mul(1 << failures.min(5)).min(FOLLOWER_RETRY_MAX)
-                    };
-                    tracing::warn!(%error, failures, retry_in = ?wait, "leader election request failed");
-                    tokio::time::sleep(wait).await;
-                }
-            },
+/// What a candidate does with the Lease it read.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Write this spec (conditional on the version read): take or renew the Lease.
+    Write(LeaseSpec),
+    /// Another replica holds the Lease.
+    Follow,
+}
+
+/// The step for Lease spec `spec` (the default one: no Lease yet), read at `now` and seen
+/// unchanged since `unchanged_since`. `at` is the wall-clock time written as renew (and
+/// acquire) time.
+fn step(
+    spec: &LeaseSpec,
+    identity: &str,
+    duration: Duration,
+    unchanged_since: Instant,
+    now: Instant,
+    at: jiff::Timestamp,
+) -> Step {
+    let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
+    let ours = holder == Some(identity);
+    let valid_for = spec
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(duration, Duration::from_secs);
+    if holder.is_some() && !ours && now < unchanged_since + valid_for {
+        return Step::Follow;
+    }
+    let transitions = spec.lease_transitions.unwrap_or(0);
+    let new_lease = *spec == LeaseSpec::default();
+    Step::Write(LeaseSpec {
+        holder_identity: Some(identity.to_owned()),
+        lease_duration_seconds: Some(i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)),
+        renew_time: Some(MicroTime(at)),
+        acquire_time: if ours {
+            spec.acquire_time.clone()
+        } else {
+            Some(MicroTime(at))
+        },
+        lease_transitions: Some(if ours || new_lease {
+            transitions
+        } else {
+            transitions.saturating_add(1)
+        }),
+        ..LeaseSpec::default()
+    })
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The Lease and this replica's name in it.
+#[derive(Clone)]
+struct LeaseRef {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+}
+
+impl LeaseRef {
+    /// Empties the holder when this replica still holds the Lease (conditional, as every
+    /// write), so that a follower takes it at its next look instead of after the duration.
+    /// `Ok(false)`: the Lease is not this replica's (any more).
+    async fn release(&self) -> Result<bool, kube::Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(false);
+        };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 }
 
+/// What a look at the Lease ended in.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    /// This replica holds the Lease as of the write's start.
+    Holding,
+    /// Another replica holds it.
+    Following,
+    /// Someone wrote the Lease between the read and the write: look again.
+    Conflict,
+}
+
+/// One replica's view of the Lease.
+struct Candidate {
+    lease: LeaseRef,
+    duration: Duration,
+    /// The Lease spec last read or written, and since when (this replica's clock) it is so.
+    seen: Option<(LeaseSpec, Instant)>,
+}
+
+/// Notes `spec` as read or written at `now`; returns since when it is as it is.
+fn see(seen: &mut Option<(LeaseSpec, Instant)>, spec: LeaseSpec, now: Instant) -> Instant {
+    match seen {
+        Some((known, since)) if *known == spec => *since,
+        _ => {
+            *seen = Some((spec, now));
+            now
+        }
+    }
+}
+
+impl Candidate {
+    /// Reads the Lease and takes or renews it when it is this replica's, free, or expired.
+    async fn try_acquire_or_renew(&mut self) -> Result<Outcome, kube::Error> {
+        let Self {
+            lease:
+                LeaseRef {
+                    api,
+                    name,
+                    identity,
+                },
+            duration,
+            seen,
+        } = self;
+        let read = api.get_opt(name).await?;
+        let now = Instant::now();
+        let (mut lease, since) = match read {
+            Some(mut lease) => {
+                let spec = lease.spec.take().unwrap_or_default();
+                let since = see(seen, spec.clone(), now);
+                lease.spec = Some(spec);
+                (lease, since)
+            }
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec::default()),
+                };
+                (lease, now)
+            }
+        };
+        let current = lease.spec.clone().unwrap_or_default();
+        let at = jiff::Timestamp::now();
+        let Step::Write(next) = step(&current, identity, *duration, since, now, at) else {
+            return Ok(Outcome::Following);
+        };
+        lease.spec = Some(next);
+        // The create fails with 409 when another replica created the Lease first; the
+        // replace carries the resourceVersion read, and fails with 409 after anyone's write.
+        let written = if lease.metadata.resource_version.is_none() {
+            api.create(&PostParams::default(), &lease).await
+        } else {
+            api.replace(name, &PostParams::default(), &lease).await
+        };
+        match written {
+            Ok(written) => {
+                see(seen, written.spec.unwrap_or_default(), Instant::now());
+                Ok(Outcome::Holding)
+            }
+            Err(e) if is_conflict(&e) => Ok(Outcome::Conflict),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The leader's renewals as [`Leadership::lost`] reads them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Hold {
+    /// Leading until this deadline, unless a renewal moves it.
+    Until(Instant),
+    /// The Lease names another replica.
+    Lost,
+}
+
+/// Renews the Lease every retry period, moving the deadline in `hold` with each renewal that
+/// gets through, until the Lease names another replica.
+async fn renew(mut candidate: Candidate, election: LeaderElection, hold: watch::Sender<Hold>) {
+    let mut wait = election.retry_period();
+    loop {
+        tokio::time::sleep(wait).await;
+        let sent = Instant::now();
+        wait = match candidate.try_acquire_or_renew().await {
+            Ok(Outcome::Holding) => {
+                hold.send_replace(Hold::Until(sent + election.renew_deadline()));
+                election.retry_period()
+            }
+            Ok(Outcome::Following) => {
+                tracing::warn!("the Lease names another replica");
+                hold.send_replace(Hold::Lost);
+                return;
+            }
+            Ok(Outcome::Conflict) => RENEW_RETRY,
+            Err(error) => {
+                tracing::warn!(%error, "could not renew the Lease; trying again");
+                RENEW_RETRY
+            }
+        };
+    }
+}
+
+/// This replica's leadership; [`Leadership::release`] steps down.
+pub struct Leadership {
+    hold: watch::Receiver<Hold>,
+    renewing: JoinHandle<()>,
+    lease: LeaseRef,
+}
+
 impl Leadership {
-    /// Joins the election and waits until this replica leads.
+    /// Joins the election and waits until this replica leads. A failed first look at the
+    /// Lease (RBAC, a missing namespace, no API server) is an error; later failures are
+    /// retried.
     pub async fn acquire(
         client: kube::Client,
         election: &LeaderElection,
         identity: &str,
     ) -> Result<Self, LeaderError> {
-        let (namespace, name, timing) = (
-            election.namespace.as_str(),
-            election.lease.as_str(),
-            election.timing,
-        );
-        // The Lease manager panics on other values; keep them in range whatever the caller says.
-        let duration = timing.0.max(2);
-        let grace = timing.1.clamp(1, duration - 1);
-        // Nothing written yet: not valid until the manager's first write.
-        let (expiry_tx, expiry) = watch::channel(Instant::now());
-        let client = timing_renewals(
-            client,
-            namespace,
-            name,
-            Duration::from_secs(duration),
-            expiry_tx,
-        );
-        let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
-        let stopped = || LeaderError::Stopped {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+        let election = LeaderElection {
+            duration: election.duration.max(Duration::from_secs(2)),
+            ..election.clone()
         };
-        let (rx, manager) = loop {
-            let manager = LeaseManagerBuilder::new(client.clone(), name)
-                .with_namespace(namespace)
-                .with_identity(identity)
-                .with_duration(duration)
-                .with_grace(grace)
-                .build()
-                .await
-                .map_err(|source| LeaderError::Lease {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    source,
-                })?;
-            let (tx, mut rx) = watch::channel(false);
-            let manager = tokio::spawn(take_part(manager, tx));
-            // Until the hold is confirmed the manager may believe it holds a Lease another
-            // replica holds, and its release (on a stop, or when this replica follows) would
-            // clear that replica's hold: it is aborted instead, whatever ends the wait.
-            let mut unconfirmed = AbortOnDrop(Some(manager.abort_handle()));
-            while !*rx.borrow_and_update() {
-                rx.changed().await.map_err(|_| stopped())?;
-            }
-            if still_holder(&leases, name, identity).await {
-                unconfirmed.0 = None;
-                break (rx, manager);
-            }
-            tracing::warn!(
-                lease = name,
-                namespace,
-                identity,
-                "another replica took the Lease right after this one; following"
-            );
+        let lease = LeaseRef {
+            api: Api::namespaced(client, &election.namespace),
+            name: election.lease.clone(),
+            identity: identity.to_owned(),
         };
-        tracing::info!(lease = name, namespace, identity, "became leader");
-        Ok(Self {
-            rx,
-            manager,
-            expiry,
-            // The manager renews `grace` before the expiry; half of that is left for the
-            // renewal's round trip, the other half keeps this replica's last writes clear of a
-            // follower that takes the Lease at the expiry by its own clock.
-            margin: Duration::from_secs(grace) / 2,
-        })
+        let mut candidate = Candidate {
+            lease: lease.clone(),
+            duration: election.duration,
+            seen: None,
+        };
+        let retry = election.retry_period();
+        let mut failures = 0u32;
+        let mut first = true;
+        loop {
+            let sent = Instant::now();
+            let outcome = candidate.try_acquire_or_renew().await;
+            let wait = match outcome {
+                Ok(Outcome::Holding) => {
+                    tracing::info!(
+                        lease = %election.lease,
+                        namespace = %election.namespace,
+                        identity,
+                        "became leader"
+                    );
+                    let (tx, hold) = watch::channel(Hold::Until(sent + election.renew_deadline()));
+                    let renewing = tokio::spawn(renew(candidate, election, tx));
+                    return Ok(Self {
+                        hold,
+                        renewing,
+                        lease,
+                    });
+                }
+                Ok(Outcome::Following | Outcome::Conflict) => {
+                    failures = 0;
+                    retry
+                }
+                Err(source) if first => {
+                    return Err(LeaderError {
+                        namespace: election.namespace.clone(),
+                        name: election.lease.clone(),
+                        source,
+                    });
+                }
+                Err(error) => {
+                    // A refusal that lasts is a warning now and then, not a flood.
+                    failures = failures.saturating_add(1);
+                    let wait = retry
+                        .saturating_mul(1 << failures.min(5))
+                        .min(FOLLOWER_RETRY_MAX);
+                    tracing::warn!(%error, failures, retry_in = ?wait, "leader election request failed");
+                    wait
+                }
+            };
+            first = false;
+            tokio::time::sleep(wait).await;
+        }
     }
 
-    /// Steps down: clears the Lease's holder (when this replica still holds it), so that a
-    /// follower takes it as soon as it looks again instead of after the expiry plus its
-    /// collision wait. Waits for that write at most `timeout`: the process exits after this, and
-    /// an unfinished write would be cancelled with it.
+    /// Steps down: stops renewing and empties the Lease's holder when this replica still holds
+    /// it, so that a follower takes it at its next look. Waits for that at most `timeout`: the
+    /// process exits after this, and an unfinished write would be cancelled with it. A renewal
+    /// still on its way cannot take the Lease back: it carries an older resourceVersion.
     pub async fn release(self, timeout: Duration) {
-        let Self { rx, manager, .. } = self;
-        drop(rx);
-        match tokio::time::timeout(timeout, manager).await {
-            Ok(Ok(Ok(_))) => tracing::info!("released the Lease"),
-            Ok(Ok(Err(error))) => {
-                tracing::warn!(%error, "could not release the Lease; it expires on its own")
-            }
+        self.renewing.abort();
+        match tokio::time::timeout(timeout, self.lease.release()).await {
+            Ok(Ok(true)) => tracing::info!("released the Lease"),
+            Ok(Ok(false)) => tracing::info!("the Lease is no longer this replica's"),
             Ok(Err(error)) => {
-                tracing::warn!(%error, "the Lease manager failed; the Lease expires on its own")
+                tracing::warn!(%error, "could not release the Lease; it expires on its own")
             }
             Err(_) => tracing::warn!(
                 ?timeout,
@@ -307,39 +375,29 @@ impl Leadership {
         }
     }
 
-    /// Leaves the Lease as it is: after a lost leadership another replica may hold it, and the
-    /// manager's release (on dropping the receiver) would clear its holder. The manager is
-    /// stopped before the receiver goes.
+    /// Stops renewing and leaves the Lease to expire (after a lost hold, or when reconciles
+    /// were cut off and their last requests may still land).
     pub fn abandon(self) {
-        let Self { rx, manager, .. } = self;
-        manager.abort();
-        drop(rx);
+        self.renewing.abort();
     }
 
-    /// Resolves when this replica no longer leads: the Lease manager says so, or the Lease
-    /// this replica last wrote is about to expire without a renewal.
+    /// Resolves when this replica no longer leads: the Lease names another replica, or no
+    /// renewal got through before the renew deadline.
     pub async fn lost(&mut self) {
-        let mut timing = true;
         loop {
-            if !*self.rx.borrow_and_update() {
+            let Hold::Until(deadline) = *self.hold.borrow_and_update() else {
                 return;
-            }
-            let expiry = *self.expiry.borrow_and_update();
-            let deadline = expiry.checked_sub(self.margin).unwrap_or(expiry);
+            };
             if Instant::now() >= deadline {
                 tracing::warn!(
-                    margin = ?self.margin,
                     "could not renew the Lease in time (API server unreachable?); stepping down before it expires"
                 );
                 return;
             }
             tokio::select! {
-                changed = self.rx.changed() => if changed.is_err() {
+                changed = self.hold.changed() => if changed.is_err() {
+                    // The renewals ended (on a lost hold, said in the value).
                     return;
-                },
-                changed = self.expiry.changed(), if timing => if changed.is_err() {
-                    // The manager is gone; the deadline still holds.
-                    timing = false;
                 },
                 () = tokio::time::sleep_until(deadline) => {}
             }
@@ -350,90 +408,87 @@ impl Leadership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::api::{Api, Patch, PatchParams};
 
-    /// Only a write that sets the renew time moves the expiry: not the count of transitions
-    /// the manager sends after taking the Lease, nor a release.
-    #[tokio::test]
-    async fn only_a_renewal_moves_the_expiry() {
-        let answer = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-            let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": "l", "namespace": "ns"}, "spec": {}});
-            Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
-                serde_json::to_vec(&lease).unwrap_or_default(),
-            )))
-        });
-        let start = Instant::now();
-        let (tx, mut expiry) = watch::channel(start);
-        let duration = Duration::from_secs(15);
-        let client = timing_renewals(kube::Client::new(answer, "ns"), "ns", "l", duration, tx);
-        let leases: Api<Lease> = Api::namespaced(client, "ns");
-        let patch = |spec: serde_json::Value| {
-            let leases = leases.clone();
-            async move {
-                leases
-                    .patch(
-                        "l",
-                        &PatchParams::default(),
-                        &Patch::Strategic(serde_json::json!({"spec": spec})),
-                    )
-                    .await
-                    .expect("answered");
-            }
-        };
-        patch(
-            serde_json::json!({"renewTime": "2026-12-06T10:00:00.000000Z",
-            "holderIdentity": "me"}),
-        )
-        .await;
-        assert!(expiry.has_changed().unwrap_or(false));
-        let taken = *expiry.borrow_and_update();
-        assert!(taken >= start + duration, "{taken:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        patch(serde_json::json!({"leaseTransitions": 3})).await;
-        patch(serde_json::json!({"renewTime": null, "holderIdentity": null})).await;
-        assert_eq!(
-            *expiry.borrow(),
-            taken,
-            "moved by a write that renews nothing"
-        );
-        patch(serde_json::json!({"renewTime": "2026-12-06T10:00:05.000000Z"})).await;
-        assert!(*expiry.borrow() > taken);
+    const D: Duration = Duration::from_secs(15);
+
+    fn held_by(holder: &str, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: Some(15),
+            lease_transitions: Some(transitions),
+            acquire_time: Some(MicroTime(jiff::Timestamp::UNIX_EPOCH)),
+            renew_time: Some(MicroTime(jiff::Timestamp::UNIX_EPOCH)),
+            ..LeaseSpec::default()
+        }
     }
 
-    /// The hold is confirmed by the Lease's holder: another replica's name is no hold, a read
-    /// that fails is (the renewal deadline still applies).
-    #[tokio::test]
-    async fn the_hold_is_confirmed_by_the_leases_holder() {
-        let answer = tower::service_fn(|req: http::Request<kube::client::Body>| async move {
-            let holder = req
-                .uri()
-                .path()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            if holder == "broken" {
-                let mut resp = http::Response::new(kube::client::Body::from(b"{}".to_vec()));
-                *resp.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-                return Ok::<_, std::convert::Infallible>(resp);
-            }
-            let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": holder, "namespace": "ns"},
-                "spec": {"holderIdentity": holder}});
-            Ok(http::Response::new(kube::client::Body::from(
-                serde_json::to_vec(&lease).unwrap_or_default(),
-            )))
-        });
-        // The fake names each Lease's holder after the Lease.
-        let leases: kube::Api<Lease> = kube::Api::namespaced(kube::Client::new(answer, "ns"), "ns");
-        let (mine, theirs, unread) = tokio::join!(
-            still_holder(&leases, "me", "me"),
-            still_holder(&leases, "other", "me"),
-            still_holder(&leases, "broken", "me"),
+    fn written(step: Step) -> LeaseSpec {
+        match step {
+            Step::Write(spec) => spec,
+            Step::Follow => panic!("followed"),
+        }
+    }
+
+    /// Another replica's Lease is valid for its duration from when this replica saw it change,
+    /// whatever its renew time says (an hour ago by this clock here): clocks may disagree.
+    #[test]
+    fn another_replicas_lease_expires_by_this_replicas_clock() {
+        let at = jiff::Timestamp::now();
+        let seen = Instant::now();
+        let theirs = held_by("other", 4);
+        assert_eq!(
+            step(
+                &theirs,
+                "me",
+                D,
+                seen,
+                seen + D - Duration::from_millis(1),
+                at
+            ),
+            Step::Follow
         );
-        assert!(mine);
-        assert!(!theirs);
-        assert!(unread);
+        let taken = written(step(&theirs, "me", D, seen, seen + D, at));
+        assert_eq!(taken.holder_identity.as_deref(), Some("me"));
+        assert_eq!(taken.lease_transitions, Some(5));
+        assert_eq!(taken.acquire_time, Some(MicroTime(at)));
+        assert_eq!(taken.renew_time, Some(MicroTime(at)));
+        assert_eq!(taken.lease_duration_seconds, Some(15));
+    }
+
+    /// A renewal keeps the acquire time and the count of transitions; a free Lease (released:
+    /// no holder) is taken at once and counts a transition; a new one counts none.
+    #[test]
+    fn renewals_takes_and_new_leases() {
+        let at = jiff::Timestamp::now();
+        let now = Instant::now();
+        let renewed = written(step(&held_by("me", 4), "me", D, now, now, at));
+        assert_eq!(renewed.lease_transitions, Some(4));
+        assert_eq!(
+            renewed.acquire_time,
+            Some(MicroTime(jiff::Timestamp::UNIX_EPOCH))
+        );
+        assert_eq!(renewed.renew_time, Some(MicroTime(at)));
+
+        let mut released = held_by("", 4);
+        released.lease_duration_seconds = Some(1);
+        let taken = written(step(&released, "me", D, now, now, at));
+        assert_eq!(taken.lease_transitions, Some(5));
+        assert_eq!(taken.holder_identity.as_deref(), Some("me"));
+
+        let created = written(step(&LeaseSpec::default(), "me", D, now, now, at));
+        assert_eq!(created.lease_transitions, Some(0));
+    }
+
+    /// The Lease's own duration counts, not this replica's setting.
+    #[test]
+    fn the_lease_says_how_long_it_is_valid() {
+        let at = jiff::Timestamp::now();
+        let seen = Instant::now();
+        let mut short = held_by("other", 0);
+        short.lease_duration_seconds = Some(2);
+        assert!(matches!(
+            step(&short, "me", D, seen, seen + Duration::from_secs(2), at),
+            Step::Write(_)
+        ));
     }
 }

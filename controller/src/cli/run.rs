@@ -38,10 +38,10 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
-    /// How long the Lease stays valid after the leader's last renewal (whole seconds, at
-    /// least 2s): a follower takes over at most this long after the leader stopped. The leader
-    /// renews after a third of it (every 5 s at 15 s) and steps down a third before the expiry
-    /// of its last renewal. controller-runtime's default duration.
+    /// How long the Lease stays valid after it last changed (whole seconds, at least 2s): a
+    /// follower takes it over once it has seen it unchanged this long by its own clock. The
+    /// leader renews every 2/15 of it (2 s at 15 s) and steps down when no renewal got through
+    /// for two thirds of it (10 s). controller-runtime's default duration and ratios.
     #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
     pub leader_elect_lease_duration: Duration,
 
@@ -509,22 +509,13 @@ impl RunArgs {
         self.leader_elect.then(|| LeaderElection {
             lease: self.leader_election_id.clone(),
             namespace: self.lease_namespace().to_owned(),
-            timing: self.lease_timing(),
+            duration: self.leader_elect_lease_duration,
         })
     }
 
     /// The Gardener project namespace, `garden-<project>`.
     pub fn gardener_namespace(&self) -> String {
         format!("garden-{}", self.gardener_project_name)
-    }
-
-    /// Lease validity and renewal grace in whole seconds, as the Lease manager takes them:
-    /// the leader renews `grace` seconds before the Lease would expire (two thirds of it, so it
-    /// renews every third, and has half the grace to get a failed renewal through before it
-    /// steps down).
-    pub fn lease_timing(&self) -> (u64, u64) {
-        let duration = self.leader_elect_lease_duration.as_secs().max(2);
-        (duration, (duration * 2 / 3).clamp(1, duration - 1))
     }
 
     /// The namespace of the leader-election Lease.
@@ -664,12 +655,19 @@ mod tests {
 
     #[test]
     fn lease_duration_flag() {
-        let a = Cli::try_parse_from(["x"]).unwrap().run;
-        assert_eq!(a.lease_timing(), (15, 10));
-        let a = Cli::try_parse_from(["x", "--leader-elect-lease-duration=3s"])
-            .unwrap()
-            .run;
-        assert_eq!(a.lease_timing(), (3, 2));
+        let election = |args: &[&str]| {
+            let a = Cli::try_parse_from(["x", "--leader-elect"].iter().chain(args))
+                .unwrap()
+                .run;
+            a.leader_election().unwrap()
+        };
+        let default = election(&[]);
+        assert_eq!(default.duration, Duration::from_secs(15));
+        assert_eq!(default.renew_deadline(), Duration::from_secs(10));
+        assert_eq!(default.retry_period(), Duration::from_secs(2));
+        let short = election(&["--leader-elect-lease-duration=3s"]);
+        assert_eq!(short.duration, Duration::from_secs(3));
+        assert_eq!(short.renew_deadline(), Duration::from_secs(2));
         for bad in ["1s", "2500ms", "soon"] {
             let arg = format!("--leader-elect-lease-duration={bad}");
             assert!(Cli::try_parse_from(["x", arg.as_str()]).is_err(), "{bad}");
