@@ -280,6 +280,12 @@ pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
 /// RBAC objects of a namespace: whoever may write them can bind its own rules to anyone.
 const NAMESPACED_RBAC: [&str; 2] = ["roles", "rolebindings"];
 
+/// The Namespace object and its subresources. The API server counts a request for Namespace
+/// `x` as one in namespace `x`, so a Role in `x` that writes `namespaces` writes `x` itself:
+/// its Pod Security labels (privileged pods with host access follow), its finalizers, its
+/// deletion.
+const NAMESPACE_ITSELF: [&str; 3] = ["namespaces", "namespaces/status", "namespaces/finalize"];
+
 /// Namespaces of the cluster's own components: a ServiceAccount, Role or binding there shares
 /// the namespace with controllers whose Secrets and tokens it could reach.
 pub const BUILT_IN_PROTECTED_NAMESPACES: &str = "kube-*, garden*, kyma-system, istio-system";
@@ -934,6 +940,15 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 ),
             });
         } else if let Some(verb) = write_verb
+            && NAMESPACE_ITSELF.contains(&resource.as_str())
+        {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{verb:?} on {resource:?} in spec.role writes the role's own namespace (the API server counts a Namespace as in itself): its Pod Security labels among others, which lets the token run privileged pods; grant {resource} only get, list and watch"
+                ),
+            });
+        } else if let Some(verb) = write_verb
             && NAMESPACED_RBAC.contains(&resource.as_str())
         {
             out.push(ForbiddenGrant {
@@ -1278,8 +1293,8 @@ mod tests {
                 assert_eq!(got[0].list, "resources");
                 assert!(got[0].message.contains("spec.role"), "{}", got[0].message);
                 // In one namespace (spec.role) a write stays the requester's choice, but for
-                // the namespace's RBAC objects.
-                if resource != "rolebindings" {
+                // the namespace's RBAC objects and the Namespace itself.
+                if !matches!(resource, "rolebindings" | "namespaces") {
                     assert_eq!(
                         forbidden_grants(&rule(&[group], &[resource], &[verb]), false),
                         Vec::new()
@@ -1336,6 +1351,23 @@ mod tests {
                 Vec::new()
             );
         }
+    }
+
+    #[test]
+    fn a_namespaced_role_may_not_write_its_namespace() {
+        for resource in NAMESPACE_ITSELF {
+            for verb in WRITE_VERBS {
+                let got = forbidden_grants(&rule(&[""], &[resource], &[verb]), false);
+                assert_eq!(got.len(), 1, "{verb} {resource}: {got:?}");
+                assert!(
+                    got[0].message.contains("Pod Security labels"),
+                    "{}",
+                    got[0].message
+                );
+            }
+        }
+        let read = rule(&[""], &["namespaces"], &["get", "list", "watch"]);
+        assert_eq!(forbidden_grants(&read, false), Vec::new());
     }
 
     #[test]

@@ -1262,6 +1262,14 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
             "spec.clusterRole.rules[0].resources",
         ),
         (
+            // The role's own Namespace: relabelled `privileged`, its pods may mount the node.
+            "own-namespace",
+            role(
+                json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "patch"]}]),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
             "kube-system-pods",
             cluster_role(
                 json!([{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "create"]}]),
