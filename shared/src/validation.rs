@@ -9,6 +9,7 @@
 //! parsing, the zone list and layout) and no clone.
 //! The full list of rules is in `docs/validation.md`.
 
+mod bounds;
 mod cloud_profile;
 mod context;
 mod deletion;
@@ -26,6 +27,7 @@ mod workers;
 
 use std::fmt;
 
+pub use bounds::runtime_lists_over_bound;
 pub use cloud_profile::{Profile, validate_against_cloud_profile};
 pub use deletion::{validate_delete, validate_delete_by};
 pub use gardener_cluster::{validate_gardener_cluster, validate_gardener_cluster_update};

@@ -24,6 +24,13 @@ fn user_name(user: &UserInfo) -> &str {
 impl Defaulter<Runtime> for AdmissionContext {
     fn apply_defaults(&self, obj: &mut Runtime, old: Option<&Runtime>, _user: &UserInfo) {
         if let Some(cfg) = &self.config {
+            // A list over the CRD's bound: the API server's schema check refuses the object
+            // after this webhook (a review posted here directly is answered unchanged), and
+            // the update defaults compare the pools of both objects pairwise.
+            let over_bound = |rt: &Runtime| !validation::runtime_lists_over_bound(rt).is_empty();
+            if over_bound(obj) || old.is_some_and(over_bound) {
+                return;
+            }
             // On UPDATE only what the update adds is defaulted: a Runtime stored before these
             // defaults existed must not gain a new volume, networking type or HA on its next edit.
             match old {
@@ -61,7 +68,9 @@ impl Validator<Runtime> for AdmissionContext {
             return ValidationOutcome::default();
         };
         let mut f = validation::validate_create_with(obj, cfg, &self.validation);
-        f.extend(self.against_cloud_profile(obj, None, cfg));
+        if validation::runtime_lists_over_bound(obj).is_empty() {
+            f.extend(self.against_cloud_profile(obj, None, cfg));
+        }
         f
     }
 
@@ -70,7 +79,8 @@ impl Validator<Runtime> for AdmissionContext {
             return ValidationOutcome::default();
         };
         let mut f = validation::validate_update_with(old, new, cfg, &self.validation);
-        if cloud_profile_rules_apply(old, new) {
+        let within_bounds = |rt: &Runtime| validation::runtime_lists_over_bound(rt).is_empty();
+        if cloud_profile_rules_apply(old, new) && within_bounds(new) && within_bounds(old) {
             f.extend(self.against_cloud_profile(new, Some(old), cfg));
         }
         f
@@ -286,6 +296,54 @@ mod tests {
             updated.spec.shoot.provider.workers[0].volume.is_none(),
             "UPDATE must not add create-time defaults to a pool that was stored without them"
         );
+    }
+
+    /// A review posted straight to the webhook (the API server would refuse these lists) with
+    /// 200,000 zones and pools: refused naming the list and its bound, the defaults not
+    /// applied, in time linear in the lists (the rules that compare zones and pools pairwise
+    /// would need some 10^10 comparisons, which this test would not survive).
+    #[test]
+    fn forged_reviews_with_lists_over_their_bound_are_answered_without_the_pairwise_rules() {
+        let ctx = ctx();
+        let mut old = stored_without_volume();
+        let mut new = old.clone();
+        let zones: Vec<String> = (0..200_000).map(|i| format!("zone-{i}")).collect();
+        new.spec
+            .shoot
+            .control_plane
+            .get_or_insert_with(Default::default)
+            .zones = Some(zones.clone());
+        let f = Validator::<Runtime>::validate_create(&ctx, &new);
+        assert_eq!(f.violations.len(), 1, "{:?}", f.violations);
+        assert_eq!(f.violations[0].field, "spec.shoot.controlPlane.zones");
+        assert_eq!(
+            f.violations[0].message,
+            "has 200000 items; it may have at most 32"
+        );
+
+        let pool = old.spec.shoot.provider.workers[0].clone();
+        let pools: Vec<_> = (0..200_000)
+            .map(|i| {
+                let mut p = pool.clone();
+                p.name = format!("p{i}");
+                p
+            })
+            .collect();
+        old.spec.shoot.provider.additional_workers = Some(pools.clone());
+        let mut new = old.clone();
+        new.spec.shoot.provider.additional_workers = Some(pools.into_iter().rev().collect());
+        let f = Validator::<Runtime>::validate_update(&ctx, &old, &new);
+        assert!(
+            f.violations
+                .iter()
+                .any(|v| v.field == "spec.shoot.provider.additionalWorkers"
+                    && v.message == "has 200000 items; it may have at most 100"),
+            "{:?}",
+            f.violations
+        );
+        let before = new.clone();
+        ctx.apply_defaults(&mut new, Some(&old), &UserInfo::default());
+        assert!(new == before, "defaults applied to a forged object");
     }
 
     #[test]

@@ -29,6 +29,12 @@ pub fn validate_create_with(
 ) -> ValidationOutcome {
     let mut f = ValidationOutcome::default();
     labels::check(rt, &mut f);
+    let over = super::runtime_lists_over_bound(rt);
+    if !over.is_empty() {
+        // Judged by nothing else: some rules compare a list's items pairwise.
+        f.violations.extend(over);
+        return f;
+    }
     spec(&Ctx::new(rt, cfg, None, opts), &mut f);
     f
 }

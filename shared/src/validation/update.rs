@@ -31,7 +31,28 @@ pub fn validate_update_with(
     if !deleting && old.metadata.labels != new.metadata.labels {
         labels::check_changed(Some(old), new, &mut f);
     }
-    if !deleting && old.spec != new.spec {
+    runtime_id_unchanged(
+        old.label(crate::names::LABEL_RUNTIME_ID),
+        new.label(crate::names::LABEL_RUNTIME_ID),
+        &mut f,
+    );
+    // An unchanged spec breaks no rule on it (a finalizer's removal, a label).
+    if old.spec == new.spec {
+        return f;
+    }
+    // Lists over the CRD's bounds are judged by nothing else: some rules compare a list's
+    // items pairwise, or with the other object's.
+    let over = super::runtime_lists_over_bound(new);
+    if !over.is_empty() {
+        f.violations.extend(over);
+        return f;
+    }
+    if !super::runtime_lists_over_bound(old).is_empty() {
+        // Only a review that did not come from the API server holds such a stored object.
+        runtime::spec(&Ctx::new(new, cfg, None, opts), &mut f);
+        return f;
+    }
+    if !deleting {
         runtime::spec(&Ctx::new(new, cfg, Some(old), opts), &mut f);
     }
     immutable(old, new, cfg, &mut f);
@@ -39,11 +60,6 @@ pub fn validate_update_with(
 }
 
 fn immutable(old: &Runtime, new: &Runtime, cfg: &KimConfig, f: &mut ValidationOutcome) {
-    runtime_id_unchanged(
-        old.label(crate::names::LABEL_RUNTIME_ID),
-        new.label(crate::names::LABEL_RUNTIME_ID),
-        f,
-    );
     let (o, n) = (&old.spec.shoot, &new.spec.shoot);
     let mut fixed = |field: &str, before: &str, after: &str| {
         if before != after {
