@@ -109,9 +109,14 @@ pub struct ServeArgs {
     /// Time a client has for the TLS handshake.
     #[arg(long, env = "KIM_WEBHOOK_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub tls_handshake_timeout: Duration,
-    /// Time a client has to send the headers of an HTTP/1.1 request.
+    /// Time a client has to send the headers of an HTTP/1.1 request, and the first request
+    /// of a connection after its handshake.
     #[arg(long, env = "KIM_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub header_read_timeout: Duration,
+    /// Time an HTTP/2 connection may stay without a request in flight before it is closed
+    /// (GOAWAY); the apiserver opens a new one when it needs one.
+    #[arg(long, env = "KIM_WEBHOOK_IDLE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub idle_timeout: Duration,
     /// Time for a whole admission request after its headers (body and answer); at least the
     /// largest `timeoutSeconds` of the webhook configurations.
     #[arg(long, env = "KIM_WEBHOOK_REQUEST_TIMEOUT", default_value = "10s", value_parser = duration)]
@@ -320,6 +325,7 @@ impl ServeArgs {
             max_buffered_request_bytes: self.max_buffered_request_bytes,
             http2_max_concurrent_streams: self.http2_max_concurrent_streams,
             max_concurrent_large_reviews: self.max_concurrent_large_reviews,
+            idle_timeout: self.idle_timeout,
         }
     }
 }
@@ -382,6 +388,7 @@ mod tests {
         let defaults = crate::server::Limits::default();
         assert_eq!(limits.request_timeout, defaults.request_timeout);
         assert_eq!(limits.header_read_timeout, defaults.header_read_timeout);
+        assert_eq!(limits.idle_timeout, defaults.idle_timeout);
         assert_eq!(limits.tls_handshake_timeout, defaults.tls_handshake_timeout);
         assert_eq!(limits.max_connections, defaults.max_connections);
         assert_eq!(

@@ -64,6 +64,11 @@ pub struct Limits {
     pub max_buffered_request_bytes: usize,
     /// Concurrent streams per HTTP/2 connection.
     pub http2_max_concurrent_streams: u32,
+    /// How long a connection may go without a request in flight before it is closed (an
+    /// HTTP/2 connection gets GOAWAY; HTTP/1.1 keep-alive waits are cut by
+    /// `header_read_timeout` already). Its first request must come within
+    /// `header_read_timeout` of the handshake.
+    pub idle_timeout: Duration,
     /// Reviews with a body larger than 64 KiB decoded and checked at the same time; the others
     /// wait with their bodies read (and reserved in the buffer budget). Typing a review takes
     /// several times its text in memory; this bounds how much is being typed whatever the
@@ -82,6 +87,7 @@ impl Default for Limits {
             max_requests_in_flight: 1024,
             max_buffered_request_bytes: 16 * 1024 * 1024,
             http2_max_concurrent_streams: 32,
+            idle_timeout: Duration::from_secs(60),
             max_concurrent_large_reviews: 2,
         }
     }
@@ -604,8 +610,76 @@ fn http_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// [`serve_tls`] with `limits` on connections, handshakes, headers and HTTP/2 streams (the
-/// per-request limits are [`admission_router`]'s).
+/// What one connection has going on, for closing it when idle.
+#[derive(Default)]
+struct Activity {
+    /// (requests in flight, when the last one ended or the connection began, any served).
+    state: std::sync::Mutex<(usize, Option<tokio::time::Instant>, bool)>,
+    changed: tokio::sync::Notify,
+}
+
+impl Activity {
+    fn started() -> Arc<Self> {
+        let activity = Arc::new(Self::default());
+        activity.update(|s| s.1 = Some(tokio::time::Instant::now()));
+        activity
+    }
+
+    fn update(&self, f: impl FnOnce(&mut (usize, Option<tokio::time::Instant>, bool))) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut state);
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// A request began; it ends when the guard goes.
+    fn begin(self: &Arc<Self>) -> ActivityGuard {
+        self.update(|s| {
+            s.0 += 1;
+            s.2 = true;
+        });
+        ActivityGuard(self.clone())
+    }
+
+    /// Resolves once no request has been in flight for `idle` (`first` before any request),
+    /// with whether any was served.
+    async fn idle(&self, first: Duration, idle: Duration) -> bool {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (in_flight, since, served) = *self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(since) = since.filter(|_| in_flight == 0) else {
+                changed.await;
+                continue;
+            };
+            let limit = if served { idle } else { first };
+            tokio::select! {
+                () = tokio::time::sleep_until(since + limit) => return served,
+                () = changed => {}
+            }
+        }
+    }
+}
+
+struct ActivityGuard(Arc<Activity>);
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        self.0.update(|s| {
+            s.0 = s.0.saturating_sub(1);
+            s.1 = Some(tokio::time::Instant::now());
+        });
+    }
+}
+
+/// How long a connection told to close (idle, or the server stopping after its grace) may take
+/// to finish what it has in flight before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// [`serve_tls`] with `limits` on connections, handshakes, headers, idle time and HTTP/2
+/// streams (the per-request limits are [`admission_router`]'s).
 pub async fn serve_tls_with(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -615,10 +689,12 @@ pub async fn serve_tls_with(
     limits: Limits,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
     let builder = http_builder(&limits);
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let max_connections = limits.max_connections.max(1);
+    let connections = Arc::new(Semaphore::new(max_connections));
     let handshake_timeout = limits.tls_handshake_timeout;
+    let (first_request, idle_timeout) = (limits.header_read_timeout, limits.idle_timeout);
     tokio::pin!(shutdown);
     loop {
         // A free connection slot first: at the cap, new connections wait in the backlog.
@@ -645,7 +721,7 @@ pub async fn serve_tls_with(
         let acceptor = acceptor.clone();
         let builder = builder.clone();
         let app = app.clone();
-        let watcher = graceful.watcher();
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
             let _slot = slot;
             // The handshake runs in the connection's task so a slow client never blocks accept.
@@ -664,24 +740,65 @@ pub async fn serve_tls_with(
                 addr: peer,
                 client_certificate: tls.get_ref().1.peer_certificates().is_some(),
             };
+            // The protocol ALPN settled: hyper's own detection reads the first bytes without
+            // a timer, so a client silent after the handshake would keep its slot.
+            let builder = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                builder.http2_only()
+            } else {
+                builder.http1_only()
+            };
+            let activity = Activity::started();
+            let tracked = activity.clone();
             // Added to each request's extensions (cheaper than a router layer per connection).
-            let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            let service = tower::ServiceExt::map_request(
                 app,
                 move |mut req: http::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(peer_info);
                     req
                 },
-            ));
-            let conn = builder
-                .serve_connection(TokioIo::new(tls), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            );
+            let service =
+                TowerToHyperService::new(tower::ServiceExt::map_future(service, move |answer| {
+                    let guard = tracked.begin();
+                    async move {
+                        let answered = answer.await;
+                        drop(guard);
+                        answered
+                    }
+                }));
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(conn);
+            // The server's stop is bounded by its grace period as a whole.
+            let (why, wait) = tokio::select! {
+                served = conn.as_mut() => {
+                    if let Err(e) = served {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = stopping.wait_for(|stop| *stop) => ("the server stops", grace),
+                served = activity.idle(first_request, idle_timeout) => {
+                    if !served {
+                        // Nothing asked, nothing to finish: an HTTP/2 client that never sent
+                        // its preface would not take a GOAWAY either.
+                        tracing::debug!(%peer, "no request after the handshake; closed");
+                        return;
+                    }
+                    ("idle", CLOSE_GRACE)
+                }
+            };
+            tracing::debug!(%peer, why, "closing the connection");
+            conn.as_mut().graceful_shutdown();
+            if tokio::time::timeout(wait, conn).await.is_err() {
+                tracing::debug!(%peer, "connection did not close in time; dropped");
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
+    stopping_tx.send_replace(true);
+    // Every connection task holds a slot until it ends.
+    let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(grace, connections.acquire_many(all))
         .await
         .is_err()
     {

@@ -173,6 +173,62 @@ async fn a_client_that_never_completes_the_handshake_is_cut_off() {
     );
 }
 
+/// A client that completes the TLS handshake and then sends nothing, whatever protocol ALPN
+/// settled, is disconnected after the header timeout (hyper's own protocol detection would
+/// wait for its first bytes without a timer, and the connection would keep its slot).
+#[tokio::test]
+async fn a_client_silent_after_the_handshake_is_cut_off() {
+    let s = start(
+        short(|l| l.header_read_timeout = Duration::from_millis(300)),
+        1 << 20,
+        None,
+    )
+    .await;
+    let protocols: [&[&[u8]]; 3] = [&[b"h2"], &[b"http/1.1"], &[]];
+    for alpn in protocols {
+        let tcp = TcpStream::connect(s.https).await.unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, alpn))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        assert!(
+            until_closed(&mut tls).await.is_some(),
+            "ALPN {alpn:?}: a client silent after the handshake is disconnected"
+        );
+    }
+}
+
+/// An HTTP/2 connection without a request in flight for the idle timeout is closed (GOAWAY); a
+/// request whose body comes after several idle timeouts keeps it open and is answered.
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
+    let s = start(
+        short(|l| l.idle_timeout = Duration::from_millis(300)),
+        1 << 20,
+        None,
+    )
+    .await;
+    let tcp = TcpStream::connect(s.https).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, &[b"h2"]))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (send, conn) = h2::client::handshake(tls).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let mut send = send.ready().await.unwrap();
+    let req = http::Request::post("https://localhost/noop")
+        .body(())
+        .unwrap();
+    let (resp, mut body) = send.send_request(req, false).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    body.send_data(Bytes::from_static(b"{}"), true).unwrap();
+    assert_eq!(resp.await.unwrap().status(), 200);
+    assert!(
+        tokio::time::timeout(PATIENCE, conn).await.is_ok(),
+        "an idle HTTP/2 connection is closed"
+    );
+}
+
 #[tokio::test]
 async fn requests_beyond_the_limit_get_503_and_health_checks_answer() {
     let s = start(short(|l| l.max_requests_in_flight = 2), 1 << 20, None).await;
