@@ -40,8 +40,8 @@ pub struct CertState {
     pub trusted_since: Vec<Option<SystemTime>>,
 }
 
-/// Since when each CA has been in the caBundle that the apiserver reads, as read back from the
-/// webhook configurations. The propagation time of a new CA runs from here, not from its
+/// Since when each CA has been in the caBundle that the apiserver reads, as read from the
+/// webhook configurations before each injection. The propagation time of a new CA runs from here, not from its
 /// creation: a CA whose caBundle injection is blocked (RBAC removed, configuration reverted)
 /// never becomes the signer while another CA can sign.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct PropagationClock {
 }
 
 impl PropagationClock {
-    /// Records what was read back at `now`: `live` holds one caBundle per webhook of every
+    /// Records what was read at `now`: `live` holds one caBundle per webhook of every
     /// configuration (each as the DER certificates it contains), `cas` the bundle's CAs (DER).
     /// A CA missing from any webhook, or with no webhook read at all, restarts its clock;
     /// CAs that left the bundle are forgotten.

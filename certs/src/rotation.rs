@@ -1,6 +1,6 @@
 //! The I/O shell around [`crate::plan`]: read the Secret, carry out the plan, write it back
-//! (create-if-absent, optimistic concurrency), load the resolver, inject the caBundle and read
-//! it back into the [`crate::plan::PropagationClock`].
+//! (create-if-absent, optimistic concurrency), load the resolver, read the live caBundles into
+//! the [`crate::plan::PropagationClock`] and inject the bundle.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -289,10 +289,11 @@ impl CertRotator {
                 outcome.loaded_new_serving = true;
             }
         }
-        let injected = self.inject(&material.ca_bundle_pem()).await;
-        // Read back what the apiserver holds, also when injecting failed: the propagation
-        // clock of a new CA runs only while every webhook's caBundle contains it.
+        // What the apiserver holds before this replica injects: the propagation clock of a new
+        // CA runs only while every webhook's caBundle contains it, and a read after the
+        // injection would nearly always find it there, whoever took it out between two ticks.
         let live = self.live_bundles().await;
+        let injected = self.inject(&material.ca_bundle_pem()).await;
         let cas = material.ca_ders();
         if let Ok(live) = &live
             && let Ok(mut clock) = self.clock.lock()

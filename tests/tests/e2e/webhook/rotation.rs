@@ -1,8 +1,9 @@
 //! Certificate rotation under load, through the real apiserver: two webhook replicas share
 //! one Secret, lifetimes are seconds, and a client keeps sending Runtime admissions (server-side
 //! dry-run creates pass both webhooks). Across several serving-certificate rotations and one CA
-//! rotation the client must see zero failures. And with the caBundle injection blocked, the
-//! old certificate keeps being served.
+//! rotation the client must see zero failures. With the caBundle injection blocked, the old
+//! certificate keeps being served; with the caBundle reverted between checks, the new CA does
+//! not count as propagated.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -428,4 +429,126 @@ async fn blocked_cabundle_injection_keeps_the_old_certificate_served() {
         errors.iter().any(|e| e.contains("caBundle")),
         "injection failed visibly: {errors:?}"
     );
+}
+
+/// Someone keeps putting back a caBundle without the new CA between two checks (a GitOps
+/// restore, a stale replica): each check finds the new CA missing, so its propagation never
+/// completes and no serving certificate is signed by it; once the caBundle stays, it does. The
+/// rotator is driven one check at a time, so the reverts always fall between two checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cabundle_reverted_between_checks_holds_the_new_ca_back() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use kim_certs::{CertResolver, CertRotator, RotationConfig, ServingNames};
+    use kube::api::{Patch, PatchParams};
+
+    let env = env().await;
+    let admin = env.kcp_client().await.unwrap();
+    let ns = env.namespace("wh-revert").await.unwrap();
+    let n = names(&ns);
+    // Configurations of their own, pointing nowhere: nothing in this test is admitted.
+    for cfg in
+        kim_tests::webhook::configurations(&ns, "https://127.0.0.1:1/", "https://127.0.0.1:1/")
+    {
+        let ar = kube::discovery::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            cfg["kind"].as_str().unwrap(),
+        ));
+        let obj: DynamicObject = serde_json::from_value(cfg.clone()).unwrap();
+        Api::<DynamicObject>::all_with(admin.clone(), &ar)
+            .patch(
+                obj.metadata.name.as_deref().unwrap(),
+                &PatchParams::apply("kim-e2e").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap();
+    }
+    // CA 20 s, its successor added with 15 s left; serving 9 s; propagation 3 s.
+    let policy = RotationPolicy::from_lifetimes(
+        Duration::from_secs(20),
+        Duration::from_secs(9),
+        Duration::from_secs(3),
+        Duration::from_secs(1),
+    );
+    policy.validate().unwrap();
+    let rotator = CertRotator::new(
+        admin.clone(),
+        RotationConfig {
+            namespace: ns.clone(),
+            secret_name: n.secret.clone(),
+            names: ServingNames {
+                dns: vec!["localhost".into()],
+                ips: Vec::new(),
+            },
+            policy,
+            mutating_configs: vec![n.mutating.clone()],
+            validating_configs: vec![n.validating.clone()],
+            field_manager: "kim-webhook".into(),
+        },
+        CertResolver::new(),
+    )
+    .unwrap();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let revert = |bundle: ByteString| {
+        let (mutating, validating, n) = (mutating.clone(), validating.clone(), &n);
+        async move {
+            let mut m = mutating.get(&n.mutating).await.unwrap();
+            for w in m.webhooks.iter_mut().flatten() {
+                w.client_config.ca_bundle = Some(bundle.clone());
+            }
+            mutating
+                .replace(&n.mutating, &PostParams::default(), &m)
+                .await
+                .unwrap();
+            let mut v = validating.get(&n.validating).await.unwrap();
+            for w in v.webhooks.iter_mut().flatten() {
+                w.client_config.ca_bundle = Some(bundle.clone());
+            }
+            validating
+                .replace(&n.validating, &PostParams::default(), &v)
+                .await
+                .unwrap();
+        }
+    };
+    let first = rotator.sync_once().await.unwrap();
+    assert_eq!(first.bundle_size, 1);
+    let old_bundle = mutating.get(&n.mutating).await.unwrap().webhooks.unwrap()[0]
+        .client_config
+        .ca_bundle
+        .clone()
+        .unwrap();
+    // Until the second CA is added (5 s) and for four checks after (longer than the
+    // propagation time, well before the first CA expires), the first CA's bundle is put back
+    // before every check.
+    let started = Instant::now();
+    let mut reverted_checks = 0;
+    while reverted_checks < 4 {
+        assert!(started.elapsed() < Duration::from_secs(15), "no second CA");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        revert(old_bundle.clone()).await;
+        let out = rotator.sync_once().await.unwrap();
+        if out.bundle_size > 1 {
+            reverted_checks += 1;
+            assert_eq!(
+                out.unpropagated_cas,
+                out.bundle_size - 1,
+                "check {reverted_checks} after the caBundle was reverted: a new CA counts as propagated"
+            );
+        }
+    }
+    // The caBundle stays: the new CA propagates.
+    let mut propagated = false;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if rotator.sync_once().await.unwrap().unpropagated_cas == 0 {
+            propagated = true;
+            break;
+        }
+    }
+    assert!(propagated, "the new CA never propagated once left alone");
 }
