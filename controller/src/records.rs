@@ -53,8 +53,29 @@ impl Backoff {
 
 struct Entry<R> {
     failures: u32,
+    /// After a failure: until when the object waits, and what of it the wait is about
+    /// ([`inputs`]).
+    hold: Option<(tokio::time::Instant, u64)>,
     alias: Option<String>,
     record: R,
+}
+
+/// A hash of what a change of the object's own asks for a new pass: UID, generation, labels,
+/// annotations, finalizers and deletion. A change of its status (the reconciler's own write,
+/// whose message may quote the failure) is none.
+pub fn inputs(meta: &kube::api::ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.uid.hash(&mut h);
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    h.finish()
 }
 
 struct Inner<R> {
@@ -67,6 +88,7 @@ impl<R: Default> Inner<R> {
     fn entry(&mut self, key: &str) -> &mut Entry<R> {
         self.entries.entry(key.to_owned()).or_insert_with(|| Entry {
             failures: 0,
+            hold: None,
             alias: None,
             record: R::default(),
         })
@@ -126,7 +148,29 @@ impl<R: Default> Records<R> {
     pub fn succeeded(&self, key: &str) {
         if let Some(entry) = lock(&self.inner).entries.get_mut(key) {
             entry.failures = 0;
+            entry.hold = None;
         }
+    }
+
+    /// The object failed and waits `delay` before its next pass, unless its [`inputs`] change:
+    /// a watch event of its own status write (which kube-runtime runs at once, whatever the
+    /// requeue asked for) does not cut the wait short.
+    pub fn hold(&self, key: &str, delay: Duration, inputs: u64) {
+        let until = tokio::time::Instant::now() + delay;
+        lock(&self.inner).entry(key).hold = Some((until, inputs));
+    }
+
+    /// How long the object still waits after a failure, if its `inputs` are the same as then.
+    pub fn held(&self, key: &str, inputs: u64) -> Option<Duration> {
+        let mut inner = lock(&self.inner);
+        let entry = inner.entries.get_mut(key)?;
+        let (until, then) = entry.hold?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if then != inputs || left.is_zero() {
+            entry.hold = None;
+            return None;
+        }
+        Some(left)
     }
 
     /// The keys of the objects that `pick` selects, given each one's consecutive failures and
@@ -182,6 +226,27 @@ impl<R: Default> Records<R> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A hold lasts while the object's inputs stay as they were; a success ends it.
+    #[test]
+    fn a_hold_lasts_while_the_inputs_stay() {
+        let records: Records<()> = Records::default();
+        let minute = Duration::from_secs(60);
+        records.hold("a", minute, 7);
+        assert!(records.held("a", 7).is_some_and(|left| left <= minute));
+        assert_eq!(
+            records.held("a", 8),
+            None,
+            "another spec, label or annotation"
+        );
+        assert_eq!(records.held("a", 7), None, "a hold ended stays ended");
+        records.hold("a", minute, 7);
+        records.succeeded("a");
+        assert_eq!(records.held("a", 7), None);
+        records.hold("a", Duration::ZERO, 7);
+        assert_eq!(records.held("a", 7), None, "over");
+        assert_eq!(records.held("b", 7), None);
+    }
     use super::*;
 
     #[test]

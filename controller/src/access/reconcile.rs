@@ -177,8 +177,14 @@ pub async fn reconcile(
     ra: Arc<StatusApart<RuntimeAccess>>,
     reconciler: Arc<Reconciler>,
 ) -> Result<Action, Error> {
-    let started = Instant::now();
     let record_key = key(&*ra);
+    if let Some(left) = reconciler
+        .records
+        .held(&record_key, crate::records::inputs(&ra.metadata))
+    {
+        return Ok(Action::requeue(left));
+    }
+    let started = Instant::now();
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
         &ra.namespace().unwrap_or_default(),
@@ -269,7 +275,11 @@ pub fn error_policy(
     error: &Error,
     reconciler: Arc<Reconciler>,
 ) -> Action {
-    let delay = reconciler.records.retry_in(&key(&*ra), &BACKOFF);
+    let record_key = key(&*ra);
+    let delay = reconciler.records.retry_in(&record_key, &BACKOFF);
+    reconciler
+        .records
+        .hold(&record_key, delay, crate::records::inputs(&ra.metadata));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),

@@ -2212,13 +2212,12 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
     Ok(())
 }
 
-/// A runtime cluster's webhook whose refusal reads differently each time (here it names the
-/// second of the write; a request ID does the same) changes the RuntimeAccess status at each
-/// attempt. The reconciler's own status write must not trigger the next attempt, or the
-/// attempts would follow one another as fast as the refusal comes back, past the backoff (1 s
-/// doubling), against the KCP and the runtime cluster. (kube's scheduler holds the write's
-/// event behind the requeue; this pins it.) The status carries the refusal's message, not a
-/// dump of the API answer.
+/// A runtime cluster's admission policy whose refusal reads differently each time (it names
+/// the request's UID) changes the RuntimeAccess status at each attempt. The watch event of
+/// that status write must not trigger the next attempt (kube-runtime runs an event at once,
+/// whatever requeue the failed pass asked for), or the attempts would follow one another as
+/// fast as the refusal comes back, past the backoff (1 s doubling), against the KCP and the
+/// runtime cluster. The status carries the refusal's message, not a dump of the API answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backoff() -> Result<()> {
     use k8s_openapi::api::rbac::v1::Role;
@@ -2242,7 +2241,7 @@ async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backof
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
                "operations": ["CREATE", "UPDATE"], "resources": ["roles"]}),
         &format!("object.metadata.name != '{role_name}'"),
-        "'no roles here, written at ' + string(object.metadata.managedFields[0].time)",
+        "'no roles here, request ' + string(object.metadata.uid)",
     )
     .await?;
     // The policy takes effect once the apiserver has compiled it: probe with a Role of the
@@ -2289,7 +2288,7 @@ async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backof
     let until = std::time::Instant::now() + Duration::from_secs(12);
     while std::time::Instant::now() < until {
         if let Some(m) = message_now().await? {
-            assert!(m.contains("no roles here, written at "), "{m}");
+            assert!(m.contains("no roles here, request "), "{m}");
             assert!(
                 !m.contains("Status {") && !m.contains("ApiError"),
                 "the message is the refusal, not a dump of the answer: {m}"
@@ -2299,7 +2298,7 @@ async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backof
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The backoff (1 s doubling, each delay half to all of it) allows at most 6 attempts in
-    // 12 s; a loop on the status writes makes one for every second (the message's unit).
+    // 12 s; a loop on the status writes makes one per round trip.
     assert!(
         (2..=7).contains(&seen.len()),
         "{} attempts in 12 s: {seen:?}",
