@@ -148,7 +148,6 @@ impl<R: Default> Records<R> {
     pub fn succeeded(&self, key: &str) {
         if let Some(entry) = lock(&self.inner).entries.get_mut(key) {
             entry.failures = 0;
-            entry.hold = None;
         }
     }
 
@@ -227,7 +226,7 @@ impl<R: Default> Records<R> {
 #[cfg(test)]
 mod tests {
 
-    /// A hold lasts while the object's inputs stay as they were; a success ends it.
+    /// A hold lasts while the object's inputs stay as they were, and ends for good.
     #[test]
     fn a_hold_lasts_while_the_inputs_stay() {
         let records: Records<()> = Records::default();
@@ -240,9 +239,6 @@ mod tests {
             "another spec, label or annotation"
         );
         assert_eq!(records.held("a", 7), None, "a hold ended stays ended");
-        records.hold("a", minute, 7);
-        records.succeeded("a");
-        assert_eq!(records.held("a", 7), None);
         records.hold("a", Duration::ZERO, 7);
         assert_eq!(records.held("a", 7), None, "over");
         assert_eq!(records.held("b", 7), None);

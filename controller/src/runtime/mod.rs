@@ -542,6 +542,12 @@ async fn reconcile_inner(
     if !reconciler.caches_ready.clone().await {
         return Ok(Action::await_change());
     }
+    if let Some(left) = reconciler
+        .records
+        .held(&runtime.name_any(), reconciler.hold_inputs(runtime))
+    {
+        return Ok(Action::requeue(left));
+    }
     // Only a Runtime's own ID routes Shoot and GardenerCluster events to it: a Runtime carrying
     // another's would take that runtime's events away.
     if runtime.own_runtime_id().is_ok() {
@@ -1014,12 +1020,30 @@ impl Reconciler {
     }
 
     /// A step in the runtime cluster failed: the wait before the next attempt
-    /// ([`requeue::RUNTIME_CLUSTER_BACKOFF`]).
+    /// ([`requeue::RUNTIME_CLUSTER_BACKOFF`]). The Runtime is held for it: the status write
+    /// of this pass (whose message may quote a request ID of the cluster's refusal) does not
+    /// start the next one; a change of the Runtime or of its Shoot does.
     fn runtime_cluster_failed(&self, runtime: &Runtime) -> Duration {
-        self.record(runtime, |record| {
+        let delay = self.record(runtime, |record| {
             record.runtime_cluster_failures = record.runtime_cluster_failures.saturating_add(1);
             requeue::RUNTIME_CLUSTER_BACKOFF.random_delay(record.runtime_cluster_failures)
-        })
+        });
+        self.records
+            .hold(&runtime.name_any(), delay, self.hold_inputs(runtime));
+        delay
+    }
+
+    /// What ends a hold early: the Runtime's own inputs ([`crate::records::inputs`]) and its
+    /// Shoot as cached (woken, reconciled, deleted).
+    fn hold_inputs(&self, runtime: &Runtime) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        crate::records::inputs(&runtime.metadata).hash(&mut h);
+        self.shoots
+            .get(&ObjectRef::new(&runtime.spec.shoot.name).within(&self.ctx.gardener_namespace))
+            .and_then(|s| s.metadata.resource_version.clone())
+            .hash(&mut h);
+        h.finish()
     }
 
     /// Counts the Runtime's stop on an error nobody retries, once per generation.

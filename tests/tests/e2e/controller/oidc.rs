@@ -168,14 +168,15 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     let env = env().await;
     let runtime_client = env.shoot_client().await.unwrap();
     // A policy in the runtime's cluster that refuses one client ID, as a real cluster's
-    // admission could refuse an OpenIDConnect.
-    let refusal = Refusal::create(
+    // admission could refuse an OpenIDConnect; its message names the refused object's UID, new
+    // at each attempt (as a request ID would be).
+    let refusal = Refusal::create_with_message_expression(
         &runtime_client,
         "refuse-blocked-client",
         json!({"apiGroups": ["authentication.gardener.cloud"], "apiVersions": ["*"],
                "operations": ["CREATE", "UPDATE"], "resources": ["openidconnects"]}),
         "object.spec.clientID != 'blocked-client'",
-        "the client blocked-client is not allowed here",
+        "'the client blocked-client is not allowed here, object ' + string(object.metadata.uid)",
     )
     .await
     .unwrap();
@@ -188,6 +189,11 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
     })
     .await
     .unwrap();
+    // A probe the policy did not refuse yet created the object: the controller's attempts are
+    // to create it, each with a new UID.
+    let _ = openidconnects(runtime_client.clone())
+        .delete("kyma-oidc-0", &Default::default())
+        .await;
 
     let ns = env.namespace("ctl-oidc").await.unwrap();
     let ctl = start_controller(env, &ns, &[]).await.unwrap();
@@ -243,6 +249,18 @@ async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers(
         rt.status.as_ref().map(|s| s.state),
         Some(RuntimeState::Pending)
     );
+    // Each attempt writes another message; the write's own watch event must not start the
+    // next attempt. The backoff (5 s doubling, each delay half to all of it) allows at most 4
+    // attempts in 12 s; a loop on the status writes makes one per round trip.
+    let mut seen = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < until {
+        if let Some(c) = oidc_condition(&runtimes.get(&id).await.unwrap()) {
+            seen.insert(c.message);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.len() <= 5, "{} attempts in 12 s: {seen:?}", seen.len());
 
     // The cause goes: the next retry configures OIDC and the Runtime becomes Ready.
     refusal.delete().await.unwrap();
