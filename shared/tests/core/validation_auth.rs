@@ -287,16 +287,15 @@ fn ingress_filtering_without_egress_filtering_is_a_warning() {
     );
 }
 
-/// Duplicates among many administrators are found in one pass (a quadratic check would keep a
-/// webhook thread busy for minutes on a Runtime with 100,000 of them).
+/// Duplicates among as many administrators as the CRD allows (5,000) are each reported once.
 #[test]
 fn duplicate_administrators_among_many_are_each_reported_once() {
     let rt = runtime(|rt| {
         let admins = &mut rt.spec.security.administrators;
         admins.clear();
-        admins.extend((0..100_000).map(|i| format!("user-{i}@example.com")));
+        admins.extend((0..4_998).map(|i| format!("user-{i}@example.com")));
         admins.push("user-7@example.com".into());
-        admins.push("user-99999@example.com".into());
+        admins.push("user-4997@example.com".into());
     });
     let findings = accepts(&rt);
     let twice: Vec<&String> = findings
@@ -306,7 +305,7 @@ fn duplicate_administrators_among_many_are_each_reported_once() {
         .collect();
     assert_eq!(twice.len(), 2, "{twice:?}");
     assert!(
-        twice[0].starts_with("spec.security.administrators[100000]"),
+        twice[0].starts_with("spec.security.administrators[4998]"),
         "{twice:?}"
     );
 }
