@@ -635,8 +635,9 @@ where
 /// otherwise outlive a spec change and the request itself, still granting access. Five
 /// label-selected metadata lists. The label can be copied by anyone who may write in the
 /// runtime cluster, so what one pass acts on is bounded: roles and bindings only of this
-/// request's name (every spec names them so), and at most [`LABELLED_PER_KIND`] objects of a
-/// kind (no spec history makes more of its own; the rest is left).
+/// request's name (every spec names them so), the ServiceAccount only of `spec.serviceAccount`
+/// (which never changes), and at most [`LABELLED_PER_KIND`] objects of a kind (no spec history
+/// makes more of its own; the rest is left).
 pub async fn labelled(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
@@ -654,7 +655,21 @@ pub async fn labelled(
     out.extend(listed::<RoleBinding>(shoot, &rbac).await?);
     out.extend(listed::<ClusterRole>(shoot, &rbac).await?);
     out.extend(listed::<Role>(shoot, &rbac).await?);
-    out.extend(listed::<ServiceAccount>(shoot, &lp).await?);
+    let account = &ra.spec.service_account;
+    let accounts = lp.fields(&format!("metadata.name={}", account.name));
+    let listed_accounts = Api::<ServiceAccount>::namespaced(shoot.clone(), &account.namespace)
+        .list_metadata(&accounts)
+        .await?;
+    out.extend(
+        listed_accounts
+            .items
+            .into_iter()
+            .map(|meta| ShootObjectRef {
+                kind: <ServiceAccount as kube::Resource>::kind(&()).into_owned(),
+                name: meta.name_any(),
+                namespace: meta.namespace(),
+            }),
+    );
     Ok(out)
 }
 

@@ -1852,7 +1852,9 @@ async fn a_runtime_access_never_uses_a_secret_its_gardener_cluster_does_not_own(
 /// the status), which others can write: adding an object of the shoot (here a
 /// ClusterRoleBinding and a ServiceAccount someone else made) had the controller delete it
 /// with the request. Now only objects with this request's label are deleted. On the code
-/// before the fix both victims were deleted. The request carries `skip-shoot-cleanup=true`,
+/// before the fix both victims were deleted. Neither is a ServiceAccount that carries the
+/// request's UID label, copied by someone who may patch but not delete it: the cleanup looks
+/// for the request's account only by its name. The request carries `skip-shoot-cleanup=true`,
 /// which must not keep a reachable runtime's objects (it did before: the cleanup skipped the
 /// runtime without trying).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1901,6 +1903,16 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
         .await?;
     let status = access_ready(&requests, "reader").await?;
     let secret_name = status.secret_ref.clone().context("secretRef")?.name;
+    // Another account carrying the request's label.
+    let labelled_victim = unique("labelled-");
+    let uid = requests.get("reader").await?.metadata.uid.context("uid")?;
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": labelled_victim,
+                "labels": {kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID: uid}}}))?,
+        )
+        .await?;
     // The recorded list, with the victims added.
     const SHOOT_OBJECTS: &str = "infrastructuremanager.kyma-project.io/shoot-objects";
     let secret = secrets.get(&secret_name).await?;
@@ -1957,6 +1969,10 @@ async fn runtime_access_cleanup_deletes_only_objects_it_labelled() -> Result<()>
     assert!(
         exists(&accounts, &victim).await?,
         "a ServiceAccount the request did not create was deleted"
+    );
+    assert!(
+        exists(&accounts, &labelled_victim).await?,
+        "a ServiceAccount carrying a copy of the request's label was deleted"
     );
     ctl.stop().await;
     assert_not_logged(&admin);
