@@ -131,27 +131,31 @@ impl LeaseRef {
     /// Empties the holder when this replica still holds the Lease (conditional, as every
     /// write), so that a follower takes it at its next look instead of after the duration.
     /// `Ok(false)`: the Lease is not this replica's (any more).
+    /// A conflict is read again: a renewal of this replica's that was on its way when the
+    /// renewals stopped may have landed in between.
     async fn release(&self) -> Result<bool, kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
-            return Ok(false);
-        };
-        let Some(spec) = lease.spec.as_mut() else {
-            return Ok(false);
-        };
-        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
-            return Ok(false);
-        }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
-        match self
-            .api
-            .replace(&self.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if is_conflict(&e) => Ok(false),
-            Err(e) => Err(e),
+        loop {
+            let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+                return Ok(false);
+            };
+            let Some(spec) = lease.spec.as_mut() else {
+                return Ok(false);
+            };
+            if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+                return Ok(false);
+            }
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(e) if is_conflict(&e) => continue,
+                Err(e) => return Err(e),
+            }
         }
     }
 }

@@ -56,6 +56,10 @@ struct Entry<R> {
     /// After a failure: until when the object waits, and what of it the wait is about
     /// ([`inputs`]).
     hold: Option<(tokio::time::Instant, u64)>,
+    /// Events of other objects this one depends on ([`Records::release`]), counted, and the
+    /// count when its current pass began.
+    nudges: u64,
+    pass_nudges: u64,
     alias: Option<String>,
     record: R,
 }
@@ -89,6 +93,8 @@ impl<R: Default> Inner<R> {
         self.entries.entry(key.to_owned()).or_insert_with(|| Entry {
             failures: 0,
             hold: None,
+            nudges: 0,
+            pass_nudges: 0,
             alias: None,
             record: R::default(),
         })
@@ -151,12 +157,34 @@ impl<R: Default> Records<R> {
         }
     }
 
-    /// The object failed and waits `delay` before its next pass, unless its [`inputs`] change:
-    /// a watch event of its own status write (which kube-runtime runs at once, whatever the
-    /// requeue asked for) does not cut the wait short.
+    /// The object failed and waits `delay` before its next pass, unless its [`inputs`] change
+    /// or [`Records::release`] is called: a watch event of its own status write (which
+    /// kube-runtime runs at once, whatever the requeue asked for) does not cut the wait short.
+    /// No hold when something was released since the pass began ([`Records::begin_pass`]):
+    /// the pass that event asked for runs.
     pub fn hold(&self, key: &str, delay: Duration, inputs: u64) {
         let until = tokio::time::Instant::now() + delay;
-        lock(&self.inner).entry(key).hold = Some((until, inputs));
+        let mut inner = lock(&self.inner);
+        let entry = inner.entry(key);
+        if entry.nudges == entry.pass_nudges {
+            entry.hold = Some((until, inputs));
+        }
+    }
+
+    /// A pass of the object begins (after [`Records::held`] let it).
+    pub fn begin_pass(&self, key: &str) {
+        let mut inner = lock(&self.inner);
+        let entry = inner.entry(key);
+        entry.pass_nudges = entry.nudges;
+    }
+
+    /// Something the object depends on changed (its Shoot, its GardenerCluster or admin
+    /// kubeconfig, a configuration): its hold ends, and a pass running now sets none.
+    pub fn release(&self, key: &str) {
+        if let Some(entry) = lock(&self.inner).entries.get_mut(key) {
+            entry.nudges = entry.nudges.wrapping_add(1);
+            entry.hold = None;
+        }
     }
 
     /// How long the object still waits after a failure, if its `inputs` are the same as then.
@@ -242,6 +270,18 @@ mod tests {
         records.hold("a", Duration::ZERO, 7);
         assert_eq!(records.held("a", 7), None, "over");
         assert_eq!(records.held("b", 7), None);
+
+        // Released: by an event of another object, before or during the failing pass.
+        records.hold("a", minute, 7);
+        records.release("a");
+        assert_eq!(records.held("a", 7), None);
+        records.begin_pass("a");
+        records.release("a");
+        records.hold("a", minute, 7);
+        assert_eq!(records.held("a", 7), None, "an event during the pass");
+        records.begin_pass("a");
+        records.hold("a", minute, 7);
+        assert!(records.held("a", 7).is_some());
     }
     use super::*;
 

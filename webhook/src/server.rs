@@ -674,8 +674,8 @@ impl Drop for ActivityGuard {
     }
 }
 
-/// How long a connection told to close (idle, or the server stopping after its grace) may take
-/// to finish what it has in flight before it is dropped.
+/// The least time a connection closed for being idle has to finish what slipped in before its
+/// GOAWAY (at least the request timeout).
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// [`serve_tls`] with `limits` on connections, handshakes, headers, idle time and HTTP/2
@@ -695,6 +695,8 @@ pub async fn serve_tls_with(
     let connections = Arc::new(Semaphore::new(max_connections));
     let handshake_timeout = limits.tls_handshake_timeout;
     let (first_request, idle_timeout) = (limits.header_read_timeout, limits.idle_timeout);
+    // A request that slipped in before the GOAWAY may take as long as any other.
+    let close_grace = CLOSE_GRACE.max(limits.request_timeout);
     tokio::pin!(shutdown);
     loop {
         // A free connection slot first: at the cap, new connections wait in the backlog.
@@ -784,7 +786,7 @@ pub async fn serve_tls_with(
                         tracing::debug!(%peer, "no request after the handshake; closed");
                         return;
                     }
-                    ("idle", CLOSE_GRACE)
+                    ("idle", close_grace)
                 }
             };
             tracing::debug!(%peer, why, "closing the connection");

@@ -85,6 +85,16 @@ fn affected_requests(
     affected
 }
 
+/// Whether `secret` is a runtime's admin kubeconfig: its event is none of the requests' own
+/// writes, and ends the hold of a request that failed ([`crate::records::Records::release`]).
+fn is_admin_kubeconfig(secret: &PartialObjectMeta<Secret>) -> bool {
+    secret
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with(kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX))
+}
+
 /// The cached RuntimeAccesses by runtime ID, so that an admin kubeconfig Secret's event finds
 /// the requests of its runtime without going through all of them: a relist of 10,000 Secrets
 /// would otherwise go through 10,000 requests each. Added to as the watch applies requests
@@ -185,15 +195,26 @@ pub async fn run(
         }
     });
     let requests_of = reconciler.by_runtime.clone();
+    let (released, rotated_released) = (reconciler.clone(), reconciler.clone());
     let rotated_requests = {
         let requests = reconciler.by_runtime.clone();
-        signing_key_rotated.flat_map(move |id| futures::stream::iter(requests.of(&id)))
+        signing_key_rotated
+            .flat_map(move |id| futures::stream::iter(requests.of(&id)))
+            .inspect(move |r| rotated_released.release(r))
     };
     let run = Controller::for_stream(stream, store.clone())
         .watches(
             secrets,
             watcher::Config::default().labels(&managed),
-            move |secret| affected_requests(&secret, &requests_of),
+            move |secret| {
+                let affected = affected_requests(&secret, &requests_of);
+                if is_admin_kubeconfig(&secret) {
+                    for r in &affected {
+                        released.release(r);
+                    }
+                }
+                affected
+            },
         )
         .reconcile_on(rotated_requests)
         .with_config(controller::Config::default().concurrency(workers))

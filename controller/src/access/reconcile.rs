@@ -70,6 +70,16 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
+    /// Something the request depends on changed (its runtime's admin kubeconfig, the runtime's
+    /// token signing key): a request waiting out a failure goes on at once.
+    pub fn release(
+        &self,
+        request: &kube::runtime::reflector::ObjectRef<StatusApart<RuntimeAccess>>,
+    ) {
+        let ns = request.namespace.as_deref().unwrap_or_default();
+        self.records.release(&format!("{ns}/{}", request.name));
+    }
+
     /// A reconciler with the given settings; its shoot clients count requests in `metrics`,
     /// its tokens are counted in `tokens`.
     pub fn new(
@@ -184,6 +194,7 @@ pub async fn reconcile(
     {
         return Ok(Action::requeue(left));
     }
+    reconciler.records.begin_pass(&record_key);
     let started = Instant::now();
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),

@@ -546,7 +546,7 @@ pub fn parse_port(s: &str) -> Result<String, String> {
 }
 
 /// Parses `--leader-elect-lease-duration`: a duration of whole seconds, at least 2s (the
-/// Lease records seconds; the leader needs one second to renew before it expires).
+/// Lease records whole seconds, and the leader renews every 2/15 of it).
 pub fn parse_lease_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.subsec_nanos() != 0 || d < Duration::from_secs(2) {

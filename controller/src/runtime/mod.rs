@@ -393,6 +393,8 @@ pub async fn run(
         },
     );
     let shoot_records = records.clone();
+    let acl_records = records.clone();
+    let bootstrapper_records = records.clone();
     let gc_records = records;
     let ns_shoot = ns.clone();
     let ns_gc = ns;
@@ -412,8 +414,16 @@ pub async fn run(
             Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
         })
         .reconcile_on(recovered)
-        .reconcile_on(futures::stream::iter(acl_changes).flatten())
-        .reconcile_on(futures::stream::iter(bootstrapper_triggers).flatten())
+        .reconcile_on(
+            futures::stream::iter(acl_changes)
+                .flatten()
+                .inspect(move |r| acl_records.release(&r.name)),
+        )
+        .reconcile_on(
+            futures::stream::iter(bootstrapper_triggers)
+                .flatten()
+                .inspect(move |r| bootstrapper_records.release(&r.name)),
+        )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
@@ -478,6 +488,8 @@ fn runtime_ref(
     let name = records
         .key_of(runtime_id)
         .unwrap_or_else(|| runtime_id.to_owned());
+    // An event of the Runtime's Shoot or GardenerCluster: not the Runtime's own write.
+    records.release(&name);
     ObjectRef::new(&name).within(ns)
 }
 
@@ -542,12 +554,14 @@ async fn reconcile_inner(
     if !reconciler.caches_ready.clone().await {
         return Ok(Action::await_change());
     }
+    let key = runtime.name_any();
     if let Some(left) = reconciler
         .records
-        .held(&runtime.name_any(), reconciler.hold_inputs(runtime))
+        .held(&key, crate::records::inputs(&runtime.metadata))
     {
         return Ok(Action::requeue(left));
     }
+    reconciler.records.begin_pass(&key);
     // Only a Runtime's own ID routes Shoot and GardenerCluster events to it: a Runtime carrying
     // another's would take that runtime's events away.
     if runtime.own_runtime_id().is_ok() {
@@ -1022,28 +1036,19 @@ impl Reconciler {
     /// A step in the runtime cluster failed: the wait before the next attempt
     /// ([`requeue::RUNTIME_CLUSTER_BACKOFF`]). The Runtime is held for it: the status write
     /// of this pass (whose message may quote a request ID of the cluster's refusal) does not
-    /// start the next one; a change of the Runtime or of its Shoot does.
+    /// start the next one; a change of the Runtime, or an event of its Shoot, its
+    /// GardenerCluster, the ACL or bootstrapper configuration ([`Records::release`]) does.
     fn runtime_cluster_failed(&self, runtime: &Runtime) -> Duration {
         let delay = self.record(runtime, |record| {
             record.runtime_cluster_failures = record.runtime_cluster_failures.saturating_add(1);
             requeue::RUNTIME_CLUSTER_BACKOFF.random_delay(record.runtime_cluster_failures)
         });
-        self.records
-            .hold(&runtime.name_any(), delay, self.hold_inputs(runtime));
+        self.records.hold(
+            &runtime.name_any(),
+            delay,
+            crate::records::inputs(&runtime.metadata),
+        );
         delay
-    }
-
-    /// What ends a hold early: the Runtime's own inputs ([`crate::records::inputs`]) and its
-    /// Shoot as cached (woken, reconciled, deleted).
-    fn hold_inputs(&self, runtime: &Runtime) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        crate::records::inputs(&runtime.metadata).hash(&mut h);
-        self.shoots
-            .get(&ObjectRef::new(&runtime.spec.shoot.name).within(&self.ctx.gardener_namespace))
-            .and_then(|s| s.metadata.resource_version.clone())
-            .hash(&mut h);
-        h.finish()
     }
 
     /// Counts the Runtime's stop on an error nobody retries, once per generation.

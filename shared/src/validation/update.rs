@@ -48,7 +48,9 @@ pub fn validate_update_with(
         return f;
     }
     if !super::runtime_lists_over_bound(old).is_empty() {
-        // Only a review that did not come from the API server holds such a stored object.
+        // A stored object over a bound (stored before the bounds and kept by the API server's
+        // ratcheting, or a review that did not come from the API server): the rules on
+        // changes would compare it item by item, so the new object is judged as a new one.
         runtime::spec(&Ctx::new(new, cfg, None, opts), &mut f);
         return f;
     }
