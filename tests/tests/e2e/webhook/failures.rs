@@ -183,18 +183,11 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
     }
     assert_eq!(age().await, Some(0), "confirmed right after the list");
 
-    // The watch breaks and its restart is refused twice: once Gardener answers again the
-    // profiles count as confirmed, though no CloudProfile changes (so no event follows).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    proxy.inject(Rule {
-        method: Some("GET".into()),
-        path_contains: "/cloudprofiles".into(),
-        fault: ApiFault::ServerError(500),
-        times: Some(2),
-    });
     // Other tests of the shared environment write CloudProfiles (convert_gardener adds to
     // one, others create and delete their own): a watch of them from now on, straight to the
-    // KCP, tells whether an event could have confirmed the profiles.
+    // KCP, tells whether an event could have confirmed the profiles. It starts before the
+    // pause: an event the webhook's watch had not delivered yet when it broke comes to its
+    // restarted watch, so it must be counted here too.
     let profile_events = {
         use futures::StreamExt;
         let api: kube::Api<kim_shared::gardener::cloud_profile::CloudProfile> =
@@ -228,6 +221,15 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         });
         (seen, task)
     };
+    // The watch breaks and its restart is refused twice: once Gardener answers again the
+    // profiles count as confirmed, though no CloudProfile changes (so no event follows).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.inject(Rule {
+        method: Some("GET".into()),
+        path_contains: "/cloudprofiles".into(),
+        fault: ApiFault::ServerError(500),
+        times: Some(2),
+    });
     proxy.cut_connections();
     let broken = Instant::now();
     let broken_at = std::time::SystemTime::now();
