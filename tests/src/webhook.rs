@@ -175,6 +175,22 @@ fn webhook_resource(kind: &str) -> ApiResource {
     }
 }
 
+/// Writes `cfgs` ([`configurations`]) with `client`.
+pub async fn apply_configurations(client: &kube::Client, cfgs: &[Value]) {
+    for cfg in cfgs {
+        let ar = webhook_resource(cfg["kind"].as_str().unwrap());
+        let obj: DynamicObject = serde_json::from_value(cfg.clone()).unwrap();
+        Api::<DynamicObject>::all_with(client.clone(), &ar)
+            .patch(
+                obj.metadata.name.as_deref().unwrap(),
+                &PatchParams::apply("kim-e2e").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 /// The configurations of `deploy/webhook/webhooks.yaml`, renamed for `ns`, calling `urls`
 /// (mutating, validating), matching only `ns`, without caBundle (the rotator writes it).
 pub fn configurations(ns: &str, mutating_url: &str, validating_url: &str) -> Vec<Value> {
@@ -261,18 +277,7 @@ impl Webhook {
         let cfgs = configurations(&ns, &urls[0], urls.last().unwrap());
         let mutating = cfgs[0]["metadata"]["name"].as_str().unwrap().to_string();
         let validating = cfgs[1]["metadata"]["name"].as_str().unwrap().to_string();
-        for cfg in &cfgs {
-            let ar = webhook_resource(cfg["kind"].as_str().unwrap());
-            let obj: DynamicObject = serde_json::from_value(cfg.clone()).unwrap();
-            Api::<DynamicObject>::all_with(client.clone(), &ar)
-                .patch(
-                    obj.metadata.name.as_deref().unwrap(),
-                    &PatchParams::apply("kim-e2e").force(),
-                    &Patch::Apply(&obj),
-                )
-                .await
-                .unwrap();
-        }
+        apply_configurations(&client, &cfgs).await;
 
         let mut replicas = Vec::new();
         for (listener, url) in listeners.into_iter().zip(urls) {

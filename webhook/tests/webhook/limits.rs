@@ -36,13 +36,18 @@ async fn start(limits: Limits, max_body: usize, client_ca: Option<&str>) -> Runn
 
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
 
-/// A raw HTTP/1.1-over-TLS connection, for writing requests byte by byte.
-async fn raw(s: &Running) -> Tls {
+/// A TLS connection offering `alpn`, nothing sent yet.
+async fn tls(s: &Running, alpn: &[&[u8]]) -> Tls {
     let tcp = TcpStream::connect(s.https).await.unwrap();
-    tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, &[b"http/1.1"]))
+    tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, alpn))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap()
+}
+
+/// A raw HTTP/1.1-over-TLS connection, for writing requests byte by byte.
+async fn raw(s: &Running) -> Tls {
+    tls(s, &[b"http/1.1"]).await
 }
 
 /// Reads until the server closes (or fails) the connection; `None` if it does not within
@@ -186,13 +191,9 @@ async fn a_client_silent_after_the_handshake_is_cut_off() {
     .await;
     let protocols: [&[&[u8]]; 3] = [&[b"h2"], &[b"http/1.1"], &[]];
     for alpn in protocols {
-        let tcp = TcpStream::connect(s.https).await.unwrap();
-        let mut tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, alpn))
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
+        let mut silent = tls(&s, alpn).await;
         assert!(
-            until_closed(&mut tls).await.is_some(),
+            until_closed(&mut silent).await.is_some(),
             "ALPN {alpn:?}: a client silent after the handshake is disconnected"
         );
     }
@@ -208,12 +209,9 @@ async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
         None,
     )
     .await;
-    let tcp = TcpStream::connect(s.https).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, &[b"h2"]))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+    let (send, conn) = h2::client::handshake(tls(&s, &[b"h2"]).await)
         .await
         .unwrap();
-    let (send, conn) = h2::client::handshake(tls).await.unwrap();
     let conn = tokio::spawn(conn);
     let mut send = send.ready().await.unwrap();
     let req = http::Request::post("https://localhost/noop")
@@ -293,12 +291,9 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
 #[tokio::test]
 async fn http2_streams_per_connection_are_capped() {
     let s = start(short(|l| l.http2_max_concurrent_streams = 8), 1 << 20, None).await;
-    let tcp = TcpStream::connect(s.https).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client::tls_config(&s.ca_pem, &[b"h2"]))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+    let (send, conn) = h2::client::handshake(tls(&s, &[b"h2"]).await)
         .await
         .unwrap();
-    let (send, conn) = h2::client::handshake(tls).await.unwrap();
     tokio::spawn(conn);
     let mut send = send.ready().await.unwrap();
     let req = http::Request::post("https://localhost/noop")

@@ -350,8 +350,8 @@ async fn candidates_finding_the_lease_expired_together_elect_one() -> Result<()>
         .await?
         .context("the winner's election")?;
     let spec = leases.get(LEASE).await?.spec.context("Lease spec")?;
-    let holder = spec.holder_identity.clone().context("holder")?;
-    ensure!(holder.starts_with("candidate-"), "Lease: {spec:?}");
+    let winner_id = spec.holder_identity.clone().context("holder")?;
+    ensure!(winner_id.starts_with("candidate-"), "Lease: {spec:?}");
     ensure!(
         spec.lease_transitions == Some(4),
         "one take counts one transition: {spec:?}"
@@ -363,10 +363,10 @@ async fn candidates_finding_the_lease_expired_together_elect_one() -> Result<()>
         Ok(waiting.iter().any(|c| c.is_finished()))
     })
     .await?;
-    let next = holder_of(&leases).await?;
+    let next = holder(env, &ns).await?;
     ensure!(
         next.as_deref()
-            .is_some_and(|h| h != holder && h.starts_with("candidate-")),
+            .is_some_and(|h| h != winner_id && h.starts_with("candidate-")),
         "Lease holder after the release: {next:?}"
     );
     for candidate in waiting {
@@ -380,12 +380,4 @@ async fn candidates_finding_the_lease_expired_together_elect_one() -> Result<()>
         }
     }
     Ok(())
-}
-
-async fn holder_of(leases: &Api<Lease>) -> Result<Option<String>> {
-    Ok(leases
-        .get(LEASE)
-        .await?
-        .spec
-        .and_then(|s| s.holder_identity))
 }

@@ -442,31 +442,18 @@ async fn a_cabundle_reverted_between_checks_holds_the_new_ca_back() {
         MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
     };
     use kim_certs::{CertResolver, CertRotator, RotationConfig, ServingNames};
-    use kube::api::{Patch, PatchParams};
 
     let env = env().await;
     let admin = env.kcp_client().await.unwrap();
     let ns = env.namespace("wh-revert").await.unwrap();
     let n = names(&ns);
     // Configurations of their own, pointing nowhere: nothing in this test is admitted.
-    for cfg in
-        kim_tests::webhook::configurations(&ns, "https://127.0.0.1:1/", "https://127.0.0.1:1/")
-    {
-        let ar = kube::discovery::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "admissionregistration.k8s.io",
-            "v1",
-            cfg["kind"].as_str().unwrap(),
-        ));
-        let obj: DynamicObject = serde_json::from_value(cfg.clone()).unwrap();
-        Api::<DynamicObject>::all_with(admin.clone(), &ar)
-            .patch(
-                obj.metadata.name.as_deref().unwrap(),
-                &PatchParams::apply("kim-e2e").force(),
-                &Patch::Apply(&obj),
-            )
-            .await
-            .unwrap();
-    }
+    let nowhere = "https://127.0.0.1:1/";
+    kim_tests::webhook::apply_configurations(
+        &admin,
+        &kim_tests::webhook::configurations(&ns, nowhere, nowhere),
+    )
+    .await;
     // CA 20 s, its successor added with 15 s left; serving 9 s; propagation 3 s.
     let policy = RotationPolicy::from_lifetimes(
         Duration::from_secs(20),
