@@ -19,7 +19,7 @@ pub use material::{CertMaterial, ServingNames};
 pub use plan::{CertState, Plan, PropagationClock, Reason};
 pub use policy::RotationPolicy;
 pub use resolver::{
-    CertResolver, ClientCaError, TlsMinVersion, server_config, server_config_for,
+    CertResolver, ClientCaError, ServingKey, TlsMinVersion, server_config, server_config_for,
     server_config_with,
 };
 pub use rotation::{CertRotator, RotationConfig, RotationError, SyncOutcome};

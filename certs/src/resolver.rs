@@ -1,6 +1,7 @@
 //! A rustls certificate resolver whose certificate can be swapped while the server runs.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
 use rustls::pki_types::pem::PemObject;
@@ -19,6 +20,24 @@ pub enum ResolverError {
         "serving private key is invalid or of an unsupported type (expected ECDSA, Ed25519 or RSA in PEM)"
     )]
     Key,
+    /// The private key is not the one the certificate was issued for: every handshake with
+    /// it would fail.
+    #[error("serving private key does not belong to the serving certificate")]
+    KeyMismatch,
+}
+
+/// A serving certificate with its key, ready for rustls, and when its leaf expires.
+#[derive(Debug, Clone)]
+pub struct ServingKey {
+    key: Arc<CertifiedKey>,
+    not_after: SystemTime,
+}
+
+impl ServingKey {
+    /// When the leaf certificate expires.
+    pub fn not_after(&self) -> SystemTime {
+        self.not_after
+    }
 }
 
 /// Hands rustls the current serving certificate. A handshake does one atomic load: no lock,
@@ -26,7 +45,7 @@ pub enum ResolverError {
 /// for every following handshake; established connections keep theirs.
 #[derive(Debug, Default)]
 pub struct CertResolver {
-    current: ArcSwapOption<CertifiedKey>,
+    current: ArcSwapOption<ServingKey>,
 }
 
 impl CertResolver {
@@ -35,24 +54,40 @@ impl CertResolver {
         Arc::new(Self::default())
     }
 
-    /// Builds a certified key from PEM. Parsing and key loading are CPU work: call it off the
+    /// Builds a serving key from PEM: the chain, the private key (which must belong to the
+    /// leaf) and the leaf's expiry. Parsing and key loading are CPU work: call it off the
     /// async executor when it sits on a hot path (rotation runs it in `spawn_blocking`).
-    pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<CertifiedKey, ResolverError> {
+    pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<ServingKey, ResolverError> {
         let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ResolverError::Certificate(e.to_string()))?;
-        if chain.is_empty() {
-            return Err(ResolverError::Certificate("no CERTIFICATE block".into()));
-        }
+        let leaf = chain
+            .first()
+            .ok_or_else(|| ResolverError::Certificate("no CERTIFICATE block".into()))?;
+        let not_after = x509_parser::parse_x509_certificate(leaf.as_ref())
+            .map_err(|e| ResolverError::Certificate(e.to_string()))?
+            .1
+            .validity()
+            .not_after
+            .timestamp();
+        let not_after = SystemTime::UNIX_EPOCH
+            + Duration::from_secs(u64::try_from(not_after).unwrap_or_default());
         let key =
             PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|_| ResolverError::Key)?;
         let signing =
             rustls::crypto::ring::sign::any_supported_type(&key).map_err(|_| ResolverError::Key)?;
-        Ok(CertifiedKey::new(chain, signing))
+        let key = CertifiedKey::new(chain, signing);
+        // rustls checks the pair only at handshakes; a mismatched pair loaded here would
+        // replace a working certificate with one that fails every handshake.
+        key.keys_match().map_err(|_| ResolverError::KeyMismatch)?;
+        Ok(ServingKey {
+            key: Arc::new(key),
+            not_after,
+        })
     }
 
     /// Replaces the certificate presented from the next handshake on.
-    pub fn set(&self, key: CertifiedKey) {
+    pub fn set(&self, key: ServingKey) {
         self.current.store(Some(Arc::new(key)));
     }
 
@@ -61,18 +96,23 @@ impl CertResolver {
         self.current.load().is_some()
     }
 
+    /// When the certificate presented now expires; `None` before one is loaded.
+    pub fn not_after(&self) -> Option<SystemTime> {
+        self.current.load().as_ref().map(|k| k.not_after)
+    }
+
     /// The leaf certificate currently presented, DER (for tests and diagnostics).
     pub fn current_leaf(&self) -> Option<CertificateDer<'static>> {
         self.current
             .load()
             .as_ref()
-            .and_then(|k| k.cert.first().cloned())
+            .and_then(|k| k.key.cert.first().cloned())
     }
 }
 
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current.load_full()
+        self.current.load().as_ref().map(|k| k.key.clone())
     }
 }
 
@@ -217,6 +257,35 @@ mod tests {
         let (_, cert, key) = material();
         r.set(CertResolver::certified_key(&cert, &key).expect("key"));
         assert!(r.is_loaded());
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused_and_the_expiry_is_the_leafs() {
+        let (_, cert, key) = material();
+        let (_, _, other_key) = material();
+        let err = CertResolver::certified_key(&cert, &other_key)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("does not belong"), "{err}");
+        let loaded = CertResolver::certified_key(&cert, &key).expect("the matching key");
+        let leaf = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .next()
+            .expect("a block")
+            .expect("a certificate");
+        let (_, x) = x509_parser::parse_x509_certificate(leaf.as_ref()).expect("parse");
+        assert_eq!(
+            loaded
+                .not_after()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_secs(),
+            x.validity().not_after.timestamp().unsigned_abs()
+        );
+        let r = CertResolver::new();
+        assert_eq!(r.not_after(), None);
+        r.set(loaded.clone());
+        assert_eq!(r.not_after(), Some(loaded.not_after()));
     }
 
     #[test]

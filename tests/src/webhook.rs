@@ -236,9 +236,13 @@ async fn watch_cloud_profiles(
         .await
         .unwrap();
     let mut rx = stop;
-    let profiles = kim_webhook::profiles::CloudProfiles::start(gardener, async move {
-        let _ = rx.wait_for(|v| *v).await;
-    });
+    let profiles = kim_webhook::profiles::CloudProfiles::start(
+        gardener,
+        async move {
+            let _ = rx.wait_for(|v| *v).await;
+        },
+        Default::default(),
+    );
     for _ in 0..600 {
         if profiles.ready().is_ok() {
             return profiles;

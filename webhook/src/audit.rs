@@ -102,7 +102,9 @@ pub struct AuditRecord {
     /// Whether the peer presented a TLS client certificate (the apiserver does when it is
     /// configured with one for this webhook).
     pub client_certificate: bool,
-    /// Time spent in the handler, microseconds.
+    /// Microseconds from the request's arrival (its headers read) to its answer: reading the
+    /// body and waiting for a turn count too. Above the webhook's `timeoutSeconds`, the
+    /// apiserver had given up on the answer.
     pub latency_us: u64,
 }
 

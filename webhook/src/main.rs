@@ -79,6 +79,8 @@ fn main() -> ExitCode {
                     ..kim_shared::validation::ValidationOptions::default()
                 },
             };
+            // Cancelled when a task the webhook cannot serve without panics.
+            let crashed = kim_process::Shutdown::new();
             if let Some(path) = args.gardener_kubeconfig_path.clone() {
                 match runtime.block_on(kim_webhook::profiles::gardener_client(&path)) {
                     Ok(gardener) => {
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
                         ctx.cloud_profiles = Some(kim_webhook::profiles::CloudProfiles::start(
                             gardener,
                             std::future::pending(),
+                            crashed.clone(),
                         ));
                     }
                     Err(e) => {
@@ -99,7 +102,12 @@ fn main() -> ExitCode {
                     "no --gardener-kubeconfig-path: Runtimes are not checked against the Gardener CloudProfiles"
                 );
             }
-            match runtime.block_on(kim_webhook::run::serve(*args, ctx, kim_webhook::routes())) {
+            match runtime.block_on(kim_webhook::run::serve(
+                *args,
+                ctx,
+                kim_webhook::routes(),
+                crashed,
+            )) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = format!("{e:#}"), "kim-webhook failed");

@@ -193,10 +193,12 @@ impl Health {
 }
 
 impl CloudProfiles {
-    /// Starts watching the CloudProfiles with `client` until `stop` resolves.
+    /// Starts watching the CloudProfiles with `client` until `stop` resolves. A panic of the
+    /// watch cancels `crashed` (the process stops rather than serve a cache nobody fills).
     pub fn start(
         gardener: GardenerClient,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
+        crashed: kim_process::Shutdown,
     ) -> Arc<Self> {
         let GardenerClient { client, answers } = gardener;
         let (store, writer) = reflector::store();
@@ -209,7 +211,7 @@ impl CloudProfiles {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff();
         let watching = me.clone();
-        tokio::spawn(async move {
+        let watch = async move {
             let mut stream = std::pin::pin!(stream);
             let mut stop = std::pin::pin!(stop);
             loop {
@@ -237,7 +239,12 @@ impl CloudProfiles {
                     None => return,
                 }
             }
-        });
+        };
+        tokio::spawn(kim_process::task::supervised(
+            "cloud_profiles",
+            watch,
+            crashed,
+        ));
         me
     }
 

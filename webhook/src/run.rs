@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use axum::Router;
 use kim_process::Shutdown;
 use kim_process::logging::LogFormat;
+use kim_process::task::supervised;
 
 use kim_certs::{CertResolver, CertRotator, RotationConfig};
 use tracing_appender::non_blocking::WorkerGuard;
@@ -118,17 +119,14 @@ async fn watch_files(
                 std::fs::read_to_string(&c).with_context(|| format!("reading {}", c.display()))?;
             let key_pem =
                 std::fs::read_to_string(&k).with_context(|| format!("reading {}", k.display()))?;
-            let key = CertResolver::certified_key(&cert_pem, &key_pem)?;
-            Ok((key, serving_not_after(cert_pem, key_pem)))
+            Ok(CertResolver::certified_key(&cert_pem, &key_pem)?)
         })
         .await;
         match loaded {
-            Ok(Ok((ck, not_after))) => {
-                state.resolver.set(ck);
+            Ok(Ok(key)) => {
                 // The expiry alert reads this gauge in both certificate modes.
-                if let Some(t) = not_after {
-                    state.metrics.set_serving_not_after(t);
-                }
+                state.metrics.set_serving_not_after(key.not_after());
+                state.resolver.set(key);
                 last = Some(m);
                 tracing::info!(cert = %cert.display(), "loaded serving certificate from file");
             }
@@ -140,36 +138,26 @@ async fn watch_files(
     }
 }
 
-/// Expiry of the leaf certificate of a PEM pair, read as the Secret's material is.
-fn serving_not_after(cert_pem: String, key_pem: String) -> Option<SystemTime> {
-    let data = [
-        (
-            kim_certs::material::TLS_CERT_KEY.to_owned(),
-            cert_pem.into_bytes(),
-        ),
-        (
-            kim_certs::material::TLS_KEY_KEY.to_owned(),
-            key_pem.into_bytes(),
-        ),
-    ]
-    .into();
-    kim_certs::CertMaterial::from_secret_data(&data)
-        .ok()?
-        .state(&kim_certs::ServingNames::default())
-        .serving
-        .map(|s| s.not_after)
-}
-
-/// Starts certificate management: from files, or in the Secret with rotation.
-async fn start_certs(certs: &CertArgs, state: Arc<AppState>, stop: Shutdown) -> anyhow::Result<()> {
+/// Starts certificate management: from files, or in the Secret with rotation. A panic there
+/// cancels `crashed`.
+async fn start_certs(
+    certs: &CertArgs,
+    state: Arc<AppState>,
+    stop: Shutdown,
+    crashed: Shutdown,
+) -> anyhow::Result<()> {
     let resolver = state.resolver.clone();
     if let (Some(cert), Some(key)) = (&certs.tls_cert_file, &certs.tls_key_file) {
-        tokio::spawn(watch_files(
-            state.clone(),
-            cert.clone(),
-            key.clone(),
-            certs.cert_check_interval,
-            stop,
+        tokio::spawn(supervised(
+            "certificate_files",
+            watch_files(
+                state.clone(),
+                cert.clone(),
+                key.clone(),
+                certs.cert_check_interval,
+                stop,
+            ),
+            crashed,
         ));
         return Ok(());
     }
@@ -200,19 +188,24 @@ async fn start_certs(certs: &CertArgs, state: Arc<AppState>, stop: Shutdown) -> 
     };
     let rotator = Arc::new(CertRotator::new(client, cfg, resolver).context("certificate flags")?);
     let counted = rotator.clone();
-    tokio::spawn(rotator.run(stop.cancelled_owned(), move |r| {
+    let rotation = rotator.run(stop.cancelled_owned(), move |r| {
         state
             .metrics
             .observe_cert_sync(r, counted.unpropagated_cas())
-    }));
+    });
+    tokio::spawn(supervised("certificate_rotation", rotation, crashed));
     Ok(())
 }
 
-/// Runs the server until SIGTERM. `routes` are the admission routes.
+/// Runs the server until SIGTERM, or until `crashed` is cancelled: a task the webhook cannot
+/// serve without panicked (the certificates, the CloudProfile watch). Then it drains as on
+/// SIGTERM and returns an error, so that the container restarts instead of serving on with a
+/// certificate nobody renews. `routes` are the admission routes.
 pub async fn serve(
     args: ServeArgs,
     ctx: AdmissionContext,
     routes: Router<Arc<AppState>>,
+    crashed: Shutdown,
 ) -> anyhow::Result<()> {
     let audit = match &args.audit_log_path {
         Some(p) => AuditSink::with_file(
@@ -250,7 +243,16 @@ pub async fn serve(
     let admin = bind(args.admin_addr, "--admin-addr").await?;
     let stop = Shutdown::new();
     kim_process::signal::cancel_on_signal(stop.clone());
-    start_certs(&args.certs, state.clone(), stop.clone()).await?;
+    tokio::spawn({
+        let (stop, crashed) = (stop.clone(), crashed.clone());
+        async move {
+            tokio::select! {
+                () = crashed.cancelled() => stop.cancel(),
+                () = stop.cancelled() => {}
+            }
+        }
+    });
+    start_certs(&args.certs, state.clone(), stop.clone(), crashed.clone()).await?;
 
     tracing::info!(listen = %args.listen_addr, admin = %args.admin_addr, "kim-webhook serving");
     // Both servers stop once the shutdown delay after the signal has passed.
@@ -279,16 +281,19 @@ pub async fn serve(
     )
     .await;
     match admin_task.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(anyhow::anyhow!("admin server failed: {e}")),
-        Err(e) => Err(anyhow::anyhow!("admin server task failed: {e}")),
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => anyhow::bail!("admin server failed: {e}"),
+        Err(e) => anyhow::bail!("admin server task failed: {e}"),
     }
+    if crashed.is_cancelled() {
+        anyhow::bail!("stopped because a task it serves from panicked (see the log line before)");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kim_certs::material::{generate_ca, issue_serving};
 
     /// A lower level for the rest keeps the audit trail on; only a directive naming it turns it
     /// off or changes it.
@@ -311,22 +316,56 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_expiry_of_a_certificate_file_is_read_from_its_leaf() {
+    /// A task the webhook serves from that panics (here a stand-in; the certificate rotation
+    /// and the CloudProfile watch run the same way) stops the server with an error, after the
+    /// drain, instead of leaving it serving without it.
+    #[tokio::test]
+    async fn a_panic_in_a_task_it_serves_from_stops_the_server_with_an_error() {
+        use clap::Parser as _;
         let now = SystemTime::now();
-        let ca = generate_ca(now, Duration::from_secs(86_400)).expect("a CA");
+        let ca = kim_certs::material::generate_ca(now, Duration::from_secs(600)).expect("a CA");
         let names = kim_certs::ServingNames {
             dns: vec!["localhost".into()],
             ips: vec![],
         };
         let serving =
-            issue_serving(&ca, &names, now, Duration::from_secs(3_600)).expect("a certificate");
-        let not_after = serving_not_after(serving.cert_pem, serving.key_pem).expect("an expiry");
-        let left = not_after
-            .duration_since(now)
-            .expect("in the future")
-            .as_secs();
-        assert!((3_500..=3_600).contains(&left), "{left} s left");
-        assert_eq!(serving_not_after("no PEM".into(), "none".into()), None);
+            kim_certs::material::issue_serving(&ca, &names, now, Duration::from_secs(300))
+                .expect("a certificate");
+        let dir = tempfile::tempdir().expect("a directory");
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert, serving.cert_pem).expect("cert written");
+        std::fs::write(&key, serving.key_pem).expect("key written");
+        let cli = crate::cli::Cli::try_parse_from([
+            "kim-webhook".as_ref(),
+            "serve".as_ref(),
+            "--converter-config-filepath".as_ref(),
+            "unused.json".as_ref(),
+            "--tls-cert-file".as_ref(),
+            cert.as_os_str(),
+            "--tls-key-file".as_ref(),
+            key.as_os_str(),
+            "--listen-addr=127.0.0.1:0".as_ref(),
+            "--admin-addr=127.0.0.1:0".as_ref(),
+            "--shutdown-delay=0s".as_ref(),
+            "--shutdown-grace=1s".as_ref(),
+        ] as [&std::ffi::OsStr; 12])
+        .expect("flags");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("not serve");
+        };
+        let crashed = Shutdown::new();
+        tokio::spawn(supervised(
+            "stand-in",
+            async { panic!("a bug in a task") },
+            crashed.clone(),
+        ));
+        let served = tokio::time::timeout(
+            Duration::from_secs(30),
+            serve(*args, AdmissionContext::default(), Router::new(), crashed),
+        )
+        .await
+        .expect("the server stops");
+        let error = served.expect_err("a crash is an error").to_string();
+        assert!(error.contains("panicked"), "{error}");
     }
 }

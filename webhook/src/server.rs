@@ -181,14 +181,18 @@ impl AppState {
         budget_size(&self.limits, self.max_body_bytes)
     }
 
-    /// Ready: a certificate is loaded, the configuration is valid and, when the webhook
-    /// watches the Gardener CloudProfiles, they are cached.
+    /// Ready: a certificate is loaded and has not expired, the configuration is valid and,
+    /// when the webhook watches the Gardener CloudProfiles, they are cached.
     pub fn ready(&self) -> Result<(), &'static str> {
         if self.draining.load(Ordering::Relaxed) {
             return Err("shutting down");
         }
-        if !self.resolver.is_loaded() {
-            return Err("no serving certificate loaded yet");
+        match self.resolver.not_after() {
+            None => return Err("no serving certificate loaded yet"),
+            Some(t) if t <= SystemTime::now() => {
+                return Err("the serving certificate has expired");
+            }
+            Some(_) => {}
         }
         if !self.config_valid.load(Ordering::Relaxed) {
             return Err("the KIM configuration is not valid");
@@ -272,6 +276,7 @@ fn admission_route(
     post(
         move |State(state): State<Arc<AppState>>,
               peer: Option<axum::Extension<Peer>>,
+              arrived: Option<axum::Extension<Arrived>>,
               body: Result<Bytes, BytesRejection>| async move {
             let body = match body {
                 Ok(b) => b,
@@ -295,6 +300,9 @@ fn admission_route(
             if let Some(axum::Extension(peer)) = peer {
                 a.audit.peer = peer.addr.to_string();
                 a.audit.client_certificate = peer.client_certificate;
+            }
+            if let Some(axum::Extension(Arrived(at))) = arrived {
+                a.audit.latency_us = u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX);
             }
             let m = &state.metrics;
             m.admissions
@@ -561,6 +569,11 @@ pub async fn drain_after(state: Arc<AppState>, signal: impl Future<Output = ()>,
 /// Serves `app` over plain HTTP until `shutdown` resolves.
 pub use kim_process::http::serve as serve_plain;
 
+/// When a request's headers were read, added to each request: the audit record's latency
+/// counts from then, so the time its body took to come and its wait for a turn are in it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrived(pub std::time::Instant);
+
 /// Who is at the other end of a connection, added to each of its requests for the audit record.
 #[derive(Debug, Clone, Copy)]
 pub struct Peer {
@@ -756,6 +769,8 @@ pub async fn serve_tls_with(
                 app,
                 move |mut req: http::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(peer_info);
+                    req.extensions_mut()
+                        .insert(Arrived(std::time::Instant::now()));
                     req
                 },
             );

@@ -638,3 +638,43 @@ async fn a_panicking_handler_gets_500_is_counted_and_the_replica_goes_on() {
     // The only request slot was given back both times.
     assert_eq!(noop(&s).await, 200);
 }
+
+/// The audit record's latency runs from the request's arrival, not from when its body was
+/// read: a review whose body came late (and that the apiserver may have given up on) shows
+/// how long it really took.
+#[tokio::test]
+async fn the_audit_latency_counts_from_the_request_s_arrival() {
+    let dir = tempfile::tempdir().unwrap();
+    let trail = dir.path().join("audit.log");
+    let s = support::start(Options {
+        audit_file: Some(trail.clone()),
+        ..Options::default()
+    })
+    .await;
+    let mut slow = raw(&s).await;
+    slow.write_all(
+        b"POST /validate/runtime HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let late = Duration::from_millis(400);
+    tokio::time::sleep(late).await;
+    slow.write_all(b"}").await.unwrap();
+    let answer = until_closed(&mut slow).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut record = None;
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&trail).unwrap_or_default();
+        if let Some(line) = text.lines().next() {
+            record = Some(serde_json::from_str::<Value>(line).unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let record = record.expect("an audit record");
+    let latency = record["latency_us"].as_u64().expect("latency_us");
+    assert!(
+        latency >= u64::try_from(late.as_micros()).unwrap(),
+        "{latency} us recorded for a body that came {late:?} after the headers: {record}"
+    );
+}

@@ -73,6 +73,26 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     )
 }
 
+/// A replica whose certificate expired (the rotation stalled, the files were not renewed) is
+/// taken out of the endpoints: the apiserver cannot complete a handshake with it.
+#[tokio::test]
+async fn readiness_fails_once_the_serving_certificate_has_expired() {
+    let s = start(1 << 20).await;
+    let expired = support::pki_issued(std::time::SystemTime::now() - Duration::from_secs(600));
+    s.state.resolver.set(
+        CertResolver::certified_key(&expired.cert_pem, &expired.key_pem)
+            .expect("an expired certificate still loads"),
+    );
+    let (code, body) = get(s.admin, "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("expired"), "{body}");
+    let valid = pki();
+    s.state
+        .resolver
+        .set(CertResolver::certified_key(&valid.cert_pem, &valid.key_pem).unwrap());
+    assert_eq!(get(s.admin, "/readyz").await.0, 200);
+}
+
 /// The project's AWS sample Runtime (shaped as KEB writes it) without its Kubernetes version,
 /// so that the defaults have something to add.
 fn sample_runtime() -> Value {

@@ -40,7 +40,11 @@ pub struct Pki {
 }
 
 pub fn pki() -> Pki {
-    let now = SystemTime::now();
+    pki_issued(SystemTime::now())
+}
+
+/// As [`pki`], issued at `now`: a serving certificate valid for 300 s from then.
+pub fn pki_issued(now: SystemTime) -> Pki {
     let ca = kim_certs::material::generate_ca(now, Duration::from_secs(600)).unwrap();
     let names = ServingNames {
         dns: vec!["localhost".into()],
@@ -74,6 +78,8 @@ pub struct Options {
     /// Load [`Running::ca_pem`]'s serving certificate at start; `false` starts without one,
     /// as a replica does before it has read its Secret.
     pub certificate: bool,
+    /// Also write the audit records to this file (`--audit-log-path`).
+    pub audit_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -85,6 +91,7 @@ impl Default for Options {
             routes: routes_with_noop(),
             drain: None,
             certificate: true,
+            audit_file: None,
         }
     }
 }
@@ -105,7 +112,10 @@ pub async fn start(opts: Options) -> Running {
     let state = Arc::new(
         AppState::new(
             ctx,
-            AuditSink::log_only(),
+            match &opts.audit_file {
+                Some(path) => AuditSink::with_file(path.clone(), 1 << 20, 1).unwrap(),
+                None => AuditSink::log_only(),
+            },
             CertResolver::new(),
             opts.max_body,
         )
