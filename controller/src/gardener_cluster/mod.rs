@@ -68,13 +68,19 @@ pub async fn run(
         shoots,
         rotations,
     ));
-    let failing = reconciler.clone();
+    let (failing, released) = (reconciler.clone(), reconciler.clone());
+    // Gardener answering again and a CA rotation end a failure's hold: the pass they ask for
+    // runs now.
     let recovered = crate::gardener::health::retry_on_recovery(
         ctx.gardener_recoveries.clone(),
         ctx.metrics.clone(),
         CONTROLLER,
         move || failing.failing(),
-    );
+    )
+    .inspect({
+        let released = released.clone();
+        move |r| released.release(r)
+    });
     let (store, writer) = reflector::store();
     let (stream, sweep) =
         crate::watch::own_kind(clusters, writer, reconciler.clone(), shutdown.clone());
@@ -85,10 +91,14 @@ pub async fn run(
         .owns(secrets, watcher::Config::default().labels(&managed))
         .with_config(controller::Config::default().concurrency(workers))
         .reconcile_on(recovered)
-        .reconcile_on(ca_rotated.map({
-            let namespace = namespace.clone();
-            move |name| reflector::ObjectRef::new(&name).within(&namespace)
-        }))
+        .reconcile_on(
+            ca_rotated
+                .map({
+                    let namespace = namespace.clone();
+                    move |name| reflector::ObjectRef::new(&name).within(&namespace)
+                })
+                .inspect(move |r| released.release(r)),
+        )
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
         .for_each(|result| {

@@ -251,6 +251,16 @@ impl crate::watch::Forget<StatusApart<GardenerCluster>> for Reconciler {
 }
 
 impl Reconciler {
+    /// Ends the hold of the GardenerCluster `r` after a failure: something it depends on
+    /// changed, and the pass that asks for runs now.
+    pub fn release(&self, r: &ObjectRef<StatusApart<GardenerCluster>>) {
+        self.records.release(&format!(
+            "{}/{}",
+            r.namespace.as_deref().unwrap_or_default(),
+            r.name
+        ));
+    }
+
     /// The GardenerClusters whose last reconcile failed, to retry now that Gardener answers
     /// again (their failure count, and so their next backoff, stays until one succeeds).
     pub fn failing(&self) -> Vec<ObjectRef<StatusApart<GardenerCluster>>> {
@@ -270,8 +280,18 @@ pub async fn reconcile(
     gc: Arc<StatusApart<GardenerCluster>>,
     reconciler: Arc<Reconciler>,
 ) -> Result<Action, Error> {
-    let started = Instant::now();
     let record_key = key(&*gc);
+    // After a failure the watch event of its own status write (whose message may quote the
+    // failure, and read differently each time) must not start the next attempt before the
+    // backoff: each attempt may ask Gardener for an admin kubeconfig.
+    if let Some(left) = reconciler
+        .records
+        .held(&record_key, crate::records::inputs(&gc.metadata))
+    {
+        return Ok(Action::requeue(left));
+    }
+    reconciler.records.begin_pass(&record_key);
+    let started = Instant::now();
     let namespace = gc.namespace().unwrap_or_default();
     let api: Api<StatusApart<GardenerCluster>> =
         Api::namespaced(reconciler.ctx.kcp.clone(), &namespace);
@@ -327,7 +347,11 @@ pub fn error_policy(
     reconciler: Arc<Reconciler>,
 ) -> Action {
     // Jittered: GardenerClusters that failed together (Gardener down) do not come back together.
-    let delay = reconciler.records.retry_in(&key(&*gc), &BACKOFF);
+    let record_key = key(&*gc);
+    let delay = reconciler.records.retry_in(&record_key, &BACKOFF);
+    reconciler
+        .records
+        .hold(&record_key, delay, crate::records::inputs(&gc.metadata));
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),

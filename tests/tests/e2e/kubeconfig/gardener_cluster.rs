@@ -799,6 +799,70 @@ async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() ->
     Ok(())
 }
 
+/// A refused Secret write whose message reads differently each time (it counts the attempts)
+/// changes the GardenerCluster's status at each attempt. The watch event of that status write
+/// must not start the next attempt ahead of the backoff (1 s doubling, each delay half to all
+/// of it): each attempt asks Gardener for an admin kubeconfig, and attempts one after another
+/// would spend the Gardener client's budget on one cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backoff() -> Result<()> {
+    use kim_tests::faultproxy::{FaultProxy, Rule};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-varying").await?;
+    let shoot = ready_shoot(env).await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counted = attempts.clone();
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{ns}/secrets"),
+        fault: echo_refusal(move |_| {
+            format!("attempt {}", counted.fetch_add(1, Ordering::SeqCst) + 1)
+        }),
+        times: None,
+    });
+    let ctl = Controller::start_via(env, &ns, &[], Some(proxy.access_via(env.kcp()))).await?;
+    let gcs: Api<GardenerCluster> = Api::namespaced(env.kcp_client().await?, &ns);
+    let id = unique("rt-");
+    gcs.create(&PostParams::default(), &gardener_cluster(&ns, &id, &shoot))
+        .await?;
+    eventually(
+        "the refused write in the status",
+        Duration::from_secs(60),
+        || async {
+            let gc = gcs.get(&id).await?;
+            Ok(gc
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| {
+                    c.reason.ends_with("FailedToCreateSecret") && c.message.contains("attempt")
+                })
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    let before = attempts.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let made = attempts.load(Ordering::SeqCst) - before;
+    // The backoff allows at most 6 attempts in 12 s; a loop on the status writes makes one
+    // per round trip.
+    assert!((1..=7).contains(&made), "{made} attempts in 12 s");
+
+    proxy.clear();
+    let secrets: Api<Secret> = Api::namespaced(env.kcp_client().await?, &ns);
+    eventually(
+        "the Secret written once the refusal stops",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt(&format!("kubeconfig-{id}")).await?) },
+    )
+    .await?;
+    ctl.stop().await;
+    Ok(())
+}
+
 /// A forced rotation whose annotation removal meets a changed GardenerCluster (409: a label
 /// written, a status write between the read and the removal) still signs one admin kubeconfig:
 /// the annotation is removed from the version read again, not left for the next pass to serve
