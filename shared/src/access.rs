@@ -535,6 +535,19 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Val
         check_namespace(&mut f, "spec.role.namespace", &role.namespace, policy);
         check_rules(&mut f, "spec.role.rules", &role.rules, false);
     }
+    if let Some((namespace, resource)) = workload_writes(ra)
+        && namespace == spec.service_account.namespace
+    {
+        // A Pod runs as any ServiceAccount of its namespace, and the kubelet renews its
+        // token for the account of that name: a revocation (a new account) would not end it.
+        push(
+            &mut f,
+            "spec.role.namespace",
+            &format!(
+                "{namespace:?} is also the namespace of spec.serviceAccount, and spec.role writes {resource:?} there: a Pod made with the token could run as the account, and the kubelet renews its token even after the tokens are revoked; keep the account in a namespace the role does not write workloads in (spec.serviceAccount cannot change: create a new RuntimeAccess), or grant only reads there"
+            ),
+        );
+    }
     if let Some(r) = &spec.role_ref {
         if !is_path_segment(&r.name) {
             push(
@@ -1610,6 +1623,26 @@ mod tests {
         // A cluster-wide rule is refused at admission for these writes already.
         ra.spec.role = None;
         assert_eq!(workload_writes(&ra), None);
+    }
+
+    /// A token that may run Pods in its account's namespace could start one as that account,
+    /// which keeps the account's rights after a revocation.
+    #[test]
+    fn workload_writes_in_the_account_s_own_namespace_are_refused() {
+        let mut ra = pods_reader();
+        ra.spec.role.as_mut().expect("a role").rules =
+            vec![rule(&["apps"], &["deployments"], &["create"])];
+        rejects(&ra, "spec.role.namespace");
+        let message = validate_runtime_access(&ra, &AccessPolicy::default())
+            .violations
+            .into_iter()
+            .find(|v| v.field == "spec.role.namespace")
+            .map(|v| v.message)
+            .unwrap_or_default();
+        assert!(message.contains("\"deployments\""), "{message}");
+        // The same writes for an account kept elsewhere.
+        ra.spec.service_account.namespace = "kim-access".into();
+        assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
     }
 
     #[test]

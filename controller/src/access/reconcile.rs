@@ -624,9 +624,18 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         .map_err(api(format!("reading Secret {ns}/{name}")))?;
     // What the Secret holds, for clearing errors about it of credentials.
     let mut secret_data = existing.as_ref().and_then(|s| s.data.clone());
-    if existing.as_ref().is_some_and(|s| !secret_owned_by(s, ra)) {
+    if let Some(taken) = existing.as_ref().filter(|s| !secret_owned_by(s, ra)) {
+        // Any requester may name any free `*-kubeconfig` Secret: say whose it is.
+        let holder = taken
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "RuntimeAccess")
+            .map(|o| format!(" (it is the Secret of RuntimeAccess {ns}/{})", o.name))
+            .unwrap_or_default();
         let msg = format!(
-            "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it); the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
+            "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it){holder}; the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
             names::LABEL_MANAGED_BY,
             names::MANAGED_BY_INFRASTRUCTURE_MANAGER
         );
@@ -956,6 +965,17 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         )
         .await;
     }
+    if let Err(e) = delete_renamed(&secrets, ra, &name).await {
+        return fail(
+            reconciler,
+            ra,
+            "SecretWriteFailed",
+            "deleting the Secret of the previous spec.secret.name",
+            classify::message(&e),
+            now,
+        )
+        .await;
+    }
     let message = format!(
         "kubeconfig for {} in Secret {ns}/{name}",
         service_account_user(&ra.spec)
@@ -971,6 +991,46 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     status.shoot_objects = shoot_objects;
     write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// After `spec.secret.name` changed, deletes the Secret the status still names, when it is
+/// this request's: no copy of the kubeconfig stays behind under the old name (its token
+/// stays valid until it expires; the revocation annotation ends it sooner). An error comes
+/// cleared of the Secret's data.
+async fn delete_renamed(
+    secrets: &Api<Secret>,
+    ra: &RuntimeAccess,
+    current: &str,
+) -> Result<(), kube::Error> {
+    let Some(previous) = ra
+        .status
+        .as_ref()
+        .and_then(|s| s.secret_ref.as_ref())
+        .filter(|r| r.name != current && Some(&r.namespace) == ra.metadata.namespace.as_ref())
+    else {
+        return Ok(());
+    };
+    let Some(secret) = secrets.get_opt(&previous.name).await? else {
+        return Ok(());
+    };
+    if !secret_owned_by(&secret, ra) {
+        return Ok(());
+    }
+    // Conditional on the UID that was checked: a Secret made anew meanwhile stays.
+    let only_this = crate::finalizing::only_uid(secret.metadata.uid.clone());
+    match secrets.delete(&previous.name, &only_this).await {
+        Ok(_) => {
+            tracing::info!(
+                controller = CONTROLLER,
+                secret = %previous.name,
+                "deleted the Secret of the previous spec.secret.name"
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        // The answer may quote the Secret (an admission webhook's oldObject).
+        Err(e) => Err(crate::redact::secret_error(e, secret.data.as_ref())),
+    }
 }
 
 async fn fail(

@@ -1270,6 +1270,14 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
             "spec.role.rules[0].resources",
         ),
         (
+            // A Pod made with the token runs as the account, past a revocation.
+            "own-account-pods",
+            role(
+                json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create"]}]),
+            ),
+            "spec.role.namespace",
+        ),
+        (
             "kube-system-pods",
             cluster_role(
                 json!([{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "create"]}]),
@@ -1358,9 +1366,11 @@ async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result
     } = set_up("kc-ra-psa", &[]).await?;
     let shoot_admin = env.shoot_client().await?;
     let apps = env.shoot_namespace("deployer").await?;
+    // The account apart from the workloads it may write (refused otherwise).
+    let accounts = env.shoot_namespace("deployer-sa").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let spec = json!({
-        "serviceAccount": {"name": "deployer", "namespace": apps},
+        "serviceAccount": {"name": "deployer", "namespace": accounts},
         "role": {"namespace": apps, "rules": [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create", "patch"]},
@@ -1383,7 +1393,7 @@ async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result
     );
     assert!(
         !exists(
-            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps),
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &accounts),
             "deployer"
         )
         .await?,
@@ -1681,7 +1691,32 @@ async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() ->
         "{}",
         claimed.message
     );
-    for name in ["thief", "claimer"] {
+    // A request that took the usual name of another's Secret first: the other is told whose
+    // it is.
+    let mut spec = configmap_reader("squatter", &apps, &apps);
+    spec["secret"] = json!({"name": "later-kubeconfig"});
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "squatter", &id, spec)?,
+        )
+        .await?;
+    access_ready(&requests, "squatter").await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "later", &id, configmap_reader("later", &apps, &apps))?,
+        )
+        .await?;
+    let taken = access_condition(&requests, "later", "SecretNotOwned").await?;
+    assert!(
+        taken
+            .message
+            .contains(&format!("the Secret of RuntimeAccess {ns}/squatter")),
+        "{}",
+        taken.message
+    );
+    for name in ["thief", "claimer", "squatter", "later"] {
         requests.delete(name, &DeleteParams::default()).await?;
     }
     eventually("requests gone", Duration::from_secs(30), || async {
@@ -2056,6 +2091,42 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
         || async { Ok((!exists(&role_bindings, &rbac_name).await?).then_some(())) },
     )
     .await?;
+
+    // Another Secret name: the kubeconfig moves, and no copy stays under the old name.
+    let renamed = "reader-renamed-kubeconfig";
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"secret": {"name": renamed}}})),
+        )
+        .await?;
+    eventually(
+        "the renamed Secret served",
+        Duration::from_secs(30),
+        || async {
+            let status = requests.get("reader").await?.status.unwrap_or_default();
+            Ok(
+                (status.secret_ref.as_ref().map(|r| r.name.as_str()) == Some(renamed)
+                    && status.state.as_deref() == Some("Ready"))
+                .then_some(()),
+            )
+        },
+    )
+    .await?;
+    assert!(
+        secrets
+            .get(renamed)
+            .await?
+            .data
+            .is_some_and(|d| d.contains_key("config")),
+        "the renamed Secret holds the kubeconfig"
+    );
+    assert!(
+        secrets.get_opt(&secret_name).await?.is_none(),
+        "the Secret of the old name stayed with its token"
+    );
+    let secret_name = renamed.to_owned();
 
     // The deletion: the same for what appeared since.
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
