@@ -276,18 +276,13 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     eventually(
         "RuntimeBootstrapperReady=False/InstallationInProgress",
         Duration::from_secs(120),
-        || {
-            let runtimes = runtimes.clone();
-            let id = id.clone();
-            async move {
-                let rt = runtimes.get(&id).await?;
-                Ok(bootstrapper_condition(&rt)
-                    == Some((
-                        "False".into(),
-                        reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS.into(),
-                    ))
-                    && rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Pending))
-            }
+        || async {
+            Ok(state_and_condition(&runtimes, &id).await?
+                == is(
+                    RuntimeState::Pending,
+                    "False",
+                    reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS,
+                ))
         },
     )
     .await
@@ -303,20 +298,13 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     eventually(
         "the Runtime is Ready again",
         Duration::from_secs(120),
-        || {
-            let runtimes = runtimes.clone();
-            let id = id.clone();
-            async move {
-                let rt = runtimes.get(&id).await?;
-                Ok(
-                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Ready)
-                        && bootstrapper_condition(&rt)
-                            == Some((
-                                "True".into(),
-                                reason::RUNTIME_BOOTSTRAPPER_CONFIGURED.into(),
-                            )),
-                )
-            }
+        || async {
+            Ok(state_and_condition(&runtimes, &id).await?
+                == is(
+                    RuntimeState::Ready,
+                    "True",
+                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
+                ))
         },
     )
     .await
@@ -470,20 +458,13 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     eventually(
         "a failed installation fails the Runtime",
         Duration::from_secs(120),
-        || {
-            let runtimes = runtimes.clone();
-            let id = id.clone();
-            async move {
-                let rt = runtimes.get(&id).await?;
-                Ok(
-                    rt.status.as_ref().map(|s| s.state) == Some(RuntimeState::Failed)
-                        && bootstrapper_condition(&rt)
-                            == Some((
-                                "False".into(),
-                                reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_FAILED.into(),
-                            )),
-                )
-            }
+        || async {
+            Ok(state_and_condition(&runtimes, &id).await?
+                == is(
+                    RuntimeState::Failed,
+                    "False",
+                    reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_FAILED,
+                ))
         },
     )
     .await
