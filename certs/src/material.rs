@@ -91,6 +91,7 @@ pub struct ServingEntry {
     not_after: SystemTime,
     issuer_der: Vec<u8>,
     names: Vec<String>,
+    key_matches: bool,
 }
 
 impl std::fmt::Debug for CaEntry {
@@ -302,12 +303,18 @@ impl CertMaterial {
             }
             names.sort();
             names.dedup();
+            let cert_pem = pem_of(leaf);
+            let key_matches = !matches!(
+                crate::CertResolver::certified_key(&cert_pem, &key_pem),
+                Err(crate::resolver::ResolverError::KeyMismatch)
+            );
             out.serving = Some(ServingEntry {
-                cert_pem: pem_of(leaf),
+                cert_pem,
                 key_pem,
                 not_after: system_time(x.validity().not_after),
                 issuer_der: x.issuer().as_raw().to_vec(),
                 names,
+                key_matches,
             });
         }
         Ok(out)
@@ -343,6 +350,7 @@ impl CertMaterial {
                 // name identifies the signing CA.
                 issuer: self.cas.iter().rposition(|c| c.subject_der == s.issuer_der),
                 names_cover: names.canonical().iter().all(|n| s.names.contains(n)),
+                key_matches: s.key_matches,
             }),
             trusted_since: Vec::new(),
         }
@@ -488,6 +496,7 @@ pub fn issue_serving(
         not_after: offset_to_system(params.not_after),
         issuer_der: x.issuer().as_raw().to_vec(),
         names: names.canonical(),
+        key_matches: true,
     })
 }
 
@@ -543,6 +552,37 @@ mod tests {
             "a fresh bootstrap needs nothing"
         );
         assert_eq!(back.ca_bundle_pem(), m.ca_bundle_pem());
+    }
+
+    /// A serving key replaced by hand (another key) is noticed, and the plan issues a new
+    /// pair from the same CA.
+    #[test]
+    fn a_serving_key_of_another_certificate_is_noticed() {
+        let now = SystemTime::now();
+        let m = bootstrap(now);
+        let other = bootstrap(now);
+        let mut data = m.to_secret_data();
+        data.insert(
+            TLS_KEY_KEY.to_string(),
+            other
+                .serving
+                .as_ref()
+                .expect("serving")
+                .key_pem
+                .clone()
+                .into_bytes(),
+        );
+        let edited = CertMaterial::from_secret_data(&data).expect("still reads");
+        let st = edited.state(&names());
+        assert!(!st.serving.expect("serving").key_matches);
+        assert_eq!(
+            plan(&st, now, &policy()).issue_serving,
+            Some((
+                crate::plan::Signer::Existing(0),
+                crate::plan::Reason::KeyMismatch
+            ))
+        );
+        assert!(m.state(&names()).serving.expect("serving").key_matches);
     }
 
     #[test]

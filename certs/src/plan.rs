@@ -25,6 +25,9 @@ pub struct ServingValidity {
     /// during a rollout two versions side by side, one naming a host the other does not,
     /// would otherwise re-issue the shared certificate in turn on every tick.
     pub names_cover: bool,
+    /// Whether the stored private key belongs to it. A key replaced by hand would fail every
+    /// load of the pair until the certificate is due anyway; a new certificate replaces both.
+    pub key_matches: bool,
 }
 
 /// The certificate state as stored, reduced to what decisions need.
@@ -98,6 +101,8 @@ pub enum Reason {
     IssuerNotTrusted,
     /// The serving certificate lacks a configured host.
     NamesChanged,
+    /// The stored private key is not the serving certificate's.
+    KeyMismatch,
     /// A newer CA has been in every webhook's live caBundle for the propagation time; the
     /// serving certificate moves to it.
     NewerCaTrusted,
@@ -193,6 +198,7 @@ pub fn plan(state: &CertState, now: SystemTime, policy: &RotationPolicy) -> Plan
     let reason = match state.serving {
         None => Some(Reason::Missing),
         Some(s) if s.not_after <= now => Some(Reason::Expired),
+        Some(s) if !s.key_matches => Some(Reason::KeyMismatch),
         Some(s) if s.issuer.is_none_or(|i| !live.contains(&i)) => Some(Reason::IssuerNotTrusted),
         Some(s) if !s.names_cover => Some(Reason::NamesChanged),
         Some(ServingValidity {
@@ -255,6 +261,7 @@ mod tests {
             not_after: at(until),
             issuer: Some(issuer),
             names_cover: true,
+            key_matches: true,
         }
     }
 
@@ -387,12 +394,29 @@ mod tests {
                 not_after: at(9),
                 issuer: None,
                 names_cover: true,
+                key_matches: true,
             }),
         );
         let p = plan(&s, at(1), &policy());
         assert_eq!(
             p.issue_serving,
             Some((Signer::Existing(0), Reason::IssuerNotTrusted))
+        );
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_certificate_s_reissues() {
+        let s = state(
+            vec![ca(0, 60)],
+            Some(ServingValidity {
+                key_matches: false,
+                ..serving(9, 0)
+            }),
+        );
+        let p = plan(&s, at(1), &policy());
+        assert_eq!(
+            p.issue_serving,
+            Some((Signer::Existing(0), Reason::KeyMismatch))
         );
     }
 
@@ -404,6 +428,7 @@ mod tests {
                 not_after: at(9),
                 issuer: Some(0),
                 names_cover: false,
+                key_matches: true,
             }),
         );
         let p = plan(&s, at(1), &policy());
@@ -461,6 +486,7 @@ mod tests {
                     not_after,
                     issuer: Some(idx),
                     names_cover: true,
+                    key_matches: true,
                 });
                 if state.serving.is_some() {
                     serving_rotations += 1;

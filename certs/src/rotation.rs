@@ -278,10 +278,10 @@ impl CertRotator {
                 .unwrap_or(true);
             if changed {
                 let (cert, key) = (serving.cert_pem.clone(), serving.key_pem.clone());
-                let ck =
+                let ck = joined(
                     tokio::task::spawn_blocking(move || CertResolver::certified_key(&cert, &key))
-                        .await
-                        .map_err(|e| RotationError::Task(e.to_string()))??;
+                        .await,
+                )??;
                 self.resolver.set(ck);
                 if let Ok(mut g) = self.loaded_cert.lock() {
                     *g = Some(serving.cert_pem.clone());
@@ -351,10 +351,13 @@ impl CertRotator {
             self.cfg.policy.serving_lifetime,
         );
         // Key generation and signing are CPU work; keep them off the async executor.
-        tokio::task::spawn_blocking(move || current.apply(&p, now, &names, ca_life, serving_life))
-            .await
-            .map_err(|e| RotationError::Task(e.to_string()))?
-            .map_err(RotationError::Generate)
+        joined(
+            tokio::task::spawn_blocking(move || {
+                current.apply(&p, now, &names, ca_life, serving_life)
+            })
+            .await,
+        )?
+        .map_err(RotationError::Generate)
     }
 
     /// Writes the caBundle into every configured webhook configuration whose webhooks do not
@@ -471,5 +474,29 @@ impl CertRotator {
             }
             observe(&result);
         }
+    }
+}
+/// The result of a blocking task of the rotation. A panic there is raised again here, in the
+/// rotation's own task, so that whoever supervises the rotation sees it (the webhook stops)
+/// instead of a failure retried on every tick.
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, RotationError> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(RotationError::Task(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A panic in a blocking step comes out of the rotation's task as a panic, not as an error
+    /// it would log and retry.
+    #[tokio::test]
+    async fn a_panic_in_a_blocking_step_is_raised_in_the_rotation_task() {
+        let outer = tokio::spawn(async {
+            super::joined(tokio::task::spawn_blocking(|| -> u8 { panic!("a bug") }).await)
+        });
+        assert!(outer.await.is_err_and(|e| e.is_panic()));
+        assert!(matches!(super::joined(Ok::<u8, _>(1)), Ok(1)));
     }
 }

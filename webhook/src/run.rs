@@ -133,6 +133,8 @@ async fn watch_files(
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "cannot load the TLS files; keeping the previous certificate")
             }
+            // A bug: raised in this task, which the webhook supervises (it stops).
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => tracing::error!(error = %e, "certificate loading task failed"),
         }
     }
