@@ -171,13 +171,6 @@ impl<R: Default> Records<R> {
         }
     }
 
-    /// A pass of the object begins (after [`Records::held`] let it).
-    pub fn begin_pass(&self, key: &str) {
-        let mut inner = lock(&self.inner);
-        let entry = inner.entry(key);
-        entry.pass_nudges = entry.nudges;
-    }
-
     /// Something the object depends on changed (its Shoot, its GardenerCluster or admin
     /// kubeconfig, a configuration): its hold ends, and a pass running now sets none.
     pub fn release(&self, key: &str) {
@@ -187,17 +180,21 @@ impl<R: Default> Records<R> {
         }
     }
 
-    /// How long the object still waits after a failure, if its `inputs` are the same as then.
-    pub fn held(&self, key: &str, inputs: u64) -> Option<Duration> {
+    /// A pass of the object begins, unless it still waits after a failure with the same
+    /// `inputs` as then: how long it waits. One step under the lock, so that a release coming
+    /// just before the pass is not taken for one during it (which would keep the next hold).
+    pub fn begin_pass(&self, key: &str, inputs: u64) -> Option<Duration> {
         let mut inner = lock(&self.inner);
-        let entry = inner.entries.get_mut(key)?;
-        let (until, then) = entry.hold?;
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
-        if then != inputs || left.is_zero() {
+        let entry = inner.entry(key);
+        if let Some((until, then)) = entry.hold {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if then == inputs && !left.is_zero() {
+                return Some(left);
+            }
             entry.hold = None;
-            return None;
         }
-        Some(left)
+        entry.pass_nudges = entry.nudges;
+        None
     }
 
     /// The keys of the objects that `pick` selects, given each one's consecutive failures and
@@ -260,28 +257,30 @@ mod tests {
         let records: Records<()> = Records::default();
         let minute = Duration::from_secs(60);
         records.hold("a", minute, 7);
-        assert!(records.held("a", 7).is_some_and(|left| left <= minute));
+        assert!(
+            records
+                .begin_pass("a", 7)
+                .is_some_and(|left| left <= minute)
+        );
         assert_eq!(
-            records.held("a", 8),
+            records.begin_pass("a", 8),
             None,
             "another spec, label or annotation"
         );
-        assert_eq!(records.held("a", 7), None, "a hold ended stays ended");
+        assert_eq!(records.begin_pass("a", 7), None, "a hold ended stays ended");
         records.hold("a", Duration::ZERO, 7);
-        assert_eq!(records.held("a", 7), None, "over");
-        assert_eq!(records.held("b", 7), None);
+        assert_eq!(records.begin_pass("a", 7), None, "over");
+        assert_eq!(records.begin_pass("b", 7), None);
 
         // Released: by an event of another object, before or during the failing pass.
         records.hold("a", minute, 7);
         records.release("a");
-        assert_eq!(records.held("a", 7), None);
-        records.begin_pass("a");
+        assert_eq!(records.begin_pass("a", 7), None);
         records.release("a");
         records.hold("a", minute, 7);
-        assert_eq!(records.held("a", 7), None, "an event during the pass");
-        records.begin_pass("a");
+        assert_eq!(records.begin_pass("a", 7), None, "an event during the pass");
         records.hold("a", minute, 7);
-        assert!(records.held("a", 7).is_some());
+        assert!(records.begin_pass("a", 7).is_some());
     }
     use super::*;
 

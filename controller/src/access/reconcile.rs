@@ -190,11 +190,10 @@ pub async fn reconcile(
     let record_key = key(&*ra);
     if let Some(left) = reconciler
         .records
-        .held(&record_key, crate::records::inputs(&ra.metadata))
+        .begin_pass(&record_key, crate::records::inputs(&ra.metadata))
     {
         return Ok(Action::requeue(left));
     }
-    reconciler.records.begin_pass(&record_key);
     let started = Instant::now();
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
@@ -626,12 +625,22 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     let mut secret_data = existing.as_ref().and_then(|s| s.data.clone());
     if let Some(taken) = existing.as_ref().filter(|s| !secret_owned_by(s, ra)) {
         // Any requester may name any free `*-kubeconfig` Secret: say whose it is.
+        let ours = taken
+            .labels()
+            .get(names::LABEL_MANAGED_BY)
+            .map(String::as_str)
+            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
         let holder = taken
             .metadata
             .owner_references
             .iter()
             .flatten()
-            .find(|o| o.kind == "RuntimeAccess")
+            .filter(|_| ours)
+            .find(|o| {
+                o.kind == "RuntimeAccess"
+                    && o.api_version == RuntimeAccess::api_version(&())
+                    && ra.uid().as_deref() != Some(o.uid.as_str())
+            })
             .map(|o| format!(" (it is the Secret of RuntimeAccess {ns}/{})", o.name))
             .unwrap_or_default();
         let msg = format!(

@@ -55,7 +55,7 @@ pub async fn run(
     let clusters: Api<StatusApart<GardenerCluster>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     // Watch only our Secrets, and only their metadata: a deleted or emptied Secret is noticed
-    // at once, without caching kubeconfigs in memory.
+    // at once (after a failure, once its backoff ends), without caching kubeconfigs in memory.
     let managed = format!(
         "{}={}",
         kim_shared::names::LABEL_MANAGED_BY,

@@ -286,11 +286,10 @@ pub async fn reconcile(
     // backoff: each attempt may ask Gardener for an admin kubeconfig.
     if let Some(left) = reconciler
         .records
-        .held(&record_key, crate::records::inputs(&gc.metadata))
+        .begin_pass(&record_key, crate::records::inputs(&gc.metadata))
     {
         return Ok(Action::requeue(left));
     }
-    reconciler.records.begin_pass(&record_key);
     let started = Instant::now();
     let namespace = gc.namespace().unwrap_or_default();
     let api: Api<StatusApart<GardenerCluster>> =

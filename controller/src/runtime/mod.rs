@@ -557,11 +557,10 @@ async fn reconcile_inner(
     let key = runtime.name_any();
     if let Some(left) = reconciler
         .records
-        .held(&key, crate::records::inputs(&runtime.metadata))
+        .begin_pass(&key, crate::records::inputs(&runtime.metadata))
     {
         return Ok(Action::requeue(left));
     }
-    reconciler.records.begin_pass(&key);
     // Only a Runtime's own ID routes Shoot and GardenerCluster events to it: a Runtime carrying
     // another's would take that runtime's events away.
     if runtime.own_runtime_id().is_ok() {
