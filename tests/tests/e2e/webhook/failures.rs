@@ -241,6 +241,9 @@ async fn a_replica_is_not_ready_until_gardener_answers_the_cloudprofile_list() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The age counts whole seconds from the first refusal, and both refusals may come within
+    // a second (kube's first backoff is under one): a read at once could show 0 while stale.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let mut ages = Vec::new();
     loop {
         process.check_running().unwrap();
