@@ -45,6 +45,11 @@ const BACKOFF: crate::records::Backoff = crate::records::Backoff {
     first: Duration::from_secs(30),
     cap: Duration::from_secs(600),
 };
+/// The least time between two reads of one runtime cluster. Anyone who reaches the
+/// [`listener`] can send events; each would start a read at once (kube-runtime runs a trigger
+/// at once, whatever the last pass asked for). An event within this time of the last pass is
+/// served when it has passed, not dropped.
+const MIN_INTERVAL: Duration = Duration::from_secs(5);
 /// Runtime clusters read at once. Each read may wait [`RECONCILE_TIMEOUT`] for a cluster that
 /// does not answer (hibernated, or dropping packets): one at a time, as upstream does, a few
 /// such clusters would hold back every other Runtime's caches for minutes after each period or
@@ -106,7 +111,9 @@ fn api(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
 
 struct Reconciler {
     ctx: Arc<Context>,
-    /// Consecutive failures per kubeconfig Secret name (dropped on success).
+    /// Per kubeconfig Secret (`<namespace>/<name>`): consecutive failures (reset on success)
+    /// and the wait before the next read (the backoff after a failure, [`MIN_INTERVAL`] after
+    /// a success); dropped with the Secret.
     failures: crate::records::Records<()>,
 }
 
@@ -125,6 +132,9 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
         rc::MANAGED_BY
     );
     let (store, writer) = reflector::store::<Secret>();
+    // What is kept per Secret goes with the Secret: the cache is compared with the records
+    // every sweep period, once listed.
+    let (listed_tx, listed) = tokio::sync::watch::channel(false);
     // Only which kubeconfig Secrets exist matters here; their data stays out of the cache.
     let secrets = watcher(
         Api::<Secret>::namespaced(ctx.kcp.clone(), &ns),
@@ -139,6 +149,14 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
         s.managed_fields_mut().clear();
     })
     .reflect(writer)
+    .inspect({
+        let listed_tx = listed_tx.clone();
+        move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                listed_tx.send_replace(true);
+            }
+        }
+    })
     .applied_objects()
     .predicate_filter(
         predicates::labels.combine(predicates::annotations),
@@ -156,6 +174,20 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
         ctx: ctx.clone(),
         failures: Default::default(),
     });
+    let sweep = tokio::spawn(crate::watch::sweep(
+        store.clone(),
+        listed,
+        crate::watch::every(crate::watch::SWEEP_PERIOD),
+        {
+            let reconciler = reconciler.clone();
+            move |present| {
+                crate::watch::forget_absent(present, reconciler.failures.keys(), |key| {
+                    reconciler.failures.forget(key);
+                })
+            }
+        },
+        shutdown.clone(),
+    ));
     tracing::info!("registry cache controller started");
     let run = Controller::for_stream(secrets, store.clone())
         .with_config(ControllerConfig::default().concurrency(WORKERS))
@@ -169,6 +201,7 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
         });
     crate::watch::run_until_stopped(run, store, &shutdown).await;
     let _ = listener.await;
+    let _ = sweep.await;
     tracing::info!("registry cache controller stopped");
 }
 
@@ -188,6 +221,13 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
         || secret.name_any() != names::kubeconfig_secret_name(runtime_id)
     {
         return Ok(Action::await_change());
+    }
+    // A listener event does not cut the wait short; a change of the Secret's labels or
+    // annotations (what the watch passes on) does.
+    let key = crate::records::key(&*secret);
+    let inputs = crate::records::inputs(&secret.metadata);
+    if let Some(left) = reconciler.failures.begin_pass(&key, inputs) {
+        return Ok(Action::requeue(left));
     }
     let span = tracing::info_span!("registry_cache", runtime_id = %runtime_id);
     let period = ctx.settings.registry_cache.reconcile_period;
@@ -210,13 +250,18 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     ctx.metrics
         .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     if result.is_ok() {
-        reconciler.failures.forget(&secret.name_any());
+        reconciler.failures.succeeded(&key);
+        reconciler.failures.hold(&key, MIN_INTERVAL, inputs);
     }
     result
 }
 
 fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
-    let retry_in = reconciler.failures.retry_in(&secret.name_any(), &BACKOFF);
+    let key = crate::records::key(&*secret);
+    let retry_in = reconciler.failures.retry_in(&key, &BACKOFF);
+    reconciler
+        .failures
+        .hold(&key, retry_in, crate::records::inputs(&secret.metadata));
     tracing::warn!(secret = %secret.name_any(), error = %crate::redact::logged(err), ?retry_in, "registry cache: reconcile failed; retrying");
     Action::requeue(retry_in)
 }

@@ -760,6 +760,32 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     )
     .await
     .unwrap();
+
+    // A burst of events (anyone who reaches the listener can send them): the cluster is read
+    // at most once per 5 s, and the burst is served, not dropped.
+    let reads = |text: &str| {
+        kim_tests::controller::metric_sum(
+            text,
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"registry_cache\""],
+        )
+    };
+    let before = reads(&ctl.metrics_text().await.unwrap());
+    for _ in 0..20 {
+        assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during = reads(&ctl.metrics_text().await.unwrap()) - before;
+    assert!(
+        during <= 2.0,
+        "{during} reads of the runtime cluster for 20 events in 3 s"
+    );
+    eventually("the burst served", TIMEOUT, || async {
+        Ok(reads(&ctl.metrics_text().await?) - before >= 1.0)
+    })
+    .await
+    .unwrap();
     let rt = runtimes.get(&id).await.unwrap();
     let version_after = rt.metadata.annotations.as_ref().unwrap()[key].clone();
     assert_ne!(version_after, version_before);
