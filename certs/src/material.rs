@@ -220,6 +220,21 @@ fn x509<'a>(
         })
 }
 
+/// Whether the private key `key_pem` belongs to the certificate `leaf`; a key rustls cannot
+/// load counts as belonging (the load reports it, naming the key).
+fn key_matches(leaf: &CertificateDer<'static>, key_pem: &str) -> bool {
+    use rustls::pki_types::pem::PemObject;
+    let Ok(key) = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()) else {
+        return true;
+    };
+    let Ok(signing) = rustls::crypto::ring::sign::any_supported_type(&key) else {
+        return true;
+    };
+    rustls::sign::CertifiedKey::new(vec![leaf.clone()], signing)
+        .keys_match()
+        .is_ok()
+}
+
 fn pem_of(der: &CertificateDer<'_>) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
@@ -304,10 +319,7 @@ impl CertMaterial {
             names.sort();
             names.dedup();
             let cert_pem = pem_of(leaf);
-            let key_matches = !matches!(
-                crate::CertResolver::certified_key(&cert_pem, &key_pem),
-                Err(crate::resolver::ResolverError::KeyMismatch)
-            );
+            let key_matches = key_matches(leaf, &key_pem);
             out.serving = Some(ServingEntry {
                 cert_pem,
                 key_pem,
