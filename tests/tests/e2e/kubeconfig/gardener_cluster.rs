@@ -640,6 +640,22 @@ async fn gardener_cluster_cannot_take_over_a_secret_it_does_not_own() -> Result<
 /// or a policy engine on Secrets may, puts no part of the kubeconfig into the GardenerCluster's
 /// status or the log: the quoted message arrives with the credentials redacted. So does the
 /// answer to its delete, which quotes the stored Secret (a webhook's oldObject).
+/// The message of the GardenerCluster's condition whose reason ends in `reason`, if it has one.
+async fn condition_message(
+    gcs: &Api<GardenerCluster>,
+    name: &str,
+    reason: &str,
+) -> Result<Option<String>> {
+    let gc = gcs.get(name).await?;
+    Ok(gc
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.reason.ends_with(reason))
+        .map(|c| c.message))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() -> Result<()> {
     use kim_tests::faultproxy::{FaultProxy, Rule};
@@ -662,16 +678,7 @@ async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() ->
     let message = eventually(
         "the refused write in the status",
         Duration::from_secs(60),
-        || async {
-            let gc = gcs.get(&id).await?;
-            Ok(gc
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .find(|c| c.reason.ends_with("FailedToCreateSecret"))
-                .map(|c| c.message))
-        },
+        || condition_message(&gcs, &id, "FailedToCreateSecret"),
     )
     .await;
     let message = match message {
@@ -706,16 +713,7 @@ async fn a_refused_secret_write_that_quotes_the_kubeconfig_leaks_it_nowhere() ->
     let refused_delete = eventually(
         "the refused delete in the status",
         Duration::from_secs(60),
-        || async {
-            let gc = gcs.get(&id).await?;
-            Ok(gc
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .find(|c| c.reason.ends_with("FailedToDeleteSecret"))
-                .map(|c| c.message))
-        },
+        || condition_message(&gcs, &id, "FailedToDeleteSecret"),
     )
     .await?;
     let events: Api<k8s_openapi::api::events::v1::Event> =
@@ -831,16 +829,8 @@ async fn a_refusal_that_reads_differently_each_time_is_still_retried_with_backof
         "the refused write in the status",
         Duration::from_secs(60),
         || async {
-            let gc = gcs.get(&id).await?;
-            Ok(gc
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .find(|c| {
-                    c.reason.ends_with("FailedToCreateSecret") && c.message.contains("attempt")
-                })
-                .map(|_| ()))
+            let message = condition_message(&gcs, &id, "FailedToCreateSecret").await?;
+            Ok(message.filter(|m| m.contains("attempt")))
         },
     )
     .await?;
