@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod material;
+mod pair;
 pub mod plan;
 pub mod policy;
 pub mod resolver;

@@ -223,16 +223,10 @@ fn x509<'a>(
 /// Whether the private key `key_pem` belongs to the certificate `leaf`; a key rustls cannot
 /// load counts as belonging (the load reports it, naming the key).
 fn key_matches(leaf: &CertificateDer<'static>, key_pem: &str) -> bool {
-    use rustls::pki_types::pem::PemObject;
-    let Ok(key) = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()) else {
-        return true;
-    };
-    let Ok(signing) = rustls::crypto::ring::sign::any_supported_type(&key) else {
-        return true;
-    };
-    rustls::sign::CertifiedKey::new(vec![leaf.clone()], signing)
-        .keys_match()
-        .is_ok()
+    !matches!(
+        crate::pair::certified_key(vec![leaf.clone()], key_pem),
+        Err(crate::pair::PairError::Mismatch)
+    )
 }
 
 fn pem_of(der: &CertificateDer<'_>) -> String {

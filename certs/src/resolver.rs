@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+
+use crate::pair::PairError;
 
 /// The serving certificate could not be loaded into rustls.
 #[derive(Debug, thiserror::Error)]
@@ -72,14 +74,10 @@ impl CertResolver {
             .timestamp();
         let not_after = SystemTime::UNIX_EPOCH
             + Duration::from_secs(u64::try_from(not_after).unwrap_or_default());
-        let key =
-            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|_| ResolverError::Key)?;
-        let signing =
-            rustls::crypto::ring::sign::any_supported_type(&key).map_err(|_| ResolverError::Key)?;
-        let key = CertifiedKey::new(chain, signing);
-        // rustls checks the pair only at handshakes; a mismatched pair loaded here would
-        // replace a working certificate with one that fails every handshake.
-        key.keys_match().map_err(|_| ResolverError::KeyMismatch)?;
+        let key = crate::pair::certified_key(chain, key_pem).map_err(|e| match e {
+            PairError::Key => ResolverError::Key,
+            PairError::Mismatch => ResolverError::KeyMismatch,
+        })?;
         Ok(ServingKey {
             key: Arc::new(key),
             not_after,

@@ -99,19 +99,27 @@ fn is_admin_kubeconfig(secret: &PartialObjectMeta<Secret>) -> bool {
 /// the requests of its runtime without going through all of them: a relist of 10,000 Secrets
 /// would otherwise go through 10,000 requests each. Added to as the watch applies requests
 /// (a request's `runtimeId` never changes), taken from as it deletes them, and made again
-/// from the cache by every sweep (which also brings back one applied between the sweep's read
-/// of the cache and its replacement of the index).
-#[derive(Default)]
-pub struct ByRuntime(
-    std::sync::Mutex<HashMap<String, HashSet<ObjectRef<StatusApart<RuntimeAccess>>>>>,
-);
+/// from the cache by every sweep (a request deleted while the watch was away is never
+/// delivered as deleted).
+pub struct ByRuntime {
+    cache: reflector::Store<StatusApart<RuntimeAccess>>,
+    index: std::sync::Mutex<HashMap<String, HashSet<ObjectRef<StatusApart<RuntimeAccess>>>>>,
+}
 
 impl ByRuntime {
+    /// An empty index of the requests in `cache`.
+    pub fn new(cache: reflector::Store<StatusApart<RuntimeAccess>>) -> Self {
+        Self {
+            cache,
+            index: Default::default(),
+        }
+    }
+
     fn lock(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<ObjectRef<StatusApart<RuntimeAccess>>>>>
     {
-        crate::records::lock(&self.0)
+        crate::records::lock(&self.index)
     }
 
     /// Adds `ra` under its runtime ID.
@@ -133,16 +141,19 @@ impl ByRuntime {
         }
     }
 
-    /// Holds exactly `present` (what the cache holds).
-    pub fn replace(&self, present: &[Arc<StatusApart<RuntimeAccess>>]) {
-        let mut index: HashMap<String, HashSet<_>> = HashMap::new();
-        for ra in present {
-            index
+    /// Holds exactly what the cache holds. The cache is read under the index's lock: the watch
+    /// writes the cache before it inserts or removes here, so a change the read missed waits
+    /// for the lock and lands on the new index.
+    pub fn refresh(&self) {
+        let mut index = self.lock();
+        let mut fresh: HashMap<String, HashSet<_>> = HashMap::new();
+        for ra in self.cache.state() {
+            fresh
                 .entry(ra.spec.runtime_id.clone())
                 .or_default()
-                .insert(ObjectRef::from_obj(&**ra));
+                .insert(ObjectRef::from_obj(&*ra));
         }
-        *self.lock() = index;
+        *index = fresh;
     }
 
     /// The requests of runtime `id`.
@@ -175,29 +186,33 @@ pub async fn run(
     ctx.register_metrics(|r| metrics.register(r));
     let tokens = Arc::new(metrics::TokenMetrics::default());
     ctx.register_metrics(|r| tokens.register(r));
+    let (store, writer) = reflector::store();
+    let by_runtime = Arc::new(ByRuntime::new(store.clone()));
     let reconciler = Arc::new(reconcile::Reconciler::new(
         ctx.clone(),
         settings,
         metrics,
         tokens,
         rotations,
+        by_runtime.clone(),
     ));
     ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    let (store, writer) = reflector::store();
     let (stream, sweep) =
         crate::watch::own_kind(requests, writer, reconciler.clone(), shutdown.clone());
-    let by_runtime = reconciler.by_runtime.clone();
-    let stream = stream.inspect(move |applied| {
-        if let Ok(ra) = applied {
-            by_runtime.insert(ra);
+    let stream = stream.inspect({
+        let by_runtime = by_runtime.clone();
+        move |applied| {
+            if let Ok(ra) = applied {
+                by_runtime.insert(ra);
+            }
         }
     });
-    let requests_of = reconciler.by_runtime.clone();
+    let requests_of = by_runtime.clone();
     let (released, rotated_released) = (reconciler.clone(), reconciler.clone());
     let rotated_requests = {
-        let requests = reconciler.by_runtime.clone();
+        let requests = by_runtime;
         signing_key_rotated
             .flat_map(move |id| futures::stream::iter(requests.of(&id)))
             .inspect(move |r| rotated_released.release(r))
@@ -261,15 +276,18 @@ mod tests {
 
     #[test]
     fn an_admin_kubeconfig_secret_concerns_every_request_of_its_runtime() {
-        let store = ByRuntime::default();
+        let (cache, mut writer) = reflector::store();
+        let store = ByRuntime::new(cache);
         for ra in [
             request("klm", "rt-1"),
             request("keb", "rt-1"),
             request("other", "rt-2"),
             request("gone", "rt-1"),
         ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(ra.clone()));
             store.insert(&ra);
         }
+        writer.apply_watcher_event(&watcher::Event::Delete(request("gone", "rt-1")));
         store.remove(&request("gone", "rt-1"));
         let admin = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
             "labels": {"kyma-project.io/runtime-id": "rt-1"}}));
@@ -284,9 +302,15 @@ mod tests {
         let other = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
             "labels": {"kyma-project.io/runtime-id": "rt-2"}}));
         assert!(affected_requests(&other, &store).is_empty());
-        // A sweep leaves exactly what the cache holds.
-        store.replace(&[Arc::new(request("keb", "rt-1"))]);
+        // A sweep leaves exactly what the cache holds: requests deleted while the watch was
+        // away go, and one the watch has cached but not yet indexed comes.
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for ra in [request("keb", "rt-1"), request("new", "rt-2")] {
+            writer.apply_watcher_event(&watcher::Event::InitApply(ra));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        store.refresh();
         assert_eq!(names(affected_requests(&admin, &store)), ["keb"]);
-        assert!(store.of("rt-2").is_empty());
+        assert_eq!(names(store.of("rt-2")), ["new"]);
     }
 }

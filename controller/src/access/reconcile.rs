@@ -63,7 +63,7 @@ pub struct Reconciler {
     /// Failures per RuntimeAccess (the backoff).
     records: Records<()>,
     /// The cached requests by runtime ID.
-    pub by_runtime: Arc<super::ByRuntime>,
+    by_runtime: Arc<super::ByRuntime>,
     /// When the Shoots' ServiceAccount token signing keys were rotated, as the Shoot watch
     /// delivers it.
     rotations: crate::runtime::shoot_cache::RotationTimes,
@@ -88,6 +88,7 @@ impl Reconciler {
         metrics: Arc<super::shoot_client::ShootMetrics>,
         tokens: Arc<TokenMetrics>,
         rotations: crate::runtime::shoot_cache::RotationTimes,
+        by_runtime: Arc<super::ByRuntime>,
     ) -> Self {
         let timeout = settings.shoot_request_timeout;
         Self {
@@ -96,7 +97,7 @@ impl Reconciler {
             clients: ShootClients::new(metrics, timeout),
             tokens,
             records: Records::default(),
-            by_runtime: Arc::default(),
+            by_runtime,
             rotations,
         }
     }
@@ -124,7 +125,7 @@ impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
     }
 
     fn forget_missing(&self, present: &[Arc<StatusApart<RuntimeAccess>>]) {
-        self.by_runtime.replace(present);
+        self.by_runtime.refresh();
         self.clients.drop_idle();
         let mut kept = self.records.keys();
         kept.extend(self.clients.users());

@@ -111,10 +111,10 @@ fn api(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
 
 struct Reconciler {
     ctx: Arc<Context>,
-    /// Per kubeconfig Secret (`<namespace>/<name>`): consecutive failures (reset on success)
-    /// and the wait before the next read (the backoff after a failure, [`MIN_INTERVAL`] after
-    /// a success); dropped with the Secret.
-    failures: crate::records::Records<()>,
+    /// The pacing of reads per kubeconfig Secret (`<namespace>/<name>`): consecutive failures
+    /// (reset on success) and the wait before the next read (the backoff after a failure,
+    /// [`MIN_INTERVAL`] after a success); dropped with the Secret.
+    passes: crate::records::Records<()>,
 }
 
 async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
@@ -172,7 +172,7 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
     });
     let reconciler = Arc::new(Reconciler {
         ctx: ctx.clone(),
-        failures: Default::default(),
+        passes: Default::default(),
     });
     let sweep = tokio::spawn(crate::watch::sweep(
         store.clone(),
@@ -181,8 +181,8 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
         {
             let reconciler = reconciler.clone();
             move |present| {
-                crate::watch::forget_absent(present, reconciler.failures.keys(), |key| {
-                    reconciler.failures.forget(key);
+                crate::watch::forget_absent(present, reconciler.passes.keys(), |key| {
+                    reconciler.passes.forget(key);
                 })
             }
         },
@@ -226,7 +226,7 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     // annotations (what the watch passes on) does.
     let key = crate::records::key(&*secret);
     let inputs = crate::records::inputs(&secret.metadata);
-    if let Some(left) = reconciler.failures.begin_pass(&key, inputs) {
+    if let Some(left) = reconciler.passes.begin_pass(&key, inputs) {
         return Ok(Action::requeue(left));
     }
     let span = tracing::info_span!("registry_cache", runtime_id = %runtime_id);
@@ -250,17 +250,17 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     ctx.metrics
         .observe_reconcile_result(CONTROLLER, &result, started.elapsed());
     if result.is_ok() {
-        reconciler.failures.succeeded(&key);
-        reconciler.failures.hold(&key, MIN_INTERVAL, inputs);
+        reconciler.passes.succeeded(&key);
+        reconciler.passes.hold(&key, MIN_INTERVAL, inputs);
     }
     result
 }
 
 fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -> Action {
     let key = crate::records::key(&*secret);
-    let retry_in = reconciler.failures.retry_in(&key, &BACKOFF);
+    let retry_in = reconciler.passes.retry_in(&key, &BACKOFF);
     reconciler
-        .failures
+        .passes
         .hold(&key, retry_in, crate::records::inputs(&secret.metadata));
     tracing::warn!(secret = %secret.name_any(), error = %crate::redact::logged(err), ?retry_in, "registry cache: reconcile failed; retrying");
     Action::requeue(retry_in)

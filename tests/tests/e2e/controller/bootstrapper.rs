@@ -85,13 +85,22 @@ async fn state_and_condition(
     ))
 }
 
-/// `(state, (status, reason))` as [`state_and_condition`] compares it.
-fn is(
+/// Waits until the Runtime is in `state` with `RuntimeBootstrapperReady` at `(status, reason)`.
+async fn wait_for(
+    runtimes: &Api<Runtime>,
+    id: &str,
+    what: &str,
+    within: Duration,
     state: RuntimeState,
     status: &str,
     reason: &str,
-) -> (Option<RuntimeState>, Option<(String, String)>) {
-    (Some(state), Some((status.into(), reason.into())))
+) {
+    let wanted = (Some(state), Some((status.to_string(), reason.to_string())));
+    eventually(what, within, || async {
+        Ok(state_and_condition(runtimes, id).await? == wanted)
+    })
+    .await
+    .unwrap();
 }
 
 /// A controller with the bootstrapper and the bundle flag, reaching the KCP as `user`.
@@ -273,20 +282,16 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    eventually(
+    wait_for(
+        &runtimes,
+        &id,
         "RuntimeBootstrapperReady=False/InstallationInProgress",
         Duration::from_secs(120),
-        || async {
-            Ok(state_and_condition(&runtimes, &id).await?
-                == is(
-                    RuntimeState::Pending,
-                    "False",
-                    reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS,
-                ))
-        },
+        RuntimeState::Pending,
+        "False",
+        reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_IN_PROGRESS,
     )
-    .await
-    .unwrap();
+    .await;
     skr_deps
         .patch_status(
             DEPLOYMENT,
@@ -295,20 +300,16 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    eventually(
+    wait_for(
+        &runtimes,
+        &id,
         "the Runtime is Ready again",
         Duration::from_secs(120),
-        || async {
-            Ok(state_and_condition(&runtimes, &id).await?
-                == is(
-                    RuntimeState::Ready,
-                    "True",
-                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
-                ))
-        },
+        RuntimeState::Ready,
+        "True",
+        reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
     )
-    .await
-    .unwrap();
+    .await;
 
     // What upstream's would hold, written by the bootstrapper's field manager.
     let copied = skr_cms.get("rt-bootstrapper-config").await.unwrap();
@@ -455,20 +456,16 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
     )
     .await
     .unwrap();
-    eventually(
+    wait_for(
+        &runtimes,
+        &id,
         "a failed installation fails the Runtime",
         Duration::from_secs(120),
-        || async {
-            Ok(state_and_condition(&runtimes, &id).await?
-                == is(
-                    RuntimeState::Failed,
-                    "False",
-                    reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_FAILED,
-                ))
-        },
+        RuntimeState::Failed,
+        "False",
+        reason::RUNTIME_BOOTSTRAPPER_INSTALLATION_FAILED,
     )
-    .await
-    .unwrap();
+    .await;
     let upgraded = MANIFESTS.replace("1.0.0", "1.1.0");
     let publish = |text: String| {
         let kcp_cms = kcp_cms.clone();
@@ -509,20 +506,16 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    eventually(
+    wait_for(
+        &runtimes,
+        &id,
         "the rolled-out upgrade makes the Runtime Ready",
         Duration::from_secs(120),
-        || async {
-            Ok(state_and_condition(&runtimes, &id).await?
-                == is(
-                    RuntimeState::Ready,
-                    "True",
-                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
-                ))
-        },
+        RuntimeState::Ready,
+        "True",
+        reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
     )
-    .await
-    .unwrap();
+    .await;
     // A change of the manifests without a new version reaches the cluster too. It changes the
     // Deployment's template: the Runtime is Pending while the old replicas still serve (the
     // deployment controller has not seen the new spec), and Ready once it is rolled out.
@@ -569,20 +562,16 @@ async fn flag_off_leaves_nothing_flag_on_installs_and_follows_the_configuration(
         )
         .await
         .unwrap();
-    eventually(
+    wait_for(
+        &runtimes,
+        &id,
         "the rolled-out change makes the Runtime Ready",
         Duration::from_secs(60),
-        || async {
-            Ok(state_and_condition(&runtimes, &id).await?
-                == is(
-                    RuntimeState::Ready,
-                    "True",
-                    reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
-                ))
-        },
+        RuntimeState::Ready,
+        "True",
+        reason::RUNTIME_BOOTSTRAPPER_CONFIGURED,
     )
-    .await
-    .unwrap();
+    .await;
 
     // Without --runtime-bootstrapper-kcp-cluster-trust-bundle no ClusterTrustBundle is copied,
     // although the KCP holds one.
