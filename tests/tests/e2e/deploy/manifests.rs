@@ -215,6 +215,26 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
         );
     }
 
+    // Every container runs a release image: the registry name and the workspace version, the
+    // same on every node (a moving tag would let replicas run different builds).
+    for d in docs.iter().filter(|d| d["kind"] == "Deployment") {
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let image = c["image"].as_str().unwrap_or_default();
+            ensure!(
+                image
+                    .starts_with("europe-docker.pkg.dev/kyma-project/prod/infrastructure-manager-")
+                    && image.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+                "{} runs image {image:?}, not a release image tagged {}",
+                kind_name(d),
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+    }
+
     // The binaries' own parsers take the containers' arguments.
     let controller = deployment(&docs, "infrastructure-manager-infrastructure-manager")?;
     let mut argv = vec!["kim-controller".to_owned()];
@@ -255,6 +275,29 @@ async fn deploy_renders_and_the_apiserver_accepts_every_object() -> Result<()> {
     kim_webhook::cli::Cli::try_parse_from(&argv)
         .map_err(|e| anyhow::anyhow!("webhook Deployment args: {e}"))?;
     file_is_mounted(&docs, webhook, "--converter-config-filepath")?;
+    // Least privilege: the webhook's Gardener identity only reads CloudProfiles, so it mounts
+    // none of the controller's Secrets (whose Gardener kubeconfig may create and delete Shoots).
+    let secrets_of = |d: &Value| -> BTreeSet<String> {
+        d["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["secret"]["secretName"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let shared: Vec<String> = secrets_of(webhook)
+        .intersection(&secrets_of(controller))
+        .cloned()
+        .collect();
+    ensure!(
+        shared.is_empty(),
+        "the webhook mounts the controller's Secrets {shared:?}"
+    );
+    ensure!(
+        secrets_of(webhook).contains("infrastructure-manager-webhook-gardener"),
+        "the webhook mounts no Gardener kubeconfig of its own: {:?}",
+        secrets_of(webhook)
+    );
 
     // NetworkPolicies select a Deployment's pods and name ports its container has.
     for np in docs.iter().filter(|d| d["kind"] == "NetworkPolicy") {
