@@ -46,6 +46,21 @@ pub fn force_deletion_allowed(errors: &[LastError]) -> bool {
     codes(errors).any(|c| FORCE_DELETION_CODES.contains(&c))
 }
 
+/// Whether a Shoot's last operation says Gardener's scheduler found no seed of its provider
+/// ("Failed to schedule Shoot: none out of the 3 seeds has a matching provider for \"aws\""),
+/// which no retry mends. Its other refusals (no seed matching the seed selector or the region
+/// yet) it retries itself, so the Runtime waits, as upstream's does.
+pub fn no_seed_of_provider(description: &str) -> bool {
+    description
+        .strip_prefix("Failed to schedule Shoot: none out of the ")
+        .and_then(|rest| rest.split_once(' '))
+        .is_some_and(|(count, rest)| {
+            !count.is_empty()
+                && count.bytes().all(|b| b.is_ascii_digit())
+                && rest.starts_with("seeds has a matching provider for \"")
+        })
+}
+
 /// How an API error should be handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApiErrorKind {
@@ -147,6 +162,22 @@ pub fn classify_status(code: u16, reason: &str, message: &str) -> ApiErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_missing_provider_is_a_scheduling_failure_for_good() {
+        assert!(no_seed_of_provider(
+            "Failed to schedule Shoot: none out of the 3 seeds has a matching provider for \"aws\""
+        ));
+        for waits in [
+            "Failed to schedule Shoot: none out of the 3 seeds has the matching labels required by seed selector of 'Shoot' (selector: 'seed.gardener.cloud/region=eu-central-1')",
+            "Failed to schedule Shoot: none out of the  seeds has a matching provider for \"aws\"",
+            "Failed to schedule Shoot: none out of the 3 seeds is in region \"eu-central-1\"",
+            "Shoot cluster has been successfully reconciled.",
+            "",
+        ] {
+            assert!(!no_seed_of_provider(waits), "{waits}");
+        }
+    }
 
     #[test]
     fn a_write_may_have_been_stored_without_an_answer_or_after_a_server_timeout() {

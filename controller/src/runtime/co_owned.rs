@@ -1,4 +1,5 @@
-//! Fields a Shoot's earlier writes co-own with `kim`'s apply, and how to let them go.
+//! Fields a Shoot's earlier writes co-own with `kim`'s apply, and how to let them go; and the
+//! same for the status of a Runtime that upstream KIM wrote ([`take_status`]).
 //!
 //! Server-side apply removes a field the applier no longer sets only when no other field
 //! manager owns it. The Shoot's create (a POST), a full update (a PUT) and upstream KIM's
@@ -264,6 +265,125 @@ fn subtract(owned: &mut Map<String, Value>, other: &Map<String, Value>) -> bool 
     removed
 }
 
+/// Whether someone else's `Update` of the status subresource co-owns status fields: upstream
+/// KIM writes a Runtime's whole status that way, and so does `kubectl edit --subresource status`.
+fn is_status_update(entry: &ManagedFieldsEntry, ours: &str) -> bool {
+    entry.operation.as_deref() == Some("Update")
+        && entry.subresource.as_deref() == Some("status")
+        && entry.manager.as_deref() != Some(ours)
+}
+
+/// Whether status fields of `entries` are co-owned by an `Update` ([`take_status`] hands
+/// them over).
+pub fn status_co_owned(entries: &[ManagedFieldsEntry], ours: &str) -> bool {
+    entries.iter().any(|e| is_status_update(e, ours))
+}
+
+/// The JSON patch that moves the fields of every status `Update` entry into the `Apply` entry
+/// of `ours` on the status subresource (as client-go's `csaupgrade` does), then removes those
+/// entries, each guarded by a `test` that it is as read. `None` when there is nothing to move
+/// or no `Apply` entry of ours yet (the first apply makes it).
+fn status_take_over_patch(
+    entries: &[ManagedFieldsEntry],
+    ours: &str,
+) -> Result<Option<json_patch::Patch>, kube::Error> {
+    let Some((apply_index, apply)) = entries.iter().enumerate().find(|(_, e)| {
+        e.manager.as_deref() == Some(ours)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref() == Some("status")
+    }) else {
+        return Ok(None);
+    };
+    let Some(mut owned) = fields(apply).cloned() else {
+        return Ok(None);
+    };
+    let taken: Vec<usize> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_status_update(e, ours) && e.api_version == apply.api_version)
+        .map(|(i, _)| i)
+        .collect();
+    if taken.is_empty() {
+        return Ok(None);
+    }
+    for &i in &taken {
+        if let Some(theirs) = fields(&entries[i]) {
+            union(&mut owned, theirs);
+        }
+    }
+    let read = |i: usize| serde_json::to_value(&entries[i]).map_err(kube::Error::SerdeError);
+    let path = |i: usize| format!("/metadata/managedFields/{i}");
+    let mut ops = vec![
+        json!({"op": "test", "path": path(apply_index), "value": read(apply_index)?}),
+        json!({"op": "replace", "path": format!("{}/fieldsV1", path(apply_index)), "value": owned}),
+    ];
+    // Highest index first, so that a removal does not move the ones still to come.
+    for &i in taken.iter().rev() {
+        ops.push(json!({"op": "test", "path": path(i), "value": read(i)?}));
+        ops.push(json!({"op": "remove", "path": path(i)}));
+    }
+    serde_json::from_value(Value::Array(ops))
+        .map(Some)
+        .map_err(kube::Error::SerdeError)
+}
+
+/// Server-side apply removes a field the applier stops setting only when no other manager
+/// owns it. The status is this controller's alone, but upstream KIM wrote it with `Update`,
+/// whose entry keeps owning what upstream set: `shootLastErrors` of an operation long over
+/// would stay on a Runtime taken over from it for good. So the fields of such entries move into
+/// our `Apply` entry ([`status_take_over_patch`], a patch of the object's managedFields), and
+/// the next apply removes what it does not set. `Ok(false)`: nothing to move (or an entry
+/// changed in between, which the next status write retries).
+pub async fn take_status<K>(api: &Api<K>, object: &K, ours: &str) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let entries = object.meta().managed_fields.as_deref().unwrap_or_default();
+    let Some(patch) = status_take_over_patch(entries, ours)? else {
+        return Ok(false);
+    };
+    match api
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 422 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Adds every path of `other` to `owned`, in the FieldsV1 encoding (see [`subtract`]): a key
+/// owned in either stays owned (`"."`) when it has children.
+fn union(owned: &mut Map<String, Value>, other: &Map<String, Value>) {
+    let member = |m: &Map<String, Value>| m.is_empty() || m.contains_key(".");
+    for (key, theirs) in other {
+        let Value::Object(theirs) = theirs else {
+            continue;
+        };
+        match owned.get_mut(key) {
+            Some(Value::Object(mine)) => {
+                let is_member = member(mine) || member(theirs);
+                let mut children = mine.clone();
+                children.remove(".");
+                let mut their_children = theirs.clone();
+                their_children.remove(".");
+                union(&mut children, &their_children);
+                if is_member && !children.is_empty() {
+                    children.insert(".".to_owned(), Value::Object(Map::new()));
+                }
+                *mine = children;
+            }
+            _ => {
+                owned.insert(key.clone(), Value::Object(theirs.clone()));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,5 +640,71 @@ mod tests {
             ),
         ];
         assert_eq!(without_co_owned(&before), None);
+    }
+
+    fn status_entry(manager: &str, operation: &str, fields: Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            api_version: Some("infrastructuremanager.kyma-project.io/v1".into()),
+            subresource: Some("status".into()),
+            ..entry(manager, operation, fields)
+        }
+    }
+
+    /// Upstream's `Update` of the status owns `shootLastErrors` and a condition we do not
+    /// write; ours owns the state and our conditions. Afterwards ours owns all of it, upstream's
+    /// entry is gone, and the object's own entries are untouched.
+    #[test]
+    fn the_status_upstream_wrote_moves_into_our_apply_entry() {
+        let upstream = status_entry(
+            "manager",
+            "Update",
+            json!({"f:status": {".": {}, "f:state": {}, "f:shootLastErrors": {},
+                "f:conditions": {"k:{\"type\":\"Provisioned\"}": {".": {}, "f:status": {}},
+                    "k:{\"type\":\"Old\"}": {".": {}, "f:status": {}}}}}),
+        );
+        let ours = status_entry(
+            "kim-controller",
+            "Apply",
+            json!({"f:status": {"f:state": {}, "f:observedGeneration": {},
+                "f:conditions": {"k:{\"type\":\"Provisioned\"}": {"f:status": {}, "f:reason": {}}}}}),
+        );
+        let create = entry("keb", "Update", json!({"f:spec": {"f:shoot": {}}}));
+        let entries = vec![create.clone(), upstream, ours];
+        assert!(status_co_owned(&entries, "kim-controller"));
+        let patch = status_take_over_patch(&entries, "kim-controller")
+            .unwrap()
+            .expect("a patch");
+        let mut doc = json!({"metadata": {"managedFields": entries}});
+        json_patch::patch(&mut doc, &patch).unwrap();
+        let after: Vec<ManagedFieldsEntry> =
+            serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap();
+        assert_eq!(after.len(), 2);
+        assert_eq!(after[0], create);
+        assert_eq!(
+            fields_of(&after, "kim-controller", "Apply"),
+            Some(
+                json!({"f:status": {".": {}, "f:state": {}, "f:observedGeneration": {},
+                "f:shootLastErrors": {},
+                "f:conditions": {
+                    "k:{\"type\":\"Provisioned\"}": {".": {}, "f:status": {}, "f:reason": {}},
+                    "k:{\"type\":\"Old\"}": {".": {}, "f:status": {}}}}})
+            )
+        );
+        assert!(!status_co_owned(&after, "kim-controller"));
+        // Nothing to move afterwards; and nothing before our first apply made our entry.
+        assert!(
+            status_take_over_patch(&after, "kim-controller")
+                .unwrap()
+                .is_none()
+        );
+        let before_ours = vec![
+            create,
+            status_entry("manager", "Update", json!({"f:status": {}})),
+        ];
+        assert!(
+            status_take_over_patch(&before_ours, "kim-controller")
+                .unwrap()
+                .is_none()
+        );
     }
 }

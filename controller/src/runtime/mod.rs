@@ -1018,6 +1018,29 @@ impl Reconciler {
         });
     }
 
+    /// Gardener refused for good to undo a change made to `shoot`: the Shoot as it is becomes
+    /// the drift baseline, so the refused correction is not sent again at every pass.
+    fn keep_drift(&self, runtime: &Runtime, shoot: &Shoot) {
+        self.record(runtime, |record| {
+            record.ready_shoot_generation = shoot.metadata.generation;
+        });
+    }
+
+    /// Publishes a Warning Event on the Runtime that no condition carries (its note names
+    /// objects and Gardener's answer, never credentials).
+    async fn warn(&self, runtime: &Runtime, reason: &str, action: &str, note: String) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.events.publish(&event, &runtime.object_ref(&())).await {
+            tracing::info!(error = %e, "could not publish an Event");
+        }
+    }
+
     /// The Runtime became Ready on `shoot`. Its generation becomes the drift baseline only
     /// when there is none (a new Shoot, a start): a baseline our patch set stays, so a change
     /// someone made to the Shoot while the Runtime waited for Gardener is drift on the next
@@ -1169,14 +1192,36 @@ impl Reconciler {
             "kind": "Runtime",
             "status": draft.new,
         });
-        self.runtimes(runtime)
-            .patch_status(
-                &runtime.name_any(),
-                &PatchParams::apply(STATUS_FIELD_MANAGER).force(),
-                &Patch::Apply(body),
-            )
+        let api = self.runtimes(runtime);
+        let (name, params, patch) = (
+            runtime.name_any(),
+            PatchParams::apply(STATUS_FIELD_MANAGER).force(),
+            Patch::Apply(&body),
+        );
+        let apply = || api.patch_status(&name, &params, &patch);
+        let written = apply()
             .await
             .map_err(|e| Error::api("write the Runtime status", e))?;
+        let entries = written
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default();
+        if co_owned::status_co_owned(entries, STATUS_FIELD_MANAGER) {
+            // Once per Runtime written by upstream: what it wrote and we do not goes now.
+            match co_owned::take_status(&api, &written, STATUS_FIELD_MANAGER).await {
+                Ok(true) => {
+                    tracing::info!("status fields of another writer taken over");
+                    apply()
+                        .await
+                        .map_err(|e| Error::api("write the Runtime status", e))?;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::info!(error = %e, "status fields of another writer not taken over")
+                }
+            }
+        }
         Ok(())
     }
 

@@ -161,18 +161,22 @@ fn update_asked(runtime: &Runtime, facts: &PatchFacts) -> bool {
     facts.applied.is_none_or(|a| a < facts.generation) && observed != Some(facts.generation)
 }
 
-/// KEB takes `Ready` a few seconds (4 s) after a spec change for "update done": until a patch
-/// carries the new generation, the Runtime is `Pending`, whichever later step fails or waits,
-/// and a `Ready` one says so before the Gardener calls, which may take longer. The status write
-/// at the end of the pass publishes the Events of the whole pass.
+/// KEB takes `Ready` a few seconds (4 s) after a spec change for "update done", and `Failed`
+/// for "update failed": until a patch carries the new generation, the Runtime is `Pending`,
+/// whichever later step fails or waits, and a `Ready` or `Failed` one (the verdict on the spec
+/// before) says so before the Gardener calls, which may take longer. The status write at the
+/// end of the pass publishes the Events of the whole pass.
 async fn begin_update(
     reconciler: &Reconciler,
     runtime: &Runtime,
     draft: &mut StatusDraft,
 ) -> Result<(), Error> {
-    let was_ready = draft.current_state() == RuntimeState::Ready;
+    let verdict_shown = matches!(
+        draft.current_state(),
+        RuntimeState::Ready | RuntimeState::Failed
+    );
     draft.state(RuntimeState::Pending);
-    if was_ready {
+    if verdict_shown {
         draft.set(
             condition::PROVISIONED,
             CondStatus::Unknown,
@@ -972,6 +976,9 @@ async fn patch_shoot(
     let pp = PatchParams::apply(names::FIELD_MANAGER).force();
     let patched = match api.patch(&name, &pp, &Patch::Apply(body)).await {
         Ok(s) => s,
+        Err(e) if drift && refused_for_good(&e) => {
+            return Ok(drift_kept(reconciler, runtime, live, &e).await);
+        }
         Err(e) => {
             return Ok(patch_failure(
                 reconciler,
@@ -1033,6 +1040,40 @@ async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) {
         Ok(false) => {}
         Err(e) => tracing::info!(error = %e, "fields co-owned with the apply not handed over"),
     }
+}
+
+/// Whether Gardener's answer refuses the request itself, so that sending it again cannot
+/// succeed: not busy, not a conflict, not a forbidden answer (Gardener gives those now and
+/// then to allowed writes).
+fn refused_for_good(e: &kube::Error) -> bool {
+    classify::classify(e) == ApiErrorKind::Permanent && !classify::is_forbidden(e)
+}
+
+/// Gardener refuses to undo a change someone made to the Shoot of a Ready Runtime (a change it
+/// will not revert). The Runtime stays as it is: its spec and its cluster are unchanged, and a
+/// `Failed` would tell KEB that an update failed. The Shoot as it is becomes the baseline, and a
+/// Warning Event (`DriftNotCorrected`) and the log say what was refused.
+async fn drift_kept(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    live: &Shoot,
+    e: &kube::Error,
+) -> Action {
+    reconciler.keep_drift(runtime, live);
+    let cause = classify::message(e);
+    tracing::warn!(error = %e, "Gardener refuses to undo a change of the Shoot; the change is kept");
+    reconciler
+        .warn(
+            runtime,
+            "DriftNotCorrected",
+            "PatchShoot",
+            format!(
+                "Shoot {} was changed outside of the infrastructure manager and Gardener refuses to undo it; the change is kept: {cause}",
+                live.name_any()
+            ),
+        )
+        .await;
+    Action::await_change()
 }
 
 fn patch_failure(
@@ -1198,11 +1239,7 @@ fn follow_last_operation(shoot: &Shoot, draft: &mut StatusDraft) -> Option<Actio
         }
         // Processing, Pending, Aborted, Error (Gardener retries Error itself)
         _ => {
-            if creating
-                && op
-                    .description
-                    .starts_with("Failed to schedule Shoot: none out of the")
-            {
+            if creating && classify::no_seed_of_provider(&op.description) {
                 draft.set(
                     condition::PROVISIONED,
                     CondStatus::False,

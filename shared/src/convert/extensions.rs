@@ -4,9 +4,10 @@
 //! DNS, OIDC, audit log (with a tenant), ACL (when managed and requested), NVIDIA OpenShell
 //! (when enabled); the registry cache never on create. Patch starts from the live list and only
 //! replaces, appends or removes the extensions it manages (audit log, networking filter,
-//! registry cache, ACL, NVIDIA): the registry cache is removed when no longer asked for (upstream's
-//! remove strategy), ACL and NVIDIA are switched off (`disabled: true`), the others are kept;
-//! cert, DNS, OIDC and foreign extensions stay as they are.
+//! registry cache, ACL, NVIDIA, and DNS when its configuration differs from ours): the registry
+//! cache is removed when no longer asked for (upstream's remove strategy), ACL and NVIDIA are
+//! switched off (`disabled: true`), the others are kept; cert, OIDC and foreign extensions stay
+//! as they are.
 
 use super::{AclAddresses, ConvertError, Input};
 use crate::api::{ProviderType, Runtime};

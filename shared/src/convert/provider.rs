@@ -190,7 +190,10 @@ fn finish_workers(input: &Input<'_>, workers: &mut [Worker]) -> Result<(), Conve
             image.name = default.name.clone();
         }
         if image.version.as_deref().is_none_or(str::is_empty) {
-            image.version = Some(default.version.clone());
+            // The default version belongs to the default image. Another image without a version
+            // is left to Gardener, which gives it that image's newest supported version
+            // (upstream puts the default image's version on it, which its CloudProfile lacks).
+            image.version = (image.name == default.name).then(|| default.version.clone());
         }
     }
     if input.shoot().provider.type_ == ProviderType::Aws
@@ -236,8 +239,9 @@ fn workers_settings() -> WorkersSettings {
 
 /// Aligns a pool with its live counterpart (upstream PR 685): the live update strategy when
 /// none is set, the live zone order with new zones appended (zones are never removed), never
-/// a lower machine image version of the same image, and never a lower Kubernetes version of
-/// the pool (Gardener's maintenance raises it; a downgrade is refused).
+/// a lower machine image version of the same image (the live one when none is asked for), and
+/// never a lower Kubernetes version of the pool (Gardener's maintenance raises it; a downgrade
+/// is refused).
 fn align_with_live(w: &mut Worker, live: &Worker) {
     if w.update_strategy.is_none() {
         w.update_strategy.clone_from(&live.update_strategy);
@@ -255,9 +259,14 @@ fn align_with_live(w: &mut Worker, live: &Worker) {
     }
     if let (Some(image), Some(live_image)) = (w.machine.image.as_mut(), live.machine.image.as_ref())
         && image.name == live_image.name
-        && let (Some(desired), Some(live_version)) = (&image.version, &live_image.version)
+        && let Some(live_version) = &live_image.version
     {
-        image.version = Some(version::not_below(desired.clone(), Some(live_version)));
+        // Without a version of its own (an image Gardener chose the version of) the pool keeps
+        // the live one: an unrelated change must not upgrade its nodes' operating system.
+        image.version = Some(match image.version.take() {
+            Some(desired) => version::not_below(desired, Some(live_version)),
+            None => live_version.clone(),
+        });
     }
     let live_pool_version = live.kubernetes.as_ref().and_then(|k| k.version.as_deref());
     if let Some(k) = w.kubernetes.as_mut()

@@ -66,7 +66,11 @@ fn cache_entry(cache: &ImageRegistryCache, secret: Option<&str>) -> Value {
         m.insert("volume".to_owned(), Value::Object(volume));
     }
     if let Some(gc) = &c.garbage_collection {
-        m.insert("garbageCollection".to_owned(), json!({"ttl": gc.ttl}));
+        // As Go writes the extension's `metav1.Duration` (`168h` becomes `168h0m0s`), so that
+        // a Shoot taken over from upstream is not changed by the spelling alone.
+        let ttl = crate::duration::parse_go_duration(&gc.ttl)
+            .map_or_else(|| gc.ttl.clone(), crate::duration::format_go_duration);
+        m.insert("garbageCollection".to_owned(), json!({"ttl": ttl}));
     }
     if let Some(secret) = secret {
         m.insert("secretReferenceName".to_owned(), json!(secret));
@@ -86,8 +90,9 @@ fn cache_entry(cache: &ImageRegistryCache, secret: Option<&str>) -> Value {
 
 /// Whether `rt` asks for registry caches that `shoot` does not run: the conversion writes the
 /// extension on patch only (as upstream does; a new Shoot has none), so such a Shoot needs one
-/// patch once it exists. Upstream's periodic patch adds it eventually; ours patches on changes
-/// only, so this asks for that patch.
+/// patch once it exists. Upstream patches only when the Runtime's generation passes the one its
+/// create recorded, so it adds the caches at the Runtime's next spec change; this asks for the
+/// patch at once.
 pub fn registry_cache_missing(rt: &crate::api::Runtime, shoot: &Shoot) -> bool {
     let asks = matches!(
         &rt.spec.image_registry_cache,

@@ -400,7 +400,11 @@ fn machine_image_defaults_fill_what_is_missing() {
     let mut named = extra.clone();
     named.name = "named".into();
     named.machine.image = serde_json::from_value(json!({"name": "", "version": "1.2.3"})).unwrap();
-    rt.spec.shoot.provider.additional_workers = Some(vec![extra, named]);
+    let mut other = extra.clone();
+    other.name = "other".into();
+    other.machine.image =
+        serde_json::from_value(json!({"name": "suse-chost", "version": ""})).unwrap();
+    rt.spec.shoot.provider.additional_workers = Some(vec![extra, named, other]);
     let workers = spec(&rt)["provider"]["workers"].clone();
     assert_eq!(
         workers[0]["machine"]["image"],
@@ -413,6 +417,11 @@ fn machine_image_defaults_fill_what_is_missing() {
     assert_eq!(
         workers[2]["machine"]["image"],
         json!({"name": "gardenlinux", "version": "1.2.3"})
+    );
+    // The default version is the default image's: another image gets its newest from Gardener.
+    assert_eq!(
+        workers[3]["machine"]["image"],
+        json!({"name": "suse-chost"})
     );
 }
 

@@ -259,6 +259,22 @@ fn kubernetes_and_image_versions_never_go_down() {
         s["provider"]["workers"][0]["kubernetes"]["version"],
         "1.36.1"
     );
+
+    // An image without a version keeps the one Gardener gave it: no operating system upgrade
+    // with an unrelated change.
+    let mut unversioned = rt.clone();
+    unversioned.spec.shoot.provider.workers[0].machine.image =
+        serde_json::from_value(json!({"name": "suse-chost"})).unwrap();
+    let mut live = live.clone();
+    live.spec.provider.workers.as_mut().unwrap()[0]
+        .machine
+        .image =
+        serde_json::from_value(json!({"name": "suse-chost", "version": "15.5.20250101"})).unwrap();
+    let s = spec(&patch(&unversioned, &live));
+    assert_eq!(
+        s["provider"]["workers"][0]["machine"]["image"],
+        json!({"name": "suse-chost", "version": "15.5.20250101"})
+    );
 }
 
 #[test]
@@ -635,7 +651,7 @@ fn registry_cache_nvidia_and_acl_on_patch() {
             "providerConfig": {"apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig", "caches": [
                 {"upstream": "quay.io", "remoteURL": "https://quay.io",
                  "volume": {"size": "20Gi", "storageClassName": "premium"},
-                 "garbageCollection": {"ttl": "24h"}, "secretReferenceName": "reg-cache-abc",
+                 "garbageCollection": {"ttl": "24h0m0s"}, "secretReferenceName": "reg-cache-abc",
                  "proxy": {"httpProxy": "http://proxy:3128", "httpsProxy": "http://proxy:3129"}},
                 // A size written as a number goes out as text, as Go's Quantity writes it.
                 {"upstream": "docker.io", "volume": {"size": "10737418240"}}

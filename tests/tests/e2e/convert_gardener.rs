@@ -382,3 +382,75 @@ async fn every_golden_shoot_is_accepted_by_gardener() {
         .expect_err("unsupported access restriction");
     assert!(err.to_string().contains("accessRestrictions"), "{err}");
 }
+
+/// A pool of another image than the configuration's default, without a version, is converted
+/// without one (the default version is Garden Linux's): Gardener gives it that image's newest
+/// supported version. With the default image's version, as upstream's converter writes it,
+/// Gardener refuses the Shoot.
+#[tokio::test]
+async fn another_image_without_a_version_gets_its_newest_from_gardener() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.garden_client().await.unwrap();
+    prepare(&client).await;
+    let shoots: Api<Shoot> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: Some("kim".into()),
+    };
+    let (_, golden) = goldens()
+        .into_iter()
+        .find(|(n, _)| n == "runtime-aws")
+        .unwrap();
+    let mut cm: ConfigMap = serde_json::from_value(golden["structuredAuth"].clone()).unwrap();
+    cm.metadata.namespace = Some(fixtures::PROJECT_NAMESPACE.into());
+    ensure(&cms, &cm).await;
+    let mut shoot_json = golden["shoot"].clone();
+    adapt(&mut shoot_json);
+    let (newest, default_version) = {
+        let aws = fixtures::data::providers()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.provider == "aws")
+            .unwrap();
+        let (_, versions) = aws
+            .machine_images
+            .iter()
+            .find(|(n, _)| n == "suse-chost")
+            .expect("the AWS fixture offers suse-chost");
+        let newest = versions
+            .iter()
+            .find(|v| v.classification == "supported")
+            .unwrap()
+            .version
+            .clone();
+        let config = fixtures::data::example_config().unwrap();
+        (
+            newest,
+            config.converter.machine_image.default_version.clone(),
+        )
+    };
+
+    shoot_json["spec"]["provider"]["workers"][0]["machine"]["image"] =
+        json!({"name": "suse-chost"});
+    let shoot: Shoot = serde_json::from_value(shoot_json.clone()).unwrap();
+    let accepted = shoots.create(&dry_run, &shoot).await.unwrap();
+    let image = accepted.spec.provider.workers.unwrap()[0]
+        .machine
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (image.name.as_str(), image.version.as_deref()),
+        ("suse-chost", Some(newest.as_str()))
+    );
+
+    shoot_json["spec"]["provider"]["workers"][0]["machine"]["image"] =
+        json!({"name": "suse-chost", "version": default_version});
+    let shoot: Shoot = serde_json::from_value(shoot_json).unwrap();
+    let err = shoots
+        .create(&dry_run, &shoot)
+        .await
+        .expect_err("Gardener refuses Garden Linux's version on another image");
+    assert!(err.to_string().contains("machine.image"), "{err}");
+}

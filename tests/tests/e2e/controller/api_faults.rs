@@ -779,42 +779,33 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
     // find it `Pending`, not the `Ready` of before, however long Gardener takes. Read while
     // the patch is on its way: on the code before, the status was written only once the patch
     // was answered.
-    let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let answering = answered.clone();
-    let slow = ApiFault::Respond(Responder(Arc::new(move |_| {
-        // Off the runtime's workers: a worker blocked for the whole delay holds back the tasks
-        // queued on it, the test's own reads included.
-        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_secs(10)));
-        answering.store(true, std::sync::atomic::Ordering::SeqCst);
-        ProxyResponse {
-            status: 504,
-            body: serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                "message": "the request timed out", "reason": "Timeout", "code": 504})
-            .to_string()
-            .into_bytes(),
-        }
-    })));
-    let generation = update
-        .with_fault(Some("PATCH"), &shoot_path, &slow, "slow")
+    update
+        .pending_while_the_patch_is_unanswered(&shoot_path, "slow")
         .await?;
-    eventually("the slow patch sent", TIMEOUT, || async {
-        Ok(proxy.served_count("PATCH", &shoot_path, &slow) >= 1)
-    })
-    .await?;
-    let rt = runtimes.get(&id).await?;
-    anyhow::ensure!(
-        !answered.load(std::sync::atomic::Ordering::SeqCst),
-        "the patch was answered already: the check says nothing"
-    );
-    anyhow::ensure!(
-        state(&rt) == Some(RuntimeState::Pending)
-            && rt.status.as_ref().and_then(|s| s.observed_generation) == generation,
-        "an update whose Shoot patch is not answered yet: {}",
-        serde_json::to_string_pretty(&rt.status)?
-    );
-    update.ready_after_clearing(env, &ns, generation).await?;
+    update
+        .ready_after_clearing(env, &ns, generation_of(&runtimes, &id).await?)
+        .await?;
+
+    // The same from `Failed` (Gardener failed the update before for good), which KEB reads as
+    // "update failed": on the code before, the early write was made for `Ready` only.
+    // A change that reaches the Shoot, so that Gardener runs (and fails) an operation.
+    set_simulator_fault(env, &shoot, Some("failed:ERR_INFRA_UNAUTHORIZED")).await?;
+    set_first_pool_maximum(&runtimes, &id, 12).await?;
+    wait_state(env, &ns, &id, RuntimeState::Failed, TIMEOUT).await?;
+    set_simulator_fault(env, &shoot, None).await?;
+    update
+        .pending_while_the_patch_is_unanswered(&shoot_path, "slow-after-failed")
+        .await?;
+    update
+        .ready_after_clearing(env, &ns, generation_of(&runtimes, &id).await?)
+        .await?;
     ctl.stop().await;
     Ok(())
+}
+
+/// The Runtime's generation.
+async fn generation_of(runtimes: &Api<Runtime>, id: &str) -> Result<Option<i64>> {
+    Ok(runtimes.get(id).await?.metadata.generation)
 }
 
 /// One Runtime updated while the proxy answers one Gardener call with a fault.
@@ -890,6 +881,49 @@ impl Update<'_> {
     }
 
     /// Clears the faults and waits for `Ready` for `generation`.
+    /// Changes the Runtime while Gardener holds its Shoot patch for 10 s, and checks, before
+    /// the answer, that the Runtime reads `Pending` with the new generation observed.
+    async fn pending_while_the_patch_is_unanswered(
+        &self,
+        shoot_path: &str,
+        admin: &str,
+    ) -> Result<()> {
+        let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let answering = answered.clone();
+        let slow = ApiFault::Respond(Responder(Arc::new(move |_| {
+            // Off the runtime's workers: a worker blocked for the whole delay holds back the
+            // tasks queued on it, the test's own reads included.
+            tokio::task::block_in_place(|| std::thread::sleep(Duration::from_secs(10)));
+            answering.store(true, std::sync::atomic::Ordering::SeqCst);
+            ProxyResponse {
+                status: 504,
+                body: serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "the request timed out", "reason": "Timeout", "code": 504})
+                .to_string()
+                .into_bytes(),
+            }
+        })));
+        let generation = self
+            .with_fault(Some("PATCH"), shoot_path, &slow, admin)
+            .await?;
+        eventually("the slow patch sent", TIMEOUT, || async {
+            Ok(self.proxy.served_count("PATCH", shoot_path, &slow) >= 1)
+        })
+        .await?;
+        let rt = self.runtimes.get(self.id).await?;
+        anyhow::ensure!(
+            !answered.load(std::sync::atomic::Ordering::SeqCst),
+            "the patch was answered already: the check says nothing"
+        );
+        anyhow::ensure!(
+            state(&rt) == Some(RuntimeState::Pending)
+                && rt.status.as_ref().and_then(|s| s.observed_generation) == generation,
+            "an update whose Shoot patch is not answered yet: {}",
+            serde_json::to_string_pretty(&rt.status)?
+        );
+        Ok(())
+    }
+
     async fn ready_after_clearing(
         &self,
         env: &TestEnv,
@@ -904,4 +938,84 @@ impl Update<'_> {
         .await?;
         Ok(())
     }
+}
+
+/// Someone changes the Shoot of a Ready Runtime, and Gardener refuses the correction for good
+/// (422). The Runtime's spec and cluster are as before: it stays `Ready` (KEB would read
+/// `Failed` as a failed update), a Warning Event `DriftNotCorrected` names Gardener's answer,
+/// and the correction is not sent again. On the code before, the Runtime went `Failed`, was
+/// retried after the backoff, and came back `Ready` with the change taken silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drift_correction_gardener_refuses_leaves_the_runtime_ready() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("api-drift").await?;
+    let (id, shoot) = runtime_in(&ns, "api-drift");
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let (ctl, _) = start_logged(env, &ns, &[], &proxy).await?;
+    let kcp = env.kcp_client().await?;
+    let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+
+    let shoot_path = format!("/namespaces/{PROJECT_NAMESPACE}/shoots/{shoot}");
+    let refused = ApiFault::Status {
+        code: 422,
+        reason: "Invalid".into(),
+        message: format!(
+            "Shoot.core.gardener.cloud \"{shoot}\" is invalid: spec.provider.workers[0].maximum: Forbidden: may not be lowered"
+        ),
+    };
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: shoot_path.clone(),
+        fault: refused.clone(),
+        times: None,
+    });
+    // The change, made past the proxy (as an operator's would be).
+    let shoots: Api<Shoot> = Api::namespaced(env.garden_client().await?, PROJECT_NAMESPACE);
+    let mut workers = serde_json::to_value(&shoots.get(&shoot).await?.spec.provider.workers)?;
+    workers[0]["maximum"] = serde_json::json!(7);
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"provider": {"workers": workers}}})),
+        )
+        .await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(kcp, &ns);
+    eventually("the DriftNotCorrected Event", TIMEOUT, || async {
+        Ok(events
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("DriftNotCorrected")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(id.as_str())
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("may not be lowered"))
+            }))
+    })
+    .await?;
+    let sent = proxy.served_count("PATCH", &shoot_path, &refused);
+    assert!(sent >= 1, "the correction was never sent");
+    // Ready throughout, and nothing sent again: 25 reads over 5 s.
+    for _ in 0..25 {
+        let rt = runtimes.get(&id).await?;
+        anyhow::ensure!(
+            state(&rt) == Some(RuntimeState::Ready),
+            "a refused drift correction changed the Runtime: {}",
+            serde_json::to_string_pretty(&rt.status)?
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        proxy.served_count("PATCH", &shoot_path, &refused),
+        sent,
+        "the refused correction was sent again"
+    );
+    ctl.stop().await;
+    Ok(())
 }

@@ -94,6 +94,24 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
         );
     }
 
+    // Upstream's last status of the first Runtime still lists the errors of an operation long
+    // over (its Shoot has none now): after the take-over, only what our status sets is left.
+    // Upstream wrote the status with `Update`, whose entry keeps owning what it set, so our
+    // apply alone could never remove it.
+    Api::<Runtime>::namespaced(env.kcp_client().await?, &ns)
+        .patch_status(
+            &laid[0].id,
+            &PatchParams {
+                field_manager: Some(UPSTREAM_MANAGER.into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"status": {"shootLastErrors": [{
+                "description": "infrastructure reconcile failed: quota exceeded",
+                "codes": ["ERR_INFRA_QUOTA_EXCEEDED"],
+                "lastUpdateTime": "2026-01-01T00:00:00Z"}]}})),
+        )
+        .await?;
+
     let dark_id = format!("tk3-{suffix}");
     let mut dark = lay_down(env, &ns, "aws", &dark_id)
         .await
@@ -231,6 +249,27 @@ async fn taking_over_from_upstream_changes_no_shoot_and_keeps_runtimes_ready() -
             conditions_of(&rt),
             l.conditions,
             "{what}: conditions changed"
+        );
+        // The Shoot's errors, and only those: the unreachable one's Shoot has some.
+        assert_eq!(
+            status.shoot_last_errors.is_some(),
+            l.id == dark_id,
+            "{what}: shootLastErrors {:?}",
+            status.shoot_last_errors
+        );
+        let status_updates: Vec<_> = rt
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|e| {
+                e.subresource.as_deref() == Some("status")
+                    && e.operation.as_deref() == Some("Update")
+            })
+            .collect();
+        assert!(
+            status_updates.is_empty(),
+            "{what}: the status is still co-owned by {status_updates:?}"
         );
     }
 
