@@ -730,7 +730,8 @@ impl<'a> Check<'a> {
             }
         }
         // A stored pool keeps its size when Gardener raises a minimum: the rule holds what an
-        // update chooses, not what the cluster already runs with.
+        // update chooses. Gardener refuses any change of such a Shoot, but not every Runtime
+        // change changes the Shoot, so that is left to it (docs/validation.md).
         if before.is_some_and(|b| {
             b.machine.type_ == w.machine.type_ && b.volume.as_ref() == Some(volume)
         }) {

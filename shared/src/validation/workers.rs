@@ -99,6 +99,7 @@ pub(crate) fn check(
             );
         }
         kubelet(at, w, f);
+        preserved_machines(at, w, f);
         super::node_metadata::check(at, w, f);
         if w.control_plane.is_some() {
             // Gardener: a pool with `controlPlane` makes the Shoot self-hosted, and self-hosted
@@ -539,7 +540,17 @@ fn rolling_value(
 ) -> Option<Scaled> {
     let parsed = match v? {
         IntOrString::Int(n) => Some(Scaled::Count(i64::from(*n))),
-        IntOrString::String(s) => syntax::parse_scaled(s),
+        IntOrString::String(s) => match syntax::parse_scaled(s) {
+            // Gardener takes text only as a percentage.
+            Some(Scaled::Count(n)) => {
+                f.violation(
+                    at.field(key),
+                    format!("\"{s}\" is a number written as text; write it as a number ({n}) or as a percentage (\"{n}%\")"),
+                );
+                return None;
+            }
+            other => other,
+        },
     };
     match parsed {
         Some(Scaled::Count(n) | Scaled::Percent(n)) if n < 0 => {
@@ -699,10 +710,47 @@ fn kubelet(at: Item, w: &Worker, f: &mut ValidationOutcome) {
             at.field("kubernetes.kubelet.maxParallelImagePulls"),
             format!("{n} is not a positive number; leave it out for no limit"),
         );
-    } else if kubelet.serialize_image_pulls == Some(true) {
+    } else if n > 1 && kubelet.serialize_image_pulls == Some(true) {
         f.violation(
             at.field("kubernetes.kubelet.maxParallelImagePulls"),
-            "cannot be set while serializeImagePulls is true (one image at a time); set serializeImagePulls to false or leave maxParallelImagePulls out",
+            format!(
+                "{n} is more than 1 while serializeImagePulls is true (one image at a time); set serializeImagePulls to false, or maxParallelImagePulls to 1 or leave it out"
+            ),
+        );
+    }
+}
+
+/// `machineControllerManager.autoPreserveFailedMachineMax`, as Gardener bounds it: not
+/// negative, at most `maximum`, and at most `maximum - 1` on a pool that runs system
+/// components (the default), so that one machine is left for them.
+fn preserved_machines(at: Item, w: &Worker, f: &mut ValidationOutcome) {
+    let Some(n) = w
+        .machine_controller_manager
+        .as_ref()
+        .and_then(|m| m.auto_preserve_failed_machine_max)
+    else {
+        return;
+    };
+    let field = || at.field("machineControllerManager.autoPreserveFailedMachineMax");
+    let system_components = w.system_components.as_ref().is_none_or(|s| s.allow);
+    if n < 0 {
+        f.violation(field(), format!("{n} is negative; use 0 or more"));
+    } else if system_components && w.maximum > 0 && n > w.maximum - 1 {
+        f.violation(
+            field(),
+            format!(
+                "{n} is more than maximum - 1 ({}): the pool runs system components, which need one machine that is not preserved; use at most {}",
+                w.maximum - 1,
+                w.maximum - 1
+            ),
+        );
+    } else if n > w.maximum {
+        f.violation(
+            field(),
+            format!(
+                "{n} is more than the pool's maximum ({}); use at most {}",
+                w.maximum, w.maximum
+            ),
         );
     }
 }

@@ -270,6 +270,12 @@ fn max_surge_and_max_unavailable_are_non_negative_and_not_both_zero() {
         "number of zones (3)",
     );
     rejects(&rolling(Some(Str("0%".into())), None), &field("maxSurge"));
+    // Gardener takes text only as a percentage.
+    rejects_with(
+        &rolling(Some(Str("3".into())), None),
+        &field("maxSurge"),
+        "write it as a number (3)",
+    );
     rejects(&rolling(Some(Int(-1)), Some(Int(0))), &field("maxSurge"));
     rejects(
         &rolling(Some(Int(1)), Some(Str("one".into()))),
@@ -563,6 +569,44 @@ fn max_parallel_image_pulls_is_positive_and_not_serialized() {
         &with(3, Some(true)),
         "spec.shoot.provider.workers[0].kubernetes.kubelet.maxParallelImagePulls",
         "serializeImagePulls",
+    );
+    // One pull at a time is what serialized pulls mean: Gardener and the kubelet take it.
+    accepts(&with(1, Some(true)));
+}
+
+#[test]
+fn preserved_failed_machines_leave_one_machine_for_system_components() {
+    let preserving = |pool: &mut kim_shared::gardener::Worker, maximum: i32, preserved: i32| {
+        pool.maximum = maximum;
+        pool.machine_controller_manager = Some(
+            serde_json::from_value(serde_json::json!({"autoPreserveFailedMachineMax": preserved}))
+                .unwrap(),
+        );
+    };
+    let with =
+        |maximum: i32, preserved: i32| runtime(|rt| preserving(main_pool(rt), maximum, preserved));
+    let field =
+        "spec.shoot.provider.workers[0].machineControllerManager.autoPreserveFailedMachineMax";
+    accepts(&with(5, 4));
+    accepts(&with(5, 0));
+    rejects_with(&with(5, 5), field, "use at most 4");
+    rejects_with(&with(5, -1), field, "negative");
+    // A pool without system components may preserve all of its machines, no more.
+    let without_system_components = |preserved: i32| {
+        runtime(|rt| {
+            let mut extra = main_pool(rt).clone();
+            extra.name = "extra".into();
+            extra.system_components =
+                Some(serde_json::from_value(serde_json::json!({"allow": false})).unwrap());
+            preserving(&mut extra, 5, preserved);
+            rt.spec.shoot.provider.additional_workers = Some(vec![extra]);
+        })
+    };
+    accepts(&without_system_components(5));
+    rejects_with(
+        &without_system_components(6),
+        "spec.shoot.provider.additionalWorkers[0].machineControllerManager.autoPreserveFailedMachineMax",
+        "use at most 5",
     );
 }
 
