@@ -26,6 +26,9 @@ pub trait Forget<K>: Send + Sync + 'static {
 
     /// `present` is every cached object: drop what is kept about any other ([`sweep`]).
     fn forget_missing(&self, present: &[Arc<K>]);
+
+    /// A (re)list has just replaced the cache as a whole.
+    fn listed(&self) {}
 }
 
 /// For [`Forget::forget_missing`]: calls `forget` with each key of `kept` (what a reconciler
@@ -78,6 +81,7 @@ where
         Ok(watcher::Event::Delete(obj)) => forget.forget(obj),
         // Reflected already: the store holds the list.
         Ok(watcher::Event::InitDone) => {
+            forget.listed();
             listed_tx.send_replace(true);
         }
         _ => {}

@@ -99,8 +99,8 @@ fn is_admin_kubeconfig(secret: &PartialObjectMeta<Secret>) -> bool {
 /// the requests of its runtime without going through all of them: a relist of 10,000 Secrets
 /// would otherwise go through 10,000 requests each. Added to as the watch applies requests
 /// (a request's `runtimeId` never changes), taken from as it deletes them, and made again
-/// from the cache by every sweep (a request deleted while the watch was away is never
-/// delivered as deleted).
+/// from the cache at the end of every (re)list and by every sweep (a request deleted while the
+/// watch was away is never delivered as deleted).
 pub struct ByRuntime {
     cache: reflector::Store<StatusApart<RuntimeAccess>>,
     index: std::sync::Mutex<HashMap<String, HashSet<ObjectRef<StatusApart<RuntimeAccess>>>>>,
@@ -142,8 +142,10 @@ impl ByRuntime {
     }
 
     /// Holds exactly what the cache holds. The cache is read under the index's lock: the watch
-    /// writes the cache before it inserts or removes here, so a change the read missed waits
-    /// for the lock and lands on the new index.
+    /// writes an applied or deleted object to the cache before it inserts or removes it here,
+    /// so a change the read missed waits for the lock and lands on the new index. A relist
+    /// inserts here before the cache has its objects (kube swaps the list in at its end), so
+    /// a sweep during a relist may drop them; the refresh at the list's end brings them back.
     pub fn refresh(&self) {
         let mut index = self.lock();
         let mut fresh: HashMap<String, HashSet<_>> = HashMap::new();
@@ -304,10 +306,20 @@ mod tests {
         assert!(affected_requests(&other, &store).is_empty());
         // A sweep leaves exactly what the cache holds: requests deleted while the watch was
         // away go, and one the watch has cached but not yet indexed comes.
+        // A relist indexes its objects before kube swaps them into the cache at its end, so a
+        // sweep during it drops them; the refresh at the list's end (`Forget::listed`) brings
+        // them back.
         writer.apply_watcher_event(&watcher::Event::Init);
         for ra in [request("keb", "rt-1"), request("new", "rt-2")] {
-            writer.apply_watcher_event(&watcher::Event::InitApply(ra));
+            writer.apply_watcher_event(&watcher::Event::InitApply(ra.clone()));
+            store.insert(&ra);
         }
+        store.refresh();
+        assert_eq!(
+            names(store.of("rt-2")),
+            ["other"],
+            "the cache holds the list before the relist until its end"
+        );
         writer.apply_watcher_event(&watcher::Event::InitDone);
         store.refresh();
         assert_eq!(names(affected_requests(&admin, &store)), ["keb"]);

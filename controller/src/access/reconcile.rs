@@ -124,6 +124,10 @@ impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
         self.forget_key(&key(ra));
     }
 
+    fn listed(&self) {
+        self.by_runtime.refresh();
+    }
+
     fn forget_missing(&self, present: &[Arc<StatusApart<RuntimeAccess>>]) {
         self.by_runtime.refresh();
         self.clients.drop_idle();

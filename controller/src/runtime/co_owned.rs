@@ -351,7 +351,10 @@ where
         .await
     {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 422 => Ok(false),
+        Err(kube::Error::Api(e)) if e.code == 422 => {
+            tracing::info!(error = %e, "status fields of another writer not taken over: an entry changed meanwhile; the next status write tries again");
+            Ok(false)
+        }
         Err(e) => Err(e),
     }
 }

@@ -955,6 +955,9 @@ async fn patch_shoot(
         FullUpdate::needed(live, &converted.shoot, converted.workers_removed && !drift)
         && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await
     {
+        if drift && refused_for_good(&e) {
+            return Ok(drift_kept(reconciler, runtime, live, &e).await);
+        }
         return Ok(patch_failure(
             reconciler,
             runtime,
@@ -1042,11 +1045,11 @@ async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) {
     }
 }
 
-/// Whether Gardener's answer refuses the request itself, so that sending it again cannot
-/// succeed: not busy, not a conflict, not a forbidden answer (Gardener gives those now and
-/// then to allowed writes).
+/// Whether Gardener's validation or admission refuses the Shoot as written (422 `Invalid`), so
+/// that sending it again cannot succeed. Other permanent answers (a 400 or 415 about our own
+/// request) are failures of ours, reported as such.
 fn refused_for_good(e: &kube::Error) -> bool {
-    classify::classify(e) == ApiErrorKind::Permanent && !classify::is_forbidden(e)
+    matches!(e, kube::Error::Api(s) if s.code == 422 && s.reason == "Invalid")
 }
 
 /// Gardener refuses to undo a change someone made to the Shoot of a Ready Runtime (a change it

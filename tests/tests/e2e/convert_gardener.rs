@@ -383,10 +383,11 @@ async fn every_golden_shoot_is_accepted_by_gardener() {
     assert!(err.to_string().contains("accessRestrictions"), "{err}");
 }
 
-/// A pool of another image than the configuration's default, without a version, is converted
-/// without one (the default version is Garden Linux's): Gardener gives it that image's newest
-/// supported version. With the default image's version, as upstream's converter writes it,
-/// Gardener refuses the Shoot.
+/// What the conversion relies on for a pool of another image than the configuration's default
+/// without a version (it writes none: the default version is Garden Linux's; the unit tests
+/// `convert_extenders` and `convert_patch` show that): Gardener gives such a pool that image's
+/// newest supported version. With the default image's version, as upstream's converter writes
+/// it, Gardener refuses the Shoot.
 #[tokio::test]
 async fn another_image_without_a_version_gets_its_newest_from_gardener() {
     let env = TestEnv::shared().await.unwrap();

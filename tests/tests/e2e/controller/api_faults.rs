@@ -708,10 +708,9 @@ fn json_admins(admin: &str) -> Value {
 /// KEB reports an update done once the Runtime reads `Ready` a few seconds after its spec
 /// change, and failed once it reads `Failed`. While Gardener refuses the writes the change
 /// needs for now (here the structured-auth ConfigMap, written before the Shoot patch, then the
-/// patch itself with a 403), the Runtime must not read `Ready` with the new generation.
-/// On the code before, a "try later" answer kept the state `Ready` and the status said the new
-/// generation was observed (KEB would report the update done with the Shoot unchanged), and a
-/// 403 on the patch made it `Failed` at once (upstream retries it as pending).
+/// patch itself with a 403), the Runtime must not read `Ready` with the new generation (KEB
+/// would report the update done with the Shoot unchanged), nor `Failed` for a 403 (upstream
+/// retries it as pending, and Gardener answers 403 now and then to writes it allows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() -> Result<()> {
     let env = TestEnv::shared().await?;
@@ -776,9 +775,8 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
     update.ready_after_clearing(env, &ns, generation).await?;
 
     // Gardener slow to answer the patch: KEB reads the Runtime 4 s after its change and must
-    // find it `Pending`, not the `Ready` of before, however long Gardener takes. Read while
-    // the patch is on its way: on the code before, the status was written only once the patch
-    // was answered.
+    // find it `Pending`, not the `Ready` of before, however long Gardener takes: read while
+    // the patch is on its way, so a status written only with the patch's answer fails it.
     update
         .pending_while_the_patch_is_unanswered(&shoot_path, "slow")
         .await?;
@@ -787,8 +785,8 @@ async fn an_update_gardener_refuses_is_never_shown_ready_nor_failed_for_a_403() 
         .await?;
 
     // The same from `Failed` (Gardener failed the update before for good), which KEB reads as
-    // "update failed": on the code before, the early write was made for `Ready` only.
-    // A change that reaches the Shoot, so that Gardener runs (and fails) an operation.
+    // "update failed". First a change that reaches the Shoot, so that Gardener runs (and
+    // fails) an operation.
     set_simulator_fault(env, &shoot, Some("failed:ERR_INFRA_UNAUTHORIZED")).await?;
     set_first_pool_maximum(&runtimes, &id, 12).await?;
     wait_state(env, &ns, &id, RuntimeState::Failed, TIMEOUT).await?;
@@ -943,8 +941,8 @@ impl Update<'_> {
 /// Someone changes the Shoot of a Ready Runtime, and Gardener refuses the correction for good
 /// (422). The Runtime's spec and cluster are as before: it stays `Ready` (KEB would read
 /// `Failed` as a failed update), a Warning Event `DriftNotCorrected` names Gardener's answer,
-/// and the correction is not sent again. On the code before, the Runtime went `Failed`, was
-/// retried after the backoff, and came back `Ready` with the change taken silently.
+/// and the correction is not sent again (it would be refused again; the change is the new
+/// baseline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_drift_correction_gardener_refuses_leaves_the_runtime_ready() -> Result<()> {
     let env = TestEnv::shared().await?;
