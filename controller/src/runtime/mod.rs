@@ -1036,7 +1036,12 @@ impl Reconciler {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.events.publish(&event, &runtime.object_ref(&())).await {
+        self.publish(runtime, &event).await;
+    }
+
+    /// Publishes `event` on the Runtime; a refusal is logged, not an error of the pass.
+    async fn publish(&self, runtime: &Runtime, event: &Event) {
+        if let Err(e) = self.events.publish(event, &runtime.object_ref(&())).await {
             tracing::info!(error = %e, "could not publish an Event");
         }
     }
@@ -1247,7 +1252,6 @@ impl Reconciler {
                     .metrics
                     .observe_provisioning(elapsed_since(created.0));
             }
-            let reference = runtime.object_ref(&());
             for change in draft.changes() {
                 let event = Event {
                     type_: if change.status == "False" {
@@ -1266,9 +1270,7 @@ impl Reconciler {
                     action: change.type_.clone(),
                     secondary: None,
                 };
-                if let Err(e) = self.events.publish(&event, &reference).await {
-                    tracing::info!(error = %e, "could not publish an Event");
-                }
+                self.publish(runtime, &event).await;
             }
         }
         if let Some(id) = runtime.runtime_id() {

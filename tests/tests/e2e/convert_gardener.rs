@@ -154,20 +154,29 @@ async fn prepare(client: &kube::Client) {
     // test landscape (kim_tests::fixtures).
 }
 
+/// The project's Shoots and ConfigMaps in the prepared test landscape, and the dry-run create
+/// the goldens go through.
+async fn project() -> (Api<Shoot>, Api<ConfigMap>, PostParams) {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.garden_client().await.unwrap();
+    prepare(&client).await;
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: Some("kim".into()),
+    };
+    (
+        Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE),
+        Api::namespaced(client, fixtures::PROJECT_NAMESPACE),
+        dry_run,
+    )
+}
+
 /// The garden Secret `runtime-aws-registry-cache` references.
 const REGISTRY_CACHE_SECRET: &str = "reg-cache-9c6f3a52";
 
 #[tokio::test]
 async fn every_golden_shoot_is_accepted_by_gardener() {
-    let env = TestEnv::shared().await.unwrap();
-    let client = env.garden_client().await.unwrap();
-    prepare(&client).await;
-    let shoots: Api<Shoot> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
-    let dry_run = PostParams {
-        dry_run: true,
-        field_manager: Some("kim".into()),
-    };
+    let (shoots, cms, dry_run) = project().await;
 
     let mut goldens = goldens();
     goldens.sort_by(|a, b| a.0.cmp(&b.0));
@@ -390,15 +399,7 @@ async fn every_golden_shoot_is_accepted_by_gardener() {
 /// it, Gardener refuses the Shoot.
 #[tokio::test]
 async fn another_image_without_a_version_gets_its_newest_from_gardener() {
-    let env = TestEnv::shared().await.unwrap();
-    let client = env.garden_client().await.unwrap();
-    prepare(&client).await;
-    let shoots: Api<Shoot> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), fixtures::PROJECT_NAMESPACE);
-    let dry_run = PostParams {
-        dry_run: true,
-        field_manager: Some("kim".into()),
-    };
+    let (shoots, cms, dry_run) = project().await;
     let (_, golden) = goldens()
         .into_iter()
         .find(|(n, _)| n == "runtime-aws")
