@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
+use kim_process::label::Text;
 use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -47,7 +48,8 @@ pub trait ResultLabel {
     fn result_label(&self) -> &'static str;
 }
 
-/// Labels of `infrastructure_manager_im_runtime_state` (upstream's camelCase names).
+/// Labels of `infrastructure_manager_im_runtime_state` (upstream's camelCase names). The
+/// fields that carry text from the spec or from an answer are [`Text`], escaped when written.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)]
 pub struct RuntimeStateLabels {
@@ -56,13 +58,13 @@ pub struct RuntimeStateLabels {
     /// The Runtime's name.
     pub runtimeName: String,
     /// `spec.shoot.name`.
-    pub shoot: String,
+    pub shoot: Text,
     /// `spec.shoot.provider.type`.
-    pub provider: String,
+    pub provider: Text,
     /// `status.state`.
     pub state: String,
-    /// The last condition's message, or `No value`.
-    pub message: String,
+    /// The last condition's message, or `No value` (Gardener's answers quote names).
+    pub message: Text,
 }
 
 /// Labels naming a reconciler.
@@ -237,7 +239,7 @@ impl Metrics {
         );
         sub.register(
             "gardener_busy",
-            "Gardener answers that said try later (429, 503, 504, rate-limit or not-ready 403, timeout) by operation",
+            "Gardener answers that said try later (408, 429, 503, 504, rate-limit or not-ready 403, timeout) by operation",
             m.gardener_busy.clone(),
         );
         sub.register(

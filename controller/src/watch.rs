@@ -59,6 +59,27 @@ pub fn own_kind<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    let events = watcher::watcher(
+        api,
+        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
+    )
+    .default_backoff();
+    cached(events, writer, forget, shutdown)
+}
+
+/// [`own_kind`] from its watch events.
+fn cached<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    writer: Writer<K>,
+    forget: Arc<impl Forget<K>>,
+    shutdown: crate::Shutdown,
+) -> (
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+    tokio::task::JoinHandle<()>,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
     let sweeping = forget.clone();
     // The store's own readiness wakes one waiter only (kube's Controller, which polls it
     // too): the sweep learns of the first list from the stream instead.
@@ -70,23 +91,19 @@ where
         move |present| sweeping.forget_missing(present),
         shutdown,
     ));
-    let events = watcher::watcher(
-        api,
-        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
-    )
-    .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
-    .reflect(writer)
-    .inspect(move |event| match event {
-        Ok(watcher::Event::Delete(obj)) => forget.forget(obj),
-        // Reflected already: the store holds the list.
-        Ok(watcher::Event::InitDone) => {
-            forget.listed();
-            listed_tx.send_replace(true);
-        }
-        _ => {}
-    })
-    .applied_objects();
+    let events = events
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Delete(obj)) => forget.forget(obj),
+            // Reflected already: the store holds the list.
+            Ok(watcher::Event::InitDone) => {
+                forget.listed();
+                listed_tx.send_replace(true);
+            }
+            _ => {}
+        })
+        .applied_objects();
     (events, sweep)
 }
 
@@ -313,6 +330,17 @@ mod tests {
         )
     }
 
+    fn cm(name: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
     /// A Controller future that never ends unless its store is listed and it drains, as kube's
     /// does when shut down before its first list.
     #[tokio::test]
@@ -349,14 +377,6 @@ mod tests {
     async fn the_sweep_hands_over_what_the_store_holds_at_each_tick() {
         use k8s_openapi::api::core::v1::ConfigMap;
         use kube::runtime::reflector;
-        let cm = |name: &str| ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let (tick, ticks) = futures::channel::mpsc::unbounded::<()>();
         let (seen, mut swept) = futures::channel::mpsc::unbounded::<Vec<String>>();
@@ -403,6 +423,80 @@ mod tests {
         assert_eq!(swept.next().await, Some(vec!["ns/b".into()]));
         shutdown.cancel();
         task.await.expect("the sweep ends on shutdown");
+    }
+
+    /// The reconciler hears of each deletion the watch reports, and of the end of each
+    /// (re)list only once the store holds that list as a whole: kube swaps a relist into the
+    /// store at its end, and the RuntimeAccess index is rebuilt from the store then.
+    #[tokio::test]
+    async fn the_reconciler_hears_deletions_and_the_end_of_each_list() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::reflector;
+        use watcher::Event::{Delete, Init, InitApply, InitDone};
+        struct Heard {
+            store: Store<ConfigMap>,
+            calls: std::sync::Mutex<Vec<String>>,
+        }
+        impl Heard {
+            fn push(&self, call: String) {
+                self.calls.lock().expect("not poisoned").push(call);
+            }
+        }
+        impl Forget<ConfigMap> for Heard {
+            fn forget(&self, obj: &ConfigMap) {
+                self.push(format!("forget {}", obj.name_any()));
+            }
+            fn forget_missing(&self, _: &[Arc<ConfigMap>]) {}
+            fn listed(&self) {
+                let mut names: Vec<String> =
+                    self.store.state().iter().map(|o| o.name_any()).collect();
+                names.sort();
+                self.push(format!("listed {}", names.join(",")));
+            }
+        }
+        let mut managed = cm("c");
+        managed.metadata.managed_fields = Some(vec![Default::default()]);
+        let events = futures::stream::iter(
+            [
+                Init,
+                InitApply(cm("a")),
+                InitApply(cm("b")),
+                InitDone,
+                Delete(cm("a")),
+                // A relist: the store keeps `b` alone until its end.
+                Init,
+                InitApply(cm("b")),
+                InitApply(managed),
+                InitDone,
+            ]
+            .map(Ok),
+        );
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let heard = Arc::new(Heard {
+            store: store.clone(),
+            calls: Default::default(),
+        });
+        let shutdown = crate::Shutdown::new();
+        let (objects, sweep) = cached(events, writer, heard.clone(), shutdown.clone());
+        let applied: Vec<String> = objects
+            .map(|o| o.expect("no error").name_any())
+            .collect()
+            .await;
+        shutdown.cancel();
+        sweep.await.expect("the sweep ends on shutdown");
+        assert_eq!(applied, ["a", "b", "b", "c"]);
+        assert_eq!(
+            *heard.calls.lock().expect("not poisoned"),
+            ["listed a,b", "forget a", "listed b,c"]
+        );
+        assert!(
+            store.state().iter().all(|o| o
+                .metadata
+                .managed_fields
+                .as_ref()
+                .is_none_or(Vec::is_empty)),
+            "cached without managedFields"
+        );
     }
 
     #[tokio::test]

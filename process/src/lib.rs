@@ -7,6 +7,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod http;
+pub mod label;
 pub mod logging;
 pub mod signal;
 pub mod task;

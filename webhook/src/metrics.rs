@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use kim_process::label::Text;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -59,8 +60,9 @@ pub const REFUSAL_REASONS: [&str; 5] = [
 pub struct DenialLabels {
     /// Admitted kind.
     pub kind: &'static str,
-    /// Path of the field at fault, list indices and map keys as `[]` (see [`field_label`]).
-    pub field: String,
+    /// Path of the field at fault, list indices and map keys as `[]` (see [`field_label`]);
+    /// a field name the request chose may hold any character.
+    pub field: Text,
 }
 
 /// Distinct `field` values the denial counter keeps; later ones are counted as `other`.
@@ -278,7 +280,10 @@ impl Metrics {
                 }
             };
             self.denials
-                .get_or_create(&DenialLabels { kind, field })
+                .get_or_create(&DenialLabels {
+                    kind,
+                    field: field.into(),
+                })
                 .inc();
         }
     }

@@ -1279,10 +1279,10 @@ impl Reconciler {
                 .set_runtime_state(crate::metrics::RuntimeStateLabels {
                     runtimeId: id.to_owned(),
                     runtimeName: runtime.name_any(),
-                    shoot: runtime.spec.shoot.name.clone(),
-                    provider: runtime.spec.shoot.provider.type_.as_str().to_owned(),
+                    shoot: runtime.spec.shoot.name.as_str().into(),
+                    provider: runtime.spec.shoot.provider.type_.as_str().into(),
                     state: draft.new.state.as_str().to_owned(),
-                    message: draft.last_message(),
+                    message: draft.last_message().into(),
                 });
         }
         Ok(())

@@ -955,16 +955,8 @@ async fn patch_shoot(
         FullUpdate::needed(live, &converted.shoot, converted.workers_removed && !drift)
         && let Err(e) = full_update(reconciler, &name, update, &converted.shoot).await
     {
-        if drift && refused_for_good(&e) {
-            return Ok(drift_kept(reconciler, runtime, live, &e).await);
-        }
-        return Ok(patch_failure(
-            reconciler,
-            runtime,
-            draft,
-            "Gardener API shoot update error",
-            &e,
-        ));
+        let what = "Gardener API shoot update error";
+        return Ok(write_failed(reconciler, runtime, draft, live, drift, what, &e).await);
     }
     let mut body = serde_json::to_value(&converted.shoot).map_err(Error::Serialize)?;
     body["apiVersion"] = json!("core.gardener.cloud/v1beta1");
@@ -979,17 +971,9 @@ async fn patch_shoot(
     let pp = PatchParams::apply(names::FIELD_MANAGER).force();
     let patched = match api.patch(&name, &pp, &Patch::Apply(body)).await {
         Ok(s) => s,
-        Err(e) if drift && refused_for_good(&e) => {
-            return Ok(drift_kept(reconciler, runtime, live, &e).await);
-        }
         Err(e) => {
-            return Ok(patch_failure(
-                reconciler,
-                runtime,
-                draft,
-                "Gardener API shoot patch error",
-                &e,
-            ));
+            let what = "Gardener API shoot patch error";
+            return Ok(write_failed(reconciler, runtime, draft, live, drift, what, &e).await);
         }
     };
     reconciler.gardener_answered(runtime);
@@ -1042,6 +1026,25 @@ async fn hand_over(api: &Api<Shoot>, shoot: &Shoot) {
         Ok(true) => tracing::info!("fields the Shoot's create co-owned handed to the apply"),
         Ok(false) => {}
         Err(e) => tracing::info!(error = %e, "fields co-owned with the apply not handed over"),
+    }
+}
+
+/// What follows a refused write of the Shoot (the full update or the apply) that started from
+/// `live`: a drift correction (`drift`) Gardener refuses for good is kept ([`drift_kept`]);
+/// anything else is a failed patch.
+async fn write_failed(
+    reconciler: &Reconciler,
+    runtime: &Runtime,
+    draft: &mut StatusDraft,
+    live: &Shoot,
+    drift: bool,
+    what: &str,
+    e: &kube::Error,
+) -> Action {
+    if drift && refused_for_good(e) {
+        drift_kept(reconciler, runtime, live, e).await
+    } else {
+        patch_failure(reconciler, runtime, draft, what, e)
     }
 }
 

@@ -439,8 +439,9 @@ async fn write_status(
     } else {
         previously_hibernated
     };
+    // Gardener's descriptions quote the names of the flow and task that failed.
     let last_errors = codes.map(|codes| {
-        json!([{"description": format!("simulated failure: {}", codes.join(", ")), "codes": codes, "lastUpdateTime": ts}])
+        json!([{"description": format!("task \"Simulated step\" failed: simulated failure: {}", codes.join(", ")), "codes": codes, "lastUpdateTime": ts}])
     });
     let mut status = json!({
         "observedGeneration": shoot.metadata.generation,

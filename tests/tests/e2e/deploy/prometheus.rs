@@ -7,7 +7,8 @@
 //!   quiet otherwise;
 //! - the dashboards' ConfigMaps are their JSON files, labelled for Grafana's sidecar;
 //! - Prometheus scrapes a running controller and webhook (every second) while Runtimes (one
-//!   provisioned to Ready and deleted, one Failed), GardenerClusters (one in Error), two
+//!   provisioned to Ready and deleted, one Failed, one whose Shoot Gardener refuses with a
+//!   message in quotes), GardenerClusters (one in Error), two
 //!   RuntimeAccesses (one rotating its token, one failing), admissions and denials, Gardener
 //!   503s and 429s, and waits in the controller's Gardener rate limiter happen; afterwards every
 //!   dashboard query and every alert expression evaluates without error, every dashboard query
@@ -822,7 +823,8 @@ async fn wait_count(addr: std::net::SocketAddr, metric: &str, label: &str) -> Re
     .await
 }
 
-/// What happens while Prometheus watches: Runtimes provisioned (one Failed, one deleted),
+/// What happens while Prometheus watches: Runtimes provisioned (one Failed, one refused by
+/// Gardener with a message that quotes, one deleted),
 /// admissions allowed and denied, a GardenerCluster in Error, a RuntimeAccess, Gardener faults.
 async fn scenario(
     env: &TestEnv,
@@ -978,6 +980,30 @@ async fn scenario(
         metrics,
         "infrastructure_manager_im_gardener_health{",
         &["status=\"healthy\"} 1"],
+    )
+    .await?;
+
+    // A Runtime whose Shoot Gardener refuses: its state series carries Gardener's message,
+    // which quotes the Shoot's name, in a label value.
+    let refused_id = format!("rt-refused-{suffix}");
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: "/shoots".into(),
+        fault: ApiFault::Status {
+            code: 422,
+            reason: "Invalid".into(),
+            message: format!(
+                "Shoot.core.gardener.cloud \"{}\" is invalid: spec.provider.workers[0].machine.type: Unsupported value: \"m0\"",
+                shoot_name(&refused_id)
+            ),
+        },
+        times: None,
+    });
+    create(env, &sample_runtime(ns, &refused_id)?).await?;
+    wait_metric(
+        metrics,
+        "infrastructure_manager_im_runtime_state{",
+        &[&refused_id, "is invalid", "state=\"Failed\""],
     )
     .await?;
 
@@ -1167,6 +1193,29 @@ async fn check(
         failures.push(format!(
             "Prometheus loaded {evaluated} rules, the PrometheusRules have {alert_count}"
         ));
+    }
+
+    // Every target's last scrape succeeded: one line Prometheus cannot parse (a label value
+    // with an unescaped quote) fails the whole scrape.
+    let targets = prometheus.api("targets", &[]).await?;
+    let active = targets["activeTargets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if active.len() != COMPONENTS.len() {
+        failures.push(format!(
+            "Prometheus has {} active targets, expected {}",
+            active.len(),
+            COMPONENTS.len()
+        ));
+    }
+    for t in active {
+        if t["health"] != "up" {
+            failures.push(format!(
+                "Prometheus's last scrape of {} failed: {}",
+                t["scrapeUrl"], t["lastError"]
+            ));
+        }
     }
 
     // promtool's lint of both /metrics as a client without OpenMetrics gets them.
