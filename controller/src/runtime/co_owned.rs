@@ -1,5 +1,6 @@
 //! Fields a Shoot's earlier writes co-own with `kim`'s apply, and how to let them go; and the
-//! same for the status of a Runtime that upstream KIM wrote ([`take_status`]).
+//! same for the status of a Runtime and the OpenIDConnects that upstream KIM wrote
+//! ([`take_over`]).
 //!
 //! Server-side apply removes a field the applier no longer sets only when no other field
 //! manager owns it. The Shoot's create (a POST), a full update (a PUT) and upstream KIM's
@@ -265,32 +266,69 @@ fn subtract(owned: &mut Map<String, Value>, other: &Map<String, Value>) -> bool 
     removed
 }
 
-/// Whether someone else's `Update` of the status subresource co-owns status fields: upstream
-/// KIM writes a Runtime's whole status that way, and so does `kubectl edit --subresource status`.
-fn is_status_update(entry: &ManagedFieldsEntry, ours: &str) -> bool {
+/// A part of an object that one writer decides as a whole and others' `Update` entries may
+/// co-own: a Runtime's status (upstream KIM writes it with `Update`, and so does
+/// `kubectl edit --subresource status`), the spec of an object of ours in a runtime cluster
+/// (upstream KIM creates its OpenIDConnects with a plain create).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `status`, written through the status subresource.
+    Status,
+    /// `spec`, written to the object itself.
+    Spec,
+}
+
+impl Part {
+    /// The managedFields entries that write this part have this subresource.
+    fn subresource(self) -> Option<&'static str> {
+        match self {
+            Self::Status => Some("status"),
+            Self::Spec => None,
+        }
+    }
+
+    /// The part's key in the FieldsV1 encoding.
+    fn key(self) -> &'static str {
+        match self {
+            Self::Status => "f:status",
+            Self::Spec => "f:spec",
+        }
+    }
+
+    /// Whether `entry` writes through this part's subresource (or the object itself).
+    fn written_by(self, entry: &ManagedFieldsEntry) -> bool {
+        entry.subresource.as_deref().filter(|s| !s.is_empty()) == self.subresource()
+    }
+}
+
+/// Whether `entry` is someone else's `Update` that owns fields of `part`.
+fn co_owns(entry: &ManagedFieldsEntry, ours: &str, part: Part) -> bool {
     entry.operation.as_deref() == Some("Update")
-        && entry.subresource.as_deref() == Some("status")
+        && part.written_by(entry)
         && entry.manager.as_deref() != Some(ours)
+        && fields(entry).is_some_and(|f| f.contains_key(part.key()))
 }
 
-/// Whether status fields of `entries` are co-owned by an `Update` ([`take_status`] hands
-/// them over).
-pub fn status_co_owned(entries: &[ManagedFieldsEntry], ours: &str) -> bool {
-    entries.iter().any(|e| is_status_update(e, ours))
+/// Whether fields of `part` are co-owned by someone else's `Update` ([`take_over`] takes
+/// them).
+pub fn co_owned(entries: &[ManagedFieldsEntry], ours: &str, part: Part) -> bool {
+    entries.iter().any(|e| co_owns(e, ours, part))
 }
 
-/// The JSON patch that moves the fields of every status `Update` entry into the `Apply` entry
-/// of `ours` on the status subresource (as client-go's `csaupgrade` does), then removes those
-/// entries, each guarded by a `test` that it is as read. `None` when there is nothing to move
-/// or no `Apply` entry of ours yet (the first apply makes it).
-fn status_take_over_patch(
+/// The JSON patch that moves the fields of `part` out of every `Update` entry of someone else
+/// into the `Apply` entry of `ours` (as client-go's `csaupgrade` does): an entry left with
+/// nothing is removed, one that owns more (labels, finalizers) keeps the rest. Each entry is
+/// guarded by a `test` that it is as read. `None` when there is nothing to move or no `Apply`
+/// entry of ours yet (the first apply makes it).
+fn take_over_patch(
     entries: &[ManagedFieldsEntry],
     ours: &str,
+    part: Part,
 ) -> Result<Option<json_patch::Patch>, kube::Error> {
     let Some((apply_index, apply)) = entries.iter().enumerate().find(|(_, e)| {
         e.manager.as_deref() == Some(ours)
             && e.operation.as_deref() == Some("Apply")
-            && e.subresource.as_deref() == Some("status")
+            && part.written_by(e)
     }) else {
         return Ok(None);
     };
@@ -300,27 +338,39 @@ fn status_take_over_patch(
     let taken: Vec<usize> = entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| is_status_update(e, ours) && e.api_version == apply.api_version)
+        .filter(|(_, e)| co_owns(e, ours, part) && e.api_version == apply.api_version)
         .map(|(i, _)| i)
         .collect();
     if taken.is_empty() {
         return Ok(None);
     }
-    for &i in &taken {
-        if let Some(theirs) = fields(&entries[i]) {
-            union(&mut owned, theirs);
-        }
-    }
     let read = |i: usize| serde_json::to_value(&entries[i]).map_err(kube::Error::SerdeError);
     let path = |i: usize| format!("/metadata/managedFields/{i}");
+    let mut kept = Vec::new();
+    for &i in &taken {
+        let mut theirs = fields(&entries[i]).cloned().unwrap_or_default();
+        if let Some(moved) = theirs.remove(part.key()) {
+            union(
+                &mut owned,
+                &Map::from_iter([(part.key().to_owned(), moved)]),
+            );
+        }
+        kept.push((i, theirs));
+    }
     let mut ops = vec![
         json!({"op": "test", "path": path(apply_index), "value": read(apply_index)?}),
         json!({"op": "replace", "path": format!("{}/fieldsV1", path(apply_index)), "value": owned}),
     ];
     // Highest index first, so that a removal does not move the ones still to come.
-    for &i in taken.iter().rev() {
+    for (i, theirs) in kept.into_iter().rev() {
         ops.push(json!({"op": "test", "path": path(i), "value": read(i)?}));
-        ops.push(json!({"op": "remove", "path": path(i)}));
+        if theirs.is_empty() {
+            ops.push(json!({"op": "remove", "path": path(i)}));
+        } else {
+            ops.push(
+                json!({"op": "replace", "path": format!("{}/fieldsV1", path(i)), "value": theirs}),
+            );
+        }
     }
     serde_json::from_value(Value::Array(ops))
         .map(Some)
@@ -328,18 +378,24 @@ fn status_take_over_patch(
 }
 
 /// Server-side apply removes a field the applier stops setting only when no other manager
-/// owns it. The status is this controller's alone, but upstream KIM wrote it with `Update`,
-/// whose entry keeps owning what upstream set: `shootLastErrors` of an operation long over
-/// would stay on a Runtime taken over from it for good. So the fields of such entries move into
-/// our `Apply` entry ([`status_take_over_patch`], a patch of the object's managedFields), and
-/// the next apply removes what it does not set. `Ok(false)`: nothing to move (or an entry
-/// changed in between, which the next status write retries).
-pub async fn take_status<K>(api: &Api<K>, object: &K, ours: &str) -> Result<bool, kube::Error>
+/// owns it. Some parts are this controller's alone, but another writer's `Update` entry keeps
+/// owning what it set: `shootLastErrors` of an operation long over would stay on a Runtime
+/// taken over from upstream KIM for good, and so would the required claims a customer removed
+/// from an OpenIDConnect upstream KIM created. So the fields of such entries in `part` move
+/// into our `Apply` entry ([`take_over_patch`], a patch of the object's managedFields), and the
+/// next apply removes what it does not set. `Ok(false)`: nothing to move (or an entry changed in
+/// between, which the next write retries).
+pub async fn take_over<K>(
+    api: &Api<K>,
+    object: &K,
+    ours: &str,
+    part: Part,
+) -> Result<bool, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let entries = object.meta().managed_fields.as_deref().unwrap_or_default();
-    let Some(patch) = status_take_over_patch(entries, ours)? else {
+    let Some(patch) = take_over_patch(entries, ours, part)? else {
         return Ok(false);
     };
     match api
@@ -352,7 +408,7 @@ where
     {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 422 => {
-            tracing::info!(error = %e, "status fields of another writer not taken over: an entry changed meanwhile; the next status write tries again");
+            tracing::info!(error = %e, "fields of another writer not taken over: an entry changed meanwhile; the next write tries again");
             Ok(false)
         }
         Err(e) => Err(e),
@@ -673,8 +729,8 @@ mod tests {
         );
         let create = entry("keb", "Update", json!({"f:spec": {"f:shoot": {}}}));
         let entries = vec![create.clone(), upstream, ours];
-        assert!(status_co_owned(&entries, "kim-controller"));
-        let patch = status_take_over_patch(&entries, "kim-controller")
+        assert!(co_owned(&entries, "kim-controller", Part::Status));
+        let patch = take_over_patch(&entries, "kim-controller", Part::Status)
             .unwrap()
             .expect("a patch");
         let mut doc = json!({"metadata": {"managedFields": entries}});
@@ -693,10 +749,10 @@ mod tests {
                     "k:{\"type\":\"Old\"}": {".": {}, "f:status": {}}}}})
             )
         );
-        assert!(!status_co_owned(&after, "kim-controller"));
+        assert!(!co_owned(&after, "kim-controller", Part::Status));
         // Nothing to move afterwards; and nothing before our first apply made our entry.
         assert!(
-            status_take_over_patch(&after, "kim-controller")
+            take_over_patch(&after, "kim-controller", Part::Status)
                 .unwrap()
                 .is_none()
         );
@@ -705,9 +761,57 @@ mod tests {
             status_entry("manager", "Update", json!({"f:status": {}})),
         ];
         assert!(
-            status_take_over_patch(&before_ours, "kim-controller")
+            take_over_patch(&before_ours, "kim-controller", Part::Status)
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// Upstream's create of an OpenIDConnect owns its spec and the managed-by label; ours
+    /// owns part of the spec. Afterwards the spec is ours alone, and the label (not ours to
+    /// decide) stays with the create's entry. A status entry is no part of the spec.
+    #[test]
+    fn the_spec_upstream_created_moves_into_our_apply_entry_and_the_rest_stays() {
+        let upstream = entry(
+            "manager",
+            "Update",
+            json!({"f:metadata": {"f:labels": {".": {}, "f:operator.kyma-project.io/managed-by": {}}},
+                "f:spec": {".": {}, "f:clientID": {}, "f:requiredClaims": {".": {}, "f:aud": {}}}}),
+        );
+        let ours = entry(
+            "kim",
+            "Apply",
+            json!({"f:metadata": {"f:labels": {"f:operator.kyma-project.io/managed-by": {}}},
+                "f:spec": {"f:clientID": {}}}),
+        );
+        let status = ManagedFieldsEntry {
+            subresource: Some("status".into()),
+            ..entry("other", "Update", json!({"f:status": {}}))
+        };
+        let entries = vec![upstream, ours, status.clone()];
+        assert!(co_owned(&entries, "kim", Part::Spec));
+        let patch = take_over_patch(&entries, "kim", Part::Spec)
+            .unwrap()
+            .expect("a patch");
+        let mut doc = json!({"metadata": {"managedFields": entries}});
+        json_patch::patch(&mut doc, &patch).unwrap();
+        let after: Vec<ManagedFieldsEntry> =
+            serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap();
+        assert_eq!(after.len(), 3);
+        assert_eq!(
+            fields_of(&after, "manager", "Update"),
+            Some(
+                json!({"f:metadata": {"f:labels": {".": {}, "f:operator.kyma-project.io/managed-by": {}}}})
+            )
+        );
+        assert_eq!(
+            fields_of(&after, "kim", "Apply"),
+            Some(
+                json!({"f:metadata": {"f:labels": {"f:operator.kyma-project.io/managed-by": {}}},
+                "f:spec": {".": {}, "f:clientID": {}, "f:requiredClaims": {".": {}, "f:aud": {}}}})
+            )
+        );
+        assert_eq!(after[2], status);
+        assert!(!co_owned(&after, "kim", Part::Spec));
     }
 }

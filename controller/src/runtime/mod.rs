@@ -1212,9 +1212,10 @@ impl Reconciler {
             .managed_fields
             .as_deref()
             .unwrap_or_default();
-        if co_owned::status_co_owned(entries, STATUS_FIELD_MANAGER) {
+        if co_owned::co_owned(entries, STATUS_FIELD_MANAGER, co_owned::Part::Status) {
             // Once per Runtime written by upstream: what it wrote and we do not goes now.
-            match co_owned::take_status(&api, &written, STATUS_FIELD_MANAGER).await {
+            let part = co_owned::Part::Status;
+            match co_owned::take_over(&api, &written, STATUS_FIELD_MANAGER, part).await {
                 Ok(true) => {
                     tracing::info!("status fields of another writer taken over");
                     apply()

@@ -9,7 +9,8 @@
 //! requires the field, so upstream's object is refused and the Runtime stays unconfigured;
 //! `sub` is Kubernetes' own default and what the Shoot's kube-apiserver gets for its
 //! provider), and every object is applied even when one fails, the error naming each
-//! failure (upstream reports only the last).
+//! failure (upstream reports only the last). An object upstream created is taken over at its
+//! first apply ([`apply_one`]).
 
 use kim_shared::api::Runtime;
 use kim_shared::gardener::Shoot;
@@ -22,6 +23,7 @@ use kube::api::{
 use kube::{Api, Client};
 
 use super::classify::message;
+use super::co_owned::{Part, co_owned, take_over};
 use serde_json::{Value, json};
 
 /// The claim an entry without `usernameClaim` maps to the user name.
@@ -120,7 +122,7 @@ pub async fn apply(runtime_client: &Client, specs: &[Value]) -> Result<(), Strin
             },
             "spec": spec,
         });
-        if let Err(e) = api.patch(&name, &pp, &Patch::Apply(obj)).await {
+        if let Err(e) = apply_one(&api, &name, &pp, &obj).await {
             failed.push(format!("OpenIDConnect {name}: {}", message(&e)));
         }
         names.push(name);
@@ -148,6 +150,32 @@ pub async fn apply(runtime_client: &Client, specs: &[Value]) -> Result<(), Strin
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// Applies one OpenIDConnect. One that upstream KIM created (a plain create, whose `Update`
+/// entry owns every field it wrote) is taken over after the apply, and applied again: a field
+/// the Runtime no longer sets (required claims, JWKS keys, signing algorithms KEB removed) would
+/// otherwise stay, co-owned by that entry.
+async fn apply_one(
+    api: &Api<DynamicObject>,
+    name: &str,
+    pp: &PatchParams,
+    obj: &Value,
+) -> Result<(), kube::Error> {
+    let applied = api.patch(name, pp, &Patch::Apply(obj)).await?;
+    let entries = applied
+        .metadata
+        .managed_fields
+        .as_deref()
+        .unwrap_or_default();
+    let part = Part::Spec;
+    if co_owned(entries, RUNTIME_CLUSTER_FIELD_MANAGER, part)
+        && take_over(api, &applied, RUNTIME_CLUSTER_FIELD_MANAGER, part).await?
+    {
+        tracing::info!(name, "OpenIDConnect fields of another writer taken over");
+        api.patch(name, pp, &Patch::Apply(obj)).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

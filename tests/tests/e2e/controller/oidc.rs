@@ -162,6 +162,68 @@ async fn every_openidconnect_is_tried_and_every_failure_named() {
     );
 }
 
+/// An OpenIDConnect upstream KIM created (a plain create by its `manager`) with required
+/// claims and a groups claim: once the Runtime drops them (KEB's `requiredClaims: ["-"]`), the
+/// apply takes the spec over and they are gone; the create's entry keeps no spec field.
+#[tokio::test]
+async fn fields_an_upstream_openidconnect_had_go_when_the_runtime_drops_them() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let runtime_client = env.shoot_client().await.unwrap();
+    let api = openidconnects(runtime_client.clone());
+    let _ = api
+        .delete("kyma-oidc-0", &Default::default())
+        .await
+        .map(|_| ());
+    eventually("no kyma-oidc-0", Duration::from_secs(30), || async {
+        Ok(api.get_opt("kyma-oidc-0").await?.is_none())
+    })
+    .await
+    .unwrap();
+    let upstream: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "authentication.gardener.cloud/v1alpha1",
+        "kind": "OpenIDConnect",
+        "metadata": {"name": "kyma-oidc-0",
+                     "labels": {"operator.kyma-project.io/managed-by": "infrastructure-manager"}},
+        "spec": {"clientID": "a", "issuerURL": "https://a.example.com", "usernameClaim": "sub",
+                 "groupsClaim": "groups", "requiredClaims": {"aud": "kyma"}}
+    }))
+    .unwrap();
+    let pp = kube::api::PostParams {
+        field_manager: Some("manager".into()),
+        ..Default::default()
+    };
+    api.create(&pp, &upstream).await.unwrap();
+
+    let rt = runtime_with(json!([
+        {"clientID": "a", "issuerURL": "https://a.example.com", "usernameClaim": "sub"}
+    ]));
+    let default = json!({"clientID": "default", "issuerURL": "https://default.example.com"});
+    oidc::apply(&runtime_client, &oidc::wanted(&rt, default))
+        .await
+        .unwrap();
+    let stored = api.get("kyma-oidc-0").await.unwrap();
+    let spec = &stored.data["spec"];
+    assert_eq!(spec["clientID"], "a", "{spec}");
+    assert!(
+        spec.get("requiredClaims").is_none() && spec.get("groupsClaim").is_none(),
+        "fields the Runtime dropped stayed: {spec}"
+    );
+    let spec_owners: Vec<_> = stored
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| {
+            e.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").is_some())
+        })
+        .map(|e| e.manager.clone())
+        .collect();
+    assert_eq!(spec_owners, [Some("kim".to_owned())]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refused_openidconnect_is_a_stored_condition_and_the_runtime_recovers() {
     let _serial = SERIAL.lock().await;
