@@ -11,7 +11,8 @@
 //! larger volumes, `maxPods` for allow-listed accounts).
 //!
 //! One Runtime per plan and shape; [`invalid_variants`] breaks one field of a Runtime in a way
-//! Gardener refuses and names the field a refusal must name.
+//! Gardener refuses and names the field a refusal must name; [`updates`] are the changes KEB's
+//! update step makes to a stored Runtime.
 
 use serde_json::{Value, json};
 
@@ -969,6 +970,171 @@ pub fn invalid_variants(base: &KebRuntime) -> Vec<InvalidVariant> {
         ));
     }
     out
+}
+
+/// One update KEB's `UpdateRuntimeStep` makes to a stored Runtime (a Get, changes in memory,
+/// one full Update), on the corpus' `aws-default` shape.
+pub struct KebUpdate {
+    /// What the customer or KEB changed.
+    pub what: &'static str,
+    /// The change, applied to the stored Runtime.
+    pub edit: Box<dyn Fn(&mut Value)>,
+}
+
+/// KEB's updates of an `aws-default` Runtime, in an order that can be applied one after the
+/// other: each is what `update_runtime_step.go` writes for a parameter change the broker
+/// accepts.
+pub fn updates() -> Vec<KebUpdate> {
+    let zones = z("eu-central-1", "", &["a", "b", "c"]);
+    let gp3 = json!({"type": "gp3", "size": "80Gi"});
+    let update = |what, edit: Box<dyn Fn(&mut Value)>| KebUpdate { what, edit };
+    let pools = move |pools: Vec<Value>| -> Box<dyn Fn(&mut Value)> {
+        Box::new(move |rt: &mut Value| {
+            rt["spec"]["shoot"]["provider"]["additionalWorkers"] = json!(pools);
+        })
+    };
+    vec![
+        // `updateKymaWorker`: the resolved type, and the volume KEB computes for it.
+        update(
+            "machine type of the Kyma worker",
+            Box::new(|rt: &mut Value| {
+                let w = &mut rt["spec"]["shoot"]["provider"]["workers"][0];
+                w["machine"]["type"] = json!("m7i.2xlarge");
+                w["volume"]["size"] = json!("112Gi");
+            }),
+        ),
+        update(
+            "autoscaler and surge of the Kyma worker",
+            Box::new(|rt: &mut Value| {
+                let w = &mut rt["spec"]["shoot"]["provider"]["workers"][0];
+                w["minimum"] = json!(4);
+                w["maximum"] = json!(40);
+                w["maxSurge"] = json!(4);
+                w["maxUnavailable"] = json!(1);
+            }),
+        ),
+        update(
+            "gVisor on the Kyma worker",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["provider"]["workers"][0]["cri"] =
+                    json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]});
+            }),
+        ),
+        update(
+            "maxPods for an allow-listed account",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["provider"]["workers"][0]["kubernetes"] =
+                    json!({"kubelet": {"maxPods": 200}});
+            }),
+        ),
+        update(
+            "additional worker pools added",
+            pools(vec![
+                pool("worker-ha", "m7i.large", gp3.clone(), &zones, true),
+                pool("worker-single", "m7i.xlarge", gp3.clone(), &zones, false),
+            ]),
+        ),
+        update(
+            "an additional worker pool changed and one removed",
+            pools(vec![{
+                let mut p = pool("worker-ha", "m7i.2xlarge", gp3.clone(), &zones, true);
+                p["minimum"] = json!(3);
+                p["maximum"] = json!(9);
+                p
+            }]),
+        ),
+        update("every additional worker pool removed", pools(vec![])),
+        // `updateOIDCConfig` with a list: replaced as a whole.
+        update(
+            "OIDC list replaced",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([
+                    default_oidc(),
+                    {"clientID": "c1", "issuerURL": "https://idp.customer.example.com",
+                     "groupsClaim": "groups", "usernameClaim": "email", "usernamePrefix": "-",
+                     "signingAlgs": ["RS256"], "requiredClaims": {"tenant": "acme"}}
+                ]);
+            }),
+        ),
+        // `updateOIDCConfig` with an object: KEB changes the first entry in place; `-` removes
+        // its JWKS and required claims, and `signingAlgs` is taken as given (none here).
+        update(
+            "OIDC object with claims removed",
+            Box::new(|rt: &mut Value| {
+                let first = &mut rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"]
+                    [0];
+                if let Some(o) = first.as_object_mut() {
+                    o.remove("signingAlgs");
+                    o.remove("requiredClaims");
+                    o.remove("jwks");
+                }
+            }),
+        ),
+        update(
+            "OIDC list emptied",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] =
+                    json!([]);
+            }),
+        ),
+        // An empty `oidc` object on a Runtime created without a list (before KEB wrote one):
+        // KEB makes the list `[{}]`, an entry that stands for the default provider.
+        update(
+            "empty OIDC object on a Runtime without a list",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] =
+                    json!([{}]);
+            }),
+        ),
+        update(
+            "ACL set",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["acl"] =
+                    json!({"allowedCIDRs": ["203.0.113.0/24", "198.51.100.7/32"]});
+            }),
+        ),
+        update(
+            "ACL removed (an empty list)",
+            Box::new(|rt: &mut Value| {
+                if let Some(api) =
+                    rt["spec"]["shoot"]["kubernetes"]["kubeAPIServer"].as_object_mut()
+                {
+                    api.remove("acl");
+                }
+            }),
+        ),
+        update(
+            "administrators replaced",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["security"]["administrators"] =
+                    json!(["john.doe@example.com", "ops@example.com"]);
+            }),
+        ),
+        update(
+            "ingress filtering on",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["security"]["networking"]["filter"]["ingress"] =
+                    json!({"enabled": true});
+            }),
+        ),
+        update(
+            "audit log access on",
+            Box::new(|rt: &mut Value| {
+                rt["spec"]["auditLogAccessEnabled"] = json!(true);
+            }),
+        ),
+        // `UpdatePlanLabels` of a plan upgrade, and the labeler's global account change.
+        update(
+            "plan and global account labels",
+            Box::new(|rt: &mut Value| {
+                let labels = &mut rt["metadata"]["labels"];
+                labels["kyma-project.io/broker-plan-id"] = json!(plan_id("build-runtime-aws"));
+                labels["kyma-project.io/broker-plan-name"] = json!("build-runtime-aws");
+                labels["kyma-project.io/global-account-id"] =
+                    json!("0f9a7c7e-8a3a-4a8e-9c55-7d1b1f0c2e44");
+            }),
+        ),
+    ]
 }
 
 #[cfg(test)]

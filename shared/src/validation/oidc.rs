@@ -69,17 +69,32 @@ pub(crate) fn check(ctx: &Ctx<'_>, f: &mut ValidationOutcome) {
             index,
         });
         let o = &extra.oidc;
-        if o.issuer_url.as_deref().is_none_or(str::is_empty) {
-            f.violation(
-                at.field("issuerURL"),
-                "must be set to the issuer's https URL, e.g. https://kyma.accounts.ondemand.com",
-            );
-        }
-        if o.client_id.as_deref().is_none_or(str::is_empty) {
-            f.violation(
-                at.field("clientID"),
-                "must be set to the client ID tokens are issued for (their audience)",
-            );
+        for (key, value, what) in [
+            (
+                "issuerURL",
+                &o.issuer_url,
+                "the issuer's https URL, e.g. https://kyma.accounts.ondemand.com",
+            ),
+            (
+                "clientID",
+                &o.client_id,
+                "the client ID tokens are issued for (their audience)",
+            ),
+        ] {
+            match value.as_deref() {
+                // Upstream's rule, and the controller's: an entry without its client ID or
+                // issuer stands for the configured default provider. KEB writes such an entry
+                // when an update brings an empty `oidc` object to a Runtime without a list.
+                None => f.warning(
+                    at.field(key),
+                    format_args!("is not set, so the cluster gets the configured default OIDC provider in place of every additionalOidcConfig entry; set it to {what} to use this entry"),
+                ),
+                Some("") => f.violation(
+                    at.field(key),
+                    format!("must not be empty (the OpenIDConnect in the cluster refuses it); set it to {what}, or leave it out for the configured default OIDC provider"),
+                ),
+                Some(_) => {}
+            }
         }
         entry(at, o, f);
         if let Some(jwks) = &extra.jwks

@@ -84,6 +84,10 @@ fn main_oidc_needs_client_and_issuer_together_or_neither() {
     }));
 }
 
+/// An entry without its client ID or issuer stands for the configured default provider (the
+/// controller's rule and upstream's): a warning. KEB writes `[{}]` when an update brings an
+/// empty `oidc` object to a Runtime without a list. An empty one is refused: the OpenIDConnect
+/// in the cluster would be.
 #[test]
 fn additional_oidc_needs_client_and_issuer() {
     rejects(
@@ -91,8 +95,18 @@ fn additional_oidc_needs_client_and_issuer() {
         &format!("{EXTRA}.clientID"),
     );
     rejects(
+        &extra_oidc(|o| o.oidc.issuer_url = Some(String::new())),
+        &format!("{EXTRA}.issuerURL"),
+    );
+    warns(
         &extra_oidc(|o| o.oidc.issuer_url = None),
         &format!("{EXTRA}.issuerURL"),
+        "default OIDC provider",
+    );
+    warns(
+        &extra_oidc(|o| *o = Default::default()),
+        &format!("{EXTRA}.clientID"),
+        "default OIDC provider",
     );
     rejects(
         &extra_oidc(|o| o.oidc.client_id = Some("a b".into())),

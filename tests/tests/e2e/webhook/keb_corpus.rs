@@ -1,10 +1,11 @@
 //! Runtimes shaped exactly as KEB writes them (`kim_tests::keb`, every plan and shape) through
 //! the real apiserver with the webhook checking them against the test landscape's Gardener
 //! CloudProfiles: each is admitted and stored exactly as KEB sent it, each broken variant is
-//! refused naming its field, and a CloudProfile change is honoured without a restart.
+//! refused naming its field, KEB's updates are admitted one after the other as sent, and a
+//! CloudProfile change is honoured without a restart.
 #![allow(clippy::unwrap_used)]
 
-use kim_tests::keb::{corpus, invalid_variants};
+use kim_tests::keb::{corpus, invalid_variants, updates};
 use kim_tests::testenv::TestEnv;
 use kim_tests::webhook::{Options, Webhook, admissible, runtime_resource, valid_runtime};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -92,6 +93,41 @@ async fn keb_runtimes_are_admitted_as_sent_and_broken_ones_refused_naming_the_fi
         }
     }
     assert!(refused > 200, "{refused}");
+    wh.stop(env).await;
+}
+
+/// KEB's updates of a stored Runtime, one after the other as full Updates of what is stored:
+/// each is admitted and stored exactly as KEB sent it (nothing defaulted in between, so no
+/// field flaps between KEB's writes).
+#[tokio::test]
+async fn keb_updates_are_admitted_one_after_the_other_as_sent() {
+    let env = TestEnv::shared().await.unwrap();
+    let wh = Webhook::start(env, with_cloud_profiles()).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.kcp_client().await.unwrap(), &wh.ns, &runtime_resource());
+    let base = corpus()
+        .into_iter()
+        .find(|k| k.case == "aws-default")
+        .expect("the aws-default shape");
+    let obj: DynamicObject =
+        serde_json::from_value(admissible(base.runtime, "keb-updated", &wh.ns)).unwrap();
+    create(&api, &PostParams::default(), &obj).await.unwrap();
+    for u in updates() {
+        let mut sent = serde_json::to_value(api.get("keb-updated").await.unwrap()).unwrap();
+        (u.edit)(&mut sent);
+        let obj: DynamicObject = serde_json::from_value(sent.clone()).unwrap();
+        let stored = api
+            .replace("keb-updated", &PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("KEB's update \"{}\" must be admitted: {e}", u.what));
+        let stored = serde_json::to_value(&stored).unwrap();
+        assert_eq!(stored["spec"], sent["spec"], "{}: stored as sent", u.what);
+        assert_eq!(
+            stored["metadata"]["labels"], sent["metadata"]["labels"],
+            "{}: labels",
+            u.what
+        );
+    }
     wh.stop(env).await;
 }
 
