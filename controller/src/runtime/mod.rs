@@ -592,10 +592,14 @@ async fn reconcile_inner(
             // series: a deletion's `Terminating` (the alert on deletions that take too long
             // counts Runtimes by state), an update's `Pending` (already written early).
             let stored = runtime.status.as_ref().map(|s| s.state).unwrap_or_default();
-            if (deleting || draft.current_state() != stored)
-                && let Err(write) = reconciler.write_status(runtime, &draft).await
-            {
-                tracing::debug!(error = %write, "cannot write the status of a failing pass");
+            if deleting || draft.current_state() != stored {
+                if let Err(write) = reconciler.write_status(runtime, &draft).await {
+                    tracing::debug!(error = %write, "cannot write the status of a failing pass");
+                }
+            } else {
+                // The stored state, for a Runtime whose passes fail since this process started
+                // (an outage, a new leader): it is counted by state all the same.
+                reconciler.publish_state(runtime, &StatusDraft::new(runtime, now));
             }
             Err(e)
         }
@@ -1274,6 +1278,12 @@ impl Reconciler {
                 self.publish(runtime, &event).await;
             }
         }
+        self.publish_state(runtime, draft);
+        Ok(())
+    }
+
+    /// Sets the Runtime's state series to the state and last condition message of `draft`.
+    fn publish_state(&self, runtime: &Runtime, draft: &StatusDraft) {
         if let Some(id) = runtime.runtime_id() {
             self.ctx
                 .metrics
@@ -1286,7 +1296,6 @@ impl Reconciler {
                     message: draft.last_message().into(),
                 });
         }
-        Ok(())
     }
 }
 

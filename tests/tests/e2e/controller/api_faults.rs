@@ -1017,3 +1017,61 @@ async fn a_drift_correction_gardener_refuses_leaves_the_runtime_ready() -> Resul
     ctl.stop().await;
     Ok(())
 }
+
+/// A Runtime whose passes fail from a controller's start without changing its state (here:
+/// the KCP refuses to add its finalizer) still has its state series, with the stored state:
+/// the alerts and dashboards that count Runtimes by state must not lose it during an outage
+/// that follows a restart or a leader change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runtime_whose_passes_fail_after_a_restart_keeps_its_state_series() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("api-series").await?;
+    let (id, _) = runtime_in(&ns, "api-series");
+    let ctl = start_controller(env, &ns, &[]).await?;
+    create(env, &sample_runtime(&ns, &id)?).await?;
+    wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT).await?;
+    ctl.stop().await;
+
+    let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    runtimes
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let path = format!("/runtimes/{id}");
+    let refused = ApiFault::ServerError(500);
+    proxy.inject(Rule {
+        method: Some("PATCH".into()),
+        path_contains: path.clone(),
+        fault: refused.clone(),
+        times: None,
+    });
+    let wiring = Wiring {
+        kcp: Some(proxy.access_via(env.kcp())),
+        ..Default::default()
+    };
+    let (args, dir) = controller_args_wired(env, &ns, &[], &wiring).await?;
+    let (ctl, _, metrics) =
+        KillableController::start_with_args(args, dir, Some(log_dispatch())).await?;
+    eventually("the finalizer patch refused", TIMEOUT, || async {
+        Ok(proxy.served_count("PATCH", &path, &refused) >= 1)
+    })
+    .await?;
+    let series = eventually(
+        "the state series of the failing Runtime",
+        Duration::from_secs(10),
+        || async {
+            Ok(metrics_text(metrics).await?.lines().any(|l| {
+                l.starts_with("infrastructure_manager_im_runtime_state{")
+                    && l.contains(&format!("runtimeId=\"{id}\""))
+                    && l.contains("state=\"Ready\"")
+            }))
+        },
+    )
+    .await;
+    ctl.stop().await;
+    series
+}
