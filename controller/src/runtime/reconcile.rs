@@ -118,6 +118,7 @@ pub async fn apply(
         && runtime.status.as_ref().and_then(|s| s.observed_generation)
             == runtime.metadata.generation
         && !super::audit_log::unfinished(reconciler, runtime)
+        && !super::registry_cache::unfinished(reconciler, runtime)
         && status_is_of(runtime, &shoot);
     // A change of the runtime bootstrapper's configuration is taken to the cluster by the steps
     // after provisioning (`cluster::after_provisioned`), Shoot untouched.

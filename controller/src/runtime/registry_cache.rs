@@ -317,6 +317,28 @@ pub async fn before_patch(
     if !ctx.settings.registry_cache.enabled || caches.is_empty() {
         return Ok(BTreeMap::new());
     }
+    if mark_pending
+        && runtime
+            .condition(names::condition::REGISTRY_CACHE_CONFIGURED)
+            .is_some_and(|c| c.status == CondStatus::True.as_str())
+    {
+        // Stored before the patch: a patch for the caches alone leaves the generation as it
+        // is, and a pass cut off after it (a crash, a failed status write) would leave nothing
+        // else that tells the next pass to finish the caches (`after_provisioned`). A condition
+        // that is not True already says so ([`unfinished`]).
+        draft.set(
+            names::condition::REGISTRY_CACHE_CONFIGURED,
+            CondStatus::Unknown,
+            names::reason::PROCESSING,
+            "Registry cache configuration is being applied",
+        );
+        if let Err(e) = reconciler.apply_status(runtime, draft).await {
+            tracing::info!(error = %e, "cannot store that the registry cache is being configured; retrying");
+            return Err(kube::runtime::controller::Action::requeue(
+                super::requeue::RETRY,
+            ));
+        }
+    }
     let runtime_id = reconciler.runtime_id(runtime);
     let result = async {
         let client = reconciler
@@ -393,6 +415,17 @@ pub async fn current_on_shoot(
         .iter()
         .all(|(uid, name)| current.get(uid) == Some(name))
         .then_some(on_shoot)
+}
+
+/// Whether a Runtime's caches are not known to be configured: the registry cache is on, the
+/// Runtime has caches, and `RegistryCacheConfigured` is not True (a patch for them began, or
+/// never finished). Such a Runtime is not left alone as `Ready`: its next pass finishes them.
+pub fn unfinished(reconciler: &super::Reconciler, runtime: &kim_shared::api::Runtime) -> bool {
+    reconciler.ctx.settings.registry_cache.enabled
+        && !runtime.spec.image_registry_caches().is_empty()
+        && runtime
+            .condition(names::condition::REGISTRY_CACHE_CONFIGURED)
+            .is_none_or(|c| c.status != CondStatus::True.as_str())
 }
 
 /// After the Shoot is reconciled (upstream `sFnCleanupRegistryCacheGardenSecrets`): unused

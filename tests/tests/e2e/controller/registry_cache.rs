@@ -14,7 +14,8 @@
 //!   a removed config's Secret is deleted;
 //! - a rotation of the credentials Secret in the runtime cluster: the Shoot is patched to a new
 //!   garden Secret with the new credentials, the old one is deleted, `RegistryCacheConfigured`
-//!   is True again;
+//!   is stored Unknown before the patch and is True again after it; a pass cut off after the
+//!   patch (the condition left Unknown on a Ready Runtime) is finished by the next;
 //! - with the flag off, the cache list, the credentials version, the extension, the Secret
 //!   reference, the garden Secrets and the condition are gone.
 //!
@@ -189,6 +190,18 @@ async fn wait_condition(runtimes: &Api<Runtime>, id: &str, status: &str, message
         message,
     )
     .await;
+}
+
+/// The position of `RegistryCacheConfigured` among the Runtime's conditions.
+fn condition_index(rt: &Runtime) -> usize {
+    rt.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| {
+            c.iter()
+                .position(|c| c.type_ == condition::REGISTRY_CACHE_CONFIGURED)
+        })
+        .expect("RegistryCacheConfigured")
 }
 
 /// Waits until the Runtime's condition `type_` is `status` with a message containing
@@ -730,6 +743,25 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         .await
         .unwrap();
     let rotated = team_secrets.get("creds").await.unwrap();
+    // The patch for the new credentials leaves the generation as it is: that the caches are
+    // being configured is stored before it (RegistryCacheConfigured Unknown), so a pass cut
+    // off after the patch leaves the next pass something to finish.
+    let seen_unknown = {
+        let runtimes = runtimes.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            for _ in 0..1200 {
+                if let Ok(rt) = runtimes.get(&id).await
+                    && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED)
+                        .is_some_and(|c| c.0 == "Unknown")
+                {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        })
+    };
     assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
     eventually(
         "the Shoot references a new garden Secret with the new credentials, the old is gone",
@@ -760,6 +792,33 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     )
     .await
     .unwrap();
+
+    assert!(
+        seen_unknown.await.unwrap(),
+        "RegistryCacheConfigured was never stored Unknown before the patch"
+    );
+    // A pass cut off after such a patch (the Runtime still Ready, the caches' condition
+    // Unknown): the next pass finishes the caches rather than leaving the Runtime alone.
+    runtimes
+        .patch_status(
+            &id,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "replace",
+                    "path": format!("/status/conditions/{}/status", condition_index(&runtimes.get(&id).await.unwrap())),
+                    "value": "Unknown"}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_condition(
+        &runtimes,
+        &id,
+        "True",
+        "Registry cache configured successfully",
+    )
+    .await;
 
     // A burst of events (anyone who reaches the listener can send them): the cluster is read
     // at most once per 5 s, and the burst is served, not dropped.
