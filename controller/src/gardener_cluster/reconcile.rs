@@ -543,7 +543,17 @@ async fn apply(
                     return Err(e.into());
                 }
             };
-            let served = gc.resource_version().filter(|_| forced);
+            // A forced rotation served before (its annotation's removal failed) keeps its
+            // marker through this rotation for another cause: without it, the next leader would
+            // serve it once more (admin kubeconfigs cannot be revoked).
+            let annotated = gc
+                .annotations()
+                .contains_key(names::ANNOTATION_FORCE_KUBECONFIG_ROTATION);
+            let served = if forced {
+                gc.resource_version()
+            } else {
+                served_force(reconciler, gc, existing.as_ref()).filter(|_| annotated)
+            };
             let issued_until = issued.expires;
             let mut desired = kubeconfig_secret::desired(
                 gc,
@@ -643,12 +653,12 @@ async fn apply(
                 "kubeconfig written"
             );
             record_expiration(reconciler, gc, &written);
-            if forced {
-                if let Some(rv) = gc.resource_version() {
-                    reconciler
-                        .records
-                        .with(&key(gc), |record| record.forced_served = Some(rv));
-                }
+            if forced && let Some(rv) = gc.resource_version() {
+                reconciler
+                    .records
+                    .with(&key(gc), |record| record.forced_served = Some(rv));
+            }
+            if annotated {
                 remove_force_annotation(reconciler, gc).await?;
             }
             write_status(

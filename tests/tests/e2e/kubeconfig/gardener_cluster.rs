@@ -339,6 +339,44 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
         "a forced rotation the previous leader served was signed again"
     );
     next.stop().await;
+
+    // The same, with the kubeconfig due for rotation as well: the rotation for its age is the
+    // one signing, and it removes the served annotation (before, it left the annotation and
+    // could drop the marker, so the leader after it served the rotation once more).
+    let again = gcs
+        .patch(
+            &id,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+        )
+        .await?;
+    let long_ago = "2020-01-01T00:00:00Z";
+    secrets
+        .patch(
+            &secret_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                FORCE_SERVED: again.metadata.resource_version, LAST_SYNC: long_ago}}})),
+        )
+        .await?;
+    let next = Controller::start(env, &ns, &["--kubeconfig-expiration-time=1h"]).await?;
+    eventually(
+        "rotated for its age, the served annotation removed",
+        Duration::from_secs(30),
+        || async {
+            let gc = gcs.get(&id).await?;
+            let secret = secrets.get(&secret_name).await?;
+            let synced = secret.annotations().get(LAST_SYNC).map(String::as_str);
+            Ok((!gc.annotations().contains_key(FORCE) && synced != Some(long_ago)).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        next.adminkubeconfig_calls().await?,
+        1,
+        "one rotation, for the kubeconfig's age"
+    );
+    next.stop().await;
     assert_not_logged(&recreated_kc);
     let errors = error_lines();
     assert!(
