@@ -1007,44 +1007,57 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     Ok(Action::requeue(requeue))
 }
 
-/// After `spec.secret.name` changed, deletes the Secret the status still names, when it is
-/// this request's: no copy of the kubeconfig stays behind under the old name (its token
-/// stays valid until it expires; the revocation annotation ends it sooner). An error comes
-/// cleared of the Secret's data.
+/// After `spec.secret.name` changed (the status names another Secret), deletes every other
+/// Secret of this request: no copy of the kubeconfig stays behind under an old name (its token
+/// stays valid until it expires; the revocation annotation ends it sooner). Found by this
+/// request's labels and owner reference, not only by the name the status holds: a pass cut off
+/// after a rename wrote the new Secret but not the status, and a second rename would otherwise
+/// leave the Secret in between. An error comes cleared of the Secret's data.
 async fn delete_renamed(
     secrets: &Api<Secret>,
     ra: &RuntimeAccess,
     current: &str,
 ) -> Result<(), kube::Error> {
-    let Some(previous) = ra
+    let renamed = ra
         .status
         .as_ref()
         .and_then(|s| s.secret_ref.as_ref())
-        .filter(|r| r.name != current && Some(&r.namespace) == ra.metadata.namespace.as_ref())
-    else {
-        return Ok(());
-    };
-    let Some(secret) = secrets.get_opt(&previous.name).await? else {
-        return Ok(());
-    };
-    if !secret_owned_by(&secret, ra) {
+        .is_some_and(|r| r.name != current);
+    if !renamed {
         return Ok(());
     }
-    // Conditional on the UID that was checked: a Secret made anew meanwhile stays.
-    let only_this = crate::finalizing::only_uid(secret.metadata.uid.clone());
-    match secrets.delete(&previous.name, &only_this).await {
-        Ok(_) => {
-            tracing::info!(
-                controller = CONTROLLER,
-                secret = %previous.name,
-                "deleted the Secret of the previous spec.secret.name"
-            );
-            Ok(())
+    let selector = format!(
+        "{}={},{}={}",
+        names::LABEL_MANAGED_BY,
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER,
+        names::LABEL_RUNTIME_ID,
+        ra.spec.runtime_id
+    );
+    let listed = secrets
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?;
+    for secret in listed
+        .items
+        .iter()
+        .filter(|s| s.metadata.name.as_deref() != Some(current) && secret_owned_by(s, ra))
+    {
+        let name = secret.name_any();
+        // Conditional on the UID that was checked: a Secret made anew meanwhile stays.
+        let only_this = crate::finalizing::only_uid(secret.metadata.uid.clone());
+        match secrets.delete(&name, &only_this).await {
+            Ok(_) => {
+                tracing::info!(
+                    controller = CONTROLLER,
+                    secret = %name,
+                    "deleted the Secret of a previous spec.secret.name"
+                );
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            // The answer may quote the Secret (an admission webhook's oldObject).
+            Err(e) => return Err(crate::redact::secret_error(e, secret.data.as_ref())),
         }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        // The answer may quote the Secret (an admission webhook's oldObject).
-        Err(e) => Err(crate::redact::secret_error(e, secret.data.as_ref())),
     }
+    Ok(())
 }
 
 async fn fail(

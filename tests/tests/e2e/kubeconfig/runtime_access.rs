@@ -2126,7 +2126,57 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
         secrets.get_opt(&secret_name).await?.is_none(),
         "the Secret of the old name stayed with its token"
     );
-    let secret_name = renamed.to_owned();
+
+    // A pass cut off after a rename wrote its Secret but not the status (the status still
+    // names `renamed`), then another rename: every Secret of this request but the current one
+    // goes, the one in between too. A Secret with the same labels that is not this request's
+    // stays.
+    let secret_of = |name: &str, owned: bool| -> Result<Secret> {
+        let owner = json!([{"apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess", "name": "reader", "uid": uid, "controller": true}]);
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+                "kyma-project.io/runtime-id": id,
+            }, "ownerReferences": if owned { owner } else { json!(null) }},
+            "stringData": {"config": "a kubeconfig"},
+        }))?)
+    };
+    let between = "reader-between-kubeconfig";
+    let foreign = "reader-foreign-kubeconfig";
+    secrets
+        .create(&PostParams::default(), &secret_of(between, true)?)
+        .await?;
+    secrets
+        .create(&PostParams::default(), &secret_of(foreign, false)?)
+        .await?;
+    let last = "reader-last-kubeconfig";
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"secret": {"name": last}}})),
+        )
+        .await?;
+    eventually(
+        "the last Secret served, every other of the request gone",
+        Duration::from_secs(30),
+        || async {
+            let status = requests.get("reader").await?.status.unwrap_or_default();
+            let served = status.secret_ref.as_ref().map(|r| r.name.as_str()) == Some(last)
+                && status.state.as_deref() == Some("Ready");
+            let left = secrets.get_opt(renamed).await?.is_some()
+                || secrets.get_opt(between).await?.is_some();
+            Ok((served && !left).then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        secrets.get_opt(foreign).await?.is_some(),
+        "a Secret that is not the request's was deleted"
+    );
+    secrets.delete(foreign, &DeleteParams::default()).await?;
+    let secret_name = last.to_owned();
 
     // The deletion: the same for what appeared since.
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
