@@ -208,7 +208,7 @@ pub async fn reconcile(
         "reconcile",
         controller = CONTROLLER,
         namespace = %ra.namespace().unwrap_or_default(),
-        name = %ra.name_any(),
+        object = %ra.name_any(),
         runtime_id = %ra.spec.runtime_id,
     );
     // A RuntimeAccess whose status does not read is not applied (its reconcile fails naming

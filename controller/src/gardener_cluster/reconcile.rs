@@ -300,7 +300,7 @@ pub async fn reconcile(
         "reconcile",
         controller = CONTROLLER,
         namespace = %namespace,
-        name = %gc.name_any(),
+        object = %gc.name_any(),
         runtime_id = gc.labels().get(names::LABEL_RUNTIME_ID).map(String::as_str).unwrap_or_default(),
         shoot = %gc.spec.shoot.name,
     );

@@ -229,7 +229,7 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     if let Some(left) = reconciler.passes.begin_pass(&key, inputs) {
         return Ok(Action::requeue(left));
     }
-    let span = tracing::info_span!("registry_cache", runtime_id = %runtime_id);
+    let span = tracing::info_span!("reconcile", controller = CONTROLLER, runtime_id = %runtime_id);
     let period = ctx.settings.registry_cache.reconcile_period;
     let started = std::time::Instant::now();
     let result = match tokio::time::timeout(
@@ -262,7 +262,12 @@ fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -
     reconciler
         .passes
         .hold(&key, retry_in, crate::records::inputs(&secret.metadata));
-    tracing::warn!(secret = %secret.name_any(), error = %crate::redact::logged(err), ?retry_in, "registry cache: reconcile failed; retrying");
+    let runtime_id = secret
+        .labels()
+        .get(names::LABEL_RUNTIME_ID)
+        .map(String::as_str)
+        .unwrap_or_default();
+    tracing::warn!(controller = CONTROLLER, runtime_id, secret = %secret.name_any(), error = %crate::redact::logged(err), ?retry_in, "registry cache: reconcile failed; retrying");
     Action::requeue(retry_in)
 }
 

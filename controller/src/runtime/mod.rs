@@ -498,8 +498,15 @@ async fn reconcile(
     reconciler: Arc<Reconciler>,
 ) -> Result<Action, Error> {
     let runtime_id = runtime_id(&*cached);
-    let span =
-        tracing::info_span!("reconcile", runtime_id = %runtime_id, shoot = %cached.shoot_name());
+    // `object`, not `name`: the JSON lines name the span itself `name`.
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        namespace = %cached.namespace().unwrap_or_default(),
+        object = %cached.name_any(),
+        runtime_id = %runtime_id,
+        shoot = %cached.shoot_name(),
+    );
     reconciler.in_flight.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
     let result = match cached.to_runtime() {

@@ -365,13 +365,15 @@ async fn ends_where_upstream_says(label: &str, faults: Faults) -> Result<()> {
     ctl.stop().await;
 
     // The log was captured (this Runtime's reconciles logged) and holds no error line.
-    // JSON lines carry the reconcile span's `runtime_id` and `shoot`.
+    // JSON lines carry the reconcile span's controller, object, `runtime_id` and `shoot`.
     let ours = logs
         .lines()
         .into_iter()
         .filter(|l| {
             l["span"]["runtime_id"].as_str() == Some(id.as_str())
                 && l["span"]["shoot"].as_str() == Some(shoot.as_str())
+                && l["span"]["controller"].as_str() == Some("runtime")
+                && l["span"]["object"].as_str() == Some(id.as_str())
         })
         .count();
     assert!(ours > 0, "no log line of runtime {id} was captured");
