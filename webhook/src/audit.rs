@@ -333,7 +333,7 @@ fn line_writer(name: &str, out: impl Write + Send + 'static) -> (NonBlocking, Wo
 /// Failed writes of the audit writers' threads (a full disk, a closed stdout).
 static WRITE_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-/// Audit writes that failed since the process started (`kim_webhook_audit_write_errors`):
+/// Audit writes that failed since the process started (`kim_webhook_audit_write_errors_total`):
 /// tracing-appender's writer thread drops a line whose write fails and goes on, silently.
 pub fn write_errors() -> u64 {
     WRITE_ERRORS.load(Ordering::Relaxed)
@@ -423,7 +423,7 @@ impl AuditSink {
 static LOG_DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
 
 /// Audit records not written to the log (stdout) because its writer fell behind
-/// (`kim_webhook_audit_log_dropped_records`).
+/// (`kim_webhook_audit_log_dropped_records_total`).
 pub fn log_dropped() -> u64 {
     LOG_DROPPED.get().map_or(0, |c| c.dropped_lines() as u64)
 }

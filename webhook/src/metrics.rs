@@ -139,12 +139,12 @@ pub struct Metrics {
     pub bundle_size: Gauge,
     /// CAs of the Secret not yet read back from every webhook's live caBundle.
     pub unpropagated_cas: Gauge,
-    /// Audit records the file writer could not keep up with.
-    pub audit_dropped: Gauge,
+    /// Audit records the file writer could not keep up with (brought up to date at each scrape).
+    pub audit_dropped: Counter,
     /// Audit records the log (stdout) writer could not keep up with.
-    pub audit_log_dropped: Gauge,
+    pub audit_log_dropped: Counter,
     /// [`crate::audit::write_errors`].
-    pub audit_write_errors: Gauge,
+    pub audit_write_errors: Counter,
     /// Whether a certificate is loaded and the configuration valid (1) or not (0).
     pub ready: Gauge,
     /// Seconds the cached CloudProfiles have not been confirmed by Gardener (0 while the
@@ -171,9 +171,9 @@ impl Metrics {
             serving_not_after: Gauge::default(),
             bundle_size: Gauge::default(),
             unpropagated_cas: Gauge::default(),
-            audit_dropped: Gauge::default(),
-            audit_log_dropped: Gauge::default(),
-            audit_write_errors: Gauge::default(),
+            audit_dropped: Counter::default(),
+            audit_log_dropped: Counter::default(),
+            audit_write_errors: Counter::default(),
             ready: Gauge::default(),
             cloud_profiles_age: Gauge::default(),
         };
@@ -288,6 +288,23 @@ impl Metrics {
         }
     }
 
+    /// Brings the audit counters up to the totals the writers keep (at each scrape): records the
+    /// file and the log writer dropped, and failed writes. One caller at a time: two at once
+    /// would both add the difference.
+    pub fn catch_up_audit(&self, file_dropped: u64, log_dropped: u64, write_errors: u64) {
+        static CATCHING_UP: Mutex<()> = Mutex::new(());
+        let _one = CATCHING_UP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (counter, total) in [
+            (&self.audit_dropped, file_dropped),
+            (&self.audit_log_dropped, log_dropped),
+            (&self.audit_write_errors, write_errors),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
     /// Publishes the expiry of the serving certificate in use.
     pub fn set_serving_not_after(&self, not_after: SystemTime) {
         let secs = not_after
@@ -337,6 +354,37 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audit_counters_follow_the_writers_totals() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        m.catch_up_audit(0, 0, 0);
+        m.catch_up_audit(5, 0, 2);
+        m.catch_up_audit(5, 3, 2);
+        assert_eq!(
+            (
+                m.audit_dropped.get(),
+                m.audit_log_dropped.get(),
+                m.audit_write_errors.get()
+            ),
+            (5, 3, 2)
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains("kim_webhook_audit_file_dropped_records_total 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kim_webhook_audit_log_dropped_records_total 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kim_webhook_audit_write_errors_total 2"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn field_labels_drop_indices_and_keys() {

@@ -532,15 +532,11 @@ pub fn admin_router(state: Arc<AppState>) -> Router {
             "/metrics",
             get(
                 |State(s): State<Arc<AppState>>, headers: axum::http::HeaderMap| async move {
-                    s.metrics
-                        .audit_dropped
-                        .set(i64::try_from(s.audit.dropped()).unwrap_or(i64::MAX));
-                    s.metrics
-                        .audit_log_dropped
-                        .set(i64::try_from(crate::audit::log_dropped()).unwrap_or(i64::MAX));
-                    s.metrics
-                        .audit_write_errors
-                        .set(i64::try_from(crate::audit::write_errors()).unwrap_or(i64::MAX));
+                    s.metrics.catch_up_audit(
+                        s.audit.dropped(),
+                        crate::audit::log_dropped(),
+                        crate::audit::write_errors(),
+                    );
                     if let Some(profiles) = &s.ctx.cloud_profiles {
                         s.metrics.cloud_profiles_age.set(profiles.age_seconds());
                     }
