@@ -298,7 +298,7 @@ pub fn error_policy(
     tracing::warn!(
         controller = CONTROLLER,
         namespace = ra.namespace().unwrap_or_default(),
-        name = ra.name_any(),
+        object = ra.name_any(),
         runtime_id = %ra.spec.runtime_id,
         error = %crate::redact::logged(error),
         retry_in = ?delay,
@@ -366,7 +366,7 @@ async fn admin_kubeconfig(
     if !crate::gardener_cluster::secret::belongs_to(&secret, &gc.without_status()) {
         tracing::warn!(
             controller = CONTROLLER,
-            name = ra.name_any(),
+            object = ra.name_any(),
             secret = %format!("{}/{}", loc.namespace, loc.name),
             "the Secret the runtime's GardenerCluster names is not its admin kubeconfig Secret; not used"
         );
@@ -529,7 +529,7 @@ async fn ensure_shoot_objects(
         let what = format!("deleting stale {} {}", obj.kind, obj.name);
         let outcome = shoot::delete(client, ra, obj).await.map_err(failed(what))?;
         if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), kind = %obj.kind, object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
         }
     }
     created.sort();
@@ -938,7 +938,7 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                     .await;
                 }
             }
-            tracing::info!(controller = CONTROLLER, name = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, token_id = issued.id.as_deref().unwrap_or_default(), expires = %issued.expires, identity = %service_account_user(&ra.spec), "ServiceAccount kubeconfig written");
+            tracing::info!(controller = CONTROLLER, object = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, token_id = issued.id.as_deref().unwrap_or_default(), expires = %issued.expires, identity = %service_account_user(&ra.spec), "ServiceAccount kubeconfig written");
             let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue = Duration::from_secs_f64(
                 lifetime_left * token::clamp_ratio(reconciler.settings.rotation_ratio),
@@ -1007,23 +1007,25 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     Ok(Action::requeue(requeue))
 }
 
-/// After `spec.secret.name` changed (the status names another Secret), deletes every other
-/// Secret of this request: no copy of the kubeconfig stays behind under an old name (its token
-/// stays valid until it expires; the revocation annotation ends it sooner). Found by this
-/// request's labels and owner reference, not only by the name the status holds: a pass cut off
-/// after a rename wrote the new Secret but not the status, and a second rename would otherwise
-/// leave the Secret in between. An error comes cleared of the Secret's data.
+/// After a spec change (or while the status records no Secret of this name), deletes every
+/// other Secret of this request: no copy of the kubeconfig stays behind under an old name (its
+/// token stays valid until it expires; the revocation annotation ends it sooner). Found by
+/// this request's labels and owner reference, not only by the name the status holds: a pass
+/// cut off after a rename wrote the new Secret but not the status, and a second rename would
+/// otherwise leave the Secret in between. An error comes cleared of the Secret's data.
 async fn delete_renamed(
     secrets: &Api<Secret>,
     ra: &RuntimeAccess,
     current: &str,
 ) -> Result<(), kube::Error> {
-    let renamed = ra
-        .status
-        .as_ref()
+    // After a spec change, or while no Secret is recorded: a pass cut off after a rename,
+    // and a rename back, leave the status naming the current Secret.
+    let status = ra.status.as_ref();
+    let recorded = status
         .and_then(|s| s.secret_ref.as_ref())
-        .is_some_and(|r| r.name != current);
-    if !renamed {
+        .is_some_and(|r| r.name == current);
+    let observed = status.and_then(|s| s.observed_generation) == ra.metadata.generation;
+    if recorded && observed {
         return Ok(());
     }
     let selector = format!(
@@ -1127,7 +1129,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     let in_runtime = match removed {
         Ok(removed) => removed,
         Err(waiting) if skip => {
-            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, reason = %waiting.message, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects of this RuntimeAccess in the runtime are left in place");
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, reason = %waiting.message, "{ANNOTATION_SKIP_SHOOT_CLEANUP}=true: the objects of this RuntimeAccess in the runtime are left in place");
             "left in place (skip-shoot-cleanup)"
         }
         Err(waiting) => {
@@ -1149,7 +1151,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     }
     tracing::info!(
         controller = CONTROLLER,
-        name = ra.name_any(),
+        object = ra.name_any(),
         uid = ra.uid().unwrap_or_default(),
         runtime_id = %ra.spec.runtime_id,
         runtime_objects = in_runtime,
@@ -1206,7 +1208,7 @@ async fn served_revocation(reconciler: &Reconciler, ra: &RuntimeAccess) -> Resul
             "removing {ANNOTATION_REVOKE_TOKENS} from RuntimeAccess {}",
             ra.name_any()
         )))?;
-    tracing::info!(controller = CONTROLLER, name = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, identity = %service_account_user(&ra.spec), "every earlier token of the RuntimeAccess revoked (ServiceAccount replaced)");
+    tracing::info!(controller = CONTROLLER, object = ra.name_any(), uid = ra.uid().unwrap_or_default(), runtime_id = %ra.spec.runtime_id, identity = %service_account_user(&ra.spec), "every earlier token of the RuntimeAccess revoked (ServiceAccount replaced)");
     Ok(())
 }
 
@@ -1386,7 +1388,7 @@ async fn delete_in_shoot(
                 obj.kind, obj.name
             )))?;
         if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, name = ra.name_any(), kind = %obj.kind, object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
         }
     }
     Ok(())

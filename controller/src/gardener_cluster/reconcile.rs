@@ -354,7 +354,7 @@ pub fn error_policy(
     tracing::warn!(
         controller = CONTROLLER,
         namespace = gc.namespace().unwrap_or_default(),
-        name = gc.name_any(),
+        object = gc.name_any(),
         runtime_id = gc.labels().get(names::LABEL_RUNTIME_ID).map(String::as_str).unwrap_or_default(),
         error = %crate::redact::logged(error),
         retry_in = ?delay,
@@ -406,7 +406,7 @@ async fn apply(
             names::LABEL_CLUSTER_NAME,
             names::LABEL_RUNTIME_ID,
         );
-        tracing::warn!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "Secret not owned by this GardenerCluster; left alone");
+        tracing::warn!(controller = CONTROLLER, object = gc.name_any(), secret = %loc.name, "Secret not owned by this GardenerCluster; left alone");
         write_status(
             reconciler,
             gc,
@@ -482,7 +482,7 @@ async fn apply(
             {
                 ShootOwner::This => None,
                 ShootOwner::Another(owner) => {
-                    tracing::warn!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
+                    tracing::warn!(controller = CONTROLLER, object = gc.name_any(), shoot = %shoot, owner = %owner, "refusing the kubeconfig of another runtime's shoot");
                     Some(format!(
                         "Shoot {shoot} belongs to runtime {owner} (annotation {}), not to {}: a GardenerCluster gets the kubeconfig of its own runtime's Shoot only",
                         names::SHOOT_ANNOTATION_RUNTIME_ID,
@@ -493,7 +493,7 @@ async fn apply(
                 ShootOwner::NotKnownYet => {
                     tracing::debug!(
                         controller = CONTROLLER,
-                        name = gc.name_any(),
+                        object = gc.name_any(),
                         "the Shoot cache is not filled yet; looking again"
                     );
                     return Ok(Action::requeue(LOOK_AGAIN.random_delay(1)));
@@ -537,7 +537,7 @@ async fn apply(
                     if e.is_not_found() {
                         // The Shoot is gone, or not there yet: its Runtime may make it anew
                         // (no event of ours tells), so look again now and then.
-                        tracing::info!(controller = CONTROLLER, name = gc.name_any(), shoot = %shoot, retry_in = ?REFUSED_SHOOT_RETRY, "shoot not found");
+                        tracing::info!(controller = CONTROLLER, object = gc.name_any(), shoot = %shoot, retry_in = ?REFUSED_SHOOT_RETRY, "shoot not found");
                         return Ok(Action::requeue(REFUSED_SHOOT_RETRY));
                     }
                     return Err(e.into());
@@ -638,14 +638,14 @@ async fn apply(
                 // default); the rotation follows the validity issued.
                 tracing::warn!(
                     controller = CONTROLLER,
-                    name = gc.name_any(),
+                    object = gc.name_any(),
                     expires = %expires,
                     "Gardener issued a shorter validity than --kubeconfig-expiration-time; rotating by the validity issued; lower the flag to Gardener's maximum"
                 );
             }
             tracing::info!(
                 controller = CONTROLLER,
-                name = gc.name_any(),
+                object = gc.name_any(),
                 shoot = %shoot,
                 secret = %loc.name,
                 cause = ?cause,
@@ -658,8 +658,12 @@ async fn apply(
                     .records
                     .with(&key(gc), |record| record.forced_served = Some(rv));
             }
-            if annotated {
+            if forced {
                 remove_force_annotation(reconciler, gc).await?;
+            } else if annotated && let Err(e) = remove_force_annotation(reconciler, gc).await {
+                // Served before, and the marker kept: the next pass removes it again; this
+                // rotation's status is written all the same.
+                tracing::info!(controller = CONTROLLER, object = %gc.name_any(), error = %e, "the served force annotation was not removed; the next pass tries again");
             }
             write_status(
                 reconciler,
@@ -712,10 +716,10 @@ async fn cleanup(reconciler: &Reconciler, gc: &GardenerCluster) -> Result<Action
                     ))(e));
                 }
             }
-            tracing::info!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "kubeconfig Secret deleted with its GardenerCluster");
+            tracing::info!(controller = CONTROLLER, object = gc.name_any(), secret = %loc.name, "kubeconfig Secret deleted with its GardenerCluster");
         }
         Some(_) => {
-            tracing::warn!(controller = CONTROLLER, name = gc.name_any(), secret = %loc.name, "Secret not labelled for this GardenerCluster; left in place");
+            tracing::warn!(controller = CONTROLLER, object = gc.name_any(), secret = %loc.name, "Secret not labelled for this GardenerCluster; left in place");
         }
         None => {}
     }
@@ -917,7 +921,7 @@ async fn write_status(
             .publish(&event, &gc.object_ref(&()))
             .await
         {
-            tracing::debug!(controller = CONTROLLER, name = gc.name_any(), error = %e, "event not published");
+            tracing::debug!(controller = CONTROLLER, object = gc.name_any(), error = %e, "event not published");
         }
     }
     Ok(())

@@ -618,15 +618,15 @@ fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconc
     let runtime_id = runtime_id(&*runtime);
     match err.kind() {
         classify::ApiErrorKind::Conflict => {
-            tracing::info!(runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), "conflict; retrying with fresh data");
+            tracing::info!(controller = CONTROLLER, runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), "conflict; retrying with fresh data");
             Action::requeue(Duration::from_millis(500))
         }
         kind => {
             let delay = BACKOFF.random_delay(failures);
             if kind == classify::ApiErrorKind::Permanent {
-                tracing::error!(runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), retry_in = ?delay, "reconcile failed");
+                tracing::error!(controller = CONTROLLER, runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), retry_in = ?delay, "reconcile failed");
             } else {
-                tracing::warn!(runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), retry_in = ?delay, "reconcile failed; retrying");
+                tracing::warn!(controller = CONTROLLER, runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), retry_in = ?delay, "reconcile failed; retrying");
             }
             Action::requeue(delay)
         }

@@ -169,11 +169,19 @@ async fn apply_one(
         .as_deref()
         .unwrap_or_default();
     let part = Part::Spec;
-    if co_owned(entries, RUNTIME_CLUSTER_FIELD_MANAGER, part)
-        && take_over(api, &applied, RUNTIME_CLUSTER_FIELD_MANAGER, part).await?
-    {
-        tracing::info!(name, "OpenIDConnect fields of another writer taken over");
-        api.patch(name, pp, &Patch::Apply(obj)).await?;
+    if !co_owned(entries, RUNTIME_CLUSTER_FIELD_MANAGER, part) {
+        return Ok(());
+    }
+    // The object is applied either way: a take-over that fails is tried again next pass.
+    match take_over(api, &applied, RUNTIME_CLUSTER_FIELD_MANAGER, part).await {
+        Ok(true) => {
+            tracing::info!(name, "OpenIDConnect fields of another writer taken over");
+            api.patch(name, pp, &Patch::Apply(obj)).await?;
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::info!(name, error = %message(&e), "OpenIDConnect fields of another writer not taken over; the next pass tries again");
+        }
     }
     Ok(())
 }

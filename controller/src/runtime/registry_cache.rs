@@ -317,7 +317,12 @@ pub async fn before_patch(
     if !ctx.settings.registry_cache.enabled || caches.is_empty() {
         return Ok(BTreeMap::new());
     }
+    let settled = runtime.status.as_ref().is_some_and(|s| {
+        s.state == kim_shared::api::RuntimeState::Ready
+            && s.observed_generation == runtime.metadata.generation
+    });
     if mark_pending
+        && settled
         && runtime
             .condition(names::condition::REGISTRY_CACHE_CONFIGURED)
             .is_some_and(|c| c.status == CondStatus::True.as_str())
@@ -325,7 +330,8 @@ pub async fn before_patch(
         // Stored before the patch: a patch for the caches alone leaves the generation as it
         // is, and a pass cut off after it (a crash, a failed status write) would leave nothing
         // else that tells the next pass to finish the caches (`after_provisioned`). A condition
-        // that is not True already says so ([`unfinished`]).
+        // that is not True already says so ([`unfinished`]), and so does a spec change (the
+        // status's `Pending` with the new generation, written before the patch).
         draft.set(
             names::condition::REGISTRY_CACHE_CONFIGURED,
             CondStatus::Unknown,

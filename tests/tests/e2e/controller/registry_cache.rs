@@ -746,22 +746,37 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     // The patch for the new credentials leaves the generation as it is: that the caches are
     // being configured is stored before it (RegistryCacheConfigured Unknown), so a pass cut
     // off after the patch leaves the next pass something to finish.
+    // Watched, not polled: every stored version of the Runtime is seen, however briefly it
+    // lasts.
     let seen_unknown = {
-        let runtimes = runtimes.clone();
-        let id = id.clone();
+        use futures::StreamExt as _;
+        let versions = kube::runtime::watcher(
+            runtimes.clone(),
+            kube::runtime::watcher::Config::default().fields(&format!("metadata.name={id}")),
+        );
         tokio::spawn(async move {
-            for _ in 0..1200 {
-                if let Ok(rt) = runtimes.get(&id).await
-                    && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED)
-                        .is_some_and(|c| c.0 == "Unknown")
-                {
-                    return true;
+            let mut versions = std::pin::pin!(versions);
+            let unknown = async {
+                while let Some(event) = versions.next().await {
+                    if let Ok(
+                        kube::runtime::watcher::Event::Apply(rt)
+                        | kube::runtime::watcher::Event::InitApply(rt),
+                    ) = event
+                        && condition_of(&rt, condition::REGISTRY_CACHE_CONFIGURED)
+                            .is_some_and(|c| c.0 == "Unknown")
+                    {
+                        return true;
+                    }
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            false
+                false
+            };
+            tokio::time::timeout(TIMEOUT, unknown)
+                .await
+                .unwrap_or(false)
         })
     };
+    // The watch has started before the rotation is triggered.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
     eventually(
         "the Shoot references a new garden Secret with the new credentials, the old is gone",

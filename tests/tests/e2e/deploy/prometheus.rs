@@ -988,7 +988,8 @@ async fn scenario(
     let refused_id = format!("rt-refused-{suffix}");
     proxy.inject(Rule {
         method: Some("POST".into()),
-        path_contains: "/shoots".into(),
+        // The create alone (the collection), not `shoots/<name>/adminkubeconfig`.
+        path_contains: "/shoots?".into(),
         fault: ApiFault::Status {
             code: 422,
             reason: "Invalid".into(),

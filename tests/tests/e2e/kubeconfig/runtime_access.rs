@@ -2131,14 +2131,19 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     // names `renamed`), then another rename: every Secret of this request but the current one
     // goes, the one in between too. A Secret with the same labels that is not this request's
     // stays.
+    // Owned by the request, or by another one of the same name (another UID).
     let secret_of = |name: &str, owned: bool| -> Result<Secret> {
-        let owner = json!([{"apiVersion": "infrastructuremanager.kyma-project.io/v1",
-            "kind": "RuntimeAccess", "name": "reader", "uid": uid, "controller": true}]);
+        let owner_uid = if owned {
+            uid.clone()
+        } else {
+            "0c5a2e35-4d4b-4d4e-9b7e-2f1f5d0a9e61".to_owned()
+        };
         Ok(serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {
                 "operator.kyma-project.io/managed-by": "infrastructure-manager",
                 "kyma-project.io/runtime-id": id,
-            }, "ownerReferences": if owned { owner } else { json!(null) }},
+            }, "ownerReferences": [{"apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "RuntimeAccess", "name": "reader", "uid": owner_uid, "controller": true}]},
             "stringData": {"config": "a kubeconfig"},
         }))?)
     };
@@ -2174,6 +2179,29 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     assert!(
         secrets.get_opt(foreign).await?.is_some(),
         "a Secret that is not the request's was deleted"
+    );
+    // A rename and a rename back, the first pass cut off after its Secret: the status names the
+    // current Secret again. Any other spec change sweeps the one left in between.
+    let stray = "reader-stray-kubeconfig";
+    secrets
+        .create(&PostParams::default(), &secret_of(stray, true)?)
+        .await?;
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"tokenExpirationSeconds": 3000}})),
+        )
+        .await?;
+    eventually(
+        "the Secret left by a cut-off rename gone after a spec change",
+        Duration::from_secs(30),
+        || async { Ok(secrets.get_opt(stray).await?.is_none().then_some(())) },
+    )
+    .await?;
+    assert!(
+        secrets.get_opt(last).await?.is_some() && secrets.get_opt(foreign).await?.is_some(),
+        "the current Secret, or one not the request's, was deleted"
     );
     secrets.delete(foreign, &DeleteParams::default()).await?;
     let secret_name = last.to_owned();
