@@ -115,6 +115,14 @@ pub struct BusyLabels {
     pub operation: String,
 }
 
+/// Labels of `leader_election_master_status` (controller-runtime's series, which upstream's
+/// binary exports).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// The Lease's name.
+    pub name: String,
+}
+
 /// Labels of `infrastructure_manager_im_gardener_health`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HealthLabels {
@@ -167,6 +175,8 @@ pub struct Metrics {
     pub runtime_cluster_requests: Family<RequestLabels, Counter>,
     /// Watch steps that failed because an object did not decode, by watch.
     watch_decode_errors: Family<WatchLabels, Counter>,
+    /// 1 while this replica holds the leader-election Lease, 0 while it waits or after.
+    leader: Family<LeaseLabels, Gauge>,
 }
 
 /// Labels naming a watch.
@@ -198,12 +208,19 @@ impl Metrics {
             gardener_rate_limit_wait: rate_limit_histogram(),
             runtime_cluster_requests: Family::default(),
             watch_decode_errors: Family::default(),
+            leader: Family::default(),
         };
         // Upstream registers this counter without a prefix.
         registry.register(
             "unexpected_stops",
             "Runtimes that became Failed",
             m.unexpected_stops.clone(),
+        );
+        // controller-runtime's name, which dashboards of upstream's replicas read.
+        registry.register(
+            "leader_election_master_status",
+            "Whether this replica holds the leader-election Lease named by name (1) or waits for it (0)",
+            m.leader.clone(),
         );
         let sub = registry.sub_registry_with_prefix(PREFIX);
         sub.register(
@@ -353,6 +370,15 @@ impl Metrics {
                 method: method.to_owned(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// Publishes whether this replica holds the Lease `lease`.
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels {
+                name: lease.to_owned(),
+            })
+            .set(i64::from(leading));
     }
 
     /// Sets the state series of one runtime, removing its previous series.

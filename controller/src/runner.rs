@@ -193,11 +193,14 @@ impl Process {
                 namespace = %election.namespace,
                 "waiting for leadership"
             );
+            self.ctx.metrics.set_leader(&election.lease, false);
             let acquire = Leadership::acquire(self.ctx.kcp.clone(), election, &self.identity);
-            tokio::select! {
-                l = acquire => Some(l?),
+            let leadership = tokio::select! {
+                l = acquire => l?,
                 _ = self.shutdown.cancelled() => return Ok(()),
-            }
+            };
+            self.ctx.metrics.set_leader(&election.lease, true);
+            Some(leadership)
         } else {
             None
         };
@@ -240,6 +243,9 @@ impl Process {
             }
         };
         let drained = drain(tasks, self.drain_timeout, lost_while_draining).await;
+        if let Some(election) = &self.leader_election {
+            self.ctx.metrics.set_leader(&election.lease, false);
+        }
         match leadership {
             Some(leadership) if lost_before || drained.cut_off() => {
                 if !lost_before {

@@ -82,6 +82,17 @@ fn describe(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A replica's `leader_election_master_status` (controller-runtime's series, which dashboards of
+/// upstream's replicas read); `None` without one.
+async fn leads(addr: std::net::SocketAddr) -> Result<Option<f64>> {
+    let text = metrics_text(addr).await?;
+    Ok(text
+        .lines()
+        .find(|l| l.starts_with("leader_election_master_status{name=\""))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok()))
+}
+
 async fn reconciles(addr: std::net::SocketAddr) -> Result<f64> {
     Ok(metric_sum(
         &metrics_text(addr).await?,
@@ -166,6 +177,16 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()>
     assert_eq!(gardener_writes(replicas[follower].2).await?, 0.0);
     assert!(reconciles(replicas[leader].2).await? > 0.0);
     assert!(gardener_writes(replicas[leader].2).await? > 0.0);
+    assert_eq!(
+        leads(replicas[leader].2).await?,
+        Some(1.0),
+        "the leader's series"
+    );
+    assert_eq!(
+        leads(replicas[follower].2).await?,
+        Some(0.0),
+        "the follower's series"
+    );
 
     // Kill the leader: no release, the Lease must expire first.
     let dead = replicas.remove(leader);
@@ -198,6 +219,11 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() -> Result<()>
         "the new leader wrote the new Runtime's status"
     );
     assert!(reconciles(survivor.2).await? > 0.0);
+    assert_eq!(
+        leads(survivor.2).await?,
+        Some(1.0),
+        "the new leader's series"
+    );
     wait_state(env, &ns, &first, RuntimeState::Ready, READY_TIMEOUT).await?;
 
     // A graceful stop releases the Lease: a third replica, waiting, takes over.
