@@ -529,7 +529,7 @@ async fn ensure_shoot_objects(
         let what = format!("deleting stale {} {}", obj.kind, obj.name);
         let outcome = shoot::delete(client, ra, obj).await.map_err(failed(what))?;
         if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
         }
     }
     created.sort();
@@ -1388,7 +1388,7 @@ async fn delete_in_shoot(
                 obj.kind, obj.name
             )))?;
         if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
         }
     }
     Ok(())
