@@ -469,6 +469,20 @@ mod tests {
         Some(serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap())
     }
 
+    /// The managedFields after the take-over's patch of `part` for `ours`.
+    fn taken_over(
+        entries: &[ManagedFieldsEntry],
+        ours: &str,
+        part: Part,
+    ) -> Vec<ManagedFieldsEntry> {
+        let patch = take_over_patch(entries, ours, part)
+            .unwrap()
+            .expect("a patch");
+        let mut doc = json!({"metadata": {"managedFields": entries}});
+        json_patch::patch(&mut doc, &patch).unwrap();
+        serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap()
+    }
+
     fn fields_of(entries: &[ManagedFieldsEntry], manager: &str, operation: &str) -> Option<Value> {
         entries
             .iter()
@@ -730,13 +744,7 @@ mod tests {
         let create = entry("keb", "Update", json!({"f:spec": {"f:shoot": {}}}));
         let entries = vec![create.clone(), upstream, ours];
         assert!(co_owned(&entries, "kim-controller", Part::Status));
-        let patch = take_over_patch(&entries, "kim-controller", Part::Status)
-            .unwrap()
-            .expect("a patch");
-        let mut doc = json!({"metadata": {"managedFields": entries}});
-        json_patch::patch(&mut doc, &patch).unwrap();
-        let after: Vec<ManagedFieldsEntry> =
-            serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap();
+        let after = taken_over(&entries, "kim-controller", Part::Status);
         assert_eq!(after.len(), 2);
         assert_eq!(after[0], create);
         assert_eq!(
@@ -790,13 +798,7 @@ mod tests {
         };
         let entries = vec![upstream, ours, status.clone()];
         assert!(co_owned(&entries, "kim", Part::Spec));
-        let patch = take_over_patch(&entries, "kim", Part::Spec)
-            .unwrap()
-            .expect("a patch");
-        let mut doc = json!({"metadata": {"managedFields": entries}});
-        json_patch::patch(&mut doc, &patch).unwrap();
-        let after: Vec<ManagedFieldsEntry> =
-            serde_json::from_value(doc["metadata"]["managedFields"].take()).unwrap();
+        let after = taken_over(&entries, "kim", Part::Spec);
         assert_eq!(after.len(), 3);
         assert_eq!(
             fields_of(&after, "manager", "Update"),

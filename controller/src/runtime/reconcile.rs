@@ -111,12 +111,7 @@ pub async fn apply(
         PatchDecision::UpToDate | PatchDecision::IfAuditLogElsewhere => {}
     }
 
-    let ready = runtime
-        .status
-        .as_ref()
-        .is_some_and(|s| s.state == RuntimeState::Ready)
-        && runtime.status.as_ref().and_then(|s| s.observed_generation)
-            == runtime.metadata.generation
+    let ready = super::status::ready_for_its_spec(runtime)
         && !super::audit_log::unfinished(reconciler, runtime)
         && !super::registry_cache::unfinished(reconciler, runtime)
         && status_is_of(runtime, &shoot);

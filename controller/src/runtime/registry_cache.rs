@@ -317,12 +317,8 @@ pub async fn before_patch(
     if !ctx.settings.registry_cache.enabled || caches.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let settled = runtime.status.as_ref().is_some_and(|s| {
-        s.state == kim_shared::api::RuntimeState::Ready
-            && s.observed_generation == runtime.metadata.generation
-    });
     if mark_pending
-        && settled
+        && super::status::ready_for_its_spec(runtime)
         && runtime
             .condition(names::condition::REGISTRY_CACHE_CONFIGURED)
             .is_some_and(|c| c.status == CondStatus::True.as_str())

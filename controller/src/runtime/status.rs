@@ -269,6 +269,13 @@ impl StatusDraft {
     }
 }
 
+/// Whether the stored status says `Ready` for the Runtime's current generation.
+pub fn ready_for_its_spec(runtime: &Runtime) -> bool {
+    runtime.status.as_ref().is_some_and(|s| {
+        s.state == RuntimeState::Ready && s.observed_generation == runtime.metadata.generation
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,6 +192,17 @@ async fn wait_condition(runtimes: &Api<Runtime>, id: &str, status: &str, message
     .await;
 }
 
+/// Waits until the Runtime's caches are configured (`RegistryCacheConfigured` True).
+async fn wait_configured(runtimes: &Api<Runtime>, id: &str) {
+    wait_condition(
+        runtimes,
+        id,
+        "True",
+        "Registry cache configured successfully",
+    )
+    .await;
+}
+
 /// The position of `RegistryCacheConfigured` among the Runtime's conditions.
 fn condition_index(rt: &Runtime) -> usize {
     rt.status
@@ -361,13 +372,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     let runtimes: Api<Runtime> = Api::namespaced(kcp.clone(), &ns);
 
     // 1. The configuration reaches the Runtime, the Gardener project and the Shoot.
-    wait_condition(
-        &runtimes,
-        &id,
-        "True",
-        "Registry cache configured successfully",
-    )
-    .await;
+    wait_configured(&runtimes, &id).await;
     let ready = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT)
         .await
         .unwrap();
@@ -615,13 +620,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     // without a client certificate is turned away.
     let client_cert = env.ca().client_cert(&id, &[]).unwrap();
     assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
-    wait_condition(
-        &runtimes,
-        &id,
-        "True",
-        "Registry cache configured successfully",
-    )
-    .await;
+    wait_configured(&runtimes, &id).await;
     let rt = wait_state(env, &ns, &id, RuntimeState::Ready, TIMEOUT)
         .await
         .unwrap();
@@ -700,13 +699,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
     )
     .await
     .unwrap();
-    wait_condition(
-        &runtimes,
-        &id,
-        "True",
-        "Registry cache configured successfully",
-    )
-    .await;
+    wait_configured(&runtimes, &id).await;
 
     // A credentials rotation in the runtime cluster: the next read of the cluster (here the
     // runtime watcher's event) makes the Shoot reference a new garden Secret with the new
@@ -827,13 +820,7 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         )
         .await
         .unwrap();
-    wait_condition(
-        &runtimes,
-        &id,
-        "True",
-        "Registry cache configured successfully",
-    )
-    .await;
+    wait_configured(&runtimes, &id).await;
 
     // A burst of events (anyone who reaches the listener can send them): the cluster is read
     // at most once per 5 s, and the burst is served, not dropped.

@@ -233,13 +233,7 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
         || async { Ok((!seen.lock().unwrap().is_empty()).then_some(())) },
     )
     .await?;
-    let asked = gcs
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
-        )
-        .await?;
+    let asked = ask_forced_rotation(&gcs, &id).await?;
 
     let after = eventually("forced rotation", Duration::from_secs(30), || async {
         let s = secrets.get(&secret_name).await?;
@@ -308,13 +302,7 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
     // The leader served a forced rotation and stopped before its removal of the annotation went
     // through (the Secret names the version served): the next leader removes the annotation
     // and signs nothing.
-    let again = gcs
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
-        )
-        .await?;
+    let again = ask_forced_rotation(&gcs, &id).await?;
     secrets
         .patch(
             &secret_name,
@@ -343,13 +331,7 @@ async fn forced_rotation_replaces_the_kubeconfig_in_one_step_and_stays_rotated()
     // The same, with the kubeconfig due for rotation as well: the rotation for its age is the
     // one signing, and it removes the served annotation (before, it left the annotation and
     // could drop the marker, so the leader after it served the rotation once more).
-    let again = gcs
-        .patch(
-            &id,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
-        )
-        .await?;
+    let again = ask_forced_rotation(&gcs, &id).await?;
     let long_ago = "2020-01-01T00:00:00Z";
     secrets
         .patch(
@@ -925,12 +907,7 @@ async fn a_forced_rotation_whose_removal_conflicts_signs_once() -> Result<()> {
         fault: ApiFault::Conflict,
         times: Some(1),
     });
-    gcs.patch(
-        &id,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
-    )
-    .await?;
+    ask_forced_rotation(&gcs, &id).await?;
     eventually(
         "rotated, annotation removed",
         Duration::from_secs(30),

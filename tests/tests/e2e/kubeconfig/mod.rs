@@ -419,6 +419,17 @@ fn client_cert(kubeconfig: &str) -> String {
         .to_owned()
 }
 
+/// Annotates the GardenerCluster `name` for a forced rotation; returns it as stored.
+async fn ask_forced_rotation(gcs: &Api<GardenerCluster>, name: &str) -> Result<GardenerCluster> {
+    Ok(gcs
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {FORCE: "true"}}})),
+        )
+        .await?)
+}
+
 async fn wait_for_secret(secrets: &Api<Secret>, name: &str) -> Result<Secret> {
     eventually(
         "kubeconfig Secret with key config",

@@ -2093,14 +2093,17 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
     .await?;
 
     // Another Secret name: the kubeconfig moves, and no copy stays under the old name.
+    let rename = |name: &'static str| {
+        let requests = requests.clone();
+        async move {
+            let change = Patch::Merge(json!({"spec": {"secret": {"name": name}}}));
+            requests
+                .patch("reader", &PatchParams::default(), &change)
+                .await
+        }
+    };
     let renamed = "reader-renamed-kubeconfig";
-    requests
-        .patch(
-            "reader",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"secret": {"name": renamed}}})),
-        )
-        .await?;
+    rename(renamed).await?;
     eventually(
         "the renamed Secret served",
         Duration::from_secs(30),
@@ -2156,13 +2159,7 @@ async fn runtime_access_objects_no_record_names_go_with_a_spec_change_and_the_de
         .create(&PostParams::default(), &secret_of(foreign, false)?)
         .await?;
     let last = "reader-last-kubeconfig";
-    requests
-        .patch(
-            "reader",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"secret": {"name": last}}})),
-        )
-        .await?;
+    rename(last).await?;
     eventually(
         "the last Secret served, every other of the request gone",
         Duration::from_secs(30),
