@@ -1,0 +1,723 @@
+//! What a RuntimeAccess must not be able to do: take over objects it did not create, use
+//! credentials that are not its own, run an exec plugin, or leak a token.
+
+use super::*;
+
+/// Attack: a RuntimeAccess names a ServiceAccount that already exists in the runtime (a
+/// system controller's in kube-system, or any workload's) with a harmless role, and gets a
+/// kubeconfig with all of that account's rights. Now a protected namespace is InvalidSpec, and
+/// an existing account elsewhere is refused with ServiceAccountNotOwned: no token, no Secret,
+/// no binding to it. On the code before the fix both were Ready and the kubeconfig listed
+/// every Secret of the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-sa", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("victims").await?;
+    // Powerful accounts: one in kube-system, one in a workload namespace, both cluster-admin.
+    let powerful = unique("powerful-");
+    for sa_ns in ["kube-system", apps.as_str()] {
+        Api::<ServiceAccount>::namespaced(shoot_admin.clone(), sa_ns)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": powerful}}))?,
+            )
+            .await?;
+        let crb: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{powerful}-{sa_ns}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": powerful, "namespace": sa_ns}],
+        }))?;
+        Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+            .create(&PostParams::default(), &crb)
+            .await?;
+    }
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let harmless = |sa_ns: &str| configmap_reader(&powerful, sa_ns, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "system", &id, harmless("kube-system"))?,
+        )
+        .await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "borrow", &id, harmless(&apps))?,
+        )
+        .await?;
+    // An account that does not exist yet but is already bound cluster-admin (a leftover
+    // binding, or one made before its account): creating it would hand over the binding.
+    let ghost = unique("ghost-");
+    let ghost_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost}-binding")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": ghost, "namespace": apps}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+        .create(&PostParams::default(), &ghost_binding)
+        .await?;
+    let mut bound = harmless(&apps);
+    bound["serviceAccount"]["name"] = json!(ghost);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "ghost", &id, bound)?,
+        )
+        .await?;
+
+    // The same through a RoleBinding of another namespace (rights there), and through the
+    // user name the account's tokens authenticate as.
+    let elsewhere = env.shoot_namespace("elsewhere").await?;
+    let ghost_rb = unique("ghost-rb-");
+    let ghost_user = unique("ghost-user-");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost_rb}-binding"), "namespace": elsewhere},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": ghost_rb, "namespace": apps}],
+    }))?;
+    Api::<RoleBinding>::namespaced(shoot_admin.clone(), &elsewhere)
+        .create(&PostParams::default(), &rb)
+        .await?;
+    let as_user: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{ghost_user}-binding")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                      "name": format!("system:serviceaccount:{apps}:{ghost_user}")}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(shoot_admin.clone())
+        .create(&PostParams::default(), &as_user)
+        .await?;
+    for (name, sa) in [("ghost-rb", &ghost_rb), ("ghost-user", &ghost_user)] {
+        let mut bound = harmless(&apps);
+        bound["serviceAccount"]["name"] = json!(sa);
+        requests
+            .create(
+                &PostParams::default(),
+                &runtime_access(&ns, name, &id, bound)?,
+            )
+            .await?;
+    }
+
+    let invalid = access_condition(&requests, "system", "InvalidSpec").await;
+    let refused = access_condition(&requests, "borrow", "ServiceAccountNotOwned").await;
+    let already_bound = access_condition(&requests, "ghost", "ServiceAccountNotOwned").await;
+    let bound_elsewhere = access_condition(&requests, "ghost-rb", "ServiceAccountNotOwned").await;
+    let bound_as_user = access_condition(&requests, "ghost-user", "ServiceAccountNotOwned").await;
+    // No kubeconfig is checked first: a kubeconfig of the borrowed account is the attack's
+    // outcome.
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    for name in ["system", "borrow", "ghost", "ghost-rb", "ghost-user"] {
+        assert!(
+            !exists(&secrets, &format!("{name}-kubeconfig")).await?,
+            "{name}: a kubeconfig of an existing or already bound ServiceAccount was issued"
+        );
+    }
+    let already_bound = already_bound?;
+    assert!(
+        already_bound.message.contains(&format!(
+            "already a subject of ClusterRoleBinding/{ghost}-binding"
+        )),
+        "the condition names the binding: {}",
+        already_bound.message
+    );
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps),
+            &ghost
+        )
+        .await?,
+        "an account that a foreign binding names was created"
+    );
+    for (condition, binding) in [
+        (
+            bound_elsewhere?,
+            format!("RoleBinding/{elsewhere}/{ghost_rb}-binding"),
+        ),
+        (
+            bound_as_user?,
+            format!("ClusterRoleBinding/{ghost_user}-binding"),
+        ),
+    ] {
+        assert!(
+            condition
+                .message
+                .contains(&format!("already a subject of {binding}")),
+            "the condition names the binding: {}",
+            condition.message
+        );
+    }
+    let invalid = invalid?;
+    assert!(
+        invalid.message.contains("spec.serviceAccount.namespace"),
+        "{}",
+        invalid.message
+    );
+    let refused = refused?;
+    assert_eq!(refused.status, "False");
+    assert!(
+        refused.message.contains(&format!("{apps}/{powerful}")),
+        "the condition names the ServiceAccount: {}",
+        refused.message
+    );
+    assert!(
+        !exists(
+            &Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps),
+            &format!("kim-access:{ns}:borrow")
+        )
+        .await?,
+        "nothing is bound to an account the request did not create"
+    );
+
+    // Deleting the requests leaves the accounts (not theirs) in place.
+    for name in ["system", "borrow", "ghost", "ghost-rb", "ghost-user"] {
+        requests.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("requests gone", Duration::from_secs(30), || async {
+        let left = requests.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
+    })
+    .await?;
+    for sa_ns in ["kube-system", apps.as_str()] {
+        assert!(
+            exists(
+                &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), sa_ns),
+                &powerful
+            )
+            .await?,
+            "{sa_ns}/{powerful} must stay"
+        );
+    }
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: a RuntimeAccess names an existing Secret of the namespace as its kubeconfig Secret;
+/// the controller overwrote it and deleted it with the request. Now: SecretNotOwned naming it,
+/// untouched, and still there after the request is gone. On the code before the fix the
+/// request became Ready and the Secret was overwritten, owned and then deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_cannot_overwrite_or_delete_a_secret_it_does_not_own() -> Result<()> {
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-secret", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("ra-secret").await?;
+    // Another consumer's kubeconfig Secret, of the form a RuntimeAccess may name.
+    let victim = victim_secret(&secrets, "klm-kubeconfig").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let mut spec = configmap_reader("thief", &apps, &apps);
+    spec["secret"] = json!({"name": "klm-kubeconfig"});
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "thief", &id, spec)?,
+        )
+        .await?;
+    // A name of the control plane's own Secrets is refused before any Secret is looked at,
+    // whether it exists or not (it could be claimed while absent).
+    let mut spec = configmap_reader("claimer", &apps, &apps);
+    spec["secret"] = json!({"name": "gardener-credentials"});
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "claimer", &id, spec)?,
+        )
+        .await?;
+    // The Secret is checked first: what happened to it is the attack's outcome.
+    let condition = access_condition(&requests, "thief", "SecretNotOwned").await;
+    let claimed = access_condition(&requests, "claimer", "InvalidSpec").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_untouched(&secrets, &victim).await?;
+    assert!(
+        !exists(&secrets, "gardener-credentials").await?,
+        "a RuntimeAccess claimed the name of the Gardener credentials"
+    );
+    let condition = condition?;
+    assert!(
+        condition
+            .message
+            .contains(&format!("Secret {ns}/klm-kubeconfig")),
+        "the condition names the Secret: {}",
+        condition.message
+    );
+    let claimed = claimed?;
+    assert!(
+        claimed.message.contains("spec.secret.name"),
+        "{}",
+        claimed.message
+    );
+    // A request that took the usual name of another's Secret first: the other is told whose
+    // it is.
+    let mut spec = configmap_reader("squatter", &apps, &apps);
+    spec["secret"] = json!({"name": "later-kubeconfig"});
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "squatter", &id, spec)?,
+        )
+        .await?;
+    access_ready(&requests, "squatter").await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "later", &id, configmap_reader("later", &apps, &apps))?,
+        )
+        .await?;
+    let taken = access_condition(&requests, "later", "SecretNotOwned").await?;
+    assert!(
+        taken
+            .message
+            .contains(&format!("the Secret of RuntimeAccess {ns}/squatter")),
+        "{}",
+        taken.message
+    );
+    for name in ["thief", "claimer", "squatter", "later"] {
+        requests.delete(name, &DeleteParams::default()).await?;
+    }
+    eventually("requests gone", Duration::from_secs(30), || async {
+        let left = requests.list(&ListParams::default()).await?.items.len();
+        Ok((left == 0).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_untouched(&secrets, &victim).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubeconfigs read from Secrets
+
+/// Attack: whoever can write a runtime's admin kubeconfig Secret (or a Secret recognised as
+/// one) puts an exec credential plugin in it; building the shoot client ran that program in
+/// the controller's container. Now the kubeconfig is refused with a condition naming the exec
+/// plugin and the program never runs. On the code before the fix the marker file appeared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_kubeconfig_with_an_exec_plugin_is_refused_and_never_run() -> Result<()> {
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id: _,
+        admin,
+        kcp,
+    } = set_up("kc-exec", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let dir = tempfile::tempdir()?;
+    let marker = dir.path().join("exec-ran");
+    // The admin kubeconfig's cluster, with an exec plugin instead of the client certificate.
+    let mut kc: serde_json::Value = serde_yaml_ng::from_str(&admin)?;
+    kc["users"] = json!([{"name": "evil", "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "/bin/sh",
+        "args": ["-c", format!("touch {}; exit 1", marker.display())],
+        "interactiveMode": "Never",
+    }}}]);
+    for c in kc["contexts"].as_array_mut().context("contexts")? {
+        c["context"]["user"] = json!("evil");
+    }
+    let id = unique("rt-");
+    // Recognised as upstream's Secret of this runtime, synced just now: the GardenerCluster
+    // reconciler adopts it and leaves its data alone.
+    let upstream: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("kubeconfig-{id}"),
+            "labels": {
+                "kyma-project.io/runtime-id": id,
+                "operator.kyma-project.io/managed-by": "infrastructure-manager",
+            },
+            "annotations": {LAST_SYNC: jiff::Timestamp::now().to_string()},
+        },
+        "stringData": {"config": serde_yaml_ng::to_string(&kc)?},
+    }))?;
+    secrets.create(&PostParams::default(), &upstream).await?;
+    Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &gardener_cluster(&ns, &id, "no-shoot"),
+        )
+        .await?;
+    let apps = env.shoot_namespace("exec").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader("reader", &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "reader", "AdminKubeconfigUnusable").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !marker.exists(),
+        "the exec plugin of a kubeconfig from a Secret ran in the controller"
+    );
+    let condition = condition?;
+    assert!(
+        condition.message.contains("exec"),
+        "the condition names the exec plugin: {}",
+        condition.message
+    );
+    requests.delete("reader", &DeleteParams::default()).await?;
+    ctl.stop().await;
+    assert!(!marker.exists(), "not during the cleanup either");
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: a GardenerCluster (which whoever may write GardenerClusters controls) naming a
+/// Secret the controller does not own, such as the Gardener credentials or another runtime's
+/// kubeconfig, had the RuntimeAccess reconciler act in that cluster with it and hand out a
+/// token there. Now only the GardenerCluster's own kubeconfig Secret is used: the request
+/// waits and nothing is created with the foreign credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_access_never_uses_a_secret_its_gardener_cluster_does_not_own() -> Result<()> {
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id: _,
+        admin,
+        kcp,
+    } = set_up("kc-foreign", &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let id = unique("rt-");
+    // Working credentials of the shoot cluster, in a Secret the controller did not write.
+    let foreign = format!("credentials-{id}");
+    let credentials: Secret = serde_json::from_value(json!({
+        "metadata": {"name": foreign},
+        "stringData": {"kubeconfig": admin},
+    }))?;
+    secrets.create(&PostParams::default(), &credentials).await?;
+    let mut gc = gardener_cluster(&ns, &id, "no-shoot");
+    gc.spec.kubeconfig.secret.name = foreign.clone();
+    gc.spec.kubeconfig.secret.key = "kubeconfig".into();
+    Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .create(&PostParams::default(), &gc)
+        .await?;
+    let apps = env.shoot_namespace("foreign").await?;
+    let account = unique("reader-");
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = configmap_reader(&account, &apps, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, spec)?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "reader", "RuntimeNotReady").await?;
+    assert!(
+        condition
+            .message
+            .contains("waiting for the admin kubeconfig"),
+        "{}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    assert!(
+        accounts.get_opt(&account).await?.is_none(),
+        "a ServiceAccount was created with credentials the GardenerCluster does not own"
+    );
+    assert!(
+        secrets.get_opt("reader-kubeconfig").await?.is_none(),
+        "a kubeconfig was handed out"
+    );
+    requests.delete("reader", &DeleteParams::default()).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// A binding of the name a request would use, made by someone else with another roleRef: the
+/// controller must not delete it to make its own (Kubernetes forbids changing a roleRef, which
+/// is when the controller replaces its own bindings). The request fails naming it; on the code
+/// before, the binding was deleted and replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-taken", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let sa_ns = env.shoot_namespace("taken").await?;
+    let name = format!("kim-access:{ns}:taker");
+    let bindings: Api<ClusterRoleBinding> = Api::all(shoot_admin.clone());
+    let theirs = bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "ServiceAccount", "name": "someone", "namespace": sa_ns}],
+            }))?,
+        )
+        .await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let rules = json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "taker",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "taker", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "taker", "ShootAccessFailed").await?;
+    assert!(condition.message.contains(&name), "{}", condition.message);
+    let live = bindings.get(&name).await?;
+    assert_eq!(live.uid(), theirs.uid(), "their binding was replaced");
+    assert_eq!(live.role_ref.name, "view");
+
+    // A role of the request's name that someone else made is not rewritten either (a forced
+    // apply would take it over, rules and all, and leave an aggregationRule of theirs).
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let role_name = format!("kim-access:{ns}:taker2");
+    let roles: Api<ClusterRole> = Api::all(shoot_admin.clone());
+    let their_role = roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": role_name},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+            }))?,
+        )
+        .await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "taker2",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "taker2", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    let condition = access_condition(&requests, "taker2", "ShootAccessFailed").await?;
+    assert!(
+        condition.message.contains(&role_name)
+            && condition
+                .message
+                .contains("was not created by this RuntimeAccess"),
+        "{}",
+        condition.message
+    );
+    let live = roles.get(&role_name).await?;
+    assert_eq!(live.uid(), their_role.uid());
+    assert_eq!(
+        live.rules.as_ref().map(|r| r[0].resources.clone()),
+        Some(Some(vec!["pods".to_owned()])),
+        "their role was rewritten"
+    );
+    assert!(
+        bindings.get_opt(&role_name).await?.is_none(),
+        "a binding to their role was made"
+    );
+
+    // An aggregationRule added to a role the controller made would decide what the request
+    // grants from then on: its next apply is refused, the role left as it is.
+    let agg_name = format!("kim-access:{ns}:agg");
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(
+                &ns,
+                "agg",
+                &id,
+                json!({
+                    "serviceAccount": {"name": "agg", "namespace": sa_ns},
+                    "clusterRole": {"rules": rules},
+                    "tokenExpirationSeconds": 600,
+                }),
+            )?,
+        )
+        .await?;
+    access_ready(&requests, "agg").await?;
+    roles
+        .patch(
+            &agg_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"aggregationRule": {"clusterRoleSelectors": [
+                {"matchLabels": {"e2e-aggregate": "all"}}]}})),
+        )
+        .await?;
+    requests
+        .patch(
+            "agg",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"clusterRole": {"rules": [
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]}}})),
+        )
+        .await?;
+    let condition = access_condition(&requests, "agg", "ShootAccessFailed").await?;
+    assert!(
+        condition.message.contains("has an aggregationRule"),
+        "{}",
+        condition.message
+    );
+    assert!(roles.get(&agg_name).await?.aggregation_rule.is_some());
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// The RuntimeAccess twin of the GardenerCluster's quoting test: an answer to the token
+/// kubeconfig's Secret write, and to its delete, that quotes the Secret (as an admission
+/// webhook or a policy engine on Secrets may) shows no part of the kubeconfig in the
+/// condition, the Events or the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Result<()> {
+    use k8s_openapi::api::events::v1::Event;
+    use kim_tests::faultproxy::{FaultProxy, Rule};
+    let env = TestEnv::shared().await?;
+    let ns = env.namespace("kc-ra-echo").await?;
+    let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
+    let ctl = Controller::start_via(env, &ns, &[], Some(proxy.access_via(env.kcp()))).await?;
+    let (id, _admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let apps = env.shoot_namespace("echo").await?;
+    // The token kubeconfig's first write is a create.
+    let (quoted, fault) = echo_bodies();
+    proxy.inject(Rule {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{ns}/secrets"),
+        fault,
+        times: None,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    let refused = access_condition(&requests, "reader", "SecretWriteFailed").await?;
+    let body = quoted
+        .lock()
+        .unwrap()
+        .first()
+        .cloned()
+        .context("no Secret write")?;
+    let written: Secret = serde_json::from_slice(&body)?;
+    let kubeconfig = written
+        .data
+        .as_ref()
+        .and_then(|d| d.values().next())
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .context("the write carried no kubeconfig")?;
+    let token = token_of(&kubeconfig).context("no token in the kubeconfig")?;
+    let encoded = encoded_data(&written).context("encoded data")?;
+    assert!(
+        refused.message.contains("echo.policy.example") && refused.message.contains("<redacted>"),
+        "{}",
+        refused.message
+    );
+
+    // Written once the refusal stops; then its delete is refused, quoting the stored Secret.
+    proxy.clear();
+    let status = access_ready(&requests, "reader").await?;
+    let secret_name = status
+        .secret_ref
+        .as_ref()
+        .context("secretRef")?
+        .name
+        .clone();
+    let stored = secrets.get(&secret_name).await?;
+    let stored_kubeconfig = access_kubeconfig(&secrets, &status).await?;
+    let stored_token = token_of(&stored_kubeconfig).context("no stored token")?;
+    let stored_encoded = encoded_data(&stored).context("stored encoded data")?;
+    let old_object = serde_json::to_string(&stored)?;
+    proxy.inject(Rule {
+        method: Some("DELETE".into()),
+        path_contains: format!("/namespaces/{ns}/secrets/{secret_name}"),
+        fault: echo_refusal(move |_| old_object.clone()),
+        times: None,
+    });
+    requests.delete("reader", &DeleteParams::default()).await?;
+    let refused_delete = format!("deleting Secret {ns}/{secret_name}");
+    eventually(
+        "the refused delete logged",
+        Duration::from_secs(60),
+        || async {
+            Ok(log_text()
+                .lines()
+                .any(|l| l.contains("echo.policy.example") && l.contains(&refused_delete))
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        proxy.served().iter().any(|s| s.method == "DELETE"),
+        "the delete was not refused"
+    );
+    proxy.clear();
+    eventually(
+        "the RuntimeAccess gone once the refusal stops",
+        Duration::from_secs(60),
+        || async { Ok(requests.get_opt("reader").await?.is_none().then_some(())) },
+    )
+    .await?;
+    ctl.stop().await;
+
+    let notes: Vec<String> = Api::<Event>::namespaced(kcp, &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("echo.policy.example")),
+        "no Event of the refused write: {notes:?}"
+    );
+    let log = log_text();
+    for shown in notes.iter().chain([&refused.message, &log]) {
+        for secret in [&token, &stored_token] {
+            assert!(!shown.contains(secret.as_str()), "a token is shown");
+        }
+        for encoded in [&encoded, &stored_encoded] {
+            assert_no_piece(shown, encoded, "an encoded kubeconfig");
+        }
+    }
+    assert_not_in(&refused.message, &kubeconfig, "the status");
+    assert_not_logged(&kubeconfig);
+    assert_not_logged(&stored_kubeconfig);
+    Ok(())
+}
