@@ -410,9 +410,9 @@ async fn shoot_access(
         })
 }
 
-/// A failed step in the shoot: the condition reason, what was being done and the error (no
-/// secret values).
-struct ShootStepFailed {
+/// A failed step of a pass (in the shoot, or the Secret write): the condition reason, what
+/// was being done and the error (no secret values).
+struct StepFailed {
     reason: &'static str,
     what: String,
     error: String,
@@ -461,9 +461,9 @@ async fn ensure_shoot_objects(
     client: &kube::Client,
     ra: &RuntimeAccess,
     previous: Vec<ShootObjectRef>,
-) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount), ShootStepFailed> {
+) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount), StepFailed> {
     let failed = |what: String| {
-        move |e: kube::Error| ShootStepFailed {
+        move |e: kube::Error| StepFailed {
             reason: "ShootAccessFailed",
             what,
             error: classify::message(&e),
@@ -476,7 +476,7 @@ async fn ensure_shoot_objects(
         if !level.as_deref().is_some_and(|l| {
             kim_shared::access::POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS.contains(&l)
         }) {
-            return Err(ShootStepFailed {
+            return Err(StepFailed {
                 reason: REASON_POD_SECURITY_NOT_ENFORCED,
                 what: "refusing workload writes".to_owned(),
                 error: format!(
@@ -496,7 +496,7 @@ async fn ensure_shoot_objects(
                 failed("creating the ServiceAccount".to_owned())(e)
             }
             not_owned @ (shoot::ServiceAccountError::NotOwned { .. }
-            | shoot::ServiceAccountError::AlreadyBound { .. }) => ShootStepFailed {
+            | shoot::ServiceAccountError::AlreadyBound { .. }) => StepFailed {
                 reason: REASON_SERVICE_ACCOUNT_NOT_OWNED,
                 what: "refusing the ServiceAccount".to_owned(),
                 error: not_owned.to_string(),
@@ -508,7 +508,7 @@ async fn ensure_shoot_objects(
         shoot::apply_rbac(client, obj).await.map_err(|e| match e {
             shoot::RbacApplyError::Api(e) => failed(what)(e),
             not_owned @ (shoot::RbacApplyError::NotOwned { .. }
-            | shoot::RbacApplyError::Aggregated { .. }) => ShootStepFailed {
+            | shoot::RbacApplyError::Aggregated { .. }) => StepFailed {
                 reason: "ShootAccessFailed",
                 what: "refusing a role or binding".to_owned(),
                 error: not_owned.to_string(),
@@ -626,69 +626,11 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         .get_opt(&name)
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?;
-    // What the Secret holds, for clearing errors about it of credentials.
-    let mut secret_data = existing.as_ref().and_then(|s| s.data.clone());
     if let Some(taken) = existing.as_ref().filter(|s| !secret_owned_by(s, ra)) {
-        // Any requester may name any free `*-kubeconfig` Secret: say whose it is.
-        let ours = taken
-            .labels()
-            .get(names::LABEL_MANAGED_BY)
-            .map(String::as_str)
-            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
-        let holder = taken
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .filter(|_| ours)
-            .find(|o| {
-                o.kind == "RuntimeAccess"
-                    && o.api_version == RuntimeAccess::api_version(&())
-                    && ra.uid().as_deref() != Some(o.uid.as_str())
-            })
-            .map(|o| format!(" (it is the Secret of RuntimeAccess {ns}/{})", o.name))
-            .unwrap_or_default();
-        let msg = format!(
-            "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it){holder}; the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
-            names::LABEL_MANAGED_BY,
-            names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-        );
-        write_status(
-            reconciler,
-            ra,
-            status_with(ra, "Error", "False", REASON_SECRET_NOT_OWNED, &msg, now),
-        )
-        .await?;
-        // The Secret may be deleted later; look again now and then.
-        return Ok(Action::requeue(WAIT_FOR_RUNTIME));
+        return secret_not_owned(reconciler, ra, taken, now).await;
     }
-
     let Some(admin) = admin_kubeconfig(reconciler, ra).await? else {
-        // A request that was served (its Secret exists) whose Runtime is gone or being
-        // deleted: the runtime was deprovisioned and will not come back, which a consumer
-        // cannot tell from "not ready yet" otherwise. A request not served yet may come before
-        // its Runtime.
-        let runtime_gone = existing.is_some()
-            && runtime_of(reconciler, ra)
-                .await?
-                .is_none_or(|rt| rt.metadata.deletion_timestamp.is_some());
-        if runtime_gone {
-            let msg = format!(
-                "runtime {} is gone or being deleted (no Runtime of that ID, or one being deleted, and no admin kubeconfig): the kubeconfig in Secret {ns}/{name} reaches no cluster. Delete this RuntimeAccess once done with the runtime; should the runtime's kubeconfig come back (a restored KCP), it is served again",
-                ra.spec.runtime_id
-            );
-            let status = status_with(ra, "Error", "False", REASON_RUNTIME_GONE, &msg, now);
-            write_status(reconciler, ra, status).await?;
-            // The admin kubeconfig Secret's return triggers it (see `affected_requests`).
-            return Ok(Action::await_change());
-        }
-        let msg = format!(
-            "waiting for the admin kubeconfig of GardenerCluster {}",
-            ra.spec.runtime_id
-        );
-        let status = status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now);
-        write_status(reconciler, ra, status).await?;
-        return Ok(Action::requeue(WAIT_FOR_RUNTIME));
+        return without_admin_kubeconfig(reconciler, ra, existing.is_some(), now).await;
     };
 
     let facts = SecretFacts::read(existing.as_ref(), &key);
@@ -712,89 +654,30 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         )
     };
     let fingerprint = shoot::fingerprint(ra);
-    let mut resource_version = existing
-        .as_ref()
-        .and_then(|s| s.metadata.resource_version.clone());
 
     // The shoot is reached only when something is to be done there: objects applied for
     // another spec (or never), or a token to issue (which also re-applies the objects, the
     // periodic drift correction). A reconcile with nothing to do makes no shoot call.
-    let mut access: Option<(ShootAccess, shoot::OwnedServiceAccount)> = None;
-    let shoot_objects = if record::needs_shoot(&facts, &fingerprint, decision) {
-        let a = match shoot_access(reconciler, ra, &admin).await {
-            Ok(a) => a,
-            Err(e) => {
-                reconciler.tokens.failed(decision);
-                return fail(
-                    reconciler,
-                    ra,
-                    REASON_ADMIN_KUBECONFIG_UNUSABLE,
-                    "reaching the runtime",
-                    e,
-                    now,
-                )
-                .await;
-            }
-        };
-        // What this request created before: the durable record and the (maybe older) status,
-        // and for a spec not applied yet what carries its label (a failed pass applied
-        // objects it never recorded). Token rotations of an applied spec skip the lists.
-        let mut previous = facts.applied_objects.clone().unwrap_or_default();
-        previous.extend(
-            ra.status
-                .as_ref()
-                .map(|s| s.shoot_objects.clone())
-                .unwrap_or_default(),
-        );
-        if facts.applied_with(&fingerprint).is_none() {
-            match shoot::labelled(&a.client, ra).await {
-                Ok(labelled) => previous.extend(labelled),
-                Err(e) => {
-                    reconciler.tokens.failed(decision);
-                    return fail(
-                        reconciler,
-                        ra,
-                        "ShootAccessFailed",
-                        "listing the objects of this RuntimeAccess",
-                        classify::message(&e),
-                        now,
-                    )
-                    .await;
-                }
-            }
-        }
-        // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
-        // same name (made below) invalidates all tokens issued so far, at once.
-        if revoke && let Err(e) = replace_service_account(&a.client, ra).await {
-            reconciler.tokens.failed(decision);
-            return fail(
-                reconciler,
-                ra,
-                "ShootAccessFailed",
-                "revoking the tokens",
-                e,
-                now,
-            )
-            .await;
-        }
-        match ensure_shoot_objects(&a.client, ra, previous).await {
-            Ok((created, sa)) => {
-                access = Some((a, sa));
-                created
-            }
-            Err(f) => {
-                reconciler.tokens.failed(decision);
-                return fail(reconciler, ra, f.reason, &f.what, f.error, now).await;
-            }
+    let (reached, shoot_objects) = if record::needs_shoot(&facts, &fingerprint, decision) {
+        match apply_shoot_objects(reconciler, ra, &admin, &facts, &fingerprint, revoke).await {
+            Ok((reached, created)) => (Some(reached), created),
+            Err(f) => return undelivered(reconciler, ra, decision, f, now).await,
         }
     } else {
-        facts
+        let applied = facts
             .applied_with(&fingerprint)
             .map(<[ShootObjectRef]>::to_vec)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        (None, applied)
     };
 
-    let (reason, expires, requeue) = match decision {
+    let secret = KcpSecret {
+        api: &secrets,
+        name: &name,
+        key: &key,
+        existing: existing.as_ref(),
+    };
+    let (reason, expires, requeue, written) = match decision {
         TokenDecision::Keep { requeue_after } => {
             // From the Secret, never from the cached status: a cache that has not seen the
             // last rotation's status must not turn KubeconfigRotated back into Issued.
@@ -803,148 +686,42 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
                 .token
                 .expires
                 .and_then(crate::gardener_cluster::rotation::parse_last_sync);
-            (reason, expires, requeue_after)
+            (reason, expires, requeue_after, None)
         }
         TokenDecision::Issue(cause) => {
-            let (access, sa) = match access.take() {
-                Some(a) => a,
-                None => {
-                    let a = match shoot_access(reconciler, ra, &admin).await {
-                        Ok(a) => a,
-                        Err(e) => {
-                            reconciler.tokens.failed(decision);
-                            return fail(
-                                reconciler,
-                                ra,
-                                REASON_ADMIN_KUBECONFIG_UNUSABLE,
-                                "reaching the runtime",
-                                e,
-                                now,
-                            )
-                            .await;
-                        }
-                    };
-                    match ensure_shoot_objects(&a.client, ra, Vec::new()).await {
-                        Ok((_, sa)) => (a, sa),
-                        Err(f) => {
-                            reconciler.tokens.failed(decision);
-                            return fail(reconciler, ra, f.reason, &f.what, f.error, now).await;
-                        }
-                    }
-                }
+            let issue = Issue {
+                cause,
+                revoke_requested,
+                facts: &facts,
+                now,
             };
-            let lifetime = ra.spec.token_expiration_seconds.unwrap_or_else(|| {
-                i64::try_from(reconciler.settings.token_expiration.as_secs()).unwrap_or(3600)
-            });
-            let issued = match shoot::request_token(&access.client, &sa, lifetime).await {
-                Ok(t) => t,
-                Err(e) => {
+            let written = match issue_token(reconciler, ra, &admin, reached, &secret, issue).await {
+                Ok(w) => w,
+                Err(Stop::Failed(f)) => return undelivered(reconciler, ra, decision, f, now).await,
+                Err(Stop::Error(e)) => {
                     reconciler.tokens.failed(decision);
-                    return fail(
-                        reconciler,
-                        ra,
-                        "TokenRequestFailed",
-                        "requesting a ServiceAccount token",
-                        match &e {
-                            shoot::TokenError::Api(e) => classify::message(e),
-                            other => other.to_string(),
-                        },
-                        now,
-                    )
-                    .await;
+                    return Err(e);
                 }
             };
-            let user = service_account_user(&ra.spec);
-            let kubeconfig = token_kubeconfig(
-                &access.endpoint,
-                &user,
-                &ra.spec.service_account.namespace,
-                &issued.token,
-            )
-            .map_err(|e| {
-                reconciler.tokens.failed(decision);
-                Error::AdminKubeconfig {
-                    runtime: ra.spec.runtime_id.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
-            let reason = record::issue_reason(cause);
-            let mut desired = kubeconfig_secret(
-                ra,
-                &name,
-                &key,
-                kubeconfig,
-                IssuedAt {
-                    now,
-                    expires: issued.expires,
-                    reason,
-                    token_id: issued.id.clone(),
-                    revoked_at: facts.revocation_mark(
-                        reason,
-                        revoke_requested,
-                        ra.metadata.resource_version.as_deref(),
-                    ),
-                },
-            );
-            // Into the Secret checked above, or a new one: an existing Secret is written with
-            // its resourceVersion as precondition, a missing one is created (409 if someone
-            // made one meanwhile), so a Secret that appeared or changed since the check is
-            // never taken over.
-            let written = match resource_version.as_deref() {
-                Some(rv) => {
-                    desired.metadata.resource_version = Some(rv.to_owned());
-                    secrets
-                        .patch(
-                            &name,
-                            &PatchParams::apply(FIELD_MANAGER).force(),
-                            &Patch::Apply(&desired),
-                        )
-                        .await
-                }
-                None => {
-                    secrets
-                        .create(
-                            &kube::api::PostParams {
-                                field_manager: Some(FIELD_MANAGER.to_owned()),
-                                ..Default::default()
-                            },
-                            &desired,
-                        )
-                        .await
-                }
-            };
-            match written {
-                Ok(s) => {
-                    resource_version = s.metadata.resource_version;
-                    secret_data = s.data;
-                    reconciler.tokens.delivered(cause);
-                }
-                Err(e) => {
-                    reconciler.tokens.failed(decision);
-                    // The kubeconfig written, its token, and the one it replaces (a webhook's
-                    // `oldObject`).
-                    let carried: Vec<&[u8]> = crate::redact::data_values(desired.data.as_ref())
-                        .chain([issued.token.as_bytes()])
-                        .chain(crate::redact::data_values(secret_data.as_ref()))
-                        .collect();
-                    return fail(
-                        reconciler,
-                        ra,
-                        "SecretWriteFailed",
-                        &format!("writing Secret {ns}/{name}"),
-                        classify::message(&crate::redact::api_error(e, &carried)),
-                        now,
-                    )
-                    .await;
-                }
-            }
-            tracing::info!(controller = CONTROLLER, object = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %name, cause = ?cause, token_id = issued.id.as_deref().unwrap_or_default(), expires = %issued.expires, identity = %service_account_user(&ra.spec), "ServiceAccount kubeconfig written");
-            let lifetime_left = issued.expires.duration_since(now).as_secs_f64().max(1.0);
+            reconciler.tokens.delivered(cause);
+            let lifetime_left = written.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue = Duration::from_secs_f64(
                 lifetime_left * token::clamp_ratio(reconciler.settings.rotation_ratio),
             );
-            (reason, Some(issued.expires), requeue)
+            let reason = record::issue_reason(cause);
+            (reason, Some(written.expires), requeue, Some(written))
         }
+    };
+    // The Secret as this pass left it: its version (the precondition of the record below) and
+    // its values (to clear errors of).
+    let (resource_version, secret_data) = match written {
+        Some(w) => (w.resource_version, w.data),
+        None => (
+            existing
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone()),
+            existing.as_ref().and_then(|s| s.data.clone()),
+        ),
     };
     if revoke_requested {
         served_revocation(reconciler, ra).await?;
@@ -1005,6 +782,328 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
     status.shoot_objects = shoot_objects;
     write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// The request names a Secret it does not own: says whose it is, writes nothing.
+async fn secret_not_owned(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    taken: &Secret,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    let ns = ra.namespace().unwrap_or_default();
+    let name = secret_name(ra);
+    // Any requester may name any free `*-kubeconfig` Secret: say whose it is.
+    let ours = taken
+        .labels()
+        .get(names::LABEL_MANAGED_BY)
+        .map(String::as_str)
+        == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER);
+    let holder = taken
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|_| ours)
+        .find(|o| {
+            o.kind == "RuntimeAccess"
+                && o.api_version == RuntimeAccess::api_version(&())
+                && ra.uid().as_deref() != Some(o.uid.as_str())
+        })
+        .map(|o| format!(" (it is the Secret of RuntimeAccess {ns}/{})", o.name))
+        .unwrap_or_default();
+    let msg = format!(
+        "Secret {ns}/{name} exists and is not owned by this RuntimeAccess (label {}={} and an owner reference to it){holder}; the controller writes only a Secret it creates: set spec.secret.name to a Secret that does not exist",
+        names::LABEL_MANAGED_BY,
+        names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    write_status(
+        reconciler,
+        ra,
+        status_with(ra, "Error", "False", REASON_SECRET_NOT_OWNED, &msg, now),
+    )
+    .await?;
+    // The Secret may be deleted later; look again now and then.
+    Ok(Action::requeue(WAIT_FOR_RUNTIME))
+}
+
+/// The runtime has no admin kubeconfig: not ready yet, or (for a request that was served,
+/// `served`) gone.
+async fn without_admin_kubeconfig(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    served: bool,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    // A request that was served (its Secret exists) whose Runtime is gone or being deleted:
+    // the runtime was deprovisioned and will not come back, which a consumer cannot tell from
+    // "not ready yet" otherwise. A request not served yet may come before its Runtime.
+    let runtime_gone = served
+        && runtime_of(reconciler, ra)
+            .await?
+            .is_none_or(|rt| rt.metadata.deletion_timestamp.is_some());
+    if runtime_gone {
+        let ns = ra.namespace().unwrap_or_default();
+        let name = secret_name(ra);
+        let msg = format!(
+            "runtime {} is gone or being deleted (no Runtime of that ID, or one being deleted, and no admin kubeconfig): the kubeconfig in Secret {ns}/{name} reaches no cluster. Delete this RuntimeAccess once done with the runtime; should the runtime's kubeconfig come back (a restored KCP), it is served again",
+            ra.spec.runtime_id
+        );
+        let status = status_with(ra, "Error", "False", REASON_RUNTIME_GONE, &msg, now);
+        write_status(reconciler, ra, status).await?;
+        // The admin kubeconfig Secret's return triggers it (see `affected_requests`).
+        return Ok(Action::await_change());
+    }
+    let msg = format!(
+        "waiting for the admin kubeconfig of GardenerCluster {}",
+        ra.spec.runtime_id
+    );
+    let status = status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now);
+    write_status(reconciler, ra, status).await?;
+    Ok(Action::requeue(WAIT_FOR_RUNTIME))
+}
+
+/// A pass that had a token to deliver, or objects to apply, and stopped at a failed step:
+/// counted, and said in the status.
+async fn undelivered(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    decision: TokenDecision,
+    f: StepFailed,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    reconciler.tokens.failed(decision);
+    fail(reconciler, ra, f.reason, &f.what, f.error, now).await
+}
+
+/// The runtime reached through its admin kubeconfig, with the request's ServiceAccount there.
+struct Reached {
+    access: ShootAccess,
+    service_account: shoot::OwnedServiceAccount,
+}
+
+/// Reaches the runtime, and applies the request's objects there, removing those of an earlier
+/// spec (and on `revoke` replacing the ServiceAccount first). Returns what this request has
+/// there now.
+async fn apply_shoot_objects(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    admin: &AdminKubeconfig,
+    facts: &SecretFacts<'_>,
+    fingerprint: &str,
+    revoke: bool,
+) -> Result<(Reached, Vec<ShootObjectRef>), StepFailed> {
+    let access = reach(reconciler, ra, admin).await?;
+    // What this request created before: the durable record and the (maybe older) status,
+    // and for a spec not applied yet what carries its label (a failed pass applied
+    // objects it never recorded). Token rotations of an applied spec skip the lists.
+    let mut previous = facts.applied_objects.clone().unwrap_or_default();
+    previous.extend(
+        ra.status
+            .as_ref()
+            .map(|s| s.shoot_objects.clone())
+            .unwrap_or_default(),
+    );
+    if facts.applied_with(fingerprint).is_none() {
+        let labelled = shoot::labelled(&access.client, ra)
+            .await
+            .map_err(|e| StepFailed {
+                reason: "ShootAccessFailed",
+                what: "listing the objects of this RuntimeAccess".to_owned(),
+                error: classify::message(&e),
+            })?;
+        previous.extend(labelled);
+    }
+    // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
+    // same name (made below) invalidates all tokens issued so far, at once.
+    if revoke {
+        replace_service_account(&access.client, ra)
+            .await
+            .map_err(|error| StepFailed {
+                reason: "ShootAccessFailed",
+                what: "revoking the tokens".to_owned(),
+                error,
+            })?;
+    }
+    let (created, service_account) = ensure_shoot_objects(&access.client, ra, previous).await?;
+    Ok((
+        Reached {
+            access,
+            service_account,
+        },
+        created,
+    ))
+}
+
+/// The shoot client for the runtime, or the failure to build one.
+async fn reach(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    admin: &AdminKubeconfig,
+) -> Result<ShootAccess, StepFailed> {
+    shoot_access(reconciler, ra, admin)
+        .await
+        .map_err(|e| StepFailed {
+            reason: REASON_ADMIN_KUBECONFIG_UNUSABLE,
+            what: "reaching the runtime".to_owned(),
+            error: e.to_string(),
+        })
+}
+
+/// The request's KCP Secret, as read at the start of the pass.
+struct KcpSecret<'a> {
+    api: &'a Api<Secret>,
+    name: &'a str,
+    key: &'a str,
+    existing: Option<&'a Secret>,
+}
+
+/// Why and when a token is issued.
+struct Issue<'a> {
+    cause: token::TokenCause,
+    revoke_requested: bool,
+    facts: &'a SecretFacts<'a>,
+    now: Timestamp,
+}
+
+/// What stops a token's delivery: a failed step (said in the status) or an error of the pass.
+enum Stop {
+    Failed(StepFailed),
+    Error(Error),
+}
+
+impl From<StepFailed> for Stop {
+    fn from(f: StepFailed) -> Self {
+        Self::Failed(f)
+    }
+}
+
+/// The Secret written with a new token.
+struct Written {
+    expires: Timestamp,
+    resource_version: Option<String>,
+    data: Option<BTreeMap<String, ByteString>>,
+}
+
+/// Requests a token for the request's ServiceAccount (reaching the runtime and ensuring the
+/// account first unless `reached` already did) and writes its kubeconfig into the KCP Secret.
+async fn issue_token(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    admin: &AdminKubeconfig,
+    reached: Option<Reached>,
+    secret: &KcpSecret<'_>,
+    issue: Issue<'_>,
+) -> Result<Written, Stop> {
+    let reached = match reached {
+        Some(r) => r,
+        None => {
+            let access = reach(reconciler, ra, admin).await?;
+            let (_, service_account) = ensure_shoot_objects(&access.client, ra, Vec::new()).await?;
+            Reached {
+                access,
+                service_account,
+            }
+        }
+    };
+    let lifetime = ra.spec.token_expiration_seconds.unwrap_or_else(|| {
+        i64::try_from(reconciler.settings.token_expiration.as_secs()).unwrap_or(3600)
+    });
+    let issued = shoot::request_token(&reached.access.client, &reached.service_account, lifetime)
+        .await
+        .map_err(|e| StepFailed {
+            reason: "TokenRequestFailed",
+            what: "requesting a ServiceAccount token".to_owned(),
+            error: match &e {
+                shoot::TokenError::Api(e) => classify::message(e),
+                other => other.to_string(),
+            },
+        })?;
+    let user = service_account_user(&ra.spec);
+    let kubeconfig = token_kubeconfig(
+        &reached.access.endpoint,
+        &user,
+        &ra.spec.service_account.namespace,
+        &issued.token,
+    )
+    .map_err(|e| {
+        Stop::Error(Error::AdminKubeconfig {
+            runtime: ra.spec.runtime_id.clone(),
+            reason: e.to_string(),
+        })
+    })?;
+    let reason = record::issue_reason(issue.cause);
+    let mut desired = kubeconfig_secret(
+        ra,
+        secret.name,
+        secret.key,
+        kubeconfig,
+        IssuedAt {
+            now: issue.now,
+            expires: issued.expires,
+            reason,
+            token_id: issued.id.clone(),
+            revoked_at: issue.facts.revocation_mark(
+                reason,
+                issue.revoke_requested,
+                ra.metadata.resource_version.as_deref(),
+            ),
+        },
+    );
+    // Into the Secret checked at the start of the pass, or a new one: an existing Secret is
+    // written with its resourceVersion as precondition, a missing one is created (409 if
+    // someone made one meanwhile), so a Secret that appeared or changed since the check is
+    // never taken over.
+    let resource_version = secret
+        .existing
+        .and_then(|s| s.metadata.resource_version.as_deref());
+    let written = match resource_version {
+        Some(rv) => {
+            desired.metadata.resource_version = Some(rv.to_owned());
+            secret
+                .api
+                .patch(
+                    secret.name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+        }
+        None => {
+            secret
+                .api
+                .create(
+                    &kube::api::PostParams {
+                        field_manager: Some(FIELD_MANAGER.to_owned()),
+                        ..Default::default()
+                    },
+                    &desired,
+                )
+                .await
+        }
+    };
+    let written = written.map_err(|e| {
+        // The kubeconfig written, its token, and the one it replaces (a webhook's
+        // `oldObject`).
+        let carried: Vec<&[u8]> = crate::redact::data_values(desired.data.as_ref())
+            .chain([issued.token.as_bytes()])
+            .chain(crate::redact::data_values(
+                secret.existing.and_then(|s| s.data.as_ref()),
+            ))
+            .collect();
+        let ns = ra.namespace().unwrap_or_default();
+        StepFailed {
+            reason: "SecretWriteFailed",
+            what: format!("writing Secret {ns}/{}", secret.name),
+            error: classify::message(&crate::redact::api_error(e, &carried)),
+        }
+    })?;
+    tracing::info!(controller = CONTROLLER, object = ra.name_any(), runtime_id = %ra.spec.runtime_id, secret = %secret.name, cause = ?issue.cause, token_id = issued.id.as_deref().unwrap_or_default(), expires = %issued.expires, identity = %user, "ServiceAccount kubeconfig written");
+    Ok(Written {
+        expires: issued.expires,
+        resource_version: written.metadata.resource_version,
+        data: written.data,
+    })
 }
 
 /// After a spec change (or while the status records no Secret of this name), deletes every
