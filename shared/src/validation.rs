@@ -170,12 +170,16 @@ const REGION_FIELD: &str = "spec.shoot.region";
 /// How the refusal of a region without an audit-log tenant begins.
 pub(crate) const NO_AUDIT_LOG_TENANT: &str = "no audit-log tenant is configured";
 
-/// `spec.shoot.provider.workers[i].zones` or one of its elements.
+/// The `zones` of a pool (`workers[i]` or `additionalWorkers[i]`) or one of its elements.
 fn is_zone_field(field: &str) -> bool {
-    field
-        .strip_prefix("spec.shoot.provider.workers[")
-        .and_then(|rest| rest.split_once(']'))
-        .is_some_and(|(_, rest)| rest == ".zones" || rest.starts_with(".zones["))
+    [
+        "spec.shoot.provider.workers[",
+        "spec.shoot.provider.additionalWorkers[",
+    ]
+    .iter()
+    .filter_map(|pools| field.strip_prefix(pools))
+    .filter_map(|rest| rest.split_once(']'))
+    .any(|(_, rest)| rest == ".zones" || rest.starts_with(".zones["))
 }
 
 /// Settings of the validation that live outside the KIM configuration (controller flags).
@@ -296,6 +300,10 @@ mod tests {
             "spec.shoot.provider.workers[1].zonesExtra",
             "not a zone field",
         );
+        f.violation(
+            "spec.shoot.provider.additionalWorkers[0].zones[1]",
+            "not a zone of x",
+        );
         let kept = |f: &ValidationOutcome| -> Vec<String> {
             f.violations.iter().map(|v| v.to_string()).collect()
         };
@@ -306,6 +314,7 @@ mod tests {
                 "spec.shoot.provider.workers[0].zones: must list a zone",
                 "spec.shoot.provider.workers[0].name: first",
                 "spec.shoot.provider.workers[1].zonesExtra: not a zone field",
+                "spec.shoot.provider.additionalWorkers[0].zones[1]: not a zone of x",
             ]
         );
         let mut tenantless = f.clone();
@@ -313,7 +322,7 @@ mod tests {
             "spec.shoot.region",
             format!("{NO_AUDIT_LOG_TENANT} for aws region \"x\""),
         );
-        assert_eq!(tenantless.presentable().violations.len(), 5, "zones stand");
+        assert_eq!(tenantless.presentable().violations.len(), 6, "zones stand");
         f.violation(
             "spec.shoot.region",
             format!("{NO_AUDIT_LOG_TENANT} for aws region \"x\""),

@@ -169,7 +169,7 @@ pub struct ServeArgs {
     pub audit_log_mandatory: bool,
 
     /// Namespaces of the runtime clusters a RuntimeAccess may not use, besides kube-*,
-    /// garden* and kyma-system (comma-separated; the same as the controller's).
+    /// garden*, kyma-system and istio-system (comma-separated; the same as the controller's).
     #[arg(
         long = "access-protected-namespaces",
         env = "KIM_WEBHOOK_ACCESS_PROTECTED_NAMESPACES",

@@ -111,8 +111,6 @@ pub struct AppState {
     pub registry: Registry,
     /// The serving certificate.
     pub resolver: Arc<CertResolver>,
-    /// Whether the configuration was loaded and checked.
-    pub config_valid: AtomicBool,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     /// Set on SIGTERM: `/readyz` fails so that endpoints stop sending reviews here while the
@@ -143,7 +141,6 @@ impl AppState {
             metrics,
             registry,
             resolver,
-            config_valid: AtomicBool::new(true),
             max_body_bytes,
             draining: AtomicBool::new(false),
             body_budget: budget(&limits, max_body_bytes),
@@ -181,8 +178,9 @@ impl AppState {
         budget_size(&self.limits, self.max_body_bytes)
     }
 
-    /// Ready: a certificate is loaded and has not expired, the configuration is valid and,
-    /// when the webhook watches the Gardener CloudProfiles, they are cached.
+    /// Ready: a certificate is loaded and has not expired and, when the webhook watches the
+    /// Gardener CloudProfiles, they are cached. (A configuration that does not load stops the
+    /// program before it serves.)
     pub fn ready(&self) -> Result<(), &'static str> {
         if self.draining.load(Ordering::Relaxed) {
             return Err("shutting down");
@@ -193,9 +191,6 @@ impl AppState {
                 return Err("the serving certificate has expired");
             }
             Some(_) => {}
-        }
-        if !self.config_valid.load(Ordering::Relaxed) {
-            return Err("the KIM configuration is not valid");
         }
         if let Some(profiles) = &self.ctx.cloud_profiles {
             profiles.ready()?;

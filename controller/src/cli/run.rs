@@ -361,7 +361,7 @@ pub struct AccessArgs {
     #[arg(long = "access-rotation-ratio", default_value_t = 0.8, value_parser = parse_rotation_ratio)]
     pub rotation_ratio: f64,
     /// Namespaces of the runtime clusters a RuntimeAccess may not use, besides kube-*,
-    /// garden* and kyma-system (comma-separated; set the webhook's flag alike).
+    /// garden*, kyma-system and istio-system (comma-separated; set the webhook's flag alike).
     #[arg(long = "access-protected-namespaces", value_delimiter = ',')]
     pub protected_namespaces: Vec<String>,
     /// Existing roles a RuntimeAccess may bind with `spec.roleRef`, as ClusterRole/<name> or
