@@ -24,6 +24,11 @@ pub struct Context {
     /// Client of the Gardener project: rate-limited, timed out, verb allow-listed
     /// (see [`crate::gardener::client`]).
     pub gardener: kube::Client,
+    /// The same for the Shoot watch, with a rate limiter of its own (as client-go gives each
+    /// client one): the pages of a relist do not wait in line behind the reconcilers'
+    /// requests. Behind a busy line a relist of 10,000 Shoots (100 pages) would take longer
+    /// than etcd keeps its continue token, and start over for good.
+    pub gardener_watch: kube::Client,
     /// The Gardener project namespace, `garden-<project>`.
     pub gardener_namespace: String,
     /// What the reconcilers are configured with.
@@ -90,6 +95,14 @@ fn bounded_note(note: &str) -> String {
     kim_shared::api::cut_marked(note.to_owned(), MAX_NOTE, "...")
 }
 
+/// The Gardener clients ([`Context::gardener`], [`Context::gardener_watch`]).
+pub struct GardenerClients {
+    /// For the reconcilers' requests.
+    pub requests: kube::Client,
+    /// For the Shoot watch.
+    pub watch: kube::Client,
+}
+
 /// Name that Events and field managers report.
 pub const CONTROLLER_NAME: &str = "kim-controller";
 
@@ -97,7 +110,7 @@ impl Context {
     /// Builds the context; `registry` must already hold [`Metrics`].
     pub fn new(
         kcp: kube::Client,
-        gardener: kube::Client,
+        gardener: GardenerClients,
         settings: Settings,
         config: Arc<kim_shared::config::KimConfig>,
         metrics: Arc<Metrics>,
@@ -108,7 +121,8 @@ impl Context {
         Self {
             gardener_namespace: settings.gardener_namespace.clone(),
             kcp,
-            gardener,
+            gardener: gardener.requests,
+            gardener_watch: gardener.watch,
             settings,
             config,
             metrics,

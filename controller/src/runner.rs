@@ -11,9 +11,7 @@ use prometheus_client::registry::Registry;
 use crate::cli::run::RunArgs;
 use crate::context::{Context, Shutdown};
 use crate::gardener::allow::AllowList;
-use crate::gardener::client::{
-    self as gclient, GardenerClientError, GardenerGuardLayer, GuardSettings,
-};
+use crate::gardener::client::{self as gclient, GardenerClientError, GuardSettings};
 use crate::leader::{LeaderElection, LeaderError, Leadership};
 use crate::metrics::Metrics;
 
@@ -134,15 +132,18 @@ impl Process {
 
         let gardener_config = gclient::load_config(&args.gardener_kubeconfig_path).await?;
         let gardener_url = gardener_config.cluster_url.to_string();
-        let layer = GardenerGuardLayer::new(
-            GuardSettings {
-                allow: AllowList::new(args.gardener_namespace()),
-                qps: args.gardener_ratelimiter_qps,
-                burst: args.gardener_ratelimiter_burst,
-                timeout: args.gardener_request_timeout,
-                write_timeout: args.gardener_write_timeout,
-            },
-            metrics.clone(),
+        let guard = GuardSettings {
+            allow: AllowList::new(args.gardener_namespace()),
+            qps: args.gardener_ratelimiter_qps,
+            burst: args.gardener_ratelimiter_burst,
+            timeout: args.gardener_request_timeout,
+            write_timeout: args.gardener_write_timeout,
+        };
+        let (layer, watch_layer) = gclient::guards(guard, metrics.clone())?;
+        let gardener_watch = gclient::build(
+            gardener_config.clone(),
+            &watch_layer,
+            &args.gardener_kubeconfig_path,
         )?;
         let gardener = gclient::build(gardener_config, &layer, &args.gardener_kubeconfig_path)?;
 
@@ -166,7 +167,10 @@ impl Process {
 
         let ctx = Arc::new(Context::new(
             kcp,
-            gardener,
+            crate::context::GardenerClients {
+                requests: gardener,
+                watch: gardener_watch,
+            },
             settings,
             config,
             metrics,

@@ -7,8 +7,8 @@ use std::fmt::Debug;
 
 use futures::{FutureExt, Stream, StreamExt, future};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::{Api, Resource, ResourceExt};
@@ -81,11 +81,12 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
     let sweeping = forget.clone();
+    let store = writer.as_reader();
     // The store's own readiness wakes one waiter only (kube's Controller, which polls it
     // too): the sweep learns of the first list from the stream instead.
     let (listed_tx, listed) = tokio::sync::watch::channel(false);
     let sweep = tokio::spawn(sweep(
-        writer.as_reader(),
+        store.clone(),
         listed,
         every(SWEEP_PERIOD),
         move |present| sweeping.forget_missing(present),
@@ -102,9 +103,72 @@ where
                 listed_tx.send_replace(true);
             }
             _ => {}
+        });
+    (settled(events, store, Deletions::Skip), sweep)
+}
+
+/// Whether [`settled`] passes on the objects a watch reports deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletions {
+    /// Each deleted object is a trigger too (a watch of objects another kind depends on).
+    Trigger,
+    /// Deleted objects trigger nothing (a watch of the reconciled kind: a deleted object is
+    /// not reconciled).
+    Skip,
+}
+
+/// The objects of a reflected watch (`events`, already applied to `store`) as controller
+/// triggers: each object applied (and, with [`Deletions::Trigger`], deleted) as it comes, and
+/// the objects of a (re)list only at its end, once `store` holds the list: all of them, and
+/// with [`Deletions::Trigger`] those the list no longer has.
+///
+/// kube's store swaps a relist in only at its end (`InitDone`), while kube's
+/// `applied_objects` passes each listed object on at once: a reconcile it triggers reads the
+/// object from the store as it was before the relist (an older version), or not at all (an
+/// object created while the watch was cut off is not found, and dropped), and nothing
+/// triggers it again. After an API server restart, a KEB update or a new Runtime of the gap
+/// would have waited for an unrelated event.
+pub fn settled<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    store: Store<K>,
+    deletions: Deletions,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    // What the store held when the list began (with `Deletions::Trigger`).
+    let mut before: Vec<Arc<K>> = Vec::new();
+    events
+        .map(move |event| {
+            let triggers: Vec<Result<Arc<K>, watcher::Error>> = match event {
+                Ok(watcher::Event::Apply(obj)) => vec![Ok(Arc::new(obj))],
+                Ok(watcher::Event::Delete(obj)) if deletions == Deletions::Trigger => {
+                    vec![Ok(Arc::new(obj))]
+                }
+                Ok(watcher::Event::Delete(_) | watcher::Event::InitApply(_)) => Vec::new(),
+                Ok(watcher::Event::Init) => {
+                    if deletions == Deletions::Trigger {
+                        before = store.state();
+                    }
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let listed = store.state();
+                    let present: std::collections::HashSet<ObjectRef<K>> =
+                        listed.iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+                    let gone: Vec<Arc<K>> = std::mem::take(&mut before)
+                        .into_iter()
+                        .filter(|o| !present.contains(&ObjectRef::from_obj(&**o)))
+                        .collect();
+                    listed.into_iter().chain(gone).map(Ok).collect()
+                }
+                Err(e) => vec![Err(e)],
+            };
+            futures::stream::iter(triggers)
         })
-        .applied_objects();
-    (events, sweep)
+        .flatten()
+        // One clone at a time, as the Controller takes each trigger.
+        .map(|trigger| trigger.map(Arc::unwrap_or_clone))
 }
 
 /// How often [`sweep`] hands over what the cache holds.
@@ -478,12 +542,14 @@ mod tests {
         });
         let shutdown = crate::Shutdown::new();
         let (objects, sweep) = cached(events, writer, heard.clone(), shutdown.clone());
-        let applied: Vec<String> = objects
+        let mut applied: Vec<String> = objects
             .map(|o| o.expect("no error").name_any())
             .collect()
             .await;
         shutdown.cancel();
         sweep.await.expect("the sweep ends on shutdown");
+        // Each list's objects come at its end, in no particular order.
+        applied.sort();
         assert_eq!(applied, ["a", "b", "b", "c"]);
         assert_eq!(
             *heard.calls.lock().expect("not poisoned"),
@@ -497,6 +563,81 @@ mod tests {
                 .is_none_or(Vec::is_empty)),
             "cached without managedFields"
         );
+    }
+
+    /// Every trigger is passed on when the store holds the object at the version triggered (or,
+    /// for a deletion, no longer holds it): a relist's objects only at its end, with those it
+    /// no longer has when deletions trigger too.
+    #[tokio::test]
+    async fn a_relist_triggers_its_objects_once_the_store_holds_them() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::reflector;
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        let at = |name: &str, version: &str| {
+            let mut o = cm(name);
+            o.metadata.resource_version = Some(version.into());
+            o
+        };
+        let events = || {
+            futures::stream::iter(
+                [
+                    Init,
+                    InitApply(at("a", "1")),
+                    InitApply(at("gone", "1")),
+                    InitDone,
+                    Apply(at("a", "2")),
+                    // The watch was cut off: meanwhile `a` changed, `gone` was deleted and
+                    // `new` created.
+                    Init,
+                    InitApply(at("a", "3")),
+                    InitApply(at("new", "1")),
+                    InitDone,
+                    Delete(at("a", "3")),
+                ]
+                .map(Ok),
+            )
+        };
+        for (deletions, expected) in [
+            (
+                Deletions::Trigger,
+                vec![
+                    "a@1 stored 1",
+                    "a@2 stored 2",
+                    "a@3 stored -",
+                    "a@3 stored 3",
+                    "gone@1 stored -",
+                    "gone@1 stored 1",
+                    "new@1 stored 1",
+                ],
+            ),
+            (
+                Deletions::Skip,
+                vec![
+                    "a@1 stored 1",
+                    "a@2 stored 2",
+                    "a@3 stored 3",
+                    "gone@1 stored 1",
+                    "new@1 stored 1",
+                ],
+            ),
+        ] {
+            let (store, writer) = reflector::store::<ConfigMap>();
+            let triggers = settled(events().reflect(writer), store.clone(), deletions);
+            let mut seen: Vec<String> = triggers
+                .map(|o| {
+                    let o = o.expect("no error");
+                    let stored = store
+                        .get(&ObjectRef::from_obj(&o))
+                        .and_then(|s| s.metadata.resource_version.clone())
+                        .unwrap_or_else(|| "-".into());
+                    let version = o.metadata.resource_version.clone().unwrap_or_default();
+                    format!("{}@{version} stored {stored}", o.name_any())
+                })
+                .collect()
+                .await;
+            seen.sort();
+            assert_eq!(seen, expected, "{deletions:?}");
+        }
     }
 
     #[tokio::test]

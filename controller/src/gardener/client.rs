@@ -141,6 +141,18 @@ impl GardenerGuardLayer {
     }
 }
 
+/// The guards of the reconcilers' client and of the Shoot watch's
+/// ([`crate::context::GardenerClients`]): the same settings, a rate limiter each.
+pub fn guards(
+    settings: GuardSettings,
+    metrics: Arc<Metrics>,
+) -> Result<(GardenerGuardLayer, GardenerGuardLayer), GardenerClientError> {
+    Ok((
+        GardenerGuardLayer::new(settings.clone(), metrics.clone())?,
+        GardenerGuardLayer::new(settings, metrics)?,
+    ))
+}
+
 impl<S> Layer<S> for GardenerGuardLayer {
     type Service = GardenerGuard<S>;
     fn layer(&self, inner: S) -> Self::Service {
@@ -719,6 +731,40 @@ users:
         assert!(
             most_overtaken <= CALLERS,
             "a request was overtaken by {most_overtaken} later ones"
+        );
+    }
+
+    /// The Shoot watch's requests do not wait behind the reconcilers': at 1 QPS, burst 1, a
+    /// reconciler request that has to wait leaves the watch's first request free to go.
+    #[tokio::test]
+    async fn the_watch_has_a_rate_limit_of_its_own() {
+        let settings = GuardSettings {
+            allow: AllowList::new("garden-x"),
+            qps: 1,
+            burst: 1,
+            timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+        };
+        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+        let (requests, watch) = guards(settings, metrics).expect("guards");
+        let answer = || {
+            tower::service_fn(|_req: Request<Body>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+            })
+        };
+        let mut requests = requests.layer(answer());
+        let mut watch = watch.layer(answer());
+        requests.call(shoots_get()).await.expect("answer");
+        let waiting = tokio::spawn(requests.call(shoots_get()));
+        tokio::task::yield_now().await;
+        let started = std::time::Instant::now();
+        watch.call(shoots_get()).await.expect("answer");
+        let watch_took = started.elapsed();
+        waiting.await.expect("task").expect("answer");
+        let request_took = started.elapsed();
+        assert!(
+            watch_took < Duration::from_millis(500) && request_took >= Duration::from_millis(500),
+            "the watch's request took {watch_took:?}, the waiting reconciler request {request_took:?}"
         );
     }
 

@@ -59,6 +59,12 @@ struct State {
     last_decrease: Option<Instant>,
 }
 
+impl State {
+    fn full(&self) -> bool {
+        f64::from(self.in_flight) + 1.0 > self.limit.floor().max(1.0)
+    }
+}
+
 /// The adaptive limit, shared by all reconciles.
 pub struct WriteLimit {
     settings: WriteLimitSettings,
@@ -104,7 +110,7 @@ impl WriteLimit {
     /// A slot if fewer than `limit` writes are in flight.
     pub fn try_acquire(self: &Arc<Self>) -> Option<WritePermit> {
         let mut st = lock(&self.state);
-        if f64::from(st.in_flight) + 1.0 > st.limit.floor().max(1.0) {
+        if st.full() {
             return None;
         }
         st.in_flight += 1;
@@ -113,6 +119,11 @@ impl WriteLimit {
             started: Instant::now(),
             done: false,
         })
+    }
+
+    /// Whether every slot is taken ([`WriteLimit::try_acquire`] would give none now).
+    pub fn full(&self) -> bool {
+        lock(&self.state).full()
     }
 
     /// The current limit (rounded down: the writes allowed at once).
@@ -132,9 +143,14 @@ impl WriteLimit {
 
     fn adapt(&self, started: Instant, outcome: WriteOutcome) {
         let mut st = lock(&self.state);
+        // This write among the others in flight: the limit held all it allowed.
+        let used = st.full();
         st.in_flight = st.in_flight.saturating_sub(1);
         match outcome {
-            WriteOutcome::Answered(took) if took < self.settings.slow => {
+            // Grown only while it is what holds writes back: a limit that weeks of one create
+            // at a time had raised to its maximum would let the next burst send that many
+            // creates before Gardener's first answer.
+            WriteOutcome::Answered(took) if took < self.settings.slow && used => {
                 st.limit = (st.limit + 1.0 / st.limit).min(self.settings.max);
             }
             WriteOutcome::Answered(_) | WriteOutcome::Other => {}
@@ -190,21 +206,38 @@ mod tests {
         assert_eq!(l.limit(), 2, "neither outcome changes the limit");
     }
 
+    /// Every slot taken, then each freed with a fast answer and taken again at once.
+    fn fast_answers_at_the_limit(l: &Arc<WriteLimit>, answers: usize) {
+        let mut held: Vec<_> = std::iter::from_fn(|| l.try_acquire()).collect();
+        assert!(l.full());
+        for _ in 0..answers {
+            held.remove(0)
+                .finish(WriteOutcome::Answered(Duration::from_millis(100)));
+            held.extend(std::iter::from_fn(|| l.try_acquire()));
+        }
+    }
+
     #[test]
     fn grows_by_one_per_window_of_fast_answers() {
         let l = limit(4.0);
-        for _ in 0..4 {
-            l.try_acquire()
-                .expect("slot")
-                .finish(WriteOutcome::Answered(Duration::from_millis(100)));
-        }
+        fast_answers_at_the_limit(&l, 4);
         assert_eq!(l.limit(), 4, "4.92 after four answers");
-        for _ in 0..2 {
+        fast_answers_at_the_limit(&l, 2);
+        assert_eq!(l.limit(), 5);
+    }
+
+    #[test]
+    fn grows_only_while_it_holds_writes_back() {
+        let l = limit(4.0);
+        for _ in 0..100 {
+            assert!(!l.full());
             l.try_acquire()
                 .expect("slot")
                 .finish(WriteOutcome::Answered(Duration::from_millis(100)));
         }
-        assert_eq!(l.limit(), 5);
+        assert_eq!(l.limit(), 4, "one create at a time does not raise it");
+        fast_answers_at_the_limit(&l, 6);
+        assert_eq!(l.limit(), 5, "answers at the limit raise it");
     }
 
     #[test]

@@ -156,12 +156,12 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
                 listed_tx.send_replace(true);
             }
         }
-    })
-    .applied_objects()
-    .predicate_filter(
-        predicates::labels.combine(predicates::annotations),
-        PredicateConfig::default(),
-    );
+    });
+    let secrets = crate::watch::settled(secrets, store.clone(), crate::watch::Deletions::Skip)
+        .predicate_filter(
+            predicates::labels.combine(predicates::annotations),
+            PredicateConfig::default(),
+        );
     let events = futures::stream::unfold(rx, move |mut rx| {
         let ns = ns.clone();
         async move {

@@ -109,6 +109,14 @@ impl Error {
     }
 }
 
+/// Backoff after a write conflict: the watch usually brings the newer object within a
+/// second; while it lags (a quiet watch under load), the Runtimes that conflicted do not all
+/// write again every half second, together.
+pub const CONFLICT_BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    cap: Duration::from_secs(30),
+};
+
 /// Per-object backoff after a failed reconcile: 1 s, 2 s, 4 s ... capped at 5 min.
 pub const BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(1),
@@ -294,9 +302,10 @@ pub async fn run(
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
     let generations = shoot_cache::ShootGenerations::default();
     let mut notes = shoot_cache::ShootWatchNotes::new(rotations, generations.clone());
+    let shoot_store = shoot_writer.as_reader();
     let shoots = crate::watch::gardener_backoff(
         watcher(
-            Api::<CachedShoot>::namespaced(ctx.gardener.clone(), &ctx.gardener_namespace),
+            Api::<CachedShoot>::namespaced(ctx.gardener_watch.clone(), &ctx.gardener_namespace),
             watcher::Config::default().page_size(LIST_PAGE_SIZE),
         ),
         ctx.gardener_recoveries.clone(),
@@ -307,8 +316,8 @@ pub async fn run(
         if let Ok(event) = event {
             notes.note(event);
         }
-    })
-    .touched_objects();
+    });
+    let shoots = crate::watch::settled(shoots, shoot_store, crate::watch::Deletions::Trigger);
     let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
     let (gc_store, gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
     let clusters = watcher(
@@ -324,8 +333,9 @@ pub async fn run(
         o.metadata.annotations = None;
         o.keep_only_state();
     })
-    .reflect(gc_writer)
-    .touched_objects();
+    .reflect(gc_writer);
+    let clusters =
+        crate::watch::settled(clusters, gc_store.clone(), crate::watch::Deletions::Trigger);
     let clusters = crate::watch::without_errors(clusters, "gardenerclusters", ctx.metrics.clone());
 
     let (acl, acl_changes) = acl::watch(&ctx, rt_store.clone()).unzip();
@@ -618,8 +628,9 @@ fn error_policy(runtime: Arc<CachedRuntime>, err: &Error, reconciler: Arc<Reconc
     let runtime_id = runtime_id(&*runtime);
     match err.kind() {
         classify::ApiErrorKind::Conflict => {
-            tracing::info!(controller = CONTROLLER, runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), "conflict; retrying with fresh data");
-            Action::requeue(Duration::from_millis(500))
+            let delay = CONFLICT_BACKOFF.random_delay(failures);
+            tracing::info!(controller = CONTROLLER, runtime_id, shoot = %runtime.shoot_name(), error = %crate::redact::logged(err), retry_in = ?delay, "conflict; retrying with fresh data");
+            Action::requeue(delay)
         }
         kind => {
             let delay = BACKOFF.random_delay(failures);

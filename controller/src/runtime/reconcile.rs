@@ -247,6 +247,14 @@ async fn create_shoot(
         draft.state(RuntimeState::Pending);
         return Ok(Action::requeue(wait.min(RETRY)));
     }
+    // Waiting for a create slot with the referenced objects written for this generation:
+    // nothing is left to do before the create, so look again without converting (thousands
+    // of Runtimes waiting while Gardener is slow would otherwise convert each every two
+    // seconds).
+    if reconciler.create_limit.full() && reconciler.references_written(runtime) {
+        reconciler.publish_create_limit();
+        return Ok(Action::requeue(SLOT_WAIT.random_delay(1)));
+    }
     if let Some(action) = super::audit_log::reserve(reconciler, runtime, draft).await {
         return Ok(action);
     }

@@ -10,42 +10,64 @@ use kube::api::{DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Api, Client};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The regions of a provider's usable Seeds, or why they could not be listed.
+pub type Listed = Result<Vec<String>, Arc<kube::Error>>;
 
 /// [`usable_regions`] per provider, read at most every [`UsableRegions::TTL`]: Runtimes of one
 /// provider created in a burst (each looking again every 2 s while it waits for a create slot)
-/// share one cluster-wide list of Seeds.
+/// share one cluster-wide list of Seeds. One list at a time: Runtimes that find it expired
+/// together wait for the same list, and a failed list answers them all (for
+/// [`UsableRegions::FAILURE_TTL`]), so that Gardener in trouble is not asked again by each.
 #[derive(Default)]
-pub struct UsableRegions(
-    std::sync::Mutex<std::collections::HashMap<String, (Instant, Vec<String>)>>,
-);
+pub struct UsableRegions {
+    cached: std::sync::Mutex<std::collections::HashMap<String, (Instant, Listed)>>,
+    listing: tokio::sync::Mutex<()>,
+}
 
 impl UsableRegions {
     /// How long a list serves.
     pub const TTL: Duration = Duration::from_secs(30);
 
-    /// The regions of `provider`'s usable Seeds, from a list at most [`Self::TTL`] old.
-    pub async fn get(&self, client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
-        if let Some(regions) = self.fresh(provider) {
-            return Ok(regions);
+    /// How long a failed list serves.
+    pub const FAILURE_TTL: Duration = Duration::from_secs(5);
+
+    /// The regions of `provider`'s usable Seeds, from a list at most [`Self::TTL`] old (or
+    /// the failure of one at most [`Self::FAILURE_TTL`] old).
+    pub async fn get(&self, client: &Client, provider: &str) -> Listed {
+        if let Some(listed) = self.fresh(provider) {
+            return listed;
         }
-        let regions = usable_regions(client, provider).await?;
-        self.0
+        let _one_list = self.listing.lock().await;
+        if let Some(listed) = self.fresh(provider) {
+            return listed;
+        }
+        let listed = usable_regions(client, provider).await.map_err(Arc::new);
+        self.cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(provider.to_owned(), (Instant::now(), regions.clone()));
-        Ok(regions)
+            .insert(provider.to_owned(), (Instant::now(), listed.clone()));
+        listed
     }
 
-    fn fresh(&self, provider: &str) -> Option<Vec<String>> {
+    fn fresh(&self, provider: &str) -> Option<Listed> {
         let cached = self
-            .0
+            .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         cached
             .get(provider)
-            .filter(|(at, _)| at.elapsed() < Self::TTL)
-            .map(|(_, regions)| regions.clone())
+            .filter(|(at, listed)| {
+                let ttl = if listed.is_ok() {
+                    Self::TTL
+                } else {
+                    Self::FAILURE_TTL
+                };
+                at.elapsed() < ttl
+            })
+            .map(|(_, listed)| listed.clone())
     }
 }
 
@@ -163,5 +185,56 @@ mod tests {
             backup_ready,
         ];
         assert_eq!(regions_of(&seeds, "aws"), ["r6"]);
+    }
+
+    /// A client whose every request is counted and answered with `status` and `body`.
+    fn counted(status: u16, body: Value) -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = requests.clone();
+        let service = tower::service_fn(move |_req: http::Request<kube::client::Body>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = body.to_string();
+            async move {
+                // Long enough for every caller to find the list under way.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.into_bytes()))
+            }
+        });
+        (Client::new(service, "default"), requests)
+    }
+
+    /// Runtimes that find the list expired together wait for one list, and a failed list
+    /// answers them all: one request each time, not one per Runtime.
+    #[tokio::test]
+    async fn callers_together_share_one_list_and_its_failure() {
+        let list = json!({"apiVersion": "core.gardener.cloud/v1beta1", "kind": "SeedList",
+            "metadata": {}, "items": [seed("aws", "eu-central-1")]});
+        let busy = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "reason": "ServiceUnavailable", "code": 503, "message": "busy"});
+        for (status, body, ok) in [(200, list, true), (503, busy, false)] {
+            let (client, requests) = counted(status, body);
+            let regions = Arc::new(UsableRegions::default());
+            let callers: Vec<_> = (0..10)
+                .map(|_| {
+                    let (regions, client) = (regions.clone(), client.clone());
+                    tokio::spawn(async move { regions.get(&client, "aws").await })
+                })
+                .collect();
+            for caller in callers {
+                let listed = caller.await.expect("caller");
+                assert_eq!(listed.is_ok(), ok, "{listed:?}");
+                if let Ok(regions) = listed {
+                    assert_eq!(regions, ["eu-central-1"]);
+                }
+            }
+            assert_eq!(
+                requests.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "status {status}"
+            );
+        }
     }
 }
