@@ -154,12 +154,17 @@ where
                 }
                 Ok(watcher::Event::InitDone) => {
                     let listed = store.state();
-                    let present: std::collections::HashSet<ObjectRef<K>> =
-                        listed.iter().map(|o| ObjectRef::from_obj(&**o)).collect();
-                    let gone: Vec<Arc<K>> = std::mem::take(&mut before)
-                        .into_iter()
-                        .filter(|o| !present.contains(&ObjectRef::from_obj(&**o)))
-                        .collect();
+                    let before = std::mem::take(&mut before);
+                    let gone: Vec<Arc<K>> = if before.is_empty() {
+                        Vec::new()
+                    } else {
+                        let present: std::collections::HashSet<ObjectRef<K>> =
+                            listed.iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+                        before
+                            .into_iter()
+                            .filter(|o| !present.contains(&ObjectRef::from_obj(&**o)))
+                            .collect()
+                    };
                     listed.into_iter().chain(gone).map(Ok).collect()
                 }
                 Err(e) => vec![Err(e)],
