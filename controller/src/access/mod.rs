@@ -143,9 +143,9 @@ impl ByRuntime {
 
     /// Holds exactly what the cache holds. The cache is read under the index's lock: the watch
     /// writes an applied or deleted object to the cache before it inserts or removes it here,
-    /// so a change the read missed waits for the lock and lands on the new index. A relist
-    /// inserts here before the cache has its objects (kube swaps the list in at its end), so
-    /// a sweep during a relist may drop them; the refresh at the list's end brings them back.
+    /// so a change the read missed waits for the lock and lands on the new index. A relist's
+    /// objects are inserted here only after its end, when the cache holds them and this
+    /// refresh has run ([`crate::watch::settled`]).
     pub fn refresh(&self) {
         let mut index = self.lock();
         let mut fresh: HashMap<String, HashSet<_>> = HashMap::new();

@@ -172,28 +172,15 @@ pub fn watch(
     let events = crate::watch::without_errors(events, "acl_configmap", ctx.metrics.clone());
     let listed = Arc::new(AtomicBool::new(false));
     let first_list = listed.clone();
-    // The data last seen: `None` before the first list, empty while the ConfigMap is gone.
-    let mut seen: Option<BTreeMap<String, String>> = None;
+    let mut changes = DataChanges::default();
     let triggers = events
         .filter_map(move |event| {
-            let fire = match event {
-                Ok(watcher::Event::InitDone) => {
-                    let first = !first_list.swap(true, Ordering::AcqRel);
-                    seen.get_or_insert_with(BTreeMap::new);
-                    first
-                }
-                Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
-                    let data = cm.data.unwrap_or_default();
-                    let changed = seen.as_ref().is_some_and(|before| *before != data);
-                    seen = Some(data);
-                    changed
-                }
-                Ok(watcher::Event::Delete(_)) => {
-                    seen = Some(BTreeMap::new());
-                    false
-                }
-                Ok(watcher::Event::Init) | Err(_) => false,
-            };
+            let fire = event.is_ok_and(|event| {
+                let changed = changes.note(&event);
+                let first = matches!(event, watcher::Event::InitDone)
+                    && !first_list.swap(true, Ordering::AcqRel);
+                changed || first
+            });
             future::ready(fire.then_some(()))
         })
         .flat_map(move |()| {
@@ -218,9 +205,101 @@ pub fn watch(
     ))
 }
 
+/// Whether the ConfigMap's data changed, from the events of its watch.
+#[derive(Default)]
+struct DataChanges {
+    /// The data last seen: `None` before the first list, empty while the ConfigMap is gone.
+    seen: Option<BTreeMap<String, String>>,
+    /// The data of the list under way (`None`: it has no ConfigMap so far).
+    listed: Option<BTreeMap<String, String>>,
+}
+
+impl DataChanges {
+    /// Whether `event` changed the data seen. A (re)list is compared at its end, once the
+    /// watch's store holds it (the reconciles it triggers read the ConfigMap from there). A
+    /// ConfigMap that is gone (deleted, or missing from a relist) changes nothing: the
+    /// Runtimes keep the ACL they have until it is back.
+    fn note(&mut self, event: &watcher::Event<ConfigMap>) -> bool {
+        match event {
+            watcher::Event::Init => {
+                self.listed = None;
+                false
+            }
+            watcher::Event::InitApply(cm) => {
+                self.listed = Some(cm.data.clone().unwrap_or_default());
+                false
+            }
+            watcher::Event::InitDone => match self.listed.take() {
+                Some(data) => self.seen_now(data),
+                None => self.gone(),
+            },
+            watcher::Event::Apply(cm) => self.seen_now(cm.data.clone().unwrap_or_default()),
+            watcher::Event::Delete(_) => self.gone(),
+        }
+    }
+
+    fn gone(&mut self) -> bool {
+        self.seen = Some(BTreeMap::new());
+        false
+    }
+
+    fn seen_now(&mut self, data: BTreeMap<String, String>) -> bool {
+        let changed = self.seen.as_ref().is_some_and(|before| *before != data);
+        self.seen = Some(data);
+        changed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A change of the data triggers once the store holds it: for a relist only at its end.
+    #[test]
+    fn a_data_change_triggers_once_the_watch_holds_it() {
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        let cm = |value: &str| ConfigMap {
+            data: Some(BTreeMap::from([(
+                "acl-list.json".to_owned(),
+                value.to_owned(),
+            )])),
+            ..Default::default()
+        };
+        let mut changes = DataChanges::default();
+        let fired: Vec<bool> = [
+            Init,
+            InitApply(cm("a")),
+            InitDone,
+            Apply(cm("a")),
+            Apply(cm("b")),
+            // A relist that brings another value: at its end.
+            Init,
+            InitApply(cm("c")),
+            InitDone,
+            // One that brings the same.
+            Init,
+            InitApply(cm("c")),
+            InitDone,
+            // Gone (deleted, or not in a relist), then back.
+            Delete(cm("c")),
+            Apply(cm("c")),
+            Init,
+            InitDone,
+            Init,
+            InitApply(cm("c")),
+            InitDone,
+        ]
+        .iter()
+        .map(|event| changes.note(event))
+        .collect();
+        assert_eq!(
+            fired,
+            [
+                false, false, false, false, true, false, false, true, false, false, false, false,
+                true, false, false, false, false, true
+            ]
+        );
+    }
 
     fn addresses(nat: &str) -> AclAddresses {
         AclAddresses {

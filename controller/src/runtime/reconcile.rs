@@ -17,6 +17,7 @@ use serde_json::json;
 use super::classify::{self, ApiErrorKind};
 use super::full_update::FullUpdate;
 use super::requeue::{PERMANENT_RETRY, RETRY, SAFETY_REQUEUE, SLOT_WAIT};
+use super::seed::Regions;
 use super::status::{CondStatus, StatusDraft};
 use super::{Error, Reconciler, cluster};
 use crate::gardener::limit::WriteOutcome;
@@ -397,8 +398,8 @@ async fn check_seed(
         .get(&reconciler.ctx.gardener, provider)
         .await
     {
-        Ok(regions) if regions.iter().any(|r| r == region) => None,
-        Ok(regions) => {
+        Regions::Listed(regions) if regions.iter().any(|r| r == region) => None,
+        Regions::Listed(regions) => {
             tracing::warn!(provider, %region, "no usable Seed in the region; no Shoot created");
             draft.set(
                 condition::PROVISIONED,
@@ -413,7 +414,7 @@ async fn check_seed(
             draft.state(RuntimeState::Failed);
             Some(Action::requeue(PERMANENT_RETRY))
         }
-        Err(e) => Some(gardener_failure(
+        Regions::Failed(e) => Some(gardener_failure(
             reconciler,
             runtime,
             draft,
@@ -424,6 +425,9 @@ async fn check_seed(
             ),
             &e,
         )),
+        // The Runtime whose list failed reported it; this one waits without a refusal of its
+        // own (Gardener answered once).
+        Regions::FailedRecently(wait) => Some(Action::requeue(wait)),
     }
 }
 

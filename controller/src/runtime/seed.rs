@@ -13,17 +13,30 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The regions of a provider's usable Seeds, or why they could not be listed.
-pub type Listed = Result<Vec<String>, Arc<kube::Error>>;
+/// The provider type and region of each usable Seed.
+type Usable = Arc<Vec<(String, String)>>;
 
-/// [`usable_regions`] per provider, read at most every [`UsableRegions::TTL`]: Runtimes of one
-/// provider created in a burst (each looking again every 2 s while it waits for a create slot)
-/// share one cluster-wide list of Seeds. One list at a time: Runtimes that find it expired
-/// together wait for the same list, and a failed list answers them all (for
-/// [`UsableRegions::FAILURE_TTL`]), so that Gardener in trouble is not asked again by each.
+/// What [`UsableRegions::get`] answers.
+#[derive(Debug)]
+pub enum Regions {
+    /// The regions of the provider's usable Seeds, sorted and without repeats.
+    Listed(Vec<String>),
+    /// This call listed the Seeds, and the list failed.
+    Failed(kube::Error),
+    /// Another call's list failed a moment ago (and that call reported it): look again after
+    /// this long.
+    FailedRecently(Duration),
+}
+
+/// The usable Seeds, listed at most every [`UsableRegions::TTL`]: Runtimes created in a burst
+/// (each looking again every 2 s while it waits for a create slot) share one cluster-wide list
+/// of Seeds, whatever their provider. One list at a time: Runtimes that find it expired together
+/// wait for the same list, and a failed list makes the others wait out
+/// [`UsableRegions::FAILURE_TTL`] without asking Gardener, which is in trouble, again each.
 #[derive(Default)]
 pub struct UsableRegions {
-    cached: std::sync::Mutex<std::collections::HashMap<String, (Instant, Listed)>>,
+    /// The last list: when, and the usable Seeds (`None`: it failed).
+    last: std::sync::Mutex<Option<(Instant, Option<Usable>)>>,
     listing: tokio::sync::Mutex<()>,
 }
 
@@ -31,48 +44,56 @@ impl UsableRegions {
     /// How long a list serves.
     pub const TTL: Duration = Duration::from_secs(30);
 
-    /// How long a failed list serves.
+    /// How long a failed list holds the next one back.
     pub const FAILURE_TTL: Duration = Duration::from_secs(5);
 
-    /// The regions of `provider`'s usable Seeds, from a list at most [`Self::TTL`] old (or
-    /// the failure of one at most [`Self::FAILURE_TTL`] old).
-    pub async fn get(&self, client: &Client, provider: &str) -> Listed {
-        if let Some(listed) = self.fresh(provider) {
-            return listed;
+    /// The regions of `provider`'s usable Seeds, from a list at most [`Self::TTL`] old.
+    pub async fn get(&self, client: &Client, provider: &str) -> Regions {
+        if let Some(answer) = self.fresh(provider) {
+            return answer;
         }
         let _one_list = self.listing.lock().await;
-        if let Some(listed) = self.fresh(provider) {
-            return listed;
+        if let Some(answer) = self.fresh(provider) {
+            return answer;
         }
-        let listed = usable_regions(client, provider).await.map_err(Arc::new);
-        self.cached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(provider.to_owned(), (Instant::now(), listed.clone()));
-        listed
-    }
-
-    fn fresh(&self, provider: &str) -> Option<Listed> {
-        let cached = self
-            .cached
+        let listed = usable_seeds(client).await;
+        let mut last = self
+            .last
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        cached
-            .get(provider)
-            .filter(|(at, listed)| {
-                let ttl = if listed.is_ok() {
-                    Self::TTL
-                } else {
-                    Self::FAILURE_TTL
-                };
-                at.elapsed() < ttl
-            })
-            .map(|(_, listed)| listed.clone())
+        match listed {
+            Ok(seeds) => {
+                let regions = regions_in(&seeds, provider);
+                *last = Some((Instant::now(), Some(Arc::new(seeds))));
+                Regions::Listed(regions)
+            }
+            Err(e) => {
+                *last = Some((Instant::now(), None));
+                Regions::Failed(e)
+            }
+        }
+    }
+
+    fn fresh(&self, provider: &str) -> Option<Regions> {
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (at, seeds) = last.as_ref()?;
+        match seeds {
+            Some(seeds) => {
+                (at.elapsed() < Self::TTL).then(|| Regions::Listed(regions_in(seeds, provider)))
+            }
+            None => Self::FAILURE_TTL
+                .checked_sub(at.elapsed())
+                .filter(|left| !left.is_zero())
+                .map(Regions::FailedRecently),
+        }
     }
 }
 
-/// The regions that have a usable Seed of `provider`, sorted and without repeats.
-async fn usable_regions(client: &Client, provider: &str) -> Result<Vec<String>, kube::Error> {
+/// The usable Seeds of the landscape (see the module's documentation).
+async fn usable_seeds(client: &Client) -> Result<Vec<(String, String)>, kube::Error> {
     let resource = ApiResource {
         group: "core.gardener.cloud".into(),
         version: "v1beta1".into(),
@@ -89,17 +110,32 @@ async fn usable_regions(client: &Client, provider: &str) -> Result<Vec<String>, 
         .filter(|s| s.metadata.deletion_timestamp.is_none())
         .map(|s| s.data.clone())
         .collect();
-    Ok(regions_of(&values, provider))
+    Ok(usable_of(&values))
 }
 
-/// The regions of the usable Seeds (their `spec` and `status`, without metadata) of `provider`.
-fn regions_of(seeds: &[Value], provider: &str) -> Vec<String> {
+/// The provider type and region of each usable Seed (their `spec` and `status`, without
+/// metadata).
+fn usable_of(seeds: &[Value]) -> Vec<(String, String)> {
+    seeds
+        .iter()
+        .filter(|s| usable(s))
+        .filter_map(|s| {
+            let at = |pointer| {
+                s.pointer(pointer)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            Some((at("/spec/provider/type")?, at("/spec/provider/region")?))
+        })
+        .collect()
+}
+
+/// The regions of the usable Seeds of `provider`, sorted and without repeats.
+fn regions_in(seeds: &[(String, String)], provider: &str) -> Vec<String> {
     let mut regions: Vec<String> = seeds
         .iter()
-        .filter(|s| s.pointer("/spec/provider/type").and_then(Value::as_str) == Some(provider))
-        .filter(|s| usable(s))
-        .filter_map(|s| s.pointer("/spec/provider/region").and_then(Value::as_str))
-        .map(str::to_owned)
+        .filter(|(type_, _)| type_ == provider)
+        .map(|(_, region)| region.clone())
         .collect();
     regions.sort();
     regions.dedup();
@@ -154,8 +190,14 @@ mod tests {
             seed("aws", "us-east-1"),
             seed("gcp", "europe-west3"),
         ];
-        assert_eq!(regions_of(&seeds, "aws"), ["eu-central-1", "us-east-1"]);
-        assert_eq!(regions_of(&seeds, "azure"), Vec::<String>::new());
+        assert_eq!(
+            regions_in(&usable_of(&seeds), "aws"),
+            ["eu-central-1", "us-east-1"]
+        );
+        assert_eq!(
+            regions_in(&usable_of(&seeds), "azure"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -184,7 +226,7 @@ mod tests {
             backup_not_ready,
             backup_ready,
         ];
-        assert_eq!(regions_of(&seeds, "aws"), ["r6"]);
+        assert_eq!(regions_in(&usable_of(&seeds), "aws"), ["r6"]);
     }
 
     /// A client whose every request is counted and answered with `status` and `body`.
@@ -206,30 +248,56 @@ mod tests {
         (Client::new(service, "default"), requests)
     }
 
-    /// Runtimes that find the list expired together wait for one list, and a failed list
-    /// answers them all: one request each time, not one per Runtime.
+    /// Runtimes that find the list expired together wait for one list, whatever their
+    /// provider, and a failed list is reported by the call that sent it, the others told to
+    /// look again shortly: one request each time, not one per Runtime.
     #[tokio::test]
     async fn callers_together_share_one_list_and_its_failure() {
         let list = json!({"apiVersion": "core.gardener.cloud/v1beta1", "kind": "SeedList",
-            "metadata": {}, "items": [seed("aws", "eu-central-1")]});
+            "metadata": {}, "items": [seed("aws", "eu-central-1"), seed("gcp", "europe-west3")]});
         let busy = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
             "reason": "ServiceUnavailable", "code": 503, "message": "busy"});
-        for (status, body, ok) in [(200, list, true), (503, busy, false)] {
+        for (status, body) in [(200, list), (503, busy)] {
             let (client, requests) = counted(status, body);
             let regions = Arc::new(UsableRegions::default());
             let callers: Vec<_> = (0..10)
-                .map(|_| {
+                .map(|i| {
                     let (regions, client) = (regions.clone(), client.clone());
-                    tokio::spawn(async move { regions.get(&client, "aws").await })
+                    let provider = if i % 2 == 0 { "aws" } else { "gcp" };
+                    tokio::spawn(async move { (provider, regions.get(&client, provider).await) })
                 })
                 .collect();
+            let mut answers = Vec::new();
             for caller in callers {
-                let listed = caller.await.expect("caller");
-                assert_eq!(listed.is_ok(), ok, "{listed:?}");
-                if let Ok(regions) = listed {
-                    assert_eq!(regions, ["eu-central-1"]);
-                }
+                answers.push(match caller.await.expect("caller") {
+                    ("aws", Regions::Listed(r)) => {
+                        assert_eq!(r, ["eu-central-1"]);
+                        "listed"
+                    }
+                    ("gcp", Regions::Listed(r)) => {
+                        assert_eq!(r, ["europe-west3"]);
+                        "listed"
+                    }
+                    (_, Regions::Failed(e)) => {
+                        assert!(e.to_string().contains("busy"), "{e}");
+                        "failed"
+                    }
+                    (_, Regions::FailedRecently(wait)) => {
+                        assert!(wait <= UsableRegions::FAILURE_TTL, "{wait:?}");
+                        "failed recently"
+                    }
+                    other => panic!("{other:?}"),
+                });
             }
+            answers.sort_unstable();
+            let expected: Vec<&str> = if status == 200 {
+                vec!["listed"; 10]
+            } else {
+                std::iter::once("failed")
+                    .chain(["failed recently"; 9])
+                    .collect()
+            };
+            assert_eq!(answers, expected, "status {status}");
             assert_eq!(
                 requests.load(std::sync::atomic::Ordering::SeqCst),
                 1,
