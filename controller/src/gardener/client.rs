@@ -142,7 +142,7 @@ impl GardenerGuardLayer {
 }
 
 /// The guards of the reconcilers' client and of the Shoot watch's
-/// ([`crate::context::GardenerClients`]): the same settings, a rate limiter each.
+/// (`Context::gardener` and `Context::gardener_watch`): the same settings, a rate limiter each.
 pub fn guards(
     settings: GuardSettings,
     metrics: Arc<Metrics>,
