@@ -653,12 +653,12 @@ async fn apply(
                 "kubeconfig written"
             );
             record_expiration(reconciler, gc, &written);
-            if forced && let Some(rv) = gc.resource_version() {
-                reconciler
-                    .records
-                    .with(&key(gc), |record| record.forced_served = Some(rv));
-            }
             if forced {
+                if let Some(rv) = gc.resource_version() {
+                    reconciler
+                        .records
+                        .with(&key(gc), |record| record.forced_served = Some(rv));
+                }
                 remove_force_annotation(reconciler, gc).await?;
             } else if annotated && let Err(e) = remove_force_annotation(reconciler, gc).await {
                 // Served before, and the marker kept: the next pass removes it again; this
