@@ -176,6 +176,36 @@ where
         .map(|trigger| trigger.map(Arc::unwrap_or_clone))
 }
 
+/// A watch of objects that trigger another kind's reconciles (their owners, or the objects
+/// that name them), as triggers: each object applied or deleted as it comes, a relist's
+/// objects at its end with those it no longer has ([`settled`] with [`Deletions::Trigger`]),
+/// errors reported under `watch` and dropped ([`without_errors`]).
+///
+/// kube's `owns` and `watches` pass a relist's objects on as they come and nothing for the
+/// objects it no longer has: a Secret deleted while the watch was away (a 410 after an API
+/// server restart or an etcd compaction) never told its GardenerCluster, which waited for its
+/// next periodic pass with the runtime's kubeconfig gone. Their errors also back off every
+/// trigger of the reconciler (see [`without_errors`]). The store this needs keeps names,
+/// labels and owners only, what the triggers read.
+pub fn dependents<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    watch: &'static str,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (store, writer) = kube::runtime::reflector::store();
+    let events = events
+        .modify(|o| {
+            let meta = o.meta_mut();
+            meta.managed_fields = None;
+            meta.annotations = None;
+        })
+        .reflect(writer);
+    without_errors(settled(events, store, Deletions::Trigger), watch, metrics)
+}
+
 /// How often [`sweep`] hands over what the cache holds.
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
@@ -643,6 +673,71 @@ mod tests {
             seen.sort();
             assert_eq!(seen, expected, "{deletions:?}");
         }
+    }
+
+    /// A Secret deleted while the watch was away triggers its owner at the relist's end; a
+    /// failed watch step is dropped, not passed to the Controller (which would back off all
+    /// its triggers); the store keeps no annotations or managedFields.
+    #[tokio::test]
+    async fn dependents_trigger_what_a_relist_no_longer_has_and_drop_errors() {
+        use k8s_openapi::api::core::v1::Secret;
+        use kube::core::PartialObjectMeta;
+        use watcher::Event::{Apply, Init, InitApply, InitDone};
+        let secret = |name: &str, version: &str| {
+            let mut s: PartialObjectMeta<Secret> = serde_json::from_value(serde_json::json!({
+                "apiVersion": "meta.k8s.io/v1",
+                "kind": "PartialObjectMetadata",
+                "metadata": {
+                    "name": name,
+                    "namespace": "kcp-system",
+                    "resourceVersion": version,
+                    "annotations": {"operator.kyma-project.io/last-sync": "x"},
+                    "managedFields": [{"manager": "kim", "operation": "Apply"}],
+                },
+            }))
+            .expect("metadata");
+            s.metadata.resource_version = Some(version.into());
+            s
+        };
+        let events = futures::stream::iter([
+            Ok(Init),
+            Ok(InitApply(secret("kubeconfig-a", "1"))),
+            Ok(InitApply(secret("kubeconfig-b", "1"))),
+            Ok(InitDone),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Apply(secret("kubeconfig-a", "2"))),
+            // Cut off: meanwhile `kubeconfig-b` was deleted.
+            Ok(Init),
+            Ok(InitApply(secret("kubeconfig-a", "3"))),
+            Ok(InitDone),
+        ]);
+        let metrics = Metrics::register(&mut Default::default());
+        let mut seen: Vec<String> = dependents(events, "test", metrics)
+            .map(|o| {
+                let o = o.expect("errors are dropped");
+                assert!(
+                    o.metadata.annotations.is_none() && o.metadata.managed_fields.is_none(),
+                    "{o:?}"
+                );
+                format!(
+                    "{}@{}",
+                    o.name_any(),
+                    o.metadata.resource_version.unwrap_or_default()
+                )
+            })
+            .collect()
+            .await;
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "kubeconfig-a@1",
+                "kubeconfig-a@2",
+                "kubeconfig-a@3",
+                "kubeconfig-b@1",
+                "kubeconfig-b@1"
+            ]
+        );
     }
 
     #[tokio::test]

@@ -23,7 +23,7 @@ use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -33,6 +33,9 @@ pub const CONDITION_TYPE: &str = "KubeconfigReady";
 
 /// Name of this reconciler in metrics and logs.
 pub const CONTROLLER: &str = "access";
+
+/// Name of the watch of the managed Secrets in metrics and logs.
+pub const SECRETS_WATCH: &str = "access_secrets";
 
 /// Finalizer on a RuntimeAccess: the shoot objects and the Secret go before the object does.
 pub const FINALIZER: &str =
@@ -198,7 +201,6 @@ pub async fn run(
         rotations,
         by_runtime.clone(),
     ));
-    ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
     let (stream, sweep) =
@@ -219,20 +221,28 @@ pub async fn run(
             .flat_map(move |id| futures::stream::iter(requests.of(&id)))
             .inspect(move |r| rotated_released.release(r))
     };
-    let run = Controller::for_stream(stream, store.clone())
-        .watches(
+    let stream = crate::watch::without_errors(stream, CONTROLLER, ctx.metrics.clone());
+    let secrets = crate::watch::dependents(
+        watcher::watcher(
             secrets,
-            watcher::Config::default().labels(&managed),
-            move |secret| {
-                let affected = affected_requests(&secret, &requests_of);
-                if is_admin_kubeconfig(&secret) {
-                    for r in &affected {
-                        released.release(r);
-                    }
-                }
-                affected
-            },
+            watcher::Config::default()
+                .labels(&managed)
+                .page_size(crate::LIST_PAGE_SIZE),
         )
+        .default_backoff(),
+        SECRETS_WATCH,
+        ctx.metrics.clone(),
+    );
+    let run = Controller::for_stream(stream, store.clone())
+        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            let affected = affected_requests(&secret, &requests_of);
+            if is_admin_kubeconfig(&secret) {
+                for r in &affected {
+                    released.release(r);
+                }
+            }
+            affected
+        })
         .reconcile_on(rotated_requests)
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())

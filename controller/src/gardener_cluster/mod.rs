@@ -23,7 +23,7 @@ use kim_shared::api::GardenerCluster;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::{reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -32,6 +32,9 @@ use reconcile::Reconciler;
 
 /// Name of this reconciler in metrics and logs.
 pub const CONTROLLER: &str = "gardener_cluster";
+
+/// Name of the watch of the kubeconfig Secrets in metrics and logs.
+pub const SECRETS_WATCH: &str = "gardener_cluster_secrets";
 
 /// Finalizer on a GardenerCluster: its Secret is deleted before the object goes, even when the
 /// controller was down at deletion time (upstream has none; see docs/upstream-differences.md).
@@ -84,11 +87,22 @@ pub async fn run(
     let (store, writer) = reflector::store();
     let (stream, sweep) =
         crate::watch::own_kind(clusters, writer, reconciler.clone(), shutdown.clone());
-    ctx.metrics.track_watch(CONTROLLER);
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
+    let stream = crate::watch::without_errors(stream, CONTROLLER, ctx.metrics.clone());
+    let secrets = crate::watch::dependents(
+        watcher::watcher(
+            secrets,
+            watcher::Config::default()
+                .labels(&managed)
+                .page_size(crate::LIST_PAGE_SIZE),
+        )
+        .default_backoff(),
+        SECRETS_WATCH,
+        ctx.metrics.clone(),
+    );
     let run = Controller::for_stream(stream, store.clone())
-        .owns(secrets, watcher::Config::default().labels(&managed))
+        .owns_stream(secrets)
         .with_config(controller::Config::default().concurrency(workers))
         .reconcile_on(recovered)
         .reconcile_on(
