@@ -570,6 +570,7 @@ pub fn watch_config(
     settings: &Settings,
     runtimes: Store<CachedRuntime>,
     changes: ConfigChanges,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> impl Stream<Item = ObjectRef<CachedRuntime>> + Send + use<> {
     let watched = settings.watched();
     let mut objects: Vec<WatchedObject> = Vec::with_capacity(watched.len());
@@ -594,9 +595,11 @@ pub fn watch_config(
                 key: (kind.clone(), name.clone()),
                 ..WatchedObject::default()
             });
-            watcher(
+            crate::watch::events(
                 api,
                 watcher::Config::default().fields(&format!("metadata.name={name}")),
+                "bootstrapper_config",
+                metrics.clone(),
             )
             .default_backoff()
             .map(move |event| (i, kind.clone(), event))

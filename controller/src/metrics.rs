@@ -175,6 +175,8 @@ pub struct Metrics {
     pub runtime_cluster_requests: Family<RequestLabels, Counter>,
     /// Watch steps that failed because an object did not decode, by watch.
     watch_decode_errors: Family<WatchLabels, Counter>,
+    /// Complete lists (the first and each relist), by watch.
+    watch_lists: Family<WatchLabels, Counter>,
     /// 1 while this replica holds the leader-election Lease, 0 while it waits or after.
     leader: Family<LeaseLabels, Gauge>,
 }
@@ -182,7 +184,8 @@ pub struct Metrics {
 /// Labels naming a watch.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabels {
-    /// `runtimes`, `shoots`, `gardenerclusters`, or the controller whose watches failed.
+    /// The watch: `runtimes`, `shoots`, `gardenerclusters`, `gardener_cluster`, `access`,
+    /// ... (docs/operations.md, watch-cannot-decode).
     pub watch: String,
 }
 
@@ -208,6 +211,7 @@ impl Metrics {
             gardener_rate_limit_wait: rate_limit_histogram(),
             runtime_cluster_requests: Family::default(),
             watch_decode_errors: Family::default(),
+            watch_lists: Family::default(),
             leader: Family::default(),
         };
         // Upstream registers this counter without a prefix.
@@ -299,6 +303,11 @@ impl Metrics {
             "Watch steps that failed because a stored object does not decode; the watch sees no change until it is fixed",
             m.watch_decode_errors.clone(),
         );
+        sub.register(
+            "watch_lists",
+            "Complete lists of each watch: its first, then one per relist (after a 410 Gone, when its resourceVersion is no longer served)",
+            m.watch_lists.clone(),
+        );
         // At 0 from the start, so that a first answer shows in `increase()` and the
         // dashboards have a series before Gardener is ever busy.
         for operation in BUSY_OPERATIONS {
@@ -317,11 +326,28 @@ impl Metrics {
         std::sync::Arc::new(m)
     }
 
-    /// Creates the series of `watch` at 0, so that its first error counts in `increase()`.
+    /// Creates the decode-error series of `watch` at 0, so that its first error counts in
+    /// `increase()`.
     pub fn track_watch(&self, watch: &str) {
         drop(self.watch_decode_errors.get_or_create(&WatchLabels {
             watch: watch.to_owned(),
         }));
+    }
+
+    /// Creates the list series of `watch` at 0, so that its first list counts in `increase()`.
+    pub fn track_lists(&self, watch: &str) {
+        drop(self.watch_lists.get_or_create(&WatchLabels {
+            watch: watch.to_owned(),
+        }));
+    }
+
+    /// Counts one complete list of `watch`.
+    pub fn count_watch_list(&self, watch: &str) {
+        self.watch_lists
+            .get_or_create(&WatchLabels {
+                watch: watch.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one failed step of `watch` on an object that does not decode.

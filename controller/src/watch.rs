@@ -41,16 +41,44 @@ pub fn forget_absent<K: Resource>(present: &[Arc<K>], kept: Vec<String>, forget:
     }
 }
 
+/// The events of a watch of `api` with `config`'s selectors, each (re)list in pages of
+/// [`crate::LIST_PAGE_SIZE`], every complete one counted in
+/// `infrastructure_manager_im_watch_lists_total{watch}`.
+///
+/// Not as streaming lists (KEP-3157), which client-go's informers use from 1.35 on: kube-rs 5
+/// streams from resourceVersion 0, which an API server may answer from a watch cache that lags
+/// behind (several replicas), where a paged list is a consistent read; and it passes over an
+/// object that does not decode and completes the list without it, where a paged list fails as
+/// a whole, so a Shoot missing from the cache could mean a Shoot that does not read.
+pub fn events<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    watch: &'static str,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    metrics.track_lists(watch);
+    watcher::watcher(api, config.page_size(crate::LIST_PAGE_SIZE)).inspect(move |event| {
+        if let Ok(watcher::Event::InitDone) = event {
+            metrics.count_watch_list(watch);
+        }
+    })
+}
+
 /// The watch of a reconciler's own kind in its namespace, filling the store of `writer`:
-/// listed in pages of [`crate::LIST_PAGE_SIZE`], retried with kube's default backoff, cached
+/// listed as [`events`] does, retried with kube's default backoff, cached
 /// without managedFields (no reconciler reads them; a heap profile at 1,000 Runtimes put them
 /// at about 10 KiB of each cached GardenerCluster). `forget` hears of every object the watch
 /// sees deleted, and of what the cache holds every [`SWEEP_PERIOD`] (the task returned, which
-/// ends on `shutdown`).
+/// ends on `shutdown`). Errors are reported as `watch`'s and dropped ([`without_errors`]).
 pub fn own_kind<K>(
     api: Api<K>,
     writer: Writer<K>,
     forget: Arc<impl Forget<K>>,
+    watch: &'static str,
+    metrics: Arc<Metrics>,
     shutdown: crate::Shutdown,
 ) -> (
     impl Stream<Item = Result<K, watcher::Error>> + Send,
@@ -59,12 +87,9 @@ pub fn own_kind<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let events = watcher::watcher(
-        api,
-        watcher::Config::default().page_size(crate::LIST_PAGE_SIZE),
-    )
-    .default_backoff();
-    cached(events, writer, forget, shutdown)
+    let events = events(api, watcher::Config::default(), watch, metrics.clone()).default_backoff();
+    let (objects, sweep) = cached(events, writer, forget, shutdown);
+    (without_errors(objects, watch, metrics), sweep)
 }
 
 /// [`own_kind`] from its watch events.

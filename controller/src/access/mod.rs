@@ -203,8 +203,14 @@ pub async fn run(
     ));
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    let (stream, sweep) =
-        crate::watch::own_kind(requests, writer, reconciler.clone(), shutdown.clone());
+    let (stream, sweep) = crate::watch::own_kind(
+        requests,
+        writer,
+        reconciler.clone(),
+        CONTROLLER,
+        ctx.metrics.clone(),
+        shutdown.clone(),
+    );
     let stream = stream.inspect({
         let by_runtime = by_runtime.clone();
         move |applied| {
@@ -221,13 +227,12 @@ pub async fn run(
             .flat_map(move |id| futures::stream::iter(requests.of(&id)))
             .inspect(move |r| rotated_released.release(r))
     };
-    let stream = crate::watch::without_errors(stream, CONTROLLER, ctx.metrics.clone());
     let secrets = crate::watch::dependents(
-        watcher::watcher(
+        crate::watch::events(
             secrets,
-            watcher::Config::default()
-                .labels(&managed)
-                .page_size(crate::LIST_PAGE_SIZE),
+            watcher::Config::default().labels(&managed),
+            SECRETS_WATCH,
+            ctx.metrics.clone(),
         )
         .default_backoff(),
         SECRETS_WATCH,

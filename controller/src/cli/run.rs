@@ -75,7 +75,8 @@ pub struct RunArgs {
     #[arg(long = "gardener-ctrl-reconcilation-timeout", default_value = "60s", value_parser = parse_duration)]
     pub gardener_ctrl_reconciliation_timeout: Duration,
 
-    /// Timeout of one read from Gardener (GET; until the response headers).
+    /// Timeout of one read from Gardener (GET; until the response headers). The pages of the
+    /// Shoot watch's list get `--gardener-write-timeout` instead.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub gardener_request_timeout: Duration,
 

@@ -142,14 +142,24 @@ impl GardenerGuardLayer {
 }
 
 /// The guards of the reconcilers' client and of the Shoot watch's
-/// (`Context::gardener` and `Context::gardener_watch`): the same settings, a rate limiter each.
+/// (`Context::gardener` and `Context::gardener_watch`): the same settings, a rate limiter each,
+/// and for the watch's reads the writes' timeout.
+///
+/// kube's watcher starts a list over when one of its pages fails: a relist of 10,000 Shoots is
+/// 100 pages, and on a busy gardener-apiserver that answers a few of them after the reads' 3 s
+/// the Shoot cache would never be filled. A reconciler's read stays short, so that a worker is
+/// not held by a read that is not coming.
 pub fn guards(
     settings: GuardSettings,
     metrics: Arc<Metrics>,
 ) -> Result<(GardenerGuardLayer, GardenerGuardLayer), GardenerClientError> {
+    let watch = GuardSettings {
+        timeout: settings.timeout.max(settings.write_timeout),
+        ..settings.clone()
+    };
     Ok((
-        GardenerGuardLayer::new(settings.clone(), metrics.clone())?,
-        GardenerGuardLayer::new(settings, metrics)?,
+        GardenerGuardLayer::new(settings, metrics.clone())?,
+        GardenerGuardLayer::new(watch, metrics)?,
     ))
 }
 
@@ -766,6 +776,35 @@ users:
             watch_took < Duration::from_millis(500) && request_took >= Duration::from_millis(500),
             "the watch's request took {watch_took:?}, the waiting reconciler request {request_took:?}"
         );
+    }
+
+    /// A page of the Shoot list that takes longer than a reconciler's read may take is still
+    /// waited for, up to the writes' timeout.
+    #[tokio::test]
+    async fn the_watch_waits_for_a_page_as_long_as_for_a_write() {
+        let settings = GuardSettings {
+            allow: AllowList::new("garden-x"),
+            qps: 100,
+            burst: 100,
+            timeout: Duration::from_millis(200),
+            write_timeout: Duration::from_secs(5),
+        };
+        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+        let (requests, watch) = guards(settings, metrics).expect("guards");
+        let slow = || {
+            tower::service_fn(|_req: Request<Body>| async {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+            })
+        };
+        let read = requests.layer(slow()).call(shoots_get()).await;
+        assert!(
+            read.as_ref().is_err_and(|e| e.is::<Timeout>()),
+            "a reconciler's read: {:?}",
+            read.map(|r| r.status())
+        );
+        let page = watch.layer(slow()).call(shoots_get()).await;
+        assert!(page.is_ok(), "the watch's page: {:?}", page.err());
     }
 
     /// The answer time of a call leaves out its wait in the rate limit: at 1 QPS the second

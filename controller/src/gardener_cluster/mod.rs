@@ -85,17 +85,22 @@ pub async fn run(
         move |r| released.release(r)
     });
     let (store, writer) = reflector::store();
-    let (stream, sweep) =
-        crate::watch::own_kind(clusters, writer, reconciler.clone(), shutdown.clone());
+    let (stream, sweep) = crate::watch::own_kind(
+        clusters,
+        writer,
+        reconciler.clone(),
+        CONTROLLER,
+        ctx.metrics.clone(),
+        shutdown.clone(),
+    );
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    let stream = crate::watch::without_errors(stream, CONTROLLER, ctx.metrics.clone());
     let secrets = crate::watch::dependents(
-        watcher::watcher(
+        crate::watch::events(
             secrets,
-            watcher::Config::default()
-                .labels(&managed)
-                .page_size(crate::LIST_PAGE_SIZE),
+            watcher::Config::default().labels(&managed),
+            SECRETS_WATCH,
+            ctx.metrics.clone(),
         )
         .default_backoff(),
         SECRETS_WATCH,

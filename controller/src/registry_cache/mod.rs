@@ -32,7 +32,7 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::{Context, LIST_PAGE_SIZE, Shutdown};
+use crate::{Context, Shutdown};
 
 /// The `controller` label of this reconciler's metrics.
 pub const CONTROLLER: &str = "registry_cache";
@@ -136,11 +136,11 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
     // every sweep period, once listed.
     let (listed_tx, listed) = tokio::sync::watch::channel(false);
     // Only which kubeconfig Secrets exist matters here; their data stays out of the cache.
-    let secrets = watcher(
+    let secrets = crate::watch::events(
         Api::<Secret>::namespaced(ctx.kcp.clone(), &ns),
-        watcher::Config::default()
-            .labels(&selector)
-            .page_size(LIST_PAGE_SIZE),
+        watcher::Config::default().labels(&selector),
+        "registry_cache_secrets",
+        ctx.metrics.clone(),
     )
     .default_backoff()
     .modify(|s| {

@@ -162,9 +162,11 @@ pub fn watch(
     let namespace = ctx.settings.namespace.clone();
     let (store, writer) = reflector::store::<ConfigMap>();
     let api: Api<ConfigMap> = Api::namespaced(ctx.kcp.clone(), &namespace);
-    let events = watcher(
+    let events = crate::watch::events(
         api,
         watcher::Config::default().fields(&format!("metadata.name={name}")),
+        "acl_configmap",
+        ctx.metrics.clone(),
     )
     .default_backoff()
     .modify(|cm| cm.managed_fields_mut().clear())

@@ -33,7 +33,7 @@ use super::classify::{self, ApiErrorKind, message};
 use super::oidc::RUNTIME_CLUSTER_FIELD_MANAGER;
 use super::requeue::{PERMANENT_RETRY, RETRY};
 use super::status::{CondStatus, StatusDraft};
-use crate::context::{Context, LIST_PAGE_SIZE, Shutdown};
+use crate::context::{Context, Shutdown};
 use crate::records::lock;
 
 /// Time allowed for the copy into the runtime cluster.
@@ -91,9 +91,11 @@ impl PoolWatch {
         let last_error: Arc<Mutex<Option<String>>> = Arc::default();
         let metrics = ctx.metrics.clone();
         metrics.track_watch(WATCH);
-        let events = watcher(
+        let events = crate::watch::events(
             Api::<AuditLog>::namespaced(ctx.kcp.clone(), &namespace),
-            watcher::Config::default().page_size(LIST_PAGE_SIZE),
+            watcher::Config::default(),
+            WATCH,
+            metrics.clone(),
         )
         .default_backoff()
         .modify(|a| a.managed_fields_mut().clear())

@@ -50,7 +50,7 @@ use tracing::Instrument;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings};
 use crate::records::{Backoff, Records};
 use crate::stored::StatusApart;
-use crate::{Context, LIST_PAGE_SIZE, Shutdown};
+use crate::{Context, Shutdown};
 use status::StatusDraft;
 
 /// `controller` label value in metrics.
@@ -304,9 +304,11 @@ pub async fn run(
     let mut notes = shoot_cache::ShootWatchNotes::new(rotations, generations.clone());
     let shoot_store = shoot_writer.as_reader();
     let shoots = crate::watch::gardener_backoff(
-        watcher(
+        crate::watch::events(
             Api::<CachedShoot>::namespaced(ctx.gardener_watch.clone(), &ctx.gardener_namespace),
-            watcher::Config::default().page_size(LIST_PAGE_SIZE),
+            watcher::Config::default(),
+            "shoots",
+            ctx.metrics.clone(),
         ),
         ctx.gardener_recoveries.clone(),
     )
@@ -320,9 +322,11 @@ pub async fn run(
     let shoots = crate::watch::settled(shoots, shoot_store, crate::watch::Deletions::Trigger);
     let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
     let (gc_store, gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-    let clusters = watcher(
+    let clusters = crate::watch::events(
         Api::<StatusApart<GardenerCluster>>::namespaced(ctx.kcp.clone(), &ns),
-        watcher::Config::default().page_size(LIST_PAGE_SIZE),
+        watcher::Config::default(),
+        "gardenerclusters",
+        ctx.metrics.clone(),
     )
     .default_backoff()
     // This reconciler only asks whether a GardenerCluster exists, which shoot it names and
@@ -347,6 +351,7 @@ pub async fn run(
             &ctx.settings.runtime.bootstrapper,
             rt_store.clone(),
             bootstrapper_changes.clone(),
+            ctx.metrics.clone(),
         )
     });
     let (audit_logs, audit_log_watch) = ctx
@@ -385,9 +390,10 @@ pub async fn run(
         Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
         rt_writer,
         reconciler.clone(),
+        "runtimes",
+        ctx.metrics.clone(),
         shutdown.clone(),
     );
-    let runtimes = crate::watch::without_errors(runtimes, "runtimes", ctx.metrics.clone());
     let waiting = reconciler.clone();
     let ns_recovered = ns.clone();
     let recovered = crate::gardener::health::retry_on_recovery(

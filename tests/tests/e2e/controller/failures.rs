@@ -249,16 +249,16 @@ async fn gardener_unreachable_during_provisioning_recovers_without_a_hand() -> R
     })
     .await?;
     // Reconciles wait for the first full list of Shoots ("no Shoot" must mean no Shoot); a
-    // partition before it would hold every Runtime without a status. The watch that follows
-    // the list says the cache is filled.
+    // partition before it would hold every Runtime without a status.
     eventually(
         "the Shoot cache filled",
         Duration::from_secs(60),
         || async {
-            Ok(proxy
-                .forwarded()
-                .iter()
-                .any(|f| f.is_watch() && f.path.ends_with("/shoots")))
+            Ok(metric_sum(
+                &metrics_text(metrics).await?,
+                "infrastructure_manager_im_watch_lists_total",
+                &["watch=\"shoots\""],
+            ) >= 1.0)
         },
     )
     .await?;
@@ -480,7 +480,7 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
     let suffix = ns[ns.len().saturating_sub(5)..].to_owned();
     // The controller's KCP connections (its watches) go through a proxy; Gardener directly.
     let proxy = FaultProxy::start(env.kcp(), env.ca()).await?;
-    let (ctl, _, _) = KillableController::start_wired(
+    let (ctl, _, metrics) = KillableController::start_wired(
         env,
         &ns,
         &[],
@@ -492,6 +492,8 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
     )
     .await?;
     let runtimes: Api<Runtime> = Api::namespaced(env.kcp_client().await?, &ns);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.kcp_client().await?, &ns);
     let (kept, changed, deleted) = (
         format!("keep-{suffix}"),
         format!("change-{suffix}"),
@@ -504,10 +506,19 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
         wait_state(env, &ns, id, RuntimeState::Ready, READY_TIMEOUT).await?;
     }
 
-    // Cut off, the controller misses a create, a spec change and a deletion; then etcd's
-    // history is compacted and the apiserver's watch cache starts anew (a restart), so the
-    // resourceVersions the controller's watches resume at are gone.
+    // Cut off, the controller misses a create, a spec change and a deletion of a Runtime and
+    // the deletion of a kubeconfig Secret; then etcd's history is compacted and the
+    // apiserver's watch cache starts anew (a restart), so the resourceVersions the
+    // controller's watches resume at are gone.
+    let kubeconfig = names::kubeconfig_secret_name(&kept);
+    eventually("the kubeconfig Secret written", READY_TIMEOUT, || async {
+        Ok(secrets.get_opt(&kubeconfig).await?.is_some())
+    })
+    .await?;
     proxy.partition();
+    secrets
+        .delete(&kubeconfig, &DeleteParams::default())
+        .await?;
     let added = format!("added-{suffix}");
     create(env, &sample_runtime(&ns, &added)?).await?;
     runtimes
@@ -550,6 +561,17 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
         Ok(runtimes.get_opt(&deleted).await?.is_none())
     })
     .await?;
+    eventually(
+        "the deleted kubeconfig Secret written again",
+        READY_TIMEOUT,
+        || async {
+            Ok(secrets.get_opt(&kubeconfig).await?.is_some_and(|s| {
+                s.data
+                    .is_some_and(|d| d.contains_key(names::KUBECONFIG_SECRET_KEY))
+            }))
+        },
+    )
+    .await?;
     ensure!(
         shoots_of(env, &deleted).await?.is_empty(),
         "Shoot of {deleted} left"
@@ -559,24 +581,36 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
         let shoots = shoots_of(env, id).await?;
         ensure!(shoots.len() == 1, "Runtime {id} has Shoots {shoots:?}");
     }
+    // A list, not a resumed watch.
+    let is_list = |f: &Forwarded| f.at >= healed && f.method == "GET" && !f.is_watch();
     let relists: Vec<String> = proxy
         .forwarded()
         .iter()
-        .filter(|f| f.at >= healed && f.method == "GET" && !f.is_watch())
+        .filter(|f| is_list(f))
         .filter(|f| f.path.ends_with("/runtimes") || f.path.ends_with("/gardenerclusters"))
         .map(|f| format!("{}?{}", f.path, f.query))
         .collect();
     let first_relist = proxy
         .forwarded()
         .iter()
-        .find(|f| {
-            f.at >= healed && f.method == "GET" && !f.is_watch() && f.path.ends_with("/runtimes")
-        })
+        .find(|f| is_list(f) && f.path.ends_with("/runtimes"))
         .and_then(|f| f.at.duration_since(healed).ok());
     ensure!(
         relists.iter().any(|r| r.contains("/runtimes?")),
         "the Runtime cache did not relist after the compaction: {relists:?}"
     );
+    let text = metrics_text(metrics).await?;
+    for watch in ["runtimes", "gardenerclusters", "gardener_cluster_secrets"] {
+        let lists = metric_sum(
+            &text,
+            "infrastructure_manager_im_watch_lists_total",
+            &[&format!("watch=\"{watch}\"")],
+        );
+        ensure!(
+            lists >= 2.0,
+            "watch {watch} counted {lists} lists, not its first and a relist"
+        );
+    }
     eprintln!(
         "etcd compacted to revision {revision} while the controller was cut off (apiserver restart {gone:?}): relists {relists:?}, the Runtimes' {first_relist:?} after the controller could reach the KCP again; all carried out after {:?}; test took {:?}",
         back.elapsed(),
