@@ -1,5 +1,6 @@
 //! Watch streams as controller triggers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -202,33 +203,72 @@ where
 }
 
 /// A watch of objects that trigger another kind's reconciles (their owners, or the objects
-/// that name them), as triggers: each object applied or deleted as it comes, a relist's
-/// objects at its end with those it no longer has ([`settled`] with [`Deletions::Trigger`]),
-/// errors reported under `watch` and dropped ([`without_errors`]).
+/// that name them), as triggers: what `note` takes from an object (what its triggers need) for
+/// each object applied or deleted as it comes, and at the end of a (re)list for each object
+/// listed and each the list no longer has; errors reported under `watch` and dropped
+/// ([`without_errors`]).
 ///
 /// kube's `owns` and `watches` pass a relist's objects on as they come and nothing for the
 /// objects it no longer has: a Secret deleted while the watch was away (a 410 after an API
 /// server restart or an etcd compaction) never told its GardenerCluster, which waited for its
 /// next periodic pass with the runtime's kubeconfig gone. Their errors also back off every
-/// trigger of the reconciler (see [`without_errors`]). The store this needs keeps names,
-/// labels and owners only, what the triggers read.
-pub fn dependents<K>(
+/// trigger of the reconciler (see [`without_errors`]). What is kept between lists is each
+/// object's key and note, not the object: a cache of 10,000 kubeconfig Secrets' metadata would
+/// cost each reconciler about 15 MiB.
+pub fn dependents<K, N>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    note: impl Fn(&K) -> N + Send + 'static,
     watch: &'static str,
     metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+) -> impl Stream<Item = N> + Send
 where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    K: Resource + Send + 'static,
+    N: Clone + Send + 'static,
 {
-    let (store, writer) = kube::runtime::reflector::store();
-    let events = events
-        .modify(|o| {
-            let meta = o.meta_mut();
-            meta.managed_fields = None;
-            meta.annotations = None;
+    let key = |o: &K| {
+        format!(
+            "{}/{}",
+            o.meta().namespace.as_deref().unwrap_or_default(),
+            o.name_any()
+        )
+    };
+    // The notes of the objects there are, and of those a list in progress has brought.
+    let mut known: HashMap<String, N> = HashMap::new();
+    let mut listed: HashMap<String, N> = HashMap::new();
+    without_errors(events, watch, metrics)
+        .map(move |event| {
+            let notes: Vec<N> = match event {
+                Ok(watcher::Event::Apply(o)) => {
+                    let n = note(&o);
+                    known.insert(key(&o), n.clone());
+                    vec![n]
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    known.remove(&key(&o));
+                    vec![note(&o)]
+                }
+                Ok(watcher::Event::Init) => {
+                    listed.clear();
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    listed.insert(key(&o), note(&o));
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let before = std::mem::replace(&mut known, std::mem::take(&mut listed));
+                    let gone = before.into_iter().filter(|(k, _)| !known.contains_key(k));
+                    known
+                        .values()
+                        .cloned()
+                        .chain(gone.map(|(_, n)| n))
+                        .collect()
+                }
+                Err(_) => Vec::new(),
+            };
+            futures::stream::iter(notes)
         })
-        .reflect(writer);
-    without_errors(settled(events, store, Deletions::Trigger), watch, metrics)
+        .flatten()
 }
 
 /// How often [`sweep`] hands over what the cache holds.
@@ -707,18 +747,12 @@ mod tests {
     async fn dependents_trigger_what_a_relist_no_longer_has_and_drop_errors() {
         use k8s_openapi::api::core::v1::Secret;
         use kube::core::PartialObjectMeta;
-        use watcher::Event::{Apply, Init, InitApply, InitDone};
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
         let secret = |name: &str, version: &str| {
             let mut s: PartialObjectMeta<Secret> = serde_json::from_value(serde_json::json!({
                 "apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata",
-                "metadata": {
-                    "name": name,
-                    "namespace": "kcp-system",
-                    "resourceVersion": version,
-                    "annotations": {"operator.kyma-project.io/last-sync": "x"},
-                    "managedFields": [{"manager": "kim", "operation": "Apply"}],
-                },
+                "metadata": {"name": name, "namespace": "kcp-system"},
             }))
             .expect("metadata");
             s.metadata.resource_version = Some(version.into());
@@ -728,40 +762,42 @@ mod tests {
             Ok(Init),
             Ok(InitApply(secret("kubeconfig-a", "1"))),
             Ok(InitApply(secret("kubeconfig-b", "1"))),
+            Ok(InitApply(secret("kubeconfig-c", "1"))),
             Ok(InitDone),
             Err(watcher::Error::NoResourceVersion),
             Ok(Apply(secret("kubeconfig-a", "2"))),
-            // Cut off: meanwhile `kubeconfig-b` was deleted.
+            Ok(Delete(secret("kubeconfig-c", "2"))),
+            // Cut off: meanwhile `kubeconfig-b` was deleted, `kubeconfig-d` created.
             Ok(Init),
             Ok(InitApply(secret("kubeconfig-a", "3"))),
+            Ok(InitApply(secret("kubeconfig-d", "1"))),
             Ok(InitDone),
         ]);
         let metrics = Metrics::register(&mut Default::default());
-        let mut seen: Vec<String> = dependents(events, "test", metrics)
-            .map(|o| {
-                let o = o.expect("errors are dropped");
-                assert!(
-                    o.metadata.annotations.is_none() && o.metadata.managed_fields.is_none(),
-                    "{o:?}"
-                );
-                format!(
-                    "{}@{}",
-                    o.name_any(),
-                    o.metadata.resource_version.unwrap_or_default()
-                )
-            })
-            .collect()
-            .await;
-        seen.sort();
+        let note = |s: &PartialObjectMeta<Secret>| {
+            format!(
+                "{}@{}",
+                s.name_any(),
+                s.metadata.resource_version.clone().unwrap_or_default()
+            )
+        };
+        let seen: Vec<String> = dependents(events, note, "test", metrics).collect().await;
+        let (first, rest) = seen.split_at(3);
+        let (changes, relist) = rest.split_at(2);
+        let sorted = |notes: &[String]| {
+            let mut notes = notes.to_vec();
+            notes.sort();
+            notes
+        };
         assert_eq!(
-            seen,
-            [
-                "kubeconfig-a@1",
-                "kubeconfig-a@2",
-                "kubeconfig-a@3",
-                "kubeconfig-b@1",
-                "kubeconfig-b@1"
-            ]
+            sorted(first),
+            ["kubeconfig-a@1", "kubeconfig-b@1", "kubeconfig-c@1"]
+        );
+        assert_eq!(changes, ["kubeconfig-a@2", "kubeconfig-c@2"]);
+        // The relist's end: what it listed, and `kubeconfig-b` as last noted (`c` went before).
+        assert_eq!(
+            sorted(relist),
+            ["kubeconfig-a@3", "kubeconfig-b@1", "kubeconfig-d@1"]
         );
     }
 

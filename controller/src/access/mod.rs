@@ -49,53 +49,67 @@ pub const MIN_ROTATION_RATIO: f64 = 0.01;
 /// new kubeconfig before the old token expires.
 pub const MAX_ROTATION_RATIO: f64 = 0.95;
 
+/// What the requests need to know of a change of a Secret labelled as ours.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SecretNote {
+    /// The requests that own it (a request's own kubeconfig Secret).
+    owners: Vec<ObjectRef<StatusApart<RuntimeAccess>>>,
+    /// Named like a runtime's admin kubeconfig (`kubeconfig-<runtime-id>`): its event is none of
+    /// the requests' own writes, and ends the hold of a request that failed
+    /// ([`crate::records::Records::release`]).
+    admin_kubeconfig: bool,
+    /// The runtime whose admin kubeconfig it is: named `kubeconfig-<runtime-id>` and labelled
+    /// with that runtime ID.
+    runtime: Option<String>,
+}
+
+impl SecretNote {
+    fn of(secret: &PartialObjectMeta<Secret>) -> Self {
+        let ns = secret.metadata.namespace.as_deref().unwrap_or_default();
+        let owners = secret
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|o| {
+                o.kind == "RuntimeAccess"
+                    && o.api_version
+                        .starts_with("infrastructuremanager.kyma-project.io/")
+            })
+            .map(|o| ObjectRef::new(&o.name).within(ns))
+            .collect();
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        let runtime = secret
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(kim_shared::names::LABEL_RUNTIME_ID))
+            .filter(|id| {
+                name == format!("{}{id}", kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX)
+            })
+            .cloned();
+        Self {
+            owners,
+            admin_kubeconfig: name.starts_with(kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX),
+            runtime,
+        }
+    }
+}
+
 /// The requests a change of a Secret labelled as ours concerns: its owner (the request's own
 /// kubeconfig Secret), and, for a runtime's admin kubeconfig Secret
 /// (`kubeconfig-<runtime-id>`), every request of that runtime, so that a request waiting for it
 /// is served as soon as it is written and one whose runtime goes learns it then, not at its
 /// next rotation.
 fn affected_requests(
-    secret: &PartialObjectMeta<Secret>,
+    secret: &SecretNote,
     requests: &ByRuntime,
 ) -> Vec<ObjectRef<StatusApart<RuntimeAccess>>> {
-    let ns = secret.metadata.namespace.as_deref().unwrap_or_default();
-    let mut affected: Vec<ObjectRef<StatusApart<RuntimeAccess>>> = secret
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| {
-            o.kind == "RuntimeAccess"
-                && o.api_version
-                    .starts_with("infrastructuremanager.kyma-project.io/")
-        })
-        .map(|o| ObjectRef::new(&o.name).within(ns))
-        .collect();
-    let runtime = secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(kim_shared::names::LABEL_RUNTIME_ID));
-    if let Some(id) = runtime
-        && secret.metadata.name.as_deref()
-            == Some(&format!(
-                "{}{id}",
-                kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX
-            ))
-    {
+    let mut affected = secret.owners.clone();
+    if let Some(id) = &secret.runtime {
         affected.extend(requests.of(id));
     }
     affected
-}
-
-/// Whether `secret` is a runtime's admin kubeconfig: its event is none of the requests' own
-/// writes, and ends the hold of a request that failed ([`crate::records::Records::release`]).
-fn is_admin_kubeconfig(secret: &PartialObjectMeta<Secret>) -> bool {
-    secret
-        .metadata
-        .name
-        .as_deref()
-        .is_some_and(|n| n.starts_with(kim_shared::access::ADMIN_KUBECONFIG_SECRET_PREFIX))
 }
 
 /// The cached RuntimeAccesses by runtime ID, so that an admin kubeconfig Secret's event finds
@@ -235,19 +249,21 @@ pub async fn run(
             ctx.metrics.clone(),
         )
         .default_backoff(),
+        SecretNote::of,
         SECRETS_WATCH,
         ctx.metrics.clone(),
     );
-    let run = Controller::for_stream(stream, store.clone())
-        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-            let affected = affected_requests(&secret, &requests_of);
-            if is_admin_kubeconfig(&secret) {
-                for r in &affected {
-                    released.release(r);
-                }
+    let secrets = secrets.flat_map(move |secret: SecretNote| {
+        let affected = affected_requests(&secret, &requests_of);
+        if secret.admin_kubeconfig {
+            for r in &affected {
+                released.release(r);
             }
-            affected
-        })
+        }
+        futures::stream::iter(affected)
+    });
+    let run = Controller::for_stream(stream, store.clone())
+        .reconcile_on(secrets)
         .reconcile_on(rotated_requests)
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -308,17 +324,23 @@ mod tests {
         store.remove(&request("gone", "rt-1"));
         let admin = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
             "labels": {"kyma-project.io/runtime-id": "rt-1"}}));
-        assert_eq!(names(affected_requests(&admin, &store)), ["keb", "klm"]);
+        assert_eq!(
+            names(affected_requests(&SecretNote::of(&admin), &store)),
+            ["keb", "klm"]
+        );
         // A request's own Secret: its owner only, although it carries the runtime ID too.
         let own = secret(json!({"name": "klm-kubeconfig", "namespace": "kcp-system",
             "labels": {"kyma-project.io/runtime-id": "rt-1"},
             "ownerReferences": [{"apiVersion": "infrastructuremanager.kyma-project.io/v1",
                 "kind": "RuntimeAccess", "name": "klm", "uid": "u-1"}]}));
-        assert_eq!(names(affected_requests(&own, &store)), ["klm"]);
+        assert_eq!(
+            names(affected_requests(&SecretNote::of(&own), &store)),
+            ["klm"]
+        );
         // Someone else's Secret named like an admin kubeconfig of another runtime ID label.
         let other = secret(json!({"name": "kubeconfig-rt-1", "namespace": "kcp-system",
             "labels": {"kyma-project.io/runtime-id": "rt-2"}}));
-        assert!(affected_requests(&other, &store).is_empty());
+        assert!(affected_requests(&SecretNote::of(&other), &store).is_empty());
         // A sweep leaves exactly what the cache holds: requests deleted while the watch was
         // away go, and one the watch has cached but not yet indexed comes.
         // A relist indexes its objects before kube swaps them into the cache at its end, so a
@@ -337,7 +359,10 @@ mod tests {
         );
         writer.apply_watcher_event(&watcher::Event::InitDone);
         store.refresh();
-        assert_eq!(names(affected_requests(&admin, &store)), ["keb"]);
+        assert_eq!(
+            names(affected_requests(&SecretNote::of(&admin), &store)),
+            ["keb"]
+        );
         assert_eq!(names(store.of("rt-2")), ["new"]);
     }
 }

@@ -20,10 +20,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::GardenerCluster;
-use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -40,6 +40,27 @@ pub const SECRETS_WATCH: &str = "gardener_cluster_secrets";
 /// controller was down at deletion time (upstream has none; see docs/upstream-differences.md).
 pub const FINALIZER: &str =
     "gardenercluster-controller.infrastructure-manager.kyma-project.io/deletion-hook";
+
+/// The GardenerClusters that own `secret` (by its owner references), whose reconcile a change
+/// of the Secret asks for.
+fn owners(
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<reflector::ObjectRef<StatusApart<GardenerCluster>>> {
+    let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
+    secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| {
+            o.kind == GardenerCluster::kind(&())
+                && o.api_version
+                    .split_once('/')
+                    .is_some_and(|(group, _)| group == GardenerCluster::group(&()))
+        })
+        .map(|o| reflector::ObjectRef::new(&o.name).within(namespace))
+        .collect()
+}
 
 /// Runs the GardenerCluster reconciler until `shutdown`.
 pub async fn run(
@@ -103,11 +124,13 @@ pub async fn run(
             ctx.metrics.clone(),
         )
         .default_backoff(),
+        owners,
         SECRETS_WATCH,
         ctx.metrics.clone(),
-    );
+    )
+    .flat_map(futures::stream::iter);
     let run = Controller::for_stream(stream, store.clone())
-        .owns_stream(secrets)
+        .reconcile_on(secrets)
         .with_config(controller::Config::default().concurrency(workers))
         .reconcile_on(recovered)
         .reconcile_on(
