@@ -213,8 +213,8 @@ where
 /// server restart or an etcd compaction) never told its GardenerCluster, which waited for its
 /// next periodic pass with the runtime's kubeconfig gone. Their errors also back off every
 /// trigger of the reconciler (see [`without_errors`]). What is kept between lists is each
-/// object's key and note, not the object: a cache of 10,000 kubeconfig Secrets' metadata would
-/// cost each reconciler about 15 MiB.
+/// object's key and note, not the object: for 10,000 kubeconfig Secrets a store of their
+/// trimmed metadata took 25 MiB, notes of their owners 7 MiB (measured in a unit test by RSS).
 pub fn dependents<K, N>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     note: impl Fn(&K) -> N + Send + 'static,
