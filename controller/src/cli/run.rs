@@ -75,8 +75,9 @@ pub struct RunArgs {
     #[arg(long = "gardener-ctrl-reconcilation-timeout", default_value = "60s", value_parser = parse_duration)]
     pub gardener_ctrl_reconciliation_timeout: Duration,
 
-    /// Timeout of one read from Gardener (GET; until the response headers). The pages of the
-    /// Shoot watch's list get `--gardener-write-timeout` instead.
+    /// Timeout of one read from Gardener (GET; until the response headers). The Shoot watch's
+    /// requests (its list pages) wait as long as writes when `--gardener-write-timeout` is
+    /// longer.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub gardener_request_timeout: Duration,
 

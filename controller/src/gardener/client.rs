@@ -59,7 +59,7 @@ pub enum GardenerClientError {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "Gardener did not answer within {0:?} (--gardener-request-timeout for reads, \
-     --gardener-write-timeout for writes)"
+     --gardener-write-timeout for writes and the pages of the Shoot list)"
 )]
 pub struct Timeout(pub Duration);
 
@@ -143,7 +143,7 @@ impl GardenerGuardLayer {
 
 /// The guards of the reconcilers' client and of the Shoot watch's
 /// (`Context::gardener` and `Context::gardener_watch`): the same settings, a rate limiter each,
-/// and for the watch's reads the writes' timeout.
+/// and for the watch's reads the longer of the reads' and the writes' timeouts.
 ///
 /// kube's watcher starts a list over when one of its pages fails: a relist of 10,000 Shoots is
 /// 100 pages, and on a busy gardener-apiserver that answers a few of them after the reads' 3 s

@@ -43,10 +43,9 @@ pub const FINALIZER: &str =
 
 /// The GardenerClusters that own `secret` (by its owner references), whose reconcile a change
 /// of the Secret asks for.
-fn owners(
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<reflector::ObjectRef<StatusApart<GardenerCluster>>> {
-    let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
+/// Names only: kept per Secret between lists ([`crate::watch::dependents`]), they take a third
+/// of the memory of `ObjectRef`s.
+fn owners(secret: &PartialObjectMeta<Secret>) -> Box<[Box<str>]> {
     secret
         .metadata
         .owner_references
@@ -58,7 +57,7 @@ fn owners(
                     .split_once('/')
                     .is_some_and(|(group, _)| group == GardenerCluster::group(&()))
         })
-        .map(|o| reflector::ObjectRef::new(&o.name).within(namespace))
+        .map(|o| o.name.as_str().into())
         .collect()
 }
 
@@ -128,7 +127,16 @@ pub async fn run(
         SECRETS_WATCH,
         ctx.metrics.clone(),
     )
-    .flat_map(futures::stream::iter);
+    .flat_map({
+        let namespace = namespace.clone();
+        move |owners| {
+            let refs: Vec<reflector::ObjectRef<StatusApart<GardenerCluster>>> = owners
+                .iter()
+                .map(|name| reflector::ObjectRef::new(name).within(&namespace))
+                .collect();
+            futures::stream::iter(refs)
+        }
+    });
     let run = Controller::for_stream(stream, store.clone())
         .reconcile_on(secrets)
         .with_config(controller::Config::default().concurrency(workers))
@@ -150,4 +158,32 @@ pub async fn run(
     crate::watch::run_until_stopped(run, store, &shutdown).await;
     // It ends on `shutdown` too; a panic in it is already logged.
     let _ = sweep.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change of a kubeconfig Secret asks for the reconcile of the GardenerCluster that owns
+    /// it, of any version of the API group, and of no other owner.
+    #[test]
+    fn a_secret_triggers_the_gardener_clusters_that_own_it() {
+        let secret: PartialObjectMeta<Secret> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "kubeconfig-rt-1",
+                "namespace": "kcp-system",
+                "ownerReferences": [
+                    {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "GardenerCluster", "name": "rt-1", "uid": "u-1"},
+                    {"apiVersion": "infrastructuremanager.kyma-project.io/v1alpha1", "kind": "GardenerCluster", "name": "rt-2", "uid": "u-2"},
+                    {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "RuntimeAccess", "name": "klm", "uid": "u-3"},
+                    {"apiVersion": "example.com/v1", "kind": "GardenerCluster", "name": "foreign", "uid": "u-4"},
+                    {"apiVersion": "v1", "kind": "GardenerCluster", "name": "core", "uid": "u-5"},
+                ],
+            },
+        }))
+        .expect("metadata");
+        assert_eq!(*owners(&secret), ["rt-1".into(), "rt-2".into()]);
+    }
 }
