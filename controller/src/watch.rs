@@ -7,6 +7,8 @@ use std::time::Duration;
 use std::fmt::Debug;
 
 use futures::{FutureExt, Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -288,6 +290,36 @@ where
             futures::stream::iter(notes)
         })
         .flatten()
+}
+
+/// [`dependents`] of the Secrets the controller labelled as its own in `namespace` (the
+/// kubeconfig Secrets of GardenerClusters and RuntimeAccesses): only those, and only their
+/// metadata, so a deleted or emptied one is noticed at once (after a failure, once its
+/// backoff ends) and no kubeconfig is cached.
+pub fn managed_secrets<N, F>(
+    kcp: kube::Client,
+    namespace: &str,
+    note: F,
+    watch: &'static str,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = N> + Send + use<N, F>
+where
+    N: Clone + Send + 'static,
+    F: Fn(&PartialObjectMeta<Secret>) -> N + Send + 'static,
+{
+    let managed = format!(
+        "{}={}",
+        kim_shared::names::LABEL_MANAGED_BY,
+        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
+    );
+    let secrets = events(
+        Api::<PartialObjectMeta<Secret>>::namespaced(kcp, namespace),
+        watcher::Config::default().labels(&managed),
+        watch,
+        metrics.clone(),
+    )
+    .default_backoff();
+    dependents(secrets, note, watch, metrics)
 }
 
 /// How often [`sweep`] hands over what the cache holds.

@@ -22,8 +22,8 @@ use kim_shared::api::runtime_access::RuntimeAccess;
 use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -202,12 +202,6 @@ pub async fn run(
     let workers = settings.workers.max(1);
     let namespace = ctx.settings.namespace.clone();
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(ctx.kcp.clone(), &namespace);
-    let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
-    let managed = format!(
-        "{}={}",
-        kim_shared::names::LABEL_MANAGED_BY,
-        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-    );
     let metrics = Arc::new(shoot_client::ShootMetrics::default());
     ctx.register_metrics(|r| metrics.register(r));
     let tokens = Arc::new(metrics::TokenMetrics::default());
@@ -248,19 +242,14 @@ pub async fn run(
             .flat_map(move |id| futures::stream::iter(requests.of(&id)))
             .inspect(move |r| rotated_released.release(r))
     };
-    let secrets = crate::watch::dependents(
-        crate::watch::events(
-            secrets,
-            watcher::Config::default().labels(&managed),
-            SECRETS_WATCH,
-            ctx.metrics.clone(),
-        )
-        .default_backoff(),
+    let secrets = crate::watch::managed_secrets(
+        ctx.kcp.clone(),
+        &namespace,
         SecretNote::of,
         SECRETS_WATCH,
         ctx.metrics.clone(),
-    );
-    let secrets = secrets.flat_map(move |secret: SecretNote| {
+    )
+    .flat_map(move |secret: SecretNote| {
         let affected = affected_requests(&secret, &namespace, &requests_of);
         if secret.admin_kubeconfig {
             for r in &affected {
@@ -287,6 +276,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher;
     use serde_json::json;
 
     fn request(name: &str, runtime_id: &str) -> StatusApart<RuntimeAccess> {

@@ -674,6 +674,24 @@ users:
         ));
     }
 
+    /// The guards of [`guards`] for namespace `garden-x`.
+    fn guards_at(
+        qps: u32,
+        burst: u32,
+        timeout: Duration,
+        write_timeout: Duration,
+    ) -> (GardenerGuardLayer, GardenerGuardLayer) {
+        let settings = GuardSettings {
+            allow: AllowList::new("garden-x"),
+            qps,
+            burst,
+            timeout,
+            write_timeout,
+        };
+        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
+        guards(settings, metrics).expect("guards")
+    }
+
     /// A guard for namespace `garden-x` at `qps`, `burst`.
     fn layer_at(qps: u32, burst: u32) -> GardenerGuardLayer {
         let settings = GuardSettings {
@@ -748,15 +766,7 @@ users:
     /// reconciler request that has to wait leaves the watch's first request free to go.
     #[tokio::test]
     async fn the_watch_has_a_rate_limit_of_its_own() {
-        let settings = GuardSettings {
-            allow: AllowList::new("garden-x"),
-            qps: 1,
-            burst: 1,
-            timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(5),
-        };
-        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
-        let (requests, watch) = guards(settings, metrics).expect("guards");
+        let (requests, watch) = guards_at(1, 1, Duration::from_secs(5), Duration::from_secs(5));
         let answer = || {
             tower::service_fn(|_req: Request<Body>| async {
                 Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
@@ -782,15 +792,8 @@ users:
     /// waited for, up to the writes' timeout.
     #[tokio::test]
     async fn the_watch_waits_for_a_page_as_long_as_for_a_write() {
-        let settings = GuardSettings {
-            allow: AllowList::new("garden-x"),
-            qps: 100,
-            burst: 100,
-            timeout: Duration::from_millis(200),
-            write_timeout: Duration::from_secs(5),
-        };
-        let metrics = Metrics::register(&mut prometheus_client::registry::Registry::default());
-        let (requests, watch) = guards(settings, metrics).expect("guards");
+        let (requests, watch) =
+            guards_at(100, 100, Duration::from_millis(200), Duration::from_secs(5));
         let slow = || {
             tower::service_fn(|_req: Request<Body>| async {
                 tokio::time::sleep(Duration::from_millis(600)).await;

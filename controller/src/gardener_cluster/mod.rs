@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kim_shared::api::GardenerCluster;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::reflector;
 use kube::{Api, Resource};
 
 use crate::stored::StatusApart;
@@ -76,14 +76,6 @@ pub async fn run(
     ctx.register_metrics(|r| metrics.register(r));
     let namespace = ctx.settings.namespace.clone();
     let clusters: Api<StatusApart<GardenerCluster>> = Api::namespaced(ctx.kcp.clone(), &namespace);
-    let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(ctx.kcp.clone(), &namespace);
-    // Watch only our Secrets, and only their metadata: a deleted or emptied Secret is noticed
-    // at once (after a failure, once its backoff ends), without caching kubeconfigs in memory.
-    let managed = format!(
-        "{}={}",
-        kim_shared::names::LABEL_MANAGED_BY,
-        kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER
-    );
     let reconciler = Arc::new(Reconciler::new(
         ctx.clone(),
         policy,
@@ -115,14 +107,9 @@ pub async fn run(
     );
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
-    let secrets = crate::watch::dependents(
-        crate::watch::events(
-            secrets,
-            watcher::Config::default().labels(&managed),
-            SECRETS_WATCH,
-            ctx.metrics.clone(),
-        )
-        .default_backoff(),
+    let secrets = crate::watch::managed_secrets(
+        ctx.kcp.clone(),
+        &namespace,
         owners,
         SECRETS_WATCH,
         ctx.metrics.clone(),
