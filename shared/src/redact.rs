@@ -152,7 +152,7 @@ mod tests {
             "Internal error occurred: resource quota evaluation timed out",
             "https://api.shoot-1a2b3c.kyma.ondemand.com:443/api/v1/namespaces/kyma-system/secrets",
             "RuntimeAccess/5f0d6a8e-2c1b-4c1e-9a0b-3e6f0b2d1c7a",
-            "ServiceAccount victims-77520fb8/ghost-7f35 is already a subject of ClusterRoleBinding/ghost-7f35-binding in the runtime",
+            "ServiceAccount victims-77520fb8/ghost-7f35 is a subject of ClusterRoleBinding/ghost-7f35-binding in the runtime",
             "/subscriptions/1f2e3d4c-5b6a-4789-9abc-def012345678/resourceGroups/MyGroup01/providers/Microsoft.Network/virtualNetworks/Vnet01",
             "github.com/gardener/gardener/pkg/apis/core/v1beta1.Shoot",
             "",

@@ -248,10 +248,11 @@ pub enum ServiceAccountError {
         /// Name.
         name: String,
     },
-    /// It does not exist, but a binding this request did not make already names it: whoever
-    /// held the token of a new account of that name would get the binding's rights.
+    /// A binding this request did not make names it: its tokens would carry the binding's
+    /// rights. Checked for a new account, and for one that carries this request's label (which
+    /// whoever may patch ServiceAccounts in its namespace can give another request's account).
     #[error(
-        "ServiceAccount {namespace}/{name} is already a subject of {binding} in the runtime, which this RuntimeAccess did not create; a new account of that name would get its rights: choose another name"
+        "ServiceAccount {namespace}/{name} is a subject of {binding} in the runtime, which this RuntimeAccess did not create; its tokens would carry that binding's rights: choose another name"
     )]
     AlreadyBound {
         /// Namespace.
@@ -279,14 +280,14 @@ async fn foreign_binding_of(
     let namespace_group = format!("system:serviceaccounts:{}", sa.namespace);
     // Kubernetes' defaults are skipped for the groups only: a label is no proof for a binding
     // that names this very account.
-    let names_it = |subjects: Option<&Vec<Subject>>,
-                    binding_ns: &str,
-                    labels: &std::collections::BTreeMap<String, String>| {
-        let default = labels
-            .get("kubernetes.io/bootstrapping")
+    let names_it = |subjects: Option<&Vec<Subject>>, binding_ns: &str, meta: &ObjectMeta| {
+        let default = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/bootstrapping"))
             .map(String::as_str)
             == Some("rbac-defaults");
-        !created_by(labels, ra)
+        !made_for(meta, ra)
             && subjects
                 .into_iter()
                 .flatten()
@@ -304,7 +305,7 @@ async fn foreign_binding_of(
                 })
     };
     if let Some(b) = first_in_pages(Api::<ClusterRoleBinding>::all(shoot.clone()), |b| {
-        names_it(b.subjects.as_ref(), "", b.labels())
+        names_it(b.subjects.as_ref(), "", &b.metadata)
     })
     .await?
     {
@@ -314,7 +315,7 @@ async fn foreign_binding_of(
         names_it(
             b.subjects.as_ref(),
             &b.namespace().unwrap_or_default(),
-            b.labels(),
+            &b.metadata,
         )
     })
     .await?
@@ -368,7 +369,8 @@ where
 }
 
 /// Ensures the ServiceAccount exists and was created by this request: creates it when
-/// missing, refuses one that exists without this request's label.
+/// missing, refuses one that exists without this request's label, and one (new or labelled)
+/// that a binding this request did not make names.
 pub async fn ensure_service_account(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
@@ -383,16 +385,20 @@ pub async fn ensure_service_account(
         namespace: sa.namespace.clone(),
         name: sa.name.clone(),
     };
+    let unbound = || async {
+        match foreign_binding_of(shoot, ra).await? {
+            Some(binding) => Err(ServiceAccountError::AlreadyBound {
+                namespace: sa.namespace.clone(),
+                name: sa.name.clone(),
+                binding,
+            }),
+            None => Ok(()),
+        }
+    };
     let existing = match api.get_opt(&sa.name).await? {
         Some(existing) => existing,
         None => {
-            if let Some(binding) = foreign_binding_of(shoot, ra).await? {
-                return Err(ServiceAccountError::AlreadyBound {
-                    namespace: sa.namespace.clone(),
-                    name: sa.name.clone(),
-                    binding,
-                });
-            }
+            unbound().await?;
             match api
                 .create(&PostParams::default(), &service_account(ra))
                 .await
@@ -406,10 +412,15 @@ pub async fn ensure_service_account(
             }
         }
     };
-    if created_by(existing.labels(), ra) {
-        return Ok(owned);
+    let labelled = created_by(existing.labels(), ra);
+    if !labelled && !created_before_the_uid_label(&existing, ra) {
+        return Err(not_owned());
     }
-    if created_before_the_uid_label(&existing, ra) {
+    // Labels are no proof: whoever may patch ServiceAccounts in the namespace can give another
+    // request's account (bound to that request's rights) this request's label, or the marks of
+    // an account made before the UID label.
+    unbound().await?;
+    if !labelled {
         // Made by this request before objects carried the UID label: label it, conditional on
         // the version that was checked.
         let patch = serde_json::json!({"metadata": {
@@ -418,21 +429,37 @@ pub async fn ensure_service_account(
         }});
         api.patch(&sa.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(owned);
     }
-    Err(not_owned())
+    Ok(owned)
 }
 
 /// A ServiceAccount this controller created for `ra` before it labelled objects with the
-/// request's UID: no UID label at all, our managed-by label and the request's origin
-/// annotation (which this controller set only on accounts it created, and which only the
-/// runtime's administrators could set otherwise). Pure.
+/// request's UID, by its marks: no UID label at all, our managed-by label and the request's
+/// origin annotation. Whoever may patch ServiceAccounts can set these marks too, so
+/// [`ensure_service_account`] also checks the bindings that name the account. Pure.
 pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> bool {
-    let labels = sa.labels();
-    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
-        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
-            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
-        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
+    marked_before_the_uid_label(&sa.metadata, ra)
+}
+
+fn marked_before_the_uid_label(meta: &ObjectMeta, ra: &RuntimeAccess) -> bool {
+    let labels = meta.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    label(LABEL_RUNTIME_ACCESS_UID).is_none()
+        && label(names::LABEL_MANAGED_BY) == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
+        && meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_RUNTIME_ACCESS))
+            == Some(&origin(ra))
+}
+
+/// A binding this request made: its UID label, or the marks of one made before that label. A
+/// binding's marks can be trusted where an account's cannot: the API server lets only whoever
+/// holds the rights of its role (or may `bind` it) change a binding, so relabelling one gains
+/// nothing.
+fn made_for(meta: &ObjectMeta, ra: &RuntimeAccess) -> bool {
+    created_by(meta.labels.as_ref().unwrap_or(&BTreeMap::new()), ra)
+        || marked_before_the_uid_label(meta, ra)
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,

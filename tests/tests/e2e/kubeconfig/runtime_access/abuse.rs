@@ -125,7 +125,7 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
     let already_bound = already_bound?;
     assert!(
         already_bound.message.contains(&format!(
-            "already a subject of ClusterRoleBinding/{ghost}-binding"
+            "is a subject of ClusterRoleBinding/{ghost}-binding"
         )),
         "the condition names the binding: {}",
         already_bound.message
@@ -151,7 +151,7 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
         assert!(
             condition
                 .message
-                .contains(&format!("already a subject of {binding}")),
+                .contains(&format!("is a subject of {binding}")),
             "the condition names the binding: {}",
             condition.message
         );
@@ -197,6 +197,138 @@ async fn runtime_access_never_hands_out_an_existing_service_account() -> Result<
             "{sa_ns}/{powerful} must stay"
         );
     }
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
+/// Attack: whoever may patch ServiceAccounts in a namespace (a RuntimeAccess's role may grant
+/// that) gives another request's account, bound to that request's rights, the UID label of a
+/// request of their own that names it, or the marks of an account made before that label, and
+/// gets a kubeconfig of the other request's account. Now a labelled account that a binding of
+/// another request names is refused like a new one: no token, the condition names the binding,
+/// and the account is not adopted. On the code before, the thief's request turned Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_never_issues_a_token_for_another_requests_account_relabelled_as_its_own()
+-> Result<()> {
+    use kim_controller::access::shoot::{ANNOTATION_RUNTIME_ACCESS, LABEL_RUNTIME_ACCESS_UID};
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-relabel", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("relabel").await?;
+    let account = unique("victim-");
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    for name in ["victim", "thief"] {
+        requests
+            .create(
+                &PostParams::default(),
+                &runtime_access(&ns, name, &id, configmap_reader(&account, &apps, &apps))?,
+            )
+            .await?;
+        if name == "victim" {
+            access_ready(&requests, name).await?;
+        }
+    }
+    let victim_uid = requests.get("victim").await?.uid().context("victim uid")?;
+    let thief_uid = requests.get("thief").await?.uid().context("thief uid")?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let mark = |marks: serde_json::Value| {
+        let accounts = accounts.clone();
+        let account = account.clone();
+        async move {
+            accounts
+                .patch(
+                    &account,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "metadata": marks })),
+                )
+                .await
+        }
+    };
+    // The thief's request is refused while it retries; a change of its annotations asks for a
+    // pass at once.
+    let mut nudges = 0;
+    let mut refused_with = async |words: &str| -> Result<String> {
+        nudges += 1;
+        requests
+            .patch(
+                "thief",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {"e2e/nudge": nudges.to_string()}}}),
+                ),
+            )
+            .await?;
+        let condition = eventually(
+            &format!("thief refused: {words}"),
+            Duration::from_secs(60),
+            || async {
+                Ok(requests
+                    .get("thief")
+                    .await?
+                    .status
+                    .and_then(|s| {
+                        s.conditions
+                            .into_iter()
+                            .find(|c| c.type_ == "KubeconfigReady")
+                    })
+                    .filter(|c| c.reason == "ServiceAccountNotOwned" && c.message.contains(words)))
+            },
+        )
+        .await?;
+        Ok(condition.message)
+    };
+    let not_ours = "was not created by this RuntimeAccess";
+    refused_with(not_ours).await?;
+
+    let bound = format!("is a subject of RoleBinding/{apps}/kim-access:{ns}:victim");
+    let variants = [
+        (
+            "the thief's UID label",
+            json!({"labels": {LABEL_RUNTIME_ACCESS_UID: thief_uid}}),
+        ),
+        (
+            "the marks of an account made before the UID label",
+            json!({"labels": {LABEL_RUNTIME_ACCESS_UID: null},
+                   "annotations": {ANNOTATION_RUNTIME_ACCESS: format!("{ns}/thief")}}),
+        ),
+    ];
+    for (variant, marks) in variants {
+        let marked = mark(marks).await?;
+        refused_with(&bound).await.context(variant)?;
+        assert!(
+            !exists(&secrets, "thief-kubeconfig").await?,
+            "{variant}: a kubeconfig of the victim's account was issued"
+        );
+        // An account with the marks of one made before the UID label gets the label once it
+        // is found to be the request's own: not this one.
+        let live = accounts.get(&account).await?;
+        assert_eq!(
+            live.labels().get(LABEL_RUNTIME_ACCESS_UID),
+            marked.labels().get(LABEL_RUNTIME_ACCESS_UID),
+            "{variant}: the thief's request adopted the victim's account"
+        );
+        // The victim's marks back: the thief's request is refused as before.
+        mark(json!({"labels": {LABEL_RUNTIME_ACCESS_UID: victim_uid},
+                    "annotations": {ANNOTATION_RUNTIME_ACCESS: format!("{ns}/victim")}}))
+        .await?;
+        refused_with(not_ours).await.context(variant)?;
+    }
+    delete_access(&requests, &secrets, "thief", "thief-kubeconfig").await?;
+    assert!(
+        exists(&accounts, &account).await?,
+        "the thief's cleanup deleted the victim's account"
+    );
+    access_ready(&requests, "victim").await?;
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())

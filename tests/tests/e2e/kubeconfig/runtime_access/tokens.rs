@@ -274,7 +274,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     // The status, Secret and finalizer writes each triggered another reconcile; only the one
     // that did the work reached the shoot: the five lists of what carries the request's label
     // (a spec not applied yet), ServiceAccount GET (404), the lists of ClusterRoleBindings and
-    // of the namespace's RoleBindings (no foreign binding may name a new account) and POST,
+    // of all RoleBindings (no foreign binding may name a new account) and POST,
     // Role and binding GET (404: none of that name may be someone else's) and POST (created,
     // never applied over something made meanwhile), TokenRequest POST.
     assert!(
@@ -339,8 +339,9 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
 
     // A spec change is applied (one reconcile: the five labelled lists, ServiceAccount GET,
-    // Role and binding GET and PATCH, the apply conditional on the version read), with the
-    // same token and the same shoot client.
+    // the lists of bindings (one that another request made may name an account labelled as
+    // this request's), Role and binding GET and PATCH, the apply conditional on the version
+    // read), with the same token and the same shoot client.
     requests
         .patch(
             "quiet",
@@ -371,7 +372,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (18, 4, 2, 24),
+        (20, 4, 2, 26),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
