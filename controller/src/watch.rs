@@ -207,7 +207,8 @@ where
 /// A watch of objects that trigger another kind's reconciles (their owners, or the objects
 /// that name them), as triggers: what `note` takes from an object (what its triggers need) for
 /// each object applied or deleted as it comes, and at the end of a relist for each object that
-/// is new or changed (by resourceVersion) and each the relist no longer has; errors reported
+/// is new or changed (by resourceVersion) and each the relist no longer has (a changed object
+/// also with its former note where that differs: a Secret given another owner concerns both); errors reported
 /// under `watch` and dropped ([`without_errors`]). The first list triggers nothing: the
 /// reconcilers' own first lists reconcile every object, and each reads these objects from the
 /// API server, not from this watch.
@@ -229,7 +230,7 @@ pub fn dependents<K, N>(
 ) -> impl Stream<Item = N> + Send
 where
     K: Resource + Send + 'static,
-    N: Clone + Send + 'static,
+    N: Clone + PartialEq + Send + 'static,
 {
     let key = |o: &K| -> Box<str> {
         format!(
@@ -251,8 +252,8 @@ where
             let notes: Vec<N> = match event {
                 Ok(watcher::Event::Apply(o)) => {
                     let (version, n) = noted(&o);
-                    known.insert(key(&o), (version, n.clone()));
-                    vec![n]
+                    let was = known.insert(key(&o), (version, n.clone()));
+                    with_former(n, was.map(|(_, n)| n))
                 }
                 Ok(watcher::Event::Delete(o)) => {
                     known.remove(&key(&o));
@@ -269,18 +270,17 @@ where
                 Ok(watcher::Event::InitDone) => {
                     let before = std::mem::replace(&mut known, std::mem::take(&mut listed));
                     if std::mem::replace(&mut listed_once, true) {
-                        let changed = known
-                            .iter()
-                            .filter(|(k, (version, _))| {
-                                before.get(*k).is_none_or(|(was, _)| was != version)
-                            })
-                            .map(|(_, (_, n))| n.clone());
-                        let changed: Vec<N> = changed.collect();
+                        let mut notes = Vec::new();
+                        for (k, (version, n)) in &known {
+                            match before.get(k) {
+                                Some((was, _)) if was == version => {}
+                                was => notes
+                                    .extend(with_former(n.clone(), was.map(|(_, n)| n.clone()))),
+                            }
+                        }
                         let gone = before.into_iter().filter(|(k, _)| !known.contains_key(k));
-                        changed
-                            .into_iter()
-                            .chain(gone.map(|(_, (_, n))| n))
-                            .collect()
+                        notes.extend(gone.map(|(_, (_, n))| n));
+                        notes
                     } else {
                         Vec::new()
                     }
@@ -290,6 +290,15 @@ where
             futures::stream::iter(notes)
         })
         .flatten()
+}
+
+/// The note of a changed object, and its former note where that differs: a Secret whose owner
+/// changed concerns the owner it had too.
+fn with_former<N: PartialEq>(note: N, former: Option<N>) -> Vec<N> {
+    match former {
+        Some(former) if former != note => vec![note, former],
+        _ => vec![note],
+    }
 }
 
 /// [`dependents`] of the Secrets the controller labelled as its own in `namespace` (the
@@ -304,7 +313,7 @@ pub fn managed_secrets<N, F>(
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = N> + Send + use<N, F>
 where
-    N: Clone + Send + 'static,
+    N: Clone + PartialEq + Send + 'static,
     F: Fn(&PartialObjectMeta<Secret>) -> N + Send + 'static,
 {
     let managed = format!(
@@ -794,19 +803,19 @@ mod tests {
 
     /// The first list triggers nothing; a change as it comes; at a relist's end what is new or
     /// changed, and what the relist no longer has (a Secret deleted while the watch was away)
-    /// with its last note: one the watch applied, not one of a list that started over. A failed
-    /// watch step is dropped, not passed to the Controller (which would back off all its
-    /// triggers).
+    /// with its last note: one the watch applied, not one of a list that started over. A change
+    /// that changed the note (another owner) triggers the former note too. A failed watch step
+    /// is dropped, not passed to the Controller (which would back off all its triggers).
     #[tokio::test]
     async fn dependents_trigger_what_a_relist_changed_or_no_longer_has_and_drop_errors() {
         use k8s_openapi::api::core::v1::Secret;
         use kube::core::PartialObjectMeta;
         use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
-        let secret = |name: &str, version: &str| {
+        let secret = |name: &str, version: &str, owner: &str| {
             let mut s: PartialObjectMeta<Secret> = serde_json::from_value(serde_json::json!({
                 "apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata",
-                "metadata": {"name": name, "namespace": "kcp-system"},
+                "metadata": {"name": name, "namespace": "kcp-system", "labels": {"owner": owner}},
             }))
             .expect("metadata");
             s.metadata.resource_version = Some(version.into());
@@ -814,48 +823,55 @@ mod tests {
         };
         let events = futures::stream::iter([
             Ok(Init),
-            Ok(InitApply(secret("kubeconfig-a", "1"))),
-            Ok(InitApply(secret("kubeconfig-b", "1"))),
-            Ok(InitApply(secret("kubeconfig-c", "1"))),
-            Ok(InitApply(secret("kubeconfig-f", "1"))),
+            Ok(InitApply(secret("kubeconfig-a", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-b", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-c", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-f", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-g", "1", "x"))),
             Ok(InitDone),
             Err(watcher::Error::NoResourceVersion),
-            Ok(Apply(secret("kubeconfig-a", "2"))),
-            Ok(Delete(secret("kubeconfig-c", "2"))),
-            Ok(Apply(secret("kubeconfig-e", "1"))),
-            // Cut off: meanwhile `a` changed, `b` and `e` were deleted and `d` created (`f` as
-            // it was); the first try of the relist breaks off after one object.
+            Ok(Apply(secret("kubeconfig-a", "2", "y"))),
+            Ok(Apply(secret("kubeconfig-g", "2", "x"))),
+            Ok(Delete(secret("kubeconfig-c", "2", "x"))),
+            Ok(Apply(secret("kubeconfig-e", "1", "x"))),
+            // Cut off: meanwhile `a` changed owner again, `g` changed, `b` and `e` were deleted
+            // and `d` created (`f` as it was); the first try of the relist breaks off after one
+            // object.
             Ok(Init),
-            Ok(InitApply(secret("kubeconfig-e", "2"))),
+            Ok(InitApply(secret("kubeconfig-e", "2", "x"))),
             Ok(Init),
-            Ok(InitApply(secret("kubeconfig-a", "3"))),
-            Ok(InitApply(secret("kubeconfig-d", "1"))),
-            Ok(InitApply(secret("kubeconfig-f", "1"))),
+            Ok(InitApply(secret("kubeconfig-a", "3", "z"))),
+            Ok(InitApply(secret("kubeconfig-d", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-f", "1", "x"))),
+            Ok(InitApply(secret("kubeconfig-g", "3", "x"))),
             Ok(InitDone),
         ]);
         let metrics = Metrics::register(&mut Default::default());
-        let note = |s: &PartialObjectMeta<Secret>| {
-            format!(
-                "{}@{}",
-                s.name_any(),
-                s.metadata.resource_version.clone().unwrap_or_default()
-            )
-        };
+        let note =
+            |s: &PartialObjectMeta<Secret>| format!("{}:{}", s.name_any(), s.labels()["owner"]);
         let seen: Vec<String> = dependents(events, note, "test", metrics).collect().await;
-        let (changes, relist) = seen.split_at(3);
+        let (changes, relist) = seen.split_at(5);
         assert_eq!(
             changes,
-            ["kubeconfig-a@2", "kubeconfig-c@2", "kubeconfig-e@1"]
+            [
+                "kubeconfig-a:y",
+                "kubeconfig-a:x",
+                "kubeconfig-g:x",
+                "kubeconfig-c:x",
+                "kubeconfig-e:x"
+            ]
         );
         let mut relist = relist.to_vec();
         relist.sort();
         assert_eq!(
             relist,
             [
-                "kubeconfig-a@3",
-                "kubeconfig-b@1",
-                "kubeconfig-d@1",
-                "kubeconfig-e@1"
+                "kubeconfig-a:y",
+                "kubeconfig-a:z",
+                "kubeconfig-b:x",
+                "kubeconfig-d:x",
+                "kubeconfig-e:x",
+                "kubeconfig-g:x"
             ]
         );
     }
