@@ -145,7 +145,8 @@ pub struct Metrics {
     pub audit_log_dropped: Counter,
     /// [`crate::audit::write_errors`].
     pub audit_write_errors: Counter,
-    /// Whether a certificate is loaded and the configuration valid (1) or not (0).
+    /// Whether the replica serves (1) or not (0): a valid serving certificate is loaded, the
+    /// CloudProfiles are cached and it is not shutting down (`/readyz`).
     pub ready: Gauge,
     /// Seconds the cached CloudProfiles have not been confirmed by Gardener (0 while the
     /// watch is healthy, -1 before the first list).
@@ -250,7 +251,7 @@ impl Metrics {
         );
         r.register(
             "ready",
-            "1 when a certificate is loaded and the configuration is valid",
+            "1 when the replica serves: a valid serving certificate is loaded, the CloudProfiles are cached and it is not shutting down",
             m.ready.clone(),
         );
         m
