@@ -461,6 +461,7 @@ async fn ensure_shoot_objects(
     client: &kube::Client,
     ra: &RuntimeAccess,
     previous: Vec<ShootObjectRef>,
+    served: bool,
 ) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount), StepFailed> {
     let failed = |what: String| {
         move |e: kube::Error| StepFailed {
@@ -489,7 +490,7 @@ async fn ensure_shoot_objects(
         }
     }
     let mut created: Vec<ShootObjectRef> = Vec::new();
-    let sa = shoot::ensure_service_account(client, ra)
+    let sa = shoot::ensure_service_account(client, ra, served)
         .await
         .map_err(|e| match e {
             shoot::ServiceAccountError::Api(e) => {
@@ -527,7 +528,9 @@ async fn ensure_shoot_objects(
     shoot::deletion_order(&mut stale);
     for obj in &stale {
         let what = format!("deleting stale {} {}", obj.kind, obj.name);
-        let outcome = shoot::delete(client, ra, obj).await.map_err(failed(what))?;
+        let outcome = shoot::delete(client, ra, obj, served)
+            .await
+            .map_err(failed(what))?;
         if outcome == shoot::Deletion::NotOwned {
             tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
         }
@@ -894,6 +897,7 @@ async fn apply_shoot_objects(
     revoke: bool,
 ) -> Result<(Reached, Vec<ShootObjectRef>), StepFailed> {
     let access = reach(reconciler, ra, admin).await?;
+    let served = served_with_its_account(ra, facts);
     // What this request created before: the durable record and the (maybe older) status,
     // and for a spec not applied yet what carries its label (a failed pass applied
     // objects it never recorded). Token rotations of an applied spec skip the lists.
@@ -917,7 +921,7 @@ async fn apply_shoot_objects(
     // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
     // same name (made below) invalidates all tokens issued so far, at once.
     if revoke {
-        replace_service_account(&access.client, ra)
+        replace_service_account(&access.client, ra, served)
             .await
             .map_err(|error| StepFailed {
                 reason: "ShootAccessFailed",
@@ -925,7 +929,8 @@ async fn apply_shoot_objects(
                 error,
             })?;
     }
-    let (created, service_account) = ensure_shoot_objects(&access.client, ra, previous).await?;
+    let (created, service_account) =
+        ensure_shoot_objects(&access.client, ra, previous, served).await?;
     Ok((
         Reached {
             access,
@@ -933,6 +938,19 @@ async fn apply_shoot_objects(
         },
         created,
     ))
+}
+
+/// Whether the request's KCP Secret (read fresh, and checked to be the request's) holds a token
+/// or records an apply of the request's ServiceAccount: then the account in the shoot is the
+/// one this request was served with, not another request's that someone gave its marks.
+fn served_with_its_account(ra: &RuntimeAccess, facts: &SecretFacts<'_>) -> bool {
+    let account = &ra.spec.service_account;
+    facts.token.present
+        || facts.applied_objects.iter().flatten().any(|o| {
+            o.kind == "ServiceAccount"
+                && o.name == account.name
+                && o.namespace.as_deref() == Some(account.namespace.as_str())
+        })
 }
 
 /// The shoot client for the runtime, or the failure to build one.
@@ -999,7 +1017,9 @@ async fn issue_token(
         Some(r) => r,
         None => {
             let access = reach(reconciler, ra, admin).await?;
-            let (_, service_account) = ensure_shoot_objects(&access.client, ra, Vec::new()).await?;
+            let served = served_with_its_account(ra, issue.facts);
+            let (_, service_account) =
+                ensure_shoot_objects(&access.client, ra, Vec::new(), served).await?;
             Reached {
                 access,
                 service_account,
@@ -1198,11 +1218,9 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?
         .filter(|s| secret_owned_by(s, ra));
-    objs.extend(
-        SecretFacts::read(existing.as_ref(), &secret_key(ra))
-            .applied_objects
-            .unwrap_or_default(),
-    );
+    let facts = SecretFacts::read(existing.as_ref(), &secret_key(ra));
+    let served = served_with_its_account(ra, &facts);
+    objs.extend(facts.applied_objects.unwrap_or_default());
     // The ServiceAccount, role and binding have names this request uses: delete them even if
     // a status write was lost. Each only if it carries this request's label.
     objs.extend(shoot::spec_objects(ra));
@@ -1211,7 +1229,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     let skip = annotated_true(ra, ANNOTATION_SKIP_SHOOT_CLEANUP);
     // With the annotation, a runtime that answers too slowly to finish within the pass's limit
     // counts as failed too.
-    let removal = remove_from_runtime(reconciler, ra, objs);
+    let removal = remove_from_runtime(reconciler, ra, objs, served);
     let removed = if skip {
         let limit = reconciler.reconcile_timeout() / 2;
         tokio::time::timeout(limit, removal)
@@ -1264,11 +1282,15 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
 /// ServiceAccount is created anew (with a new UID) by the apply that follows. The bindings go
 /// first: while they exist, whoever creates an account of that name would hold their rights.
 /// An account without this request's label is not replaced, and its tokens not revoked.
-async fn replace_service_account(client: &kube::Client, ra: &RuntimeAccess) -> Result<(), String> {
+async fn replace_service_account(
+    client: &kube::Client,
+    ra: &RuntimeAccess,
+    served: bool,
+) -> Result<(), String> {
     let mut objs = shoot::spec_objects(ra);
     shoot::deletion_order(&mut objs);
     for obj in &objs {
-        let outcome = shoot::delete(client, ra, obj).await.map_err(|e| {
+        let outcome = shoot::delete(client, ra, obj, served).await.map_err(|e| {
             format!(
                 "deleting {} {}: {}",
                 obj.kind,
@@ -1342,6 +1364,7 @@ async fn remove_from_runtime(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
     objs: Vec<ShootObjectRef>,
+    served: bool,
 ) -> Result<&'static str, CleanupWaits> {
     let cannot = |e: Error| CleanupWaits {
         message: format!(
@@ -1352,7 +1375,7 @@ async fn remove_from_runtime(
     };
     match admin_kubeconfig(reconciler, ra).await.map_err(cannot)? {
         Some(admin) => {
-            delete_in_shoot(reconciler, ra, &admin, objs)
+            delete_in_shoot(reconciler, ra, &admin, objs, served)
                 .await
                 .map_err(cannot)?;
             Ok("removed")
@@ -1471,6 +1494,7 @@ async fn delete_in_shoot(
     ra: &RuntimeAccess,
     admin: &AdminKubeconfig,
     mut objs: Vec<ShootObjectRef>,
+    served: bool,
 ) -> Result<(), Error> {
     let access = shoot_access(reconciler, ra, admin).await?;
     objs.extend(shoot::labelled(&access.client, ra).await.map_err(api(
@@ -1480,7 +1504,7 @@ async fn delete_in_shoot(
     objs.dedup();
     shoot::deletion_order(&mut objs);
     for obj in &objs {
-        let outcome = shoot::delete(&access.client, ra, obj)
+        let outcome = shoot::delete(&access.client, ra, obj, served)
             .await
             .map_err(api(format!(
                 "deleting {} {} in the shoot",

@@ -264,16 +264,28 @@ pub enum ServiceAccountError {
     },
 }
 
+/// Which subjects of a binding count in [`foreign_binding_of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subjects {
+    /// The account by name, and the groups of all ServiceAccounts and of those of its
+    /// namespace: what a new account of the name would get.
+    WithGroups,
+    /// The account by name only: what one account has that another of the request's would
+    /// not (a group's rights come with any account, the request's own included).
+    ByName,
+}
+
 /// A binding this request did not create that would give its ServiceAccount rights, as
 /// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`: one whose subjects name the
 /// account (as a ServiceAccount, or as the user `system:serviceaccount:<ns>:<name>` its token
-/// authenticates as), or the groups of all ServiceAccounts or of those of its namespace.
-/// RoleBindings of every namespace count: one elsewhere gives rights there. Kubernetes' own
-/// default bindings (label `kubernetes.io/bootstrapping=rbac-defaults`: discovery for all
-/// ServiceAccounts) give every account the same, and are not counted.
-async fn foreign_binding_of(
+/// authenticates as), or with [`Subjects::WithGroups`] the groups of all ServiceAccounts or of
+/// those of its namespace. RoleBindings of every namespace count: one elsewhere gives rights
+/// there. Kubernetes' own default bindings (label `kubernetes.io/bootstrapping=rbac-defaults`:
+/// discovery for all ServiceAccounts) give every account the same, and are not counted.
+pub async fn foreign_binding_of(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
+    counted: Subjects,
 ) -> Result<Option<String>, kube::Error> {
     let sa = &ra.spec.service_account;
     let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
@@ -298,7 +310,8 @@ async fn foreign_binding_of(
                     }
                     "User" => s.name == user,
                     "Group" => {
-                        !default
+                        counted == Subjects::WithGroups
+                            && !default
                             && (s.name == "system:serviceaccounts" || s.name == namespace_group)
                     }
                     _ => false,
@@ -368,12 +381,22 @@ where
     }
 }
 
-/// Ensures the ServiceAccount exists and was created by this request: creates it when
-/// missing, refuses one that exists without this request's label, and one (new or labelled)
-/// that a binding this request did not make names.
+/// Ensures the ServiceAccount exists and was created by this request, and returns it:
+/// - missing: created, unless a binding this request did not make names it or a group it would
+///   be in ([`Subjects::WithGroups`]: a new account would get that binding's rights);
+/// - there without this request's marks (its UID label, or those of an account made before
+///   that label): refused;
+/// - there with them: refused when a binding this request did not make names it
+///   ([`Subjects::ByName`]): whoever may patch ServiceAccounts in the namespace can give
+///   another request's account, bound to that request's rights, this request's marks;
+/// - there with them while this request was never `served` with it (its KCP Secret holds no
+///   token and records no apply of the account): deleted and created anew. The account may
+///   have been another request's, relabelled; a new account has a new UID, and every token
+///   issued before (to that other request) is bound to the old one.
 pub async fn ensure_service_account(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
+    served: bool,
 ) -> Result<OwnedServiceAccount, ServiceAccountError> {
     let sa = &ra.spec.service_account;
     let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
@@ -385,8 +408,8 @@ pub async fn ensure_service_account(
         namespace: sa.namespace.clone(),
         name: sa.name.clone(),
     };
-    let unbound = || async {
-        match foreign_binding_of(shoot, ra).await? {
+    let unbound = |subjects| async move {
+        match foreign_binding_of(shoot, ra, subjects).await? {
             Some(binding) => Err(ServiceAccountError::AlreadyBound {
                 namespace: sa.namespace.clone(),
                 name: sa.name.clone(),
@@ -395,31 +418,47 @@ pub async fn ensure_service_account(
             None => Ok(()),
         }
     };
+    let create = || async {
+        unbound(Subjects::WithGroups).await?;
+        match api
+            .create(&PostParams::default(), &service_account(ra))
+            .await
+        {
+            Ok(_) => Ok(None),
+            // Created concurrently: ours only if it carries our marks.
+            Err(e) if is_status(&e, 409) => {
+                api.get_opt(&sa.name).await?.ok_or_else(not_owned).map(Some)
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
     let existing = match api.get_opt(&sa.name).await? {
         Some(existing) => existing,
-        None => {
-            unbound().await?;
-            match api
-                .create(&PostParams::default(), &service_account(ra))
-                .await
-            {
-                Ok(_) => return Ok(owned),
-                // Created concurrently: ours only if it carries our label.
-                Err(e) if is_status(&e, 409) => {
-                    api.get_opt(&sa.name).await?.ok_or_else(not_owned)?
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        None => match create().await? {
+            None => return Ok(owned),
+            Some(existing) => existing,
+        },
     };
     let labelled = created_by(existing.labels(), ra);
     if !labelled && !created_before_the_uid_label(&existing, ra) {
         return Err(not_owned());
     }
-    // Labels are no proof: whoever may patch ServiceAccounts in the namespace can give another
-    // request's account (bound to that request's rights) this request's label, or the marks of
-    // an account made before the UID label.
-    unbound().await?;
+    unbound(Subjects::ByName).await?;
+    if !served {
+        let dp = crate::finalizing::only_uid(existing.metadata.uid.clone());
+        match api.delete(&sa.name, &dp).await {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 404) => {}
+            // 409: replaced meanwhile by an account this pass has not looked at.
+            Err(e) if is_status(&e, 409) => return Err(not_owned()),
+            Err(e) => return Err(e.into()),
+        }
+        return match create().await? {
+            None => Ok(owned),
+            // Made again by someone else between the delete and the create.
+            Some(_) => Err(not_owned()),
+        };
+    }
     if !labelled {
         // Made by this request before objects carried the UID label: label it, conditional on
         // the version that was checked.
@@ -599,15 +638,33 @@ pub enum Deletion {
 /// Deletes one object, but only when it carries this request's [`LABEL_RUNTIME_ACCESS_UID`]:
 /// the list of objects comes from the status and a KCP Secret annotation, which others can
 /// write, so it is a hint, not a licence. The delete is conditional on the UID that was read,
-/// so an object replaced in between is not deleted either.
+/// so an object replaced in between is not deleted either. A ServiceAccount only when it is
+/// the request's `spec.serviceAccount` and, unless the request was `served` with it (see
+/// [`ensure_service_account`]), no binding another request made names it.
 pub async fn delete(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
     obj: &ShootObjectRef,
+    served: bool,
 ) -> Result<Deletion, kube::Error> {
     let ns = obj.namespace.clone().unwrap_or_default();
     match obj.kind.as_str() {
         "ServiceAccount" => {
+            // A request only ever makes the account of its `spec.serviceAccount`, which never
+            // changes. Its marks can be another request's account's, relabelled: one that a
+            // binding of another request names is that request's, unless this request was
+            // served with it (someone bound more to it since: it goes at a revocation all the
+            // same).
+            let account = &ra.spec.service_account;
+            if obj.name != account.name
+                || ns != account.namespace
+                || (!served
+                    && foreign_binding_of(shoot, ra, Subjects::ByName)
+                        .await?
+                        .is_some())
+            {
+                return Ok(Deletion::NotOwned);
+            }
             delete_owned(
                 Api::<ServiceAccount>::namespaced(shoot.clone(), &ns),
                 ra,

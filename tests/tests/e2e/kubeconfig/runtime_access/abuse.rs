@@ -334,6 +334,91 @@ async fn runtime_access_never_issues_a_token_for_another_requests_account_relabe
     Ok(())
 }
 
+/// Attack: an account handed to another request while its old token is still out. The
+/// thief's request makes account X and gets a kubeconfig; the victim's request names X too
+/// (refused: X is the thief's); the thief gives X the victim's UID label and deletes its own
+/// request, whose cleanup leaves X (no longer labelled the thief's). The victim's request then
+/// took X and bound its rights to it, and the thief's kubeconfig, valid for its whole lifetime,
+/// carried them. Now a request never served with an account makes it anew: the thief's token
+/// (bound to the old account's UID) is refused, the victim's works with the victim's rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> Result<()> {
+    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-handover", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("handover").await?;
+    let account = unique("shared-");
+    let identity = format!("system:serviceaccount:{apps}:{account}");
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "thief", &id, configmap_reader(&account, &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "thief").await?;
+    let kept = access_kubeconfig(&secrets, &status).await?;
+    let thief = access::client_from_yaml("thief", &kept).await?;
+    assert_eq!(whoami(thief.clone()).await?, identity);
+
+    // The victim's rights: listing Pods in the namespace, which the thief's role lacks.
+    let mut pods_lister = configmap_reader(&account, &apps, &apps);
+    pods_lister["role"]["rules"] =
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "victim", &id, pods_lister)?,
+        )
+        .await?;
+    access_condition(&requests, "victim", "ServiceAccountNotOwned").await?;
+    let victim_uid = requests.get("victim").await?.uid().context("victim uid")?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let old_uid = accounts.get(&account).await?.uid();
+    accounts
+        .patch(
+            &account,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL_RUNTIME_ACCESS_UID: victim_uid}}})),
+        )
+        .await?;
+    delete_access(&requests, &secrets, "thief", "thief-kubeconfig").await?;
+    // The victim's request retries with backoff; a change of its annotations asks for a pass.
+    requests
+        .patch(
+            "victim",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"e2e/nudge": "1"}}})),
+        )
+        .await?;
+    let status = access_ready(&requests, "victim").await?;
+    assert_ne!(
+        accounts.get(&account).await?.uid(),
+        old_uid,
+        "the victim's request took over the account it was never served with"
+    );
+    refused_at_once("the thief's token", &thief).await?;
+    let victim =
+        access::client_from_yaml("victim", &access_kubeconfig(&secrets, &status).await?).await?;
+    assert_eq!(whoami(victim.clone()).await?, identity);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(victim, &apps);
+    let lp = ListParams::default();
+    once_allowed("the victim lists pods", || pods.list(&lp)).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// Attack: a RuntimeAccess names an existing Secret of the namespace as its kubeconfig Secret;
 /// the controller overwrote it and deleted it with the request. Now: SecretNotOwned naming it,
 /// untouched, and still there after the request is gone. On the code before the fix the

@@ -114,6 +114,25 @@ where
     }
 }
 
+/// Waits until the runtime's API server answers `client` with 401 (the apiserver checks a
+/// token's account UID from its informer: a moment may pass after a revocation).
+async fn refused_at_once(what: &str, client: &kube::Client) -> Result<()> {
+    eventually(
+        &format!("{what} refused"),
+        Duration::from_secs(15),
+        || async {
+            Ok(match whoami(client.clone()).await {
+                Err(e) => e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                    .then_some(()),
+                Ok(_) => None,
+            })
+        },
+    )
+    .await
+}
+
 /// Deletes the request and waits until it and its Secret are gone.
 async fn delete_access(
     requests: &Api<RuntimeAccess>,

@@ -585,25 +585,6 @@ async fn a_refused_token_request_is_an_error_without_a_kubeconfig_until_it_passe
     Ok(())
 }
 
-/// Waits until the runtime's API server answers `client` with 401 (the apiserver checks a
-/// token's account UID from its informer: a moment may pass after a revocation).
-async fn refused_at_once(what: &str, client: &kube::Client) -> Result<()> {
-    eventually(
-        &format!("{what} refused"),
-        Duration::from_secs(15),
-        || async {
-            Ok(match whoami(client.clone()).await {
-                Err(e) => e
-                    .downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
-                    .then_some(()),
-                Ok(_) => None,
-            })
-        },
-    )
-    .await
-}
-
 /// A leaked kubeconfig is revoked without ending the access: `revoke-tokens=true` makes every
 /// token issued so far fail at once (the ServiceAccount is replaced, and tokens are bound to
 /// its UID), a new kubeconfig is written (`KubeconfigRevoked`) and works, and the annotation
