@@ -462,7 +462,7 @@ async fn ensure_shoot_objects(
     ra: &RuntimeAccess,
     previous: Vec<ShootObjectRef>,
     served: bool,
-) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount), StepFailed> {
+) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount, bool), StepFailed> {
     let failed = |what: String| {
         move |e: kube::Error| StepFailed {
             reason: "ShootAccessFailed",
@@ -490,7 +490,7 @@ async fn ensure_shoot_objects(
         }
     }
     let mut created: Vec<ShootObjectRef> = Vec::new();
-    let sa = shoot::ensure_service_account(client, ra, served)
+    let (sa, renewed) = shoot::ensure_service_account(client, ra, served)
         .await
         .map_err(|e| match e {
             shoot::ServiceAccountError::Api(e) => {
@@ -537,7 +537,7 @@ async fn ensure_shoot_objects(
     }
     created.sort();
     created.dedup();
-    Ok((created, sa))
+    Ok((created, sa, renewed))
 }
 
 /// Whether the KCP Secret belongs to this request: our managed-by label and an owner
@@ -674,6 +674,14 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         (None, applied)
     };
 
+    // An account made anew (a revocation, or one this request was never served with) ends every
+    // token issued for the old one, the Secret's included.
+    let decision = match (&reached, decision) {
+        (Some(r), TokenDecision::Keep { .. }) if r.account_renewed => {
+            TokenDecision::Issue(token::TokenCause::Missing)
+        }
+        (_, decision) => decision,
+    };
     let secret = KcpSecret {
         api: &secrets,
         name: &name,
@@ -883,6 +891,8 @@ async fn undelivered(
 struct Reached {
     access: ShootAccess,
     service_account: shoot::OwnedServiceAccount,
+    /// The account was made anew: a token issued before for it is dead.
+    account_renewed: bool,
 }
 
 /// Reaches the runtime, and applies the request's objects there, removing those of an earlier
@@ -897,7 +907,13 @@ async fn apply_shoot_objects(
     revoke: bool,
 ) -> Result<(Reached, Vec<ShootObjectRef>), StepFailed> {
     let access = reach(reconciler, ra, admin).await?;
-    let served = served_with_its_account(ra, facts);
+    let served = served_with_its_account(reconciler, ra)
+        .await
+        .map_err(|e| StepFailed {
+            reason: "ShootAccessFailed",
+            what: "reading the RuntimeAccess".to_owned(),
+            error: classify::message(&e),
+        })?;
     // What this request created before: the durable record and the (maybe older) status,
     // and for a spec not applied yet what carries its label (a failed pass applied
     // objects it never recorded). Token rotations of an applied spec skip the lists.
@@ -929,28 +945,47 @@ async fn apply_shoot_objects(
                 error,
             })?;
     }
-    let (created, service_account) =
+    let (created, service_account, account_renewed) =
         ensure_shoot_objects(&access.client, ra, previous, served).await?;
     Ok((
         Reached {
             access,
             service_account,
+            account_renewed,
         },
         created,
     ))
 }
 
-/// Whether the request's KCP Secret (read fresh, and checked to be the request's) holds a token
-/// or records an apply of the request's ServiceAccount: then the account in the shoot is the
-/// one this request was served with, not another request's that someone gave its marks.
-fn served_with_its_account(ra: &RuntimeAccess, facts: &SecretFacts<'_>) -> bool {
+/// Whether the request was served with its ServiceAccount: its status lists the account among
+/// the objects it created (written by this controller from the first pass that served it on,
+/// from what the KCP Secret records; a failure keeps the list). The status handed to the pass
+/// may be older than the pass that served it, so one that does not list it is read again.
+async fn served_with_its_account(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+) -> Result<bool, kube::Error> {
     let account = &ra.spec.service_account;
-    facts.token.present
-        || facts.applied_objects.iter().flatten().any(|o| {
-            o.kind == "ServiceAccount"
-                && o.name == account.name
-                && o.namespace.as_deref() == Some(account.namespace.as_str())
+    let lists = |status: Option<&RuntimeAccessStatus>| {
+        status.is_some_and(|s| {
+            s.shoot_objects.iter().any(|o| {
+                o.kind == "ServiceAccount"
+                    && o.name == account.name
+                    && o.namespace.as_deref() == Some(account.namespace.as_str())
+            })
         })
+    };
+    if lists(ra.status.as_ref()) {
+        return Ok(true);
+    }
+    let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
+        reconciler.ctx.kcp.clone(),
+        &ra.namespace().unwrap_or_default(),
+    );
+    let fresh = requests.get_opt(&ra.name_any()).await?;
+    Ok(fresh
+        .and_then(|f| f.object().ok())
+        .is_some_and(|f| f.uid() == ra.uid() && lists(f.status.as_ref())))
 }
 
 /// The shoot client for the runtime, or the failure to build one.
@@ -1017,12 +1052,16 @@ async fn issue_token(
         Some(r) => r,
         None => {
             let access = reach(reconciler, ra, admin).await?;
-            let served = served_with_its_account(ra, issue.facts);
-            let (_, service_account) =
+            let served = served_with_its_account(reconciler, ra)
+                .await
+                .map_err(api("reading the RuntimeAccess"))
+                .map_err(Stop::Error)?;
+            let (_, service_account, account_renewed) =
                 ensure_shoot_objects(&access.client, ra, Vec::new(), served).await?;
             Reached {
                 access,
                 service_account,
+                account_renewed,
             }
         }
     };
@@ -1218,9 +1257,14 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?
         .filter(|s| secret_owned_by(s, ra));
-    let facts = SecretFacts::read(existing.as_ref(), &secret_key(ra));
-    let served = served_with_its_account(ra, &facts);
-    objs.extend(facts.applied_objects.unwrap_or_default());
+    objs.extend(
+        SecretFacts::read(existing.as_ref(), &secret_key(ra))
+            .applied_objects
+            .unwrap_or_default(),
+    );
+    let served = served_with_its_account(reconciler, ra)
+        .await
+        .map_err(api("reading the RuntimeAccess"))?;
     // The ServiceAccount, role and binding have names this request uses: delete them even if
     // a status write was lost. Each only if it carries this request's label.
     objs.extend(shoot::spec_objects(ra));

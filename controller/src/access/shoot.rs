@@ -275,7 +275,9 @@ pub enum Subjects {
     ByName,
 }
 
-/// A binding this request did not create that would give its ServiceAccount rights, as
+/// A binding this request did not create (its UID label: a binding's labels can be trusted
+/// where an account's cannot, because the API server lets only whoever holds the rights of its
+/// role, or may `bind` it, change a binding) that would give its ServiceAccount rights, as
 /// `ClusterRoleBinding/<name>` or `RoleBinding/<namespace>/<name>`: one whose subjects name the
 /// account (as a ServiceAccount, or as the user `system:serviceaccount:<ns>:<name>` its token
 /// authenticates as), or with [`Subjects::WithGroups`] the groups of all ServiceAccounts or of
@@ -299,7 +301,7 @@ pub async fn foreign_binding_of(
             .and_then(|l| l.get("kubernetes.io/bootstrapping"))
             .map(String::as_str)
             == Some("rbac-defaults");
-        !made_for(meta, ra)
+        !created_by(meta.labels.as_ref().unwrap_or(&BTreeMap::new()), ra)
             && subjects
                 .into_iter()
                 .flatten()
@@ -381,23 +383,23 @@ where
     }
 }
 
-/// Ensures the ServiceAccount exists and was created by this request, and returns it:
+/// Ensures the ServiceAccount exists and was created by this request, and returns it with
+/// whether it was made anew (every token issued before is dead):
 /// - missing: created, unless a binding this request did not make names it or a group it would
 ///   be in ([`Subjects::WithGroups`]: a new account would get that binding's rights);
 /// - there without this request's marks (its UID label, or those of an account made before
 ///   that label): refused;
-/// - there with them: refused when a binding this request did not make names it
-///   ([`Subjects::ByName`]): whoever may patch ServiceAccounts in the namespace can give
-///   another request's account, bound to that request's rights, this request's marks;
-/// - there with them while this request was never `served` with it (its KCP Secret holds no
-///   token and records no apply of the account): deleted and created anew. The account may
-///   have been another request's, relabelled; a new account has a new UID, and every token
-///   issued before (to that other request) is bound to the old one.
+/// - there with them while the request was `served` with it: used;
+/// - there with them while it was not: whoever may patch ServiceAccounts in the namespace can
+///   give an account these marks, so it may be another request's. Refused when a binding this
+///   request did not make names it ([`Subjects::ByName`]: that request's rights); otherwise
+///   deleted and created anew: a token issued for it before (to another request whose account
+///   it was) is bound to the old UID and stops working.
 pub async fn ensure_service_account(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
     served: bool,
-) -> Result<OwnedServiceAccount, ServiceAccountError> {
+) -> Result<(OwnedServiceAccount, bool), ServiceAccountError> {
     let sa = &ra.spec.service_account;
     let api: Api<ServiceAccount> = Api::namespaced(shoot.clone(), &sa.namespace);
     let owned = OwnedServiceAccount {
@@ -435,7 +437,7 @@ pub async fn ensure_service_account(
     let existing = match api.get_opt(&sa.name).await? {
         Some(existing) => existing,
         None => match create().await? {
-            None => return Ok(owned),
+            None => return Ok((owned, true)),
             Some(existing) => existing,
         },
     };
@@ -443,8 +445,8 @@ pub async fn ensure_service_account(
     if !labelled && !created_before_the_uid_label(&existing, ra) {
         return Err(not_owned());
     }
-    unbound(Subjects::ByName).await?;
     if !served {
+        unbound(Subjects::ByName).await?;
         let dp = crate::finalizing::only_uid(existing.metadata.uid.clone());
         match api.delete(&sa.name, &dp).await {
             Ok(_) => {}
@@ -454,8 +456,8 @@ pub async fn ensure_service_account(
             Err(e) => return Err(e.into()),
         }
         return match create().await? {
-            None => Ok(owned),
-            // Made again by someone else between the delete and the create.
+            None => Ok((owned, true)),
+            // Still there (a finalizer holds it), or made again by someone else.
             Some(_) => Err(not_owned()),
         };
     }
@@ -469,36 +471,19 @@ pub async fn ensure_service_account(
         api.patch(&sa.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
-    Ok(owned)
+    Ok((owned, false))
 }
 
 /// A ServiceAccount this controller created for `ra` before it labelled objects with the
 /// request's UID, by its marks: no UID label at all, our managed-by label and the request's
 /// origin annotation. Whoever may patch ServiceAccounts can set these marks too, so
-/// [`ensure_service_account`] also checks the bindings that name the account. Pure.
+/// [`ensure_service_account`] trusts them only for a request served with the account. Pure.
 pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> bool {
-    marked_before_the_uid_label(&sa.metadata, ra)
-}
-
-fn marked_before_the_uid_label(meta: &ObjectMeta, ra: &RuntimeAccess) -> bool {
-    let labels = meta.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-    label(LABEL_RUNTIME_ACCESS_UID).is_none()
-        && label(names::LABEL_MANAGED_BY) == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
-        && meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_RUNTIME_ACCESS))
-            == Some(&origin(ra))
-}
-
-/// A binding this request made: its UID label, or the marks of one made before that label. A
-/// binding's marks can be trusted where an account's cannot: the API server lets only whoever
-/// holds the rights of its role (or may `bind` it) change a binding, so relabelling one gains
-/// nothing.
-fn made_for(meta: &ObjectMeta, ra: &RuntimeAccess) -> bool {
-    created_by(meta.labels.as_ref().unwrap_or(&BTreeMap::new()), ra)
-        || marked_before_the_uid_label(meta, ra)
+    let labels = sa.labels();
+    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
+        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
+            == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
+        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
