@@ -273,6 +273,9 @@ pub enum Subjects {
     /// The account by name only: what one account has that another of the request's would
     /// not (a group's rights come with any account, the request's own included).
     ByName,
+    /// The account by name, in bindings another RuntimeAccess made (its UID label, another
+    /// UID): read with a label selector, so cheap enough for every pass.
+    ByNameOfOtherRequests,
 }
 
 /// A binding this request did not create (its UID label: a binding's labels can be trusted
@@ -301,7 +304,10 @@ pub async fn foreign_binding_of(
             .and_then(|l| l.get("kubernetes.io/bootstrapping"))
             .map(String::as_str)
             == Some("rbac-defaults");
-        !created_by(meta.labels.as_ref().unwrap_or(&BTreeMap::new()), ra)
+        let labels = meta.labels.as_ref();
+        let of_a_request = labels.is_some_and(|l| l.contains_key(LABEL_RUNTIME_ACCESS_UID));
+        !created_by(labels.unwrap_or(&BTreeMap::new()), ra)
+            && (counted != Subjects::ByNameOfOtherRequests || of_a_request)
             && subjects
                 .into_iter()
                 .flatten()
@@ -319,28 +325,36 @@ pub async fn foreign_binding_of(
                     _ => false,
                 })
     };
-    if let Some(b) = first_in_pages(Api::<ClusterRoleBinding>::all(shoot.clone()), |b| {
-        names_it(b.subjects.as_ref(), "", &b.metadata)
-    })
+    let mut params = ListParams::default().limit(BINDINGS_PAGE);
+    if counted == Subjects::ByNameOfOtherRequests {
+        params = params.labels(LABEL_RUNTIME_ACCESS_UID);
+    }
+    if let Some(b) = first_in_pages(
+        Api::<ClusterRoleBinding>::all(shoot.clone()),
+        params.clone(),
+        |b| names_it(b.subjects.as_ref(), "", &b.metadata),
+    )
     .await?
     {
         return Ok(Some(format!("ClusterRoleBinding/{}", b.name_any())));
     }
-    Ok(first_in_pages(Api::<RoleBinding>::all(shoot.clone()), |b| {
-        names_it(
-            b.subjects.as_ref(),
-            &b.namespace().unwrap_or_default(),
-            &b.metadata,
-        )
-    })
-    .await?
-    .map(|b| {
-        format!(
-            "RoleBinding/{}/{}",
-            b.namespace().unwrap_or_default(),
-            b.name_any()
-        )
-    }))
+    Ok(
+        first_in_pages(Api::<RoleBinding>::all(shoot.clone()), params, |b| {
+            names_it(
+                b.subjects.as_ref(),
+                &b.namespace().unwrap_or_default(),
+                &b.metadata,
+            )
+        })
+        .await?
+        .map(|b| {
+            format!(
+                "RoleBinding/{}/{}",
+                b.namespace().unwrap_or_default(),
+                b.name_any()
+            )
+        }),
+    )
 }
 
 /// The Pod Security level the runtime's apiserver enforces in `namespace` (its label
@@ -361,15 +375,15 @@ pub async fn pod_security_level(
 /// [`crate::gardener::client::RUNTIME_RESPONSE_BYTES`] however many bindings a cluster has.
 const BINDINGS_PAGE: u32 = 500;
 
-/// The first object of `api` that `matches`, read page by page.
+/// The first object of `api` listed with `params` that `matches`, read page by page.
 async fn first_in_pages<K>(
     api: Api<K>,
+    mut params: ListParams,
     matches: impl Fn(&K) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let mut params = ListParams::default().limit(BINDINGS_PAGE);
     loop {
         let page = api.list(&params).await?;
         let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
@@ -389,7 +403,10 @@ where
 ///   be in ([`Subjects::WithGroups`]: a new account would get that binding's rights);
 /// - there without this request's marks (its UID label, or those of an account made before
 ///   that label): refused;
-/// - there with them while the request was `served` with it: used;
+/// - there with them while the request was `served` with an account of that name: used, unless
+///   a binding another RuntimeAccess made names it ([`Subjects::ByNameOfOtherRequests`]: the
+///   record is by name, so the account may since have been handed to another request, made
+///   anew by it and given this request's marks);
 /// - there with them while it was not: whoever may patch ServiceAccounts in the namespace can
 ///   give an account these marks, so it may be another request's. Refused when a binding this
 ///   request did not make names it ([`Subjects::ByName`]: that request's rights); otherwise
@@ -461,6 +478,7 @@ pub async fn ensure_service_account(
             Some(_) => Err(not_owned()),
         };
     }
+    unbound(Subjects::ByNameOfOtherRequests).await?;
     if !labelled {
         // Made by this request before objects carried the UID label: label it, conditional on
         // the version that was checked.
@@ -637,16 +655,19 @@ pub async fn delete(
         "ServiceAccount" => {
             // A request only ever makes the account of its `spec.serviceAccount`, which never
             // changes. Its marks can be another request's account's, relabelled: one that a
-            // binding of another request names is that request's, unless this request was
-            // served with it (someone bound more to it since: it goes at a revocation all the
-            // same).
+            // binding another RuntimeAccess made names is that request's. For a request never
+            // served with it, any binding it did not make counts; for one served with it,
+            // only another request's (someone may have bound more to its own account since: it
+            // goes at a revocation all the same).
             let account = &ra.spec.service_account;
+            let counted = if served {
+                Subjects::ByNameOfOtherRequests
+            } else {
+                Subjects::ByName
+            };
             if obj.name != account.name
                 || ns != account.namespace
-                || (!served
-                    && foreign_binding_of(shoot, ra, Subjects::ByName)
-                        .await?
-                        .is_some())
+                || foreign_binding_of(shoot, ra, counted).await?.is_some()
             {
                 return Ok(Deletion::NotOwned);
             }

@@ -419,6 +419,166 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
     Ok(())
 }
 
+/// Attack: a served request takes back an account it handed over. The thief's request is
+/// served with account X; the victim's request names X too (refused). The thief gives X the
+/// victim's UID label and revokes its own tokens, which removes its bindings (X, no longer
+/// labelled its own, stays); the victim's request makes X anew and binds its rights to it. The
+/// thief then gives the new X its own UID label: its status still lists an account of that
+/// name, so at its next token the account counted as its own, and the token carried the
+/// victim's rights. Now a binding another RuntimeAccess made that names the account refuses it
+/// (`ServiceAccountNotOwned` naming the victim's binding), no kubeconfig is written, and a
+/// revocation does not delete the victim's account either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result<()> {
+    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
+    use kube::ResourceExt;
+
+    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-takeback", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("takeback").await?;
+    let account = unique("shared-");
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let label = |uid: String| {
+        let accounts = accounts.clone();
+        let account = account.clone();
+        async move {
+            accounts
+                .patch(
+                    &account,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {LABEL_RUNTIME_ACCESS_UID: uid}}})),
+                )
+                .await
+        }
+    };
+    let annotate = |name: &'static str, annotations: serde_json::Value| {
+        let requests = requests.clone();
+        async move {
+            requests
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+                )
+                .await
+        }
+    };
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "thief", &id, configmap_reader(&account, &apps, &apps))?,
+        )
+        .await?;
+    access_ready(&requests, "thief").await?;
+    let thief_uid = requests.get("thief").await?.uid().context("thief uid")?;
+    let mut pods_lister = configmap_reader(&account, &apps, &apps);
+    pods_lister["role"]["rules"] =
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "victim", &id, pods_lister)?,
+        )
+        .await?;
+    access_condition(&requests, "victim", "ServiceAccountNotOwned").await?;
+    let victim_uid = requests.get("victim").await?.uid().context("victim uid")?;
+
+    // Handed over: the thief's bindings go with its revocation, the account stays.
+    label(victim_uid).await?;
+    annotate("thief", json!({REVOKE: "true"})).await?;
+    let thief_binding = format!("kim-access:{ns}:thief");
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(shoot_admin.clone(), &apps);
+    eventually(
+        "the thief's binding gone",
+        Duration::from_secs(60),
+        || async { Ok((!exists(&bindings, &thief_binding).await?).then_some(())) },
+    )
+    .await?;
+    annotate("thief", json!({REVOKE: null})).await?;
+    annotate("victim", json!({"e2e/nudge": "1"})).await?;
+    let status = access_ready(&requests, "victim").await?;
+    let victims = accounts.get(&account).await?.uid();
+
+    // Taken back: the thief's label on the new account, and a token due (its Secret gone).
+    label(thief_uid).await?;
+    let thief_secret = "thief-kubeconfig";
+    if exists(&secrets, thief_secret).await? {
+        secrets
+            .delete(thief_secret, &DeleteParams::default())
+            .await?;
+    }
+    annotate("thief", json!({"e2e/nudge": "1"})).await?;
+    let refused = eventually(
+        "the thief refused, naming the victim's binding",
+        Duration::from_secs(60),
+        || async {
+            Ok(requests
+                .get("thief")
+                .await?
+                .status
+                .and_then(|s| {
+                    s.conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "KubeconfigReady")
+                })
+                .filter(|c| {
+                    c.reason == "ServiceAccountNotOwned"
+                        && c.message
+                            .contains(&format!("RoleBinding/{apps}/kim-access:{ns}:victim"))
+                }))
+        },
+    )
+    .await?;
+    assert_eq!(refused.status, "False");
+    assert!(
+        !exists(&secrets, thief_secret).await?,
+        "a kubeconfig of the victim's account was issued to the thief"
+    );
+    // A revocation of the thief's tokens leaves the victim's account alone.
+    annotate("thief", json!({REVOKE: "true"})).await?;
+    eventually(
+        "the revocation refused",
+        Duration::from_secs(60),
+        || async {
+            Ok(requests
+                .get("thief")
+                .await?
+                .status
+                .and_then(|s| {
+                    s.conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "KubeconfigReady")
+                })
+                .filter(|c| c.reason == "ShootAccessFailed"))
+        },
+    )
+    .await?;
+    assert_eq!(
+        accounts.get(&account).await?.uid(),
+        victims,
+        "the thief's revocation deleted the victim's account"
+    );
+    let victim =
+        access::client_from_yaml("victim", &access_kubeconfig(&secrets, &status).await?).await?;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(victim, &apps);
+    let lp = ListParams::default();
+    once_allowed("the victim lists pods", || pods.list(&lp)).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
+
 /// Attack: a RuntimeAccess names an existing Secret of the namespace as its kubeconfig Secret;
 /// the controller overwrote it and deleted it with the request. Now: SecretNotOwned naming it,
 /// untouched, and still there after the request is gone. On the code before the fix the

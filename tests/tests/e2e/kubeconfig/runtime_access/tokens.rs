@@ -339,6 +339,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
     assert_eq!(access_kubeconfig(&secrets, &kept).await?, kc);
 
     // A spec change is applied (one reconcile: the five labelled lists, ServiceAccount GET,
+    // the label-selected lists of bindings other requests made (none may name the account),
     // Role and binding GET and PATCH, the apply conditional on the version read), with the
     // same token and the same shoot client.
     requests
@@ -371,7 +372,7 @@ async fn runtime_access_reconciles_with_nothing_to_do_make_no_shoot_call() -> Re
             ctl.shoot_requests(&["method=\"PATCH\""]).await?,
             ctl.shoot_requests(&[]).await?,
         ),
-        (18, 4, 2, 24),
+        (20, 4, 2, 26),
         "shoot requests (GET, POST, PATCH, all) after the spec change"
     );
     assert_eq!(
