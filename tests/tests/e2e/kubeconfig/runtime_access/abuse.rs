@@ -259,32 +259,9 @@ async fn runtime_access_never_issues_a_token_for_another_requests_account_relabe
     let mut nudges = 0;
     let mut refused_with = async |words: &str| -> Result<String> {
         nudges += 1;
-        requests
-            .patch(
-                "thief",
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({"metadata": {"annotations": {"e2e/nudge": nudges.to_string()}}}),
-                ),
-            )
-            .await?;
-        let condition = eventually(
-            &format!("thief refused: {words}"),
-            Duration::from_secs(60),
-            || async {
-                Ok(requests
-                    .get("thief")
-                    .await?
-                    .status
-                    .and_then(|s| {
-                        s.conditions
-                            .into_iter()
-                            .find(|c| c.type_ == "KubeconfigReady")
-                    })
-                    .filter(|c| c.reason == "ServiceAccountNotOwned" && c.message.contains(words)))
-            },
-        )
-        .await?;
+        annotate(&requests, "thief", json!({"e2e/nudge": nudges.to_string()})).await?;
+        let condition =
+            access_condition_saying(&requests, "thief", "ServiceAccountNotOwned", words).await?;
         Ok(condition.message)
     };
     let not_ours = "was not created by this RuntimeAccess";
@@ -372,13 +349,10 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
     assert_eq!(whoami(thief.clone()).await?, identity);
 
     // The victim's rights: listing Pods in the namespace, which the thief's role lacks.
-    let mut pods_lister = configmap_reader(&account, &apps, &apps);
-    pods_lister["role"]["rules"] =
-        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
     requests
         .create(
             &PostParams::default(),
-            &runtime_access(&ns, "victim", &id, pods_lister)?,
+            &runtime_access(&ns, "victim", &id, pods_lister(&account, &apps, &apps))?,
         )
         .await?;
     access_condition(&requests, "victim", "ServiceAccountNotOwned").await?;
@@ -394,13 +368,7 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
         .await?;
     delete_access(&requests, &secrets, "thief", "thief-kubeconfig").await?;
     // The victim's request retries with backoff; a change of its annotations asks for a pass.
-    requests
-        .patch(
-            "victim",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"e2e/nudge": "1"}}})),
-        )
-        .await?;
+    annotate(&requests, "victim", json!({"e2e/nudge": "1"})).await?;
     let status = access_ready(&requests, "victim").await?;
     assert_ne!(
         accounts.get(&account).await?.uid(),
@@ -408,12 +376,12 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
         "the victim's request took over the account it was never served with"
     );
     refused_at_once("the thief's token", &thief).await?;
-    let victim =
-        access::client_from_yaml("victim", &access_kubeconfig(&secrets, &status).await?).await?;
-    assert_eq!(whoami(victim.clone()).await?, identity);
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(victim, &apps);
-    let lp = ListParams::default();
-    once_allowed("the victim lists pods", || pods.list(&lp)).await?;
+    let victim = access_kubeconfig(&secrets, &status).await?;
+    assert_eq!(
+        whoami(access::client_from_yaml("victim", &victim).await?).await?,
+        identity
+    );
+    lists_pods(&victim, &apps).await?;
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())
@@ -461,18 +429,6 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
                 .await
         }
     };
-    let annotate = |name: &'static str, annotations: serde_json::Value| {
-        let requests = requests.clone();
-        async move {
-            requests
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-                )
-                .await
-        }
-    };
     requests
         .create(
             &PostParams::default(),
@@ -481,13 +437,10 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
         .await?;
     access_ready(&requests, "thief").await?;
     let thief_uid = requests.get("thief").await?.uid().context("thief uid")?;
-    let mut pods_lister = configmap_reader(&account, &apps, &apps);
-    pods_lister["role"]["rules"] =
-        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
     requests
         .create(
             &PostParams::default(),
-            &runtime_access(&ns, "victim", &id, pods_lister)?,
+            &runtime_access(&ns, "victim", &id, pods_lister(&account, &apps, &apps))?,
         )
         .await?;
     access_condition(&requests, "victim", "ServiceAccountNotOwned").await?;
@@ -495,7 +448,7 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
 
     // Handed over: the thief's bindings go with its revocation, the account stays.
     label(victim_uid).await?;
-    annotate("thief", json!({REVOKE: "true"})).await?;
+    annotate(&requests, "thief", json!({REVOKE: "true"})).await?;
     let thief_binding = format!("kim-access:{ns}:thief");
     let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
         Api::namespaced(shoot_admin.clone(), &apps);
@@ -505,8 +458,8 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
         || async { Ok((!exists(&bindings, &thief_binding).await?).then_some(())) },
     )
     .await?;
-    annotate("thief", json!({REVOKE: null})).await?;
-    annotate("victim", json!({"e2e/nudge": "1"})).await?;
+    annotate(&requests, "thief", json!({REVOKE: null})).await?;
+    annotate(&requests, "victim", json!({"e2e/nudge": "1"})).await?;
     let status = access_ready(&requests, "victim").await?;
     let victims = accounts.get(&account).await?.uid();
 
@@ -518,26 +471,12 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
             .delete(thief_secret, &DeleteParams::default())
             .await?;
     }
-    annotate("thief", json!({"e2e/nudge": "1"})).await?;
-    let refused = eventually(
-        "the thief refused, naming the victim's binding",
-        Duration::from_secs(60),
-        || async {
-            Ok(requests
-                .get("thief")
-                .await?
-                .status
-                .and_then(|s| {
-                    s.conditions
-                        .into_iter()
-                        .find(|c| c.type_ == "KubeconfigReady")
-                })
-                .filter(|c| {
-                    c.reason == "ServiceAccountNotOwned"
-                        && c.message
-                            .contains(&format!("RoleBinding/{apps}/kim-access:{ns}:victim"))
-                }))
-        },
+    annotate(&requests, "thief", json!({"e2e/nudge": "1"})).await?;
+    let refused = access_condition_saying(
+        &requests,
+        "thief",
+        "ServiceAccountNotOwned",
+        &format!("RoleBinding/{apps}/kim-access:{ns}:victim"),
     )
     .await?;
     assert_eq!(refused.status, "False");
@@ -546,34 +485,14 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
         "a kubeconfig of the victim's account was issued to the thief"
     );
     // A revocation of the thief's tokens leaves the victim's account alone.
-    annotate("thief", json!({REVOKE: "true"})).await?;
-    eventually(
-        "the revocation refused",
-        Duration::from_secs(60),
-        || async {
-            Ok(requests
-                .get("thief")
-                .await?
-                .status
-                .and_then(|s| {
-                    s.conditions
-                        .into_iter()
-                        .find(|c| c.type_ == "KubeconfigReady")
-                })
-                .filter(|c| c.reason == "ShootAccessFailed"))
-        },
-    )
-    .await?;
+    annotate(&requests, "thief", json!({REVOKE: "true"})).await?;
+    access_condition_saying(&requests, "thief", "ShootAccessFailed", "").await?;
     assert_eq!(
         accounts.get(&account).await?.uid(),
         victims,
         "the thief's revocation deleted the victim's account"
     );
-    let victim =
-        access::client_from_yaml("victim", &access_kubeconfig(&secrets, &status).await?).await?;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(victim, &apps);
-    let lp = ListParams::default();
-    once_allowed("the victim lists pods", || pods.list(&lp)).await?;
+    lists_pods(&access_kubeconfig(&secrets, &status).await?, &apps).await?;
     ctl.stop().await;
     assert_not_logged(&admin);
     Ok(())

@@ -160,6 +160,66 @@ async fn delete_access(
 // ---------------------------------------------------------------------------------------------
 // RuntimeAccess: the least-privilege policy in the controller
 
+/// Waits up to 60 s for the `KubeconfigReady` condition with `reason` whose message contains
+/// `words` (a request refused with backoff comes back within a minute) and returns it.
+async fn access_condition_saying(
+    requests: &Api<RuntimeAccess>,
+    name: &str,
+    reason: &str,
+    words: &str,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    eventually(
+        &format!("RuntimeAccess {name}: condition {reason} saying {words:?}"),
+        Duration::from_secs(60),
+        || async {
+            Ok(requests
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| {
+                    s.conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "KubeconfigReady")
+                })
+                .filter(|c| c.reason == reason && c.message.contains(words)))
+        },
+    )
+    .await
+}
+
+/// Merges `annotations` into the request's (a change of them asks for a pass at once, also of
+/// a request waiting out its backoff).
+async fn annotate(
+    requests: &Api<RuntimeAccess>,
+    name: &str,
+    annotations: serde_json::Value,
+) -> Result<()> {
+    requests
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// [`configmap_reader`] whose role lists Pods in `apps` instead.
+fn pods_lister(account: &str, namespace: &str, apps: &str) -> serde_json::Value {
+    let mut spec = configmap_reader(account, namespace, apps);
+    spec["role"]["rules"] = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]);
+    spec
+}
+
+/// Waits until the kubeconfig may list Pods in `apps` (RBAC caches may take a moment).
+async fn lists_pods(kubeconfig: &str, apps: &str) -> Result<()> {
+    let client = access::client_from_yaml("pods-lister", kubeconfig).await?;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, apps);
+    let lp = ListParams::default();
+    once_allowed("listing pods", || pods.list(&lp)).await?;
+    Ok(())
+}
+
 /// Waits for the `KubeconfigReady` condition with `reason` and returns it.
 async fn access_condition(
     requests: &Api<RuntimeAccess>,
