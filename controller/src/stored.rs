@@ -92,6 +92,11 @@ impl<K: WithStatus> StatusApart<K> {
         K::from_parts(self.metadata.clone(), self.spec.clone(), None)
     }
 
+    /// The status, when there is one and it reads.
+    pub fn status(&self) -> Option<&K::Status> {
+        self.status.as_ref().ok().and_then(Option::as_ref)
+    }
+
     /// Where and why the status does not read, if it does not.
     pub fn unreadable(&self) -> Option<&Unreadable> {
         self.status.as_ref().err()

@@ -7,6 +7,7 @@
 
 pub mod kubeconfig;
 pub mod metrics;
+pub mod passes;
 pub mod reconcile;
 pub mod record;
 pub mod shoot;
@@ -18,12 +19,13 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kim_shared::api::runtime_access::RuntimeAccess;
-use kube::Api;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kim_shared::api::runtime_access::{RuntimeAccess, RuntimeAccessSpec, RuntimeAccessStatus};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
 
 use crate::stored::StatusApart;
 use crate::{Context, Shutdown};
@@ -189,6 +191,76 @@ impl ByRuntime {
             .map(|refs| refs.iter().cloned().collect())
             .unwrap_or_default()
     }
+
+    /// [`Self::sharing`], as cached.
+    fn sharing_the_account(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+    ) -> impl Iterator<Item = Arc<StatusApart<RuntimeAccess>>> {
+        let account = spec.service_account.clone();
+        let uid = meta.uid.clone();
+        self.of(&spec.runtime_id)
+            .into_iter()
+            .filter_map(|r| self.cache.get(&r))
+            .filter(move |other| {
+                other.metadata.uid != uid
+                    && other.spec.service_account.name == account.name
+                    && other.spec.service_account.namespace == account.namespace
+            })
+    }
+
+    /// The other cached requests of a request's runtime that name the same ServiceAccount.
+    pub fn sharing(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+    ) -> Vec<ObjectRef<StatusApart<RuntimeAccess>>> {
+        self.sharing_the_account(meta, spec)
+            .map(|other| ObjectRef::from_obj(&*other))
+            .collect()
+    }
+
+    /// The request, as `<namespace>/<name>`, that holds the ServiceAccount a request names:
+    /// the first of the cached requests of the runtime that name it, by creation time, then
+    /// (creation times are whole seconds) one whose status lists the account before one whose
+    /// does not, then by UID. `None` when it is this request. Requests being deleted count
+    /// until they are gone.
+    ///
+    /// One ServiceAccount serves one request: the others wait in the KCP, so that the passes
+    /// that touch the account in the runtime are the holder's only (and a flood of requests
+    /// naming another's account costs it nothing); [`passes::AccountPasses`] keeps the passes
+    /// of a holder and its successor apart as one goes.
+    pub fn account_holder(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+        status: Option<&RuntimeAccessStatus>,
+    ) -> Option<String> {
+        let own = (
+            meta.creation_timestamp.clone(),
+            !reconcile::lists_account(status, &spec.service_account),
+            meta.uid.clone(),
+        );
+        self.sharing_the_account(meta, spec)
+            .map(|other| {
+                let order = (
+                    other.metadata.creation_timestamp.clone(),
+                    !reconcile::lists_account(other.status(), &other.spec.service_account),
+                    other.metadata.uid.clone(),
+                );
+                (order, other)
+            })
+            .filter(|(order, _)| *order < own)
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, other)| {
+                format!(
+                    "{}/{}",
+                    other.namespace().unwrap_or_default(),
+                    other.name_any()
+                )
+            })
+    }
 }
 
 /// Runs the RuntimeAccess reconciler until `shutdown`.
@@ -208,6 +280,7 @@ pub async fn run(
     ctx.register_metrics(|r| tokens.register(r));
     let (store, writer) = reflector::store();
     let by_runtime = Arc::new(ByRuntime::new(store.clone()));
+    let (followers, following) = futures::channel::mpsc::unbounded();
     let reconciler = Arc::new(reconcile::Reconciler::new(
         ctx.clone(),
         settings,
@@ -215,6 +288,7 @@ pub async fn run(
         tokens,
         rotations,
         by_runtime.clone(),
+        Arc::new(passes::AccountPasses::new(followers)),
     ));
     ctx.metrics
         .track_reconcile_result(CONTROLLER, crate::metrics::RESULT_UNREADABLE);
@@ -261,6 +335,7 @@ pub async fn run(
     let run = Controller::for_stream(stream, store.clone())
         .reconcile_on(secrets)
         .reconcile_on(rotated_requests)
+        .reconcile_on(following)
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, reconciler)
@@ -291,6 +366,54 @@ mod tests {
             },
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_first_request_of_a_service_account_holds_it() {
+        let (cache, mut writer) = reflector::store();
+        let store = ByRuntime::new(cache);
+        let at = |second: u32| format!("2026-12-07T10:00:{second:02}Z");
+        let mut req = |name: &str, runtime: &str, account: (&str, &str), created: String| {
+            let ra: StatusApart<RuntimeAccess> = serde_json::from_value(json!({
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "RuntimeAccess",
+                "metadata": {"name": name, "namespace": "kcp-system", "uid": format!("uid-{name}"),
+                    "creationTimestamp": created},
+                "spec": {
+                    "runtimeId": runtime,
+                    "serviceAccount": {"namespace": account.0, "name": account.1},
+                    "role": {"namespace": "apps", "rules": []},
+                },
+            }))
+            .unwrap();
+            writer.apply_watcher_event(&watcher::Event::Apply(ra.clone()));
+            store.insert(&ra);
+            ra
+        };
+        let klm = req("klm", "rt-1", ("apps", "klm"), at(10));
+        // Made earlier, but not the same account: another runtime, namespace or name.
+        req("elsewhere", "rt-2", ("apps", "klm"), at(1));
+        req("kyma", "rt-1", ("kyma", "klm"), at(1));
+        req("renamed", "rt-1", ("apps", "klm2"), at(1));
+        let thief = req("thief", "rt-1", ("apps", "klm"), at(11));
+        let holder = |ra: &StatusApart<RuntimeAccess>| {
+            store.account_holder(&ra.metadata, &ra.spec, ra.status())
+        };
+        assert_eq!(holder(&klm), None);
+        assert_eq!(holder(&thief).as_deref(), Some("kcp-system/klm"));
+        // The same second: the UID orders them ("uid-a..." first)...
+        let twin = req("a-twin", "rt-1", ("apps", "klm"), at(10));
+        assert_eq!(holder(&klm).as_deref(), Some("kcp-system/a-twin"));
+        assert_eq!(holder(&twin), None);
+        assert_eq!(holder(&thief).as_deref(), Some("kcp-system/a-twin"));
+        // ... unless one was served with the account: it keeps it.
+        let mut served: serde_json::Value = serde_json::to_value(klm.object().unwrap()).unwrap();
+        served["status"] = json!({"shootObjects": [
+            {"kind": "ServiceAccount", "name": "klm", "namespace": "apps"}]});
+        let klm: StatusApart<RuntimeAccess> = serde_json::from_value(served).unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(klm.clone()));
+        assert_eq!(holder(&klm), None);
+        assert_eq!(holder(&twin).as_deref(), Some("kcp-system/klm"));
     }
 
     fn secret(value: serde_json::Value) -> PartialObjectMeta<Secret> {

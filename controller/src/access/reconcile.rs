@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kim_shared::access::{secret_key, secret_name, service_account_user, validate_runtime_access};
 use kim_shared::api::runtime_access::{
-    AccessSecretRef, RuntimeAccess, RuntimeAccessStatus, ShootObjectRef,
+    AccessSecretRef, RuntimeAccess, RuntimeAccessStatus, ServiceAccountRef, ShootObjectRef,
 };
 use kim_shared::api::{GardenerCluster, Runtime, Unreadable};
 use kim_shared::gardener::Shoot;
@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::kubeconfig::{cluster_endpoint, token_kubeconfig};
 use super::metrics::TokenMetrics;
+use super::passes::AccountPasses;
 use super::record::{self, SecretFacts};
 use super::shoot;
 use super::shoot_client::{AdminSecret, ShootAccess, ShootClients};
@@ -43,6 +44,10 @@ pub const FIELD_MANAGER: &str = "kim-runtime-access";
 
 /// How often to look again while the runtime has no admin kubeconfig yet.
 const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);
+
+/// When to look again while a pass of another request of the same ServiceAccount runs; the
+/// end of that pass asks for this one at once ([`AccountPasses`]), this is the fallback.
+const WAIT_FOR_ACCOUNT: Duration = Duration::from_secs(30);
 
 /// Per-object backoff after a failed reconcile: 1 s doubling to 60 s, jittered. A runtime
 /// that answers again is noticed within a minute, which leaves a token due for rotation (at
@@ -64,6 +69,8 @@ pub struct Reconciler {
     records: Records<()>,
     /// The cached requests by runtime ID.
     by_runtime: Arc<super::ByRuntime>,
+    /// The passes running, by ServiceAccount: one at a time for each.
+    passes: Arc<AccountPasses>,
     /// When the Shoots' ServiceAccount token signing keys were rotated, as the Shoot watch
     /// delivers it.
     rotations: crate::runtime::shoot_cache::RotationTimes,
@@ -89,6 +96,7 @@ impl Reconciler {
         tokens: Arc<TokenMetrics>,
         rotations: crate::runtime::shoot_cache::RotationTimes,
         by_runtime: Arc<super::ByRuntime>,
+        passes: Arc<AccountPasses>,
     ) -> Self {
         let timeout = settings.shoot_request_timeout;
         Self {
@@ -98,6 +106,7 @@ impl Reconciler {
             tokens,
             records: Records::default(),
             by_runtime,
+            passes,
             rotations,
         }
     }
@@ -120,6 +129,11 @@ impl Reconciler {
 
 impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
     fn forget(&self, ra: &StatusApart<RuntimeAccess>) {
+        // Those that waited for it as the holder of their account go on at once.
+        for waiting in self.by_runtime.sharing(&ra.metadata, &ra.spec) {
+            self.release(&waiting);
+            self.passes.run_next(waiting);
+        }
         self.by_runtime.remove(ra);
         self.forget_key(&key(ra));
     }
@@ -199,6 +213,26 @@ pub async fn reconcile(
     {
         return Ok(Action::requeue(left));
     }
+    // A request that waits for its account's holder touches nothing in the runtime, so it
+    // takes no pass of the account; its deletion does (it may have objects there).
+    let holder = reconciler
+        .by_runtime
+        .account_holder(&ra.metadata, &ra.spec, ra.status());
+    let waits = holder.is_some() && ra.metadata.deletion_timestamp.is_none();
+    let _pass = match (!waits).then(|| reconciler.passes.begin(&ra)).transpose() {
+        Ok(pass) => pass,
+        Err(running) => {
+            tracing::info!(
+                controller = CONTROLLER,
+                namespace = ra.namespace().unwrap_or_default(),
+                object = ra.name_any(),
+                runtime_id = %ra.spec.runtime_id,
+                running = %running,
+                "a pass of another RuntimeAccess of this ServiceAccount is running; this one follows when it ends"
+            );
+            return Ok(Action::requeue(WAIT_FOR_ACCOUNT));
+        }
+    };
     let started = Instant::now();
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(
         reconciler.ctx.kcp.clone(),
@@ -222,7 +256,8 @@ pub async fn reconcile(
                     .await
                 {
                     Ok(ra) => {
-                        within_limit(&reconciler, &ra, "Error", apply(&reconciler, &ra)).await
+                        let pass = apply(&reconciler, &ra, holder.as_deref());
+                        within_limit(&reconciler, &ra, "Error", pass).await
                     }
                     Err(why) => Err(Error::Unreadable(why)),
                 }
@@ -531,8 +566,14 @@ async fn ensure_shoot_objects(
         let outcome = shoot::delete(client, ra, obj, served)
             .await
             .map_err(failed(what))?;
-        if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
+        match outcome {
+            shoot::Deletion::NotOwned => {
+                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
+            }
+            shoot::Deletion::Bound(binding) => {
+                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "recorded ServiceAccount is a subject of a binding that makes it another's; left in place");
+            }
+            shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
         }
     }
     created.sort();
@@ -600,7 +641,13 @@ async fn record_shoot_objects(
         .map(|_| ())
 }
 
-async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Error> {
+/// One pass of a request that is not being deleted; `holder` is the request that holds its
+/// ServiceAccount ([`super::ByRuntime::account_holder`]) when it is another.
+async fn apply(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    holder: Option<&str>,
+) -> Result<Action, Error> {
     let now = Timestamp::now();
     let validation = validate_runtime_access(ra, &reconciler.settings.policy);
     if !validation.is_allowed() {
@@ -617,6 +664,21 @@ async fn apply(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, Er
         )
         .await?;
         return Ok(Action::await_change());
+    }
+    if let Some(holder) = holder {
+        let account = &ra.spec.service_account;
+        return fail(
+            reconciler,
+            ra,
+            REASON_SERVICE_ACCOUNT_NOT_OWNED,
+            "refusing the ServiceAccount",
+            format!(
+                "ServiceAccount {}/{} of runtime {} is the account of RuntimeAccess {holder}, created before this one; one ServiceAccount serves one RuntimeAccess: this one is served once {holder} is gone, or create a RuntimeAccess with another spec.serviceAccount instead",
+                account.namespace, account.name, ra.spec.runtime_id
+            ),
+            now,
+        )
+        .await;
     }
 
     // The KCP Secret, read fresh: the token and what was applied in the shoot, durably. It
@@ -957,6 +1019,17 @@ async fn apply_shoot_objects(
     ))
 }
 
+/// Whether `status` lists `account` among the objects its request created. Pure.
+pub fn lists_account(status: Option<&RuntimeAccessStatus>, account: &ServiceAccountRef) -> bool {
+    status.is_some_and(|s| {
+        s.shoot_objects.iter().any(|o| {
+            o.kind == "ServiceAccount"
+                && o.name == account.name
+                && o.namespace.as_deref() == Some(account.namespace.as_str())
+        })
+    })
+}
+
 /// Whether the request was served with its ServiceAccount: its status lists the account among
 /// the objects it created (written by this controller from the first pass that served it on,
 /// from what the KCP Secret records; a failure keeps the list). The status handed to the pass
@@ -965,16 +1038,8 @@ async fn served_with_its_account(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
 ) -> Result<bool, kube::Error> {
-    let account = &ra.spec.service_account;
-    let lists = |status: Option<&RuntimeAccessStatus>| {
-        status.is_some_and(|s| {
-            s.shoot_objects.iter().any(|o| {
-                o.kind == "ServiceAccount"
-                    && o.name == account.name
-                    && o.namespace.as_deref() == Some(account.namespace.as_str())
-            })
-        })
-    };
+    let lists =
+        |status: Option<&RuntimeAccessStatus>| lists_account(status, &ra.spec.service_account);
     if lists(ra.status.as_ref()) {
         return Ok(true);
     }
@@ -1342,13 +1407,24 @@ async fn replace_service_account(
                 classify::message(&e)
             )
         })?;
-        if obj.kind == "ServiceAccount" && outcome == shoot::Deletion::NotOwned {
-            return Err(format!(
-                "ServiceAccount {}/{} lacks this RuntimeAccess's label {}: it is not replaced, so its tokens stay valid; delete it in the runtime to revoke them",
-                obj.namespace.as_deref().unwrap_or_default(),
-                obj.name,
-                shoot::LABEL_RUNTIME_ACCESS_UID
-            ));
+        let account = format!(
+            "ServiceAccount {}/{}",
+            obj.namespace.as_deref().unwrap_or_default(),
+            obj.name
+        );
+        match outcome {
+            shoot::Deletion::NotOwned if obj.kind == "ServiceAccount" => {
+                return Err(format!(
+                    "{account} lacks this RuntimeAccess's label {}: it is not replaced, so its tokens stay valid; delete it in the runtime to revoke them",
+                    shoot::LABEL_RUNTIME_ACCESS_UID
+                ));
+            }
+            shoot::Deletion::Bound(binding) => {
+                return Err(format!(
+                    "{account} is a subject of {binding}, which this RuntimeAccess did not create: it is another's account and is not replaced, so its tokens stay valid"
+                ));
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -1554,8 +1630,14 @@ async fn delete_in_shoot(
                 "deleting {} {} in the shoot",
                 obj.kind, obj.name
             )))?;
-        if outcome == shoot::Deletion::NotOwned {
-            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
+        match outcome {
+            shoot::Deletion::NotOwned => {
+                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
+            }
+            shoot::Deletion::Bound(binding) => {
+                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "ServiceAccount is a subject of a binding that makes it another's; left in place");
+            }
+            shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
         }
     }
     Ok(())

@@ -412,6 +412,11 @@ where
 ///   request did not make names it ([`Subjects::ByName`]: that request's rights); otherwise
 ///   deleted and created anew: a token issued for it before (to another request whose account
 ///   it was) is bound to the old UID and stops working.
+///
+/// Only the holder of an account among the requests of a runtime gets here
+/// ([`super::ByRuntime::account_holder`]), one pass at a time ([`super::passes`]); these checks
+/// hold where the KCP cannot tell that two requests name one account (two runtime IDs whose
+/// admin kubeconfigs reach one cluster) and for one request after another.
 pub async fn ensure_service_account(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
@@ -628,7 +633,7 @@ fn made_by_a_request_of_this_name(live: &ObjectMeta, desired: &ObjectMeta) -> bo
 }
 
 /// What [`delete`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deletion {
     /// Deleted (or already being deleted).
     Deleted,
@@ -636,6 +641,9 @@ pub enum Deletion {
     Absent,
     /// There, but without this request's label: left alone.
     NotOwned,
+    /// A ServiceAccount a binding names that makes it another's (`ClusterRoleBinding/<name>`
+    /// or `RoleBinding/<namespace>/<name>`): left alone.
+    Bound(String),
 }
 
 /// Deletes one object, but only when it carries this request's [`LABEL_RUNTIME_ACCESS_UID`]:
@@ -665,11 +673,11 @@ pub async fn delete(
             } else {
                 Subjects::ByName
             };
-            if obj.name != account.name
-                || ns != account.namespace
-                || foreign_binding_of(shoot, ra, counted).await?.is_some()
-            {
+            if obj.name != account.name || ns != account.namespace {
                 return Ok(Deletion::NotOwned);
+            }
+            if let Some(binding) = foreign_binding_of(shoot, ra, counted).await? {
+                return Ok(Deletion::Bound(binding));
             }
             delete_owned(
                 Api::<ServiceAccount>::namespaced(shoot.clone(), &ns),
