@@ -251,11 +251,12 @@ impl Process {
             self.ctx.metrics.set_leader(&election.lease, false);
         }
         match leadership {
-            Some(leadership) if lost_before || drained.cut_off() => {
+            Some(leadership) if cut_off(&result, &drained) => {
                 if !lost_before {
                     tracing::warn!(
                         aborted = ?drained.aborted,
                         lost_leadership = drained.lost_leadership,
+                        panicked = matches!(result, Err(RunError::ReconcilerPanicked)),
                         "reconciles were cut off, their last requests may still be processed: the Lease is left to expire instead of being released"
                     );
                 }
@@ -266,6 +267,16 @@ impl Process {
         }
         result
     }
+}
+
+/// Whether a reconcile was stopped mid-way, so that the Lease is left to expire: the
+/// leadership was lost, a reconciler panicked (its reconciles in flight went with it), or the
+/// drain cut some off ([`Drained::cut_off`]).
+fn cut_off(result: &Result<(), RunError>, drained: &Drained) -> bool {
+    matches!(
+        result,
+        Err(RunError::LostLeadership | RunError::ReconcilerPanicked)
+    ) || drained.cut_off()
 }
 
 /// How the reconcilers ended at shutdown.
@@ -480,6 +491,23 @@ mod tests {
             drained.cut_off(),
             "an aborted reconcile leaves the Lease to expire"
         );
+    }
+
+    /// A reconciler that panicked took its reconciles in flight with it: their last requests
+    /// may still land, so the Lease is left to expire, as after a lost leadership; a clean stop
+    /// releases it.
+    #[test]
+    fn a_panicked_reconciler_leaves_the_lease_to_expire() {
+        use super::{Drained, RunError, cut_off};
+        let clean = Drained::default();
+        assert!(cut_off(&Err(RunError::ReconcilerPanicked), &clean));
+        assert!(cut_off(&Err(RunError::LostLeadership), &clean));
+        assert!(!cut_off(&Ok(()), &clean));
+        let aborted = Drained {
+            aborted: vec!["runtime"],
+            lost_leadership: false,
+        };
+        assert!(cut_off(&Ok(()), &aborted));
     }
 
     /// A reconciler that does not return after shutdown (a request without timeout, a bug)
