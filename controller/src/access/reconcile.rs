@@ -673,7 +673,7 @@ async fn apply(
             REASON_SERVICE_ACCOUNT_NOT_OWNED,
             "refusing the ServiceAccount",
             format!(
-                "ServiceAccount {}/{} of runtime {} is the account of RuntimeAccess {holder}, created before this one; one ServiceAccount serves one RuntimeAccess: this one is served once {holder} is gone, or create a RuntimeAccess with another spec.serviceAccount instead",
+                "ServiceAccount {}/{} of runtime {} is the account of RuntimeAccess {holder}, the first of the requests that name it; one ServiceAccount serves one RuntimeAccess: this one is served once {holder} is gone, or create a RuntimeAccess with another spec.serviceAccount instead",
                 account.namespace, account.name, ra.spec.runtime_id
             ),
             now,
