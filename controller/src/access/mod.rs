@@ -348,6 +348,29 @@ pub async fn run(
     let _ = sweep.await;
 }
 
+/// A request `kcp-system/<name>` (UID `uid-<name>`, made at `created`) of `runtime_id` for the
+/// ServiceAccount `account` (namespace, name), for unit tests.
+#[cfg(test)]
+pub(crate) fn test_request(
+    name: &str,
+    runtime_id: &str,
+    account: (&str, &str),
+    created: &str,
+) -> StatusApart<RuntimeAccess> {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "RuntimeAccess",
+        "metadata": {"name": name, "namespace": "kcp-system", "uid": format!("uid-{name}"),
+            "creationTimestamp": created},
+        "spec": {
+            "runtimeId": runtime_id,
+            "serviceAccount": {"namespace": account.0, "name": account.1},
+            "role": {"namespace": "apps", "rules": []},
+        },
+    }))
+    .expect("a RuntimeAccess")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,17 +378,7 @@ mod tests {
     use serde_json::json;
 
     fn request(name: &str, runtime_id: &str) -> StatusApart<RuntimeAccess> {
-        serde_json::from_value(json!({
-            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-            "kind": "RuntimeAccess",
-            "metadata": {"name": name, "namespace": "kcp-system"},
-            "spec": {
-                "runtimeId": runtime_id,
-                "serviceAccount": {"name": name, "namespace": "apps"},
-                "role": {"namespace": "apps", "rules": []},
-            },
-        }))
-        .unwrap()
+        test_request(name, runtime_id, ("apps", name), "2026-12-07T10:00:00Z")
     }
 
     #[test]
@@ -374,18 +387,7 @@ mod tests {
         let store = ByRuntime::new(cache);
         let at = |second: u32| format!("2026-12-07T10:00:{second:02}Z");
         let mut req = |name: &str, runtime: &str, account: (&str, &str), created: String| {
-            let ra: StatusApart<RuntimeAccess> = serde_json::from_value(json!({
-                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-                "kind": "RuntimeAccess",
-                "metadata": {"name": name, "namespace": "kcp-system", "uid": format!("uid-{name}"),
-                    "creationTimestamp": created},
-                "spec": {
-                    "runtimeId": runtime,
-                    "serviceAccount": {"namespace": account.0, "name": account.1},
-                    "role": {"namespace": "apps", "rules": []},
-                },
-            }))
-            .unwrap();
+            let ra = test_request(name, runtime, account, &created);
             writer.apply_watcher_event(&watcher::Event::Apply(ra.clone()));
             store.insert(&ra);
             ra

@@ -5,7 +5,7 @@
 //! over, or while the cache does not show the holder yet, two passes could still run at once.
 //! They must not: a pass makes the account and only then binds its rights to it (a binding
 //! names its account by name, so the two cannot be one step), and the other pass's checks of
-//! the account ([`super::shoot::ensure_service_account`]) could fall in between, after someone
+//! the account (`shoot::ensure_service_account`) could fall in between, after someone
 //! relabelled the new account: they would find it marked as the other request's and not yet
 //! bound, and issue a token that the binding then gives this request's rights. One after the
 //! other, each pass finds the other's account with its binding. This orders the passes of one
@@ -107,20 +107,9 @@ impl Drop for AccountPass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn request(name: &str, runtime_id: &str, account: &str) -> StatusApart<RuntimeAccess> {
-        serde_json::from_value(json!({
-            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
-            "kind": "RuntimeAccess",
-            "metadata": {"name": name, "namespace": "kcp-system"},
-            "spec": {
-                "runtimeId": runtime_id,
-                "serviceAccount": {"name": account, "namespace": "apps"},
-                "role": {"namespace": "apps", "rules": []},
-            },
-        }))
-        .unwrap()
+        super::super::test_request(name, runtime_id, ("apps", account), "2026-12-07T10:00:00Z")
     }
 
     #[test]

@@ -219,18 +219,22 @@ pub async fn reconcile(
         .by_runtime
         .account_holder(&ra.metadata, &ra.spec, ra.status());
     let waits = holder.is_some() && ra.metadata.deletion_timestamp.is_none();
-    let _pass = match (!waits).then(|| reconciler.passes.begin(&ra)).transpose() {
-        Ok(pass) => pass,
-        Err(running) => {
-            tracing::info!(
-                controller = CONTROLLER,
-                namespace = ra.namespace().unwrap_or_default(),
-                object = ra.name_any(),
-                runtime_id = %ra.spec.runtime_id,
-                running = %running,
-                "a pass of another RuntimeAccess of this ServiceAccount is running; this one follows when it ends"
-            );
-            return Ok(Action::requeue(WAIT_FOR_ACCOUNT));
+    let _pass = if waits {
+        None
+    } else {
+        match reconciler.passes.begin(&ra) {
+            Ok(pass) => Some(pass),
+            Err(running) => {
+                tracing::info!(
+                    controller = CONTROLLER,
+                    namespace = ra.namespace().unwrap_or_default(),
+                    object = ra.name_any(),
+                    runtime_id = %ra.spec.runtime_id,
+                    running = %running,
+                    "a pass of another RuntimeAccess of this ServiceAccount is running; this one follows when it ends"
+                );
+                return Ok(Action::requeue(WAIT_FOR_ACCOUNT));
+            }
         }
     };
     let started = Instant::now();
@@ -566,19 +570,30 @@ async fn ensure_shoot_objects(
         let outcome = shoot::delete(client, ra, obj, served)
             .await
             .map_err(failed(what))?;
-        match outcome {
-            shoot::Deletion::NotOwned => {
-                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "recorded object lacks this RuntimeAccess's label; left in place");
-            }
-            shoot::Deletion::Bound(binding) => {
-                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "recorded ServiceAccount is a subject of a binding that makes it another's; left in place");
-            }
-            shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
-        }
+        warn_if_left(ra, obj, &outcome, "recorded ");
     }
     created.sort();
     created.dedup();
     Ok((created, sa, renewed))
+}
+
+/// Logs an object of the request's record that [`shoot::delete`] left in the runtime, as not
+/// this request's; `recorded` starts the message ("recorded " where the record named it).
+fn warn_if_left(
+    ra: &RuntimeAccess,
+    obj: &ShootObjectRef,
+    outcome: &shoot::Deletion,
+    recorded: &str,
+) {
+    match outcome {
+        shoot::Deletion::NotOwned => {
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "{recorded}object lacks this RuntimeAccess's label; left in place");
+        }
+        shoot::Deletion::Bound(binding) => {
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "{recorded}ServiceAccount is a subject of a binding that makes it another's; left in place");
+        }
+        shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
+    }
 }
 
 /// Whether the KCP Secret belongs to this request: our managed-by label and an owner
@@ -1630,15 +1645,7 @@ async fn delete_in_shoot(
                 "deleting {} {} in the shoot",
                 obj.kind, obj.name
             )))?;
-        match outcome {
-            shoot::Deletion::NotOwned => {
-                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "object lacks this RuntimeAccess's label; left in place");
-            }
-            shoot::Deletion::Bound(binding) => {
-                tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "ServiceAccount is a subject of a binding that makes it another's; left in place");
-            }
-            shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
-        }
+        warn_if_left(ra, obj, &outcome, "");
     }
     Ok(())
 }

@@ -414,7 +414,7 @@ where
 ///   it was) is bound to the old UID and stops working.
 ///
 /// Only the holder of an account among the requests of a runtime gets here
-/// ([`super::ByRuntime::account_holder`]), one pass at a time ([`super::passes`]). These checks
+/// ([`super::ByRuntime::account_holder`]), one pass at a time (`AccountPasses`). These checks
 /// are what holds for one request after another, and for passes one after the other where the
 /// KCP cannot tell that two requests name one account (two runtime IDs whose admin kubeconfigs
 /// reach one cluster); passes of two such requests at once are not kept apart.

@@ -421,7 +421,7 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
     use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
     use kube::ResourceExt;
 
-    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
     let Setup {
         env,
         ns,

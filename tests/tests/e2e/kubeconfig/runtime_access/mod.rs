@@ -220,27 +220,11 @@ async fn lists_pods(kubeconfig: &str, apps: &str) -> Result<()> {
     Ok(())
 }
 
-/// Waits for the `KubeconfigReady` condition with `reason` and returns it.
+/// [`access_condition_saying`] anything: waits for the `KubeconfigReady` condition with `reason`.
 async fn access_condition(
     requests: &Api<RuntimeAccess>,
     name: &str,
     reason: &str,
 ) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    eventually(
-        &format!("RuntimeAccess {name}: condition {reason}"),
-        Duration::from_secs(30),
-        || async {
-            Ok(requests
-                .get(name)
-                .await?
-                .status
-                .and_then(|s| {
-                    s.conditions
-                        .into_iter()
-                        .find(|c| c.type_ == "KubeconfigReady")
-                })
-                .filter(|c| c.reason == reason))
-        },
-    )
-    .await
+    access_condition_saying(requests, name, reason, "").await
 }

@@ -617,7 +617,7 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
     let identity = format!("system:serviceaccount:{apps}:reader");
     assert_eq!(whoami(leaked_client.clone()).await?, identity);
 
-    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
     requests
         .patch(
             "reader",
@@ -1090,7 +1090,7 @@ async fn a_revocation_asked_again_before_the_first_was_seen_done_is_served() -> 
     .await?;
     let tokens = "infrastructure_manager_im_runtime_access_tokens_total";
     let revoked = || ctl.metric_sum(tokens, &["result=\"revoked\""]);
-    const REVOKE: &str = "infrastructuremanager.kyma-project.io/revoke-tokens";
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
     let annotate = || async {
         requests
             .patch(
