@@ -332,7 +332,6 @@ pub async fn run(
     // This reconciler only asks whether a GardenerCluster exists, which shoot it names and
     // whether it is Ready (the GardenerCluster reconciler keeps its own full copy).
     .modify(|o| {
-        o.managed_fields_mut().clear();
         o.metadata.labels = None;
         o.metadata.annotations = None;
         o.keep_only_state();
@@ -1225,7 +1224,12 @@ impl Reconciler {
             "kind": "Runtime",
             "status": draft.new,
         });
-        let api = self.runtimes(runtime);
+        // The answer is read for its managedFields only (whether upstream co-owns the status),
+        // which the cached form of a Runtime leaves out.
+        let api: Api<kube::core::PartialObjectMeta<Runtime>> = Api::namespaced(
+            self.ctx.kcp.clone(),
+            &runtime.namespace().unwrap_or_default(),
+        );
         let (name, params, patch) = (
             runtime.name_any(),
             PatchParams::apply(STATUS_FIELD_MANAGER).force(),

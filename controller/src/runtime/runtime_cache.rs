@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer};
 /// What the watch cache keeps of a Runtime.
 #[derive(Clone, Debug)]
 pub struct CachedRuntime {
-    /// The Runtime's metadata (managedFields are dropped when cached).
+    /// The Runtime's metadata, without managedFields ([`crate::stored::cached_metadata`]).
     pub metadata: ObjectMeta,
     /// The spec's compact JSON text.
     spec: Box<str>,
@@ -39,7 +39,7 @@ impl<'de> Deserialize<'de> for CachedRuntime {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Wire {
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::stored::cached_metadata")]
             metadata: ObjectMeta,
             #[serde(default)]
             spec: serde_json::Value,
@@ -158,6 +158,23 @@ mod tests {
         // Decoded from a borrowed text too (what the watch does) and from a value.
         let from_value: CachedRuntime = serde_json::from_value(value).unwrap();
         assert_eq!(from_value.to_runtime().unwrap(), full);
+    }
+
+    #[test]
+    fn managed_fields_are_not_kept() {
+        let mut value = sample();
+        value["metadata"]["managedFields"] = serde_json::json!([{"manager": "kyma-environment-broker",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:shoot": {}}}}]);
+        let cached: CachedRuntime = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(cached.metadata.managed_fields, None);
+        let full: Runtime = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            cached.metadata,
+            ObjectMeta {
+                managed_fields: None,
+                ..full.metadata
+            }
+        );
     }
 
     #[test]

@@ -328,7 +328,8 @@ impl ShootGenerations {
 /// What the watch cache keeps of a Shoot.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CachedShoot {
-    /// The Shoot's metadata (managedFields are dropped when cached).
+    /// The Shoot's metadata, without managedFields ([`crate::stored::cached_metadata`]).
+    #[serde(default, deserialize_with = "crate::stored::cached_metadata")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     spec: HashedSpec,
@@ -485,10 +486,9 @@ impl CachedShoot {
         self.spec.fields.audit_log_secret.as_deref()
     }
 
-    /// Drops what no reconcile reads but the metadata delivers: managedFields and the labels
-    /// (the Runtime's, copied onto its Shoot).
+    /// Drops what no reconcile reads but the metadata delivers: the labels (the Runtime's,
+    /// copied onto its Shoot).
     pub fn trim(&mut self) {
-        self.metadata.managed_fields = None;
         self.metadata.labels = None;
     }
 
