@@ -48,6 +48,12 @@ pub fn spawn_reconcilers(
         kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
     let shoots = runtime::shoot_cache::ShootCache::new(shoots);
     let (rotations, rotated) = runtime::shoot_cache::CredentialRotations::channel();
+    // The other way round for GardenerClusters: the GardenerCluster reconciler watches them,
+    // the Runtime reconciler reads its cache and hears which changed (one list and one copy of
+    // each in the process).
+    let (clusters, cluster_writer) =
+        kube::runtime::reflector::store::<stored::StatusApart<kim_shared::api::GardenerCluster>>();
+    let (cluster_followers, cluster_changes) = watch::follow();
     vec![
         spawn_supervised(
             "runtime",
@@ -57,6 +63,8 @@ pub fn spawn_reconcilers(
                 shoot_writer,
                 shoots.clone(),
                 rotations,
+                clusters,
+                cluster_changes,
             ),
             crashed,
         ),
@@ -68,6 +76,8 @@ pub fn spawn_reconcilers(
                 shoots,
                 rotated.times.clone(),
                 rotated.cas,
+                cluster_writer,
+                cluster_followers,
             ),
             crashed,
         ),

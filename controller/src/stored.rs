@@ -154,11 +154,6 @@ impl<K: WithStatus> StatusApart<K> {
     pub fn state(&self) -> Option<&str> {
         self.state.as_deref()
     }
-
-    /// Forgets the status but its `state` (for caches that read nothing else of it).
-    pub fn keep_only_state(&mut self) {
-        self.status = Ok(None);
-    }
 }
 
 impl<'de, K: WithStatus> Deserialize<'de> for StatusApart<K> {

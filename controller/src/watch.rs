@@ -72,13 +72,16 @@ where
 
 /// The watch of a reconciler's own kind in its namespace, filling the store of `writer`:
 /// listed as [`events`] does, retried with kube's default backoff (the cached types of our
-/// kinds decode without managedFields, [`crate::stored::cached_metadata`]). `forget` hears of every object the watch
-/// sees deleted, and of what the cache holds every [`SWEEP_PERIOD`] (the task returned, which
-/// ends on `shutdown`). Errors are reported as `watch`'s and dropped ([`without_errors`]).
+/// kinds decode without managedFields, [`crate::stored::cached_metadata`]). `forget` hears of
+/// every object the watch sees deleted, and of what the cache holds every [`SWEEP_PERIOD`] (the
+/// task returned, which ends on `shutdown`); `followers`, another reconciler that reads the
+/// same store, hear of the objects to look at again ([`Followers`]). Errors are reported as
+/// `watch`'s and dropped ([`without_errors`]).
 pub fn own_kind<K>(
     api: Api<K>,
     writer: Writer<K>,
     forget: Arc<impl Forget<K>>,
+    followers: Option<Followers>,
     watch: &'static str,
     metrics: Arc<Metrics>,
     shutdown: crate::Shutdown,
@@ -90,7 +93,7 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let events = events(api, watcher::Config::default(), watch, metrics.clone()).default_backoff();
-    let (objects, sweep) = cached(events, writer, forget, shutdown);
+    let (objects, sweep) = cached(events, writer, forget, followers, shutdown);
     (without_errors(objects, watch, metrics), sweep)
 }
 
@@ -99,6 +102,7 @@ fn cached<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     writer: Writer<K>,
     forget: Arc<impl Forget<K>>,
+    followers: Option<Followers>,
     shutdown: crate::Shutdown,
 ) -> (
     impl Stream<Item = Result<K, watcher::Error>> + Send,
@@ -110,11 +114,14 @@ where
     let sweeping = forget.clone();
     let store = writer.as_reader();
     // The store's own readiness wakes one waiter only (kube's Controller, which polls it
-    // too): the sweep learns of the first list from the stream instead.
-    let (listed_tx, listed) = tokio::sync::watch::channel(false);
+    // too): the sweep and the followers learn of the first list from the stream instead.
+    let (listed_tx, changed) = match followers {
+        Some(f) => (f.listed, Some(f.changed)),
+        None => (tokio::sync::watch::channel(false).0, None),
+    };
     let sweep = tokio::spawn(sweep(
         store.clone(),
-        listed,
+        listed_tx.subscribe(),
         every(SWEEP_PERIOD),
         move |present| sweeping.forget_missing(present),
         shutdown,
@@ -128,7 +135,57 @@ where
         }
         _ => {}
     });
-    (settled(events, store, Deletions::Skip), sweep)
+    let deletions = match changed {
+        Some(_) => Deletions::Trigger,
+        None => Deletions::Skip,
+    };
+    let own = triggers(events, store, deletions).filter_map(move |trigger| {
+        futures::future::ready(match trigger {
+            Ok((obj, gone)) => {
+                if let Some(changed) = &changed {
+                    // Unbounded: a follower that stopped takes the process down with it.
+                    let _ = changed.unbounded_send(obj.name_any());
+                }
+                // The reconciler of the kind does not reconcile a deleted object.
+                (!gone).then_some(Ok(obj))
+            }
+            Err(e) => Some(Err(e)),
+        })
+    });
+    (own.map(|t| t.map(Arc::unwrap_or_clone)), sweep)
+}
+
+/// Another reconciler's share of a kind's own watch ([`own_kind`]), which it reads instead of
+/// watching and caching the kind a second time: the watch sends the name of each object it
+/// applies or deletes as it comes, and at the end of each (re)list of every object listed and
+/// every one the list no longer has ([`settled`] with [`Deletions::Trigger`]), and sets
+/// `listed` once the store holds the first list.
+pub struct Followers {
+    /// Set once the store holds the first list.
+    pub listed: tokio::sync::watch::Sender<bool>,
+    /// The names of the objects to look at again.
+    pub changed: futures::channel::mpsc::UnboundedSender<String>,
+}
+
+/// What a follower holds of a shared watch ([`Followers`]).
+pub struct Following {
+    /// Whether the store holds the first list.
+    pub listed: tokio::sync::watch::Receiver<bool>,
+    /// The names of the objects to look at again.
+    pub changed: futures::channel::mpsc::UnboundedReceiver<String>,
+}
+
+/// The two ends of a shared watch.
+pub fn follow() -> (Followers, Following) {
+    let (listed, listed_rx) = tokio::sync::watch::channel(false);
+    let (changed, changed_rx) = futures::channel::mpsc::unbounded();
+    (
+        Followers { listed, changed },
+        Following {
+            listed: listed_rx,
+            changed: changed_rx,
+        },
+    )
 }
 
 /// Whether [`settled`] passes on the objects a watch reports deleted.
@@ -160,14 +217,28 @@ pub fn settled<K>(
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
+    triggers(events, store, deletions)
+        // One clone at a time, as the Controller takes each trigger.
+        .map(|trigger| trigger.map(|(obj, _)| Arc::unwrap_or_clone(obj)))
+}
+
+/// [`settled`]'s triggers, each with whether the object is gone (deleted, or no longer listed).
+fn triggers<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    store: Store<K>,
+    deletions: Deletions,
+) -> impl Stream<Item = Result<(Arc<K>, bool), watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
     // What the store held when the list began (with `Deletions::Trigger`).
     let mut before: Vec<Arc<K>> = Vec::new();
     events
         .map(move |event| {
-            let triggers: Vec<Result<Arc<K>, watcher::Error>> = match event {
-                Ok(watcher::Event::Apply(obj)) => vec![Ok(Arc::new(obj))],
+            let triggers: Vec<Result<(Arc<K>, bool), watcher::Error>> = match event {
+                Ok(watcher::Event::Apply(obj)) => vec![Ok((Arc::new(obj), false))],
                 Ok(watcher::Event::Delete(obj)) if deletions == Deletions::Trigger => {
-                    vec![Ok(Arc::new(obj))]
+                    vec![Ok((Arc::new(obj), true))]
                 }
                 Ok(watcher::Event::Delete(_) | watcher::Event::InitApply(_)) => Vec::new(),
                 Ok(watcher::Event::Init) => {
@@ -189,15 +260,16 @@ where
                             .filter(|o| !present.contains(&ObjectRef::from_obj(&**o)))
                             .collect()
                     };
-                    listed.into_iter().chain(gone).map(Ok).collect()
+                    let listed = listed.into_iter().map(|o| Ok((o, false)));
+                    listed
+                        .chain(gone.into_iter().map(|o| Ok((o, true))))
+                        .collect()
                 }
                 Err(e) => vec![Err(e)],
             };
             futures::stream::iter(triggers)
         })
         .flatten()
-        // One clone at a time, as the Controller takes each trigger.
-        .map(|trigger| trigger.map(Arc::unwrap_or_clone))
 }
 
 /// A watch of objects that trigger another kind's reconciles (their owners, or the objects
@@ -696,7 +768,7 @@ mod tests {
             calls: Default::default(),
         });
         let shutdown = crate::Shutdown::new();
-        let (objects, sweep) = cached(events, writer, heard.clone(), shutdown.clone());
+        let (objects, sweep) = cached(events, writer, heard.clone(), None, shutdown.clone());
         let mut applied: Vec<String> = objects
             .map(|o| o.expect("no error").name_any())
             .collect()
@@ -710,6 +782,59 @@ mod tests {
             *heard.calls.lock().expect("not poisoned"),
             ["listed a,b", "forget a", "listed b,c"]
         );
+    }
+
+    /// A follower of a shared watch hears of every object the reconciler of the kind does, and
+    /// of those deleted or gone from a relist, which that reconciler does not reconcile.
+    #[tokio::test]
+    async fn a_follower_hears_of_deletions_the_reconciler_of_the_kind_skips() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::reflector;
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        struct Nothing;
+        impl Forget<ConfigMap> for Nothing {
+            fn forget(&self, _: &ConfigMap) {}
+            fn forget_missing(&self, _: &[Arc<ConfigMap>]) {}
+        }
+        let events = futures::stream::iter(
+            [
+                Init,
+                InitApply(cm("a")),
+                InitApply(cm("b")),
+                InitDone,
+                Apply(cm("b")),
+                Delete(cm("a")),
+                // A relist without `b`, deleted while the watch was away.
+                Init,
+                InitApply(cm("c")),
+                InitDone,
+            ]
+            .map(Ok),
+        );
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let shutdown = crate::Shutdown::new();
+        let (followers, following) = follow();
+        assert!(!*following.listed.borrow(), "not listed before the list");
+        let (objects, sweep) = cached(
+            events,
+            writer,
+            Arc::new(Nothing),
+            Some(followers),
+            shutdown.clone(),
+        );
+        let mut own: Vec<String> = objects
+            .map(|o| o.expect("no error").name_any())
+            .collect()
+            .await;
+        shutdown.cancel();
+        sweep.await.expect("the sweep ends on shutdown");
+        own.sort();
+        assert_eq!(own, ["a", "b", "b", "c"]);
+        let mut heard: Vec<String> = following.changed.collect().await;
+        heard.sort();
+        assert_eq!(heard, ["a", "a", "b", "b", "b", "c"]);
+        assert!(*following.listed.borrow(), "listed");
+        assert_eq!(store.state().len(), 1);
     }
 
     /// Every trigger is passed on when the store holds the object at the version triggered (or,

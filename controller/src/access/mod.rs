@@ -296,6 +296,7 @@ pub async fn run(
         requests,
         writer,
         reconciler.clone(),
+        None,
         CONTROLLER,
         ctx.metrics.clone(),
         shutdown.clone(),

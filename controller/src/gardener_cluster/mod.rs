@@ -68,6 +68,8 @@ pub async fn run(
     shoots: crate::runtime::shoot_cache::ShootCache,
     rotations: crate::runtime::shoot_cache::RotationTimes,
     ca_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
+    writer: reflector::store::Writer<StatusApart<GardenerCluster>>,
+    followers: crate::watch::Followers,
 ) {
     let settings = &ctx.settings.gardener_cluster;
     let policy = settings.rotation;
@@ -96,11 +98,12 @@ pub async fn run(
         let released = released.clone();
         move |r| released.release(r)
     });
-    let (store, writer) = reflector::store();
+    let store = writer.as_reader();
     let (stream, sweep) = crate::watch::own_kind(
         clusters,
         writer,
         reconciler.clone(),
+        Some(followers),
         CONTROLLER,
         ctx.metrics.clone(),
         shutdown.clone(),

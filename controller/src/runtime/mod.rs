@@ -1,8 +1,9 @@
 //! The Runtime reconciler: Runtime -> Gardener Shoot, GardenerCluster, administrators and
 //! OIDC in the new cluster, status; safe deletion.
 //!
-//! Watches Runtimes (KCP), Shoots in the Gardener project namespace (mapped back by the
-//! `infrastructuremanager.kyma-project.io/runtime-id` annotation) and GardenerClusters, so
+//! Watches Runtimes (KCP) and Shoots in the Gardener project namespace (mapped back by the
+//! `infrastructuremanager.kyma-project.io/runtime-id` annotation), and hears of the
+//! GardenerClusters from the GardenerCluster reconciler's watch, whose cache it shares, so
 //! progress comes from events. Shoots and GardenerClusters are read from the watch caches:
 //! a Ready Runtime costs no Gardener request.
 
@@ -293,6 +294,8 @@ pub async fn run(
     shoot_writer: reflector::store::Writer<CachedShoot>,
     shoot_cache: shoot_cache::ShootCache,
     rotations: shoot_cache::CredentialRotations,
+    clusters: Store<StatusApart<GardenerCluster>>,
+    cluster_changes: crate::watch::Following,
 ) {
     let ns = ctx.settings.namespace.clone();
     let records: Arc<Records<RuntimeRecord>> = Arc::default();
@@ -321,25 +324,6 @@ pub async fn run(
     });
     let shoots = crate::watch::settled(shoots, shoot_store, crate::watch::Deletions::Trigger);
     let shoots = crate::watch::without_errors(shoots, "shoots", ctx.metrics.clone());
-    let (gc_store, gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
-    let clusters = crate::watch::events(
-        Api::<StatusApart<GardenerCluster>>::namespaced(ctx.kcp.clone(), &ns),
-        watcher::Config::default(),
-        "gardenerclusters",
-        ctx.metrics.clone(),
-    )
-    .default_backoff()
-    // This reconciler only asks whether a GardenerCluster exists, which shoot it names and
-    // whether it is Ready (the GardenerCluster reconciler keeps its own full copy).
-    .modify(|o| {
-        o.metadata.labels = None;
-        o.metadata.annotations = None;
-        o.keep_only_state();
-    })
-    .reflect(gc_writer);
-    let clusters =
-        crate::watch::settled(clusters, gc_store.clone(), crate::watch::Deletions::Trigger);
-    let clusters = crate::watch::without_errors(clusters, "gardenerclusters", ctx.metrics.clone());
 
     let (acl, acl_changes) = acl::watch(&ctx, rt_store.clone()).unzip();
     let bootstrapper_changes = crate::bootstrapper::ConfigChanges::default();
@@ -363,12 +347,16 @@ pub async fn run(
         audit_logs,
         config: ctx.config.clone(),
         ctx: ctx.clone(),
-        caches_ready: caches_ready(shoot_cache.filled(), gc_store.clone(), shutdown.clone()),
+        caches_ready: caches_ready(
+            shoot_cache.filled(),
+            cluster_changes.listed,
+            shutdown.clone(),
+        ),
         acl,
         bootstrapper_changes,
         shoots: shoot_cache,
         generations,
-        clusters: gc_store,
+        clusters,
         records: records.clone(),
         scheduled: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
@@ -389,6 +377,7 @@ pub async fn run(
         Api::<CachedRuntime>::namespaced(ctx.kcp.clone(), &ns),
         rt_writer,
         reconciler.clone(),
+        None,
         "runtimes",
         ctx.metrics.clone(),
         shutdown.clone(),
@@ -425,9 +414,11 @@ pub async fn run(
                 .clone();
             Some(runtime_ref(&shoot_records, &id, &ns_shoot))
         })
-        .watches_stream(clusters, move |gc: StatusApart<GardenerCluster>| {
-            Some(runtime_ref(&gc_records, &gc.name_any(), &ns_gc))
-        })
+        .reconcile_on(
+            cluster_changes
+                .changed
+                .map(move |name| runtime_ref(&gc_records, &name, &ns_gc)),
+        )
         .reconcile_on(recovered)
         .reconcile_on(
             futures::stream::iter(acl_changes)
@@ -454,13 +445,16 @@ pub async fn run(
     tracing::info!("runtime reconciler stopped");
 }
 
-/// One future that all reconciles await for the first full lists of both caches: `true` once
-/// both are filled, `false` when `shutdown` comes first.
+/// One future that all reconciles await for the first full lists of both caches (the Shoots',
+/// and the GardenerClusters' that the GardenerCluster reconciler shares, `clusters_listed`):
+/// `true` once both are filled, `false` when `shutdown` comes first.
 ///
 /// `Store::wait_until_ready` (kube-runtime 5) keeps a single waker: of many reconciles waiting
 /// on it at once only the last one is woken, the others stay parked for good (after a restart
 /// with a backlog, every worker but one would hang there and the controller go silent). A
-/// [`Shared`] future polls the store with its own waker and wakes every waiter.
+/// [`Shared`] future polls the Shoot store with its own waker and wakes every waiter; the
+/// GardenerCluster store is polled by its own reconciler's Controller, so that watch tells
+/// when it is filled instead.
 ///
 /// It also ends on `shutdown`: a graceful shutdown stops polling the watch streams but keeps
 /// them (and so the stores' writers) alive until every in-flight reconcile has returned, so a
@@ -469,13 +463,13 @@ pub async fn run(
 /// gardener-apiserver answered 503s).
 fn caches_ready(
     shoots_filled: Shared<BoxFuture<'static, bool>>,
-    clusters: Store<StatusApart<GardenerCluster>>,
+    mut clusters_listed: tokio::sync::watch::Receiver<bool>,
     shutdown: Shutdown,
 ) -> Shared<BoxFuture<'static, bool>> {
     async move {
         let filled = async {
-            // An error means the writer is gone: the controller is stopping.
-            shoots_filled.await && clusters.wait_until_ready().await.is_ok()
+            // An error means the watch is gone: the controller is stopping.
+            shoots_filled.await && clusters_listed.wait_for(|listed| *listed).await.is_ok()
         };
         tokio::select! {
             filled = filled => filled,
@@ -1409,8 +1403,9 @@ mod tests {
     async fn parked_waiters_wake(through_shared: bool) -> usize {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
         let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
+        let (clusters_listed, listed) = tokio::sync::watch::channel(false);
         let filled = shoot_cache::ShootCache::new(shoots.clone()).filled();
-        let ready = caches_ready(filled, clusters.clone(), Shutdown::new());
+        let ready = caches_ready(filled, listed, Shutdown::new());
         let waiters: Vec<_> = (0..25)
             .map(|_| {
                 let ready = ready.clone();
@@ -1434,6 +1429,7 @@ mod tests {
         for event in [watcher::Event::Init, watcher::Event::InitDone] {
             gc_writer.apply_watcher_event(&event);
         }
+        clusters_listed.send_replace(true);
         tokio::time::sleep(Duration::from_millis(200)).await;
         let woken = waiters.iter().filter(|w| w.is_finished()).count();
         waiters.iter().for_each(|w| w.abort());
@@ -1457,9 +1453,9 @@ mod tests {
     #[tokio::test]
     async fn both_reconcilers_wake_when_the_shoot_cache_fills() {
         let (shoots, mut shoot_writer) = reflector::store::<CachedShoot>();
-        let (clusters, mut gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
+        let (clusters_listed, listed) = tokio::sync::watch::channel(false);
         let cache = shoot_cache::ShootCache::new(shoots);
-        let ready = caches_ready(cache.filled(), clusters, Shutdown::new());
+        let ready = caches_ready(cache.filled(), listed, Shutdown::new());
         let workers: Vec<_> = (0..25).map(|_| tokio::spawn(ready.clone())).collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         let gardener_cluster = tokio::spawn(cache.filled());
@@ -1467,9 +1463,7 @@ mod tests {
         for event in [watcher::Event::Init, watcher::Event::InitDone] {
             shoot_writer.apply_watcher_event(&event);
         }
-        for event in [watcher::Event::Init, watcher::Event::InitDone] {
-            gc_writer.apply_watcher_event(&event);
-        }
+        clusters_listed.send_replace(true);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(
             gardener_cluster.is_finished(),
@@ -1485,11 +1479,11 @@ mod tests {
     #[tokio::test]
     async fn parked_reconciles_return_on_shutdown_before_the_caches_fill() {
         let (shoots, _shoot_writer) = reflector::store::<CachedShoot>();
-        let (clusters, _gc_writer) = reflector::store::<StatusApart<GardenerCluster>>();
+        let (_clusters_listed, listed) = tokio::sync::watch::channel(false);
         let shutdown = Shutdown::new();
         let ready = caches_ready(
             shoot_cache::ShootCache::new(shoots).filled(),
-            clusters,
+            listed,
             shutdown.clone(),
         );
         let waiters: Vec<_> = (0..5).map(|_| tokio::spawn(ready.clone())).collect();

@@ -603,7 +603,7 @@ async fn etcd_compacted_while_the_controller_is_cut_off_its_caches_relist() -> R
     );
     // Each watch retries after its own backoff (up to 30 s), so some may relist later than
     // others.
-    for watch in ["runtimes", "gardenerclusters", "gardener_cluster_secrets"] {
+    for watch in ["runtimes", "gardener_cluster", "gardener_cluster_secrets"] {
         eventually(
             &format!("watch {watch} counted its first list and a relist"),
             Duration::from_secs(60),
@@ -972,7 +972,7 @@ async fn a_stored_object_that_does_not_decode_is_reported_and_confined() -> Resu
     let text = ctl.metrics_text().await?;
     ensure!(
         unreadable_of(&text, "gardener_cluster") >= 1.0
-            && ["gardenerclusters", "gardener_cluster", "runtimes"]
+            && ["gardener_cluster", "runtimes"]
                 .iter()
                 .all(|w| decode_errors(&text, w) == 0.0),
         "the unreadable GardenerCluster fails alone: {}",
