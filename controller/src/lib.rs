@@ -6,7 +6,9 @@
 //! Arc<Context>, shutdown: Shutdown, ..)`, reads its own settings from the [`Context`], and is
 //! started by [`spawn_reconcilers`]: to add one, add its module and a line there. What
 //! reconcilers share is made there too: the Runtime reconciler's Shoot cache is read by the
-//! GardenerCluster reconciler (`run`'s third argument of both).
+//! GardenerCluster reconciler (`run`'s third argument of both), and the GardenerCluster
+//! reconciler's cache by the Runtime reconciler, which hears from that watch which
+//! GardenerClusters changed ([`watch::Followers`]).
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -184,7 +184,7 @@ pub struct Metrics {
 /// Labels naming a watch.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WatchLabels {
-    /// The watch: `runtimes`, `shoots`, `gardenerclusters`, `gardener_cluster`, `access`,
+    /// The watch: `runtimes`, `shoots`, `gardener_cluster`, `access`,
     /// ... (docs/operations.md, watch-cannot-decode).
     pub watch: String,
 }

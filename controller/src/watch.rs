@@ -143,7 +143,9 @@ where
         futures::future::ready(match trigger {
             Ok((obj, gone)) => {
                 if let Some(changed) = &changed {
-                    // Unbounded: a follower that stopped takes the process down with it.
+                    // Unbounded, so a busy follower never holds this watch up. The send fails
+                    // only once the follower has stopped: at shutdown, or after a panic,
+                    // which stops the process.
                     let _ = changed.unbounded_send(obj.name_any());
                 }
                 // The reconciler of the kind does not reconcile a deleted object.
