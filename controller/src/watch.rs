@@ -135,9 +135,11 @@ where
         }
         _ => {}
     });
-    let deletions = match changed {
-        Some(_) => Deletions::Trigger,
-        None => Deletions::Skip,
+    // Followers hear of deletions; the reconciler of the kind skips them below.
+    let deletions = if changed.is_some() {
+        Deletions::Trigger
+    } else {
+        Deletions::Skip
     };
     let own = triggers(events, store, deletions).filter_map(move |trigger| {
         futures::future::ready(match trigger {
