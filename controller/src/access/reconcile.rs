@@ -49,6 +49,10 @@ const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);
 /// end of that pass asks for this one at once ([`AccountPasses`]), this is the fallback.
 const WAIT_FOR_ACCOUNT: Duration = Duration::from_secs(30);
 
+/// When a request that waits for the holder of its ServiceAccount looks again; the holder's
+/// deletion runs it at once, this is the fallback.
+const WAIT_FOR_HOLDER: Duration = Duration::from_secs(300);
+
 /// Per-object backoff after a failed reconcile: 1 s doubling to 60 s, jittered. A runtime
 /// that answers again is noticed within a minute, which leaves a token due for rotation (at
 /// `--access-rotation-ratio` of its lifetime) time to spare; a hibernated runtime's requests
@@ -682,18 +686,27 @@ async fn apply(
     }
     if let Some(holder) = holder {
         let account = &ra.spec.service_account;
-        return fail(
+        let msg = format!(
+            "refusing the ServiceAccount: ServiceAccount {}/{} of runtime {} is the account of RuntimeAccess {holder}, the first of the requests that name it; one ServiceAccount serves one RuntimeAccess: this one is served once {holder} is gone, or create a RuntimeAccess with another spec.serviceAccount instead",
+            account.namespace, account.name, ra.spec.runtime_id
+        );
+        write_status(
             reconciler,
             ra,
-            REASON_SERVICE_ACCOUNT_NOT_OWNED,
-            "refusing the ServiceAccount",
-            format!(
-                "ServiceAccount {}/{} of runtime {} is the account of RuntimeAccess {holder}, the first of the requests that name it; one ServiceAccount serves one RuntimeAccess: this one is served once {holder} is gone, or create a RuntimeAccess with another spec.serviceAccount instead",
-                account.namespace, account.name, ra.spec.runtime_id
+            status_with(
+                ra,
+                "Error",
+                "False",
+                REASON_SERVICE_ACCOUNT_NOT_OWNED,
+                &msg,
+                now,
             ),
-            now,
         )
-        .await;
+        .await?;
+        // Waiting is not a failure: counted as an error and retried with backoff, a few
+        // waiting requests would make most of the reconciles of a quiet controller fail. The
+        // holder's deletion runs this one at once (`Forget`), as does a relist.
+        return Ok(Action::requeue(WAIT_FOR_HOLDER));
     }
 
     // The KCP Secret, read fresh: the token and what was applied in the shoot, durably. It

@@ -358,6 +358,14 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
     assert_eq!(whoami(thief.clone()).await?, identity);
 
     // The victim's rights: listing Pods in the namespace, which the thief's role lacks.
+    let failed = || async {
+        ctl.metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\"", "result=\"error\""],
+        )
+        .await
+    };
+    let failed_before = failed().await?;
     requests
         .create(
             &PostParams::default(),
@@ -386,8 +394,15 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
             &Patch::Merge(json!({"metadata": {"labels": {LABEL_RUNTIME_ACCESS_UID: victim_uid}}})),
         )
         .await?;
+    // Waiting requests look again only every 5 minutes on their own: served within a minute,
+    // the victim's request was run by the thief's deletion.
     delete_access(&requests, &secrets, "thief", "thief-kubeconfig").await?;
     let status = access_ready(&requests, "victim").await?;
+    assert_eq!(
+        failed().await?,
+        failed_before,
+        "waiting for the holder counted as a failed reconcile"
+    );
     assert_ne!(
         accounts.get(&account).await?.uid(),
         old_uid,
