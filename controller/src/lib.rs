@@ -49,7 +49,7 @@ pub fn spawn_reconcilers(
     let (shoots, shoot_writer) =
         kube::runtime::reflector::store::<runtime::shoot_cache::CachedShoot>();
     let shoots = runtime::shoot_cache::ShootCache::new(shoots);
-    let (rotations, rotated) = runtime::shoot_cache::CredentialRotations::channel();
+    let (notices, noticed) = runtime::shoot_cache::ClusterNotices::channel();
     // The other way round for GardenerClusters: the GardenerCluster reconciler watches them,
     // the Runtime reconciler reads its cache and hears which changed (one list and one copy of
     // each in the process).
@@ -64,7 +64,7 @@ pub fn spawn_reconcilers(
                 shutdown.clone(),
                 shoot_writer,
                 shoots.clone(),
-                rotations,
+                notices,
                 clusters,
                 cluster_changes,
             ),
@@ -76,8 +76,8 @@ pub fn spawn_reconcilers(
                 ctx.clone(),
                 shutdown.clone(),
                 shoots,
-                rotated.times.clone(),
-                rotated.cas,
+                noticed.facts.clone(),
+                noticed.cas,
                 cluster_writer,
                 cluster_followers,
             ),
@@ -85,12 +85,7 @@ pub fn spawn_reconcilers(
         ),
         spawn_supervised(
             "access",
-            access::run(
-                ctx.clone(),
-                shutdown.clone(),
-                rotated.times,
-                rotated.service_account_keys,
-            ),
+            access::run(ctx.clone(), shutdown.clone(), noticed.facts, noticed.tokens),
             crashed,
         ),
         spawn_supervised(

@@ -267,8 +267,8 @@ impl ByRuntime {
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
-    rotations: crate::runtime::shoot_cache::RotationTimes,
-    signing_key_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
+    clusters: crate::runtime::shoot_cache::ClusterFacts,
+    tokens_due: futures::channel::mpsc::UnboundedReceiver<String>,
 ) {
     let settings = ctx.settings.access.clone();
     let workers = settings.workers.max(1);
@@ -286,7 +286,7 @@ pub async fn run(
         settings,
         metrics,
         tokens,
-        rotations,
+        clusters,
         by_runtime.clone(),
         Arc::new(passes::AccountPasses::new(followers)),
     ));
@@ -310,12 +310,12 @@ pub async fn run(
         }
     });
     let requests_of = by_runtime.clone();
-    let (released, rotated_released) = (reconciler.clone(), reconciler.clone());
-    let rotated_requests = {
+    let (released, due_released) = (reconciler.clone(), reconciler.clone());
+    let due_requests = {
         let requests = by_runtime;
-        signing_key_rotated
+        tokens_due
             .flat_map(move |id| futures::stream::iter(requests.of(&id)))
-            .inspect(move |r| rotated_released.release(r))
+            .inspect(move |r| due_released.release(r))
     };
     let secrets = crate::watch::managed_secrets(
         ctx.kcp.clone(),
@@ -335,7 +335,7 @@ pub async fn run(
     });
     let run = Controller::for_stream(stream, store.clone())
         .reconcile_on(secrets)
-        .reconcile_on(rotated_requests)
+        .reconcile_on(due_requests)
         .reconcile_on(following)
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())

@@ -49,6 +49,10 @@ const WAIT_FOR_RUNTIME: Duration = Duration::from_secs(30);
 /// end of that pass asks for this one at once ([`AccountPasses`]), this is the fallback.
 const WAIT_FOR_ACCOUNT: Duration = Duration::from_secs(30);
 
+/// When a request whose runtime's cluster is hibernated looks again; the Shoot watch runs it
+/// as the cluster is woken up, this is the fallback.
+const WAIT_FOR_WAKE_UP: Duration = Duration::from_secs(600);
+
 /// When a request that waits for the holder of its ServiceAccount looks again; the holder's
 /// deletion runs it at once, this is the fallback.
 const WAIT_FOR_HOLDER: Duration = Duration::from_secs(300);
@@ -75,14 +79,14 @@ pub struct Reconciler {
     by_runtime: Arc<super::ByRuntime>,
     /// The passes running, by ServiceAccount: one at a time for each.
     passes: Arc<AccountPasses>,
-    /// When the Shoots' ServiceAccount token signing keys were rotated, as the Shoot watch
-    /// delivers it.
-    rotations: crate::runtime::shoot_cache::RotationTimes,
+    /// When the Shoots' ServiceAccount token signing keys were rotated and which clusters are
+    /// hibernated, as the Shoot watch delivers it.
+    clusters: crate::runtime::shoot_cache::ClusterFacts,
 }
 
 impl Reconciler {
     /// Something the request depends on changed (its runtime's admin kubeconfig, the runtime's
-    /// token signing key): a request waiting out a failure goes on at once.
+    /// token signing key, its cluster woken up): a request waiting out a failure goes on at once.
     pub fn release(
         &self,
         request: &kube::runtime::reflector::ObjectRef<StatusApart<RuntimeAccess>>,
@@ -98,7 +102,7 @@ impl Reconciler {
         settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
         tokens: Arc<TokenMetrics>,
-        rotations: crate::runtime::shoot_cache::RotationTimes,
+        clusters: crate::runtime::shoot_cache::ClusterFacts,
         by_runtime: Arc<super::ByRuntime>,
         passes: Arc<AccountPasses>,
     ) -> Self {
@@ -111,7 +115,7 @@ impl Reconciler {
             records: Records::default(),
             by_runtime,
             passes,
-            rotations,
+            clusters,
         }
     }
 
@@ -484,6 +488,10 @@ pub const ANNOTATION_REVOKE_TOKENS: &str = "infrastructuremanager.kyma-project.i
 /// Condition reason: the request was served, and its runtime is gone or being deleted.
 pub const REASON_RUNTIME_GONE: &str = "RuntimeGone";
 
+/// Condition reason: the runtime's cluster is hibernated and the pass has something to do
+/// there.
+pub const REASON_RUNTIME_HIBERNATED: &str = "RuntimeHibernated";
+
 /// Condition reason: a pass took longer than [`Reconciler::reconcile_timeout`].
 pub const REASON_RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
@@ -737,7 +745,7 @@ async fn apply(
         // Nothing before the Shoot watch delivered the Shoot: it sends the runtime's requests
         // again when it sees a rotation.
         let new_key_since = reconciler
-            .rotations
+            .clusters
             .new_service_account_key_since(&admin.shoot);
         token::decide(
             facts.token,
@@ -751,7 +759,11 @@ async fn apply(
     // The shoot is reached only when something is to be done there: objects applied for
     // another spec (or never), or a token to issue (which also re-applies the objects, the
     // periodic drift correction). A reconcile with nothing to do makes no shoot call.
-    let (reached, shoot_objects) = if record::needs_shoot(&facts, &fingerprint, decision) {
+    let needs_shoot = record::needs_shoot(&facts, &fingerprint, decision);
+    if needs_shoot && reconciler.clusters.hibernated(&admin.shoot) {
+        return hibernated(reconciler, ra, &admin.shoot, now).await;
+    }
+    let (reached, shoot_objects) = if needs_shoot {
         match apply_shoot_objects(reconciler, ra, &admin, &facts, &fingerprint, revoke).await {
             Ok((reached, created)) => (Some(reached), created),
             Err(f) => return undelivered(reconciler, ra, decision, f, now).await,
@@ -962,6 +974,25 @@ async fn without_admin_kubeconfig(
     let status = status_with(ra, "Pending", "False", "RuntimeNotReady", &msg, now);
     write_status(reconciler, ra, status).await?;
     Ok(Action::requeue(WAIT_FOR_RUNTIME))
+}
+
+/// The runtime's cluster is hibernated (or being hibernated or woken up) while the pass has
+/// something to do there: it waits, as a request waits for its runtime's admin kubeconfig, and
+/// is not a failed reconcile. The Shoot watch runs it as the cluster is woken up; a token
+/// already issued works again then until it expires.
+async fn hibernated(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    shoot: &str,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    let msg = format!(
+        "the cluster of runtime {} (Shoot {shoot}) is hibernated: the kubeconfig is issued or rotated, and the objects in the cluster applied, once it is woken up",
+        ra.spec.runtime_id
+    );
+    let status = status_with(ra, "Pending", "False", REASON_RUNTIME_HIBERNATED, &msg, now);
+    write_status(reconciler, ra, status).await?;
+    Ok(Action::requeue(WAIT_FOR_WAKE_UP))
 }
 
 /// A pass that had a token to deliver, or objects to apply, and stopped at a failed step:

@@ -66,7 +66,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: Shutdown,
     shoots: crate::runtime::shoot_cache::ShootCache,
-    rotations: crate::runtime::shoot_cache::RotationTimes,
+    rotations: crate::runtime::shoot_cache::ClusterFacts,
     ca_rotated: futures::channel::mpsc::UnboundedReceiver<String>,
     writer: reflector::store::Writer<StatusApart<GardenerCluster>>,
     followers: crate::watch::Followers,

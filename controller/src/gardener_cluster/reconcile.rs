@@ -28,7 +28,7 @@ use crate::Context;
 use crate::gardener::limit::{WriteLimit, WriteLimitSettings, WriteOutcome};
 use crate::records::{Backoff, Records, key};
 use crate::runtime::classify::ApiErrorKind;
-use crate::runtime::shoot_cache::RotationTimes;
+use crate::runtime::shoot_cache::ClusterFacts;
 use crate::stored::StatusApart;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -116,7 +116,7 @@ pub struct Reconciler {
     /// waiter only).
     shoots_ready: Shared<BoxFuture<'static, bool>>,
     /// When the Shoots' CAs were rotated, as the Shoot watch delivers it.
-    rotations: RotationTimes,
+    rotations: ClusterFacts,
 }
 
 /// A reconcile that failed; messages name the object and never contain secrets.
@@ -173,7 +173,7 @@ impl Reconciler {
         policy: RotationPolicy,
         metrics: Arc<KubeconfigMetrics>,
         shoots: crate::runtime::shoot_cache::ShootCache,
-        rotations: RotationTimes,
+        rotations: ClusterFacts,
     ) -> Self {
         Self {
             records: Records::default(),

@@ -293,7 +293,7 @@ pub async fn run(
     shutdown: Shutdown,
     shoot_writer: reflector::store::Writer<CachedShoot>,
     shoot_cache: shoot_cache::ShootCache,
-    rotations: shoot_cache::CredentialRotations,
+    notices: shoot_cache::ClusterNotices,
     clusters: Store<StatusApart<GardenerCluster>>,
     cluster_changes: crate::watch::Following,
 ) {
@@ -304,7 +304,7 @@ pub async fn run(
 
     let (rt_store, rt_writer) = reflector::store::<CachedRuntime>();
     let generations = shoot_cache::ShootGenerations::default();
-    let mut notes = shoot_cache::ShootWatchNotes::new(rotations, generations.clone());
+    let mut notes = shoot_cache::ShootWatchNotes::new(notices, generations.clone());
     let shoot_store = shoot_writer.as_reader();
     let shoots = crate::watch::gardener_backoff(
         crate::watch::events(

@@ -82,48 +82,55 @@ impl ShootCache {
     }
 }
 
-/// When Gardener rotated what signs a runtime cluster's credentials, and who must hear of it.
-/// The Runtime reconciler's Shoot watch sees the rotations ([`CredentialRotations::observe`]);
-/// the GardenerCluster reconciler replaces an admin kubeconfig the CAs' rotation outdated, the
-/// RuntimeAccess reconciler the tokens the signing key's rotation outdated. Neither watches
-/// Shoots: they read the times from [`RotationTimes`] and are sent the runtime ID once per
-/// rotation and process (the first sight of a rotated Shoot included: the receiver decides from
-/// its Secret whether anything is to do).
+/// What the kubeconfig reconcilers need to know of each runtime cluster's Shoot, and when to
+/// look again: when Gardener rotated what signs the cluster's credentials, and whether the
+/// cluster is hibernated. The Runtime reconciler's Shoot watch sees it
+/// ([`ClusterNotices::observe`]); the GardenerCluster reconciler replaces an admin kubeconfig
+/// the CAs' rotation outdated, the RuntimeAccess reconciler the tokens the signing key's
+/// rotation outdated, and it leaves a hibernated cluster alone until it is woken up. Neither
+/// watches Shoots: they read the facts from [`ClusterFacts`] and are sent the runtime ID once
+/// per rotation and process (the first sight of a rotated Shoot included: the receiver decides
+/// from its Secret whether anything is to do), and the RuntimeAccess reconciler once per
+/// wake-up.
 ///
-/// The times are taken from each watch event, not from the watch cache: kube-runtime fills its
+/// The facts are taken from each watch event, not from the watch cache: kube-runtime fills its
 /// store only once a whole (re-)list is in, after the events of that list have gone by, so a
 /// receiver woken by the first sight of a rotation would read a store without it.
-pub struct CredentialRotations {
-    times: RotationTimes,
+pub struct ClusterNotices {
+    facts: ClusterFacts,
     cas: UnboundedSender<String>,
-    service_account_keys: UnboundedSender<String>,
+    tokens: UnboundedSender<String>,
 }
 
-/// Since when the new credentials of each rotated Shoot are in place, by Shoot name.
+/// Of each rotated or hibernated Shoot, by Shoot name: since when its new credentials are in
+/// place, and whether it is hibernated.
 #[derive(Clone, Default)]
-pub struct RotationTimes(Arc<Mutex<HashMap<String, Rotated>>>);
+pub struct ClusterFacts(Arc<Mutex<HashMap<String, Facts>>>);
 
-/// Since when the new credentials of a Shoot's rotations are in place.
+/// Since when the new credentials of a Shoot's rotations are in place; whether it is
+/// hibernated.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Rotated {
+struct Facts {
     cas: Option<Timestamp>,
     service_account_key: Option<Timestamp>,
+    hibernated: bool,
 }
 
-/// The receiving side of [`CredentialRotations`].
-pub struct RotatedRuntimes {
-    /// Since when the new credentials of each rotated Shoot are in place.
-    pub times: RotationTimes,
+/// The receiving side of [`ClusterNotices`].
+pub struct NoticedClusters {
+    /// Of each rotated or hibernated Shoot: since when its new credentials are in place,
+    /// whether it is hibernated.
+    pub facts: ClusterFacts,
     /// Runtime IDs whose CAs were rotated: the GardenerCluster of that name holds the admin
     /// kubeconfig.
     pub cas: UnboundedReceiver<String>,
-    /// Runtime IDs whose ServiceAccount token signing key was rotated: the runtime's
-    /// RuntimeAccesses hold tokens.
-    pub service_account_keys: UnboundedReceiver<String>,
+    /// Runtime IDs whose RuntimeAccesses are to look at their tokens again: the cluster's
+    /// ServiceAccount token signing key was rotated, or the cluster was woken up.
+    pub tokens: UnboundedReceiver<String>,
 }
 
-impl RotationTimes {
-    fn of(&self, shoot: &str) -> Rotated {
+impl ClusterFacts {
+    fn of(&self, shoot: &str) -> Facts {
         crate::records::lock(&self.0)
             .get(shoot)
             .copied()
@@ -141,47 +148,55 @@ impl RotationTimes {
     pub fn new_service_account_key_since(&self, shoot: &str) -> Option<Timestamp> {
         self.of(shoot).service_account_key
     }
+
+    /// Whether Shoot `shoot`'s cluster is hibernated, or being hibernated or woken up
+    /// ([`CachedShoot::hibernated`]); `false` before the watch delivered it.
+    pub fn hibernated(&self, shoot: &str) -> bool {
+        self.of(shoot).hibernated
+    }
 }
 
-impl CredentialRotations {
+impl ClusterNotices {
     /// The sending side and the receiving one.
-    pub fn channel() -> (Self, RotatedRuntimes) {
+    pub fn channel() -> (Self, NoticedClusters) {
         let (cas, cas_rx) = futures::channel::mpsc::unbounded();
-        let (keys, keys_rx) = futures::channel::mpsc::unbounded();
-        let times = RotationTimes::default();
+        let (tokens, tokens_rx) = futures::channel::mpsc::unbounded();
+        let facts = ClusterFacts::default();
         (
             Self {
-                times: times.clone(),
+                facts: facts.clone(),
                 cas,
-                service_account_keys: keys,
+                tokens,
             },
-            RotatedRuntimes {
-                times,
+            NoticedClusters {
+                facts,
                 cas: cas_rx,
-                service_account_keys: keys_rx,
+                tokens: tokens_rx,
             },
         )
     }
 
-    /// Called with every Shoot the watch delivers: records its rotation times and sends its
-    /// runtime ID for each rotation not sent yet.
+    /// Called with every Shoot the watch delivers: records its facts and sends its runtime ID
+    /// for each rotation not sent yet, and as its cluster is woken up.
     fn observe(&self, shoot: &CachedShoot) {
         let credentials = shoot.status.as_ref().and_then(|s| s.credentials.as_deref());
-        let now = Rotated {
+        let now = Facts {
             cas: credentials.and_then(ShootCredentials::new_cas_since),
             service_account_key: credentials
                 .and_then(ShootCredentials::new_service_account_key_since),
+            hibernated: shoot.hibernated(),
         };
         let Some(name) = shoot.metadata.name.as_deref() else {
             return;
         };
         let before = {
-            let mut times = crate::records::lock(&self.times.0);
-            // Only rotated Shoots are kept (a Shoot made anew starts without rotations).
-            if now == Rotated::default() {
-                times.remove(name)
+            let mut facts = crate::records::lock(&self.facts.0);
+            // Only rotated or hibernated Shoots are kept (a Shoot made anew starts without
+            // rotations).
+            if now == Facts::default() {
+                facts.remove(name)
             } else {
-                times.insert(name.to_owned(), now)
+                facts.insert(name.to_owned(), now)
             }
         }
         .unwrap_or_default();
@@ -192,43 +207,42 @@ impl CredentialRotations {
         if now.cas.is_some() && now.cas != before.cas {
             let _ = self.cas.unbounded_send(runtime_id.clone());
         }
-        if now.service_account_key.is_some()
-            && now.service_account_key != before.service_account_key
-        {
-            let _ = self.service_account_keys.unbounded_send(runtime_id.clone());
+        let key_rotated = now.service_account_key.is_some()
+            && now.service_account_key != before.service_account_key;
+        let woken = before.hibernated && !now.hibernated;
+        if key_rotated || woken {
+            let _ = self.tokens.unbounded_send(runtime_id.clone());
         }
     }
-}
 
-impl CredentialRotations {
-    /// Shoot `name` is gone: its times go too.
+    /// Shoot `name` is gone: its facts go too.
     fn forget(&self, name: &str) {
-        crate::records::lock(&self.times.0).remove(name);
+        crate::records::lock(&self.facts.0).remove(name);
     }
 
-    /// Keeps the times of the Shoots in `listed` only: a Shoot deleted while the watch was
+    /// Keeps the facts of the Shoots in `listed` only: a Shoot deleted while the watch was
     /// away shows no deletion, only its absence from the re-list.
     fn retain(&self, listed: &HashSet<String>) {
-        crate::records::lock(&self.times.0).retain(|name, _| listed.contains(name));
+        crate::records::lock(&self.facts.0).retain(|name, _| listed.contains(name));
     }
 }
 
 /// What the Runtime reconciler's Shoot watch notes of each event before the Runtime of the
-/// Shoot is reconciled: the credentials rotations and the generations raised without a change
-/// of the spec. A Shoot deleted, also one the watch missed while away, is forgotten, so that
+/// Shoot is reconciled: the facts of its cluster ([`ClusterNotices`]) and the generations
+/// raised without a change of the spec. A Shoot deleted, also one the watch missed while away, is forgotten, so that
 /// what is kept follows the Shoots there are.
 pub struct ShootWatchNotes {
-    rotations: CredentialRotations,
+    clusters: ClusterNotices,
     generations: ShootGenerations,
     /// The Shoots of the re-list under way.
     listed: HashSet<String>,
 }
 
 impl ShootWatchNotes {
-    /// Notes for `rotations` and `generations`.
-    pub fn new(rotations: CredentialRotations, generations: ShootGenerations) -> Self {
+    /// Notes for `clusters` and `generations`.
+    pub fn new(clusters: ClusterNotices, generations: ShootGenerations) -> Self {
         Self {
-            rotations,
+            clusters,
             generations,
             listed: HashSet::new(),
         }
@@ -248,18 +262,18 @@ impl ShootWatchNotes {
             watcher::Event::Apply(shoot) => self.observe(shoot),
             watcher::Event::Delete(shoot) => {
                 let name = shoot.name_any();
-                self.rotations.forget(&name);
+                self.clusters.forget(&name);
                 self.generations.forget(&name);
             }
             watcher::Event::InitDone => {
-                self.rotations.retain(&self.listed);
+                self.clusters.retain(&self.listed);
                 self.listed = HashSet::new();
             }
         }
     }
 
     fn observe(&self, shoot: &CachedShoot) {
-        self.rotations.observe(shoot);
+        self.clusters.observe(shoot);
         self.generations.observe(shoot);
     }
 }
@@ -343,6 +357,7 @@ pub struct CachedShoot {
 #[serde(rename_all = "camelCase")]
 struct CachedStatus {
     credentials: Option<Box<ShootCredentials>>,
+    hibernated: Option<bool>,
     last_errors: Option<Vec<LastError>>,
     last_operation: Option<Box<LastOperation>>,
     observed_generation: Option<i64>,
@@ -481,6 +496,25 @@ impl<'de> Deserialize<'de> for CachedExtensions {
 }
 
 impl CachedShoot {
+    /// Whether the cluster is hibernated, or being hibernated (`spec.hibernation.enabled`) or
+    /// woken up (`status.hibernated` until Gardener is done): its API server does not answer,
+    /// or is about to stop, or has not started yet.
+    pub fn hibernated(&self) -> bool {
+        let to_hibernate = self
+            .spec
+            .fields
+            .hibernation
+            .as_ref()
+            .and_then(|h| h.enabled)
+            .unwrap_or(false);
+        let hibernated = self
+            .status
+            .as_ref()
+            .and_then(|s| s.hibernated)
+            .unwrap_or(false);
+        to_hibernate || hibernated
+    }
+
     /// The Secret of the Shoot's `auditlog-credentials` resource.
     pub fn audit_log_secret(&self) -> Option<&str> {
         self.spec.fields.audit_log_secret.as_deref()
@@ -539,6 +573,7 @@ impl CachedShoot {
             },
             status: self.status.as_ref().map(|st| ShootStatus {
                 credentials: st.credentials.as_deref().cloned(),
+                hibernated: st.hibernated,
                 last_errors: st.last_errors.clone(),
                 last_operation: st.last_operation.as_deref().cloned(),
                 observed_generation: st.observed_generation,
@@ -691,33 +726,71 @@ mod tests {
             }))
             .unwrap()
         };
-        let (rotations, mut rotated) = CredentialRotations::channel();
+        let (notices, mut noticed) = ClusterNotices::channel();
         let first = Some("2026-01-02T00:05:00Z");
         let later = Some("2026-02-02T00:05:00Z");
-        rotations.observe(&shoot("a", Some("rt-a"), first, None));
-        rotations.observe(&shoot("a", Some("rt-a"), first, None));
-        rotations.observe(&shoot("b", Some("rt-b"), None, None));
-        rotations.observe(&shoot("c", None, first, first));
-        rotations.observe(&shoot("a", Some("rt-a"), later, None));
-        rotations.observe(&shoot("a", Some("rt-a"), later, first));
-        rotations.observe(&shoot("d", Some("rt-d"), None, first));
-        rotations.observe(&shoot("d", Some("rt-d"), None, first));
+        notices.observe(&shoot("a", Some("rt-a"), first, None));
+        notices.observe(&shoot("a", Some("rt-a"), first, None));
+        notices.observe(&shoot("b", Some("rt-b"), None, None));
+        notices.observe(&shoot("c", None, first, first));
+        notices.observe(&shoot("a", Some("rt-a"), later, None));
+        notices.observe(&shoot("a", Some("rt-a"), later, first));
+        notices.observe(&shoot("d", Some("rt-d"), None, first));
+        notices.observe(&shoot("d", Some("rt-d"), None, first));
         // The times are kept for every rotated Shoot, with a runtime ID or without.
         let at = |t: Option<&str>| t.map(|t| t.parse::<Timestamp>().unwrap());
-        assert_eq!(rotated.times.new_cas_since("a"), at(later));
-        assert_eq!(rotated.times.new_service_account_key_since("a"), at(first));
-        assert_eq!(rotated.times.new_cas_since("c"), at(first));
-        assert_eq!(rotated.times.new_service_account_key_since("d"), at(first));
-        assert_eq!(rotated.times.new_cas_since("b"), None);
+        assert_eq!(noticed.facts.new_cas_since("a"), at(later));
+        assert_eq!(noticed.facts.new_service_account_key_since("a"), at(first));
+        assert_eq!(noticed.facts.new_cas_since("c"), at(first));
+        assert_eq!(noticed.facts.new_service_account_key_since("d"), at(first));
+        assert_eq!(noticed.facts.new_cas_since("b"), None);
         // A Shoot made anew starts without rotations.
-        rotations.observe(&shoot("a", Some("rt-a"), None, None));
-        assert_eq!(rotated.times.new_cas_since("a"), None);
-        drop(rotations);
-        let cas: Vec<String> = futures::StreamExt::collect(&mut rotated.cas).await;
+        notices.observe(&shoot("a", Some("rt-a"), None, None));
+        assert_eq!(noticed.facts.new_cas_since("a"), None);
+        drop(notices);
+        let cas: Vec<String> = futures::StreamExt::collect(&mut noticed.cas).await;
         assert_eq!(cas, ["rt-a", "rt-a"]);
-        let keys: Vec<String> =
-            futures::StreamExt::collect(&mut rotated.service_account_keys).await;
+        let keys: Vec<String> = futures::StreamExt::collect(&mut noticed.tokens).await;
         assert_eq!(keys, ["rt-a", "rt-d"]);
+    }
+
+    /// A cluster counts as hibernated from `spec.hibernation.enabled` until `status.hibernated`
+    /// is false again; its runtime's RuntimeAccesses hear of it once, as it is woken up.
+    #[tokio::test]
+    async fn a_wake_up_is_sent_once_to_the_runtime_accesses() {
+        let shoot = |name: &str, enabled: Option<bool>, hibernated: Option<bool>| {
+            serde_json::from_value::<CachedShoot>(serde_json::json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": name, "namespace": "garden-p",
+                    "annotations": {names::SHOOT_ANNOTATION_RUNTIME_ID: format!("rt-{name}")}},
+                "spec": {"hibernation": {"enabled": enabled}},
+                "status": {"hibernated": hibernated},
+            }))
+            .unwrap()
+        };
+        let (notices, mut noticed) = ClusterNotices::channel();
+        // Awake at first sight: nothing kept, nothing sent.
+        notices.observe(&shoot("a", None, None));
+        notices.observe(&shoot("a", Some(false), Some(false)));
+        assert!(!noticed.facts.hibernated("a"));
+        // Being hibernated, hibernated, being woken up.
+        for (enabled, hibernated) in [(true, false), (true, true), (false, true)] {
+            notices.observe(&shoot("a", Some(enabled), Some(hibernated)));
+            assert!(noticed.facts.hibernated("a"), "{enabled} {hibernated}");
+        }
+        // Hibernated at first sight, then woken up.
+        notices.observe(&shoot("b", Some(true), Some(true)));
+        notices.observe(&shoot("a", Some(false), Some(false)));
+        notices.observe(&shoot("a", Some(false), Some(false)));
+        assert!(!noticed.facts.hibernated("a"));
+        assert!(noticed.facts.hibernated("b"));
+        notices.observe(&shoot("b", Some(false), Some(false)));
+        assert!(!noticed.facts.hibernated("b"));
+        drop(notices);
+        let tokens: Vec<String> = futures::StreamExt::collect(&mut noticed.tokens).await;
+        assert_eq!(tokens, ["rt-a", "rt-b"]);
+        let cas: Vec<String> = futures::StreamExt::collect(&mut noticed.cas).await;
+        assert!(cas.is_empty());
     }
 
     /// A generation counts as raised without a change of the spec when the watch shows it one
@@ -787,12 +860,12 @@ mod tests {
             }))
             .unwrap()
         };
-        let (rotations, rotated) = CredentialRotations::channel();
+        let (notices, noticed) = ClusterNotices::channel();
         let generations = ShootGenerations::default();
-        let mut notes = ShootWatchNotes::new(rotations, generations.clone());
+        let mut notes = ShootWatchNotes::new(notices, generations.clone());
         let kept = |name: &str| {
             (
-                rotated.times.new_cas_since(name).is_some(),
+                noticed.facts.new_cas_since(name).is_some(),
                 crate::records::lock(&generations.0).contains_key(name),
             )
         };

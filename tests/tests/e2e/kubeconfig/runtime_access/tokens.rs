@@ -1004,6 +1004,117 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
     Ok(())
 }
 
+/// A request of a runtime whose cluster is hibernated waits: `Pending` with
+/// `RuntimeHibernated`, nothing done in the cluster, no failed reconcile (a hibernated trial
+/// runtime would otherwise retry every minute, and count as an error each time, until woken).
+/// As the Shoot watch sees the cluster woken up it is served at once: waiting requests look
+/// again only every 10 minutes on their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_up() -> Result<()> {
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-sleep", &[]).await?;
+    let apps = env.shoot_namespace("ra-sleep").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let shoot = Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
+        .get(&id)
+        .await?
+        .spec
+        .shoot
+        .name;
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
+    let hibernation = |enabled: bool| {
+        json!({
+            "metadata": {"annotations": {kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID: id}},
+            "spec": {"hibernation": {"enabled": enabled}},
+        })
+    };
+    let hibernated = |want: bool| {
+        let shoots = shoots.clone();
+        let shoot = shoot.clone();
+        async move {
+            eventually(
+                &format!("Shoot {shoot} hibernated: {want}"),
+                Duration::from_secs(60),
+                || async {
+                    let s = shoots.get(&shoot).await?;
+                    let status = s.status.as_ref();
+                    let done = status.and_then(|st| st.hibernated) == Some(want)
+                        && s.metadata.generation == status.and_then(|st| st.observed_generation)
+                        && status
+                            .and_then(|st| st.last_operation.as_ref())
+                            .is_some_and(|op| op.state == "Succeeded");
+                    Ok(done.then_some(()))
+                },
+            )
+            .await
+        }
+    };
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(hibernation(true)),
+        )
+        .await?;
+    hibernated(true).await?;
+    let failed = || async {
+        ctl.metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\"", "result=\"error\""],
+        )
+        .await
+    };
+    let failed_before = failed().await?;
+
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "reader", &id, configmap_reader("reader", &apps, &apps))?,
+        )
+        .await?;
+    access_condition_saying(&requests, "reader", "RuntimeHibernated", "is hibernated").await?;
+    let waiting = requests.get("reader").await?.status.context("status")?;
+    assert_eq!(waiting.state.as_deref(), Some("Pending"));
+    assert!(waiting.secret_ref.is_none(), "a kubeconfig was written");
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    assert!(
+        !exists(&accounts, "reader").await?,
+        "the hibernated cluster was acted on"
+    );
+
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(hibernation(false)),
+        )
+        .await?;
+    hibernated(false).await?;
+    let status = access_ready(&requests, "reader").await?;
+    let kubeconfig = access_kubeconfig(&secrets, &status).await?;
+    assert_eq!(
+        whoami(access::client_from_yaml("reader", &kubeconfig).await?).await?,
+        format!("system:serviceaccount:{apps}:reader")
+    );
+    assert_eq!(
+        failed().await?,
+        failed_before,
+        "waiting for a hibernated cluster counted as a failed reconcile"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&kubeconfig);
+    Ok(())
+}
+
 /// A revocation asked for again before any pass saw the first one's annotation gone is served,
 /// not taken for the first (its mark on the KCP Secret names the request's version it served).
 /// A ValidatingAdmissionPolicy keeps the mark from being cleared, so the second request meets
