@@ -190,6 +190,10 @@ pub enum Error {
     /// The stored RuntimeAccess does not read with our types.
     #[error("the stored RuntimeAccess cannot be read: {0}")]
     Unreadable(Unreadable),
+    /// The deletion waits for the runtime's cluster to be woken up: not a failure of the
+    /// controller's (`result="waiting"`).
+    #[error("{0}")]
+    Waits(String),
     /// The reconcile took longer than [`Reconciler::reconcile_timeout`].
     #[error("the reconcile took longer than {0:?} and was cut off; it is retried")]
     TimedOut(Duration),
@@ -199,6 +203,7 @@ impl crate::metrics::ResultLabel for Error {
     fn result_label(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
+            Self::Waits(_) => "waiting",
             _ => "error",
         }
     }
@@ -338,6 +343,24 @@ pub fn error_policy(
     reconciler: Arc<Reconciler>,
 ) -> Action {
     let record_key = key(&*ra);
+    if let Error::Waits(why) = error {
+        // Until the notice of the wake-up, or a change of the request (the skip annotation).
+        reconciler.records.hold(
+            &record_key,
+            WAIT_FOR_WAKE_UP,
+            crate::records::inputs(&ra.metadata),
+        );
+        tracing::info!(
+            controller = CONTROLLER,
+            namespace = ra.namespace().unwrap_or_default(),
+            object = ra.name_any(),
+            runtime_id = %ra.spec.runtime_id,
+            reason = %why,
+            retry_in = ?WAIT_FOR_WAKE_UP,
+            "the deletion waits for the runtime's cluster"
+        );
+        return Action::requeue(WAIT_FOR_WAKE_UP);
+    }
     let delay = reconciler.records.retry_in(&record_key, &BACKOFF);
     reconciler
         .records
@@ -1418,7 +1441,7 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
             "left in place (skip-shoot-cleanup)"
         }
         Err(waiting) => {
-            cleanup_waits(reconciler, ra, &waiting.message).await;
+            cleanup_waits(reconciler, ra, waiting.reason(), &waiting.message).await;
             return Err(waiting.error);
         }
     };
@@ -1528,6 +1551,14 @@ impl CleanupWaits {
             message,
         }
     }
+
+    /// The condition reason: the cluster is hibernated, or the cleanup failed.
+    fn reason(&self) -> &'static str {
+        match self.error {
+            Error::Waits(_) => REASON_RUNTIME_HIBERNATED,
+            _ => REASON_SHOOT_CLEANUP_FAILED,
+        }
+    }
 }
 
 /// Whether `ra` carries `annotation: "true"`.
@@ -1553,6 +1584,17 @@ async fn remove_from_runtime(
         error: e,
     };
     match admin_kubeconfig(reconciler, ra).await.map_err(cannot)? {
+        // Nothing there answers; the Shoot watch runs the deletion again as it is woken up.
+        Some(admin) if reconciler.clusters.hibernated(&admin.shoot) => {
+            let message = format!(
+                "the cluster of runtime {} (Shoot {}) is hibernated: the objects of this RuntimeAccess in it are removed once it is woken up, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                ra.spec.runtime_id, admin.shoot
+            );
+            Err(CleanupWaits {
+                error: Error::Waits(message.clone()),
+                message,
+            })
+        }
         Some(admin) => {
             delete_in_shoot(reconciler, ra, &admin, objs, served)
                 .await
@@ -1580,15 +1622,8 @@ async fn remove_from_runtime(
 
 /// Says why the deletion waits (`Deleting`, `ShootCleanupFailed`). The reconcile's error
 /// carries the reason too, so a failed status write is only logged.
-async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, msg: &str) {
-    let status = status_with(
-        ra,
-        "Deleting",
-        "False",
-        REASON_SHOOT_CLEANUP_FAILED,
-        msg,
-        Timestamp::now(),
-    );
+async fn cleanup_waits(reconciler: &Reconciler, ra: &RuntimeAccess, reason: &str, msg: &str) {
+    let status = status_with(ra, "Deleting", "False", reason, msg, Timestamp::now());
     if let Err(e) = write_status(reconciler, ra, status).await {
         tracing::debug!(error = %e, "cannot write the status of a waiting deletion");
     }

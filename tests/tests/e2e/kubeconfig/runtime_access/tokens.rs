@@ -1008,7 +1008,8 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
 /// `RuntimeHibernated`, nothing done in the cluster, no failed reconcile (a hibernated trial
 /// runtime would otherwise retry every minute, and count as an error each time, until woken).
 /// As the Shoot watch sees the cluster woken up it is served at once: waiting requests look
-/// again only every 10 minutes on their own.
+/// again only every 10 minutes on their own. A deletion while the cluster is hibernated waits
+/// (`Deleting`, `RuntimeHibernated`, `result="waiting"`) and finishes as it is woken up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_up() -> Result<()> {
     let Setup {
@@ -1104,6 +1105,64 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
         whoami(access::client_from_yaml("reader", &kubeconfig).await?).await?,
         format!("system:serviceaccount:{apps}:reader")
     );
+
+    // Deleted while the cluster is hibernated again: the deletion waits with what it created
+    // in the cluster still there, and finishes as the cluster is woken up.
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(hibernation(true)),
+        )
+        .await?;
+    hibernated(true).await?;
+    requests.delete("reader", &DeleteParams::default()).await?;
+    access_condition_saying(
+        &requests,
+        "reader",
+        "RuntimeHibernated",
+        "the deletion waits",
+    )
+    .await?;
+    assert_eq!(
+        requests
+            .get("reader")
+            .await?
+            .status
+            .context("status")?
+            .state
+            .as_deref(),
+        Some("Deleting")
+    );
+    assert!(exists(&accounts, "reader").await?);
+    let waited = ctl
+        .metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\"", "result=\"waiting\""],
+        )
+        .await?;
+    assert!(
+        waited > 0,
+        "the waiting deletion was not counted as waiting"
+    );
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(hibernation(false)),
+        )
+        .await?;
+    eventually(
+        "RuntimeAccess reader and its ServiceAccount gone",
+        Duration::from_secs(60),
+        || async {
+            let gone = requests.get_opt("reader").await?.is_none()
+                && !exists(&accounts, "reader").await?
+                && !exists(&secrets, "reader-kubeconfig").await?;
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
     assert_eq!(
         failed().await?,
         failed_before,
