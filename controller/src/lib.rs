@@ -85,12 +85,17 @@ pub fn spawn_reconcilers(
         ),
         spawn_supervised(
             "access",
-            access::run(ctx.clone(), shutdown.clone(), noticed.facts, noticed.tokens),
+            access::run(
+                ctx.clone(),
+                shutdown.clone(),
+                noticed.facts.clone(),
+                noticed.tokens,
+            ),
             crashed,
         ),
         spawn_supervised(
             "registry_cache",
-            registry_cache::run(ctx.clone(), shutdown.clone()),
+            registry_cache::run(ctx.clone(), shutdown.clone(), noticed.facts),
             crashed,
         ),
     ]

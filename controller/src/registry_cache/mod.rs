@@ -57,9 +57,14 @@ const MIN_INTERVAL: Duration = Duration::from_secs(5);
 const WORKERS: u16 = 8;
 
 /// Runs the registry cache (on) or its sweeper (off) until `shutdown`.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+/// `clusters` says which runtime clusters are hibernated.
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+    clusters: crate::runtime::shoot_cache::ClusterFacts,
+) {
     if ctx.settings.registry_cache.enabled {
-        run_controller(ctx, shutdown).await;
+        run_controller(ctx, shutdown, clusters).await;
     } else {
         sweep::run(ctx, shutdown).await;
     }
@@ -115,9 +120,15 @@ struct Reconciler {
     /// (reset on success) and the wait before the next read (the backoff after a failure,
     /// [`MIN_INTERVAL`] after a success); dropped with the Secret.
     passes: crate::records::Records<()>,
+    /// Which runtime clusters are hibernated, as the Runtime reconciler's Shoot watch sees it.
+    clusters: crate::runtime::shoot_cache::ClusterFacts,
 }
 
-async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
+async fn run_controller(
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+    clusters: crate::runtime::shoot_cache::ClusterFacts,
+) {
     let ns = ctx.settings.namespace.clone();
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
     let listener = tokio::spawn(listener::serve(
@@ -173,6 +184,7 @@ async fn run_controller(ctx: Arc<Context>, shutdown: Shutdown) {
     let reconciler = Arc::new(Reconciler {
         ctx: ctx.clone(),
         passes: Default::default(),
+        clusters,
     });
     let sweep = tokio::spawn(crate::watch::sweep(
         store.clone(),
@@ -234,7 +246,7 @@ async fn reconcile(secret: Arc<Secret>, reconciler: Arc<Reconciler>) -> Result<A
     let started = std::time::Instant::now();
     let result = match tokio::time::timeout(
         RECONCILE_TIMEOUT,
-        apply(ctx, runtime_id).instrument(span),
+        apply(ctx, &reconciler.clusters, runtime_id).instrument(span),
     )
     .await
     {
@@ -273,7 +285,11 @@ fn error_policy(secret: Arc<Secret>, err: &Error, reconciler: Arc<Reconciler>) -
 
 /// Reads the runtime cluster's configuration into the Runtime. `false`: there is no Runtime to
 /// keep current (gone or being deleted).
-async fn apply(ctx: &Context, runtime_id: &str) -> Result<bool, Error> {
+async fn apply(
+    ctx: &Context,
+    clusters: &crate::runtime::shoot_cache::ClusterFacts,
+    runtime_id: &str,
+) -> Result<bool, Error> {
     let ns = &ctx.settings.namespace;
     let runtimes: Api<Runtime> = Api::namespaced(ctx.kcp.clone(), ns);
     let Some(runtime) = runtimes
@@ -289,6 +305,17 @@ async fn apply(ctx: &Context, runtime_id: &str) -> Result<bool, Error> {
         .is_some_and(|s| s.state == RuntimeState::Terminating);
     if runtime.metadata.deletion_timestamp.is_some() || terminating {
         return Ok(false);
+    }
+    // A hibernated cluster does not answer (a timeout per attempt, and a failed reconcile that
+    // would count against KimReconcileErrors until it is woken up), and its configuration
+    // cannot change while it sleeps: the Runtime keeps its caches. After the wake-up the
+    // runtime watcher's events, or the period, bring changes.
+    if clusters.hibernated(&runtime.spec.shoot.name) {
+        tracing::debug!(
+            runtime_id,
+            "the runtime cluster is hibernated; its registry cache configuration is read once it is woken up"
+        );
+        return Ok(true);
     }
     let client = crate::runtime::cluster::runtime_cluster_client(ctx, ns, runtime_id, None).await?;
     let desired = read_caches(&client).await?;

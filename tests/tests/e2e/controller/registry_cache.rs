@@ -626,6 +626,95 @@ async fn registry_cache_end_to_end_refuses_foreign_secrets_and_flag_off_leaves_n
         .unwrap();
     assert_eq!(rt.spec.image_registry_caches(), caches);
 
+    // A hibernated cluster is not read (it would not answer; each attempt a failed reconcile
+    // until it is woken up): a config added while it sleeps does not reach the Runtime, and
+    // the pass is not a failure. Read again once it is woken up.
+    let shoot_name = rt.spec.shoot.name.clone();
+    let shoots: Api<DynamicObject> = Api::namespaced_with(
+        garden.clone(),
+        PROJECT_NAMESPACE,
+        &fixtures::api_resource("core.gardener.cloud/v1beta1", "Shoot").unwrap(),
+    );
+    // Woken up by removing the setting, as the Shoot was made (a later step sets it).
+    let hibernate = |enabled: bool| {
+        let shoots = shoots.clone();
+        let shoot_name = shoot_name.clone();
+        let hibernation = enabled.then(|| json!({"enabled": true}));
+        async move {
+            shoots
+                .patch(
+                    &shoot_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"hibernation": hibernation}})),
+                )
+                .await
+                .unwrap();
+            eventually(&format!("Shoot hibernated: {enabled}"), TIMEOUT, || async {
+                let s = shoots.get(&shoot_name).await?;
+                Ok(s.data["status"]["hibernated"] == enabled
+                    && s.data["status"]["observedGeneration"] == json!(s.metadata.generation)
+                    && s.data["status"]["lastOperation"]["state"] == "Succeeded")
+            })
+            .await
+            .unwrap();
+        }
+    };
+    hibernate(true).await;
+    let count = |result: &'static str| {
+        let ctl = &ctl;
+        async move {
+            kim_tests::controller::metric_sum(
+                &ctl.metrics_text().await.unwrap(),
+                "infrastructure_manager_im_reconciles_total",
+                &[
+                    "controller=\"registry_cache\"",
+                    &format!("result=\"{result}\""),
+                ],
+            )
+        }
+    };
+    let (passes, failures) = (count("success").await, count("error").await);
+    configs
+        .create(
+            &pp,
+            &object(
+                &api_version,
+                rc::CONFIG_KIND,
+                "team",
+                "ghcr",
+                json!({"upstream": "ghcr.io", "volume": {"size": "10Gi"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    // The event is served at most 5 s after the last read (the burst guard below).
+    assert_eq!(watcher_event(port, &client_cert.cert_pem).await, 200);
+    eventually("a pass after the event", TIMEOUT, || async {
+        Ok(count("success").await > passes || count("error").await > failures)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        count("error").await,
+        failures,
+        "the hibernated cluster failed a pass"
+    );
+    assert_eq!(
+        runtimes
+            .get(&id)
+            .await
+            .unwrap()
+            .spec
+            .image_registry_caches(),
+        caches,
+        "the hibernated cluster was read"
+    );
+    configs
+        .delete("ghcr", &DeleteParams::default())
+        .await
+        .unwrap();
+    hibernate(false).await;
+
     // A removed config while the Runtime's patches are suspended: the Shoot keeps referencing
     // its Secret, so the Secret stays (Gardener's next reconcile of the Shoot needs it).
     let suspend = kim_shared::names::ANNOTATION_SUSPEND_PATCH_RECONCILIATION;
