@@ -28,6 +28,10 @@ pub const PREFIX: &str = "infrastructure_manager_im";
 /// types (the alert `KimObjectCannotBeRead`).
 pub const RESULT_UNREADABLE: &str = "unreadable";
 
+/// The `result` of a reconcile that waits for something outside the control plane (a
+/// RuntimeAccess deletion for its hibernated cluster): not a failure.
+pub const RESULT_WAITING: &str = "waiting";
+
 /// The `operation` values of `gardener_busy_total`.
 pub const BUSY_OPERATIONS: [&str; 7] = [
     "create",

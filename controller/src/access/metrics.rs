@@ -1,10 +1,19 @@
-//! `infrastructure_manager_im_runtime_access_tokens_total{result}`: ServiceAccount tokens the
-//! RuntimeAccess reconciler delivered into kubeconfig Secrets, and the attempts that failed.
+//! The RuntimeAccess reconciler's metrics:
+//! `infrastructure_manager_im_runtime_access_tokens_total{result}` (ServiceAccount tokens
+//! delivered into kubeconfig Secrets, and the attempts that failed) and
+//! `infrastructure_manager_im_runtime_access_state` (each request's state and reason, and the
+//! identity it asks for in which runtime).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use crate::records::lock;
 
 use super::token::{TokenCause, TokenDecision};
 
@@ -16,14 +25,33 @@ pub struct TokenLabels {
     pub result: &'static str,
 }
 
-/// Metrics of the tokens.
-#[derive(Default)]
-pub struct TokenMetrics {
-    tokens: Family<TokenLabels, Counter>,
+/// Labels of `runtime_access_state`, camelCase as upstream's GardenerCluster state gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct StateLabels {
+    /// The RuntimeAccess's name (in the controller's namespace).
+    pub name: String,
+    /// `spec.runtimeId`.
+    pub runtimeId: String,
+    /// `spec.serviceAccount` as `<namespace>/<name>`: the identity it asks for in the runtime.
+    pub serviceAccount: String,
+    /// `status.state`.
+    pub state: String,
+    /// The `KubeconfigReady` condition's reason.
+    pub reason: String,
 }
 
-impl TokenMetrics {
-    /// Registers the counter in the `infrastructure_manager_im` sub-registry.
+/// Metrics of the tokens and of each request's state.
+#[derive(Default)]
+pub struct AccessMetrics {
+    tokens: Family<TokenLabels, Counter>,
+    state: Family<StateLabels, Gauge>,
+    /// The state series of each request, by `<namespace>/<name>`.
+    state_series: Mutex<HashMap<String, StateLabels>>,
+}
+
+impl AccessMetrics {
+    /// Registers the metrics in the `infrastructure_manager_im` sub-registry.
     pub fn register(&self, registry: &mut Registry) {
         // Every result from the start, so the first of each counts in `increase()`.
         for result in ["issued", "rotated", "revoked", "failed"] {
@@ -34,6 +62,34 @@ impl TokenMetrics {
             "ServiceAccount tokens of RuntimeAccesses written into their kubeconfig Secrets (issued, rotated, revoked: after every earlier token was revoked) and attempts that failed",
             self.tokens.clone(),
         );
+        registry.register(
+            "runtime_access_state",
+            "State of each RuntimeAccess (always 1; the labels carry the state, the reason, the runtime and the ServiceAccount it asks for)",
+            self.state.clone(),
+        );
+    }
+
+    /// Sets the state series of the request `key` (`<namespace>/<name>`).
+    pub fn set_state(&self, key: &str, labels: StateLabels) {
+        let mut series = lock(&self.state_series);
+        if let Some(old) = series.insert(key.to_owned(), labels.clone())
+            && old != labels
+        {
+            self.state.remove(&old);
+        }
+        self.state.get_or_create(&labels).set(1);
+    }
+
+    /// The requests (by key) that have a state series.
+    pub fn keys(&self) -> Vec<String> {
+        lock(&self.state_series).keys().cloned().collect()
+    }
+
+    /// Removes the state series of the request `key` (it is gone).
+    pub fn remove(&self, key: &str) {
+        if let Some(old) = lock(&self.state_series).remove(key) {
+            self.state.remove(&old);
+        }
     }
 
     /// Counts a token written into its Secret.
@@ -72,7 +128,7 @@ mod tests {
     #[test]
     fn tokens_are_counted_by_result_and_kept_tokens_are_not_failures() {
         let mut registry = Registry::default();
-        let m = TokenMetrics::default();
+        let m = AccessMetrics::default();
         m.register(registry.sub_registry_with_prefix("infrastructure_manager_im"));
         m.delivered(TokenCause::Missing);
         m.delivered(TokenCause::Unknown);
@@ -91,5 +147,29 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
+    }
+
+    #[test]
+    fn one_state_series_per_request() {
+        let mut registry = Registry::default();
+        let m = AccessMetrics::default();
+        m.register(registry.sub_registry_with_prefix("infrastructure_manager_im"));
+        let state = |name: &str, state: &str, reason: &str| StateLabels {
+            name: name.into(),
+            runtimeId: "rt".into(),
+            serviceAccount: "apps/reader".into(),
+            state: state.into(),
+            reason: reason.into(),
+        };
+        m.set_state("kcp/a", state("a", "Pending", "RuntimeNotReady"));
+        m.set_state("kcp/a", state("a", "Ready", "KubeconfigIssued"));
+        m.set_state("kcp/b", state("b", "Error", "SecretNotOwned"));
+        let text = crate::metrics::encode(&registry).unwrap();
+        assert!(!text.contains("RuntimeNotReady"), "{text}");
+        assert!(text.contains("infrastructure_manager_im_runtime_access_state{name=\"a\",runtimeId=\"rt\",serviceAccount=\"apps/reader\",state=\"Ready\",reason=\"KubeconfigIssued\"} 1"), "{text}");
+        m.remove("kcp/b");
+        let text = crate::metrics::encode(&registry).unwrap();
+        assert!(!text.contains("name=\"b\""), "{text}");
+        assert_eq!(m.keys(), ["kcp/a"]);
     }
 }

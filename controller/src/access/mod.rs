@@ -276,8 +276,8 @@ pub async fn run(
     let requests: Api<StatusApart<RuntimeAccess>> = Api::namespaced(ctx.kcp.clone(), &namespace);
     let metrics = Arc::new(shoot_client::ShootMetrics::default());
     ctx.register_metrics(|r| metrics.register(r));
-    let tokens = Arc::new(metrics::TokenMetrics::default());
-    ctx.register_metrics(|r| tokens.register(r));
+    let access_metrics = Arc::new(metrics::AccessMetrics::default());
+    ctx.register_metrics(|r| access_metrics.register(r));
     let (store, writer) = reflector::store();
     let by_runtime = Arc::new(ByRuntime::new(store.clone()));
     let (followers, following) = futures::channel::mpsc::unbounded();
@@ -285,7 +285,7 @@ pub async fn run(
         ctx.clone(),
         settings,
         metrics,
-        tokens,
+        access_metrics,
         clusters,
         by_runtime.clone(),
         Arc::new(passes::AccountPasses::new(followers)),

@@ -25,7 +25,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::kubeconfig::{cluster_endpoint, token_kubeconfig};
-use super::metrics::TokenMetrics;
+use super::metrics::{AccessMetrics, StateLabels};
 use super::passes::AccountPasses;
 use super::record::{self, SecretFacts};
 use super::shoot;
@@ -59,7 +59,7 @@ const WAIT_FOR_HOLDER: Duration = Duration::from_secs(300);
 
 /// Per-object backoff after a failed reconcile: 1 s doubling to 60 s, jittered. A runtime
 /// that answers again is noticed within a minute, which leaves a token due for rotation (at
-/// `--access-rotation-ratio` of its lifetime) time to spare; a hibernated runtime's requests
+/// `--access-rotation-ratio` of its lifetime) time to spare; an unreachable runtime's requests
 /// cost three KCP reads a minute each, not four times that.
 pub const BACKOFF: Backoff = Backoff {
     first: Duration::from_secs(1),
@@ -71,8 +71,8 @@ pub struct Reconciler {
     ctx: Arc<Context>,
     settings: AccessSettings,
     clients: ShootClients,
-    /// Tokens delivered and failed.
-    tokens: Arc<TokenMetrics>,
+    /// Tokens delivered and failed, each request's state.
+    access_metrics: Arc<AccessMetrics>,
     /// Failures per RuntimeAccess (the backoff).
     records: Records<()>,
     /// The cached requests by runtime ID.
@@ -96,12 +96,12 @@ impl Reconciler {
     }
 
     /// A reconciler with the given settings; its shoot clients count requests in `metrics`,
-    /// its tokens are counted in `tokens`.
+    /// its tokens and states are in `access_metrics`.
     pub fn new(
         ctx: Arc<Context>,
         settings: AccessSettings,
         metrics: Arc<super::shoot_client::ShootMetrics>,
-        tokens: Arc<TokenMetrics>,
+        access_metrics: Arc<AccessMetrics>,
         clusters: crate::runtime::shoot_cache::ClusterFacts,
         by_runtime: Arc<super::ByRuntime>,
         passes: Arc<AccountPasses>,
@@ -111,7 +111,7 @@ impl Reconciler {
             ctx,
             settings,
             clients: ShootClients::new(metrics, timeout),
-            tokens,
+            access_metrics,
             records: Records::default(),
             by_runtime,
             passes,
@@ -132,6 +132,7 @@ impl Reconciler {
     fn forget_key(&self, key: &str) {
         self.records.forget(key);
         self.clients.release(key);
+        self.access_metrics.remove(key);
     }
 }
 
@@ -155,6 +156,7 @@ impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
         self.clients.drop_idle();
         let mut kept = self.records.keys();
         kept.extend(self.clients.users());
+        kept.extend(self.access_metrics.keys());
         crate::watch::forget_absent(present, kept, |key| self.forget_key(key));
     }
 }
@@ -203,7 +205,7 @@ impl crate::metrics::ResultLabel for Error {
     fn result_label(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
-            Self::Waits(_) => "waiting",
+            Self::Waits(_) => crate::metrics::RESULT_WAITING,
             _ => "error",
         }
     }
@@ -344,7 +346,8 @@ pub fn error_policy(
 ) -> Action {
     let record_key = key(&*ra);
     if let Error::Waits(why) = error {
-        // Until the notice of the wake-up, or a change of the request (the skip annotation).
+        // Its own status write must not run it again at once: a sleeping cluster is asked
+        // again at the notice of its wake-up, or when the request changes (the skip annotation).
         reconciler.records.hold(
             &record_key,
             WAIT_FOR_WAKE_UP,
@@ -783,7 +786,9 @@ async fn apply(
     // another spec (or never), or a token to issue (which also re-applies the objects, the
     // periodic drift correction). A reconcile with nothing to do makes no shoot call.
     let needs_shoot = record::needs_shoot(&facts, &fingerprint, decision);
-    if needs_shoot && reconciler.clusters.hibernated(&admin.shoot) {
+    // A revocation is tried all the same: its cluster may answer sooner than the watch shows
+    // it woken up, and a leaked token must not work there meanwhile.
+    if needs_shoot && !revoke_requested && reconciler.clusters.hibernated(&admin.shoot) {
         return hibernated(reconciler, ra, &admin.shoot, now).await;
     }
     let (reached, shoot_objects) = if needs_shoot {
@@ -835,11 +840,11 @@ async fn apply(
                 Ok(w) => w,
                 Err(Stop::Failed(f)) => return undelivered(reconciler, ra, decision, f, now).await,
                 Err(Stop::Error(e)) => {
-                    reconciler.tokens.failed(decision);
+                    reconciler.access_metrics.failed(decision);
                     return Err(e);
                 }
             };
-            reconciler.tokens.delivered(cause);
+            reconciler.access_metrics.delivered(cause);
             let lifetime_left = written.expires.duration_since(now).as_secs_f64().max(1.0);
             let requeue = Duration::from_secs_f64(
                 lifetime_left * token::clamp_ratio(reconciler.settings.rotation_ratio),
@@ -999,10 +1004,11 @@ async fn without_admin_kubeconfig(
     Ok(Action::requeue(WAIT_FOR_RUNTIME))
 }
 
-/// The runtime's cluster is hibernated (or being hibernated or woken up) while the pass has
-/// something to do there: it waits, as a request waits for its runtime's admin kubeconfig, and
-/// is not a failed reconcile. The Shoot watch runs it as the cluster is woken up; a token
-/// already issued works again then until it expires.
+/// The runtime's cluster is hibernated while the pass has a token to issue or objects to apply
+/// there: it waits, as a request waits for its runtime's admin kubeconfig, and is not a failed
+/// reconcile. The Shoot watch runs it as the wake-up is asked for (a pass before the cluster
+/// answers fails and is retried with backoff); a token already issued works again then until
+/// it expires.
 async fn hibernated(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
@@ -1027,7 +1033,7 @@ async fn undelivered(
     f: StepFailed,
     now: Timestamp,
 ) -> Result<Action, Error> {
-    reconciler.tokens.failed(decision);
+    reconciler.access_metrics.failed(decision);
     fail(reconciler, ra, f.reason, &f.what, f.error, now).await
 }
 
@@ -1584,23 +1590,23 @@ async fn remove_from_runtime(
         error: e,
     };
     match admin_kubeconfig(reconciler, ra).await.map_err(cannot)? {
-        // Nothing there answers; the Shoot watch runs the deletion again as it is woken up.
-        Some(admin) if reconciler.clusters.hibernated(&admin.shoot) => {
-            let message = format!(
-                "the cluster of runtime {} (Shoot {}) is hibernated: the objects of this RuntimeAccess in it are removed once it is woken up, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
-                ra.spec.runtime_id, admin.shoot
-            );
-            Err(CleanupWaits {
-                error: Error::Waits(message.clone()),
-                message,
-            })
-        }
-        Some(admin) => {
-            delete_in_shoot(reconciler, ra, &admin, objs, served)
-                .await
-                .map_err(cannot)?;
-            Ok("removed")
-        }
+        Some(admin) => match delete_in_shoot(reconciler, ra, &admin, objs, served).await {
+            Ok(()) => Ok("removed"),
+            // Tried first all the same: a cluster that answers is cleaned up, whatever the
+            // watch shows. One that does not answer because it sleeps is waited for, not
+            // failed; the Shoot watch runs the deletion again as its wake-up is asked for.
+            Err(e) if reconciler.clusters.hibernated(&admin.shoot) => {
+                let message = format!(
+                    "the cluster of runtime {} (Shoot {}) is hibernated and did not answer ({e}): the objects of this RuntimeAccess in it are removed once it is woken up, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                    ra.spec.runtime_id, admin.shoot
+                );
+                Err(CleanupWaits {
+                    error: Error::Waits(message.clone()),
+                    message,
+                })
+            }
+            Err(e) => Err(cannot(e)),
+        },
         None => match live_shoot(reconciler, ra).await.map_err(cannot)? {
             // A live cluster whose admin kubeconfig is missing or not ours (its
             // GardenerCluster deleted by hand, a Secret relabelled): what this request
@@ -1858,6 +1864,10 @@ async fn write_status(
     ra: &RuntimeAccess,
     status: RuntimeAccessStatus,
 ) -> Result<(), Error> {
+    // Before the comparison: after a start the stored status is the one to publish.
+    reconciler
+        .access_metrics
+        .set_state(&key(ra), state_labels(ra, &status));
     if ra.status.as_ref() == Some(&status) {
         return Ok(());
     }
@@ -1884,6 +1894,23 @@ async fn write_status(
         )))?;
     publish_reason_change(reconciler, ra, &status).await;
     Ok(())
+}
+
+/// The state series of `ra` with `status`.
+fn state_labels(ra: &RuntimeAccess, status: &RuntimeAccessStatus) -> StateLabels {
+    let account = &ra.spec.service_account;
+    StateLabels {
+        name: ra.name_any(),
+        runtimeId: ra.spec.runtime_id.clone(),
+        serviceAccount: format!("{}/{}", account.namespace, account.name),
+        state: status.state.clone().unwrap_or_default(),
+        reason: status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_TYPE)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default(),
+    }
 }
 
 /// One Event per change of the condition reason (messages hold names, never credentials).

@@ -130,6 +130,11 @@ async fn run_controller(
     clusters: crate::runtime::shoot_cache::ClusterFacts,
 ) {
     let ns = ctx.settings.namespace.clone();
+    // The series KimReconcileErrors reads exist from the start, so its first failure shows
+    // in `rate()`.
+    for result in ["success", "error"] {
+        ctx.metrics.track_reconcile_result(CONTROLLER, result);
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
     let listener = tokio::spawn(listener::serve(
         ctx.settings.registry_cache.listener_port,

@@ -149,8 +149,8 @@ impl ClusterFacts {
         self.of(shoot).service_account_key
     }
 
-    /// Whether Shoot `shoot`'s cluster is hibernated, or being hibernated or woken up
-    /// ([`CachedShoot::hibernated`]); `false` before the watch delivered it.
+    /// Whether Shoot `shoot`'s cluster is hibernated and stays so ([`CachedShoot::hibernated`]);
+    /// `false` before the watch delivered it.
     pub fn hibernated(&self, shoot: &str) -> bool {
         self.of(shoot).hibernated
     }
@@ -496,9 +496,10 @@ impl<'de> Deserialize<'de> for CachedExtensions {
 }
 
 impl CachedShoot {
-    /// Whether the cluster is hibernated, or being hibernated (`spec.hibernation.enabled`) or
-    /// woken up (`status.hibernated` until Gardener is done): its API server does not answer,
-    /// or is about to stop, or has not started yet.
+    /// Whether the cluster is hibernated and stays so: Gardener is done hibernating it
+    /// (`status.hibernated`) and nobody has asked to wake it up (`spec.hibernation.enabled`).
+    /// Its API server does not answer. While it is being hibernated or woken up, or stuck on
+    /// the way, the API server may answer: that is not counted.
     pub fn hibernated(&self) -> bool {
         let to_hibernate = self
             .spec
@@ -512,7 +513,7 @@ impl CachedShoot {
             .as_ref()
             .and_then(|s| s.hibernated)
             .unwrap_or(false);
-        to_hibernate || hibernated
+        to_hibernate && hibernated
     }
 
     /// The Secret of the Shoot's `auditlog-credentials` resource.
@@ -754,8 +755,8 @@ mod tests {
         assert_eq!(keys, ["rt-a", "rt-d"]);
     }
 
-    /// A cluster counts as hibernated from `spec.hibernation.enabled` until `status.hibernated`
-    /// is false again; its runtime's RuntimeAccesses hear of it once, as it is woken up.
+    /// A cluster counts as hibernated while Gardener is done hibernating it and nobody asked to
+    /// wake it up; its runtime's RuntimeAccesses hear of it once, as the wake-up is asked for.
     #[tokio::test]
     async fn a_wake_up_is_sent_once_to_the_runtime_accesses() {
         let shoot = |name: &str, enabled: Option<bool>, hibernated: Option<bool>| {
@@ -773,19 +774,30 @@ mod tests {
         notices.observe(&shoot("a", None, None));
         notices.observe(&shoot("a", Some(false), Some(false)));
         assert!(!noticed.facts.hibernated("a"));
-        // Being hibernated, hibernated, being woken up.
-        for (enabled, hibernated) in [(true, false), (true, true), (false, true)] {
+        // Being hibernated (the API server may still answer), hibernated, being woken up (it
+        // may answer again), awake.
+        for (enabled, hibernated, counted) in [
+            (true, false, false),
+            (true, true, true),
+            (false, true, false),
+            (false, false, false),
+        ] {
             notices.observe(&shoot("a", Some(enabled), Some(hibernated)));
-            assert!(noticed.facts.hibernated("a"), "{enabled} {hibernated}");
+            assert_eq!(
+                noticed.facts.hibernated("a"),
+                counted,
+                "{enabled} {hibernated}"
+            );
         }
-        // Hibernated at first sight, then woken up.
+        // Hibernated at first sight, then woken up; hibernated again and deleted.
         notices.observe(&shoot("b", Some(true), Some(true)));
-        notices.observe(&shoot("a", Some(false), Some(false)));
-        notices.observe(&shoot("a", Some(false), Some(false)));
-        assert!(!noticed.facts.hibernated("a"));
         assert!(noticed.facts.hibernated("b"));
+        notices.observe(&shoot("b", Some(false), Some(true)));
         notices.observe(&shoot("b", Some(false), Some(false)));
         assert!(!noticed.facts.hibernated("b"));
+        notices.observe(&shoot("c", Some(true), Some(true)));
+        notices.forget("c");
+        assert!(!noticed.facts.hibernated("c"));
         drop(notices);
         let tokens: Vec<String> = futures::StreamExt::collect(&mut noticed.tokens).await;
         assert_eq!(tokens, ["rt-a", "rt-b"]);

@@ -41,13 +41,15 @@ const COMPONENTS: [&str; 2] = ["controller", "webhook"];
 /// least; the test scrapes every second.
 const RATE_INTERVAL: &str = "15s";
 
-/// Families with upstream's camelCase label names (`runtimeId`, ...), kept for compatibility
-/// with upstream's dashboards and alerts; `promtool check metrics` reports them, and only that
+/// Families with camelCase label names (`runtimeId`, ...): upstream's, kept for compatibility
+/// with upstream's dashboards and alerts, and the RuntimeAccess state, named as they are so
+/// that it joins them on `runtimeId`. `promtool check metrics` reports them, and only that
 /// report is accepted for them.
 const UPSTREAM_LABEL_NAMES: &[&str] = &[
     "infrastructure_manager_im_runtime_state",
     "infrastructure_manager_im_gardener_clusters_state",
     "infrastructure_manager_im_kubeconfig_expiration",
+    "infrastructure_manager_im_runtime_access_state",
 ];
 
 /// `prometheus` and `promtool`.
@@ -1076,6 +1078,9 @@ async fn dashboards_and_alerts_return_series_on_a_prometheus_scraping_the_runnin
     .await?;
     args.gardener_ratelimiter_qps = 5;
     args.gardener_ratelimiter_burst = 2;
+    // The registry cache on, so that the series its alert reads exist.
+    args.registry_cache_config_controller_enabled = true;
+    args.registry_cache_listener_port = kim_tests::testenv::process::free_port()?.to_string();
     let ctl = kim_tests::controller::start_with_args(args, ctl_dir).await?;
     let started = start_webhook(env, &ns, dir.path()).await;
     let (webhook, webhook_admin) = match started {

@@ -1004,14 +1004,82 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
     Ok(())
 }
 
+/// The state gauge of RuntimeAccesses.
+const STATE: &str = "infrastructure_manager_im_runtime_access_state";
+
+/// The Shoot of runtime `id`, marked with its runtime ID as the Runtime reconciler marks it.
+async fn runtime_shoot(
+    env: &TestEnv,
+    kcp: &kube::Client,
+    ns: &str,
+    id: &str,
+) -> Result<(Api<Shoot>, String)> {
+    let shoot = Api::<GardenerCluster>::namespaced(kcp.clone(), ns)
+        .get(id)
+        .await?
+        .spec
+        .shoot
+        .name;
+    let shoots: Api<Shoot> =
+        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
+    shoots
+        .patch(
+            &shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID: id,
+            }}})),
+        )
+        .await?;
+    Ok((shoots, shoot))
+}
+
+/// Asks Gardener (the simulator) to hibernate or wake Shoot `shoot` and waits until it is done.
+async fn hibernate(shoots: &Api<Shoot>, shoot: &str, enabled: bool) -> Result<()> {
+    shoots
+        .patch(
+            shoot,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hibernation": {"enabled": enabled}}})),
+        )
+        .await?;
+    eventually(
+        &format!("Shoot {shoot} hibernated: {enabled}"),
+        Duration::from_secs(60),
+        || async {
+            let s = shoots.get(shoot).await?;
+            let status = s.status.as_ref();
+            let done = status.and_then(|st| st.hibernated) == Some(enabled)
+                && s.metadata.generation == status.and_then(|st| st.observed_generation)
+                && status
+                    .and_then(|st| st.last_operation.as_ref())
+                    .is_some_and(|op| op.state == "Succeeded");
+            Ok(done.then_some(()))
+        },
+    )
+    .await
+}
+
+/// The access reconciles counted with `result`.
+async fn access_reconciles(ctl: &Controller, result: &str) -> Result<u64> {
+    ctl.metric_sum(
+        "infrastructure_manager_im_reconciles_total",
+        &["controller=\"access\"", &format!("result=\"{result}\"")],
+    )
+    .await
+}
+
 /// A request of a runtime whose cluster is hibernated waits: `Pending` with
 /// `RuntimeHibernated`, nothing done in the cluster, no failed reconcile (a hibernated trial
 /// runtime would otherwise retry every minute, and count as an error each time, until woken).
-/// As the Shoot watch sees the cluster woken up it is served at once: waiting requests look
-/// again only every 10 minutes on their own. A deletion while the cluster is hibernated waits
-/// (`Deleting`, `RuntimeHibernated`, `result="waiting"`) and finishes as it is woken up.
+/// As the Shoot watch sees the wake-up asked for it is served at once: waiting requests look
+/// again only every 10 minutes on their own. What guards access is tried whatever the watch
+/// shows, and done where the cluster answers: a revocation, and the cleanup of a deletion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_up() -> Result<()> {
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
+    use kube::ResourceExt;
+
     let Setup {
         env,
         ns,
@@ -1023,57 +1091,9 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
     let apps = env.shoot_namespace("ra-sleep").await?;
     let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
-    let shoot = Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
-        .get(&id)
-        .await?
-        .spec
-        .shoot
-        .name;
-    let shoots: Api<Shoot> =
-        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
-    let hibernation = |enabled: bool| {
-        json!({
-            "metadata": {"annotations": {kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID: id}},
-            "spec": {"hibernation": {"enabled": enabled}},
-        })
-    };
-    let hibernated = |want: bool| {
-        let shoots = shoots.clone();
-        let shoot = shoot.clone();
-        async move {
-            eventually(
-                &format!("Shoot {shoot} hibernated: {want}"),
-                Duration::from_secs(60),
-                || async {
-                    let s = shoots.get(&shoot).await?;
-                    let status = s.status.as_ref();
-                    let done = status.and_then(|st| st.hibernated) == Some(want)
-                        && s.metadata.generation == status.and_then(|st| st.observed_generation)
-                        && status
-                            .and_then(|st| st.last_operation.as_ref())
-                            .is_some_and(|op| op.state == "Succeeded");
-                    Ok(done.then_some(()))
-                },
-            )
-            .await
-        }
-    };
-    shoots
-        .patch(
-            &shoot,
-            &PatchParams::default(),
-            &Patch::Merge(hibernation(true)),
-        )
-        .await?;
-    hibernated(true).await?;
-    let failed = || async {
-        ctl.metric_sum(
-            "infrastructure_manager_im_reconciles_total",
-            &["controller=\"access\"", "result=\"error\""],
-        )
-        .await
-    };
-    let failed_before = failed().await?;
+    let (shoots, shoot) = runtime_shoot(env, &kcp, &ns, &id).await?;
+    hibernate(&shoots, &shoot, true).await?;
+    let failed_before = access_reconciles(&ctl, "error").await?;
 
     requests
         .create(
@@ -1090,32 +1110,112 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
         !exists(&accounts, "reader").await?,
         "the hibernated cluster was acted on"
     );
+    let state = |state: &str, reason: &str| {
+        let labels = [
+            "name=\"reader\"".to_owned(),
+            format!("runtimeId=\"{id}\""),
+            format!("serviceAccount=\"{apps}/reader\""),
+            format!("state=\"{state}\""),
+            format!("reason=\"{reason}\""),
+        ];
+        let ctl = &ctl;
+        async move {
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            ctl.metric_sum(STATE, &labels).await
+        }
+    };
+    assert_eq!(state("Pending", "RuntimeHibernated").await?, 1);
 
-    shoots
-        .patch(
-            &shoot,
-            &PatchParams::default(),
-            &Patch::Merge(hibernation(false)),
-        )
-        .await?;
-    hibernated(false).await?;
+    hibernate(&shoots, &shoot, false).await?;
     let status = access_ready(&requests, "reader").await?;
-    let kubeconfig = access_kubeconfig(&secrets, &status).await?;
+    let first = access_kubeconfig(&secrets, &status).await?;
     assert_eq!(
-        whoami(access::client_from_yaml("reader", &kubeconfig).await?).await?,
+        whoami(access::client_from_yaml("reader", &first).await?).await?,
         format!("system:serviceaccount:{apps}:reader")
     );
+    assert_eq!(state("Ready", "KubeconfigIssued").await?, 1);
+    assert_eq!(
+        ctl.metric_sum(STATE, &["name=\"reader\""]).await?,
+        1,
+        "one series per request"
+    );
+    assert_eq!(
+        access_reconciles(&ctl, "error").await?,
+        failed_before,
+        "waiting for a hibernated cluster counted as a failed reconcile"
+    );
 
-    // Deleted while the cluster is hibernated again: the deletion waits with what it created
-    // in the cluster still there, and finishes as the cluster is woken up.
-    shoots
+    // Hibernated again, but answering (here: always; in Gardener, early in a wake-up): a
+    // revocation is served, and a deletion removes what the request created there.
+    hibernate(&shoots, &shoot, true).await?;
+    requests
         .patch(
-            &shoot,
+            "reader",
             &PatchParams::default(),
-            &Patch::Merge(hibernation(true)),
+            &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
         )
         .await?;
-    hibernated(true).await?;
+    eventually(
+        "revoked while hibernated",
+        Duration::from_secs(60),
+        || async {
+            let ra = requests.get("reader").await?;
+            let kc = access_kubeconfig(&secrets, ra.status.as_ref().context("status")?).await?;
+            Ok(
+                (!ra.annotations().contains_key(REVOKE) && token_of(&kc) != token_of(&first))
+                    .then_some(()),
+            )
+        },
+    )
+    .await?;
+    refused_at_once(
+        "the revoked token",
+        &access::client_from_yaml("first", &first).await?,
+    )
+    .await?;
+    delete_access(&requests, &secrets, "reader", "reader-kubeconfig").await?;
+    assert!(
+        !exists(&accounts, "reader").await?,
+        "the deletion left the ServiceAccount in a cluster that answers"
+    );
+    assert_eq!(
+        ctl.metric_sum(STATE, &["name=\"reader\""]).await?,
+        0,
+        "the state series outlived the request"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&first);
+    Ok(())
+}
+
+/// A deletion whose runtime cluster is hibernated and does not answer waits for it: `Deleting`
+/// with `RuntimeHibernated`, counted as `result="waiting"` (not as a failed reconcile), what it
+/// created there left in place, and finished as the Shoot watch sees the wake-up asked for
+/// (the next look would come only 10 minutes later). Its own environment: the runtime
+/// cluster's API server is stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_waits_for_a_hibernated_cluster_that_does_not_answer() -> Result<()> {
+    use kim_tests::testenv::TestEnvOptions;
+
+    let env = &TestEnv::start(TestEnvOptions::default()).await?;
+    let ns = env.namespace("kc-ra-asleep").await?;
+    let ctl = Controller::start(env, &ns, &[]).await?;
+    let (id, admin) = runtime_with_admin_kubeconfig(env, &ns).await?;
+    let kcp = env.kcp_client().await?;
+    let apps = env.shoot_namespace("ra-asleep").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let (_, kubeconfig) = served_reader(&requests, &secrets, &ns, &id, &apps).await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    let (shoots, shoot) = runtime_shoot(env, &kcp, &ns, &id).await?;
+    hibernate(&shoots, &shoot, true).await?;
+    env.stop_apiserver("shoot-apiserver")?;
+    let (failed_before, waited_before) = (
+        access_reconciles(&ctl, "error").await?,
+        access_reconciles(&ctl, "waiting").await?,
+    );
+
     requests.delete("reader", &DeleteParams::default()).await?;
     access_condition_saying(
         &requests,
@@ -1134,24 +1234,25 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
             .as_deref(),
         Some("Deleting")
     );
-    assert!(exists(&accounts, "reader").await?);
-    let waited = ctl
-        .metric_sum(
-            "infrastructure_manager_im_reconciles_total",
-            &["controller=\"access\"", "result=\"waiting\""],
-        )
-        .await?;
-    assert!(
-        waited > 0,
-        "the waiting deletion was not counted as waiting"
+    eventually(
+        "the waiting deletion counted",
+        Duration::from_secs(30),
+        || async { Ok((access_reconciles(&ctl, "waiting").await? > waited_before).then_some(())) },
+    )
+    .await?;
+    assert_eq!(
+        access_reconciles(&ctl, "error").await?,
+        failed_before,
+        "the deletion waiting for a hibernated cluster counted as a failed reconcile"
     );
-    shoots
-        .patch(
-            &shoot,
-            &PatchParams::default(),
-            &Patch::Merge(hibernation(false)),
-        )
-        .await?;
+    assert!(exists(&secrets, "reader-kubeconfig").await?);
+
+    env.start_apiserver("shoot-apiserver").await?;
+    assert!(
+        exists(&accounts, "reader").await?,
+        "the ServiceAccount is gone before the deletion ran"
+    );
+    hibernate(&shoots, &shoot, false).await?;
     eventually(
         "RuntimeAccess reader and its ServiceAccount gone",
         Duration::from_secs(60),
@@ -1163,11 +1264,6 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
         },
     )
     .await?;
-    assert_eq!(
-        failed().await?,
-        failed_before,
-        "waiting for a hibernated cluster counted as a failed reconcile"
-    );
     ctl.stop().await;
     assert_not_logged(&admin);
     assert_not_logged(&kubeconfig);
