@@ -13,6 +13,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use kim_process::label::Text;
+
 use crate::records::lock;
 
 use super::token::{TokenCause, TokenDecision};
@@ -31,10 +33,12 @@ pub struct TokenLabels {
 pub struct StateLabels {
     /// The RuntimeAccess's name (in the controller's namespace).
     pub name: String,
-    /// `spec.runtimeId`.
-    pub runtimeId: String,
-    /// `spec.serviceAccount` as `<namespace>/<name>`: the identity it asks for in the runtime.
-    pub serviceAccount: String,
+    /// `spec.runtimeId` (escaped: the spec is the requester's, and a quote would break the
+    /// scrape).
+    pub runtimeId: Text,
+    /// `spec.serviceAccount` as `<namespace>/<name>`: the identity it asks for in the runtime
+    /// (escaped).
+    pub serviceAccount: Text,
     /// `status.state`.
     pub state: String,
     /// The `KubeconfigReady` condition's reason.
@@ -156,8 +160,8 @@ mod tests {
         m.register(registry.sub_registry_with_prefix("infrastructure_manager_im"));
         let state = |name: &str, state: &str, reason: &str| StateLabels {
             name: name.into(),
-            runtimeId: "rt".into(),
-            serviceAccount: "apps/reader".into(),
+            runtimeId: Text("rt".into()),
+            serviceAccount: Text("apps/reader".into()),
             state: state.into(),
             reason: reason.into(),
         };
@@ -167,6 +171,13 @@ mod tests {
         let text = crate::metrics::encode(&registry).unwrap();
         assert!(!text.contains("RuntimeNotReady"), "{text}");
         assert!(text.contains("infrastructure_manager_im_runtime_access_state{name=\"a\",runtimeId=\"rt\",serviceAccount=\"apps/reader\",state=\"Ready\",reason=\"KubeconfigIssued\"} 1"), "{text}");
+        // The spec is the requester's: a quote in it must not break the scrape.
+        let mut odd = state("c", "Error", "InvalidSpec");
+        odd.runtimeId = Text("rt\"x".into());
+        m.set_state("kcp/c", odd);
+        let text = crate::metrics::encode(&registry).unwrap();
+        assert!(text.contains("runtimeId=\"rt\\\"x\""), "{text}");
+        m.remove("kcp/c");
         m.remove("kcp/b");
         let text = crate::metrics::encode(&registry).unwrap();
         assert!(!text.contains("name=\"b\""), "{text}");

@@ -53,6 +53,9 @@ const WAIT_FOR_ACCOUNT: Duration = Duration::from_secs(30);
 /// as the cluster is woken up, this is the fallback.
 const WAIT_FOR_WAKE_UP: Duration = Duration::from_secs(600);
 
+/// When a request whose cluster is being woken up, and did not answer, looks again.
+const WAKING_UP_POLL: Duration = Duration::from_secs(15);
+
 /// When a request that waits for the holder of its ServiceAccount looks again; the holder's
 /// deletion runs it at once, this is the fallback.
 const WAIT_FOR_HOLDER: Duration = Duration::from_secs(300);
@@ -195,7 +198,7 @@ pub enum Error {
     /// The deletion waits for the runtime's cluster to be woken up: not a failure of the
     /// controller's (`result="waiting"`).
     #[error("{0}")]
-    Waits(String),
+    Waits(String, Duration),
     /// The reconcile took longer than [`Reconciler::reconcile_timeout`].
     #[error("the reconcile took longer than {0:?} and was cut off; it is retried")]
     TimedOut(Duration),
@@ -205,7 +208,7 @@ impl crate::metrics::ResultLabel for Error {
     fn result_label(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => crate::metrics::RESULT_UNREADABLE,
-            Self::Waits(_) => crate::metrics::RESULT_WAITING,
+            Self::Waits(..) => crate::metrics::RESULT_WAITING,
             _ => "error",
         }
     }
@@ -345,24 +348,22 @@ pub fn error_policy(
     reconciler: Arc<Reconciler>,
 ) -> Action {
     let record_key = key(&*ra);
-    if let Error::Waits(why) = error {
+    if let Error::Waits(why, retry_in) = error {
         // Its own status write must not run it again at once: a sleeping cluster is asked
         // again at the notice of its wake-up, or when the request changes (the skip annotation).
-        reconciler.records.hold(
-            &record_key,
-            WAIT_FOR_WAKE_UP,
-            crate::records::inputs(&ra.metadata),
-        );
+        reconciler
+            .records
+            .hold(&record_key, *retry_in, crate::records::inputs(&ra.metadata));
         tracing::info!(
             controller = CONTROLLER,
             namespace = ra.namespace().unwrap_or_default(),
             object = ra.name_any(),
             runtime_id = %ra.spec.runtime_id,
             reason = %why,
-            retry_in = ?WAIT_FOR_WAKE_UP,
+            retry_in = ?retry_in,
             "the deletion waits for the runtime's cluster"
         );
-        return Action::requeue(WAIT_FOR_WAKE_UP);
+        return Action::requeue(*retry_in);
     }
     let delay = reconciler.records.retry_in(&record_key, &BACKOFF);
     reconciler
@@ -514,6 +515,13 @@ pub const ANNOTATION_REVOKE_TOKENS: &str = "infrastructuremanager.kyma-project.i
 /// Condition reason: the request was served, and its runtime is gone or being deleted.
 pub const REASON_RUNTIME_GONE: &str = "RuntimeGone";
 
+/// Condition reason: a step in the runtime's cluster failed (it did not answer, or refused).
+pub const REASON_SHOOT_ACCESS_FAILED: &str = "ShootAccessFailed";
+
+/// Condition reason: a role or binding of the request's name exists in the runtime and is not
+/// the request's, or an aggregation rule was added to its ClusterRole.
+pub const REASON_ROLE_NOT_OWNED: &str = "RoleNotOwned";
+
 /// Condition reason: the runtime's cluster is hibernated and the pass has something to do
 /// there.
 pub const REASON_RUNTIME_HIBERNATED: &str = "RuntimeHibernated";
@@ -542,7 +550,7 @@ async fn ensure_shoot_objects(
 ) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount, bool), StepFailed> {
     let failed = |what: String| {
         move |e: kube::Error| StepFailed {
-            reason: "ShootAccessFailed",
+            reason: REASON_SHOOT_ACCESS_FAILED,
             what,
             error: classify::message(&e),
         }
@@ -587,7 +595,7 @@ async fn ensure_shoot_objects(
             shoot::RbacApplyError::Api(e) => failed(what)(e),
             not_owned @ (shoot::RbacApplyError::NotOwned { .. }
             | shoot::RbacApplyError::Aggregated { .. }) => StepFailed {
-                reason: "ShootAccessFailed",
+                reason: REASON_ROLE_NOT_OWNED,
                 what: "refusing a role or binding".to_owned(),
                 error: not_owned.to_string(),
             },
@@ -789,12 +797,13 @@ async fn apply(
     // A revocation is tried all the same: its cluster may answer sooner than the watch shows
     // it woken up, and a leaked token must not work there meanwhile.
     if needs_shoot && !revoke_requested && reconciler.clusters.hibernated(&admin.shoot) {
-        return hibernated(reconciler, ra, &admin.shoot, now).await;
+        hibernated(reconciler, ra, &admin.shoot, None, now).await?;
+        return Ok(Action::requeue(WAIT_FOR_WAKE_UP));
     }
     let (reached, shoot_objects) = if needs_shoot {
         match apply_shoot_objects(reconciler, ra, &admin, &facts, &fingerprint, revoke).await {
             Ok((reached, created)) => (Some(reached), created),
-            Err(f) => return undelivered(reconciler, ra, decision, f, now).await,
+            Err(f) => return failed_step(reconciler, ra, &admin.shoot, decision, f, now).await,
         }
     } else {
         let applied = facts
@@ -838,7 +847,9 @@ async fn apply(
             };
             let written = match issue_token(reconciler, ra, &admin, reached, &secret, issue).await {
                 Ok(w) => w,
-                Err(Stop::Failed(f)) => return undelivered(reconciler, ra, decision, f, now).await,
+                Err(Stop::Failed(f)) => {
+                    return failed_step(reconciler, ra, &admin.shoot, decision, f, now).await;
+                }
                 Err(Stop::Error(e)) => {
                     reconciler.access_metrics.failed(decision);
                     return Err(e);
@@ -1013,15 +1024,56 @@ async fn hibernated(
     reconciler: &Reconciler,
     ra: &RuntimeAccess,
     shoot: &str,
+    failure: Option<&str>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let msg = match failure {
+        None => format!(
+            "the cluster of runtime {} (Shoot {shoot}) is hibernated: the kubeconfig is issued or rotated, and the objects in the cluster applied, once it is woken up",
+            ra.spec.runtime_id
+        ),
+        // The answer may quote what was sent; the status gets it without credentials.
+        Some(failure) => kim_shared::redact::credentials(&format!(
+            "the cluster of runtime {} (Shoot {shoot}) is hibernated, or being hibernated or woken up, and did not answer ({failure}): tokens are issued, rotated or revoked, and the objects in it applied, once it answers",
+            ra.spec.runtime_id
+        ))
+        .into_owned(),
+    };
+    let status = status_with(ra, "Pending", "False", REASON_RUNTIME_HIBERNATED, &msg, now);
+    write_status(reconciler, ra, status).await
+}
+
+/// How long a request whose cluster sleeps waits: a cluster being woken up answers soon, one
+/// that is (being) hibernated when its wake-up is asked for ([`WAIT_FOR_WAKE_UP`], the Shoot
+/// watch's notice ends it early).
+fn wait_for_sleeping(waking: bool) -> Duration {
+    if waking {
+        WAKING_UP_POLL
+    } else {
+        WAIT_FOR_WAKE_UP
+    }
+}
+
+/// A failed step of a pass: a cluster that does not answer because it sleeps (hibernated, or
+/// being hibernated or woken up) is waited for ([`hibernated`]); any other failure is
+/// [`undelivered`]. Only the steps that reach the cluster count: a refusal is an answer.
+async fn failed_step(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    shoot: &str,
+    decision: TokenDecision,
+    f: StepFailed,
     now: Timestamp,
 ) -> Result<Action, Error> {
-    let msg = format!(
-        "the cluster of runtime {} (Shoot {shoot}) is hibernated: the kubeconfig is issued or rotated, and the objects in the cluster applied, once it is woken up",
-        ra.spec.runtime_id
-    );
-    let status = status_with(ra, "Pending", "False", REASON_RUNTIME_HIBERNATED, &msg, now);
-    write_status(reconciler, ra, status).await?;
-    Ok(Action::requeue(WAIT_FOR_WAKE_UP))
+    let unanswered = f.reason == REASON_SHOOT_ACCESS_FAILED || f.reason == "TokenRequestFailed";
+    match reconciler.clusters.sleeping(shoot) {
+        Some(waking) if unanswered => {
+            let failure = format!("{}: {}", f.what, f.error);
+            hibernated(reconciler, ra, shoot, Some(&failure), now).await?;
+            Ok(Action::requeue(wait_for_sleeping(waking)))
+        }
+        _ => undelivered(reconciler, ra, decision, f, now).await,
+    }
 }
 
 /// A pass that had a token to deliver, or objects to apply, and stopped at a failed step:
@@ -1060,7 +1112,7 @@ async fn apply_shoot_objects(
     let served = served_with_its_account(reconciler, ra)
         .await
         .map_err(|e| StepFailed {
-            reason: "ShootAccessFailed",
+            reason: REASON_SHOOT_ACCESS_FAILED,
             what: "reading the RuntimeAccess".to_owned(),
             error: classify::message(&e),
         })?;
@@ -1078,7 +1130,7 @@ async fn apply_shoot_objects(
         let labelled = shoot::labelled(&access.client, ra)
             .await
             .map_err(|e| StepFailed {
-                reason: "ShootAccessFailed",
+                reason: REASON_SHOOT_ACCESS_FAILED,
                 what: "listing the objects of this RuntimeAccess".to_owned(),
                 error: classify::message(&e),
             })?;
@@ -1090,7 +1142,7 @@ async fn apply_shoot_objects(
         replace_service_account(&access.client, ra, served)
             .await
             .map_err(|error| StepFailed {
-                reason: "ShootAccessFailed",
+                reason: REASON_SHOOT_ACCESS_FAILED,
                 what: "revoking the tokens".to_owned(),
                 error,
             })?;
@@ -1561,7 +1613,7 @@ impl CleanupWaits {
     /// The condition reason: the cluster is hibernated, or the cleanup failed.
     fn reason(&self) -> &'static str {
         match self.error {
-            Error::Waits(_) => REASON_RUNTIME_HIBERNATED,
+            Error::Waits(..) => REASON_RUNTIME_HIBERNATED,
             _ => REASON_SHOOT_CLEANUP_FAILED,
         }
     }
@@ -1595,13 +1647,15 @@ async fn remove_from_runtime(
             // Tried first all the same: a cluster that answers is cleaned up, whatever the
             // watch shows. One that does not answer because it sleeps is waited for, not
             // failed; the Shoot watch runs the deletion again as its wake-up is asked for.
-            Err(e) if reconciler.clusters.hibernated(&admin.shoot) => {
+            Err(e) if let Some(waking) = reconciler.clusters.sleeping(&admin.shoot) => {
                 let message = format!(
-                    "the cluster of runtime {} (Shoot {}) is hibernated and did not answer ({e}): the objects of this RuntimeAccess in it are removed once it is woken up, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
-                    ra.spec.runtime_id, admin.shoot
+                    "the cluster of runtime {} (Shoot {}) is hibernated{} and did not answer ({e}): the objects of this RuntimeAccess in it are removed once it answers, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                    ra.spec.runtime_id,
+                    admin.shoot,
+                    if waking { " (being woken up)" } else { "" }
                 );
                 Err(CleanupWaits {
-                    error: Error::Waits(message.clone()),
+                    error: Error::Waits(message.clone(), wait_for_sleeping(waking)),
                     message,
                 })
             }
@@ -1901,8 +1955,8 @@ fn state_labels(ra: &RuntimeAccess, status: &RuntimeAccessStatus) -> StateLabels
     let account = &ra.spec.service_account;
     StateLabels {
         name: ra.name_any(),
-        runtimeId: ra.spec.runtime_id.clone(),
-        serviceAccount: format!("{}/{}", account.namespace, account.name),
+        runtimeId: kim_process::label::Text(ra.spec.runtime_id.clone()),
+        serviceAccount: kim_process::label::Text(format!("{}/{}", account.namespace, account.name)),
         state: status.state.clone().unwrap_or_default(),
         reason: status
             .conditions

@@ -107,13 +107,22 @@ pub struct ClusterNotices {
 #[derive(Clone, Default)]
 pub struct ClusterFacts(Arc<Mutex<HashMap<String, Facts>>>);
 
-/// Since when the new credentials of a Shoot's rotations are in place; whether it is
-/// hibernated.
+/// Since when the new credentials of a Shoot's rotations are in place; its hibernation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Facts {
     cas: Option<Timestamp>,
     service_account_key: Option<Timestamp>,
+    /// `spec.hibernation.enabled`: hibernation asked for.
+    to_hibernate: bool,
+    /// `status.hibernated`: Gardener's last word is that it is hibernated.
     hibernated: bool,
+}
+
+impl Facts {
+    /// Hibernated and staying so ([`CachedShoot::hibernated`]).
+    fn asleep(&self) -> bool {
+        self.to_hibernate && self.hibernated
+    }
 }
 
 /// The receiving side of [`ClusterNotices`].
@@ -152,7 +161,16 @@ impl ClusterFacts {
     /// Whether Shoot `shoot`'s cluster is hibernated and stays so ([`CachedShoot::hibernated`]);
     /// `false` before the watch delivered it.
     pub fn hibernated(&self, shoot: &str) -> bool {
-        self.of(shoot).hibernated
+        self.of(shoot).asleep()
+    }
+
+    /// Whether Shoot `shoot`'s cluster is hibernated, or being hibernated or woken up: its API
+    /// server may not answer, and that is no failure. `Some(true)` while a wake-up is under
+    /// way (it answers soon), `Some(false)` while hibernation is asked for, `None` when it is
+    /// awake (or not delivered yet).
+    pub fn sleeping(&self, shoot: &str) -> Option<bool> {
+        let facts = self.of(shoot);
+        (facts.to_hibernate || facts.hibernated).then_some(!facts.to_hibernate)
     }
 }
 
@@ -184,7 +202,8 @@ impl ClusterNotices {
             cas: credentials.and_then(ShootCredentials::new_cas_since),
             service_account_key: credentials
                 .and_then(ShootCredentials::new_service_account_key_since),
-            hibernated: shoot.hibernated(),
+            to_hibernate: shoot.to_hibernate(),
+            hibernated: shoot.status_hibernated(),
         };
         let Some(name) = shoot.metadata.name.as_deref() else {
             return;
@@ -209,7 +228,7 @@ impl ClusterNotices {
         }
         let key_rotated = now.service_account_key.is_some()
             && now.service_account_key != before.service_account_key;
-        let woken = before.hibernated && !now.hibernated;
+        let woken = before.asleep() && !now.asleep();
         if key_rotated || woken {
             let _ = self.tokens.unbounded_send(runtime_id.clone());
         }
@@ -501,19 +520,25 @@ impl CachedShoot {
     /// Its API server does not answer. While it is being hibernated or woken up, or stuck on
     /// the way, the API server may answer: that is not counted.
     pub fn hibernated(&self) -> bool {
-        let to_hibernate = self
-            .spec
+        self.to_hibernate() && self.status_hibernated()
+    }
+
+    /// `spec.hibernation.enabled`.
+    fn to_hibernate(&self) -> bool {
+        self.spec
             .fields
             .hibernation
             .as_ref()
             .and_then(|h| h.enabled)
-            .unwrap_or(false);
-        let hibernated = self
-            .status
+            .unwrap_or(false)
+    }
+
+    /// `status.hibernated`.
+    fn status_hibernated(&self) -> bool {
+        self.status
             .as_ref()
             .and_then(|s| s.hibernated)
-            .unwrap_or(false);
-        to_hibernate && hibernated
+            .unwrap_or(false)
     }
 
     /// The Secret of the Shoot's `auditlog-credentials` resource.
@@ -786,6 +811,12 @@ mod tests {
             assert_eq!(
                 noticed.facts.hibernated("a"),
                 counted,
+                "{enabled} {hibernated}"
+            );
+            let sleeping = (enabled || hibernated).then_some(!enabled);
+            assert_eq!(
+                noticed.facts.sleeping("a"),
+                sleeping,
                 "{enabled} {hibernated}"
             );
         }

@@ -838,7 +838,7 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
             )?,
         )
         .await?;
-    let condition = access_condition(&requests, "taker", "ShootAccessFailed").await?;
+    let condition = access_condition(&requests, "taker", "RoleNotOwned").await?;
     assert!(condition.message.contains(&name), "{}", condition.message);
     let live = bindings.get(&name).await?;
     assert_eq!(live.uid(), theirs.uid(), "their binding was replaced");
@@ -873,7 +873,7 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
             )?,
         )
         .await?;
-    let condition = access_condition(&requests, "taker2", "ShootAccessFailed").await?;
+    let condition = access_condition(&requests, "taker2", "RoleNotOwned").await?;
     assert!(
         condition.message.contains(&role_name)
             && condition
@@ -929,7 +929,7 @@ async fn runtime_access_never_replaces_a_binding_it_did_not_make() -> Result<()>
                 {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]}}})),
         )
         .await?;
-    let condition = access_condition(&requests, "agg", "ShootAccessFailed").await?;
+    let condition = access_condition(&requests, "agg", "RoleNotOwned").await?;
     assert!(
         condition.message.contains("has an aggregationRule"),
         "{}",

@@ -1146,8 +1146,16 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
     );
 
     // Hibernated again, but answering (here: always; in Gardener, early in a wake-up): a
-    // revocation is served, and a deletion removes what the request created there.
+    // revocation is served, and a deletion removes what the request created there. A new
+    // request waiting shows that the controller sees the cluster hibernated by then.
     hibernate(&shoots, &shoot, true).await?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "probe", &id, configmap_reader("probe", &apps, &apps))?,
+        )
+        .await?;
+    access_condition_saying(&requests, "probe", "RuntimeHibernated", "is hibernated").await?;
     requests
         .patch(
             "reader",
@@ -1189,13 +1197,15 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
     Ok(())
 }
 
-/// A deletion whose runtime cluster is hibernated and does not answer waits for it: `Deleting`
+/// A revocation whose runtime cluster is hibernated and does not answer waits for it
+/// (`Pending` with `RuntimeHibernated`, not a failure). A deletion waits too: `Deleting`
 /// with `RuntimeHibernated`, counted as `result="waiting"` (not as a failed reconcile), what it
 /// created there left in place, and finished as the Shoot watch sees the wake-up asked for
 /// (the next look would come only 10 minutes later). Its own environment: the runtime
 /// cluster's API server is stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_waits_for_a_hibernated_cluster_that_does_not_answer() -> Result<()> {
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
     use kim_tests::testenv::TestEnvOptions;
 
     let env = &TestEnv::start(TestEnvOptions::default()).await?;
@@ -1214,6 +1224,26 @@ async fn a_deletion_waits_for_a_hibernated_cluster_that_does_not_answer() -> Res
     let (failed_before, waited_before) = (
         access_reconciles(&ctl, "error").await?,
         access_reconciles(&ctl, "waiting").await?,
+    );
+
+    // A revocation is tried, and waits for the cluster to answer without failing.
+    requests
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
+        )
+        .await?;
+    access_condition_saying(&requests, "reader", "RuntimeHibernated", "did not answer").await?;
+    assert_eq!(
+        requests
+            .get("reader")
+            .await?
+            .status
+            .context("status")?
+            .state
+            .as_deref(),
+        Some("Pending")
     );
 
     requests.delete("reader", &DeleteParams::default()).await?;
