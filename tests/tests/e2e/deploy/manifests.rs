@@ -538,8 +538,9 @@ fn check_alerts(rule_file: &str, doc_file: &str, metrics_text: &str) -> Result<u
 /// metrics a running controller exposes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_alerts_use_exposed_metrics_and_link_existing_runbooks() -> Result<()> {
-    // A controller that has provisioned one Runtime: every family is registered and the
-    // Runtime state gauge has a sample.
+    // A controller that has provisioned one Runtime and holds one RuntimeAccess (of a runtime
+    // without an admin kubeconfig: it waits): every family is registered, and the state
+    // gauges, which have no series without an object, have one.
     let env = TestEnv::shared().await?;
     let ns = env.namespace("alerts").await?;
     let ctl = start_controller(env, &ns, &[]).await?;
@@ -551,6 +552,32 @@ async fn controller_alerts_use_exposed_metrics_and_link_existing_runbooks() -> R
         &id,
         kim_shared::api::RuntimeState::Ready,
         std::time::Duration::from_secs(120),
+    )
+    .await?;
+    let access: kim_shared::api::runtime_access::RuntimeAccess = serde_json::from_value(
+        serde_json::json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "RuntimeAccess",
+            "metadata": {"name": "waiting", "namespace": ns},
+            "spec": {
+                "runtimeId": "no-such-runtime",
+                "serviceAccount": {"name": "reader", "namespace": "apps"},
+                "role": {"namespace": "apps", "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+            }
+        }),
+    )?;
+    kube::Api::namespaced(env.kcp_client().await?, &ns)
+        .create(&kube::api::PostParams::default(), &access)
+        .await?;
+    kim_tests::controller::eventually(
+        "the RuntimeAccess state series",
+        std::time::Duration::from_secs(60),
+        || async {
+            Ok(ctl
+                .metrics_text()
+                .await?
+                .contains("infrastructure_manager_im_runtime_access_state{"))
+        },
     )
     .await?;
     let text = ctl.metrics_text().await?;
