@@ -46,6 +46,52 @@ pub const BUSY_OPERATIONS: [&str; 7] = [
 /// The `code` of a Gardener request the client's allow-list refused before sending it.
 pub const CODE_DENIED: &str = "denied";
 
+/// A gauge with at most one series per object (by key): setting an object's series removes
+/// its previous one, so a changed label (a state, a reason) leaves no stale series behind.
+pub struct SeriesPerObject<L> {
+    family: Family<L, Gauge>,
+    series: Mutex<HashMap<String, L>>,
+}
+
+impl<L: Clone + std::hash::Hash + Eq> Default for SeriesPerObject<L> {
+    fn default() -> Self {
+        Self {
+            family: Family::default(),
+            series: Mutex::default(),
+        }
+    }
+}
+
+impl<L: Clone + std::hash::Hash + Eq> SeriesPerObject<L> {
+    /// The family, to register.
+    pub fn family(&self) -> Family<L, Gauge> {
+        self.family.clone()
+    }
+
+    /// Sets the series of object `key` to `value`, removing its previous one.
+    pub fn set(&self, key: &str, labels: L, value: i64) {
+        let mut series = lock(&self.series);
+        if let Some(old) = series.insert(key.to_owned(), labels.clone())
+            && old != labels
+        {
+            self.family.remove(&old);
+        }
+        self.family.get_or_create(&labels).set(value);
+    }
+
+    /// The objects that have a series.
+    pub fn keys(&self) -> Vec<String> {
+        lock(&self.series).keys().cloned().collect()
+    }
+
+    /// Removes the series of object `key` (it is gone).
+    pub fn remove(&self, key: &str) {
+        if let Some(old) = lock(&self.series).remove(key) {
+            self.family.remove(&old);
+        }
+    }
+}
+
 /// A reconciler's error as the `result` label of `infrastructure_manager_im_reconciles_total`.
 pub trait ResultLabel {
     /// The label of this failure (`error`, [`RESULT_UNREADABLE`], ...).
@@ -138,9 +184,8 @@ pub struct HealthLabels {
 
 /// The metrics the skeleton and the Runtime reconciler maintain.
 pub struct Metrics {
-    runtime_state: Family<RuntimeStateLabels, Gauge>,
-    /// Last series set per runtime id, so the old one is removed when the state changes.
-    runtime_series: Mutex<HashMap<String, RuntimeStateLabels>>,
+    /// One series per runtime ID.
+    runtime_state: SeriesPerObject<RuntimeStateLabels>,
     /// Upstream `unexpected_stops_total`: Runtimes that became `Failed`.
     pub unexpected_stops: Counter,
     /// Reconcile durations by controller.
@@ -197,8 +242,7 @@ impl Metrics {
     /// Creates the metrics and registers them in `registry` (the root registry).
     pub fn register(registry: &mut Registry) -> std::sync::Arc<Self> {
         let m = Metrics {
-            runtime_state: Family::default(),
-            runtime_series: Mutex::default(),
+            runtime_state: SeriesPerObject::default(),
             unexpected_stops: Counter::default(),
             reconcile_duration: Family::new_with_constructor(duration_histogram),
             reconciles: Family::default(),
@@ -234,7 +278,7 @@ impl Metrics {
         sub.register(
             "runtime_state",
             "State of each Runtime (always 1; the labels carry the state)",
-            m.runtime_state.clone(),
+            m.runtime_state.family(),
         );
         sub.register(
             "reconcile_duration_seconds",
@@ -413,25 +457,18 @@ impl Metrics {
 
     /// Sets the state series of one runtime, removing its previous series.
     pub fn set_runtime_state(&self, labels: RuntimeStateLabels) {
-        let mut series = lock(&self.runtime_series);
-        if let Some(old) = series.insert(labels.runtimeId.clone(), labels.clone())
-            && old != labels
-        {
-            self.runtime_state.remove(&old);
-        }
-        self.runtime_state.get_or_create(&labels).set(1);
+        let key = labels.runtimeId.clone();
+        self.runtime_state.set(&key, labels, 1);
     }
 
     /// The runtime IDs that have a state series.
     pub fn runtime_state_ids(&self) -> Vec<String> {
-        lock(&self.runtime_series).keys().cloned().collect()
+        self.runtime_state.keys()
     }
 
     /// Removes the state series of a runtime (after its finalizer is gone).
     pub fn remove_runtime_state(&self, runtime_id: &str) {
-        if let Some(old) = lock(&self.runtime_series).remove(runtime_id) {
-            self.runtime_state.remove(&old);
-        }
+        self.runtime_state.remove(runtime_id);
     }
 
     /// Counts `objects` retried by `controller` because Gardener is reachable again.

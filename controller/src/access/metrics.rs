@@ -4,18 +4,14 @@
 //! `infrastructure_manager_im_runtime_access_state` (each request's state and reason, and the
 //! identity it asks for in which runtime).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use kim_process::label::Text;
 
-use crate::records::lock;
+use crate::metrics::SeriesPerObject;
 
 use super::token::{TokenCause, TokenDecision};
 
@@ -49,9 +45,8 @@ pub struct StateLabels {
 #[derive(Default)]
 pub struct AccessMetrics {
     tokens: Family<TokenLabels, Counter>,
-    state: Family<StateLabels, Gauge>,
-    /// The state series of each request, by `<namespace>/<name>`.
-    state_series: Mutex<HashMap<String, StateLabels>>,
+    /// One series per request, by `<namespace>/<name>`.
+    state: SeriesPerObject<StateLabels>,
 }
 
 impl AccessMetrics {
@@ -69,31 +64,23 @@ impl AccessMetrics {
         registry.register(
             "runtime_access_state",
             "State of each RuntimeAccess (always 1; the labels carry the state, the reason, the runtime and the ServiceAccount it asks for)",
-            self.state.clone(),
+            self.state.family(),
         );
     }
 
     /// Sets the state series of the request `key` (`<namespace>/<name>`).
     pub fn set_state(&self, key: &str, labels: StateLabels) {
-        let mut series = lock(&self.state_series);
-        if let Some(old) = series.insert(key.to_owned(), labels.clone())
-            && old != labels
-        {
-            self.state.remove(&old);
-        }
-        self.state.get_or_create(&labels).set(1);
+        self.state.set(key, labels, 1);
     }
 
     /// The requests (by key) that have a state series.
     pub fn keys(&self) -> Vec<String> {
-        lock(&self.state_series).keys().cloned().collect()
+        self.state.keys()
     }
 
     /// Removes the state series of the request `key` (it is gone).
     pub fn remove(&self, key: &str) {
-        if let Some(old) = lock(&self.state_series).remove(key) {
-            self.state.remove(&old);
-        }
+        self.state.remove(key);
     }
 
     /// Counts a token written into its Secret.

@@ -2,15 +2,10 @@
 //! `infrastructure_manager_im_gardener_clusters_state` and
 //! `infrastructure_manager_im_kubeconfig_expiration`, with upstream's camelCase labels.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use crate::records::lock;
-
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use crate::metrics::SeriesPerObject;
 
 /// Labels of `gardener_clusters_state`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -45,10 +40,8 @@ pub struct ExpirationLabels {
 /// The two gauges, one series per GardenerCluster each (old series are removed on change).
 #[derive(Default)]
 pub struct KubeconfigMetrics {
-    state: Family<ClusterStateLabels, Gauge>,
-    expiration: Family<ExpirationLabels, Gauge>,
-    state_series: Mutex<HashMap<String, ClusterStateLabels>>,
-    expiration_series: Mutex<HashMap<String, ExpirationLabels>>,
+    state: SeriesPerObject<ClusterStateLabels>,
+    expiration: SeriesPerObject<ExpirationLabels>,
 }
 
 impl KubeconfigMetrics {
@@ -57,52 +50,36 @@ impl KubeconfigMetrics {
         sub.register(
             "gardener_clusters_state",
             "State of each GardenerCluster (always 1; the labels carry state and reason)",
-            self.state.clone(),
+            self.state.family(),
         );
         sub.register(
             "kubeconfig_expiration",
             "Expiry of each kubeconfig Secret in epoch seconds",
-            self.expiration.clone(),
+            self.expiration.family(),
         );
     }
 
     /// Sets the state series of the GardenerCluster `key` (its namespace/name).
     pub fn set_state(&self, key: &str, labels: ClusterStateLabels) {
-        let mut series = lock(&self.state_series);
-        if let Some(old) = series.insert(key.to_owned(), labels.clone())
-            && old != labels
-        {
-            self.state.remove(&old);
-        }
-        self.state.get_or_create(&labels).set(1);
+        self.state.set(key, labels, 1);
     }
 
     /// Sets the expiration series of the GardenerCluster `key`.
     pub fn set_expiration(&self, key: &str, labels: ExpirationLabels, expires_epoch: i64) {
-        let mut series = lock(&self.expiration_series);
-        if let Some(old) = series.insert(key.to_owned(), labels.clone())
-            && old != labels
-        {
-            self.expiration.remove(&old);
-        }
-        self.expiration.get_or_create(&labels).set(expires_epoch);
+        self.expiration.set(key, labels, expires_epoch);
     }
 
     /// The GardenerClusters (by key) that have a series.
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = lock(&self.state_series).keys().cloned().collect();
-        keys.extend(lock(&self.expiration_series).keys().cloned());
+        let mut keys = self.state.keys();
+        keys.extend(self.expiration.keys());
         keys
     }
 
     /// Removes both series of the GardenerCluster `key` (it is gone).
     pub fn remove(&self, key: &str) {
-        if let Some(old) = lock(&self.state_series).remove(key) {
-            self.state.remove(&old);
-        }
-        if let Some(old) = lock(&self.expiration_series).remove(key) {
-            self.expiration.remove(&old);
-        }
+        self.state.remove(key);
+        self.expiration.remove(key);
     }
 }
 

@@ -119,7 +119,9 @@ struct Facts {
 }
 
 impl Facts {
-    /// Hibernated and staying so ([`CachedShoot::hibernated`]).
+    /// Hibernated and staying so: Gardener is done hibernating it and nobody has asked to wake
+    /// it up. Its API server does not answer. While it is being hibernated or woken up, or
+    /// stuck on the way, the API server may answer: that is not counted.
     fn asleep(&self) -> bool {
         self.to_hibernate && self.hibernated
     }
@@ -158,7 +160,7 @@ impl ClusterFacts {
         self.of(shoot).service_account_key
     }
 
-    /// Whether Shoot `shoot`'s cluster is hibernated and stays so ([`CachedShoot::hibernated`]);
+    /// Whether Shoot `shoot`'s cluster is hibernated and stays so ([`Facts::asleep`]);
     /// `false` before the watch delivered it.
     pub fn hibernated(&self, shoot: &str) -> bool {
         self.of(shoot).asleep()
@@ -515,14 +517,6 @@ impl<'de> Deserialize<'de> for CachedExtensions {
 }
 
 impl CachedShoot {
-    /// Whether the cluster is hibernated and stays so: Gardener is done hibernating it
-    /// (`status.hibernated`) and nobody has asked to wake it up (`spec.hibernation.enabled`).
-    /// Its API server does not answer. While it is being hibernated or woken up, or stuck on
-    /// the way, the API server may answer: that is not counted.
-    pub fn hibernated(&self) -> bool {
-        self.to_hibernate() && self.status_hibernated()
-    }
-
     /// `spec.hibernation.enabled`.
     fn to_hibernate(&self) -> bool {
         self.spec

@@ -295,6 +295,15 @@ impl Controller {
         .await
     }
 
+    /// RuntimeAccess reconciles so far with `result` (`error`, `waiting`, ...).
+    async fn access_reconciles_with(&self, result: &str) -> Result<u64> {
+        self.metric_sum(
+            "infrastructure_manager_im_reconciles_total",
+            &["controller=\"access\"", &format!("result=\"{result}\"")],
+        )
+        .await
+    }
+
     /// Waits until no RuntimeAccess reconcile ran for 1.5 s; returns the reconcile count.
     async fn access_settled(&self) -> Result<u64> {
         let mut last = self.access_reconciles().await?;

@@ -358,14 +358,7 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
     assert_eq!(whoami(thief.clone()).await?, identity);
 
     // The victim's rights: listing Pods in the namespace, which the thief's role lacks.
-    let failed = || async {
-        ctl.metric_sum(
-            "infrastructure_manager_im_reconciles_total",
-            &["controller=\"access\"", "result=\"error\""],
-        )
-        .await
-    };
-    let failed_before = failed().await?;
+    let failed_before = ctl.access_reconciles_with("error").await?;
     requests
         .create(
             &PostParams::default(),
@@ -399,7 +392,7 @@ async fn a_token_of_an_account_that_another_request_takes_over_is_refused() -> R
     delete_access(&requests, &secrets, "thief", "thief-kubeconfig").await?;
     let status = access_ready(&requests, "victim").await?;
     assert_eq!(
-        failed().await?,
+        ctl.access_reconciles_with("error").await?,
         failed_before,
         "waiting for the holder counted as a failed reconcile"
     );

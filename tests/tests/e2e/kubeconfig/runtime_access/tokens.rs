@@ -968,24 +968,7 @@ async fn a_rotation_of_the_token_signing_key_issues_the_tokens_again() -> Result
     };
     let issued = issued_at(&secrets.get(&secret_name).await?).context("the token's last-sync")?;
 
-    // The Shoot of the runtime, as the Runtime reconciler marks it.
-    let shoot = Api::<GardenerCluster>::namespaced(kcp.clone(), &ns)
-        .get(&id)
-        .await?
-        .spec
-        .shoot
-        .name;
-    let shoots: Api<Shoot> =
-        Api::namespaced(env.garden_client().await?, fixtures::PROJECT_NAMESPACE);
-    shoots
-        .patch(
-            &shoot,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                kim_shared::names::SHOOT_ANNOTATION_RUNTIME_ID: id,
-            }}})),
-        )
-        .await?;
+    let (shoots, shoot) = runtime_shoot(env, &kcp, &ns, &id).await?;
     let prepared =
         kim_tests::controller::prepare_rotation(&shoots, &shoot, "serviceAccountKey", issued)
             .await?;
@@ -1060,15 +1043,6 @@ async fn hibernate(shoots: &Api<Shoot>, shoot: &str, enabled: bool) -> Result<()
     .await
 }
 
-/// The access reconciles counted with `result`.
-async fn access_reconciles(ctl: &Controller, result: &str) -> Result<u64> {
-    ctl.metric_sum(
-        "infrastructure_manager_im_reconciles_total",
-        &["controller=\"access\"", &format!("result=\"{result}\"")],
-    )
-    .await
-}
-
 /// A request of a runtime whose cluster is hibernated waits: `Pending` with
 /// `RuntimeHibernated`, nothing done in the cluster, no failed reconcile (a hibernated trial
 /// runtime would otherwise retry every minute, and count as an error each time, until woken).
@@ -1093,7 +1067,7 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
     let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
     let (shoots, shoot) = runtime_shoot(env, &kcp, &ns, &id).await?;
     hibernate(&shoots, &shoot, true).await?;
-    let failed_before = access_reconciles(&ctl, "error").await?;
+    let failed_before = ctl.access_reconciles_with("error").await?;
 
     requests
         .create(
@@ -1140,7 +1114,7 @@ async fn a_request_of_a_hibernated_cluster_waits_and_is_served_when_it_is_woken_
         "one series per request"
     );
     assert_eq!(
-        access_reconciles(&ctl, "error").await?,
+        ctl.access_reconciles_with("error").await?,
         failed_before,
         "waiting for a hibernated cluster counted as a failed reconcile"
     );
@@ -1222,8 +1196,8 @@ async fn a_deletion_waits_for_a_hibernated_cluster_that_does_not_answer() -> Res
     hibernate(&shoots, &shoot, true).await?;
     env.stop_apiserver("shoot-apiserver")?;
     let (failed_before, waited_before) = (
-        access_reconciles(&ctl, "error").await?,
-        access_reconciles(&ctl, "waiting").await?,
+        ctl.access_reconciles_with("error").await?,
+        ctl.access_reconciles_with("waiting").await?,
     );
 
     // A revocation is tried, and waits for the cluster to answer without failing.
@@ -1267,11 +1241,13 @@ async fn a_deletion_waits_for_a_hibernated_cluster_that_does_not_answer() -> Res
     eventually(
         "the waiting deletion counted",
         Duration::from_secs(30),
-        || async { Ok((access_reconciles(&ctl, "waiting").await? > waited_before).then_some(())) },
+        || async {
+            Ok((ctl.access_reconciles_with("waiting").await? > waited_before).then_some(()))
+        },
     )
     .await?;
     assert_eq!(
-        access_reconciles(&ctl, "error").await?,
+        ctl.access_reconciles_with("error").await?,
         failed_before,
         "the deletion waiting for a hibernated cluster counted as a failed reconcile"
     );
