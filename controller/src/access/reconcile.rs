@@ -60,6 +60,11 @@ const WAKING_UP_POLL: Duration = Duration::from_secs(15);
 /// deletion runs it at once, this is the fallback.
 const WAIT_FOR_HOLDER: Duration = Duration::from_secs(300);
 
+/// When a request refused for what is in the runtime ([`refusal`]: an account, role or binding
+/// that is someone else's, a namespace without Pod Security) looks again. Only a change there
+/// ends it, and the runtime is not watched; a change of the request runs it at once.
+const WAIT_AFTER_REFUSAL: Duration = Duration::from_secs(120);
+
 /// Per-object backoff after a failed reconcile: 1 s doubling to 60 s, jittered. A runtime
 /// that answers again is noticed within a minute, which leaves a token due for rotation (at
 /// `--access-rotation-ratio` of its lifetime) time to spare; an unreachable runtime's requests
@@ -1072,8 +1077,43 @@ async fn failed_step(
             hibernated(reconciler, ra, shoot, Some(&failure), now).await?;
             Ok(Action::requeue(wait_for_sleeping(waking)))
         }
+        _ if refusal(f.reason) => refused(reconciler, ra, decision, f, now).await,
         _ => undelivered(reconciler, ra, decision, f, now).await,
     }
+}
+
+/// Whether a step's failure is a refusal for what is in the runtime: someone else's account,
+/// role or binding, or a namespace that lets Pods reach the nodes. Only a change there (by
+/// the requester or the runtime's owner) ends it; the controller did not fail.
+fn refusal(reason: &str) -> bool {
+    [
+        REASON_SERVICE_ACCOUNT_NOT_OWNED,
+        REASON_ROLE_NOT_OWNED,
+        REASON_POD_SECURITY_NOT_ENFORCED,
+    ]
+    .contains(&reason)
+}
+
+/// A pass refused for what is in the runtime: said in the status as a failed step is, but not
+/// a failed reconcile (retried every minute and counted, a few refused requests would make most
+/// of the reconciles of a quiet controller fail); looked at again after [`WAIT_AFTER_REFUSAL`].
+async fn refused(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    decision: TokenDecision,
+    f: StepFailed,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    reconciler.access_metrics.failed(decision);
+    let msg = failure_status(reconciler, ra, f.reason, &f.what, f.error, now).await?;
+    // Its own status write must not run it again at once: nothing in the runtime changed.
+    reconciler.records.hold(
+        &key(ra),
+        WAIT_AFTER_REFUSAL,
+        crate::records::inputs(&ra.metadata),
+    );
+    tracing::info!(controller = CONTROLLER, namespace = ra.namespace().unwrap_or_default(), object = ra.name_any(), runtime_id = %ra.spec.runtime_id, reason = f.reason, message = %msg, retry_in = ?WAIT_AFTER_REFUSAL, "request refused");
+    Ok(Action::requeue(WAIT_AFTER_REFUSAL))
 }
 
 /// A pass that had a token to deliver, or objects to apply, and stopped at a failed step:
@@ -1141,10 +1181,13 @@ async fn apply_shoot_objects(
     if revoke {
         replace_service_account(&access.client, ra, served)
             .await
-            .map_err(|error| StepFailed {
-                reason: REASON_SHOOT_ACCESS_FAILED,
+            .map_err(|refused| StepFailed {
+                reason: match refused {
+                    Replacement::Failed(_) => REASON_SHOOT_ACCESS_FAILED,
+                    Replacement::NotOwned(_) => REASON_SERVICE_ACCOUNT_NOT_OWNED,
+                },
                 what: "revoking the tokens".to_owned(),
-                error,
+                error: refused.into_message(),
             })?;
     }
     let (created, service_account, account_renewed) =
@@ -1433,6 +1476,19 @@ async fn fail(
     e: impl std::fmt::Display,
     now: Timestamp,
 ) -> Result<Action, Error> {
+    let msg = failure_status(reconciler, ra, reason, what, e, now).await?;
+    Err(Error::Step(msg))
+}
+
+/// Writes the status `Error` with `reason` and the message `<what>: <e>`, which it returns.
+async fn failure_status(
+    reconciler: &Reconciler,
+    ra: &RuntimeAccess,
+    reason: &str,
+    what: &str,
+    e: impl std::fmt::Display,
+    now: Timestamp,
+) -> Result<String, Error> {
     // The answer to a Secret write may quote the kubeconfig it carried (an admission webhook's
     // message); the status and the log get the message without it.
     let msg = kim_shared::redact::credentials(&format!("{what}: {e}")).into_owned();
@@ -1442,7 +1498,7 @@ async fn fail(
         status_with(ra, "Error", "False", reason, &msg, now),
     )
     .await?;
-    Err(Error::Step(msg))
+    Ok(msg)
 }
 
 /// Removes what the request created in the shoot (when the shoot is still reachable) and its
@@ -1527,6 +1583,22 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     Ok(Action::await_change())
 }
 
+/// Why the ServiceAccount was not replaced.
+enum Replacement {
+    /// A call failed (the message quotes it).
+    Failed(String),
+    /// The account is not this request's (no label of it, or another's binding names it).
+    NotOwned(String),
+}
+
+impl Replacement {
+    fn into_message(self) -> String {
+        match self {
+            Self::Failed(m) | Self::NotOwned(m) => m,
+        }
+    }
+}
+
 /// Deletes what this request made in the runtime, bindings first, so that the
 /// ServiceAccount is created anew (with a new UID) by the apply that follows. The bindings go
 /// first: while they exist, whoever creates an account of that name would hold their rights.
@@ -1535,17 +1607,17 @@ async fn replace_service_account(
     client: &kube::Client,
     ra: &RuntimeAccess,
     served: bool,
-) -> Result<(), String> {
+) -> Result<(), Replacement> {
     let mut objs = shoot::spec_objects(ra);
     shoot::deletion_order(&mut objs);
     for obj in &objs {
         let outcome = shoot::delete(client, ra, obj, served).await.map_err(|e| {
-            format!(
+            Replacement::Failed(format!(
                 "deleting {} {}: {}",
                 obj.kind,
                 obj.name,
                 classify::message(&e)
-            )
+            ))
         })?;
         let account = format!(
             "ServiceAccount {}/{}",
@@ -1554,15 +1626,15 @@ async fn replace_service_account(
         );
         match outcome {
             shoot::Deletion::NotOwned if obj.kind == "ServiceAccount" => {
-                return Err(format!(
+                return Err(Replacement::NotOwned(format!(
                     "{account} lacks this RuntimeAccess's label {}: it is not replaced, so its tokens stay valid; delete it in the runtime to revoke them",
                     shoot::LABEL_RUNTIME_ACCESS_UID
-                ));
+                )));
             }
             shoot::Deletion::Bound(binding) => {
-                return Err(format!(
+                return Err(Replacement::NotOwned(format!(
                     "{account} is a subject of {binding}, which this RuntimeAccess did not create: it is another's account and is not replaced, so its tokens stay valid"
-                ));
+                )));
             }
             _ => {}
         }

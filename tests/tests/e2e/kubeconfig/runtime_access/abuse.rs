@@ -518,15 +518,23 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
         !exists(&secrets, thief_secret).await?,
         "a kubeconfig of the victim's account was issued to the thief"
     );
-    // A revocation of the thief's tokens leaves the victim's account alone.
+    // A revocation of the thief's tokens leaves the victim's account alone: refused, as the
+    // account is, and no failed reconcile (only the requesters can change it).
+    let failed_before = ctl.access_reconciles_with("error").await?;
     annotate(&requests, "thief", json!({REVOKE: "true"})).await?;
     access_condition_saying(
         &requests,
         "thief",
-        "ShootAccessFailed",
-        &format!("is a subject of RoleBinding/{apps}/kim-access:{ns}:victim, which this RuntimeAccess did not create: it is another's account"),
+        "ServiceAccountNotOwned",
+        &format!("revoking the tokens: ServiceAccount {apps}/{account} is a subject of RoleBinding/{apps}/kim-access:{ns}:victim, which this RuntimeAccess did not create: it is another's account"),
     )
     .await?;
+    ctl.access_settled().await?;
+    assert_eq!(
+        ctl.access_reconciles_with("error").await?,
+        failed_before,
+        "a refused revocation counted as a failed reconcile"
+    );
     assert_eq!(
         accounts.get(&account).await?.uid(),
         victims,

@@ -784,6 +784,7 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
 /// enforced, runs a privileged Pod with the node's filesystem: root on the node and every
 /// credential there. Now: refused (PodSecurityNotEnforced) and nothing created, until the
 /// namespace enforces `baseline`; then it is served. On the code before it was Ready at once.
+/// The refusal is no failed reconcile: only the runtime's owner or the requester can end it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
@@ -815,6 +816,7 @@ async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result
             &runtime_access(&ns, "deployer", &id, spec)?,
         )
         .await?;
+    let failed_before = ctl.access_reconciles_with("error").await?;
     let refused = access_condition(&requests, "deployer", "PodSecurityNotEnforced").await?;
     assert!(
         refused.message.contains(&format!(
@@ -838,13 +840,27 @@ async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result
         )
         .await?
     );
-    // The runtime's owner enforces baseline there: served.
+    ctl.access_settled().await?;
+    assert_eq!(
+        ctl.access_reconciles_with("error").await?,
+        failed_before,
+        "a refusal counted as a failed reconcile"
+    );
+    // The runtime's owner enforces baseline there: served at the next look (every two
+    // minutes), or at once when the request changes.
     Api::<Namespace>::all(shoot_admin.clone())
         .patch(
             &apps,
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"labels": {
                 "pod-security.kubernetes.io/enforce": "baseline"}}})),
+        )
+        .await?;
+    requests
+        .patch(
+            "deployer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"e2e/nudge": "1"}}})),
         )
         .await?;
     access_ready(&requests, "deployer").await?;
