@@ -586,6 +586,11 @@ async fn ensure_shoot_objects(
             shoot::ServiceAccountError::Api(e) => {
                 failed("creating the ServiceAccount".to_owned())(e)
             }
+            held @ shoot::ServiceAccountError::BeingDeleted { .. } => StepFailed {
+                reason: REASON_SHOOT_ACCESS_FAILED,
+                what: "waiting for the ServiceAccount".to_owned(),
+                error: held.to_string(),
+            },
             not_owned @ (shoot::ServiceAccountError::NotOwned { .. }
             | shoot::ServiceAccountError::AlreadyBound { .. }) => StepFailed {
                 reason: REASON_SERVICE_ACCOUNT_NOT_OWNED,

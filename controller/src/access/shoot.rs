@@ -248,6 +248,19 @@ pub enum ServiceAccountError {
         /// Name.
         name: String,
     },
+    /// It is being deleted, held by finalizers: a token for it stops working a minute after
+    /// its deletion, and a new account of the name can only be made once it is gone.
+    #[error(
+        "ServiceAccount {namespace}/{name} is being deleted and held by the finalizers {finalizers:?}: no token is issued for it, and it is made anew once they are removed (by whoever set them) and it is gone"
+    )]
+    BeingDeleted {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Its finalizers.
+        finalizers: Vec<String>,
+    },
     /// A binding this request did not make names it: its tokens would carry the binding's
     /// rights. Checked for a new account, and for one that carries this request's label (which
     /// whoever may patch ServiceAccounts in its namespace can give another request's account).
@@ -468,6 +481,9 @@ pub async fn ensure_service_account(
     if !labelled && !created_before_the_uid_label(&existing, ra) {
         return Err(not_owned());
     }
+    if existing.metadata.deletion_timestamp.is_some() {
+        return Err(being_deleted(&existing));
+    }
     if !served {
         unbound(Subjects::ByName).await?;
         let dp = crate::finalizing::only_uid(existing.metadata.uid.clone());
@@ -480,7 +496,8 @@ pub async fn ensure_service_account(
         }
         return match create().await? {
             None => Ok((owned, true)),
-            // Still there (a finalizer holds it), or made again by someone else.
+            Some(held) if held.metadata.deletion_timestamp.is_some() => Err(being_deleted(&held)),
+            // Made again by someone else.
             Some(_) => Err(not_owned()),
         };
     }
@@ -496,6 +513,14 @@ pub async fn ensure_service_account(
             .await?;
     }
     Ok((owned, false))
+}
+
+fn being_deleted(sa: &ServiceAccount) -> ServiceAccountError {
+    ServiceAccountError::BeingDeleted {
+        namespace: sa.namespace().unwrap_or_default(),
+        name: sa.name_any(),
+        finalizers: sa.finalizers().to_vec(),
+    }
 }
 
 /// A ServiceAccount this controller created for `ra` before it labelled objects with the

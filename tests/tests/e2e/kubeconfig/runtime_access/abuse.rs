@@ -1066,3 +1066,152 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
     assert_not_logged(&stored_kubeconfig);
     Ok(())
 }
+
+/// Attack: the holder of a leaked token whose role may patch ServiceAccounts in the account's
+/// namespace puts a finalizer on its own account, so the revocation's delete leaves it
+/// terminating. The pass went on with that account: bindings applied again and a token issued
+/// for it, `Ready`/`KubeconfigRevoked`, while the API server stops taking tokens of an account
+/// deleted a minute ago, the new one included. Now: the revocation takes the bindings and says
+/// the account is held (`ShootAccessFailed` naming the finalizer), issues nothing, and makes the
+/// account anew once the finalizer is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-hold", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("hold").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "holder", "namespace": apps},
+        "role": {"namespace": apps, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "patch"]},
+        ]},
+        "tokenExpirationSeconds": 3600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "holder", &id, spec)?,
+        )
+        .await?;
+    let status = access_ready(&requests, "holder").await?;
+    let leaked = access_kubeconfig(&secrets, &status).await?;
+    let leaked_client = access::client_from_yaml("leaked", &leaked).await?;
+    let own_accounts: Api<ServiceAccount> = Api::namespaced(leaked_client.clone(), &apps);
+    let hold = json!({"metadata": {"finalizers": ["e2e.kyma-project.io/hold"]}});
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&hold));
+    once_allowed("the token's patch of its own account", || {
+        own_accounts.patch("holder", &params, &patch)
+    })
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let held_uid = accounts.get("holder").await?.uid();
+
+    annotate(&requests, "holder", json!({REVOKE: "true"})).await?;
+    let held = access_condition_saying(
+        &requests,
+        "holder",
+        "ShootAccessFailed",
+        "e2e.kyma-project.io/hold",
+    )
+    .await?;
+    assert!(
+        held.message.contains("is being deleted"),
+        "{}",
+        held.message
+    );
+    let bindings: Api<RoleBinding> = Api::namespaced(shoot_admin.clone(), &apps);
+    let binding = format!("kim-access:{ns}:holder");
+    assert!(
+        !exists(&bindings, &binding).await?,
+        "the binding was applied again"
+    );
+    assert_eq!(
+        token_of(&access_kubeconfig(&secrets, &status).await?),
+        token_of(&leaked),
+        "a token was issued for the account being deleted"
+    );
+    // The leaked token reads nothing (its bindings are gone), and the API server stops taking
+    // it a minute after the account's deletion.
+    let leaked_reads = Api::<ConfigMap>::namespaced(leaked_client.clone(), &apps);
+    eventually(
+        "the leaked token refused",
+        Duration::from_secs(30),
+        || async {
+            Ok(match leaked_reads.list(&Default::default()).await {
+                Err(kube::Error::Api(s)) if [401, 403].contains(&s.code) => Some(()),
+                _ => None,
+            })
+        },
+    )
+    .await?;
+    eventually(
+        "the leaked token unauthenticated",
+        Duration::from_secs(90),
+        || async {
+            Ok(match whoami(leaked_client.clone()).await {
+                Err(e) => e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                    .then_some(()),
+                Ok(_) => None,
+            })
+        },
+    )
+    .await?;
+    assert!(
+        accounts.get("holder").await?.uid() == held_uid,
+        "the held account is still there"
+    );
+
+    // The finalizer goes: the account is made anew, and the request served with it.
+    accounts
+        .patch(
+            "holder",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    let revoked = eventually("revoked", Duration::from_secs(90), || async {
+        let ra = requests.get("holder").await?;
+        let reason = ra
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.first())
+            .map(|c| c.reason.clone());
+        Ok((!ra.annotations().contains_key(REVOKE)
+            && reason.as_deref() == Some("KubeconfigRevoked"))
+        .then_some(ra))
+    })
+    .await?;
+    assert_ne!(accounts.get("holder").await?.uid(), held_uid);
+    let fresh = access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?;
+    let fresh_client = access::client_from_yaml("fresh", &fresh).await?;
+    let (fresh_reads, everything) = (
+        Api::<ConfigMap>::namespaced(fresh_client.clone(), &apps),
+        Default::default(),
+    );
+    once_allowed("the new kubeconfig's read", || {
+        fresh_reads.list(&everything)
+    })
+    .await?;
+    refused_at_once("the leaked token", &leaked_client).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&leaked);
+    assert_not_logged(&fresh);
+    Ok(())
+}
