@@ -277,6 +277,19 @@ pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
     Some((role.namespace.as_str(), resource.as_str()))
 }
 
+/// Whether `rule` updates or patches ServiceAccounts (what changes an existing account's
+/// labels and finalizers).
+fn changes_service_accounts(rule: &PolicyRule) -> bool {
+    rule.verbs
+        .iter()
+        .any(|v| matches!(v.as_str(), "update" | "patch"))
+        && rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "serviceaccounts")
+}
+
 /// RBAC objects of a namespace: whoever may write them can bind its own rules to anyone.
 const NAMESPACED_RBAC: [&str; 2] = ["roles", "rolebindings"];
 
@@ -545,6 +558,22 @@ pub fn validate_runtime_access(ra: &RuntimeAccess, policy: &AccessPolicy) -> Val
             "spec.role.namespace",
             &format!(
                 "{namespace:?} is also the namespace of spec.serviceAccount, and spec.role writes {resource:?} there: a Pod made with the token could run as the account, and the kubelet renews its token even after the tokens are revoked; keep the account in a namespace the role does not write workloads in (spec.serviceAccount cannot change: create a new RuntimeAccess), or grant only reads there"
+            ),
+        );
+    }
+    if let Some(role) = &spec.role
+        && role.namespace == spec.service_account.namespace
+        && let Some(i) = role.rules.iter().position(changes_service_accounts)
+    {
+        // The token could change its own account: remove the request's UID label, so that a
+        // revocation may not delete it (the account is no longer provably the request's), or
+        // set a finalizer that keeps it after the delete.
+        push(
+            &mut f,
+            &format!("spec.role.rules[{i}]"),
+            &format!(
+                "updates or patches \"serviceaccounts\" in {:?}, the namespace of spec.serviceAccount: the token could change its own account (its labels, its finalizers) so that a revocation no longer ends it; keep the account in a namespace the role does not change ServiceAccounts in (spec.serviceAccount cannot change: create a new RuntimeAccess), or grant only get, list, watch, create and delete of serviceaccounts there",
+                role.namespace
             ),
         );
     }
@@ -1641,6 +1670,41 @@ mod tests {
             .unwrap_or_default();
         assert!(message.contains("\"deployments\""), "{message}");
         // The same writes for an account kept elsewhere.
+        ra.spec.service_account.namespace = "kim-access".into();
+        assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
+    }
+
+    /// A token that may change its own ServiceAccount could remove the request's UID label or
+    /// set a finalizer, so that a revocation no longer ends it.
+    #[test]
+    fn changes_of_service_accounts_in_the_account_s_own_namespace_are_refused() {
+        let mut ra = pods_reader();
+        let reads = rule(&[""], &["pods"], &["get"]);
+        for verb in ["patch", "update"] {
+            ra.spec.role.as_mut().expect("a role").rules =
+                vec![reads.clone(), rule(&[""], &["serviceaccounts"], &[verb])];
+            rejects(&ra, "spec.role.rules[1]");
+        }
+        let message = validate_runtime_access(&ra, &AccessPolicy::default())
+            .violations
+            .into_iter()
+            .find(|v| v.field == "spec.role.rules[1]")
+            .map(|v| v.message)
+            .unwrap_or_default();
+        assert!(
+            message.contains("the namespace of spec.serviceAccount"),
+            "{message}"
+        );
+        // Making and deleting accounts changes none of an existing one's marks.
+        ra.spec.role.as_mut().expect("a role").rules = vec![rule(
+            &[""],
+            &["serviceaccounts"],
+            &["get", "list", "watch", "create", "delete"],
+        )];
+        assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
+        // The same changes for an account kept elsewhere.
+        ra.spec.role.as_mut().expect("a role").rules =
+            vec![rule(&[""], &["serviceaccounts"], &["patch"])];
         ra.spec.service_account.namespace = "kim-access".into();
         assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
     }

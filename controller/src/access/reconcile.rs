@@ -527,6 +527,11 @@ pub const REASON_SHOOT_ACCESS_FAILED: &str = "ShootAccessFailed";
 /// the request's, or an aggregation rule was added to its ClusterRole.
 pub const REASON_ROLE_NOT_OWNED: &str = "RoleNotOwned";
 
+/// Condition reason: the revocation asked for cannot be done, because the ServiceAccount in the
+/// runtime is not the request's (its label removed, or another request's binding names it):
+/// the tokens issued so far stay valid until someone deletes the account there.
+pub const REASON_REVOCATION_REFUSED: &str = "RevocationRefused";
+
 /// Condition reason: the runtime's cluster is hibernated and the pass has something to do
 /// there.
 pub const REASON_RUNTIME_HIBERNATED: &str = "RuntimeHibernated";
@@ -1089,12 +1094,15 @@ async fn failed_step(
 
 /// Whether a step's failure is a refusal for what is in the runtime: someone else's account,
 /// role or binding, or a namespace that lets Pods reach the nodes. Only a change there (by
-/// the requester or the runtime's owner) ends it; the controller did not fail.
+/// the requester or the runtime's owner) ends it; the controller did not fail. A refused
+/// revocation is alerted all the same (`KimRuntimeAccessRevocationRefused`): tokens someone
+/// asked to end still work.
 fn refusal(reason: &str) -> bool {
     [
         REASON_SERVICE_ACCOUNT_NOT_OWNED,
         REASON_ROLE_NOT_OWNED,
         REASON_POD_SECURITY_NOT_ENFORCED,
+        REASON_REVOCATION_REFUSED,
     ]
     .contains(&reason)
 }
@@ -1189,7 +1197,7 @@ async fn apply_shoot_objects(
             .map_err(|refused| StepFailed {
                 reason: match refused {
                     Replacement::Failed(_) => REASON_SHOOT_ACCESS_FAILED,
-                    Replacement::NotOwned(_) => REASON_SERVICE_ACCOUNT_NOT_OWNED,
+                    Replacement::NotOwned(_) => REASON_REVOCATION_REFUSED,
                 },
                 what: "revoking the tokens".to_owned(),
                 error: refused.into_message(),

@@ -653,8 +653,9 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
 /// Objects that reach the KCP without the webhook (or were stored before a stricter policy)
 /// are held to the same policy by the controller: InvalidSpec naming the field, nothing in the
 /// shoot, no Secret. Attack: wildcard rules, a token minter for any ServiceAccount, exec into
-/// any pod, every Secret of the cluster. On the code before the fix the token minter, exec
-/// and secrets requests were served.
+/// any pod, every Secret of the cluster, a token that changes its own account (so that a
+/// revocation no longer ends it). On the code before the fix the token minter, exec, secrets
+/// and own-account requests were served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> Result<()> {
     let Setup {
@@ -709,6 +710,16 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
                 json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "create"]}]),
             ),
             "spec.role.namespace",
+        ),
+        (
+            // The token could take the request's label off its own account, or set a
+            // finalizer on it, so that a revocation no longer ends it.
+            "own-account-patch",
+            role(
+                json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+                       {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "patch"]}]),
+            ),
+            "spec.role.rules[1]",
         ),
         (
             "kube-system-pods",
