@@ -527,9 +527,15 @@ pub const REASON_SHOOT_ACCESS_FAILED: &str = "ShootAccessFailed";
 /// the request's, or an aggregation rule was added to its ClusterRole.
 pub const REASON_ROLE_NOT_OWNED: &str = "RoleNotOwned";
 
+/// Condition reason: the ServiceAccount is being deleted and held by finalizers; no token is
+/// issued for it (the API server stops taking its tokens a minute after the deletion).
+pub const REASON_SERVICE_ACCOUNT_BEING_DELETED: &str = "ServiceAccountBeingDeleted";
+
 /// Condition reason: the revocation asked for cannot be done, because the ServiceAccount in the
-/// runtime is not the request's (its label removed, or another request's binding names it):
-/// the tokens issued so far stay valid until someone deletes the account there.
+/// runtime is not the request's (its label removed, or another request's binding names it).
+/// The request's own bindings are gone, but the account was not made anew: the tokens issued
+/// so far still authenticate as it, with whatever else is bound to it, until someone deletes
+/// it there.
 pub const REASON_REVOCATION_REFUSED: &str = "RevocationRefused";
 
 /// Condition reason: the runtime's cluster is hibernated and the pass has something to do
@@ -592,7 +598,7 @@ async fn ensure_shoot_objects(
                 failed("creating the ServiceAccount".to_owned())(e)
             }
             held @ shoot::ServiceAccountError::BeingDeleted { .. } => StepFailed {
-                reason: REASON_SHOOT_ACCESS_FAILED,
+                reason: REASON_SERVICE_ACCOUNT_BEING_DELETED,
                 what: "waiting for the ServiceAccount".to_owned(),
                 error: held.to_string(),
             },

@@ -463,10 +463,12 @@ pub async fn ensure_service_account(
             .await
         {
             Ok(_) => Ok(None),
-            // Created concurrently: ours only if it carries our marks.
-            Err(e) if is_status(&e, 409) => {
-                api.get_opt(&sa.name).await?.ok_or_else(not_owned).map(Some)
-            }
+            // Created concurrently: ours only if it carries our marks. Gone again meanwhile: a
+            // race, tried again.
+            Err(e) if is_status(&e, 409) => match api.get_opt(&sa.name).await? {
+                Some(existing) => Ok(Some(existing)),
+                None => Err(e.into()),
+            },
             Err(e) => Err(e.into()),
         }
     };
@@ -477,12 +479,14 @@ pub async fn ensure_service_account(
             Some(existing) => existing,
         },
     };
-    let labelled = created_by(existing.labels(), ra);
-    if !labelled && !created_before_the_uid_label(&existing, ra) {
-        return Err(not_owned());
-    }
+    // Whoever's it is, an account being deleted goes away (or stays, held): neither is a
+    // refusal.
     if existing.metadata.deletion_timestamp.is_some() {
         return Err(being_deleted(&existing));
+    }
+    let labelled = created_by(existing.labels(), ra);
+    if !labelled && !created_before_the_uid_label(&existing.metadata, ra) {
+        return Err(not_owned());
     }
     if !served {
         unbound(Subjects::ByName).await?;
@@ -490,8 +494,8 @@ pub async fn ensure_service_account(
         match api.delete(&sa.name, &dp).await {
             Ok(_) => {}
             Err(e) if is_status(&e, 404) => {}
-            // 409: replaced meanwhile by an account this pass has not looked at.
-            Err(e) if is_status(&e, 409) => return Err(not_owned()),
+            // 409: replaced meanwhile by an account this pass has not looked at: the next pass
+            // looks at it.
             Err(e) => return Err(e.into()),
         }
         return match create().await? {
@@ -527,12 +531,18 @@ fn being_deleted(sa: &ServiceAccount) -> ServiceAccountError {
 /// request's UID, by its marks: no UID label at all, our managed-by label and the request's
 /// origin annotation. Whoever may patch ServiceAccounts can set these marks too, so
 /// [`ensure_service_account`] trusts them only for a request served with the account. Pure.
-pub fn created_before_the_uid_label(sa: &ServiceAccount, ra: &RuntimeAccess) -> bool {
-    let labels = sa.labels();
-    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
-        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
+pub fn created_before_the_uid_label(sa: &ObjectMeta, ra: &RuntimeAccess) -> bool {
+    let labels = sa.labels.as_ref();
+    !labels.is_some_and(|l| l.contains_key(LABEL_RUNTIME_ACCESS_UID))
+        && labels
+            .and_then(|l| l.get(names::LABEL_MANAGED_BY))
+            .map(String::as_str)
             == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
-        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
+        && sa
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_RUNTIME_ACCESS))
+            == Some(&origin(ra))
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
@@ -705,23 +715,43 @@ pub async fn delete(
             if let Some(binding) = foreign_binding_of(shoot, ra, counted).await? {
                 return Ok(Deletion::Bound(binding));
             }
+            // An account made before the UID label, with the request's marks, is its own when
+            // the request was served with it (as `ensure_service_account` counts it).
             delete_owned(
                 Api::<ServiceAccount>::namespaced(shoot.clone(), &ns),
                 ra,
                 &obj.name,
+                served,
             )
             .await
         }
-        "ClusterRole" => delete_owned(Api::<ClusterRole>::all(shoot.clone()), ra, &obj.name).await,
-        "ClusterRoleBinding" => {
-            delete_owned(Api::<ClusterRoleBinding>::all(shoot.clone()), ra, &obj.name).await
+        "ClusterRole" => {
+            delete_owned(Api::<ClusterRole>::all(shoot.clone()), ra, &obj.name, false).await
         }
-        "Role" => delete_owned(Api::<Role>::namespaced(shoot.clone(), &ns), ra, &obj.name).await,
+        "ClusterRoleBinding" => {
+            delete_owned(
+                Api::<ClusterRoleBinding>::all(shoot.clone()),
+                ra,
+                &obj.name,
+                false,
+            )
+            .await
+        }
+        "Role" => {
+            delete_owned(
+                Api::<Role>::namespaced(shoot.clone(), &ns),
+                ra,
+                &obj.name,
+                false,
+            )
+            .await
+        }
         "RoleBinding" => {
             delete_owned(
                 Api::<RoleBinding>::namespaced(shoot.clone(), &ns),
                 ra,
                 &obj.name,
+                false,
             )
             .await
         }
@@ -730,10 +760,13 @@ pub async fn delete(
     }
 }
 
+/// Deletes `name` if it carries the request's UID label (or, with `before_the_uid_label`, the
+/// marks of an object made before that label).
 async fn delete_owned<K>(
     api: Api<K>,
     ra: &RuntimeAccess,
     name: &str,
+    before_the_uid_label: bool,
 ) -> Result<Deletion, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -741,7 +774,9 @@ where
     let Some(meta) = api.get_metadata_opt(name).await? else {
         return Ok(Deletion::Absent);
     };
-    if !created_by(meta.labels(), ra) {
+    let owned = created_by(meta.labels(), ra)
+        || (before_the_uid_label && created_before_the_uid_label(&meta.metadata, ra));
+    if !owned {
         return Ok(Deletion::NotOwned);
     }
     let dp = crate::finalizing::only_uid(meta.metadata.uid.clone());
@@ -1118,17 +1153,17 @@ mod tests {
         if let Some(l) = legacy.metadata.labels.as_mut() {
             l.remove(LABEL_RUNTIME_ACCESS_UID);
         }
-        assert!(created_before_the_uid_label(&legacy, &ra));
+        assert!(created_before_the_uid_label(&legacy.metadata, &ra));
         let mut other = ra.clone();
         other.metadata.name = Some("other".into());
         assert!(
-            !created_before_the_uid_label(&legacy, &other),
+            !created_before_the_uid_label(&legacy.metadata, &other),
             "another request's origin"
         );
         let mut foreign = legacy.clone();
         foreign.metadata.labels = None;
         assert!(
-            !created_before_the_uid_label(&foreign, &ra),
+            !created_before_the_uid_label(&foreign.metadata, &ra),
             "without our managed-by label"
         );
         let mut current = service_account(&other);
@@ -1136,7 +1171,7 @@ mod tests {
             a.insert(ANNOTATION_RUNTIME_ACCESS.into(), origin(&ra));
         }
         assert!(
-            !created_before_the_uid_label(&current, &ra),
+            !created_before_the_uid_label(&current.metadata, &ra),
             "a UID label of another request is final"
         );
     }

@@ -1067,13 +1067,14 @@ async fn a_refused_secret_write_that_quotes_the_token_leaks_it_nowhere() -> Resu
     Ok(())
 }
 
-/// A finalizer on the request's account (a controller of the runtime's, or a token that may
-/// patch ServiceAccounts in its namespace: not the request's own, which may not) keeps it
+/// A finalizer on the request's account (a controller of the runtime's, or another request's
+/// token that may patch ServiceAccounts in its namespace; the request's own may not) keeps it
 /// terminating after the revocation's delete. The pass went on with that account: bindings
 /// applied again and a token issued for it, `Ready`/`KubeconfigRevoked`, while the API server
 /// stops taking tokens of an account deleted a minute ago, the new one included. Now: the
-/// revocation takes the bindings and says the account is held (`ShootAccessFailed` naming the
-/// finalizer), issues nothing, and makes the account anew once the finalizer is gone.
+/// revocation takes the bindings and says the account is held (`ServiceAccountBeingDeleted`
+/// naming the finalizer), issues nothing, and makes the account anew once the finalizer is
+/// gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()> {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -1123,7 +1124,7 @@ async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()
     let held = access_condition_saying(
         &requests,
         "holder",
-        "ShootAccessFailed",
+        "ServiceAccountBeingDeleted",
         "e2e.kyma-project.io/hold",
     )
     .await?;

@@ -806,6 +806,63 @@ async fn an_account_made_anew_replaces_the_token_the_secret_holds() -> Result<()
     Ok(())
 }
 
+/// An account made before the controller labelled its objects with the request's UID (the
+/// managed-by label and the request's annotation, no UID label) is the request's own when the
+/// request was served with it, as every pass that reaches the runtime counts it: a revocation
+/// replaces it. The revocation's delete counted only the UID label and refused
+/// (`RevocationRefused`), the tokens kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_replaces_an_account_made_before_the_uid_label() -> Result<()> {
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
+    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-legacy", &[]).await?;
+    let apps = env.shoot_namespace("legacy").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let (_, leaked) = served_reader(&requests, &secrets, &ns, &id, &apps).await?;
+    let leaked_client = access::client_from_yaml("leaked", &leaked).await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    let legacy = accounts
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL_RUNTIME_ACCESS_UID: null}}})),
+        )
+        .await?;
+    annotate(&requests, "reader", json!({REVOKE: "true"})).await?;
+    eventually("revoked", Duration::from_secs(60), || async {
+        let ra = requests.get("reader").await?;
+        let reason = ra
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.first())
+            .map(|c| c.reason.clone());
+        Ok((!ra.annotations().contains_key(REVOKE)
+            && reason.as_deref() == Some("KubeconfigRevoked"))
+        .then_some(()))
+    })
+    .await?;
+    assert_ne!(
+        accounts.get("reader").await?.uid(),
+        legacy.uid(),
+        "replaced"
+    );
+    refused_at_once("the leaked token", &leaked_client).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&leaked);
+    Ok(())
+}
+
 /// Request `reader` (ConfigMaps in `apps`) for runtime `id`, served: its status and kubeconfig.
 async fn served_reader(
     requests: &Api<RuntimeAccess>,
