@@ -467,9 +467,9 @@ pub async fn ensure_service_account(
             // race, tried again.
             Err(e) if is_status(&e, 409) => match api.get_opt(&sa.name).await? {
                 Some(existing) => Ok(Some(existing)),
-                None => Err(e.into()),
+                None => Err(ServiceAccountError::Api(e)),
             },
-            Err(e) => Err(e.into()),
+            Err(e) => Err(ServiceAccountError::Api(e)),
         }
     };
     let existing = match api.get_opt(&sa.name).await? {
