@@ -950,6 +950,48 @@ async fn scenario(
         "result=\"failed\"",
     )
     .await?;
+    // One whose revocation is refused: its account in the runtime lost the request's marks.
+    let mut leaky = serde_json::to_value(&access)?;
+    leaky["metadata"]["name"] = json!("leaky");
+    leaky["spec"]["serviceAccount"]["name"] = json!("leaky");
+    accesses
+        .create(&PostParams::default(), &serde_json::from_value(leaky)?)
+        .await?;
+    eventually(
+        "RuntimeAccess leaky Ready",
+        Duration::from_secs(90),
+        || async {
+            Ok(accesses
+                .get("leaky")
+                .await?
+                .status
+                .is_some_and(|s| s.state.as_deref() == Some("Ready")))
+        },
+    )
+    .await?;
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(env.shoot_client().await?, &apps)
+        .patch(
+            "leaky",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID: null,
+                kim_shared::names::LABEL_MANAGED_BY: null}}})),
+        )
+        .await?;
+    accesses
+        .patch(
+            "leaky",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS: "true"}}})),
+        )
+        .await?;
+    wait_metric(
+        metrics,
+        "infrastructure_manager_im_runtime_access_state{",
+        &["name=\"leaky\"", "reason=\"RevocationRefused\""],
+    )
+    .await?;
 
     // Gardener answers 503 until the health probe reports it, then 429 twice.
     proxy.inject(Rule {
