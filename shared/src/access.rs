@@ -235,8 +235,10 @@ const CLUSTER_WIDE_WRITES: [(&str, &str); 23] = [
 
 /// Resources whose writes run containers: a Pod spec can ask for privileges, host namespaces
 /// and hostPath volumes, which give root on a node (and with it every credential there) unless
-/// the namespace enforces Pod Security `baseline` or `restricted`.
-const WORKLOADS: [&str; 9] = [
+/// the namespace enforces Pod Security `baseline` or `restricted`. A StatefulSet rebuilds its
+/// Pods from the ControllerRevision its status names, which can be deleted and made again with
+/// another Pod template.
+const WORKLOADS: [&str; 10] = [
     "pods",
     "pods/ephemeralcontainers",
     "deployments",
@@ -246,6 +248,7 @@ const WORKLOADS: [&str; 9] = [
     "jobs",
     "cronjobs",
     "replicationcontrollers",
+    "controllerrevisions",
 ];
 
 /// The Pod Security levels under which a Pod cannot ask for host access (label
@@ -259,7 +262,11 @@ pub const LABEL_POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce
 /// containers there; `None` when its rules run none. The controller serves such a request only
 /// for a namespace that enforces [`POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS`].
 pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
-    let role = ra.spec.role.as_ref()?;
+    workload_writes_of(&ra.spec)
+}
+
+fn workload_writes_of(spec: &RuntimeAccessSpec) -> Option<(&str, &str)> {
+    let role = spec.role.as_ref()?;
     let resource = role.rules.iter().find_map(|rule| {
         let writes = rule
             .verbs
@@ -275,6 +282,22 @@ pub fn workload_writes(ra: &RuntimeAccess) -> Option<(&str, &str)> {
             .flatten()
     })?;
     Some((role.namespace.as_str(), resource.as_str()))
+}
+
+/// The namespace and a resource of `spec.role` through which its token reaches the
+/// ServiceAccounts of that namespace: workload writes (a Pod runs as any account of its
+/// namespace, and keeps it past the account's revocation) or changes of ServiceAccounts (their
+/// labels and finalizers). The controller refuses a request whose such namespace holds another
+/// request's account, and one whose account is in another request's such namespace.
+pub fn reaches_accounts_in(spec: &RuntimeAccessSpec) -> Option<(&str, &str)> {
+    if let Some(found) = workload_writes_of(spec) {
+        return Some(found);
+    }
+    let role = spec.role.as_ref()?;
+    role.rules
+        .iter()
+        .any(changes_service_accounts)
+        .then_some((role.namespace.as_str(), "serviceaccounts"))
 }
 
 /// Whether `rule` updates or patches ServiceAccounts (what changes an existing account's
@@ -1645,6 +1668,7 @@ mod tests {
             "pods/ephemeralcontainers",
             "deployments",
             "daemonsets",
+            "controllerrevisions",
         ] {
             ra.spec.role.as_mut().expect("a role").rules = vec![rule(&[resource], &["update"])];
             assert_eq!(workload_writes(&ra).map(|(_, r)| r), Some(resource));
@@ -1707,6 +1731,23 @@ mod tests {
             vec![rule(&[""], &["serviceaccounts"], &["patch"])];
         ra.spec.service_account.namespace = "kim-access".into();
         assert_eq!(fields(&ra, &AccessPolicy::default()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_namespace_whose_accounts_a_role_reaches_is_found() {
+        let mut ra = pods_reader();
+        assert_eq!(reaches_accounts_in(&ra.spec), None, "reads only");
+        for (resource, verb) in [("deployments", "create"), ("serviceaccounts", "patch")] {
+            ra.spec.role.as_mut().expect("a role").rules =
+                vec![rule(&["", "apps"], &[resource], &[verb])];
+            assert_eq!(reaches_accounts_in(&ra.spec), Some(("apps", resource)));
+        }
+        ra.spec.role.as_mut().expect("a role").rules = vec![rule(
+            &[""],
+            &["serviceaccounts"],
+            &["get", "create", "delete"],
+        )];
+        assert_eq!(reaches_accounts_in(&ra.spec), None);
     }
 
     #[test]

@@ -221,6 +221,94 @@ impl ByRuntime {
             .collect()
     }
 
+    /// The other cached requests of a request's runtime whose ServiceAccount its role reaches,
+    /// or whose role reaches its ServiceAccount ([`kim_shared::access::reaches_accounts_in`]:
+    /// workload writes or ServiceAccount changes in the account's namespace).
+    fn reaching(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+    ) -> impl Iterator<Item = (Arc<StatusApart<RuntimeAccess>>, NamespaceShared)> {
+        let uid = meta.uid.clone();
+        let own_account = spec.service_account.namespace.clone();
+        let own_reach = kim_shared::access::reaches_accounts_in(spec)
+            .map(|(ns, resource)| (ns.to_owned(), resource.to_owned()));
+        self.of(&spec.runtime_id)
+            .into_iter()
+            .filter_map(|r| self.cache.get(&r))
+            .filter(move |other| other.metadata.uid != uid)
+            .filter_map(move |other| {
+                let other_account = &other.spec.service_account;
+                let shared = match &own_reach {
+                    Some((ns, resource)) if *ns == other_account.namespace => {
+                        NamespaceShared::ItsAccount {
+                            namespace: ns.clone(),
+                            resource: resource.clone(),
+                            account: other_account.name.clone(),
+                        }
+                    }
+                    _ => {
+                        let (ns, resource) = kim_shared::access::reaches_accounts_in(&other.spec)?;
+                        if ns != own_account {
+                            return None;
+                        }
+                        NamespaceShared::OurAccount {
+                            namespace: ns.to_owned(),
+                            resource: resource.to_owned(),
+                        }
+                    }
+                };
+                Some((other, shared))
+            })
+    }
+
+    /// The requests of the runtime that [`Self::namespace_shared`] refuses because of this one
+    /// (or it because of them): run again when it goes.
+    pub fn reaching_refs(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+    ) -> Vec<ObjectRef<StatusApart<RuntimeAccess>>> {
+        self.reaching(meta, spec)
+            .map(|(other, _)| ObjectRef::from_obj(&*other))
+            .collect()
+    }
+
+    /// Why a request is refused: an earlier request of its runtime (by creation time, then UID;
+    /// requests being deleted count until they are gone) keeps its ServiceAccount in the
+    /// namespace this request's role writes workloads or changes ServiceAccounts in, or writes
+    /// workloads or changes ServiceAccounts in the namespace of this request's account. A Pod
+    /// made there runs as any account of the namespace, with its rights, and keeps it past the
+    /// account's revocation (the kubelet asks for the token of the account by name); a changed
+    /// account no longer reads as the request's. Of two such requests the first is served.
+    pub fn namespace_shared(
+        &self,
+        meta: &ObjectMeta,
+        spec: &RuntimeAccessSpec,
+    ) -> Option<(String, NamespaceShared)> {
+        let own = (meta.creation_timestamp.clone(), meta.uid.clone());
+        self.reaching(meta, spec)
+            .map(|(other, shared)| {
+                let order = (
+                    other.metadata.creation_timestamp.clone(),
+                    other.metadata.uid.clone(),
+                );
+                (order, other, shared)
+            })
+            .filter(|(order, _, _)| *order < own)
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, other, shared)| {
+                (
+                    format!(
+                        "{}/{}",
+                        other.namespace().unwrap_or_default(),
+                        other.name_any()
+                    ),
+                    shared,
+                )
+            })
+    }
+
     /// The request, as `<namespace>/<name>`, that holds the ServiceAccount a request names:
     /// the first of the cached requests of the runtime that name it, by creation time, then
     /// (creation times are whole seconds) one whose status lists the account before one whose
@@ -261,6 +349,21 @@ impl ByRuntime {
                 )
             })
     }
+}
+
+/// How a request and an earlier one of its runtime share a namespace
+/// ([`ByRuntime::namespace_shared`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceShared {
+    /// This request's role writes `resource` in `namespace`, where the other keeps its
+    /// ServiceAccount `account`.
+    ItsAccount {
+        namespace: String,
+        resource: String,
+        account: String,
+    },
+    /// The other's role writes `resource` in `namespace`, where this request's ServiceAccount is.
+    OurAccount { namespace: String, resource: String },
 }
 
 /// Runs the RuntimeAccess reconciler until `shutdown`.
@@ -417,6 +520,108 @@ mod tests {
         writer.apply_watcher_event(&watcher::Event::Apply(klm.clone()));
         assert_eq!(holder(&klm), None);
         assert_eq!(holder(&twin).as_deref(), Some("kcp-system/klm"));
+    }
+
+    /// A request whose role writes `resource` (with `verb`) in `role_ns`.
+    fn writer(
+        name: &str,
+        runtime_id: &str,
+        account_ns: &str,
+        role_ns: &str,
+        grant: (&str, &str),
+        created: &str,
+    ) -> StatusApart<RuntimeAccess> {
+        let mut value =
+            serde_json::to_value(test_request(name, runtime_id, (account_ns, name), created))
+                .unwrap();
+        value["spec"]["role"] = json!({"namespace": role_ns, "rules": [
+            {"apiGroups": ["", "apps"], "resources": [grant.0], "verbs": ["get", grant.1]}]});
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn of_two_requests_sharing_a_namespace_of_accounts_and_their_writes_the_first_is_served() {
+        let (cache, mut writer_) = reflector::store();
+        let store = ByRuntime::new(cache);
+        let mut add = |ra: StatusApart<RuntimeAccess>| {
+            writer_.apply_watcher_event(&watcher::Event::Apply(ra.clone()));
+            store.insert(&ra);
+            ra
+        };
+        let at = |second: u32| format!("2026-12-07T10:00:{second:02}Z");
+        // B keeps its account in "team"; A (later) runs Deployments there.
+        let b = add(writer(
+            "b",
+            "rt-1",
+            "team",
+            "team-apps",
+            ("configmaps", "get"),
+            &at(1),
+        ));
+        let a = add(writer(
+            "a",
+            "rt-1",
+            "accounts",
+            "team",
+            ("deployments", "create"),
+            &at(2),
+        ));
+        // Not sharing: another runtime, a reads-only role, writes elsewhere.
+        add(writer("c", "rt-2", "x", "team", ("pods", "create"), &at(0)));
+        add(writer("d", "rt-1", "y", "team", ("pods", "get"), &at(0)));
+        add(writer(
+            "e",
+            "rt-1",
+            "z",
+            "elsewhere",
+            ("pods", "create"),
+            &at(0),
+        ));
+        let shared =
+            |ra: &StatusApart<RuntimeAccess>| store.namespace_shared(&ra.metadata, &ra.spec);
+        assert_eq!(shared(&b), None, "the first is served");
+        assert_eq!(
+            shared(&a),
+            Some((
+                "kcp-system/b".to_owned(),
+                NamespaceShared::ItsAccount {
+                    namespace: "team".into(),
+                    resource: "deployments".into(),
+                    account: "b".into()
+                }
+            ))
+        );
+        // The other way round: F, later, keeps its account where A changes ServiceAccounts.
+        let g = add(writer(
+            "g",
+            "rt-1",
+            "other",
+            "shared",
+            ("serviceaccounts", "patch"),
+            &at(3),
+        ));
+        let f = add(writer(
+            "f",
+            "rt-1",
+            "shared",
+            "f-apps",
+            ("configmaps", "get"),
+            &at(4),
+        ));
+        assert_eq!(
+            shared(&f),
+            Some((
+                "kcp-system/g".to_owned(),
+                NamespaceShared::OurAccount {
+                    namespace: "shared".into(),
+                    resource: "serviceaccounts".into()
+                }
+            ))
+        );
+        assert_eq!(shared(&g), None);
+        // Each is run again when the other goes.
+        assert_eq!(names(store.reaching_refs(&b.metadata, &b.spec)), ["a"]);
+        assert_eq!(names(store.reaching_refs(&g.metadata, &g.spec)), ["f"]);
     }
 
     fn secret(value: serde_json::Value) -> PartialObjectMeta<Secret> {

@@ -146,8 +146,14 @@ impl Reconciler {
 
 impl crate::watch::Forget<StatusApart<RuntimeAccess>> for Reconciler {
     fn forget(&self, ra: &StatusApart<RuntimeAccess>) {
-        // Those that waited for it as the holder of their account go on at once.
-        for waiting in self.by_runtime.sharing(&ra.metadata, &ra.spec) {
+        // Those that waited for it as the holder of their account, or for the namespace it
+        // shared with them, go on at once.
+        let waiting = self
+            .by_runtime
+            .sharing(&ra.metadata, &ra.spec)
+            .into_iter()
+            .chain(self.by_runtime.reaching_refs(&ra.metadata, &ra.spec));
+        for waiting in waiting {
             self.release(&waiting);
             self.passes.run_next(waiting);
         }
@@ -527,6 +533,11 @@ pub const REASON_SHOOT_ACCESS_FAILED: &str = "ShootAccessFailed";
 /// the request's, or an aggregation rule was added to its ClusterRole.
 pub const REASON_ROLE_NOT_OWNED: &str = "RoleNotOwned";
 
+/// Condition reason: an earlier request of the runtime keeps its ServiceAccount where this
+/// one's role writes workloads or changes ServiceAccounts, or the other way round
+/// ([`super::ByRuntime::namespace_shared`]).
+pub const REASON_NAMESPACE_SHARED: &str = "AccountNamespaceShared";
+
 /// Condition reason: the ServiceAccount is being deleted and held by finalizers; no token is
 /// issued for it (the API server stops taking its tokens a minute after the deletion).
 pub const REASON_SERVICE_ACCOUNT_BEING_DELETED: &str = "ServiceAccountBeingDeleted";
@@ -769,6 +780,37 @@ async fn apply(
         // Waiting is not a failure: counted as an error and retried with backoff, a few
         // waiting requests would make most of the reconciles of a quiet controller fail. The
         // holder's deletion runs this one at once (`Forget`), as does a relist.
+        return Ok(Action::requeue(WAIT_FOR_HOLDER));
+    }
+    if let Some((other, shared)) = reconciler
+        .by_runtime
+        .namespace_shared(&ra.metadata, &ra.spec)
+    {
+        let msg = match shared {
+            super::NamespaceShared::ItsAccount {
+                namespace,
+                resource,
+                account,
+            } => format!(
+                "spec.role writes {resource:?} in namespace {namespace} of runtime {}, where RuntimeAccess {other} keeps its ServiceAccount {account}: a Pod made with this token could run as that account, with its rights and past its revocation, and a changed account no longer reads as that request's; grant these writes in a namespace that holds no other request's ServiceAccount (this one is served once {other} is gone)",
+                ra.spec.runtime_id
+            ),
+            super::NamespaceShared::OurAccount {
+                namespace,
+                resource,
+            } => format!(
+                "spec.serviceAccount is in namespace {namespace} of runtime {}, where the role of RuntimeAccess {other} writes {resource:?}: a Pod made with its token could run as this account, and keep it past a revocation; keep the account in a namespace where no other request writes workloads or ServiceAccounts (spec.serviceAccount cannot change: create a new RuntimeAccess; this one is served once {other} is gone)",
+                ra.spec.runtime_id
+            ),
+        };
+        write_status(
+            reconciler,
+            ra,
+            status_with(ra, "Error", "False", REASON_NAMESPACE_SHARED, &msg, now),
+        )
+        .await?;
+        // As a request waiting for the holder of its account: no failure, run again at the
+        // other's deletion (`Forget`).
         return Ok(Action::requeue(WAIT_FOR_HOLDER));
     }
 

@@ -1215,3 +1215,108 @@ async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()
     assert_not_logged(&fresh);
     Ok(())
 }
+
+/// Attack: a request whose role may run workloads in the namespace where another request keeps
+/// its ServiceAccount (Pod Security `baseline` there, so the workload rule lets it pass) makes a
+/// Pod with `serviceAccountName` of that account: the other request's rights, and past its
+/// revocation (the kubelet asks for the token of the account by name). Now the later of the two
+/// is refused (`AccountNamespaceShared` naming the other), nothing is made for it in the
+/// runtime, and it is served as soon as the other is gone; a request whose account would be
+/// where another's role writes workloads is refused the same way. No failed reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_runs_workloads_where_another_keeps_its_account() -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-shared-ns", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let team = env.shoot_namespace("team").await?;
+    let accounts = env.shoot_namespace("runners").await?;
+    Api::<Namespace>::all(shoot_admin.clone())
+        .patch(
+            &team,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "baseline"}}})),
+        )
+        .await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "owner", &id, configmap_reader("owner", &team, &team))?,
+        )
+        .await?;
+    access_ready(&requests, "owner").await?;
+    let failed_before = ctl.access_reconciles_with("error").await?;
+    let runner = |name: &str, account_ns: &str| {
+        json!({
+            "serviceAccount": {"name": name, "namespace": account_ns},
+            "role": {"namespace": team, "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create"]}]},
+            "tokenExpirationSeconds": 600,
+        })
+    };
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "runner", &id, runner("runner", &accounts))?,
+        )
+        .await?;
+    let refused = access_condition_saying(
+        &requests,
+        "runner",
+        "AccountNamespaceShared",
+        &format!("where RuntimeAccess {ns}/owner keeps its ServiceAccount owner"),
+    )
+    .await?;
+    assert!(
+        refused.message.contains("spec.role writes \"pods\""),
+        "{}",
+        refused.message
+    );
+    assert!(!exists(&secrets, "runner-kubeconfig").await?);
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &accounts),
+            "runner"
+        )
+        .await?,
+        "nothing is made in the runtime for a refused request"
+    );
+    ctl.access_settled().await?;
+    assert_eq!(
+        ctl.access_reconciles_with("error").await?,
+        failed_before,
+        "a refusal counted as a failed reconcile"
+    );
+
+    // The owner goes: the runner is served at once, not at its fallback five minutes later.
+    delete_access(&requests, &secrets, "owner", "owner-kubeconfig").await?;
+    access_ready(&requests, "runner").await?;
+    // Now a request whose account would be where the runner runs Pods is the later one.
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "late", &id, configmap_reader("late", &team, &team))?,
+        )
+        .await?;
+    access_condition_saying(
+        &requests,
+        "late",
+        "AccountNamespaceShared",
+        &format!("spec.serviceAccount is in namespace {team}"),
+    )
+    .await?;
+    assert!(!exists(&secrets, "late-kubeconfig").await?);
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
