@@ -274,7 +274,8 @@ impl ByRuntime {
             .collect()
     }
 
-    /// Why a request is refused: an earlier request of its runtime (by creation time, then UID;
+    /// Why a request is refused: an earlier request of its runtime (by creation time, then one
+    /// served with its account before one that was not, then UID, as [`Self::account_holder`];
     /// requests being deleted count until they are gone) keeps its ServiceAccount in the
     /// namespace this request's role writes workloads or changes ServiceAccounts in, or writes
     /// workloads or changes ServiceAccounts in the namespace of this request's account. A Pod
@@ -285,12 +286,18 @@ impl ByRuntime {
         &self,
         meta: &ObjectMeta,
         spec: &RuntimeAccessSpec,
+        status: Option<&RuntimeAccessStatus>,
     ) -> Option<(String, NamespaceShared)> {
-        let own = (meta.creation_timestamp.clone(), meta.uid.clone());
+        let own = (
+            meta.creation_timestamp.clone(),
+            !reconcile::lists_account(status, &spec.service_account),
+            meta.uid.clone(),
+        );
         self.reaching(meta, spec)
             .map(|(other, shared)| {
                 let order = (
                     other.metadata.creation_timestamp.clone(),
+                    !reconcile::lists_account(other.status(), &other.spec.service_account),
                     other.metadata.uid.clone(),
                 );
                 (order, other, shared)
@@ -577,8 +584,9 @@ mod tests {
             ("pods", "create"),
             &at(0),
         ));
-        let shared =
-            |ra: &StatusApart<RuntimeAccess>| store.namespace_shared(&ra.metadata, &ra.spec);
+        let shared = |ra: &StatusApart<RuntimeAccess>| {
+            store.namespace_shared(&ra.metadata, &ra.spec, ra.status())
+        };
         assert_eq!(shared(&b), None, "the first is served");
         assert_eq!(
             shared(&a),
@@ -619,6 +627,33 @@ mod tests {
             ))
         );
         assert_eq!(shared(&g), None);
+        // The same second: the UID orders them ("uid-a..." first), unless one was served with
+        // its account: it stays served.
+        let h = add(writer(
+            "h",
+            "rt-1",
+            "h-accounts",
+            "tie",
+            ("pods", "create"),
+            &at(5),
+        ));
+        let mut served = serde_json::to_value(writer(
+            "z",
+            "rt-1",
+            "tie",
+            "z-apps",
+            ("pods", "get"),
+            &at(5),
+        ))
+        .unwrap();
+        served["status"] = json!({"shootObjects": [
+            {"kind": "ServiceAccount", "name": "z", "namespace": "tie"}]});
+        let z = add(serde_json::from_value(served).unwrap());
+        assert_eq!(shared(&z), None, "served before");
+        assert_eq!(
+            shared(&h).map(|(other, _)| other).as_deref(),
+            Some("kcp-system/z")
+        );
         // Each is run again when the other goes.
         assert_eq!(names(store.reaching_refs(&b.metadata, &b.spec)), ["a"]);
         assert_eq!(names(store.reaching_refs(&g.metadata, &g.spec)), ["f"]);

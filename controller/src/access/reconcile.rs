@@ -782,9 +782,10 @@ async fn apply(
         // holder's deletion runs this one at once (`Forget`), as does a relist.
         return Ok(Action::requeue(WAIT_FOR_HOLDER));
     }
-    if let Some((other, shared)) = reconciler
-        .by_runtime
-        .namespace_shared(&ra.metadata, &ra.spec)
+    if let Some((other, shared)) =
+        reconciler
+            .by_runtime
+            .namespace_shared(&ra.metadata, &ra.spec, ra.status.as_ref())
     {
         let msg = match shared {
             super::NamespaceShared::ItsAccount {
