@@ -373,6 +373,28 @@ pub enum NamespaceShared {
     OurAccount { namespace: String, resource: String },
 }
 
+impl NamespaceShared {
+    /// The condition message of a request refused because of `other` (`<namespace>/<name>`) in
+    /// runtime `runtime_id`.
+    pub fn message(&self, other: &str, runtime_id: &str) -> String {
+        match self {
+            Self::ItsAccount {
+                namespace,
+                resource,
+                account,
+            } => format!(
+                "spec.role writes {resource:?} in namespace {namespace} of runtime {runtime_id}, where RuntimeAccess {other} keeps its ServiceAccount {account}: a Pod made with this token could run as that account, with its rights and past its revocation, and a changed account no longer reads as that request's; grant these writes in a namespace that holds no other request's ServiceAccount (this one is served once {other} is gone)"
+            ),
+            Self::OurAccount {
+                namespace,
+                resource,
+            } => format!(
+                "spec.serviceAccount is in namespace {namespace} of runtime {runtime_id}, where the role of RuntimeAccess {other} writes {resource:?}: a Pod made with its token could run as this account, and keep it past a revocation; keep the account in a namespace where no other request writes workloads or ServiceAccounts (spec.serviceAccount cannot change: create a new RuntimeAccess; this one is served once {other} is gone)"
+            ),
+        }
+    }
+}
+
 /// Runs the RuntimeAccess reconciler until `shutdown`.
 pub async fn run(
     ctx: Arc<Context>,

@@ -787,23 +787,7 @@ async fn apply(
             .by_runtime
             .namespace_shared(&ra.metadata, &ra.spec, ra.status.as_ref())
     {
-        let msg = match shared {
-            super::NamespaceShared::ItsAccount {
-                namespace,
-                resource,
-                account,
-            } => format!(
-                "spec.role writes {resource:?} in namespace {namespace} of runtime {}, where RuntimeAccess {other} keeps its ServiceAccount {account}: a Pod made with this token could run as that account, with its rights and past its revocation, and a changed account no longer reads as that request's; grant these writes in a namespace that holds no other request's ServiceAccount (this one is served once {other} is gone)",
-                ra.spec.runtime_id
-            ),
-            super::NamespaceShared::OurAccount {
-                namespace,
-                resource,
-            } => format!(
-                "spec.serviceAccount is in namespace {namespace} of runtime {}, where the role of RuntimeAccess {other} writes {resource:?}: a Pod made with its token could run as this account, and keep it past a revocation; keep the account in a namespace where no other request writes workloads or ServiceAccounts (spec.serviceAccount cannot change: create a new RuntimeAccess; this one is served once {other} is gone)",
-                ra.spec.runtime_id
-            ),
-        };
+        let msg = shared.message(&other, &ra.spec.runtime_id);
         write_status(
             reconciler,
             ra,

@@ -485,7 +485,7 @@ pub async fn ensure_service_account(
         return Err(being_deleted(&existing));
     }
     let labelled = created_by(existing.labels(), ra);
-    if !labelled && !created_before_the_uid_label(&existing.metadata, ra) {
+    if !labelled && !created_before_the_uid_label(&existing, ra) {
         return Err(not_owned());
     }
     if !served {
@@ -531,18 +531,12 @@ fn being_deleted(sa: &ServiceAccount) -> ServiceAccountError {
 /// request's UID, by its marks: no UID label at all, our managed-by label and the request's
 /// origin annotation. Whoever may patch ServiceAccounts can set these marks too, so
 /// [`ensure_service_account`] trusts them only for a request served with the account. Pure.
-pub fn created_before_the_uid_label(sa: &ObjectMeta, ra: &RuntimeAccess) -> bool {
-    let labels = sa.labels.as_ref();
-    !labels.is_some_and(|l| l.contains_key(LABEL_RUNTIME_ACCESS_UID))
-        && labels
-            .and_then(|l| l.get(names::LABEL_MANAGED_BY))
-            .map(String::as_str)
+pub fn created_before_the_uid_label(sa: &impl kube::Resource, ra: &RuntimeAccess) -> bool {
+    let labels = sa.labels();
+    !labels.contains_key(LABEL_RUNTIME_ACCESS_UID)
+        && labels.get(names::LABEL_MANAGED_BY).map(String::as_str)
             == Some(names::MANAGED_BY_INFRASTRUCTURE_MANAGER)
-        && sa
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_RUNTIME_ACCESS))
-            == Some(&origin(ra))
+        && sa.annotations().get(ANNOTATION_RUNTIME_ACCESS) == Some(&origin(ra))
 }
 
 /// Applies one RBAC object (server-side apply). A binding whose roleRef changed is recreated,
@@ -775,7 +769,7 @@ where
         return Ok(Deletion::Absent);
     };
     let owned = created_by(meta.labels(), ra)
-        || (before_the_uid_label && created_before_the_uid_label(&meta.metadata, ra));
+        || (before_the_uid_label && created_before_the_uid_label(&meta, ra));
     if !owned {
         return Ok(Deletion::NotOwned);
     }
@@ -1153,17 +1147,17 @@ mod tests {
         if let Some(l) = legacy.metadata.labels.as_mut() {
             l.remove(LABEL_RUNTIME_ACCESS_UID);
         }
-        assert!(created_before_the_uid_label(&legacy.metadata, &ra));
+        assert!(created_before_the_uid_label(&legacy, &ra));
         let mut other = ra.clone();
         other.metadata.name = Some("other".into());
         assert!(
-            !created_before_the_uid_label(&legacy.metadata, &other),
+            !created_before_the_uid_label(&legacy, &other),
             "another request's origin"
         );
         let mut foreign = legacy.clone();
         foreign.metadata.labels = None;
         assert!(
-            !created_before_the_uid_label(&foreign.metadata, &ra),
+            !created_before_the_uid_label(&foreign, &ra),
             "without our managed-by label"
         );
         let mut current = service_account(&other);
@@ -1171,7 +1165,7 @@ mod tests {
             a.insert(ANNOTATION_RUNTIME_ACCESS.into(), origin(&ra));
         }
         assert!(
-            !created_before_the_uid_label(&current.metadata, &ra),
+            !created_before_the_uid_label(&current, &ra),
             "a UID label of another request is final"
         );
     }

@@ -304,6 +304,18 @@ impl Controller {
         .await
     }
 
+    /// Waits until the RuntimeAccess reconciles settle ([`Self::access_settled`]), then asserts
+    /// that none failed since the count `failed_before` (`access_reconciles_with("error")`).
+    async fn assert_no_access_failure_since(&self, failed_before: u64, what: &str) -> Result<()> {
+        self.access_settled().await?;
+        assert_eq!(
+            self.access_reconciles_with("error").await?,
+            failed_before,
+            "{what}"
+        );
+        Ok(())
+    }
+
     /// Waits until no RuntimeAccess reconcile ran for 1.5 s; returns the reconcile count.
     async fn access_settled(&self) -> Result<u64> {
         let mut last = self.access_reconciles().await?;

@@ -529,12 +529,11 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
         &format!("revoking the tokens: ServiceAccount {apps}/{account} is a subject of RoleBinding/{apps}/kim-access:{ns}:victim, which this RuntimeAccess did not create: it is another's account"),
     )
     .await?;
-    ctl.access_settled().await?;
-    assert_eq!(
-        ctl.access_reconciles_with("error").await?,
+    ctl.assert_no_access_failure_since(
         failed_before,
-        "a refused revocation counted as a failed reconcile"
-    );
+        "a refused revocation counted as a failed reconcile",
+    )
+    .await?;
     assert_eq!(
         accounts.get(&account).await?.uid(),
         victims,
@@ -1158,20 +1157,7 @@ async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()
         },
     )
     .await?;
-    eventually(
-        "the leaked token unauthenticated",
-        Duration::from_secs(90),
-        || async {
-            Ok(match whoami(leaked_client.clone()).await {
-                Err(e) => e
-                    .downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
-                    .then_some(()),
-                Ok(_) => None,
-            })
-        },
-    )
-    .await?;
+    refused_within("the leaked token", &leaked_client, Duration::from_secs(90)).await?;
     assert!(
         accounts.get("holder").await?.uid() == held_uid,
         "the held account is still there"
@@ -1185,18 +1171,7 @@ async fn a_finalizer_on_the_account_does_not_outlive_a_revocation() -> Result<()
             &Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
         .await?;
-    let revoked = eventually("revoked", Duration::from_secs(90), || async {
-        let ra = requests.get("holder").await?;
-        let reason = ra
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.first())
-            .map(|c| c.reason.clone());
-        Ok((!ra.annotations().contains_key(REVOKE)
-            && reason.as_deref() == Some("KubeconfigRevoked"))
-        .then_some(ra))
-    })
-    .await?;
+    let revoked = revoked(&requests, "holder", Duration::from_secs(90)).await?;
     assert_ne!(accounts.get("holder").await?.uid(), held_uid);
     let fresh = access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?;
     let fresh_client = access::client_from_yaml("fresh", &fresh).await?;
@@ -1291,12 +1266,8 @@ async fn a_request_never_runs_workloads_where_another_keeps_its_account() -> Res
         .await?,
         "nothing is made in the runtime for a refused request"
     );
-    ctl.access_settled().await?;
-    assert_eq!(
-        ctl.access_reconciles_with("error").await?,
-        failed_before,
-        "a refusal counted as a failed reconcile"
-    );
+    ctl.assert_no_access_failure_since(failed_before, "a refusal counted as a failed reconcile")
+        .await?;
 
     // The owner goes: the runner is served at once, not at its fallback five minutes later.
     delete_access(&requests, &secrets, "owner", "owner-kubeconfig").await?;

@@ -117,19 +117,42 @@ where
 /// Waits until the runtime's API server answers `client` with 401 (the apiserver checks a
 /// token's account UID from its informer: a moment may pass after a revocation).
 async fn refused_at_once(what: &str, client: &kube::Client) -> Result<()> {
-    eventually(
-        &format!("{what} refused"),
-        Duration::from_secs(15),
-        || async {
-            Ok(match whoami(client.clone()).await {
-                Err(e) => e
-                    .downcast_ref::<kube::Error>()
-                    .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
-                    .then_some(()),
-                Ok(_) => None,
-            })
-        },
-    )
+    refused_within(what, client, Duration::from_secs(15)).await
+}
+
+/// Waits up to `within` until the runtime's API server answers `client` with 401.
+async fn refused_within(what: &str, client: &kube::Client, within: Duration) -> Result<()> {
+    eventually(&format!("{what} refused"), within, || async {
+        Ok(match whoami(client.clone()).await {
+            Err(e) => e
+                .downcast_ref::<kube::Error>()
+                .is_some_and(|e| matches!(e, kube::Error::Api(s) if s.code == 401))
+                .then_some(()),
+            Ok(_) => None,
+        })
+    })
+    .await
+}
+
+/// Waits up to `within` until the revocation asked of request `name` is served: the annotation
+/// gone and the condition `KubeconfigRevoked`. Returns the request.
+async fn revoked(
+    requests: &Api<RuntimeAccess>,
+    name: &str,
+    within: Duration,
+) -> Result<RuntimeAccess> {
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS;
+    use kube::ResourceExt;
+    eventually("revoked", within, || async {
+        let ra = requests.get(name).await?;
+        let reason = ra
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.first())
+            .map(|c| c.reason.clone());
+        let served = !ra.annotations().contains_key(ANNOTATION_REVOKE_TOKENS);
+        Ok((served && reason.as_deref() == Some("KubeconfigRevoked")).then_some(ra))
+    })
     .await
 }
 

@@ -625,17 +625,7 @@ async fn revoking_the_tokens_of_a_runtime_access_ends_a_leaked_kubeconfig_at_onc
             &Patch::Merge(json!({"metadata": {"annotations": {REVOKE: "true"}}})),
         )
         .await?;
-    let revoked = eventually("revoked", Duration::from_secs(60), || async {
-        let ra = requests.get("reader").await?;
-        let served = !ra.annotations().contains_key(REVOKE);
-        let reason = ra
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.first())
-            .map(|c| c.reason.clone());
-        Ok((served && reason.as_deref() == Some("KubeconfigRevoked")).then_some(ra))
-    })
-    .await?;
+    let revoked = revoked(&requests, "reader", Duration::from_secs(60)).await?;
     let fresh = access_kubeconfig(&secrets, revoked.status.as_ref().context("status")?).await?;
     assert_ne!(token_of(&fresh), token_of(&leaked), "a new token");
     assert_eq!(
@@ -839,18 +829,7 @@ async fn a_revocation_replaces_an_account_made_before_the_uid_label() -> Result<
         )
         .await?;
     annotate(&requests, "reader", json!({REVOKE: "true"})).await?;
-    eventually("revoked", Duration::from_secs(60), || async {
-        let ra = requests.get("reader").await?;
-        let reason = ra
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.first())
-            .map(|c| c.reason.clone());
-        Ok((!ra.annotations().contains_key(REVOKE)
-            && reason.as_deref() == Some("KubeconfigRevoked"))
-        .then_some(()))
-    })
-    .await?;
+    revoked(&requests, "reader", Duration::from_secs(60)).await?;
     assert_ne!(
         accounts.get("reader").await?.uid(),
         legacy.uid(),
