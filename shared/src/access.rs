@@ -313,6 +313,44 @@ fn changes_service_accounts(rule: &PolicyRule) -> bool {
             .any(|r| r == "serviceaccounts")
 }
 
+/// Whether `spec.role` creates, updates or patches Services, and in which namespace: a Service
+/// with `externalIPs` makes kube-proxy on every node send the cluster's traffic for those
+/// addresses to it (CVE-2020-8554), unless the cluster refuses external IPs. The controller
+/// serves such a request only where a server-side dry run of a Service with an external IP is
+/// refused.
+pub fn service_writes(ra: &RuntimeAccess) -> Option<&str> {
+    let role = ra.spec.role.as_ref()?;
+    role.rules
+        .iter()
+        .any(|rule| {
+            rule.verbs
+                .iter()
+                .any(|v| matches!(v.as_str(), "create" | "update" | "patch"))
+                && rule.resources.iter().flatten().any(|r| r == "services")
+        })
+        .then_some(role.namespace.as_str())
+}
+
+/// Resources whose writes in one namespace redirect traffic beyond it, whatever the cluster's
+/// admission: a Service's load-balancer address in its status (kube-proxy sends the cluster's
+/// traffic for that address to the Service, CVE-2020-8554), and endpoints, which point a Service
+/// at any address, other namespaces' Pods included, past their network policies
+/// (CVE-2021-25740; Kubernetes' own `edit` and `admin` roles stopped granting them).
+const TRAFFIC_REDIRECTS: [(&str, &str); 3] = [
+    (
+        "services/status",
+        "sets a Service's load-balancer address, and kube-proxy on every node then sends the cluster's traffic for that address to the Service (CVE-2020-8554)",
+    ),
+    (
+        "endpoints",
+        "points a Service at any address, other namespaces' Pods included, past their network policies (CVE-2021-25740)",
+    ),
+    (
+        "endpointslices",
+        "points a Service at any address, other namespaces' Pods included, past their network policies (CVE-2021-25740)",
+    ),
+];
+
 /// RBAC objects of a namespace: whoever may write them can bind its own rules to anyone.
 const NAMESPACED_RBAC: [&str; 2] = ["roles", "rolebindings"];
 
@@ -1014,6 +1052,15 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
                 ),
             });
         } else if let Some(verb) = write_verb
+            && let Some((_, why)) = TRAFFIC_REDIRECTS.iter().find(|(r, _)| r == resource)
+        {
+            out.push(ForbiddenGrant {
+                list: "resources",
+                message: format!(
+                    "{verb:?} on {resource:?} {why}; grant {resource} only get, list and watch"
+                ),
+            });
+        } else if let Some(verb) = write_verb
             && NAMESPACED_RBAC.contains(&resource.as_str())
         {
             out.push(ForbiddenGrant {
@@ -1456,6 +1503,55 @@ mod tests {
                 &["get", "list"],
             );
             assert_eq!(forbidden_grants(&read, false), Vec::new());
+        }
+    }
+
+    #[test]
+    fn a_namespaced_role_may_not_redirect_traffic_beyond_its_namespace() {
+        for (group, resource, cve) in [
+            ("", "services/status", "CVE-2020-8554"),
+            ("", "endpoints", "CVE-2021-25740"),
+            ("discovery.k8s.io", "endpointslices", "CVE-2021-25740"),
+        ] {
+            for verb in WRITE_VERBS {
+                let got = forbidden_grants(&rule(&[group], &[resource], &[verb]), false);
+                assert_eq!(got.len(), 1, "{verb} {resource}: {got:?}");
+                assert_eq!(got[0].list, "resources");
+                assert!(
+                    got[0].message.contains(cve)
+                        && got[0].message.contains("only get, list and watch"),
+                    "{}",
+                    got[0].message
+                );
+            }
+            let read = rule(&[group], &[resource], &["get", "list", "watch"]);
+            assert_eq!(forbidden_grants(&read, false), Vec::new());
+        }
+        // Services themselves stay grantable: the controller serves them where the cluster
+        // refuses external IPs.
+        let services = rule(&[""], &["services"], &["get", "create", "patch", "delete"]);
+        assert_eq!(forbidden_grants(&services, false), Vec::new());
+    }
+
+    #[test]
+    fn service_writes_of_the_namespaced_role_are_found() {
+        let mut ra = pods_reader();
+        assert_eq!(service_writes(&ra), None);
+        let role = ra.spec.role.as_mut().expect("role");
+        role.rules
+            .push(rule(&[""], &["services"], &["get", "list", "delete"]));
+        assert_eq!(
+            service_writes(&ra),
+            None,
+            "reads and deletes redirect nothing"
+        );
+        for verb in ["create", "update", "patch"] {
+            let mut ra = ra.clone();
+            let role = ra.spec.role.as_mut().expect("role");
+            role.rules
+                .push(rule(&[""], &["configmaps", "services"], &[verb]));
+            let namespace = role.namespace.clone();
+            assert_eq!(service_writes(&ra), Some(namespace.as_str()), "{verb}");
         }
     }
 

@@ -514,6 +514,10 @@ pub const REASON_ADMIN_KUBECONFIG_UNUSABLE: &str = "AdminKubeconfigUnusable";
 /// access.
 pub const REASON_POD_SECURITY_NOT_ENFORCED: &str = "PodSecurityNotEnforced";
 
+/// Condition reason: `spec.role` writes Services in a namespace where the runtime's apiserver
+/// admits a Service with external IPs (or where that cannot be told).
+pub const REASON_SERVICE_EXTERNAL_IPS_ALLOWED: &str = "ServiceExternalIPsAllowed";
+
 /// Condition reason: the KCP Secret exists and this request does not own it.
 pub const REASON_SECRET_NOT_OWNED: &str = "SecretNotOwned";
 
@@ -599,6 +603,33 @@ async fn ensure_shoot_objects(
                     kim_shared::access::LABEL_POD_SECURITY_ENFORCE,
                 ),
             });
+        }
+    }
+    if let Some(namespace) = kim_shared::access::service_writes(ra) {
+        let answer = shoot::external_ips(client, namespace)
+            .await
+            .map_err(failed(format!(
+                "asking whether namespace {namespace} admits Services with external IPs"
+            )))?;
+        let refused = |why: String| StepFailed {
+            reason: REASON_SERVICE_EXTERNAL_IPS_ALLOWED,
+            what: "refusing Service writes".to_owned(),
+            error: format!(
+                "spec.role writes \"services\" in namespace {namespace}, {why}: kube-proxy on every node sends the cluster's traffic for a Service's external IPs to that Service, whatever the address (CVE-2020-8554); refuse external IPs in the cluster (the DenyServiceExternalIPs admission plugin or a ValidatingAdmissionPolicy, see docs/kubeconfigs.md), or grant services only get, list, watch and delete"
+            ),
+        };
+        match answer {
+            shoot::ExternalIps::Refused => {}
+            shoot::ExternalIps::Admitted => {
+                return Err(refused(
+                    "where the cluster admits a Service with external IPs (a server-side dry run was admitted)".to_owned(),
+                ));
+            }
+            shoot::ExternalIps::Unclear(with_ip, without) => {
+                return Err(refused(format!(
+                    "where it cannot be told whether the cluster admits a Service with external IPs: a server-side dry run was refused both with an external IP ({with_ip}) and without ({without})"
+                )));
+            }
         }
     }
     let mut created: Vec<ShootObjectRef> = Vec::new();
@@ -1135,6 +1166,7 @@ fn refusal(reason: &str) -> bool {
         REASON_SERVICE_ACCOUNT_NOT_OWNED,
         REASON_ROLE_NOT_OWNED,
         REASON_POD_SECURITY_NOT_ENFORCED,
+        REASON_SERVICE_EXTERNAL_IPS_ALLOWED,
         REASON_REVOCATION_REFUSED,
     ]
     .contains(&reason)

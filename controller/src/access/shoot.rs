@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount, ServicePort, ServiceSpec};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
 };
@@ -382,6 +382,81 @@ pub async fn pod_security_level(
         .labels()
         .get(kim_shared::access::LABEL_POD_SECURITY_ENFORCE)
         .cloned())
+}
+
+/// What the runtime's apiserver answers to a Service with an external IP in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalIps {
+    /// Refused, while the same Service without it is admitted.
+    Refused,
+    /// Admitted: a role there that writes Services could intercept the cluster's traffic for
+    /// any address.
+    Admitted,
+    /// Both refused (the two answers): whether external IPs are refused cannot be told.
+    Unclear(String, String),
+}
+
+/// An address of TEST-NET-1 (RFC 5737), reserved for documentation and routed nowhere.
+const PROBE_EXTERNAL_IP: &str = "192.0.2.1";
+
+/// Asks the runtime's apiserver, with server-side dry runs (nothing is stored, nothing
+/// allocated), whether it admits a Service with an external IP in `namespace`: the answer of
+/// whatever refuses them there (the `DenyServiceExternalIPs` admission plugin, a
+/// ValidatingAdmissionPolicy, a policy webhook), which the API does not show otherwise. When
+/// refused, a Service without it is tried as well, so a quota or a policy against every
+/// Service is not taken for a refusal of external IPs.
+pub async fn external_ips(
+    shoot: &kube::Client,
+    namespace: &str,
+) -> Result<ExternalIps, kube::Error> {
+    let services: Api<Service> = Api::namespaced(shoot.clone(), namespace);
+    let dry_run = PostParams {
+        dry_run: true,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    let with_ip = services
+        .create(&dry_run, &probe_service(Some(PROBE_EXTERNAL_IP)))
+        .await;
+    let Some(with_ip) = refusal(with_ip)? else {
+        return Ok(ExternalIps::Admitted);
+    };
+    Ok(
+        match refusal(services.create(&dry_run, &probe_service(None)).await)? {
+            None => ExternalIps::Refused,
+            Some(without) => ExternalIps::Unclear(with_ip, without),
+        },
+    )
+}
+
+/// `None` for an admitted Service, the message of a refusal at admission or validation
+/// (400, 403, 422); any other error is the apiserver's.
+fn refusal(answer: Result<Service, kube::Error>) -> Result<Option<String>, kube::Error> {
+    match answer {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => Ok(Some(
+            kim_shared::redact::credentials(&format!("{} ({})", s.message, s.code)).into_owned(),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Service of [`external_ips`]' dry runs.
+fn probe_service(external_ip: Option<&str>) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            generate_name: Some("kim-external-ips-probe-".to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..ServicePort::default()
+            }]),
+            external_ips: external_ip.map(|ip| vec![ip.to_owned()]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
 }
 
 /// Objects per page when bindings are searched: each answer stays far below

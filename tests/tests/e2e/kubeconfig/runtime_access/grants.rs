@@ -882,3 +882,230 @@ async fn runtime_access_runs_pods_only_where_pod_security_holds_them() -> Result
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// The ValidatingAdmissionPolicy and its binding that `docs/kubeconfigs.md` gives for refusing
+/// Service external IPs, named after `namespace` and bound to it alone (the runtime cluster is
+/// shared by the tests), plus `extra` validations.
+fn external_ips_policy(
+    namespace: &str,
+    extra: &[serde_json::Value],
+) -> Result<(
+    k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+    k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+)> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/kubeconfigs.md"
+    ))?;
+    let block = doc
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("kind: ValidatingAdmissionPolicy"))
+        .context("docs/kubeconfigs.md gives no ValidatingAdmissionPolicy")?;
+    let yaml: String = block
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect();
+    let mut docs = Vec::new();
+    for d in serde_yaml_ng::Deserializer::from_str(&yaml) {
+        docs.push(serde_json::to_value(
+            <serde_yaml_ng::Value as serde::Deserialize>::deserialize(d)?,
+        )?);
+    }
+    let [mut policy, mut binding] = <[serde_json::Value; 2]>::try_from(docs).map_err(|d| {
+        anyhow::anyhow!("expected a policy and a binding, got {} documents", d.len())
+    })?;
+    let name = format!("deny-service-external-ips-{namespace}");
+    policy["metadata"]["name"] = json!(name);
+    for v in extra {
+        policy["spec"]["validations"]
+            .as_array_mut()
+            .context("validations")?
+            .push(v.clone());
+    }
+    binding["metadata"]["name"] = json!(name);
+    binding["spec"]["policyName"] = json!(name);
+    binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": namespace}}});
+    Ok((
+        serde_json::from_value(policy)?,
+        serde_json::from_value(binding)?,
+    ))
+}
+
+/// Whether the answer is a refusal at admission or validation (403, 422).
+fn forbidden_or_invalid<T>(r: std::result::Result<T, kube::Error>) -> bool {
+    matches!(r, Err(kube::Error::Api(s)) if s.code == 403 || s.code == 422)
+}
+
+/// Attack: a RuntimeAccess whose role may create Services, in a cluster that admits external
+/// IPs, names another cluster's address (an API server, a registry) as a Service's external IP:
+/// kube-proxy on every node sends the cluster's traffic for that address to the Service, to be
+/// read or cut off (CVE-2020-8554). Now: refused (ServiceExternalIPsAllowed) and nothing
+/// created until the cluster refuses external IPs (with the policy the docs give); then served,
+/// and the token may create Services but none with an external IP. A policy that refuses every
+/// Service leaves it unclear, and the request is refused again, saying so. On the code before
+/// it was Ready at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_access_writes_services_only_where_external_ips_are_refused() -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use k8s_openapi::api::core::v1::Service;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-eips", &[]).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let apps = env.shoot_namespace("exposer").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let spec = json!({
+        "serviceAccount": {"name": "exposer", "namespace": apps},
+        "role": {"namespace": apps, "rules": [
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
+        ]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "exposer", &id, spec)?,
+        )
+        .await?;
+    let failed_before = ctl.access_reconciles_with("error").await?;
+    let refused = access_condition(&requests, "exposer", "ServiceExternalIPsAllowed").await?;
+    assert!(
+        refused.message.contains(&format!(
+            "writes \"services\" in namespace {apps}, where the cluster admits a Service with external IPs"
+        )),
+        "{}",
+        refused.message
+    );
+    let services: Api<Service> = Api::namespaced(shoot_admin.clone(), &apps);
+    assert_eq!(
+        services.list(&ListParams::default()).await?.items.len(),
+        0,
+        "the controller's questions were dry runs"
+    );
+    assert!(
+        !exists(
+            &Api::<ServiceAccount>::namespaced(shoot_admin.clone(), &apps),
+            "exposer"
+        )
+        .await?,
+        "nothing is created for a refused request"
+    );
+    ctl.assert_no_access_failure_since(failed_before, "a refusal counted as a failed reconcile")
+        .await?;
+
+    // The runtime's owner refuses external IPs there, with the policy of the docs.
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(shoot_admin.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(shoot_admin.clone());
+    let (policy, binding) = external_ips_policy(&apps, &[])?;
+    let policy_name = kube::ResourceExt::name_any(&policy);
+    policies.create(&PostParams::default(), &policy).await?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    let with_ip: Service = serde_json::from_value(json!({
+        "metadata": {"name": "intercept"},
+        "spec": {"ports": [{"port": 443}], "externalIPs": ["192.0.2.10"]},
+    }))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    eventually("the policy in force", Duration::from_secs(30), || async {
+        Ok(forbidden_or_invalid(services.create(&dry_run, &with_ip).await).then_some(()))
+    })
+    .await?;
+    annotate(&requests, "exposer", json!({"e2e/nudge": "1"})).await?;
+    let ready = access_ready(&requests, "exposer").await?;
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let token =
+        access::client_from_yaml("exposer", &access_kubeconfig(&secrets, &ready).await?).await?;
+    let as_token: Api<Service> = Api::namespaced(token, &apps);
+    let plain: Service = serde_json::from_value(json!({
+        "metadata": {"name": "plain"},
+        "spec": {"ports": [{"port": 80}]},
+    }))?;
+    let post = PostParams::default();
+    once_allowed("creating a Service", || as_token.create(&post, &plain)).await?;
+    match as_token.create(&PostParams::default(), &with_ip).await {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains("Services may not have external IPs"),
+            "{}",
+            s.message
+        ),
+        other => bail!("a Service with an external IP was not refused: {other:?}"),
+    }
+
+    // A policy against every Service hides whether external IPs are refused: a request made
+    // meanwhile is refused, saying so (a served one is asked again at its next token).
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    bindings
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    let (policy, binding) = external_ips_policy(
+        &apps,
+        &[json!({"expression": "false", "message": "no Services here"})],
+    )?;
+    policies.create(&PostParams::default(), &policy).await?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    let unnamed: Service = serde_json::from_value(json!({
+        "metadata": {"generateName": "plain-"},
+        "spec": {"ports": [{"port": 80}]},
+    }))?;
+    eventually("no Service admitted", Duration::from_secs(30), || async {
+        Ok(forbidden_or_invalid(services.create(&dry_run, &unnamed).await).then_some(()))
+    })
+    .await?;
+    let spec = json!({
+        "serviceAccount": {"name": "exposer-2", "namespace": apps},
+        "role": {"namespace": apps, "rules": [
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["update"]},
+        ]},
+        "tokenExpirationSeconds": 600,
+    });
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "exposer-2", &id, spec)?,
+        )
+        .await?;
+    let unclear = access_condition_saying(
+        &requests,
+        "exposer-2",
+        "ServiceExternalIPsAllowed",
+        "cannot be told",
+    )
+    .await?;
+    assert!(
+        unclear.message.contains("no Services here") && unclear.message.contains("(422)"),
+        "{}",
+        unclear.message
+    );
+    requests
+        .delete("exposer-2", &DeleteParams::default())
+        .await?;
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    bindings
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    requests.delete("exposer", &DeleteParams::default()).await?;
+    eventually("request gone", Duration::from_secs(30), || async {
+        Ok(requests.get_opt("exposer").await?.is_none().then_some(()))
+    })
+    .await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    Ok(())
+}
