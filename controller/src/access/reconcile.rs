@@ -676,7 +676,7 @@ async fn ensure_shoot_objects(
     shoot::deletion_order(&mut stale);
     for obj in &stale {
         let what = format!("deleting stale {} {}", obj.kind, obj.name);
-        let outcome = shoot::delete(client, ra, obj, served)
+        let outcome = shoot::delete(client, ra, obj, served, None)
             .await
             .map_err(failed(what))?;
         warn_if_left(ra, obj, &outcome, "recorded ");
@@ -700,6 +700,9 @@ fn warn_if_left(
         }
         shoot::Deletion::Bound(binding) => {
             tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, %binding, "{recorded}ServiceAccount is a subject of a binding that makes it another's; left in place");
+        }
+        shoot::Deletion::Replaced => {
+            tracing::warn!(controller = CONTROLLER, object = ra.name_any(), kind = %obj.kind, shoot_object = %obj.name, "{recorded}ServiceAccount was replaced by one this RuntimeAccess did not make (the tokens it issued are dead); left in place");
         }
         shoot::Deletion::Deleted | shoot::Deletion::Absent => {}
     }
@@ -1257,7 +1260,7 @@ async fn apply_shoot_objects(
     // Revoked: every token is bound to the ServiceAccount's UID, so a new account of the
     // same name (made below) invalidates all tokens issued so far, at once.
     if revoke {
-        replace_service_account(&access.client, ra, served)
+        replace_service_account(&access.client, ra, served, facts.account_uid)
             .await
             .map_err(|refused| StepFailed {
                 reason: match refused {
@@ -1428,6 +1431,7 @@ async fn issue_token(
             expires: issued.expires,
             reason,
             token_id: issued.id.clone(),
+            account_uid: issued.account_uid.clone(),
             revoked_at: issue.facts.revocation_mark(
                 reason,
                 issue.revoke_requested,
@@ -1596,11 +1600,8 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
         .await
         .map_err(api(format!("reading Secret {ns}/{name}")))?
         .filter(|s| secret_owned_by(s, ra));
-    objs.extend(
-        SecretFacts::read(existing.as_ref(), &secret_key(ra))
-            .applied_objects
-            .unwrap_or_default(),
-    );
+    let facts = SecretFacts::read(existing.as_ref(), &secret_key(ra));
+    objs.extend(facts.applied_objects.clone().unwrap_or_default());
     let served = served_with_its_account(reconciler, ra)
         .await
         .map_err(api("reading the RuntimeAccess"))?;
@@ -1612,7 +1613,8 @@ async fn cleanup(reconciler: &Reconciler, ra: &RuntimeAccess) -> Result<Action, 
     let skip = annotated_true(ra, ANNOTATION_SKIP_SHOOT_CLEANUP);
     // With the annotation, a runtime that answers too slowly to finish within the pass's limit
     // counts as failed too.
-    let removal = remove_from_runtime(reconciler, ra, objs, served);
+    let issued_for = facts.account_uid.map(str::to_owned);
+    let removal = remove_from_runtime(reconciler, ra, objs, served, issued_for.as_deref());
     let removed = if skip {
         let limit = reconciler.reconcile_timeout() / 2;
         tokio::time::timeout(limit, removal)
@@ -1680,23 +1682,28 @@ impl Replacement {
 /// Deletes what this request made in the runtime, bindings first, so that the
 /// ServiceAccount is created anew (with a new UID) by the apply that follows. The bindings go
 /// first: while they exist, whoever creates an account of that name would hold their rights.
-/// An account without this request's label is not replaced, and its tokens not revoked.
+/// The account the tokens were issued for (UID `issued_for`, from the Secret) is deleted
+/// whatever its labels; without that record, an account without this request's label is not
+/// replaced, and its tokens not revoked.
 async fn replace_service_account(
     client: &kube::Client,
     ra: &RuntimeAccess,
     served: bool,
+    issued_for: Option<&str>,
 ) -> Result<(), Replacement> {
     let mut objs = shoot::spec_objects(ra);
     shoot::deletion_order(&mut objs);
     for obj in &objs {
-        let outcome = shoot::delete(client, ra, obj, served).await.map_err(|e| {
-            Replacement::Failed(format!(
-                "deleting {} {}: {}",
-                obj.kind,
-                obj.name,
-                classify::message(&e)
-            ))
-        })?;
+        let outcome = shoot::delete(client, ra, obj, served, issued_for)
+            .await
+            .map_err(|e| {
+                Replacement::Failed(format!(
+                    "deleting {} {}: {}",
+                    obj.kind,
+                    obj.name,
+                    classify::message(&e)
+                ))
+            })?;
         let account = format!(
             "ServiceAccount {}/{}",
             obj.namespace.as_deref().unwrap_or_default(),
@@ -1783,6 +1790,7 @@ async fn remove_from_runtime(
     ra: &RuntimeAccess,
     objs: Vec<ShootObjectRef>,
     served: bool,
+    issued_for: Option<&str>,
 ) -> Result<&'static str, CleanupWaits> {
     let cannot = |e: Error| CleanupWaits {
         message: format!(
@@ -1792,25 +1800,27 @@ async fn remove_from_runtime(
         error: e,
     };
     match admin_kubeconfig(reconciler, ra).await.map_err(cannot)? {
-        Some(admin) => match delete_in_shoot(reconciler, ra, &admin, objs, served).await {
-            Ok(()) => Ok("removed"),
-            // Tried first all the same: a cluster that answers is cleaned up, whatever the
-            // watch shows. One that does not answer because it sleeps is waited for, not
-            // failed; the Shoot watch runs the deletion again as its wake-up is asked for.
-            Err(e) if let Some(waking) = reconciler.clusters.sleeping(&admin.shoot) => {
-                let message = format!(
-                    "the cluster of runtime {} (Shoot {}) is hibernated{} and did not answer ({e}): the objects of this RuntimeAccess in it are removed once it answers, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
-                    ra.spec.runtime_id,
-                    admin.shoot,
-                    if waking { " (being woken up)" } else { "" }
-                );
-                Err(CleanupWaits {
-                    error: Error::Waits(message.clone(), wait_for_sleeping(waking)),
-                    message,
-                })
+        Some(admin) => {
+            match delete_in_shoot(reconciler, ra, &admin, objs, served, issued_for).await {
+                Ok(()) => Ok("removed"),
+                // Tried first all the same: a cluster that answers is cleaned up, whatever the
+                // watch shows. One that does not answer because it sleeps is waited for, not
+                // failed; the Shoot watch runs the deletion again as its wake-up is asked for.
+                Err(e) if let Some(waking) = reconciler.clusters.sleeping(&admin.shoot) => {
+                    let message = format!(
+                        "the cluster of runtime {} (Shoot {}) is hibernated{} and did not answer ({e}): the objects of this RuntimeAccess in it are removed once it answers, and the deletion waits until then. If the runtime stays hibernated and access to it does not matter, annotate the RuntimeAccess with {ANNOTATION_SKIP_SHOOT_CLEANUP}=true to finish the deletion without it",
+                        ra.spec.runtime_id,
+                        admin.shoot,
+                        if waking { " (being woken up)" } else { "" }
+                    );
+                    Err(CleanupWaits {
+                        error: Error::Waits(message.clone(), wait_for_sleeping(waking)),
+                        message,
+                    })
+                }
+                Err(e) => Err(cannot(e)),
             }
-            Err(e) => Err(cannot(e)),
-        },
+        }
         None => match live_shoot(reconciler, ra).await.map_err(cannot)? {
             // A live cluster whose admin kubeconfig is missing or not ours (its
             // GardenerCluster deleted by hand, a Secret relabelled): what this request
@@ -1919,6 +1929,7 @@ async fn delete_in_shoot(
     admin: &AdminKubeconfig,
     mut objs: Vec<ShootObjectRef>,
     served: bool,
+    issued_for: Option<&str>,
 ) -> Result<(), Error> {
     let access = shoot_access(reconciler, ra, admin).await?;
     objs.extend(shoot::labelled(&access.client, ra).await.map_err(api(
@@ -1928,7 +1939,7 @@ async fn delete_in_shoot(
     objs.dedup();
     shoot::deletion_order(&mut objs);
     for obj in &objs {
-        let outcome = shoot::delete(&access.client, ra, obj, served)
+        let outcome = shoot::delete(&access.client, ra, obj, served, issued_for)
             .await
             .map_err(api(format!(
                 "deleting {} {} in the shoot",
@@ -1946,6 +1957,8 @@ struct IssuedAt {
     reason: &'static str,
     /// [`shoot::IssuedToken::id`].
     token_id: Option<String>,
+    /// [`shoot::IssuedToken::account_uid`].
+    account_uid: Option<String>,
     /// The request's `revoke-tokens` annotation is served at this `resourceVersion` of it: the
     /// Secret's [`record::ANNOTATION_TOKENS_REVOKED`].
     revoked_at: Option<String>,
@@ -1996,6 +2009,11 @@ fn kubeconfig_secret(
                     issued
                         .token_id
                         .map(|id| (token::ANNOTATION_TOKEN_ID.to_owned(), id)),
+                )
+                .chain(
+                    issued
+                        .account_uid
+                        .map(|uid| (token::ANNOTATION_SERVICE_ACCOUNT_UID.to_owned(), uid)),
                 )
                 .chain(
                     issued
@@ -2236,6 +2254,7 @@ mod tests {
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ISSUED,
             token_id: None,
+            account_uid: None,
             revoked_at: None,
         };
         let ours = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), issued);
@@ -2251,6 +2270,7 @@ mod tests {
             expires: Timestamp::UNIX_EPOCH,
             reason: record::REASON_ROTATED,
             token_id: None,
+            account_uid: None,
             revoked_at: Some("41".to_owned()),
         };
         let marked = kubeconfig_secret(&ra, "klm-kubeconfig", "config", b"k".to_vec(), served);

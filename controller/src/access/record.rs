@@ -76,6 +76,8 @@ pub struct SecretFacts<'a> {
     pub applied_objects: Option<Vec<ShootObjectRef>>,
     /// [`ANNOTATION_TOKENS_REVOKED`]: the request's `resourceVersion` whose revocation is done.
     pub revoked_at: Option<&'a str>,
+    /// [`super::token::ANNOTATION_SERVICE_ACCOUNT_UID`]: the account the token authenticates as.
+    pub account_uid: Option<&'a str>,
 }
 
 impl<'a> SecretFacts<'a> {
@@ -101,6 +103,7 @@ impl<'a> SecretFacts<'a> {
             applied_objects: annotation(ANNOTATION_SHOOT_OBJECTS)
                 .and_then(|j| serde_json::from_str(j).ok()),
             revoked_at: annotation(ANNOTATION_TOKENS_REVOKED),
+            account_uid: annotation(super::token::ANNOTATION_SERVICE_ACCOUNT_UID),
         }
     }
 

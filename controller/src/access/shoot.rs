@@ -749,50 +749,60 @@ pub enum Deletion {
     /// A ServiceAccount a binding names that makes it another's (`ClusterRoleBinding/<name>`
     /// or `RoleBinding/<namespace>/<name>`): left alone.
     Bound(String),
+    /// A ServiceAccount that is not the request's, in place of the one its tokens were issued
+    /// for: left alone, and those tokens are dead (the API server takes a token only while the
+    /// account of its name has the UID it was issued for).
+    Replaced,
 }
 
 /// Deletes one object, but only when it carries this request's [`LABEL_RUNTIME_ACCESS_UID`]:
 /// the list of objects comes from the status and a KCP Secret annotation, which others can
 /// write, so it is a hint, not a licence. The delete is conditional on the UID that was read,
 /// so an object replaced in between is not deleted either. A ServiceAccount only when it is
-/// the request's `spec.serviceAccount` and, unless the request was `served` with it (see
+/// the request's `spec.serviceAccount` and either has the UID `issued_for` (the account the
+/// request's tokens authenticate as, [`super::token::ANNOTATION_SERVICE_ACCOUNT_UID`]: its
+/// labels and the bindings that name it may have changed since, it is deleted all the same)
+/// or carries the label and, unless the request was `served` with it (see
 /// [`ensure_service_account`]), no binding another request made names it.
 pub async fn delete(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
     obj: &ShootObjectRef,
     served: bool,
+    issued_for: Option<&str>,
 ) -> Result<Deletion, kube::Error> {
     let ns = obj.namespace.clone().unwrap_or_default();
     match obj.kind.as_str() {
         "ServiceAccount" => {
             // A request only ever makes the account of its `spec.serviceAccount`, which never
-            // changes. Its marks can be another request's account's, relabelled: one that a
-            // binding another RuntimeAccess made names is that request's. For a request never
-            // served with it, any binding it did not make counts; for one served with it,
-            // only another request's (someone may have bound more to its own account since: it
-            // goes at a revocation all the same).
+            // changes.
             let account = &ra.spec.service_account;
-            let counted = if served {
-                Subjects::ByNameOfOtherRequests
-            } else {
-                Subjects::ByName
-            };
             if obj.name != account.name || ns != account.namespace {
                 return Ok(Deletion::NotOwned);
             }
-            if let Some(binding) = foreign_binding_of(shoot, ra, counted).await? {
-                return Ok(Deletion::Bound(binding));
+            let Some(uid) = issued_for else {
+                return delete_marked_account(shoot, ra, &obj.name, served).await;
+            };
+            let accounts = Api::<ServiceAccount>::namespaced(shoot.clone(), &ns);
+            let Some(live) = accounts.get_metadata_opt(&obj.name).await? else {
+                return Ok(Deletion::Absent);
+            };
+            if live.metadata.uid.as_deref() != Some(uid) {
+                return Ok(
+                    match delete_marked_account(shoot, ra, &obj.name, served).await? {
+                        Deletion::NotOwned | Deletion::Bound(_) => Deletion::Replaced,
+                        outcome => outcome,
+                    },
+                );
             }
-            // An account made before the UID label, with the request's marks, is its own when
-            // the request was served with it (as `ensure_service_account` counts it).
-            delete_owned(
-                Api::<ServiceAccount>::namespaced(shoot.clone(), &ns),
-                ra,
-                &obj.name,
-                served,
-            )
-            .await
+            let dp = crate::finalizing::only_uid(Some(uid.to_owned()));
+            match accounts.delete(&obj.name, &dp).await {
+                Ok(_) => Ok(Deletion::Deleted),
+                Err(e) if is_status(&e, 404) => Ok(Deletion::Absent),
+                // Another account of the name since the read: the tokens' is gone.
+                Err(e) if is_status(&e, 409) => Ok(Deletion::Replaced),
+                Err(e) => Err(e),
+            }
         }
         "ClusterRole" => {
             delete_owned(Api::<ClusterRole>::all(shoot.clone()), ra, &obj.name, false).await
@@ -827,6 +837,36 @@ pub async fn delete(
         // Nothing else is ever created; an unknown kind in the record is not ours to delete.
         _ => Ok(Deletion::NotOwned),
     }
+}
+
+/// Deletes the request's account `name` by its marks: its marks can be another request's
+/// account's, relabelled, so one that a binding another RuntimeAccess made names is that
+/// request's. For a request never served with it, any binding it did not make counts; for one
+/// `served` with it, only another request's (someone may have bound more to its own account
+/// since: it goes at a revocation all the same). An account made before the UID label, with
+/// the request's marks, is its own when the request was served with it (as
+/// [`ensure_service_account`] counts it).
+async fn delete_marked_account(
+    shoot: &kube::Client,
+    ra: &RuntimeAccess,
+    name: &str,
+    served: bool,
+) -> Result<Deletion, kube::Error> {
+    let counted = if served {
+        Subjects::ByNameOfOtherRequests
+    } else {
+        Subjects::ByName
+    };
+    if let Some(binding) = foreign_binding_of(shoot, ra, counted).await? {
+        return Ok(Deletion::Bound(binding));
+    }
+    delete_owned(
+        Api::<ServiceAccount>::namespaced(shoot.clone(), &ra.spec.service_account.namespace),
+        ra,
+        name,
+        served,
+    )
+    .await
 }
 
 /// Deletes `name` if it carries the request's UID label (or, with `before_the_uid_label`, the
@@ -938,23 +978,42 @@ pub struct IssuedToken {
     /// The token's ID (its `jti` claim), which the runtime cluster's audit log names for every
     /// request made with it (`authentication.kubernetes.io/credential-id: JTI=<id>`).
     pub id: Option<String>,
+    /// The UID of the ServiceAccount it authenticates as (its `kubernetes.io` →
+    /// `serviceaccount` → `uid` claim): the API server takes it only while the account of its
+    /// name has this UID.
+    pub account_uid: Option<String>,
 }
 
-/// The `jti` claim of a JWT, read without checking the signature (the runtime cluster's API
-/// server just issued it to us); `None` for a token that is no JWT or whose ID is not a plain
-/// identifier of at most 128 characters (the value goes into an annotation and logs).
-pub fn token_id(token: &str) -> Option<String> {
+/// The claims of a JWT that name it and its account, read without checking the signature
+/// (the runtime cluster's API server just issued it to us): its `jti` and the UID of its
+/// ServiceAccount. `None` for a token that is no JWT, and for a claim that is not a plain
+/// identifier of at most 128 characters (the values go into annotations and logs).
+fn claims(token: &str) -> Option<serde_json::Value> {
     use base64::Engine;
     let payload = token.split('.').nth(1)?;
     let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
-    let id = claims.get("jti")?.as_str()?;
+    serde_json::from_slice(&json).ok()
+}
+
+/// `value` if it is a plain identifier (letters, digits, `-`) of at most 128 characters.
+fn plain_identifier(value: Option<&serde_json::Value>) -> Option<String> {
+    let id = value?.as_str()?;
     let plain = !id.is_empty()
         && id.len() <= 128
         && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     plain.then(|| id.to_owned())
+}
+
+/// The `jti` claim of a JWT (see [`claims`]).
+pub fn token_id(token: &str) -> Option<String> {
+    plain_identifier(claims(token)?.get("jti"))
+}
+
+/// The UID of the ServiceAccount a token authenticates as (see [`claims`]).
+pub fn token_account_uid(token: &str) -> Option<String> {
+    plain_identifier(claims(token)?.pointer("/kubernetes.io/serviceaccount/uid"))
 }
 
 /// Why no token was issued (never contains a token).
@@ -991,6 +1050,7 @@ pub async fn request_token(
     match (status.token, status.expiration_timestamp) {
         (Some(token), Some(expires)) if !token.is_empty() => Ok(IssuedToken {
             id: token_id(&token),
+            account_uid: token_account_uid(&token),
             token,
             expires: expires.0,
         }),
@@ -1031,6 +1091,23 @@ mod tests {
         );
         assert_eq!(token_id("not-a-jwt"), None);
         assert_eq!(token_id("a.!!!.c"), None);
+        // The claims of a ServiceAccount token the TokenRequest API issues.
+        let account = "4d0f3b4e-1c2a-4e5f-9a8b-7c6d5e4f3a2b";
+        let bound = jwt(serde_json::json!({
+            "jti": id,
+            "kubernetes.io": {"namespace": "a", "serviceaccount": {"name": "b", "uid": account}},
+        }));
+        assert_eq!(token_account_uid(&bound), Some(account.to_owned()));
+        assert_eq!(
+            token_account_uid(&jwt(serde_json::json!({
+                "kubernetes.io": {"serviceaccount": {"uid": "a b"}}
+            }))),
+            None
+        );
+        assert_eq!(
+            token_account_uid(&jwt(serde_json::json!({"jti": id}))),
+            None
+        );
     }
     use k8s_openapi::api::rbac::v1::PolicyRule;
     use kim_shared::api::runtime_access::{

@@ -17,6 +17,13 @@ pub const ANNOTATION_TOKEN_EXPIRATION: &str =
 /// names it (`authentication.kubernetes.io/credential-id: JTI=<id>`).
 pub const ANNOTATION_TOKEN_ID: &str = "infrastructuremanager.kyma-project.io/token-id";
 
+/// Annotation on the KCP Secret: the UID of the ServiceAccount the token in it authenticates
+/// as (its claim `kubernetes.io` → `serviceaccount` → `uid`). Every token issued since the
+/// account was made has it; a revocation deletes the account of that UID, whatever its labels
+/// and bindings say by then, and an account of another UID means those tokens are dead already.
+pub const ANNOTATION_SERVICE_ACCOUNT_UID: &str =
+    "infrastructuremanager.kyma-project.io/service-account-uid";
+
 /// Why a token is issued now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenCause {

@@ -950,7 +950,8 @@ async fn scenario(
         "result=\"failed\"",
     )
     .await?;
-    // One whose revocation is refused: its account in the runtime lost the request's marks.
+    // One whose revocation is refused: its account in the runtime lost the request's marks,
+    // and its Secret does not record the account's UID (written before that record).
     let mut leaky = serde_json::to_value(&access)?;
     leaky["metadata"]["name"] = json!("leaky");
     leaky["spec"]["serviceAccount"]["name"] = json!("leaky");
@@ -976,6 +977,14 @@ async fn scenario(
             &Patch::Merge(json!({"metadata": {"labels": {
                 kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID: null,
                 kim_shared::names::LABEL_MANAGED_BY: null}}})),
+        )
+        .await?;
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(kcp.clone(), ns)
+        .patch(
+            "leaky-kubeconfig",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kim_controller::access::token::ANNOTATION_SERVICE_ACCOUNT_UID: null}}})),
         )
         .await?;
     accesses

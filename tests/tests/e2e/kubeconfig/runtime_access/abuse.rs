@@ -480,8 +480,13 @@ async fn a_served_request_never_takes_back_an_account_it_handed_over() -> Result
     access_condition(&requests, "victim", "ServiceAccountNotOwned").await?;
     let victim_uid = requests.get("victim").await?.uid().context("victim uid")?;
 
-    // Handed over: the thief's bindings go with its revocation, the account stays.
+    // Handed over: the thief's bindings go with its revocation, the account stays. (With its
+    // Secret, which records the account its tokens were issued for, the revocation would
+    // delete that account whatever its label; a Secret written before that record does not.)
     label(victim_uid).await?;
+    secrets
+        .delete("thief-kubeconfig", &DeleteParams::default())
+        .await?;
     annotate(&requests, "thief", json!({REVOKE: "true"})).await?;
     let thief_binding = format!("kim-access:{ns}:thief");
     let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =

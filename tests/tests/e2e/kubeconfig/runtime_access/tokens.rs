@@ -842,6 +842,121 @@ async fn a_revocation_replaces_an_account_made_before_the_uid_label() -> Result<
     Ok(())
 }
 
+/// Attack: whoever may change ServiceAccounts in the runtime (another request's role, a
+/// listed `edit`) strips a leaked token's account of the request's marks and binds it
+/// elsewhere, so that a revocation takes it for someone else's and leaves it, with its tokens
+/// (`RevocationRefused`). Now the Secret records the UID of the account its tokens were issued
+/// for, and the revocation deletes the account of that UID whatever its labels and bindings
+/// say: the leaked token is refused at once. A new account of the name waits until no binding
+/// the request did not make names it; then the request is served with it. The request's
+/// deletion takes the account of the recorded UID in the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_ends_the_tokens_of_an_account_stripped_of_its_marks() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
+    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
+    use kim_controller::access::token::ANNOTATION_SERVICE_ACCOUNT_UID;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-stripped", &[]).await?;
+    let apps = env.shoot_namespace("stripped").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let (status, leaked) = served_reader(&requests, &secrets, &ns, &id, &apps).await?;
+    let leaked_client = access::client_from_yaml("leaked", &leaked).await?;
+    let shoot_admin = env.shoot_client().await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
+    let served_with = accounts.get("reader").await?.uid().context("account uid")?;
+    let secret_name = &status.secret_ref.as_ref().context("status.secretRef")?.name;
+    assert_eq!(
+        secrets
+            .get(secret_name)
+            .await?
+            .annotations()
+            .get(ANNOTATION_SERVICE_ACCOUNT_UID),
+        Some(&served_with),
+        "the Secret names the account its token authenticates as"
+    );
+    accounts
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                LABEL_RUNTIME_ACCESS_UID: null,
+                kim_shared::names::LABEL_MANAGED_BY: null}}})),
+        )
+        .await?;
+    let elsewhere: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "keeps-the-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": apps}],
+    }))?;
+    let bindings = Api::<RoleBinding>::namespaced(shoot_admin.clone(), &apps);
+    bindings.create(&PostParams::default(), &elsewhere).await?;
+    annotate(&requests, "reader", json!({REVOKE: "true"})).await?;
+    refused_at_once("the leaked token", &leaked_client).await?;
+    // A new account of the name would carry the binding's rights: refused until it goes.
+    access_condition_saying(
+        &requests,
+        "reader",
+        "ServiceAccountNotOwned",
+        &format!("is a subject of RoleBinding/{apps}/keeps-the-reader"),
+    )
+    .await?;
+    bindings
+        .delete("keeps-the-reader", &DeleteParams::default())
+        .await?;
+    annotate(&requests, "reader", json!({"e2e/nudge": "1"})).await?;
+    let served = revoked(&requests, "reader", Duration::from_secs(60)).await?;
+    let renewed = accounts.get("reader").await?;
+    assert_ne!(
+        renewed.uid().as_deref(),
+        Some(served_with.as_str()),
+        "made anew"
+    );
+    let kubeconfig = access_kubeconfig(&secrets, served.status.as_ref().context("status")?).await?;
+    let client = access::client_from_yaml("renewed", &kubeconfig).await?;
+    assert_eq!(
+        whoami(client).await?,
+        format!("system:serviceaccount:{apps}:reader")
+    );
+    assert_eq!(
+        secrets
+            .get(secret_name)
+            .await?
+            .annotations()
+            .get(ANNOTATION_SERVICE_ACCOUNT_UID),
+        renewed.uid().as_ref(),
+    );
+    // The request's deletion takes the account its tokens authenticate as, marks or not.
+    accounts
+        .patch(
+            "reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                LABEL_RUNTIME_ACCESS_UID: null,
+                kim_shared::names::LABEL_MANAGED_BY: null}}})),
+        )
+        .await?;
+    delete_access(&requests, &secrets, "reader", secret_name).await?;
+    assert!(
+        !exists(&accounts, "reader").await?,
+        "the account of the deleted request's tokens stayed"
+    );
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&leaked);
+    assert_not_logged(&kubeconfig);
+    Ok(())
+}
+
 /// Request `reader` (ConfigMaps in `apps`) for runtime `id`, served: its status and kubeconfig.
 async fn served_reader(
     requests: &Api<RuntimeAccess>,
