@@ -333,10 +333,12 @@ pub fn service_writes(ra: &RuntimeAccess) -> Option<&str> {
 
 /// Resources whose writes in one namespace redirect traffic beyond it, whatever the cluster's
 /// admission: a Service's load-balancer address in its status (kube-proxy sends the cluster's
-/// traffic for that address to the Service, CVE-2020-8554), and endpoints, which point a Service
+/// traffic for that address to the Service, CVE-2020-8554); endpoints, which point a Service
 /// at any address, other namespaces' Pods included, past their network policies
-/// (CVE-2021-25740; Kubernetes' own `edit` and `admin` roles stopped granting them).
-const TRAFFIC_REDIRECTS: [(&str, &str); 3] = [
+/// (CVE-2021-25740; Kubernetes' own `edit` and `admin` roles stopped granting them); and the
+/// Istio objects that apply to the whole mesh from any namespace (exported to every namespace
+/// unless `exportTo` says otherwise; Kyma runs Istio in every runtime).
+const TRAFFIC_REDIRECTS: [(&str, &str); 6] = [
     (
         "services/status",
         "sets a Service's load-balancer address, and kube-proxy on every node then sends the cluster's traffic for that address to the Service (CVE-2020-8554)",
@@ -348,6 +350,18 @@ const TRAFFIC_REDIRECTS: [(&str, &str); 3] = [
     (
         "endpointslices",
         "points a Service at any address, other namespaces' Pods included, past their network policies (CVE-2021-25740)",
+    ),
+    (
+        "virtualservices",
+        "routes the traffic of every Istio sidecar for any host, other namespaces' Services included, to destinations of the holder's choosing",
+    ),
+    (
+        "serviceentries",
+        "adds hosts to the Istio mesh's registry, so that every sidecar sends the traffic for any host name (an external API, another namespace's Service) to addresses of the holder's choosing",
+    ),
+    (
+        "gateways",
+        "binds hosts on the cluster's shared Istio ingress gateway, with any certificate of the gateway's namespace, taking over other applications' ingress traffic (a Gateway API Gateway of that name is refused alike)",
     ),
 ];
 
@@ -1512,6 +1526,17 @@ mod tests {
             ("", "services/status", "CVE-2020-8554"),
             ("", "endpoints", "CVE-2021-25740"),
             ("discovery.k8s.io", "endpointslices", "CVE-2021-25740"),
+            (
+                "networking.istio.io",
+                "virtualservices",
+                "every Istio sidecar",
+            ),
+            ("networking.istio.io", "serviceentries", "every sidecar"),
+            (
+                "networking.istio.io",
+                "gateways",
+                "shared Istio ingress gateway",
+            ),
         ] {
             for verb in WRITE_VERBS {
                 let got = forbidden_grants(&rule(&[group], &[resource], &[verb]), false);

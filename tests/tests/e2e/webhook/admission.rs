@@ -919,6 +919,11 @@ async fn runtime_access_is_held_to_least_privilege() {
             "viewer",
             json!({"roleRef": {"kind": "ClusterRole", "name": "view"}}),
         ),
+        (
+            // Whether the runtime refuses external IPs is the controller's question.
+            "exposer",
+            role(json!([{"apiGroups": [""], "resources": ["services"], "verbs": ["create"]}])),
+        ),
     ] {
         let (ok, out) = dry_run(ra(name, spec)).await;
         assert!(ok, "{name} admitted: {out}");
@@ -1002,6 +1007,26 @@ async fn runtime_access_is_held_to_least_privilege() {
             "spec.roleRef",
         ),
         ("admin-secret", admin_secret, "spec.secret.name"),
+        (
+            "endpoints",
+            ra(
+                "endpoints",
+                role(
+                    json!([{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["create"]}]),
+                ),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            "mesh-hosts",
+            ra(
+                "mesh-hosts",
+                role(
+                    json!([{"apiGroups": ["networking.istio.io"], "resources": ["serviceentries"], "verbs": ["create"]}]),
+                ),
+            ),
+            "spec.role.rules[0].resources",
+        ),
     ];
     for (name, obj, field) in refused {
         let (ok, out) = dry_run(obj).await;

@@ -654,8 +654,9 @@ async fn runtime_access_role_refs_bind_existing_roles_and_deletion_keeps_them() 
 /// are held to the same policy by the controller: InvalidSpec naming the field, nothing in the
 /// shoot, no Secret. Attack: wildcard rules, a token minter for any ServiceAccount, exec into
 /// any pod, every Secret of the cluster, a token that changes its own account (so that a
-/// revocation no longer ends it). On the code before the fix the token minter, exec, secrets
-/// and own-account requests were served.
+/// revocation no longer ends it), a Service's load-balancer address and a mesh-wide route (the
+/// cluster's traffic for any address or host to the holder). On the code before the fix the
+/// token minter, exec, secrets, own-account and traffic requests were served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> Result<()> {
     let Setup {
@@ -720,6 +721,23 @@ async fn runtime_access_with_forbidden_rules_is_refused_by_the_controller() -> R
                        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "patch"]}]),
             ),
             "spec.role.rules[1]",
+        ),
+        (
+            // Traffic for any address to the holder's Service (CVE-2020-8554).
+            "lb-status",
+            role(
+                json!([{"apiGroups": [""], "resources": ["services", "services/status"], "verbs": ["get", "patch"]}]),
+            ),
+            "spec.role.rules[0].resources",
+        ),
+        (
+            // Every sidecar's traffic for any host, from one namespace.
+            "mesh-routes",
+            role(
+                json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+                       {"apiGroups": ["networking.istio.io"], "resources": ["virtualservices"], "verbs": ["create"]}]),
+            ),
+            "spec.role.rules[1].resources",
         ),
         (
             "kube-system-pods",
