@@ -133,6 +133,17 @@ const READ_VERBS: [&str; 4] = ["get", "list", "watch", "head"];
 /// Subresources that tunnel to a pod or service: cluster-wide they reach kube-system's.
 const CLUSTER_WIDE_TUNNELS: [&str; 3] = ["pods/portforward", "pods/proxy", "services/proxy"];
 
+/// Non-resource URL paths no rule may read, with what they serve: the API server's own log
+/// files and its debugging handlers (goroutine and heap dumps, the requests in flight with
+/// their users). Matched as the path and everything below it.
+const INTERNAL_URLS: [(&str, &str); 2] = [
+    ("/logs", "serves the log files of the API server's host"),
+    (
+        "/debug",
+        "serves the API server's debugging handlers (goroutine and heap profiles, the requests in flight with their users)",
+    ),
+];
+
 /// Verbs that change objects.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
@@ -333,12 +344,16 @@ pub fn service_writes(ra: &RuntimeAccess) -> Option<&str> {
 
 /// Resources whose writes in one namespace redirect traffic beyond it, whatever the cluster's
 /// admission: a Service's load-balancer address in its status (kube-proxy sends the cluster's
-/// traffic for that address to the Service, CVE-2020-8554); endpoints, which point a Service
-/// at any address, other namespaces' Pods included, past their network policies
-/// (CVE-2021-25740; Kubernetes' own `edit` and `admin` roles stopped granting them); and the
+/// traffic for that address to the Service, CVE-2020-8554); endpoints, and the Pod IPs they
+/// are made from, which point a Service at any address, other namespaces' Pods included, past
+/// their network policies (CVE-2021-25740; Kubernetes' own `edit` and `admin` roles stopped granting them); and the
 /// Istio objects that apply to the whole mesh from any namespace (exported to every namespace
 /// unless `exportTo` says otherwise; Kyma runs Istio in every runtime).
-const TRAFFIC_REDIRECTS: [(&str, &str); 6] = [
+const TRAFFIC_REDIRECTS: [(&str, &str); 7] = [
+    (
+        "pods/status",
+        "sets a Pod's IP addresses, which the endpoints of its Services follow, so a Service points at any address (CVE-2021-25740)",
+    ),
     (
         "services/status",
         "sets a Service's load-balancer address, and kube-proxy on every node then sends the cluster's traffic for that address to the Service (CVE-2020-8554)",
@@ -1010,6 +1025,20 @@ pub fn forbidden_grants(rule: &PolicyRule, cluster_scoped: bool) -> Vec<Forbidde
             ),
         });
     }
+    for url in rule.non_resource_urls.iter().flatten() {
+        let internal = INTERNAL_URLS.iter().find(|(prefix, _)| {
+            url.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        });
+        if let Some((prefix, why)) = internal {
+            out.push(ForbiddenGrant {
+                list: "nonResourceURLs",
+                message: format!(
+                    "{url:?} {why}; a RuntimeAccess never grants {prefix} or a path below it"
+                ),
+            });
+        }
+    }
     for resource in resources {
         if let Some((_, why)) = FORBIDDEN_RESOURCES.iter().find(|(r, _)| r == resource) {
             out.push(ForbiddenGrant {
@@ -1433,7 +1462,7 @@ mod tests {
         // Custom verbs and non-resource writes cluster-wide; tunnels to any pod.
         for (verbs, resources, urls) in [
             (&["escalate-ish"][..], &["widgets"][..], &[][..]),
-            (&["put"][..], &[][..], &["/debug/flags/v"][..]),
+            (&["put"][..], &[][..], &["/livez"][..]),
         ] {
             let r = PolicyRule {
                 verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
@@ -1524,6 +1553,7 @@ mod tests {
     fn a_namespaced_role_may_not_redirect_traffic_beyond_its_namespace() {
         for (group, resource, cve) in [
             ("", "services/status", "CVE-2020-8554"),
+            ("", "pods/status", "CVE-2021-25740"),
             ("", "endpoints", "CVE-2021-25740"),
             ("discovery.k8s.io", "endpointslices", "CVE-2021-25740"),
             (
@@ -1556,6 +1586,33 @@ mod tests {
         // refuses external IPs.
         let services = rule(&[""], &["services"], &["get", "create", "patch", "delete"]);
         assert_eq!(forbidden_grants(&services, false), Vec::new());
+    }
+
+    #[test]
+    fn no_rule_reads_the_api_server_s_logs_or_debugging_handlers() {
+        let urls = |paths: &[&str]| PolicyRule {
+            non_resource_urls: Some(paths.iter().map(|p| (*p).to_owned()).collect()),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        };
+        for refused in [
+            "/logs",
+            "/logs/",
+            "/logs/kube-apiserver.log",
+            "/debug/pprof/heap",
+            "/debug",
+        ] {
+            let got = forbidden_grants(&urls(&[refused]), true);
+            assert_eq!(got.len(), 1, "{refused}: {got:?}");
+            assert_eq!(got[0].list, "nonResourceURLs");
+        }
+        assert_eq!(
+            forbidden_grants(
+                &urls(&["/healthz", "/version", "/metrics", "/logsx", "/debugging"]),
+                true
+            ),
+            Vec::new()
+        );
     }
 
     #[test]

@@ -546,8 +546,10 @@ pub const REASON_NAMESPACE_SHARED: &str = "AccountNamespaceShared";
 /// issued for it (the API server stops taking its tokens a minute after the deletion).
 pub const REASON_SERVICE_ACCOUNT_BEING_DELETED: &str = "ServiceAccountBeingDeleted";
 
-/// Condition reason: the revocation asked for cannot be done, because the ServiceAccount in the
-/// runtime is not the request's (its label removed, or another request's binding names it).
+/// Condition reason: the revocation asked for cannot be done, because the KCP Secret does not
+/// record the UID of the account the tokens were issued for (written before that record) and
+/// the ServiceAccount in the runtime is not provably the request's (its label removed, or
+/// another request's binding names it).
 /// The request's own bindings are gone, but the account was not made anew: the tokens issued
 /// so far still authenticate as it, with whatever else is bound to it, until someone deletes
 /// it there.

@@ -749,9 +749,10 @@ pub enum Deletion {
     /// A ServiceAccount a binding names that makes it another's (`ClusterRoleBinding/<name>`
     /// or `RoleBinding/<namespace>/<name>`): left alone.
     Bound(String),
-    /// A ServiceAccount that is not the request's, in place of the one its tokens were issued
-    /// for: left alone, and those tokens are dead (the API server takes a token only while the
-    /// account of its name has the UID it was issued for).
+    /// A ServiceAccount of another UID than the one the request's tokens were issued for, and
+    /// without the request's marks (or named by another's binding): left alone, and those
+    /// tokens are dead (the API server takes a token only while the account of its name has
+    /// the UID it was issued for). One of another UID with the marks is deleted as before.
     Replaced,
 }
 
@@ -759,11 +760,12 @@ pub enum Deletion {
 /// the list of objects comes from the status and a KCP Secret annotation, which others can
 /// write, so it is a hint, not a licence. The delete is conditional on the UID that was read,
 /// so an object replaced in between is not deleted either. A ServiceAccount only when it is
-/// the request's `spec.serviceAccount` and either has the UID `issued_for` (the account the
-/// request's tokens authenticate as, [`super::token::ANNOTATION_SERVICE_ACCOUNT_UID`]: its
-/// labels and the bindings that name it may have changed since, it is deleted all the same)
-/// or carries the label and, unless the request was `served` with it (see
-/// [`ensure_service_account`]), no binding another request made names it.
+/// the request's `spec.serviceAccount` and either, for a request `served` with it, has the UID
+/// `issued_for` (the account the request's tokens authenticate as,
+/// [`super::token::ANNOTATION_SERVICE_ACCOUNT_UID`]: its labels and the bindings that name it
+/// may have changed since, it is deleted all the same), or carries the label and, unless the
+/// request was `served` with it (see [`ensure_service_account`]), no binding another request
+/// made names it.
 pub async fn delete(
     shoot: &kube::Client,
     ra: &RuntimeAccess,
@@ -780,7 +782,10 @@ pub async fn delete(
             if obj.name != account.name || ns != account.namespace {
                 return Ok(Deletion::NotOwned);
             }
-            let Some(uid) = issued_for else {
+            // The record is the controller's own only for a request it served with the
+            // account (its status, which only the controller writes, lists it): a KCP Secret
+            // with the request's marks and any UID can be made by whoever may create Secrets.
+            let Some(uid) = issued_for.filter(|_| served) else {
                 return delete_marked_account(shoot, ra, &obj.name, served).await;
             };
             let accounts = Api::<ServiceAccount>::namespaced(shoot.clone(), &ns);

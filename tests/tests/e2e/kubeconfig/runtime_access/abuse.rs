@@ -1296,3 +1296,71 @@ async fn a_request_never_runs_workloads_where_another_keeps_its_account() -> Res
     assert_not_logged(&admin);
     Ok(())
 }
+
+/// Attack: whoever may create Secrets in the KCP namespace and RuntimeAccesses forges the
+/// record of a request that was never served (a Secret with the request's marks whose
+/// `service-account-uid` is the UID of another request's account), then deletes the request:
+/// its cleanup would delete the account of that UID whatever its marks, ending the other
+/// request's access. Now the record counts only for a request whose status lists the account
+/// (written only by the controller): the victim's account stays and its kubeconfig works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_account_record_never_deletes_another_requests_account() -> Result<()> {
+    use kim_controller::access::token::ANNOTATION_SERVICE_ACCOUNT_UID;
+    use kube::ResourceExt;
+
+    let Setup {
+        env,
+        ns,
+        ctl,
+        id,
+        admin,
+        kcp,
+    } = set_up("kc-ra-forged", &[]).await?;
+    let apps = env.shoot_namespace("forged").await?;
+    let requests: Api<RuntimeAccess> = Api::namespaced(kcp.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(kcp.clone(), &ns);
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.shoot_client().await?, &apps);
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "victim", &id, pods_lister("shared", &apps, &apps))?,
+        )
+        .await?;
+    let status = access_ready(&requests, "victim").await?;
+    let victims = accounts.get("shared").await?.uid().context("account uid")?;
+    requests
+        .create(
+            &PostParams::default(),
+            &runtime_access(&ns, "forger", &id, configmap_reader("shared", &apps, &apps))?,
+        )
+        .await?;
+    access_condition(&requests, "forger", "ServiceAccountNotOwned").await?;
+    let forger = requests.get("forger").await?;
+    let forged: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": "forger-kubeconfig",
+            "labels": {kim_shared::names::LABEL_MANAGED_BY: kim_shared::names::MANAGED_BY_INFRASTRUCTURE_MANAGER},
+            "annotations": {ANNOTATION_SERVICE_ACCOUNT_UID: victims},
+            "ownerReferences": [{
+                "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+                "kind": "RuntimeAccess",
+                "name": "forger",
+                "uid": forger.uid().context("forger uid")?,
+            }],
+        },
+        "data": {"config": ""},
+    }))?;
+    secrets.create(&PostParams::default(), &forged).await?;
+    delete_access(&requests, &secrets, "forger", "forger-kubeconfig").await?;
+    assert_eq!(
+        accounts.get("shared").await?.uid().as_deref(),
+        Some(victims.as_str()),
+        "the forged record deleted the victim's account"
+    );
+    let victim = access_kubeconfig(&secrets, &status).await?;
+    lists_pods(&victim, &apps).await?;
+    ctl.stop().await;
+    assert_not_logged(&admin);
+    assert_not_logged(&victim);
+    Ok(())
+}
