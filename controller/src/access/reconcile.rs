@@ -572,15 +572,12 @@ pub const REASON_SHOOT_CLEANUP_FAILED: &str = "ShootCleanupFailed";
 pub const ANNOTATION_SKIP_SHOOT_CLEANUP: &str =
     "infrastructuremanager.kyma-project.io/skip-shoot-cleanup";
 
-/// Ensures the ServiceAccount, the (Cluster)Role and binding, and removes the objects of an
-/// earlier spec (`previous`). Returns what this request created, sorted, and the checked
-/// ServiceAccount.
-async fn ensure_shoot_objects(
+/// Whether the runtime holds what `spec.role` grants safely: Pod Security where it writes
+/// workloads, external IPs refused where it writes Services. `Some`: the refusal.
+async fn runtime_refusal(
     client: &kube::Client,
     ra: &RuntimeAccess,
-    previous: Vec<ShootObjectRef>,
-    served: bool,
-) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount, bool), StepFailed> {
+) -> Result<Option<StepFailed>, StepFailed> {
     let failed = |what: String| {
         move |e: kube::Error| StepFailed {
             reason: REASON_SHOOT_ACCESS_FAILED,
@@ -595,7 +592,7 @@ async fn ensure_shoot_objects(
         if !level.as_deref().is_some_and(|l| {
             kim_shared::access::POD_SECURITY_LEVELS_WITHOUT_HOST_ACCESS.contains(&l)
         }) {
-            return Err(StepFailed {
+            return Ok(Some(StepFailed {
                 reason: REASON_POD_SECURITY_NOT_ENFORCED,
                 what: "refusing workload writes".to_owned(),
                 error: format!(
@@ -604,35 +601,76 @@ async fn ensure_shoot_objects(
                     kim_shared::access::LABEL_POD_SECURITY_ENFORCE,
                     kim_shared::access::LABEL_POD_SECURITY_ENFORCE,
                 ),
-            });
+            }));
         }
     }
-    if let Some(namespace) = kim_shared::access::service_writes(ra) {
-        let answer = shoot::external_ips(client, namespace)
-            .await
-            .map_err(failed(format!(
-                "asking whether namespace {namespace} admits Services with external IPs"
-            )))?;
-        let refused = |why: String| StepFailed {
-            reason: REASON_SERVICE_EXTERNAL_IPS_ALLOWED,
-            what: "refusing Service writes".to_owned(),
-            error: format!(
-                "spec.role writes \"services\" in namespace {namespace}, {why}: kube-proxy on every node sends the cluster's traffic for a Service's external IPs to that Service, whatever the address (CVE-2020-8554); refuse external IPs in the cluster (the DenyServiceExternalIPs admission plugin or a ValidatingAdmissionPolicy, see docs/kubeconfigs.md), or grant services only get, list, watch and delete"
-            ),
-        };
-        match answer {
-            shoot::ExternalIps::Refused => {}
-            shoot::ExternalIps::Admitted => {
-                return Err(refused(
-                    "where the cluster admits a Service with external IPs (a server-side dry run was admitted)".to_owned(),
-                ));
-            }
-            shoot::ExternalIps::Unclear(with_ip, without) => {
-                return Err(refused(format!(
-                    "where it cannot be told whether the cluster admits a Service with external IPs: a server-side dry run was refused both with an external IP ({with_ip}) and without ({without})"
-                )));
-            }
+    let Some(namespace) = kim_shared::access::service_writes(ra) else {
+        return Ok(None);
+    };
+    let answer = shoot::external_ips(client, namespace)
+        .await
+        .map_err(failed(format!(
+            "asking whether namespace {namespace} admits Services with external IPs"
+        )))?;
+    let why = match answer {
+        shoot::ExternalIps::Refused => return Ok(None),
+        shoot::ExternalIps::Admitted => "where the cluster admits a Service with external IPs (a server-side dry run was admitted)".to_owned(),
+        shoot::ExternalIps::Unclear(with_ip, without) => format!(
+            "where it cannot be told whether the cluster admits a Service with external IPs: a server-side dry run was refused both with an external IP ({with_ip}) and without ({without})"
+        ),
+    };
+    Ok(Some(StepFailed {
+        reason: REASON_SERVICE_EXTERNAL_IPS_ALLOWED,
+        what: "refusing Service writes".to_owned(),
+        error: format!(
+            "spec.role writes \"services\" in namespace {namespace}, {why}: kube-proxy on every node sends the cluster's traffic for a Service's external IPs to that Service, whatever the address (CVE-2020-8554); refuse external IPs in the cluster (the DenyServiceExternalIPs admission plugin or a ValidatingAdmissionPolicy, see docs/kubeconfigs.md), or grant services only get, list, watch and delete"
+        ),
+    }))
+}
+
+/// Ensures the ServiceAccount, the (Cluster)Role and binding, and removes the objects of an
+/// earlier spec (`previous`). Returns what this request created, sorted, and the checked
+/// ServiceAccount. A request the runtime does not hold safely ([`runtime_refusal`]) is refused,
+/// and its roles and bindings there (of this spec and earlier ones) are removed: a token it
+/// still holds authenticates, with no rights of the request's. The caller then takes back the
+/// record of what was applied ([`withdraws_grants`]).
+async fn ensure_shoot_objects(
+    client: &kube::Client,
+    ra: &RuntimeAccess,
+    previous: Vec<ShootObjectRef>,
+    served: bool,
+) -> Result<(Vec<ShootObjectRef>, shoot::OwnedServiceAccount, bool), StepFailed> {
+    let failed = |what: String| {
+        move |e: kube::Error| StepFailed {
+            reason: REASON_SHOOT_ACCESS_FAILED,
+            what,
+            error: classify::message(&e),
         }
+    };
+    if let Some(refusal) = runtime_refusal(client, ra).await? {
+        // Every spec names its role and binding so; the record and the status, which others
+        // may write, name at most those.
+        let rbac_name = kim_shared::access::shoot_rbac_name(
+            &ra.namespace().unwrap_or_default(),
+            &ra.name_any(),
+        );
+        let mut grants: Vec<ShootObjectRef> = shoot::spec_objects(ra)
+            .into_iter()
+            .chain(previous)
+            .filter(|o| o.kind != "ServiceAccount" && o.name == rbac_name)
+            .collect();
+        grants.sort();
+        grants.dedup();
+        shoot::deletion_order(&mut grants);
+        for obj in &grants {
+            let what = format!("removing {} {} of a refused request", obj.kind, obj.name);
+            // Someone else's object of the name is left without a word: it is looked at again
+            // at every refused pass, and `RoleNotOwned` says so once the request is served.
+            shoot::delete(client, ra, obj, served, None)
+                .await
+                .map_err(failed(what))?;
+        }
+        return Err(refusal);
     }
     let mut created: Vec<ShootObjectRef> = Vec::new();
     let (sa, renewed) = shoot::ensure_service_account(client, ra, served)
@@ -887,7 +925,30 @@ async fn apply(
     let (reached, shoot_objects) = if needs_shoot {
         match apply_shoot_objects(reconciler, ra, &admin, &facts, &fingerprint, revoke).await {
             Ok((reached, created)) => (Some(reached), created),
-            Err(f) => return failed_step(reconciler, ra, &admin.shoot, decision, f, now).await,
+            Err(f) => {
+                if withdraws_grants(f.reason)
+                    && facts.applied_hash != Some(WITHDRAWN)
+                    && let Some(secret) = existing.as_ref()
+                {
+                    let account = shoot::spec_objects(ra)
+                        .into_iter()
+                        .filter(|o| o.kind == "ServiceAccount")
+                        .collect::<Vec<_>>();
+                    record_shoot_objects(
+                        &secrets,
+                        &name,
+                        secret.metadata.resource_version.as_deref(),
+                        WITHDRAWN,
+                        &account,
+                    )
+                    .await
+                    .map_err(|e| crate::redact::secret_error(e, secret.data.as_ref()))
+                    .map_err(api(format!(
+                        "recording the withdrawn grants in Secret {ns}/{name}"
+                    )))?;
+                }
+                return failed_step(reconciler, ra, &admin.shoot, decision, f, now).await;
+            }
         }
     } else {
         let applied = facts
@@ -1160,6 +1221,22 @@ async fn failed_step(
         _ => undelivered(reconciler, ra, decision, f, now).await,
     }
 }
+
+/// Whether a step failed with `reason` removed the request's roles and bindings in the runtime
+/// ([`ensure_shoot_objects`]).
+fn withdraws_grants(reason: &str) -> bool {
+    [
+        REASON_POD_SECURITY_NOT_ENFORCED,
+        REASON_SERVICE_EXTERNAL_IPS_ALLOWED,
+    ]
+    .contains(&reason)
+}
+
+/// The record of what was applied, after [`withdraws_grants`]: only the account, under a
+/// fingerprint no spec has, so every later pass reaches the runtime and applies the grants
+/// again once it holds them (a spec reverted to the one recorded would otherwise find nothing
+/// to do, and report Ready without them).
+const WITHDRAWN: &str = "withdrawn";
 
 /// Whether a step's failure is a refusal for what is in the runtime: someone else's account,
 /// role or binding, or a namespace that lets Pods reach the nodes. Only a change there (by

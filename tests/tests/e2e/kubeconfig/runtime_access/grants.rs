@@ -962,9 +962,11 @@ fn forbidden_or_invalid<T>(r: std::result::Result<T, kube::Error>) -> bool {
 /// kube-proxy on every node sends the cluster's traffic for that address to the Service, to be
 /// read or cut off (CVE-2020-8554). Now: refused (ServiceExternalIPsAllowed) and nothing
 /// created until the cluster refuses external IPs (with the policy the docs give); then served,
-/// and the token may create Services but none with an external IP. A policy that refuses every
-/// Service leaves it unclear, and the request is refused again, saying so. On the code before
-/// it was Ready at once.
+/// and the token may create Services but none with an external IP. With the policy lifted, the
+/// next pass refuses it again and removes its role and binding: the token may create no
+/// Service, also after the spec goes back to the one applied before; with the policy back, it
+/// is served again with its binding. A policy that refuses every Service leaves it unclear, and a request is refused,
+/// saying so. On the code before it was Ready at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_writes_services_only_where_external_ips_are_refused() -> Result<()> {
     use k8s_openapi::api::admissionregistration::v1::{
@@ -1062,14 +1064,115 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
         other => bail!("a Service with an external IP was not refused: {other:?}"),
     }
 
-    // A policy against every Service hides whether external IPs are refused: a request made
-    // meanwhile is refused, saying so (a served one is asked again at its next token).
+    // The runtime's owner lifts the policy: the request's next pass (here a spec change, at
+    // the latest its next rotation) refuses it and removes its role and binding, so the token
+    // it holds still authenticates but may write no Service.
     policies
         .delete(&policy_name, &DeleteParams::default())
         .await?;
     bindings
         .delete(&policy_name, &DeleteParams::default())
         .await?;
+    let other: Service = serde_json::from_value(json!({
+        "metadata": {"name": "other"},
+        "spec": {"ports": [{"port": 80}]},
+    }))?;
+    eventually("the policy lifted", Duration::from_secs(30), || async {
+        Ok(services
+            .create(&dry_run, &with_ip)
+            .await
+            .is_ok()
+            .then_some(()))
+    })
+    .await?;
+    requests
+        .patch(
+            "exposer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"role": {"namespace": apps, "rules": [
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
+            ]}}})),
+        )
+        .await?;
+    access_condition_saying(
+        &requests,
+        "exposer",
+        "ServiceExternalIPsAllowed",
+        "a server-side dry run was admitted",
+    )
+    .await?;
+    let role_binding = format!("kim-access:{ns}:exposer");
+    assert!(
+        !exists(
+            &Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(shoot_admin.clone(), &apps),
+            &role_binding
+        )
+        .await?,
+        "the refused request's binding stayed"
+    );
+    eventually(
+        "the token's rights gone",
+        Duration::from_secs(15),
+        || async {
+            Ok(forbidden(as_token.create(&PostParams::default(), &other).await).then_some(()))
+        },
+    )
+    .await?;
+    // Back to the spec whose objects were recorded as applied: still refused, never Ready
+    // without its binding.
+    requests
+        .patch(
+            "exposer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"role": {"namespace": apps, "rules": [
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
+            ]}}})),
+        )
+        .await?;
+    eventually(
+        "the reverted spec refused",
+        Duration::from_secs(60),
+        || async {
+            let ra = requests.get("exposer").await?;
+            let status = ra.status.context("status")?;
+            let reason = status.conditions.first().map(|c| c.reason.clone());
+            anyhow::ensure!(
+                status.state.as_deref() != Some("Ready"),
+                "Ready without its binding: {reason:?}"
+            );
+            Ok((status.observed_generation == ra.metadata.generation
+                && reason.as_deref() == Some("ServiceExternalIPsAllowed"))
+            .then_some(()))
+        },
+    )
+    .await?;
+    // The policy in force again: served, with its binding.
+    let (policy, binding) = external_ips_policy(&apps, &[])?;
+    policies.create(&PostParams::default(), &policy).await?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    eventually(
+        "the policy in force again",
+        Duration::from_secs(30),
+        || async {
+            Ok(forbidden_or_invalid(services.create(&dry_run, &with_ip).await).then_some(()))
+        },
+    )
+    .await?;
+    annotate(&requests, "exposer", json!({"e2e/nudge": "2"})).await?;
+    access_ready(&requests, "exposer").await?;
+    once_allowed("creating a Service again", || {
+        as_token.create(&post, &other)
+    })
+    .await?;
+    policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+    bindings
+        .delete(&policy_name, &DeleteParams::default())
+        .await?;
+
+    // A policy against every Service hides whether external IPs are refused: a request made
+    // meanwhile is refused, saying so.
     let (policy, binding) = external_ips_policy(
         &apps,
         &[json!({"expression": "false", "message": "no Services here"})],
