@@ -654,8 +654,9 @@ async fn ensure_shoot_objects(
             &ra.namespace().unwrap_or_default(),
             &ra.name_any(),
         );
-        let mut grants: Vec<ShootObjectRef> = shoot::spec_objects(ra)
-            .into_iter()
+        let mut grants: Vec<ShootObjectRef> = shoot::rbac_objects(ra)
+            .iter()
+            .map(shoot::RbacObject::reference)
             .chain(previous)
             .filter(|o| o.kind != "ServiceAccount" && o.name == rbac_name)
             .collect();
@@ -930,16 +931,12 @@ async fn apply(
                     && facts.applied_hash != Some(WITHDRAWN)
                     && let Some(secret) = existing.as_ref()
                 {
-                    let account = shoot::spec_objects(ra)
-                        .into_iter()
-                        .filter(|o| o.kind == "ServiceAccount")
-                        .collect::<Vec<_>>();
                     record_shoot_objects(
                         &secrets,
                         &name,
                         secret.metadata.resource_version.as_deref(),
                         WITHDRAWN,
-                        &account,
+                        &[shoot::account_reference(ra)],
                     )
                     .await
                     .map_err(|e| crate::redact::secret_error(e, secret.data.as_ref()))

@@ -103,14 +103,18 @@ pub fn service_account(ra: &RuntimeAccess) -> ServiceAccount {
 /// What `ra`'s spec makes in the runtime, by name: the ServiceAccount, and the role (when the
 /// spec has rules) and binding of [`rbac_objects`].
 pub fn spec_objects(ra: &RuntimeAccess) -> Vec<ShootObjectRef> {
-    let account = ShootObjectRef {
+    std::iter::once(account_reference(ra))
+        .chain(rbac_objects(ra).iter().map(RbacObject::reference))
+        .collect()
+}
+
+/// `spec.serviceAccount`, as recorded in the status.
+pub fn account_reference(ra: &RuntimeAccess) -> ShootObjectRef {
+    ShootObjectRef {
         kind: "ServiceAccount".to_owned(),
         name: ra.spec.service_account.name.clone(),
         namespace: Some(ra.spec.service_account.namespace.clone()),
-    };
-    std::iter::once(account)
-        .chain(rbac_objects(ra).iter().map(RbacObject::reference))
-        .collect()
+    }
 }
 
 /// The role (when the spec has rules) and the binding, in apply order.
@@ -433,9 +437,9 @@ pub async fn external_ips(
 fn refusal(answer: Result<Service, kube::Error>) -> Result<Option<String>, kube::Error> {
     match answer {
         Ok(_) => Ok(None),
-        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => Ok(Some(
-            kim_shared::redact::credentials(&format!("{} ({})", s.message, s.code)).into_owned(),
-        )),
+        Err(e) if matches!(&e, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422)) => {
+            Ok(Some(crate::runtime::classify::message(&e)))
+        }
         Err(e) => Err(e),
     }
 }

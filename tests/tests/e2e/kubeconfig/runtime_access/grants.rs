@@ -934,7 +934,7 @@ fn external_ips_policy(
     let [mut policy, mut binding] = <[serde_json::Value; 2]>::try_from(docs).map_err(|d| {
         anyhow::anyhow!("expected a policy and a binding, got {} documents", d.len())
     })?;
-    let name = format!("deny-service-external-ips-{namespace}");
+    let name = external_ips_policy_name(namespace);
     policy["metadata"]["name"] = json!(name);
     for v in extra {
         policy["spec"]["validations"]
@@ -952,6 +952,52 @@ fn external_ips_policy(
     ))
 }
 
+/// The name of [`external_ips_policy`] and its binding for `namespace`.
+fn external_ips_policy_name(namespace: &str) -> String {
+    format!("deny-service-external-ips-{namespace}")
+}
+
+/// The policy of [`external_ips_policy`] in the runtime, for `namespace`.
+struct ExternalIpsPolicy {
+    policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
+    bindings: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>,
+    namespace: String,
+}
+
+impl ExternalIpsPolicy {
+    /// Creates the policy, with `extra` validations, and its binding.
+    async fn put(&self, extra: &[serde_json::Value]) -> Result<()> {
+        let (policy, binding) = external_ips_policy(&self.namespace, extra)?;
+        self.policies
+            .create(&PostParams::default(), &policy)
+            .await?;
+        self.bindings
+            .create(&PostParams::default(), &binding)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the policy and its binding.
+    async fn lift(&self) -> Result<()> {
+        let name = external_ips_policy_name(&self.namespace);
+        self.policies
+            .delete(&name, &DeleteParams::default())
+            .await?;
+        self.bindings
+            .delete(&name, &DeleteParams::default())
+            .await?;
+        Ok(())
+    }
+}
+
+/// A Service `name` on port 80, with `external_ip` if given.
+fn service(name: &str, external_ip: Option<&str>) -> Result<k8s_openapi::api::core::v1::Service> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"ports": [{"port": 80}], "externalIPs": external_ip.map(|ip| vec![ip])},
+    }))?)
+}
+
 /// Whether the answer is a refusal at admission or validation (403, 422).
 fn forbidden_or_invalid<T>(r: std::result::Result<T, kube::Error>) -> bool {
     matches!(r, Err(kube::Error::Api(s)) if s.code == 403 || s.code == 422)
@@ -965,13 +1011,10 @@ fn forbidden_or_invalid<T>(r: std::result::Result<T, kube::Error>) -> bool {
 /// and the token may create Services but none with an external IP. With the policy lifted, the
 /// next pass refuses it again and removes its role and binding: the token may create no
 /// Service, also after the spec goes back to the one applied before; with the policy back, it
-/// is served again with its binding. A policy that refuses every Service leaves it unclear, and a request is refused,
-/// saying so. On the code before it was Ready at once.
+/// is served again with its binding. A policy that refuses every Service leaves it unclear,
+/// and a request is refused, saying so. On the code before it was Ready at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_access_writes_services_only_where_external_ips_are_refused() -> Result<()> {
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
     use k8s_openapi::api::core::v1::Service;
 
     let Setup {
@@ -1025,16 +1068,13 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
         .await?;
 
     // The runtime's owner refuses external IPs there, with the policy of the docs.
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(shoot_admin.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(shoot_admin.clone());
-    let (policy, binding) = external_ips_policy(&apps, &[])?;
-    let policy_name = kube::ResourceExt::name_any(&policy);
-    policies.create(&PostParams::default(), &policy).await?;
-    bindings.create(&PostParams::default(), &binding).await?;
-    let with_ip: Service = serde_json::from_value(json!({
-        "metadata": {"name": "intercept"},
-        "spec": {"ports": [{"port": 443}], "externalIPs": ["192.0.2.10"]},
-    }))?;
+    let policy = ExternalIpsPolicy {
+        policies: Api::all(shoot_admin.clone()),
+        bindings: Api::all(shoot_admin.clone()),
+        namespace: apps.clone(),
+    };
+    policy.put(&[]).await?;
+    let with_ip = service("intercept", Some("192.0.2.10"))?;
     let dry_run = PostParams {
         dry_run: true,
         ..PostParams::default()
@@ -1049,10 +1089,7 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
     let token =
         access::client_from_yaml("exposer", &access_kubeconfig(&secrets, &ready).await?).await?;
     let as_token: Api<Service> = Api::namespaced(token, &apps);
-    let plain: Service = serde_json::from_value(json!({
-        "metadata": {"name": "plain"},
-        "spec": {"ports": [{"port": 80}]},
-    }))?;
+    let plain = service("plain", None)?;
     let post = PostParams::default();
     once_allowed("creating a Service", || as_token.create(&post, &plain)).await?;
     match as_token.create(&PostParams::default(), &with_ip).await {
@@ -1067,16 +1104,8 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
     // The runtime's owner lifts the policy: the request's next pass (here a spec change, at
     // the latest its next rotation) refuses it and removes its role and binding, so the token
     // it holds still authenticates but may write no Service.
-    policies
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
-    bindings
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
-    let other: Service = serde_json::from_value(json!({
-        "metadata": {"name": "other"},
-        "spec": {"ports": [{"port": 80}]},
-    }))?;
+    policy.lift().await?;
+    let other = service("other", None)?;
     eventually("the policy lifted", Duration::from_secs(30), || async {
         Ok(services
             .create(&dry_run, &with_ip)
@@ -1085,13 +1114,16 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
             .then_some(()))
     })
     .await?;
+    let services_rule = |verbs: &[&str]| {
+        json!({"spec": {"role": {"namespace": apps, "rules": [
+            {"apiGroups": [""], "resources": ["services"], "verbs": verbs},
+        ]}}})
+    };
     requests
         .patch(
             "exposer",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"role": {"namespace": apps, "rules": [
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
-            ]}}})),
+            &Patch::Merge(services_rule(&["get", "list", "watch", "create", "patch"])),
         )
         .await?;
     access_condition_saying(
@@ -1124,9 +1156,7 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
         .patch(
             "exposer",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"role": {"namespace": apps, "rules": [
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
-            ]}}})),
+            &Patch::Merge(services_rule(&["get", "list", "create", "patch"])),
         )
         .await?;
     eventually(
@@ -1147,9 +1177,7 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
     )
     .await?;
     // The policy in force again: served, with its binding.
-    let (policy, binding) = external_ips_policy(&apps, &[])?;
-    policies.create(&PostParams::default(), &policy).await?;
-    bindings.create(&PostParams::default(), &binding).await?;
+    policy.put(&[]).await?;
     eventually(
         "the policy in force again",
         Duration::from_secs(30),
@@ -1164,21 +1192,13 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
         as_token.create(&post, &other)
     })
     .await?;
-    policies
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
-    bindings
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
+    policy.lift().await?;
 
     // A policy against every Service hides whether external IPs are refused: a request made
     // meanwhile is refused, saying so.
-    let (policy, binding) = external_ips_policy(
-        &apps,
-        &[json!({"expression": "false", "message": "no Services here"})],
-    )?;
-    policies.create(&PostParams::default(), &policy).await?;
-    bindings.create(&PostParams::default(), &binding).await?;
+    policy
+        .put(&[json!({"expression": "false", "message": "no Services here"})])
+        .await?;
     let unnamed: Service = serde_json::from_value(json!({
         "metadata": {"generateName": "plain-"},
         "spec": {"ports": [{"port": 80}]},
@@ -1215,12 +1235,7 @@ async fn runtime_access_writes_services_only_where_external_ips_are_refused() ->
     requests
         .delete("exposer-2", &DeleteParams::default())
         .await?;
-    policies
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
-    bindings
-        .delete(&policy_name, &DeleteParams::default())
-        .await?;
+    policy.lift().await?;
     requests.delete("exposer", &DeleteParams::default()).await?;
     eventually("request gone", Duration::from_secs(30), || async {
         Ok(requests.get_opt("exposer").await?.is_none().then_some(()))

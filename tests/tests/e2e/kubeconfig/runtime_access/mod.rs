@@ -243,6 +243,22 @@ async fn lists_pods(kubeconfig: &str, apps: &str) -> Result<()> {
     Ok(())
 }
 
+/// Takes the request's marks (the UID and managed-by labels) off account `name`, as someone
+/// who may change ServiceAccounts in the runtime could.
+async fn strip_marks(accounts: &Api<ServiceAccount>, name: &str) -> Result<()> {
+    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
+    accounts
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                LABEL_RUNTIME_ACCESS_UID: null,
+                kim_shared::names::LABEL_MANAGED_BY: null}}})),
+        )
+        .await?;
+    Ok(())
+}
+
 /// [`access_condition_saying`] anything: waits for the `KubeconfigReady` condition with `reason`.
 async fn access_condition(
     requests: &Api<RuntimeAccess>,

@@ -854,7 +854,6 @@ async fn a_revocation_replaces_an_account_made_before_the_uid_label() -> Result<
 async fn a_revocation_ends_the_tokens_of_an_account_stripped_of_its_marks() -> Result<()> {
     use k8s_openapi::api::rbac::v1::RoleBinding;
     use kim_controller::access::reconcile::ANNOTATION_REVOKE_TOKENS as REVOKE;
-    use kim_controller::access::shoot::LABEL_RUNTIME_ACCESS_UID;
     use kim_controller::access::token::ANNOTATION_SERVICE_ACCOUNT_UID;
     use kube::ResourceExt;
 
@@ -875,24 +874,21 @@ async fn a_revocation_ends_the_tokens_of_an_account_stripped_of_its_marks() -> R
     let accounts: Api<ServiceAccount> = Api::namespaced(shoot_admin.clone(), &apps);
     let served_with = accounts.get("reader").await?.uid().context("account uid")?;
     let secret_name = &status.secret_ref.as_ref().context("status.secretRef")?.name;
+    let recorded = || async {
+        let secret = secrets.get(secret_name).await?;
+        anyhow::Ok(
+            secret
+                .annotations()
+                .get(ANNOTATION_SERVICE_ACCOUNT_UID)
+                .cloned(),
+        )
+    };
     assert_eq!(
-        secrets
-            .get(secret_name)
-            .await?
-            .annotations()
-            .get(ANNOTATION_SERVICE_ACCOUNT_UID),
-        Some(&served_with),
+        recorded().await?,
+        Some(served_with.clone()),
         "the Secret names the account its token authenticates as"
     );
-    accounts
-        .patch(
-            "reader",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {
-                LABEL_RUNTIME_ACCESS_UID: null,
-                kim_shared::names::LABEL_MANAGED_BY: null}}})),
-        )
-        .await?;
+    strip_marks(&accounts, "reader").await?;
     let elsewhere: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "keeps-the-reader"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
@@ -927,24 +923,9 @@ async fn a_revocation_ends_the_tokens_of_an_account_stripped_of_its_marks() -> R
         whoami(client).await?,
         format!("system:serviceaccount:{apps}:reader")
     );
-    assert_eq!(
-        secrets
-            .get(secret_name)
-            .await?
-            .annotations()
-            .get(ANNOTATION_SERVICE_ACCOUNT_UID),
-        renewed.uid().as_ref(),
-    );
+    assert_eq!(recorded().await?, renewed.uid());
     // The request's deletion takes the account its tokens authenticate as, marks or not.
-    accounts
-        .patch(
-            "reader",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {
-                LABEL_RUNTIME_ACCESS_UID: null,
-                kim_shared::names::LABEL_MANAGED_BY: null}}})),
-        )
-        .await?;
+    strip_marks(&accounts, "reader").await?;
     delete_access(&requests, &secrets, "reader", secret_name).await?;
     assert!(
         !exists(&accounts, "reader").await?,
